@@ -1,0 +1,56 @@
+/* elector — error codes.
+ *
+ * Every function in libelector that can fail returns one of these negative codes
+ * (0 is success). They come from the one list below, which also yields
+ * elector_strerror() and elector_err_name(), so names, values and texts cannot drift.
+ * The handle that failed keeps a detail text (for example the endpoint and etcd's
+ * own message); see elector_etcd_errstr().
+ */
+#ifndef ELECTOR_ERROR_H
+#define ELECTOR_ERROR_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* X(name, value, text) */
+#define ELECTOR_ERRNO_MAP(X)                                                             \
+    X(EINVAL, -1, "invalid argument")                                                    \
+    X(ENOMEM, -2, "out of memory")                                                       \
+    X(EUNAVAILABLE, -3, "etcd unavailable")                                              \
+    X(ETIMEDOUT, -4, "deadline exceeded")                                                \
+    X(ECANCELED, -5, "canceled")                                                         \
+    X(ECONNECT, -6, "cannot connect to etcd")                                            \
+    X(ETLS, -7, "TLS error")                                                             \
+    X(EPROTO, -8, "protocol error")                                                      \
+    X(ENOLEADER, -9, "etcd cluster has no leader")                                       \
+    X(ECOMPACTED, -10, "revision has been compacted")                                    \
+    X(ELEASE, -11, "lease not found or expired")                                         \
+    X(EAUTH, -12, "authentication failed")                                               \
+    X(EPERM, -13, "permission denied")                                                   \
+    X(ETOOLARGE, -14, "request too large")                                               \
+    X(ETOKEN, -15, "invalid auth token")                                                 \
+    X(EFUTUREREV, -16, "revision is in the future")                                      \
+    X(EGRPC, -17, "etcd returned an error")                                              \
+    X(ECLOSED, -18, "handle closed")                                                     \
+    X(ENOTLEADER, -19, "not the leader")                                                 \
+    X(ESESSION, -20, "session expired")                                                  \
+    X(EBUSY, -21, "operation already in progress")
+
+enum elector_errno {
+    ELECTOR_OK = 0,
+#define ELECTOR_ERR_ENUM_(name, value, text) ELECTOR_##name = value,
+    ELECTOR_ERRNO_MAP(ELECTOR_ERR_ENUM_)
+#undef ELECTOR_ERR_ENUM_
+};
+
+/* Human text for an error code ("deadline exceeded"); "unknown error" otherwise. */
+const char *elector_strerror(int err);
+
+/* Symbolic name without prefix ("ETIMEDOUT"); "UNKNOWN" for codes not in the list. */
+const char *elector_err_name(int err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,235 @@
+/* elector — a lean etcd v3 client: gRPC over HTTP/2 (nghttp2), protobuf-c, OpenSSL.
+ *
+ * The client is event driven and creates no threads. An application embeds it in
+ * its own loop with three calls:
+ *
+ *     int fd = elector_etcd_fd(etcd);          // poll it for POLLIN; never changes
+ *     int64_t ms = elector_etcd_timeout(etcd); // at the latest, call process then
+ *     elector_etcd_process(etcd);              // do all I/O and timers that are due
+ *
+ * or lets elector_etcd_run_once() do the waiting. Blocking helpers such as
+ * elector_etcd_call_sync() are short loops over the same engine.
+ *
+ * Requests and responses are etcd's own protobuf messages (protobuf-c types from
+ * <etcdserverpb/rpc.pb-c.h>). A request is serialized when it is submitted, so the
+ * caller may free it right after the call returns. A response passed to a callback
+ * is valid only during that callback.
+ *
+ * Rule taken from libuv: when a function that takes a callback returns an error,
+ * that callback is never called.
+ *
+ * All callbacks run inside elector_etcd_process() (or a blocking helper), never
+ * from another thread. Calling elector_stream_close(), elector_watch_cancel() or
+ * elector_etcd_free() from inside a callback is allowed; the memory is released
+ * once the callback has returned.
+ */
+#ifndef ELECTOR_ETCD_H
+#define ELECTOR_ETCD_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <protobuf-c/protobuf-c.h>
+#include <etcdserverpb/rpc.pb-c.h>
+#include "elector/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct elector_etcd elector_etcd;
+
+/* Connection settings. Initialize with elector_etcd_config_init(), then set fields.
+ * Strings are copied by elector_etcd_new(). Times are in milliseconds. */
+typedef struct elector_etcd_config {
+    /* Comma-separated endpoints: "host:port", "http://host:port",
+     * "https://host:port". An endpoint without scheme uses TLS when a CA or client
+     * certificate is configured. Default "127.0.0.1:2379". */
+    const char *endpoints;
+    const char *cacert;   /* PEM CA bundle to verify the server; NULL: system store */
+    const char *cert;     /* PEM client certificate (optional) */
+    const char *key;      /* PEM client key (optional, with cert) */
+    const char *user;     /* etcd user for Auth.Authenticate (optional) */
+    const char *password; /* its password */
+    int64_t dial_timeout_ms;       /* connect + TLS + first SETTINGS; default 5000 */
+    int64_t request_timeout_ms;    /* default deadline of unary calls; default 5000 */
+    int64_t keepalive_time_ms;     /* silence before a PING while awaiting a reply; 1000 */
+    int64_t keepalive_idle_ms;     /* silence before a PING with only idle streams; 10000 */
+    int64_t keepalive_timeout_ms;  /* PING ack deadline, then the connection is dead; 2000 */
+    int64_t backoff_min_ms;        /* first reconnect delay after a failed round; 50 */
+    int64_t backoff_max_ms;        /* reconnect delay cap; 2000 */
+} elector_etcd_config;
+
+/* Fills defaults. */
+void elector_etcd_config_init(elector_etcd_config *cfg);
+
+/* Creates a client. No connection is made until the first call or stream.
+ * Returns NULL only when memory is exhausted; otherwise check elector_etcd_err():
+ * ELECTOR_EINVAL for a malformed endpoint list or unreadable TLS files (the text
+ * names the culprit), ELECTOR_ETLS for an unusable TLS setup. A client in error
+ * must still be freed with elector_etcd_free(). */
+elector_etcd *elector_etcd_new(const elector_etcd_config *cfg);
+
+/* Fails every pending call with ELECTOR_ECANCELED, closes the connection, frees.
+ * Safe from inside a callback (deferred until it returns). NULL is a no-op. */
+void elector_etcd_free(elector_etcd *etcd);
+
+/* The last error code of the handle and its detail text ("" when none). */
+int elector_etcd_err(const elector_etcd *etcd);
+const char *elector_etcd_errstr(const elector_etcd *etcd);
+
+/* The one file descriptor to poll for POLLIN (an epoll set behind it). */
+int elector_etcd_fd(const elector_etcd *etcd);
+
+/* Milliseconds until elector_etcd_process() must run at the latest; -1 = no timer. */
+int64_t elector_etcd_timeout(elector_etcd *etcd);
+
+/* Performs every due read, write and timer and runs the callbacks that result.
+ * Returns 0, or ELECTOR_ECLOSED if the handle was freed from a callback. */
+int elector_etcd_process(elector_etcd *etcd);
+
+/* Waits up to max_ms (or the next timer, if sooner; -1 = no cap) for activity,
+ * then processes it. Returns what elector_etcd_process() returns. */
+int elector_etcd_run_once(elector_etcd *etcd, int64_t max_ms);
+
+/* Wakes a run_once()/poll() that waits on elector_etcd_fd(). The only function of
+ * this library that may be called from another thread. */
+void elector_etcd_wakeup(elector_etcd *etcd);
+
+/* Endpoint currently connected ("" if none) and its index in the list (-1). */
+const char *elector_etcd_current_endpoint(const elector_etcd *etcd);
+
+/* ---- calls ---------------------------------------------------------------------- */
+
+typedef enum elector_rpc {
+    ELECTOR_RPC_RANGE,
+    ELECTOR_RPC_PUT,
+    ELECTOR_RPC_DELETE_RANGE,
+    ELECTOR_RPC_TXN,
+    ELECTOR_RPC_COMPACT,
+    ELECTOR_RPC_LEASE_GRANT,
+    ELECTOR_RPC_LEASE_REVOKE,
+    ELECTOR_RPC_LEASE_TIME_TO_LIVE,
+    ELECTOR_RPC_LEASE_KEEPALIVE, /* stream */
+    ELECTOR_RPC_WATCH,           /* stream */
+    ELECTOR_RPC_AUTHENTICATE,
+    ELECTOR_RPC_STATUS,
+    ELECTOR_RPC_MEMBER_LIST,
+    ELECTOR_RPC_COUNT_
+} elector_rpc;
+
+/* gRPC path of an rpc ("/etcdserverpb.KV/Range"), NULL if out of range. */
+const char *elector_rpc_path(elector_rpc rpc);
+
+/* Per-call options; a NULL pointer means all defaults. */
+typedef struct elector_call_opts {
+    int64_t timeout_ms;  /* 0: the client's request_timeout_ms; streams: none */
+    int require_leader;  /* send "hasleader: true": fail instead of stalling
+                            on a member that has lost its Raft leader */
+} elector_call_opts;
+
+/* Completion of a unary call: err is 0 and resp the decoded response (of the type
+ * that belongs to the rpc), or err < 0 and resp NULL; elector_etcd_errstr() holds
+ * the detail during the callback. */
+typedef void (*elector_etcd_cb)(elector_etcd *etcd, int err, const ProtobufCMessage *resp,
+                                void *ud);
+
+/* Starts a unary call. req must be of the rpc's request type. The call is queued
+ * until a connection is ready and fails with its deadline, or earlier with the
+ * connection error once every endpoint has been tried and refused. A call that was
+ * sent and whose connection then broke fails with ELECTOR_EUNAVAILABLE; it is never
+ * retried silently (the server may have executed it).
+ * Returns 0, ELECTOR_EINVAL (rpc is a stream, or bad arguments), ELECTOR_ENOMEM,
+ * ELECTOR_ECLOSED (client being freed). */
+int elector_etcd_call(elector_etcd *etcd, elector_rpc rpc, const ProtobufCMessage *req,
+                      const elector_call_opts *opts, elector_etcd_cb cb, void *ud);
+
+/* Blocking form: runs the client's loop until the call completes. On success
+ * *resp receives the response, to be freed with protobuf_c_message_free_unpacked(
+ * *resp, NULL). Returns 0 or the call's error (see elector_etcd_call and the
+ * grpc status mapping: ENOLEADER, ECOMPACTED, ELEASE, EAUTH, EPERM, ETOOLARGE,
+ * ETIMEDOUT, EUNAVAILABLE, ECONNECT, ETLS, EGRPC, ...). */
+int elector_etcd_call_sync(elector_etcd *etcd, elector_rpc rpc, const ProtobufCMessage *req,
+                           const elector_call_opts *opts, ProtobufCMessage **resp);
+
+/* ---- bidirectional streams ------------------------------------------------------ */
+
+typedef struct elector_stream elector_stream;
+
+/* A received message (err 0, msg set), or the end of the stream (err < 0, msg NULL:
+ * the connection broke, etcd returned a status, or the stream was reset). After an
+ * end the stream sends and receives nothing more; close it to free it. */
+typedef void (*elector_stream_cb)(elector_stream *s, int err, const ProtobufCMessage *msg,
+                                  void *ud);
+
+/* Opens a stream for ELECTOR_RPC_WATCH or ELECTOR_RPC_LEASE_KEEPALIVE. Returns NULL
+ * with elector_etcd_err() set on failure (EINVAL, ENOMEM, ECLOSED). */
+elector_stream *elector_etcd_stream_open(elector_etcd *etcd, elector_rpc rpc,
+                                         const elector_call_opts *opts,
+                                         elector_stream_cb cb, void *ud);
+
+/* Queues one message. Returns 0, ELECTOR_EINVAL (wrong type), ELECTOR_ENOMEM,
+ * ELECTOR_ECLOSED (the stream has ended). */
+int elector_stream_send(elector_stream *s, const ProtobufCMessage *msg);
+
+/* Cancels the stream (RST_STREAM CANCEL) and frees it; no callback follows. */
+void elector_stream_close(elector_stream *s);
+
+elector_etcd *elector_stream_client(const elector_stream *s);
+
+/* ---- watch: many watches multiplexed on one Watch stream ------------------------ */
+
+typedef struct elector_watch elector_watch;
+
+/* err 0: resp carries events (or is the creation/progress notice: resp->created).
+ * ELECTOR_ECOMPACTED: the start revision was compacted; resp->compact_revision is
+ * the oldest revision still available. Any other err < 0 (resp may be NULL): the
+ * watch has ended (stream broken, canceled by etcd). After an error no more
+ * callbacks come; cancel the watch to free it. */
+typedef void (*elector_watch_cb)(elector_watch *w, int err,
+                                 const Etcdserverpb__WatchResponse *resp, void *ud);
+
+/* Creates a watch from req (key, range_end, start_revision, prev_kv, filters,
+ * progress_notify; watch_id is assigned by the client). The shared stream requires
+ * a leader, so a watch on a member cut off from its cluster ends instead of
+ * stalling. Returns NULL with elector_etcd_err() set on failure. */
+elector_watch *elector_etcd_watch(elector_etcd *etcd,
+                                  const Etcdserverpb__WatchCreateRequest *req,
+                                  elector_watch_cb cb, void *ud);
+
+/* Cancels the watch and frees it; no callback follows. */
+void elector_watch_cancel(elector_watch *w);
+
+int64_t elector_watch_id(const elector_watch *w);
+
+/* ---- lease keepalive: one shared LeaseKeepAlive stream -------------------------- */
+
+/* ttl > 0: the lease was renewed for ttl seconds (counted by the server from
+ * the moment it received the request). err ELECTOR_ELEASE: the lease is gone.
+ * Other errors: the renewal is unknown (stream broken, deadline). */
+typedef void (*elector_keepalive_cb)(elector_etcd *etcd, int err, int64_t lease_id,
+                                     int64_t ttl, void *ud);
+
+/* Sends one keepalive for lease_id and calls cb exactly once, at the latest after
+ * timeout_ms (0: request_timeout_ms). Returns 0, ELECTOR_EINVAL, ELECTOR_ENOMEM,
+ * ELECTOR_ECLOSED; on error cb is not called. */
+int elector_etcd_keepalive(elector_etcd *etcd, int64_t lease_id, int64_t timeout_ms,
+                           elector_keepalive_cb cb, void *ud);
+
+/* Forgets pending keepalives that carry this ud: their callbacks will not run.
+ * For owners that go away while a renewal is in flight. */
+void elector_etcd_keepalive_forget(elector_etcd *etcd, void *ud);
+
+/* ---- helpers -------------------------------------------------------------------- */
+
+/* The range_end that selects every key with the given prefix, into out (which
+ * must hold len bytes). Returns the length written; 1 with out[0] = 0 ("\0", all
+ * keys) when no prefix end exists (all bytes 0xff). */
+size_t elector_prefix_end(const uint8_t *prefix, size_t len, uint8_t *out);
+
+/* CLOCK_MONOTONIC in nanoseconds: the one clock of this library. */
+int64_t elector_now_ns(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,97 @@
+/* Endpoint list parsing: "host:port", "http://host:port", "https://host:port",
+ * "[v6]:port". A bad entry is refused with a message that names it, before any
+ * connection is tried. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "internal.h"
+
+static int parse_one(const char *s, size_t n, bool tls_default, elector__endpoint *ep,
+                     char *err, size_t cap)
+{
+    char item[512];
+    if (n == 0 || n >= sizeof(item)) {
+        snprintf(err, cap, "empty or overlong endpoint in list");
+        return ELECTOR_EINVAL;
+    }
+    memcpy(item, s, n);
+    item[n] = 0;
+    char *p = item;
+    ep->tls = tls_default;
+    if (strncmp(p, "http://", 7) == 0) {
+        ep->tls = false;
+        p += 7;
+    } else if (strncmp(p, "https://", 8) == 0) {
+        ep->tls = true;
+        p += 8;
+    } else if (strstr(p, "://")) {
+        snprintf(err, cap, "endpoint '%s': unsupported scheme (use http:// or https://)", item);
+        return ELECTOR_EINVAL;
+    }
+    size_t plen = strlen(p);
+    if (plen > 0 && p[plen - 1] == '/') p[--plen] = 0; /* tolerate "http://h:p/" */
+    char *host = p, *colon;
+    if (*p == '[') {
+        char *close = strchr(p, ']');
+        if (!close || close[1] != ':') goto bad;
+        *close = 0;
+        host = p + 1;
+        colon = close + 1;
+    } else {
+        colon = strrchr(p, ':');
+        if (!colon || strchr(p, ':') != colon) goto bad;
+        *colon = 0;
+    }
+    char *port = colon + 1, *end;
+    long v = strtol(port, &end, 10);
+    if (!*host || !*port || *end || v < 1 || v > 65535) goto bad;
+    ep->host = elector__strdup(host);
+    ep->port = elector__strdup(port);
+    ep->authority = malloc(strlen(host) + strlen(port) + 4);
+    if (!ep->host || !ep->port || !ep->authority) return ELECTOR_ENOMEM;
+    sprintf(ep->authority, strchr(host, ':') ? "[%s]:%s" : "%s:%s", host, port);
+    return 0;
+bad:
+    snprintf(err, cap, "endpoint '%.*s': expected host:port, http://host:port or "
+             "https://host:port with a port from 1 to 65535", (int)n, s);
+    return ELECTOR_EINVAL;
+}
+
+int elector__endpoints_parse(const char *list, bool tls_default, elector__endpoint **out,
+                             char *err, size_t cap)
+{
+    *out = NULL;
+    if (!list || !*list) {
+        snprintf(err, cap, "no endpoints given");
+        return ELECTOR_EINVAL;
+    }
+    int n = 1;
+    for (const char *c = list; *c; c++) n += *c == ',';
+    elector__endpoint *eps = calloc((size_t)n, sizeof(*eps));
+    if (!eps) return ELECTOR_ENOMEM;
+    const char *s = list;
+    for (int i = 0; i < n; i++) {
+        const char *comma = strchr(s, ',');
+        size_t len = comma ? (size_t)(comma - s) : strlen(s);
+        while (len && (*s == ' ')) s++, len--;
+        while (len && s[len - 1] == ' ') len--;
+        int rc = parse_one(s, len, tls_default, &eps[i], err, cap);
+        if (rc) {
+            elector__endpoints_free(eps, n);
+            return rc;
+        }
+        s = comma ? comma + 1 : s + len;
+    }
+    *out = eps;
+    return n;
+}
+
+void elector__endpoints_free(elector__endpoint *eps, int n)
+{
+    for (int i = 0; eps && i < n; i++) {
+        free(eps[i].host);
+        free(eps[i].port);
+        free(eps[i].authority);
+    }
+    free(eps);
+}

@@ -1,0 +1,107 @@
+/* Internal declarations shared by the files of libelector. Cross-file helpers use
+ * the elector__ prefix; nothing here is part of the public API. */
+#ifndef ELECTOR_INTERNAL_H
+#define ELECTOR_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdarg.h>
+#include "elector/etcd.h"
+
+/* ---- growable byte buffer (buf.c) ---- */
+typedef struct elector__buf {
+    uint8_t *data;
+    size_t len; /* bytes held */
+    size_t off; /* bytes already consumed from the front */
+    size_t cap;
+} elector__buf;
+
+int elector__buf_reserve(elector__buf *b, size_t extra);
+int elector__buf_append(elector__buf *b, const void *p, size_t n);
+void elector__buf_consume(elector__buf *b, size_t n);
+static inline size_t elector__buf_avail(const elector__buf *b)
+{
+    return b->len - b->off;
+}
+static inline const uint8_t *elector__buf_head(const elector__buf *b)
+{
+    return b->data + b->off;
+}
+void elector__buf_free(elector__buf *b);
+
+/* ---- gRPC framing and status (grpc.c): pure functions, unit tested ---- */
+#define ELECTOR__GRPC_MAX_MSG (64u * 1024u * 1024u)
+
+/* Appends the 5-byte prefix and the packed message. */
+int elector__grpc_frame(elector__buf *out, const ProtobufCMessage *msg);
+
+/* Looks at the front of buf: 1 and payload and len set when a whole message is there
+ * (the caller consumes 5 + len), 0 when more bytes are needed, ELECTOR_EPROTO for
+ * a compressed or oversized message. */
+int elector__grpc_next(const elector__buf *buf, const uint8_t **payload, size_t *len);
+
+/* grpc-timeout header value for ms ("1500m", or in seconds once too long). */
+void elector__grpc_timeout(int64_t ms, char out[16]);
+
+/* Decodes a percent-encoded grpc-message in place-safe fashion into out (cap
+ * bytes, NUL terminated). Invalid escapes are copied verbatim. */
+void elector__percent_decode(const char *in, size_t len, char *out, size_t cap);
+
+/* Maps grpc-status + decoded message to an elector error code (0 for status 0). */
+int elector__grpc_error(int status, const char *message);
+
+/* ---- endpoints (endpoint.c) ---- */
+typedef struct elector__endpoint {
+    char *host;      /* without brackets */
+    char *port;
+    char *authority; /* host:port as given, for :authority and messages */
+    bool tls;
+} elector__endpoint;
+
+/* Parses a comma list. Returns count (> 0) or ELECTOR_EINVAL with a message in
+ * err (cap bytes). *out is malloc'd; free with elector__endpoints_free. */
+int elector__endpoints_parse(const char *list, bool tls_default, elector__endpoint **out,
+                             char *err, size_t cap);
+void elector__endpoints_free(elector__endpoint *eps, int n);
+
+/* ---- backoff (backoff.c) ---- */
+/* Delay before reconnect attempt after `failures` consecutive failed rounds:
+ * 0 for none, else min(max, min_ms * 2^(failures-1)) scaled by a jitter factor in
+ * [0.5, 1.0] taken from rnd (0 .. 2^32-1). */
+int64_t elector__backoff_ms(int failures, int64_t min_ms, int64_t max_ms, uint32_t rnd);
+
+/* ---- misc ---- */
+int64_t elector__now_ms(void);
+char *elector__strdup(const char *s);
+
+/* Descriptor table (rpc.c). */
+typedef struct elector__rpc_desc {
+    const char *path;
+    const ProtobufCMessageDescriptor *req;
+    const ProtobufCMessageDescriptor *resp;
+    bool stream;
+} elector__rpc_desc;
+const elector__rpc_desc *elector__rpc(elector_rpc rpc);
+
+/* Sets the handle's error code and detail text; returns err. */
+int elector__set_err(elector_etcd *etcd, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Lease keepalive and watch multiplexers hook into the client (lease.c, watch.c). */
+void elector__keepalive_free_all(elector_etcd *etcd);
+void elector__watch_free_all(elector_etcd *etcd);
+int64_t elector__keepalive_next_deadline(elector_etcd *etcd);
+void elector__keepalive_timers(elector_etcd *etcd, int64_t now_ms);
+
+/* Per-client slots for the multiplexers, owned by lease.c and watch.c. */
+struct elector__ka_state;
+struct elector__watch_state;
+struct elector__ka_state **elector__etcd_ka(elector_etcd *etcd);
+struct elector__watch_state **elector__etcd_watch(elector_etcd *etcd);
+
+/* Callback-depth guard for deferred frees. */
+void elector__enter_cb(elector_etcd *etcd);
+bool elector__leave_cb(elector_etcd *etcd); /* true if the handle must not be used */
+
+#endif
