@@ -93,6 +93,7 @@ struct elector_etcd {
     uint32_t rnd;
     struct elector__ka_state *ka;
     struct elector__watch_state *watch;
+    elector__timer *timers; /* sorted by due time */
 };
 
 static void conn_fail(elector_etcd *e, int err, const char *fmt, ...)
@@ -159,6 +160,44 @@ static uint32_t next_rnd(elector_etcd *e)
     x ^= x >> 17;
     x ^= x << 5;
     return e->rnd = x;
+}
+
+/* ---------------------------------------------------------------- timers */
+
+void elector__timer_disarm(elector_etcd *e, elector__timer *t)
+{
+    if (!t->armed) return;
+    for (elector__timer **pp = &e->timers; *pp; pp = &(*pp)->next)
+        if (*pp == t) {
+            *pp = t->next;
+            break;
+        }
+    t->armed = false;
+}
+
+void elector__timer_arm(elector_etcd *e, elector__timer *t, int64_t due_ms,
+                        elector__timer_fn fn, void *ud)
+{
+    elector__timer_disarm(e, t);
+    t->due_ms = due_ms;
+    t->fn = fn;
+    t->ud = ud;
+    t->armed = true;
+    elector__timer **pp = &e->timers;
+    while (*pp && (*pp)->due_ms <= due_ms) pp = &(*pp)->next;
+    t->next = *pp;
+    *pp = t;
+}
+
+/* Runs due timers one at a time: a timer callback may arm or disarm others. */
+static void run_timers(elector_etcd *e)
+{
+    elector__timer *t;
+    while (!e->free_pending && (t = e->timers) && t->due_ms <= e->now_ms) {
+        e->timers = t->next;
+        t->armed = false;
+        t->fn(t, t->ud);
+    }
 }
 
 /* ---------------------------------------------------------------- config, new */
@@ -1019,6 +1058,7 @@ int64_t elector_etcd_timeout(elector_etcd *e)
         if (c->deadline_ms && c->state != CS_DONE && !c->user_closed && c->deadline_ms < t)
             t = c->deadline_ms;
     if (e->ready_head) t = now;
+    if (e->timers && e->timers->due_ms < t) t = e->timers->due_ms;
     if (e->cstate == C_READY && !e->draining)
         for (call *c = e->calls; c && t > now; c = c->next)
             if (c->state == CS_QUEUED && !c->user_closed) t = now;
@@ -1082,6 +1122,7 @@ static int process_events(elector_etcd *e, struct epoll_event *evs, int nev)
     dispatch(e);
     if (!e->free_pending) call_timers(e);
     if (!e->free_pending && e->ka) elector__keepalive_timers(e, e->now_ms);
+    if (!e->free_pending) run_timers(e);
     if (!e->free_pending) ping_timers(e);
     if (!e->free_pending) conn_timers(e);
     for (int round = 0; round < 4 && !e->free_pending; round++) {

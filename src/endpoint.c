@@ -42,9 +42,13 @@ static int parse_one(const char *s, size_t n, bool tls_default, elector__endpoin
         if (!colon || strchr(p, ':') != colon) goto bad;
         *colon = 0;
     }
-    char *port = colon + 1, *end;
-    long v = strtol(port, &end, 10);
-    if (!*host || !*port || *end || v < 1 || v > 65535) goto bad;
+    char *port = colon + 1;
+    long v = 0;
+    for (const char *d = port; *d && v <= 65535; d++) {
+        if (*d < '0' || *d > '9') goto bad; /* no sign, no blanks */
+        v = v * 10 + (*d - '0');
+    }
+    if (!*host || !*port || v < 1 || v > 65535) goto bad;
     ep->host = elector__strdup(host);
     ep->port = elector__strdup(port);
     ep->authority = malloc(strlen(host) + strlen(port) + 4);

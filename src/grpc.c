@@ -90,6 +90,8 @@ static const struct {
     {"permission denied", ELECTOR_EPERM},
     {"request is too large", ELECTOR_ETOOLARGE},
     {"larger than max", ELECTOR_ETOOLARGE},
+    {"too many requests", ELECTOR_EUNAVAILABLE},
+    {"database space exceeded", ELECTOR_EGRPC},
     {"request timed out", ELECTOR_ETIMEDOUT},
     {"leader changed", ELECTOR_EUNAVAILABLE},
 };
@@ -103,7 +105,6 @@ int elector__grpc_error(int status, const char *message)
     case 1: return ELECTOR_ECANCELED;
     case 4: return ELECTOR_ETIMEDOUT;
     case 7: return ELECTOR_EPERM;
-    case 8: return ELECTOR_ETOOLARGE;
     case 14: return ELECTOR_EUNAVAILABLE;
     case 16: return ELECTOR_ETOKEN;
     default: return ELECTOR_EGRPC;

@@ -100,6 +100,21 @@ struct elector__watch_state;
 struct elector__ka_state **elector__etcd_ka(elector_etcd *etcd);
 struct elector__watch_state **elector__etcd_watch(elector_etcd *etcd);
 
+/* Timers of the layers above the transport (sessions), run by the same engine.
+ * A timer is owned by its embedder; disarm it before freeing it. */
+typedef struct elector__timer elector__timer;
+typedef void (*elector__timer_fn)(elector__timer *t, void *ud);
+struct elector__timer {
+    elector__timer *next;
+    int64_t due_ms;
+    elector__timer_fn fn;
+    void *ud;
+    bool armed;
+};
+void elector__timer_arm(elector_etcd *etcd, elector__timer *t, int64_t due_ms,
+                        elector__timer_fn fn, void *ud);
+void elector__timer_disarm(elector_etcd *etcd, elector__timer *t);
+
 /* Callback-depth guard for deferred frees. */
 void elector__enter_cb(elector_etcd *etcd);
 bool elector__leave_cb(elector_etcd *etcd); /* true if the handle must not be used */

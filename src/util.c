@@ -54,10 +54,10 @@ int64_t elector__backoff_ms(int failures, int64_t min_ms, int64_t max_ms, uint32
 {
     if (failures <= 0) return 0;
     int64_t d = min_ms;
-    for (int i = 1; i < failures && d < max_ms; i++) d *= 2;
+    for (int i = 1; i < failures && d < max_ms; i++) d = d > max_ms / 2 ? max_ms : d * 2;
     if (d > max_ms) d = max_ms;
     /* Jitter in [0.5, 1.0] spreads reconnecting clients apart. */
-    return d / 2 + (int64_t)((uint64_t)(d - d / 2) * rnd / UINT32_MAX);
+    return d / 2 + (int64_t)((long double)(d - d / 2) * rnd / UINT32_MAX);
 }
 
 size_t elector_prefix_end(const uint8_t *prefix, size_t len, uint8_t *out)

@@ -222,7 +222,7 @@ void elector_etcd_keepalive_forget(elector_etcd *etcd, void *ud);
 /* ---- helpers -------------------------------------------------------------------- */
 
 /* The range_end that selects every key with the given prefix, into out (which
- * must hold len bytes). Returns the length written; 1 with out[0] = 0 ("\0", all
+ * must hold max(len, 1) bytes). Returns the length written; 1 with out[0] = 0 ("\0", all
  * keys) when no prefix end exists (all bytes 0xff). */
 size_t elector_prefix_end(const uint8_t *prefix, size_t len, uint8_t *out);
 

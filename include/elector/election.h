@@ -1,0 +1,209 @@
+/* elector — leader election on etcd v3: sessions, campaign, proclaim, resign,
+ * leader, observe, fencing.
+ *
+ * Protocol (the one of etcd's Go client and `etcdctl elect`, so both can share an
+ * election): for election NAME every candidate owns the key NAME/<lease-id-hex>,
+ * attached to its session's lease. The candidate with the lowest create revision
+ * leads; each other candidate watches only the key just ahead of it.
+ *
+ * Safety: etcd alone decides when a lease expires. A session tracks the latest
+ * moment at which it can prove its lease is still alive: for each keepalive sent
+ * at t_send that etcd answers with ttl, the lease lives at least until
+ * t_send + ttl. The session's validity deadline is that instant minus a margin.
+ * elector_is_leader() compares CLOCK_MONOTONIC with this deadline on every call,
+ * so a process resumed after SIGSTOP sees at once that its leadership is gone, and
+ * ELECTOR_EV_LOST is delivered no later than the deadline.
+ *
+ * All objects live on one elector_etcd client and its event loop (see etcd.h):
+ * callbacks run inside elector_etcd_process(). Free order: elections, then
+ * sessions, then the client.
+ */
+#ifndef ELECTOR_ELECTION_H
+#define ELECTOR_ELECTION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "elector/etcd.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct elector_session elector_session;
+typedef struct elector_election elector_election;
+typedef struct elector_observer elector_observer;
+
+/* ---- events --------------------------------------------------------------------- */
+
+typedef enum elector_event_type {
+    ELECTOR_EV_WAITING = 1, /* campaigning, behind `key` (the predecessor) */
+    ELECTOR_EV_ELECTED,     /* we lead; token = our key's create revision */
+    ELECTOR_EV_PROCLAIMED,  /* our new value is stored */
+    ELECTOR_EV_LOST,        /* we led and no longer do; reason says why */
+    ELECTOR_EV_RESIGNED,    /* we led and resigned */
+    ELECTOR_EV_FAILED,      /* a campaign that never led ended; reason says why */
+    ELECTOR_EV_LEADER,      /* observe/leader: the current leader (key, value, token) */
+    ELECTOR_EV_NO_LEADER,   /* observe: nobody leads */
+    ELECTOR_EV_SESSION_LOST /* session: the lease is gone or unprovable */
+} elector_event_type;
+
+/* Returns "waiting", "elected", "proclaimed", "lost", "resigned", "failed",
+ * "leader", "no_leader", "session_lost". */
+const char *elector_event_name(elector_event_type type);
+
+/* Everything an event carries. Pointers are valid during the callback only. */
+typedef struct elector_event {
+    elector_event_type type;
+    int reason;           /* LOST/FAILED/SESSION_LOST: an ELECTOR_E* code; else 0 */
+    const char *detail;   /* human text for reason, "" otherwise */
+    const char *name;     /* election name */
+    const uint8_t *key;   /* our key; the predecessor for WAITING; the leader's key */
+    size_t key_len;
+    const uint8_t *value; /* the value proclaimed or observed */
+    size_t value_len;
+    int64_t token;        /* fencing token: the leader key's create revision */
+    int64_t lease;        /* lease ID of that key */
+    int64_t mono_ns;      /* CLOCK_MONOTONIC when the belief changed */
+} elector_event;
+
+/* ---- sessions ------------------------------------------------------------------- */
+
+typedef struct elector_session_config {
+    int64_t ttl_s;     /* requested TTL in seconds; default 10. etcd may grant more. */
+    int64_t margin_ms; /* safety margin before the proven expiry; 0 = max(ttl/10, 200ms) */
+    int64_t lease_id;  /* keep alive an existing lease instead of granting one; 0 = new */
+} elector_session_config;
+
+void elector_session_config_init(elector_session_config *cfg);
+
+/* Called once with ELECTOR_EV_SESSION_LOST when the session ends on its own: etcd
+ * says the lease is gone (ELECTOR_ELEASE), or no renewal succeeded before the
+ * deadline (ELECTOR_ESESSION). Elections on it have been told first. */
+typedef void (*elector_session_cb)(elector_session *s, const elector_event *ev, void *ud);
+
+/* Grants (or adopts) the lease asynchronously and keeps it alive every TTL/3 on the
+ * client's shared LeaseKeepAlive stream. Returns NULL only when out of memory or
+ * when etcd is a handle in error (see elector_etcd_err()). cb may be NULL. */
+elector_session *elector_session_new(elector_etcd *etcd, const elector_session_config *cfg,
+                                     elector_session_cb cb, void *ud);
+
+/* Blocks (running the loop) until the lease is granted. Returns 0, ELECTOR_ETIMEDOUT,
+ * or the grant's error (ECONNECT, ETLS, EAUTH, ENOLEADER, ...). */
+int elector_session_wait(elector_session *s, int64_t timeout_ms);
+
+/* Revokes the lease (so our keys vanish at once) and frees the session. Elections
+ * still on it report LOST (ELECTOR_ECLOSED) if leading, FAILED if campaigning.
+ * The revoke is sent by the loop; use elector_session_close_sync() to wait for it.
+ * Safe from a callback. */
+void elector_session_close(elector_session *s);
+
+/* Same, but runs the loop until the revoke is answered or timeout_ms passes.
+ * Returns 0 or the revoke's error. Not from a callback. */
+int elector_session_close_sync(elector_session *s, int64_t timeout_ms);
+
+int64_t elector_session_lease(const elector_session *s);      /* 0 until granted */
+int64_t elector_session_ttl(const elector_session *s);        /* granted TTL, seconds */
+int64_t elector_session_deadline_ns(const elector_session *s); /* validity deadline */
+bool elector_session_alive(const elector_session *s);         /* now < deadline */
+
+/* ---- elections ------------------------------------------------------------------ */
+
+typedef void (*elector_election_cb)(elector_election *el, const elector_event *ev, void *ud);
+
+/* An election handle for `name` on a session. name is copied; it must be
+ * non-empty. Many elections may share one session. Returns NULL when out of
+ * memory or name is empty. */
+elector_election *elector_election_new(elector_session *s, const char *name,
+                                       elector_election_cb cb, void *ud);
+
+/* Resigns if leading (best effort: the delete is sent by the loop), frees.
+ * Safe from a callback. */
+void elector_election_free(elector_election *el);
+
+/* Adds an observer of beliefs (ELECTED, LOST, RESIGNED, PROCLAIMED) beside the
+ * main callback, for audit logs and the fault suite's history checker. */
+void elector_election_set_log(elector_election *el, elector_election_cb log, void *ud);
+
+/* Starts campaigning with value (copied; may be binary). Events: WAITING (each
+ * time the predecessor changes), then ELECTED, or FAILED with a reason:
+ * ESESSION/ELEASE (the session died while waiting: we never claim leadership on
+ * a lease we cannot prove alive), ECANCELED (resigned while waiting).
+ * Returns 0, ELECTOR_EBUSY (already campaigning or leading), ELECTOR_ESESSION
+ * (session dead), ELECTOR_ETOOLARGE, ELECTOR_ENOMEM; on error no event follows. */
+int elector_campaign(elector_election *el, const void *value, size_t len);
+
+/* Blocking: campaigns and runs the loop until elected (0), failed (its reason),
+ * or timeout_ms passes (ELECTOR_ETIMEDOUT; the campaign goes on). timeout_ms < 0
+ * waits without limit. Not from a callback. */
+int elector_campaign_sync(elector_election *el, const void *value, size_t len,
+                          int64_t timeout_ms);
+
+/* Stores a new value under our key without a new election. Event PROCLAIMED
+ * (reason 0: stored; reason < 0: not stored, e.g. ETIMEDOUT, still leading), or
+ * LOST (ELECTOR_ENOTLEADER) if the key is no longer ours. Returns 0, or
+ * ELECTOR_ENOTLEADER at once if we do not lead now, ELECTOR_EBUSY while another
+ * proclaim is in flight. */
+int elector_proclaim(elector_election *el, const void *value, size_t len);
+
+/* Gives up leadership, or stops a campaign: our belief ends at once, then our key
+ * is deleted (guarded by its create revision). Event RESIGNED if we led, FAILED
+ * (ELECTOR_ECANCELED) if we were waiting. Returns 0 or ELECTOR_EINVAL (idle). */
+int elector_resign(elector_election *el);
+
+/* True only while we lead and the session's validity deadline has not passed:
+ * evaluated against CLOCK_MONOTONIC at each call. */
+bool elector_is_leader(const elector_election *el);
+
+/* Our key, token (create revision; 0 if none) and lease. key_len may be NULL. */
+const uint8_t *elector_election_key(const elector_election *el, size_t *key_len);
+int64_t elector_election_token(const elector_election *el);
+const char *elector_election_name(const elector_election *el);
+elector_session *elector_election_session(const elector_election *el);
+
+/* Fencing: runs `txn` only if we still lead. Our compare
+ * CreateRevision(our key) == token is added in front of the caller's compares,
+ * and a Range of our key is appended to the failure ops (the last response op).
+ * cb gets 0 and the response (resp->succeeded tells the caller's compares), or
+ * ELECTOR_ENOTLEADER when our key is no longer ours (then resp is set too), or
+ * another error. Returns 0, ELECTOR_ENOTLEADER (not leading now: nothing sent),
+ * ELECTOR_ENOMEM. */
+typedef void (*elector_txn_cb)(elector_election *el, int err,
+                               const Etcdserverpb__TxnResponse *resp, void *ud);
+int elector_guarded_txn(elector_election *el, const Etcdserverpb__TxnRequest *txn,
+                        elector_txn_cb cb, void *ud);
+
+/* ---- leader query and observe ---------------------------------------------------- */
+
+/* A leader as read from etcd; owned by the caller, freed with elector_leader_free. */
+typedef struct elector_leader_info {
+    uint8_t *key;
+    size_t key_len;
+    uint8_t *value;
+    size_t value_len;
+    int64_t token;    /* create revision */
+    int64_t lease;
+    int64_t revision; /* store revision of the read */
+} elector_leader_info;
+
+/* Reads the current leader of `name` without campaigning (Range of NAME/ sorted by
+ * create revision, limit 1). Returns 0 with info filled, 1 when nobody leads (info
+ * zeroed), or the read's error (EUNAVAILABLE, ETIMEDOUT, EPERM, ...). Blocking;
+ * not from a callback. */
+int elector_leader_sync(elector_etcd *etcd, const char *name, int64_t timeout_ms,
+                        elector_leader_info *info);
+void elector_leader_free(elector_leader_info *info);
+
+/* Follows the leader of `name`: LEADER (with every new value proclaimed) and
+ * NO_LEADER events, in order, without duplicates. Survives compaction, broken
+ * watches and reconnects by re-reading the current state. Errors are retried;
+ * cb gets no error events. Returns NULL when out of memory or name is empty. */
+typedef void (*elector_observe_cb)(elector_observer *o, const elector_event *ev, void *ud);
+elector_observer *elector_observe(elector_etcd *etcd, const char *name,
+                                  elector_observe_cb cb, void *ud);
+void elector_observer_free(elector_observer *o);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

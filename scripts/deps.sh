@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what elector needs to build and test, from Debian's packages, when it is
+# missing. Idempotent; runs as root or through sudo.
+set -euo pipefail
+
+PKGS=(build-essential cmake pkg-config libnghttp2-dev libprotobuf-c-dev
+      protobuf-c-compiler libssl-dev libmicrohttpd-dev etcd-server etcd-client
+      openssl curl valgrind clang iproute2 gnuplot-nox)
+
+missing=()
+for p in "${PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+        missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    SUDO=sudo
+fi
+echo "deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q >/dev/null
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,266 @@
+/* Leader query and observe.
+ *
+ * Observe reads the leader (the lowest create revision under NAME/) and watches
+ * the whole prefix from the next revision. A PUT on the leader's key is a new
+ * proclaimed value and is reported from the event itself. Anything else that may
+ * change who leads (the leader's key deleted, a key appearing while nobody leads)
+ * triggers a fresh read, rather than guessing from a batch of events: the first
+ * event of a batch is not necessarily the new leader (etcd issue 18163). A
+ * compacted or broken watch also leads to a fresh read and a new watch, so the
+ * observer never ends silently (etcd issue 7815). */
+#include <stdlib.h>
+#include <string.h>
+#include "election_internal.h"
+
+struct elector_observer {
+    elector_etcd *etcd;
+    char *name;
+    uint8_t *prefix;
+    size_t plen;
+    elector_watch *watch;
+    bool reading, reread, freed;
+    int refs, retries;
+    elector__timer retry;
+    /* What was last reported: nothing yet (known = false), nobody, or a leader. */
+    bool known, has_leader;
+    uint8_t *key, *value;
+    size_t klen, vlen;
+    int64_t token, lease;
+    elector_observe_cb cb;
+    void *ud;
+};
+
+static void start_read(elector_observer *o);
+
+static void obs_unref(elector_observer *o)
+{
+    if (--o->refs > 0) return;
+    elector__timer_disarm(o->etcd, &o->retry);
+    free(o->name);
+    free(o->prefix);
+    free(o->key);
+    free(o->value);
+    free(o);
+}
+
+static int dup_bytes(uint8_t **dst, size_t *dlen, const uint8_t *p, size_t n)
+{
+    uint8_t *c = malloc(n ? n : 1);
+    if (!c) return ELECTOR_ENOMEM;
+    if (n) memcpy(c, p, n);
+    free(*dst);
+    *dst = c;
+    *dlen = n;
+    return 0;
+}
+
+static void report(elector_observer *o, const Mvccpb__KeyValue *kv)
+{
+    bool same = o->known && (kv ? o->has_leader && o->token == kv->create_revision &&
+                                      o->vlen == kv->value.len &&
+                                      !memcmp(o->value, kv->value.data, o->vlen)
+                                : !o->has_leader);
+    if (same) return;
+    o->known = true;
+    o->has_leader = kv != NULL;
+    elector_event ev = {.type = kv ? ELECTOR_EV_LEADER : ELECTOR_EV_NO_LEADER,
+                        .detail = "",
+                        .name = o->name,
+                        .mono_ns = elector_now_ns()};
+    if (kv) {
+        if (dup_bytes(&o->key, &o->klen, kv->key.data, kv->key.len) ||
+            dup_bytes(&o->value, &o->vlen, kv->value.data, kv->value.len)) {
+            o->known = false; /* report again on the next read */
+            return;
+        }
+        o->token = kv->create_revision;
+        o->lease = kv->lease;
+        ev.key = o->key;
+        ev.key_len = o->klen;
+        ev.value = o->value;
+        ev.value_len = o->vlen;
+        ev.token = o->token;
+        ev.lease = o->lease;
+    }
+    o->refs++;
+    if (!o->freed) o->cb(o, &ev, o->ud);
+    obs_unref(o);
+}
+
+static void retry_fired(elector__timer *t, void *ud)
+{
+    (void)t;
+    start_read(ud);
+}
+
+static void schedule_retry(elector_observer *o)
+{
+    int64_t d = 50 << (o->retries < 5 ? o->retries : 5);
+    o->retries++;
+    elector__timer_arm(o->etcd, &o->retry, elector__now_ms() + d, retry_fired, o);
+}
+
+static void stop_watch(elector_observer *o)
+{
+    if (o->watch) elector_watch_cancel(o->watch);
+    o->watch = NULL;
+}
+
+static bool is_leader_key(const elector_observer *o, const Mvccpb__KeyValue *kv)
+{
+    return o->has_leader && kv->key.len == o->klen && !memcmp(kv->key.data, o->key, o->klen);
+}
+
+static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r, void *ud)
+{
+    (void)w;
+    elector_observer *o = ud;
+    if (err) {
+        stop_watch(o);
+        if (err == ELECTOR_ECOMPACTED) start_read(o);
+        else schedule_retry(o);
+        return;
+    }
+    bool need_read = false;
+    o->refs++;
+    for (size_t i = 0; i < r->n_events && !o->freed; i++) {
+        const Mvccpb__Event *ev = r->events[i];
+        if (!ev->kv) continue;
+        bool put = ev->type == MVCCPB__EVENT__EVENT_TYPE__PUT;
+        if (put && is_leader_key(o, ev->kv)) {
+            report(o, ev->kv); /* a proclaim */
+        } else if (!put && is_leader_key(o, ev->kv)) {
+            need_read = true;
+        } else if (put && !o->has_leader) {
+            need_read = true;
+        }
+    }
+    if (need_read && !o->freed) start_read(o);
+    obs_unref(o);
+}
+
+static void read_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)e;
+    elector_observer *o = ud;
+    o->reading = false;
+    if (o->freed) {
+        obs_unref(o);
+        return;
+    }
+    if (err) {
+        schedule_retry(o);
+        obs_unref(o);
+        return;
+    }
+    const Etcdserverpb__RangeResponse *r = (const void *)m;
+    o->retries = 0;
+    report(o, r->n_kvs ? r->kvs[0] : NULL);
+    if (!o->freed && o->reread) {
+        o->reread = false;
+        start_read(o);
+    } else if (!o->freed && !o->watch) {
+        Etcdserverpb__WatchCreateRequest wc = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+        uint8_t end[o->plen];
+        wc.key.data = o->prefix;
+        wc.key.len = o->plen;
+        wc.range_end.data = end;
+        wc.range_end.len = elector_prefix_end(o->prefix, o->plen, end);
+        wc.start_revision = r->header ? r->header->revision + 1 : 0;
+        o->watch = elector_etcd_watch(o->etcd, &wc, watch_cb, o);
+        if (!o->watch) schedule_retry(o);
+    }
+    obs_unref(o);
+}
+
+/* A read while the watch keeps running: events that arrive meanwhile either
+ * are proclaims (reported directly) or ask for one more read (reread). */
+static void start_read(elector_observer *o)
+{
+    if (o->reading) {
+        o->reread = true;
+        return;
+    }
+    uint8_t end[o->plen];
+    Etcdserverpb__RangeRequest rr;
+    elector__leader_range(&rr, o->prefix, o->plen, end);
+    o->refs++;
+    if (elector_etcd_call(o->etcd, ELECTOR_RPC_RANGE, &rr.base, NULL, read_done, o)) {
+        o->refs--;
+        schedule_retry(o);
+        return;
+    }
+    o->reading = true;
+}
+
+elector_observer *elector_observe(elector_etcd *etcd, const char *name, elector_observe_cb cb,
+                                  void *ud)
+{
+    if (!etcd || !name || !*name || !cb) return NULL;
+    elector_observer *o = calloc(1, sizeof(*o));
+    if (!o) return NULL;
+    o->etcd = etcd;
+    o->cb = cb;
+    o->ud = ud;
+    o->refs = 1;
+    o->name = elector__strdup(name);
+    o->prefix = elector__prefix(name, &o->plen);
+    if (!o->name || !o->prefix) {
+        obs_unref(o);
+        return NULL;
+    }
+    start_read(o);
+    return o;
+}
+
+void elector_observer_free(elector_observer *o)
+{
+    if (!o || o->freed) return;
+    o->freed = true;
+    stop_watch(o);
+    elector__timer_disarm(o->etcd, &o->retry);
+    obs_unref(o);
+}
+
+/* ---------------------------------------------------------------- leader query */
+
+int elector_leader_sync(elector_etcd *etcd, const char *name, int64_t timeout_ms,
+                        elector_leader_info *info)
+{
+    memset(info, 0, sizeof(*info));
+    if (!name || !*name) return ELECTOR_EINVAL;
+    size_t plen;
+    uint8_t *prefix = elector__prefix(name, &plen);
+    if (!prefix) return ELECTOR_ENOMEM;
+    uint8_t end[plen];
+    Etcdserverpb__RangeRequest rr;
+    elector__leader_range(&rr, prefix, plen, end);
+    elector_call_opts opts = {.timeout_ms = timeout_ms};
+    ProtobufCMessage *m = NULL;
+    int rc = elector_etcd_call_sync(etcd, ELECTOR_RPC_RANGE, &rr.base, &opts, &m);
+    free(prefix);
+    if (rc) return rc;
+    const Etcdserverpb__RangeResponse *r = (const void *)m;
+    info->revision = r->header ? r->header->revision : 0;
+    if (r->n_kvs == 0) {
+        protobuf_c_message_free_unpacked(m, NULL);
+        return 1;
+    }
+    const Mvccpb__KeyValue *kv = r->kvs[0];
+    if (dup_bytes(&info->key, &info->key_len, kv->key.data, kv->key.len) ||
+        dup_bytes(&info->value, &info->value_len, kv->value.data, kv->value.len))
+        rc = ELECTOR_ENOMEM;
+    info->token = kv->create_revision;
+    info->lease = kv->lease;
+    protobuf_c_message_free_unpacked(m, NULL);
+    if (rc) elector_leader_free(info);
+    return rc;
+}
+
+void elector_leader_free(elector_leader_info *info)
+{
+    if (!info) return;
+    free(info->key);
+    free(info->value);
+    memset(info, 0, sizeof(*info));
+}

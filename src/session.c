@@ -1,0 +1,299 @@
+/* Sessions: a lease, kept alive every TTL/3, and the validity deadline that says
+ * until when we can prove it alive. States: GRANTING -> ALIVE -> DEAD (lease gone
+ * or unprovable), or CLOSED by the owner from any state. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "election_internal.h"
+
+void elector_session_config_init(elector_session_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->ttl_s = 10;
+}
+
+int64_t elector_session_lease(const elector_session *s)
+{
+    return s->lease;
+}
+
+int64_t elector_session_ttl(const elector_session *s)
+{
+    return s->ttl_s;
+}
+
+int64_t elector_session_deadline_ns(const elector_session *s)
+{
+    return s->state == S_ALIVE ? s->deadline_ns : 0;
+}
+
+bool elector_session_alive(const elector_session *s)
+{
+    return s->state == S_ALIVE && elector_now_ns() < s->deadline_ns;
+}
+
+static void session_unref(elector_session *s)
+{
+    if (--s->refs == 0 && s->state == S_CLOSED) free(s);
+}
+
+static int64_t margin_ns(const elector_session *s)
+{
+    int64_t m = s->cfg.margin_ms;
+    if (m <= 0) {
+        m = s->ttl_s * 100; /* a tenth of the TTL, in ms */
+        if (m < 200) m = 200;
+    }
+    return m * 1000000;
+}
+
+static void deadline_fired(elector__timer *t, void *ud);
+static void renew_fired(elector__timer *t, void *ud);
+
+/* Arms the loss timer a millisecond before the deadline, so that LOST is never
+ * delivered after it. */
+static void arm_deadline(elector_session *s)
+{
+    int64_t due = s->deadline_ns / 1000000 - 1;
+    elector__timer_arm(s->etcd, &s->deadline_timer, due, deadline_fired, s);
+}
+
+static void fire_revoke(elector_etcd *e, int64_t lease);
+
+/* The session is over: tell elections, then the owner; let the lease go. */
+static void session_die(elector_session *s, int reason, const char *detail)
+{
+    if (s->state == S_DEAD || s->state == S_CLOSED) return;
+    bool had_lease = s->state == S_ALIVE;
+    int64_t end_ns = s->deadline_ns;
+    s->state = S_DEAD;
+    elector__timer_disarm(s->etcd, &s->renew_timer);
+    elector__timer_disarm(s->etcd, &s->deadline_timer);
+    elector_etcd_keepalive_forget(s->etcd, s);
+    s->ka_in_flight = false;
+    /* A lease we can no longer prove alive may still hold our keys: revoke it so
+     * the next candidate need not wait for the TTL. */
+    if (had_lease && reason != ELECTOR_ELEASE) fire_revoke(s->etcd, s->lease);
+    s->refs++;
+    elector__elections_session_ended(s, reason, detail, end_ns);
+    if (s->cb && s->state == S_DEAD) {
+        elector_event ev = {.type = ELECTOR_EV_SESSION_LOST,
+                            .reason = reason,
+                            .detail = detail,
+                            .lease = s->lease,
+                            .mono_ns = elector_now_ns()};
+        s->cb(s, &ev, s->ud);
+    }
+    session_unref(s);
+}
+
+static void deadline_fired(elector__timer *t, void *ud)
+{
+    (void)t;
+    elector_session *s = ud;
+    char detail[160];
+    snprintf(detail, sizeof(detail),
+             "lease %llx not renewed in time: validity deadline passed (%s)",
+             (unsigned long long)s->lease,
+             s->last_err ? elector_strerror(s->last_err) : "no reply");
+    session_die(s, ELECTOR_ESESSION, detail);
+}
+
+static void extend(elector_session *s, int64_t t_send_ns, int64_t ttl)
+{
+    /* etcd counts the TTL from when it received the request, which is after we
+     * sent it: t_send + ttl is a lower bound of the expiry. */
+    int64_t d = t_send_ns + ttl * 1000000000 - margin_ns(s);
+    if (d > s->deadline_ns) s->deadline_ns = d;
+    s->ttl_s = ttl;
+    arm_deadline(s);
+    int64_t every_ms = ttl * 1000 / 3;
+    elector__timer_arm(s->etcd, &s->renew_timer, t_send_ns / 1000000 + every_ms, renew_fired,
+                       s);
+}
+
+static void keepalive_done(elector_etcd *e, int err, int64_t lease, int64_t ttl, void *ud)
+{
+    (void)lease;
+    elector_session *s = ud;
+    s->ka_in_flight = false;
+    if (s->state != S_ALIVE) return;
+    if (err == ELECTOR_ELEASE) {
+        session_die(s, ELECTOR_ELEASE, elector_etcd_errstr(e));
+        return;
+    }
+    if (err) {
+        /* Unknown outcome: try again soon; the deadline timer decides when to
+         * give up. */
+        s->last_err = err;
+        int64_t retry = elector__now_ms() + 250;
+        elector__timer_arm(e, &s->renew_timer, retry, renew_fired, s);
+        return;
+    }
+    s->last_err = 0;
+    s->renewals++;
+    extend(s, s->ka_sent_ns, ttl);
+}
+
+static void renew_fired(elector__timer *t, void *ud)
+{
+    (void)t;
+    elector_session *s = ud;
+    if (s->state != S_ALIVE || s->ka_in_flight) return;
+    s->ka_sent_ns = elector_now_ns();
+    /* Waiting longer than the deadline for the answer is pointless. */
+    int64_t tmo = (s->deadline_ns - s->ka_sent_ns) / 1000000;
+    if (tmo < 100) tmo = 100;
+    int rc = elector_etcd_keepalive(s->etcd, s->lease, tmo, keepalive_done, s);
+    if (rc) {
+        s->last_err = rc;
+        elector__timer_arm(s->etcd, &s->renew_timer, elector__now_ms() + 250, renew_fired, s);
+        return;
+    }
+    s->ka_in_flight = true;
+}
+
+static void granted(elector_session *s, int64_t id, int64_t ttl)
+{
+    s->lease = id;
+    s->state = S_ALIVE;
+    s->deadline_ns = 0;
+    extend(s, s->ka_sent_ns, ttl);
+    elector__elections_session_ready(s);
+}
+
+static void grant_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    elector_session *s = ud;
+    if (s->state == S_GRANTING) {
+        const Etcdserverpb__LeaseGrantResponse *r = (const void *)m;
+        if (!err && r->error && *r->error) err = ELECTOR_EGRPC;
+        if (!err && r->ttl <= 0) err = ELECTOR_ELEASE;
+        if (err) {
+            s->grant_err = err;
+            char detail[600];
+            snprintf(detail, sizeof(detail), "cannot grant lease: %s", elector_etcd_errstr(e));
+            session_die(s, err, detail);
+        } else {
+            granted(s, r->id, r->ttl);
+        }
+    }
+    session_unref(s);
+}
+
+static void adopt_done(elector_etcd *e, int err, int64_t lease, int64_t ttl, void *ud)
+{
+    elector_session *s = ud;
+    s->ka_in_flight = false;
+    if (s->state != S_GRANTING) return;
+    if (err) {
+        s->grant_err = err;
+        session_die(s, err, elector_etcd_errstr(e));
+        return;
+    }
+    granted(s, lease, ttl);
+}
+
+elector_session *elector_session_new(elector_etcd *etcd, const elector_session_config *cfg,
+                                     elector_session_cb cb, void *ud)
+{
+    if (!etcd || elector_etcd_err(etcd) == ELECTOR_ENOMEM) return NULL;
+    elector_session *s = calloc(1, sizeof(*s));
+    if (!s) return NULL;
+    s->etcd = etcd;
+    elector_session_config_init(&s->cfg);
+    if (cfg) s->cfg = *cfg;
+    if (s->cfg.ttl_s <= 0) s->cfg.ttl_s = 10;
+    s->ttl_s = s->cfg.ttl_s;
+    s->cb = cb;
+    s->ud = ud;
+    s->state = S_GRANTING;
+    s->ka_sent_ns = elector_now_ns();
+    int rc;
+    if (s->cfg.lease_id) {
+        rc = elector_etcd_keepalive(etcd, s->cfg.lease_id, 0, adopt_done, s);
+        if (!rc) s->ka_in_flight = true;
+    } else {
+        Etcdserverpb__LeaseGrantRequest req = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
+        req.ttl = s->cfg.ttl_s;
+        rc = elector_etcd_call(etcd, ELECTOR_RPC_LEASE_GRANT, &req.base, NULL, grant_done, s);
+        if (!rc) s->refs++;
+    }
+    if (rc) {
+        free(s);
+        return NULL;
+    }
+    s->refs++; /* the owner's reference */
+    return s;
+}
+
+int elector_session_wait(elector_session *s, int64_t timeout_ms)
+{
+    int64_t end = elector__now_ms() + timeout_ms;
+    while (s->state == S_GRANTING) {
+        int64_t left = end - elector__now_ms();
+        if (timeout_ms >= 0 && left <= 0) return ELECTOR_ETIMEDOUT;
+        int rc = elector_etcd_run_once(s->etcd, timeout_ms >= 0 ? left : -1);
+        if (rc) return rc;
+    }
+    return s->state == S_ALIVE ? 0 : (s->grant_err ? s->grant_err : ELECTOR_ESESSION);
+}
+
+static void revoke_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)e, (void)m;
+    if (ud) {
+        int *res = ud;
+        res[0] = 1;
+        res[1] = err;
+    }
+}
+
+static void fire_revoke(elector_etcd *e, int64_t lease)
+{
+    Etcdserverpb__LeaseRevokeRequest req = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
+    req.id = lease;
+    elector_etcd_call(e, ELECTOR_RPC_LEASE_REVOKE, &req.base, NULL, revoke_done, NULL);
+}
+
+/* Marks the session closed and releases the owner's reference; returns the lease
+ * that should be revoked (0 if none). */
+static int64_t close_common(elector_session *s)
+{
+    int64_t lease = s->state == S_ALIVE ? s->lease : 0;
+    elector__elections_session_ended(s, ELECTOR_ECLOSED, "session closed", 0);
+    elector__elections_detach_all(s);
+    s->state = S_CLOSED;
+    elector__timer_disarm(s->etcd, &s->renew_timer);
+    elector__timer_disarm(s->etcd, &s->deadline_timer);
+    elector_etcd_keepalive_forget(s->etcd, s);
+    return lease;
+}
+
+void elector_session_close(elector_session *s)
+{
+    if (!s || s->state == S_CLOSED) return;
+    int64_t lease = close_common(s);
+    if (lease) fire_revoke(s->etcd, lease);
+    session_unref(s);
+}
+
+int elector_session_close_sync(elector_session *s, int64_t timeout_ms)
+{
+    if (!s || s->state == S_CLOSED) return 0;
+    elector_etcd *e = s->etcd;
+    int64_t lease = close_common(s);
+    session_unref(s);
+    if (!lease) return 0;
+    int res[2] = {0, 0};
+    Etcdserverpb__LeaseRevokeRequest req = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
+    req.id = lease;
+    elector_call_opts o = {.timeout_ms = timeout_ms > 0 ? timeout_ms : 0};
+    int rc = elector_etcd_call(e, ELECTOR_RPC_LEASE_REVOKE, &req.base, &o, revoke_done, res);
+    if (rc) return rc;
+    while (!res[0]) {
+        rc = elector_etcd_run_once(e, -1);
+        if (rc) return rc;
+    }
+    return res[1] == ELECTOR_ELEASE ? 0 : res[1];
+}

@@ -1,0 +1,64 @@
+/* Helpers shared by the election tests: in-process candidates pumped by one
+ * poll loop, and candidates in child processes (for SIGKILL / SIGSTOP faults)
+ * that report their events as text lines on a pipe. */
+#ifndef ELECTOR_TEST_ELECT_UTIL_H
+#define ELECTOR_TEST_ELECT_UTIL_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+#include "elector/election.h"
+#include "etcd_harness.h"
+
+#define EU_MAX_EVENTS 64
+
+typedef struct eu_cand {
+    elector_etcd *etcd;
+    elector_session *s;
+    elector_election *el;
+    int n;                           /* events received */
+    elector_event_type types[EU_MAX_EVENTS];
+    int reasons[EU_MAX_EVENTS];
+    int64_t tokens[EU_MAX_EVENTS];
+    int64_t mono[EU_MAX_EVENTS];
+    char last_key[256];              /* key of the last event */
+    char last_value[256];
+} eu_cand;
+
+/* A client on the given endpoints (dial timeout 2 s, request timeout 3 s). */
+elector_etcd *eu_client(const char *endpoints);
+
+/* Client + session(ttl) + election(name); the session is granted before return. */
+eu_cand *eu_cand_new(const char *endpoints, const char *name, int ttl_s);
+void eu_cand_free(eu_cand *c); /* closes the session synchronously */
+
+/* Pumps every live candidate's client (and extra clients) for up to ms, or until
+ * pred(arg) is true; returns pred's last value. */
+bool eu_pump_until(int ms, bool (*pred)(void *), void *arg);
+void eu_pump(int ms);
+void eu_register_client(elector_etcd *e);
+void eu_unregister_client(elector_etcd *e);
+
+/* Waits until candidate c received an event of `type` (counting from index
+ * `from`); returns its index or -1 on timeout. */
+int eu_wait_event(eu_cand *c, int from, elector_event_type type, int ms);
+
+/* ---- candidates in child processes ---- */
+typedef struct eu_child {
+    pid_t pid;
+    int fd;         /* read end: one event per line */
+    char buf[4096];
+    size_t len;
+} eu_child;
+
+/* Forks a candidate campaigning for name with value. Its lines:
+ *   "elected TOKEN MONO_NS", "lost REASON MONO_NS", "failed REASON MONO_NS",
+ *   "waiting KEY", "leader 0|1 MONO_NS" (each change of elector_is_leader()),
+ *   "proclaim RC" (after a loss it tries to proclaim once and reports rc). */
+int eu_child_start(eu_child *ch, const char *endpoints, const char *name, const char *value,
+                   int ttl_s);
+/* Reads the next line that starts with prefix (others are skipped) into line;
+ * returns 0, or -1 on timeout/EOF. */
+int eu_child_expect(eu_child *ch, const char *prefix, char *line, size_t cap, int ms);
+void eu_child_kill(eu_child *ch); /* SIGKILL + reap */
+
+#endif

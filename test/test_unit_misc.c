@@ -1,0 +1,360 @@
+/* Unit tests (no server) for the small helpers: backoff, prefix_end, error texts,
+ * the byte buffer and the rpc table. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "testlib.h"
+
+/* ------------------------------------------------------------------ backoff */
+
+TEST(backoff_zero_failures_is_zero)
+{
+    ASSERT_EQ(0, elector__backoff_ms(0, 50, 2000, 0));
+    ASSERT_EQ(0, elector__backoff_ms(0, 50, 2000, UINT32_MAX));
+    ASSERT_EQ(0, elector__backoff_ms(-3, 50, 2000, UINT32_MAX));
+}
+
+TEST(backoff_grows_exponentially_then_caps)
+{
+    /* rnd UINT32_MAX: the full delay. */
+    const int64_t want[] = {50, 100, 200, 400, 800, 1600, 2000, 2000, 2000};
+    for (int f = 1; f <= 9; f++)
+        ASSERT_EQ(want[f - 1], elector__backoff_ms(f, 50, 2000, UINT32_MAX));
+    ASSERT_EQ(2000, elector__backoff_ms(1000, 50, 2000, UINT32_MAX));
+    ASSERT_EQ(2000, elector__backoff_ms(INT32_MAX, 50, 2000, UINT32_MAX));
+    /* Non-decreasing for any fixed rnd. */
+    const uint32_t rnds[] = {0, 1, 12345, UINT32_MAX / 2, UINT32_MAX - 1, UINT32_MAX};
+    for (size_t r = 0; r < sizeof(rnds) / sizeof(rnds[0]); r++) {
+        int64_t prev = 0;
+        for (int f = 1; f < 40; f++) {
+            int64_t d = elector__backoff_ms(f, 50, 2000, rnds[r]);
+            ASSERT_GE(d, prev);
+            ASSERT_LE(d, 2000);
+            prev = d;
+        }
+    }
+}
+
+TEST(backoff_min_equal_max)
+{
+    for (int f = 1; f < 10; f++) {
+        ASSERT_EQ(300, elector__backoff_ms(f, 300, 300, UINT32_MAX));
+        ASSERT_EQ(150, elector__backoff_ms(f, 300, 300, 0));
+    }
+}
+
+TEST(backoff_jitter_range)
+{
+    for (int f = 1; f <= 8; f++) {
+        int64_t d = 50;
+        for (int i = 1; i < f; i++) d *= 2;
+        if (d > 2000) d = 2000;
+        ASSERT_EQ(d / 2, elector__backoff_ms(f, 50, 2000, 0));
+        ASSERT_EQ(d, elector__backoff_ms(f, 50, 2000, UINT32_MAX));
+        int64_t mid = elector__backoff_ms(f, 50, 2000, UINT32_MAX / 2);
+        ASSERT_GE(mid, d / 2);
+        ASSERT_LE(mid, d);
+    }
+    /* Odd delays: [d/2, d] still holds at both ends. */
+    ASSERT_EQ(3, elector__backoff_ms(1, 7, 100, 0));
+    ASSERT_EQ(7, elector__backoff_ms(1, 7, 100, UINT32_MAX));
+    /* Many random draws stay in range. */
+    uint32_t x = 2463534242u;
+    for (int i = 0; i < 10000; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        int64_t v = elector__backoff_ms(3, 50, 2000, x);
+        ASSERT_GE(v, 100);
+        ASSERT_LE(v, 200);
+    }
+}
+
+/* backoff_max_ms is a plain int64 in the public config. Once the delay passes
+ * 2^32 ms (~50 days) the jitter product (d - d/2) * rnd no longer fits in 64 bits. */
+TEST(backoff_jitter_no_overflow_above_2pow32_ms)
+{
+    const int64_t big = (int64_t)1 << 42; /* ~140 years in ms */
+    int64_t d = 50;
+    for (int i = 1; i < 36; i++) d *= 2; /* 50 * 2^35 < 2^42 */
+    ASSERT_EQ(d / 2, elector__backoff_ms(36, 50, big, 0));
+    ASSERT_EQ(d, elector__backoff_ms(36, 50, big, UINT32_MAX));
+    ASSERT_EQ(big, elector__backoff_ms(40, 50, big, UINT32_MAX));
+}
+
+/* A cap of INT64_MAX ("no cap") must not overflow the doubling either. */
+TEST(backoff_int64_max_cap_no_overflow)
+{
+    for (int f = 1; f <= 200; f++) {
+        int64_t v = elector__backoff_ms(f, 50, INT64_MAX, 0);
+        if (v <= 0) tl_log("failures %d, max INT64_MAX, rnd 0: %lld", f, (long long)v);
+        ASSERT_GT(v, 0);
+    }
+    ASSERT_GE(elector__backoff_ms(200, 50, INT64_MAX, 0), INT64_MAX / 4);
+}
+
+/* --------------------------------------------------------------- prefix_end */
+
+TEST(prefix_end_increments_last_byte)
+{
+    uint8_t out[8];
+    ASSERT_EQ(2, elector_prefix_end((const uint8_t *)"a/", 2, out));
+    ASSERT(memcmp(out, "a0", 2) == 0);
+    ASSERT_EQ(3, elector_prefix_end((const uint8_t *)"ab\0", 3, out));
+    ASSERT(memcmp(out, "ab\1", 3) == 0);
+    const uint8_t fe[] = {'x', 0xfe};
+    ASSERT_EQ(2, elector_prefix_end(fe, 2, out));
+    ASSERT_EQ('x', out[0]);
+    ASSERT_EQ(0xff, out[1]);
+}
+
+TEST(prefix_end_drops_trailing_ff)
+{
+    uint8_t out[8];
+    const uint8_t p1[] = {'a', 0xff};
+    ASSERT_EQ(1, elector_prefix_end(p1, sizeof(p1), out));
+    ASSERT_EQ('b', out[0]);
+    const uint8_t p2[] = {'a', 'b', 0xff, 0xff, 0xff};
+    ASSERT_EQ(2, elector_prefix_end(p2, sizeof(p2), out));
+    ASSERT_EQ('a', out[0]);
+    ASSERT_EQ('c', out[1]);
+    const uint8_t p3[] = {0x00, 0xff};
+    ASSERT_EQ(1, elector_prefix_end(p3, sizeof(p3), out));
+    ASSERT_EQ(0x01, out[0]);
+}
+
+TEST(prefix_end_all_ff_is_single_zero)
+{
+    uint8_t out[8];
+    memset(out, 0xaa, sizeof(out));
+    const uint8_t p1[] = {0xff};
+    ASSERT_EQ(1, elector_prefix_end(p1, 1, out));
+    ASSERT_EQ(0, out[0]);
+    const uint8_t p3[] = {0xff, 0xff, 0xff};
+    ASSERT_EQ(1, elector_prefix_end(p3, 3, out));
+    ASSERT_EQ(0, out[0]);
+}
+
+TEST(prefix_end_input_unchanged)
+{
+    const uint8_t in[] = {'p', '/', 0xff};
+    uint8_t copy[3];
+    memcpy(copy, in, 3);
+    uint8_t out[3];
+    elector_prefix_end(in, 3, out);
+    ASSERT(memcmp(in, copy, 3) == 0);
+}
+
+/* ------------------------------------------------------------- error texts */
+
+TEST(strerror_every_code_has_text_and_name)
+{
+    static const struct {
+        int code;
+        const char *name;
+        const char *text;
+    } all[] = {
+#define ROW_(name, value, text) {value, #name, text},
+        ELECTOR_ERRNO_MAP(ROW_)
+#undef ROW_
+    };
+    size_t n = sizeof(all) / sizeof(all[0]);
+    ASSERT_GE(n, 21);
+    for (size_t i = 0; i < n; i++) {
+        ASSERT_LT(all[i].code, 0);
+        const char *t = elector_strerror(all[i].code);
+        ASSERT_STREQ(all[i].text, t);
+        ASSERT(strcmp(t, "unknown error") != 0);
+        ASSERT(t[0] != 0);
+        ASSERT_STREQ(all[i].name, elector_err_name(all[i].code));
+        for (size_t j = 0; j < i; j++) {
+            ASSERT_NE(all[i].code, all[j].code);
+            ASSERT(strcmp(t, elector_strerror(all[j].code)) != 0);
+            ASSERT(strcmp(all[i].name, elector_err_name(all[j].code)) != 0);
+        }
+    }
+    /* Spot checks against the enum. */
+    ASSERT_STREQ("EINVAL", elector_err_name(ELECTOR_EINVAL));
+    ASSERT_STREQ("ETIMEDOUT", elector_err_name(ELECTOR_ETIMEDOUT));
+    ASSERT_STREQ("deadline exceeded", elector_strerror(ELECTOR_ETIMEDOUT));
+    ASSERT_STREQ("EBUSY", elector_err_name(ELECTOR_EBUSY));
+}
+
+TEST(strerror_success_and_unknown)
+{
+    ASSERT_STREQ("success", elector_strerror(0));
+    ASSERT_STREQ("OK", elector_err_name(ELECTOR_OK));
+    const int unknown[] = {1, 42, -22, -1000, INT32_MIN, INT32_MAX};
+    for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
+        ASSERT_STREQ("unknown error", elector_strerror(unknown[i]));
+        ASSERT_STREQ("UNKNOWN", elector_err_name(unknown[i]));
+    }
+}
+
+/* ---------------------------------------------------------------- buffer */
+
+TEST(buf_append_consume_basic)
+{
+    elector__buf b = {0};
+    ASSERT_EQ(0, elector__buf_avail(&b));
+    ASSERT_OK(elector__buf_append(&b, NULL, 0)); /* nothing to do */
+    ASSERT_OK(elector__buf_append(&b, "hello ", 6));
+    ASSERT_OK(elector__buf_append(&b, "world", 5));
+    ASSERT_EQ(11, elector__buf_avail(&b));
+    ASSERT(memcmp(elector__buf_head(&b), "hello world", 11) == 0);
+    elector__buf_consume(&b, 6);
+    ASSERT_EQ(5, elector__buf_avail(&b));
+    ASSERT(memcmp(elector__buf_head(&b), "world", 5) == 0);
+    elector__buf_consume(&b, 5);
+    ASSERT_EQ(0, elector__buf_avail(&b));
+    ASSERT_EQ(0, b.off); /* emptied: back to the start */
+    ASSERT_EQ(0, b.len);
+    elector__buf_free(&b);
+    ASSERT_NULL(b.data);
+    ASSERT_EQ(0, b.cap);
+    elector__buf_free(&b); /* twice is fine */
+}
+
+TEST(buf_reserve_huge_is_enomem)
+{
+    elector__buf b = {0};
+    ASSERT_OK(elector__buf_append(&b, "abc", 3));
+    ASSERT_EQ(ELECTOR_ENOMEM, elector__buf_reserve(&b, SIZE_MAX));
+    ASSERT_EQ(ELECTOR_ENOMEM, elector__buf_reserve(&b, SIZE_MAX - 2));
+    /* Unchanged and still usable. */
+    ASSERT_EQ(3, elector__buf_avail(&b));
+    ASSERT(memcmp(elector__buf_head(&b), "abc", 3) == 0);
+    ASSERT_OK(elector__buf_append(&b, "d", 1));
+    ASSERT(memcmp(elector__buf_head(&b), "abcd", 4) == 0);
+    elector__buf_free(&b);
+}
+
+TEST(buf_reserve_gives_room)
+{
+    elector__buf b = {0};
+    ASSERT_OK(elector__buf_append(&b, "0123456789", 10));
+    elector__buf_consume(&b, 4);
+    ASSERT_OK(elector__buf_reserve(&b, 1000));
+    ASSERT_GE(b.cap - b.len, 1000);
+    ASSERT_EQ(6, elector__buf_avail(&b));
+    ASSERT(memcmp(elector__buf_head(&b), "456789", 6) == 0);
+    elector__buf_free(&b);
+}
+
+/* Appends and consumes pseudo-random amounts for many rounds, comparing with a
+ * plain model of the byte stream; compaction and growth must never lose or
+ * reorder a byte. */
+TEST(buf_compaction_keeps_contents)
+{
+    elector__buf b = {0};
+    size_t cap = 1 << 16;
+    uint8_t *model = malloc(cap);
+    uint8_t *chunk = malloc(4096);
+    ASSERT_NOT_NULL(model);
+    ASSERT_NOT_NULL(chunk);
+    size_t mlen = 0; /* bytes in the model */
+    uint64_t next = 0; /* next byte value generator */
+    uint32_t x = 88172645u;
+    int compactions = 0;
+    for (int round = 0; round < 20000; round++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        size_t add = x % 700;
+        if (round % 1000 == 999) add = 4000; /* occasional big append: growth */
+        if (mlen + add > cap) add = cap - mlen;
+        for (size_t i = 0; i < add; i++) chunk[i] = (uint8_t)(next++ * 2654435761u >> 24);
+        size_t off_before = b.off;
+        ASSERT_OK(elector__buf_append(&b, chunk, add));
+        if (off_before > 0 && b.off == 0) compactions++;
+        memcpy(model + mlen, chunk, add);
+        mlen += add;
+
+        ASSERT_EQ(mlen, elector__buf_avail(&b));
+        ASSERT_LE(b.off, b.len);
+        ASSERT_LE(b.len, b.cap);
+        ASSERT(mlen == 0 || memcmp(elector__buf_head(&b), model, mlen) == 0);
+
+        size_t take = (x >> 11) % 800;
+        if (take > mlen) take = mlen;
+        elector__buf_consume(&b, take);
+        memmove(model, model + take, mlen - take);
+        mlen -= take;
+        ASSERT_EQ(mlen, elector__buf_avail(&b));
+        ASSERT(mlen == 0 || memcmp(elector__buf_head(&b), model, mlen) == 0);
+    }
+    ASSERT_GT(compactions, 0);
+    /* The buffer did not grow without bound: it stays within a small multiple
+     * of the most it ever had to hold. */
+    ASSERT_LE(b.cap, (size_t)4 * cap);
+    elector__buf_free(&b);
+    free(model);
+    free(chunk);
+}
+
+TEST(buf_consume_everything_resets)
+{
+    elector__buf b = {0};
+    for (int i = 0; i < 1000; i++) {
+        ASSERT_OK(elector__buf_append(&b, "abcdefgh", 8));
+        elector__buf_consume(&b, 3);
+        elector__buf_consume(&b, 5);
+        ASSERT_EQ(0, b.off);
+        ASSERT_EQ(0, b.len);
+    }
+    ASSERT_EQ(256, b.cap); /* never grew */
+    elector__buf_free(&b);
+}
+
+/* --------------------------------------------------------------- rpc table */
+
+TEST(rpc_table_paths_and_types)
+{
+    ASSERT_STREQ("/etcdserverpb.KV/Range", elector_rpc_path(ELECTOR_RPC_RANGE));
+    ASSERT_STREQ("/etcdserverpb.KV/Put", elector_rpc_path(ELECTOR_RPC_PUT));
+    ASSERT_STREQ("/etcdserverpb.Lease/LeaseKeepAlive",
+                 elector_rpc_path(ELECTOR_RPC_LEASE_KEEPALIVE));
+    ASSERT_STREQ("/etcdserverpb.Watch/Watch", elector_rpc_path(ELECTOR_RPC_WATCH));
+    ASSERT_STREQ("/etcdserverpb.Cluster/MemberList", elector_rpc_path(ELECTOR_RPC_MEMBER_LIST));
+    ASSERT_NULL(elector_rpc_path(ELECTOR_RPC_COUNT_));
+    ASSERT_NULL(elector_rpc_path((elector_rpc)-1));
+    ASSERT_NULL(elector__rpc(ELECTOR_RPC_COUNT_));
+    for (int r = 0; r < ELECTOR_RPC_COUNT_; r++) {
+        const elector__rpc_desc *d = elector__rpc((elector_rpc)r);
+        ASSERT_NOT_NULL(d);
+        ASSERT_NOT_NULL(d->path);
+        ASSERT_NOT_NULL(d->req);
+        ASSERT_NOT_NULL(d->resp);
+        ASSERT(d->path[0] == '/');
+        ASSERT_EQ(r == ELECTOR_RPC_WATCH || r == ELECTOR_RPC_LEASE_KEEPALIVE, d->stream);
+        /* The method name starts the request and response type names
+         * ("Compact" -> CompactionRequest). */
+        const char *method = strrchr(d->path, '/') + 1;
+        ASSERT(strncmp(d->req->short_name, method, strlen(method)) == 0);
+        ASSERT(strncmp(d->resp->short_name, method, strlen(method)) == 0);
+        ASSERT_CONTAINS(d->req->short_name, "Request");
+        ASSERT_CONTAINS(d->resp->short_name, "Response");
+    }
+    ASSERT(elector__rpc(ELECTOR_RPC_RANGE)->req == &etcdserverpb__range_request__descriptor);
+    ASSERT(elector__rpc(ELECTOR_RPC_RANGE)->resp == &etcdserverpb__range_response__descriptor);
+    ASSERT(elector__rpc(ELECTOR_RPC_WATCH)->req == &etcdserverpb__watch_request__descriptor);
+}
+
+TEST(strdup_and_clock)
+{
+    ASSERT_NULL(elector__strdup(NULL));
+    char *s = elector__strdup("abc");
+    ASSERT_STREQ("abc", s);
+    free(s);
+    s = elector__strdup("");
+    ASSERT_STREQ("", s);
+    free(s);
+    int64_t a = elector_now_ns();
+    int64_t b = elector_now_ns();
+    ASSERT_GE(b, a);
+    ASSERT_GT(a, 0);
+    int64_t m = elector__now_ms();
+    ASSERT_GE(m, a / 1000000);
+}
