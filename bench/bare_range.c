@@ -7,8 +7,11 @@
  * against it.
  *
  * Per call: pack the RangeRequest behind the 5-byte gRPC prefix, submit it, send all
- * pending nghttp2 output in one send(), then poll() + recv() + mem_recv() until the
- * stream closes, check grpc-status 0 in the trailers, unpack the RangeResponse.
+ * pending nghttp2 output in one send() (HEADERS + DATA together), then poll() +
+ * recv() + mem_recv() until the stream closes, send what nghttp2 owes (the PING ACK
+ * that etcd's BDP ping asks for on every reply), check grpc-status 0 in the
+ * trailers, unpack the RangeResponse. That is 2 send(), 1 poll(), 1 recv() per call
+ * when the reply arrives in one segment.
  *
  *   bare_range --endpoint 127.0.0.1:2379 --n 2000 --warmup 200 --key bench-key
  *
@@ -263,6 +266,10 @@ static ProtobufCMessage *unary(conn *c, const char *path, const ProtobufCMessage
         if (c->closed) break;
         read_some(c);
     }
+    /* Send what the reply made nghttp2 owe (etcd's grpc-go server puts a BDP PING
+     * before every reply) now, as any client must before it goes idle, rather than
+     * piggybacking it on the next request. */
+    flush(c);
     if (c->h2_err || c->grpc_status != 0) {
         fprintf(stderr, "bare_range: %s failed: h2 error %u, grpc-status %d\n", path, c->h2_err,
                 c->grpc_status);

@@ -1,0 +1,458 @@
+/* The election library against a real single-member etcd: protocol layout,
+ * FIFO order, handover, proclaim, observe, leader query, and the safety cases
+ * that need a candidate in its own process (SIGSTOP). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "elect_util.h"
+#include "testlib.h"
+
+static eh_cluster *start1(void)
+{
+    eh_opts o = {.members = 1};
+    eh_cluster *c = eh_start(&o);
+    ASSERT_NOT_NULL(c);
+    return c;
+}
+
+static const char *key_of(eu_cand *c, char *buf, size_t cap)
+{
+    size_t n;
+    const uint8_t *k = elector_election_key(c->el, &n);
+    snprintf(buf, cap, "%.*s", (int)n, (const char *)k);
+    return buf;
+}
+
+TEST(campaign_alone_is_elected_with_etcd_compatible_key)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "svc", 5);
+    ASSERT_OK(elector_campaign_sync(a->el, "alpha", 5, 5000));
+    ASSERT(elector_is_leader(a->el));
+    char want[64], key[256];
+    snprintf(want, sizeof(want), "svc/%llx", (unsigned long long)elector_session_lease(a->s));
+    ASSERT_STREQ(want, key_of(a, key, sizeof(key)));
+
+    /* The token is the key's create revision as etcd holds it. */
+    elector_leader_info li;
+    ASSERT_OK(elector_leader_sync(a->etcd, "svc", 3000, &li));
+    ASSERT_EQ(elector_election_token(a->el), li.token);
+    ASSERT_EQ(elector_session_lease(a->s), li.lease);
+    ASSERT_EQ(5, (long long)li.value_len);
+    ASSERT(memcmp(li.value, "alpha", 5) == 0);
+    elector_leader_free(&li);
+
+    char *out = NULL;
+    ASSERT_OK(eh_etcdctl(c, &out, "get", "--prefix", "svc/", NULL));
+    char expect[128];
+    snprintf(expect, sizeof(expect), "%s\nalpha\n", want);
+    ASSERT_STREQ(expect, out);
+    free(out);
+    eu_cand_free(a);
+    eh_stop(c);
+}
+
+TEST(leader_query_reports_no_leader_for_empty_election)
+{
+    eh_cluster *c = start1();
+    elector_etcd *e = eu_client(eh_endpoints(c));
+    elector_leader_info li;
+    ASSERT_EQ(1, elector_leader_sync(e, "nobody-here", 3000, &li));
+    ASSERT_NULL(li.key);
+    elector_etcd_free(e);
+    eh_stop(c);
+}
+
+TEST(second_candidate_waits_then_takes_over_on_resign)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "svc", 5);
+    eu_cand *b = eu_cand_new(eh_endpoints(c), "svc", 5);
+    ASSERT_OK(elector_campaign_sync(a->el, "a", 1, 5000));
+    ASSERT_OK(elector_campaign(b->el, "b", 1));
+    int w = eu_wait_event(b, 0, ELECTOR_EV_WAITING, 3000);
+    ASSERT_GE(w, 0);
+    char ka[256];
+    ASSERT_STREQ(key_of(a, ka, sizeof(ka)), b->last_key); /* waits behind a */
+    ASSERT(!elector_is_leader(b->el));
+
+    int64_t t0 = elector_now_ns();
+    ASSERT_OK(elector_resign(a->el));
+    ASSERT(!elector_is_leader(a->el)); /* belief ends at once */
+    int e = eu_wait_event(b, 0, ELECTOR_EV_ELECTED, 3000);
+    ASSERT_GE(e, 0);
+    double ms = (b->mono[e] - t0) / 1e6;
+    tl_log("handover after resign: %.2f ms", ms);
+    ASSERT_LT(ms, 1000.0);
+    ASSERT_GT(b->tokens[e], elector_election_token(a->el));
+    ASSERT_GE(eu_wait_event(a, 0, ELECTOR_EV_RESIGNED, 3000), 0);
+    /* a never received LOST: resigning is not losing. */
+    ASSERT_EQ(-1, eu_wait_event(a, 0, ELECTOR_EV_LOST, 10));
+    eu_cand_free(a);
+    eu_cand_free(b);
+    eh_stop(c);
+}
+
+TEST(candidates_lead_in_campaign_order)
+{
+    eh_cluster *c = start1();
+    eu_cand *k[4];
+    for (int i = 0; i < 4; i++) k[i] = eu_cand_new(eh_endpoints(c), "fifo", 5);
+    ASSERT_OK(elector_campaign_sync(k[0]->el, "0", 1, 5000));
+    for (int i = 1; i < 4; i++) {
+        ASSERT_OK(elector_campaign(k[i]->el, "x", 1));
+        ASSERT_GE(eu_wait_event(k[i], 0, ELECTOR_EV_WAITING, 3000), 0);
+    }
+    /* Each waits on its direct predecessor only. */
+    char buf[256];
+    for (int i = 1; i < 4; i++) ASSERT_STREQ(key_of(k[i - 1], buf, sizeof(buf)), k[i]->last_key);
+    for (int i = 0; i < 3; i++) {
+        ASSERT_OK(elector_resign(k[i]->el));
+        ASSERT_GE(eu_wait_event(k[i + 1], 0, ELECTOR_EV_ELECTED, 3000), 0);
+        for (int j = i + 2; j < 4; j++) ASSERT(!elector_is_leader(k[j]->el));
+    }
+    for (int i = 0; i < 4; i++) eu_cand_free(k[i]);
+    eh_stop(c);
+}
+
+TEST(predecessor_leaving_mid_queue_elects_nobody_early)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "mid", 5);
+    eu_cand *b = eu_cand_new(eh_endpoints(c), "mid", 5);
+    eu_cand *d = eu_cand_new(eh_endpoints(c), "mid", 5);
+    ASSERT_OK(elector_campaign_sync(a->el, "a", 1, 5000));
+    ASSERT_OK(elector_campaign(b->el, "b", 1));
+    ASSERT_GE(eu_wait_event(b, 0, ELECTOR_EV_WAITING, 3000), 0);
+    ASSERT_OK(elector_campaign(d->el, "d", 1));
+    ASSERT_GE(eu_wait_event(d, 0, ELECTOR_EV_WAITING, 3000), 0);
+
+    ASSERT_OK(elector_resign(b->el)); /* b never led: FAILED, not LOST/RESIGNED */
+    int f = eu_wait_event(b, 0, ELECTOR_EV_FAILED, 3000);
+    ASSERT_GE(f, 0);
+    ASSERT_EQ(ELECTOR_ECANCELED, b->reasons[f]);
+    ASSERT_EQ(-1, eu_wait_event(b, 0, ELECTOR_EV_RESIGNED, 10));
+    /* d now waits behind a, and is not leader. */
+    int w = eu_wait_event(d, 1, ELECTOR_EV_WAITING, 3000);
+    ASSERT_GE(w, 0);
+    char ka[256];
+    ASSERT_STREQ(key_of(a, ka, sizeof(ka)), d->last_key);
+    eu_pump(300);
+    ASSERT(!elector_is_leader(d->el));
+    ASSERT_EQ(-1, eu_wait_event(d, 0, ELECTOR_EV_ELECTED, 10));
+    ASSERT(elector_is_leader(a->el));
+    eu_cand_free(a);
+    ASSERT_GE(eu_wait_event(d, 0, ELECTOR_EV_ELECTED, 3000), 0);
+    eu_cand_free(b);
+    eu_cand_free(d);
+    eh_stop(c);
+}
+
+struct obs_log {
+    int n;
+    elector_event_type type[32];
+    char value[32][32];
+    int64_t token[32];
+};
+
+static void obs_cb(elector_observer *o, const elector_event *ev, void *ud)
+{
+    (void)o;
+    struct obs_log *l = ud;
+    if (l->n >= 32) return;
+    l->type[l->n] = ev->type;
+    l->token[l->n] = ev->token;
+    snprintf(l->value[l->n], 32, "%.*s", (int)ev->value_len, (const char *)ev->value);
+    l->n++;
+}
+
+static bool obs_has(void *p)
+{
+    struct obs_log *l = ((void **)p)[0];
+    int want = *(int *)((void **)p)[1];
+    return l->n >= want;
+}
+
+static void obs_wait(struct obs_log *l, int n)
+{
+    void *arg[2] = {l, &n};
+    if (!eu_pump_until(3000, obs_has, arg)) {
+        tl_log("observer has %d events, wanted %d", l->n, n);
+        ASSERT(false);
+    }
+}
+
+TEST(proclaim_is_seen_by_observers_and_leader_query)
+{
+    eh_cluster *c = start1();
+    elector_etcd *oe = eu_client(eh_endpoints(c));
+    eu_register_client(oe);
+    struct obs_log log = {0};
+    elector_observer *o = elector_observe(oe, "prc", obs_cb, &log);
+    ASSERT_NOT_NULL(o);
+    obs_wait(&log, 1);
+    ASSERT_EQ(ELECTOR_EV_NO_LEADER, log.type[0]);
+
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "prc", 5);
+    ASSERT_OK(elector_campaign_sync(a->el, "v1", 2, 5000));
+    obs_wait(&log, 2);
+    ASSERT_EQ(ELECTOR_EV_LEADER, log.type[1]);
+    ASSERT_STREQ("v1", log.value[1]);
+    ASSERT_EQ(elector_election_token(a->el), log.token[1]);
+
+    ASSERT_OK(elector_proclaim(a->el, "v2", 2));
+    ASSERT_GE(eu_wait_event(a, 0, ELECTOR_EV_PROCLAIMED, 3000), 0);
+    ASSERT_EQ(0, a->reasons[eu_wait_event(a, 0, ELECTOR_EV_PROCLAIMED, 0)]);
+    obs_wait(&log, 3);
+    ASSERT_EQ(ELECTOR_EV_LEADER, log.type[2]);
+    ASSERT_STREQ("v2", log.value[2]);
+    elector_leader_info li;
+    ASSERT_OK(elector_leader_sync(oe, "prc", 3000, &li));
+    ASSERT_EQ(2, (long long)li.value_len);
+    ASSERT(memcmp(li.value, "v2", 2) == 0);
+    elector_leader_free(&li);
+
+    ASSERT_OK(elector_resign(a->el));
+    obs_wait(&log, 4);
+    ASSERT_EQ(ELECTOR_EV_NO_LEADER, log.type[3]);
+    elector_observer_free(o);
+    eu_unregister_client(oe);
+    elector_etcd_free(oe);
+    eu_cand_free(a);
+    eh_stop(c);
+}
+
+TEST(observer_reports_lowest_create_revision_not_first_event)
+{
+    eh_cluster *c = start1();
+    elector_etcd *oe = eu_client(eh_endpoints(c));
+    eu_register_client(oe);
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "low", 5);
+    eu_cand *b = eu_cand_new(eh_endpoints(c), "low", 5);
+    ASSERT_OK(elector_campaign_sync(a->el, "a", 1, 5000));
+    ASSERT_OK(elector_campaign(b->el, "b", 1));
+    ASSERT_GE(eu_wait_event(b, 0, ELECTOR_EV_WAITING, 3000), 0);
+    struct obs_log log = {0};
+    elector_observer *o = elector_observe(oe, "low", obs_cb, &log);
+    obs_wait(&log, 1);
+    ASSERT_STREQ("a", log.value[0]);
+    /* A later candidate's key appearing must not be taken for the leader. */
+    eu_cand *d = eu_cand_new(eh_endpoints(c), "low", 5);
+    ASSERT_OK(elector_campaign(d->el, "d", 1));
+    ASSERT_GE(eu_wait_event(d, 0, ELECTOR_EV_WAITING, 3000), 0);
+    eu_pump(200);
+    ASSERT_EQ(1, log.n);
+    ASSERT_OK(elector_resign(a->el));
+    obs_wait(&log, 2);
+    ASSERT_EQ(ELECTOR_EV_LEADER, log.type[1]);
+    ASSERT_STREQ("b", log.value[1]);
+    elector_observer_free(o);
+    eu_unregister_client(oe);
+    elector_etcd_free(oe);
+    eu_cand_free(a);
+    eu_cand_free(b);
+    eu_cand_free(d);
+    eh_stop(c);
+}
+
+TEST(leader_loses_when_its_key_is_deleted)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "del", 5);
+    ASSERT_OK(elector_campaign_sync(a->el, "a", 1, 5000));
+    char key[256];
+    key_of(a, key, sizeof(key));
+    ASSERT_OK(eh_etcdctl(c, NULL, "del", key, NULL));
+    int l = eu_wait_event(a, 0, ELECTOR_EV_LOST, 3000);
+    ASSERT_GE(l, 0);
+    ASSERT_EQ(ELECTOR_ENOTLEADER, a->reasons[l]);
+    ASSERT(!elector_is_leader(a->el));
+    ASSERT_EQ(ELECTOR_ENOTLEADER, elector_proclaim(a->el, "x", 1));
+    eu_cand_free(a);
+    eh_stop(c);
+}
+
+static void txn_cb(elector_election *el, int err, const Etcdserverpb__TxnResponse *r, void *ud)
+{
+    (void)el;
+    int *res = ud;
+    res[0] = 1;
+    res[1] = err;
+    res[2] = r ? r->succeeded : -1;
+}
+
+static bool flag_set(void *p)
+{
+    return *(int *)p != 0;
+}
+
+TEST(guarded_txn_writes_only_while_leading)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "fence", 5);
+    ASSERT_OK(elector_campaign_sync(a->el, "a", 1, 5000));
+    Etcdserverpb__PutRequest put = ETCDSERVERPB__PUT_REQUEST__INIT;
+    put.key.data = (uint8_t *)"resource";
+    put.key.len = 8;
+    put.value.data = (uint8_t *)"w1";
+    put.value.len = 2;
+    Etcdserverpb__RequestOp op = ETCDSERVERPB__REQUEST_OP__INIT, *ops[1] = {&op};
+    op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
+    op.request_put = &put;
+    Etcdserverpb__TxnRequest txn = ETCDSERVERPB__TXN_REQUEST__INIT;
+    txn.n_success = 1;
+    txn.success = ops;
+    int res[3] = {0};
+    ASSERT_OK(elector_guarded_txn(a->el, &txn, txn_cb, res));
+    ASSERT(eu_pump_until(3000, flag_set, res));
+    ASSERT_EQ(0, res[1]);
+    ASSERT_EQ(1, res[2]);
+
+    /* Someone deletes our key: a guarded write sent before we notice is refused
+     * by etcd, and reported as ENOTLEADER. */
+    char key[256];
+    key_of(a, key, sizeof(key));
+    ASSERT_OK(eh_etcdctl(c, NULL, "del", key, NULL));
+    memset(res, 0, sizeof(res));
+    int rc = elector_guarded_txn(a->el, &txn, txn_cb, res);
+    if (rc == 0) {
+        ASSERT(eu_pump_until(3000, flag_set, res));
+        ASSERT_EQ(ELECTOR_ENOTLEADER, res[1]);
+        ASSERT_EQ(0, res[2]);
+    } else {
+        ASSERT_EQ(ELECTOR_ENOTLEADER, rc);
+    }
+    ASSERT_GE(eu_wait_event(a, 0, ELECTOR_EV_LOST, 3000), 0);
+    ASSERT_EQ(ELECTOR_ENOTLEADER, elector_guarded_txn(a->el, &txn, txn_cb, res));
+    char *out = NULL;
+    ASSERT_OK(eh_etcdctl(c, &out, "get", "resource", "--print-value-only", NULL));
+    ASSERT_STREQ("w1\n", out);
+    free(out);
+    eu_cand_free(a);
+    eh_stop(c);
+}
+
+TEST(session_close_revokes_lease_and_next_candidate_leads)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "close", 30);
+    eu_cand *b = eu_cand_new(eh_endpoints(c), "close", 30);
+    ASSERT_OK(elector_campaign_sync(a->el, "a", 1, 5000));
+    ASSERT_OK(elector_campaign(b->el, "b", 1));
+    ASSERT_GE(eu_wait_event(b, 0, ELECTOR_EV_WAITING, 3000), 0);
+    double t0 = tl_now();
+    ASSERT_OK(elector_session_close_sync(a->s, 3000));
+    a->s = NULL;
+    ASSERT_GE(eu_wait_event(a, 0, ELECTOR_EV_LOST, 10), 0);
+    ASSERT_EQ(ELECTOR_ECLOSED, a->reasons[eu_wait_event(a, 0, ELECTOR_EV_LOST, 0)]);
+    /* Far sooner than the 30 s TTL: the revoke deleted the key. */
+    ASSERT_GE(eu_wait_event(b, 0, ELECTOR_EV_ELECTED, 3000), 0);
+    ASSERT_LT(tl_now() - t0, 3.0);
+    eu_cand_free(a);
+    eu_cand_free(b);
+    eh_stop(c);
+}
+
+/* ---- candidates in their own processes ---- */
+
+TEST_WITH_TIMEOUT(killed_leader_is_replaced_after_lease_expiry, 60)
+{
+    eh_cluster *c = start1();
+    eu_child ch;
+    char line[256];
+    ASSERT_OK(eu_child_start(&ch, eh_endpoints(c), "kill", "child", 2));
+    ASSERT_OK(eu_child_expect(&ch, "elected", line, sizeof(line), 5000));
+    eu_cand *b = eu_cand_new(eh_endpoints(c), "kill", 5);
+    ASSERT_OK(elector_campaign(b->el, "b", 1));
+    ASSERT_GE(eu_wait_event(b, 0, ELECTOR_EV_WAITING, 3000), 0);
+    int64_t t0 = elector_now_ns();
+    eu_child_kill(&ch);
+    int e = eu_wait_event(b, 0, ELECTOR_EV_ELECTED, 10000);
+    ASSERT_GE(e, 0);
+    double s = (b->mono[e] - t0) / 1e9;
+    tl_log("takeover after SIGKILL with TTL 2: %.3f s", s);
+    ASSERT_LT(s, 2.0 + 2.0); /* lease TTL plus etcd's expiry scan, generously */
+    eu_cand_free(b);
+    eh_stop(c);
+}
+
+TEST_WITH_TIMEOUT(sigstopped_leader_sees_loss_at_once_on_resume, 60)
+{
+    eh_cluster *c = start1();
+    eu_child ch;
+    char line[256];
+    ASSERT_OK(eu_child_start(&ch, eh_endpoints(c), "stop", "child", 2));
+    ASSERT_OK(eu_child_expect(&ch, "elected", line, sizeof(line), 5000));
+    long long tok = 0, mono = 0;
+    ASSERT_EQ(2, sscanf(line, "elected %lld %lld", &tok, &mono));
+    ASSERT_OK(eu_child_expect(&ch, "leader 1", line, sizeof(line), 2000));
+
+    eu_cand *b = eu_cand_new(eh_endpoints(c), "stop", 5);
+    ASSERT_OK(elector_campaign(b->el, "b", 1));
+    ASSERT_GE(eu_wait_event(b, 0, ELECTOR_EV_WAITING, 3000), 0);
+    int64_t t_stop = elector_now_ns();
+    ASSERT_OK(kill(ch.pid, SIGSTOP));
+    int e = eu_wait_event(b, 0, ELECTOR_EV_ELECTED, 10000);
+    ASSERT_GE(e, 0);
+    ASSERT_GT(b->tokens[e], tok);
+    eu_pump(300);
+    int64_t t_cont = elector_now_ns();
+    ASSERT_OK(kill(ch.pid, SIGCONT));
+    /* The child reports the LOST event and the clock-checked belief, in either
+     * order, both right after it resumes. */
+    long long l0 = 0, reason = 0, lost_ns = 0;
+    char proclaim[256] = "";
+    while (!l0 || !lost_ns || !proclaim[0]) {
+        ASSERT_OK(eu_child_expect(&ch, "", line, sizeof(line), 2000));
+        int dummy = 0;
+        if (!strncmp(line, "leader", 6)) {
+            ASSERT_EQ(2, sscanf(line, "leader %d %lld", &dummy, &l0));
+            ASSERT_EQ(0, dummy);
+        } else if (!strncmp(line, "lost", 4)) {
+            ASSERT_EQ(2, sscanf(line, "lost %lld %lld", &reason, &lost_ns));
+        } else if (!strncmp(line, "proclaim", 8)) {
+            snprintf(proclaim, sizeof(proclaim), "%s", line);
+        }
+    }
+    tl_log("stopped %.2f s; loss seen %.1f ms after SIGCONT (LOST dated %.1f ms before)",
+           (t_cont - t_stop) / 1e9, (l0 - t_cont) / 1e6, (t_cont - lost_ns) / 1e6);
+    ASSERT_LT((l0 - t_cont) / 1e6, 500.0);
+    ASSERT_EQ(ELECTOR_ESESSION, reason);
+    /* The belief ended before the successor's began: no overlap. */
+    ASSERT_LT(lost_ns, b->mono[e]);
+    char want[32];
+    snprintf(want, sizeof(want), "proclaim %d", ELECTOR_ENOTLEADER);
+    ASSERT_STREQ(want, proclaim);
+    ASSERT(elector_is_leader(b->el));
+    eu_child_kill(&ch);
+    eu_cand_free(b);
+    eh_stop(c);
+}
+
+TEST_WITH_TIMEOUT(candidate_whose_lease_expires_while_waiting_never_leads, 60)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "exp", 10);
+    ASSERT_OK(elector_campaign_sync(a->el, "a", 1, 5000));
+    eu_child ch;
+    char line[256];
+    ASSERT_OK(eu_child_start(&ch, eh_endpoints(c), "exp", "child", 2));
+    ASSERT_OK(eu_child_expect(&ch, "waiting", line, sizeof(line), 5000));
+    ASSERT_OK(kill(ch.pid, SIGSTOP));
+    eu_pump(4000); /* the child's lease (TTL 2) expires */
+    ASSERT_OK(elector_resign(a->el));
+    ASSERT_GE(eu_wait_event(a, 0, ELECTOR_EV_RESIGNED, 3000), 0);
+    ASSERT_OK(kill(ch.pid, SIGCONT));
+    ASSERT_OK(eu_child_expect(&ch, "failed", line, sizeof(line), 5000));
+    long long reason = 0;
+    ASSERT_EQ(1, sscanf(line, "failed %lld", &reason));
+    ASSERT(reason == ELECTOR_ESESSION || reason == ELECTOR_ELEASE);
+    /* And it never claimed leadership. */
+    ASSERT_EQ(-1, eu_child_expect(&ch, "elected", line, sizeof(line), 500));
+    elector_leader_info li;
+    ASSERT_EQ(1, elector_leader_sync(a->etcd, "exp", 3000, &li));
+    eu_child_kill(&ch);
+    eu_cand_free(a);
+    eh_stop(c);
+}
