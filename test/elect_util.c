@@ -13,6 +13,16 @@
 
 #define MAX_CLIENTS 64
 static elector_etcd *clients[MAX_CLIENTS];
+static eu_cand *cands[MAX_CLIENTS];
+
+/* Remembers each candidate's latest session deadline while pumping, so a test
+ * can compare a LOST event with the deadline that was in force. */
+static void note_deadlines(void)
+{
+    for (int i = 0; i < MAX_CLIENTS; i++)
+        if (cands[i] && cands[i]->s && elector_session_deadline_ns(cands[i]->s))
+            cands[i]->deadline_seen = elector_session_deadline_ns(cands[i]->s);
+}
 
 void eu_register_client(elector_etcd *e)
 {
@@ -52,6 +62,7 @@ static void cand_cb(elector_election *el, const elector_event *ev, void *ud)
         c->reasons[c->n] = ev->reason;
         c->tokens[c->n] = ev->token;
         c->mono[c->n] = ev->mono_ns;
+        c->delivered[c->n] = elector_now_ns();
         c->n++;
     }
     snprintf(c->last_key, sizeof(c->last_key), "%.*s", (int)ev->key_len, (const char *)ev->key);
@@ -75,6 +86,11 @@ eu_cand *eu_cand_new(const char *endpoints, const char *name, int ttl_s)
     c->el = elector_election_new(c->s, name, cand_cb, c);
     ASSERT_NOT_NULL(c->el);
     eu_register_client(c->etcd);
+    for (int i = 0; i < MAX_CLIENTS; i++)
+        if (!cands[i]) {
+            cands[i] = c;
+            break;
+        }
     return c;
 }
 
@@ -82,6 +98,8 @@ void eu_cand_free(eu_cand *c)
 {
     if (!c) return;
     eu_unregister_client(c->etcd);
+    for (int i = 0; i < MAX_CLIENTS; i++)
+        if (cands[i] == c) cands[i] = NULL;
     elector_election_free(c->el);
     elector_session_close_sync(c->s, 2000);
     elector_etcd_free(c->etcd);
@@ -110,6 +128,7 @@ bool eu_pump_until(int ms, bool (*pred)(void *), void *arg)
         if (wait > 20) wait = 20;
         poll(pfd, (nfds_t)n, (int)wait);
         for (int i = 0; i < n; i++) elector_etcd_process(who[i]);
+        note_deadlines();
     }
 }
 
@@ -243,6 +262,13 @@ int eu_child_expect(eu_child *ch, const char *prefix, char *line, size_t cap, in
         if (r <= 0) return -1;
         ch->len += (size_t)r;
     }
+}
+
+void eu_child_wrap(eu_child *ch, pid_t pid, int fd)
+{
+    memset(ch, 0, sizeof(*ch));
+    ch->pid = pid;
+    ch->fd = fd;
 }
 
 void eu_child_kill(eu_child *ch)

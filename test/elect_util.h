@@ -19,7 +19,9 @@ typedef struct eu_cand {
     elector_event_type types[EU_MAX_EVENTS];
     int reasons[EU_MAX_EVENTS];
     int64_t tokens[EU_MAX_EVENTS];
-    int64_t mono[EU_MAX_EVENTS];
+    int64_t mono[EU_MAX_EVENTS];      /* ev->mono_ns: when the belief changed */
+    int64_t delivered[EU_MAX_EVENTS]; /* when the callback ran */
+    int64_t deadline_seen;            /* last session deadline observed by pumping */
     char last_key[256];              /* key of the last event */
     char last_value[256];
 } eu_cand;
@@ -60,5 +62,9 @@ int eu_child_start(eu_child *ch, const char *endpoints, const char *name, const 
  * returns 0, or -1 on timeout/EOF. */
 int eu_child_expect(eu_child *ch, const char *prefix, char *line, size_t cap, int ms);
 void eu_child_kill(eu_child *ch); /* SIGKILL + reap */
+
+/* Wraps an already spawned process (pid, its stdout pipe) so that
+ * eu_child_expect can read its lines. */
+void eu_child_wrap(eu_child *ch, pid_t pid, int fd);
 
 #endif
