@@ -48,7 +48,8 @@ cleanup() {
     rm -rf "$DIR"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # A loopback port nobody listens on now (the start below retries if it is taken
 # by the time etcd binds it).

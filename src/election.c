@@ -32,6 +32,12 @@ struct elector_election {
     elector__timer retry;
     elector__timer notify; /* delivers FAILED for a resign before our key existed */
     int64_t notify_ns;
+    /* A resign whose delete failed for a transient reason is sent again: the key
+     * must go, or the next candidate waits for our whole session. */
+    elector__timer resign_timer;
+    int64_t resign_rev, resign_ns;
+    bool resign_was_leader;
+    int resign_tries;
     int retries;
     int refs;   /* owner + in-flight operations + callbacks running */
     bool freed; /* the owner let go; memory stays until refs reach 0 */
@@ -45,7 +51,6 @@ struct op {
     unsigned gen;
     elector_txn_cb ucb; /* guarded_txn only */
     void *uud;
-    int64_t t_ns; /* resign: when our belief ended */
     uint8_t *value;
     size_t vlen;
 };
@@ -91,6 +96,7 @@ static void el_unref(elector_election *el)
     if (--el->refs > 0 || !el->freed) return;
     elector__timer_disarm(el->etcd, &el->retry);
     elector__timer_disarm(el->etcd, &el->notify);
+    elector__timer_disarm(el->etcd, &el->resign_timer);
     free(el->name);
     free(el->prefix);
     free(el->key);
@@ -509,6 +515,10 @@ int elector_campaign(elector_election *el, const void *value, size_t len)
     if (!el->s || el->s->state == S_DEAD || el->s->state == S_CLOSED) return ELECTOR_ESESSION;
     if (len > ELECTOR__GRPC_MAX_MSG) return ELECTOR_ETOOLARGE;
     if (set_value(&el->value, &el->vlen, value, len)) return ELECTOR_ENOMEM;
+    /* Our key, if an old resign still tries to delete it, is reused by the new
+     * campaign (same lease, same key): stop deleting it. */
+    el->resign_rev = 0;
+    elector__timer_disarm(el->etcd, &el->resign_timer);
     el->state = E_CAMPAIGN;
     el->gen++;
     el->rev = 0;
@@ -620,20 +630,41 @@ static void delete_key(elector_election *el, int64_t rev, struct op *o, elector_
     send_txn(el, &txn, o, done);
 }
 
+static void resign_send(elector_election *el);
+
+static void resign_retry_fired(elector__timer *t, void *ud)
+{
+    (void)t;
+    resign_send(ud);
+}
+
 static void resign_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
 {
     (void)m;
     struct op *o = ud;
-    int64_t t = o->t_ns;
-    bool was_leader = o->vlen == 1;
-    /* The reply completes the resign whatever happened since: deliver unless freed. */
-    o->gen = o->el->gen;
     elector_election *el = op_end(o);
-    if (!el) return;
-    if (was_leader)
+    if (!el || !el->resign_rev) return; /* freed, or a new campaign took over */
+    bool transient = err && err != ELECTOR_EPERM && err != ELECTOR_EAUTH;
+    if (transient && el->s && el->s->state == S_ALIVE && el->resign_tries < 12) {
+        int64_t d = 50 << (el->resign_tries < 5 ? el->resign_tries : 5);
+        el->resign_tries++;
+        elector__timer_arm(el->etcd, &el->resign_timer, elector__now_ms() + d,
+                           resign_retry_fired, el);
+        return;
+    }
+    int64_t t = el->resign_ns;
+    el->resign_rev = 0;
+    if (el->resign_was_leader)
         emit(el, ELECTOR_EV_RESIGNED, err, err ? elector_etcd_errstr(e) : NULL, t);
     else
         emit(el, ELECTOR_EV_FAILED, ELECTOR_ECANCELED, "campaign canceled by resign", t);
+}
+
+static void resign_send(elector_election *el)
+{
+    struct op *o = op_new(el);
+    if (!o) return;
+    delete_key(el, el->resign_rev, o, resign_done);
 }
 
 static void notify_fired(elector__timer *t, void *ud)
@@ -662,11 +693,11 @@ int elector_resign(elector_election *el)
         elector__timer_arm(el->etcd, &el->notify, elector__now_ms(), notify_fired, el);
         return 0;
     }
-    struct op *o = op_new(el);
-    if (!o) return ELECTOR_ENOMEM;
-    o->t_ns = now;
-    o->vlen = was_leader; /* reused as a flag */
-    delete_key(el, rev, o, resign_done);
+    el->resign_rev = rev;
+    el->resign_ns = now;
+    el->resign_was_leader = was_leader;
+    el->resign_tries = 0;
+    resign_send(el);
     return 0;
 }
 
@@ -775,6 +806,7 @@ void elector_election_free(elector_election *el)
     stop_watch(el);
     elector__timer_disarm(el->etcd, &el->retry);
     elector__timer_disarm(el->etcd, &el->notify);
+    elector__timer_disarm(el->etcd, &el->resign_timer);
     detach(el);
     el->state = E_IDLE;
     el->gen++;
