@@ -38,6 +38,7 @@ struct elector_stream {
     struct elector_stream *ready_next;  /* ready queue link */
     elector_etcd *etcd;
     const elector__rpc_desc *rpc;
+    elector_rpc rpc_id;
     enum call_state state;
     int32_t sid;
     int64_t deadline_ms; /* unary only; 0 = none */
@@ -94,10 +95,18 @@ struct elector_etcd {
     struct elector__ka_state *ka;
     struct elector__watch_state *watch;
     elector__timer *timers; /* sorted by due time */
+    elector_etcd_stats stats;
 };
 
 static void conn_fail(elector_etcd *e, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+struct sync_ctx {
+    bool done;
+    int err;
+    ProtobufCMessage *resp;
+};
+static void sync_cb(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud);
 
 /* ---------------------------------------------------------------- errors, misc */
 
@@ -346,7 +355,7 @@ static ssize_t data_read_cb(nghttp2_session *s, int32_t sid, uint8_t *buf, size_
     call *c = src->ptr;
     size_t n = elector__buf_avail(&c->out);
     if (n > len) n = len;
-    memcpy(buf, elector__buf_head(&c->out), n);
+    if (n) memcpy(buf, elector__buf_head(&c->out), n);
     if (c->stream) {
         elector__buf_consume(&c->out, n);
     } else {
@@ -423,6 +432,7 @@ static int on_frame_cb(nghttp2_session *s, const nghttp2_frame *f, void *ud)
     case NGHTTP2_SETTINGS:
         if (!(f->hd.flags & NGHTTP2_FLAG_ACK) && e->cstate == C_SETTINGS) {
             e->cstate = C_READY;
+            e->stats.connects++;
             e->round_failures = 0;
             e->backoffs = 0;
         }
@@ -517,34 +527,33 @@ static ssize_t io_write(elector_etcd *e, const uint8_t *buf, size_t len)
     return -1;
 }
 
-/* Hands nghttp2's output to the socket, keeping what does not fit in wbuf. */
+/* Hands nghttp2's output to the socket. nghttp2 returns one frame at a time;
+ * gathering them first makes a request (HEADERS + DATA) one send(), not two. */
 static void flush(elector_etcd *e)
 {
     e->want_write = false;
     while (e->h2) {
-        if (elector__buf_avail(&e->wbuf)) {
-            ssize_t n = io_write(e, elector__buf_head(&e->wbuf), elector__buf_avail(&e->wbuf));
-            if (n < 0) return;
-            if (n == 0) {
-                e->want_write = true;
+        while (elector__buf_avail(&e->wbuf) < 65536) {
+            const uint8_t *data;
+            ssize_t len = nghttp2_session_mem_send(e->h2, &data);
+            if (len < 0) {
+                conn_fail(e, ELECTOR_EPROTO, "HTTP/2: %s", nghttp2_strerror((int)len));
                 return;
             }
-            elector__buf_consume(&e->wbuf, (size_t)n);
-            continue;
+            if (len == 0) break;
+            if (elector__buf_append(&e->wbuf, data, (size_t)len)) {
+                conn_fail(e, ELECTOR_ENOMEM, "out of memory");
+                return;
+            }
         }
-        const uint8_t *data;
-        ssize_t len = nghttp2_session_mem_send(e->h2, &data);
-        if (len < 0) {
-            conn_fail(e, ELECTOR_EPROTO, "HTTP/2: %s", nghttp2_strerror((int)len));
-            return;
-        }
-        if (len == 0) return;
-        ssize_t n = io_write(e, data, (size_t)len);
+        if (!elector__buf_avail(&e->wbuf)) return;
+        ssize_t n = io_write(e, elector__buf_head(&e->wbuf), elector__buf_avail(&e->wbuf));
         if (n < 0) return;
-        if (n < len && elector__buf_append(&e->wbuf, data + n, (size_t)(len - n))) {
-            conn_fail(e, ELECTOR_ENOMEM, "out of memory");
+        if (n == 0) {
+            e->want_write = true;
             return;
         }
+        elector__buf_consume(&e->wbuf, (size_t)n);
     }
 }
 
@@ -616,6 +625,7 @@ static void conn_fail(elector_etcd *e, int err, const char *fmt, ...)
     snprintf(full, sizeof(full), "endpoint %s%s: %s", e->eps[e->ep].tls ? "https://" : "",
              e->eps[e->ep].authority, msg);
     bool was_ready = e->cstate == C_READY;
+    if (was_ready) e->stats.disconnects++;
     close_transport(e);
     fail_active(e, was_ready ? ELECTOR_EUNAVAILABLE : err, full);
     e->cstate = C_IDLE;
@@ -769,6 +779,7 @@ static void submit(elector_etcd *e, call *c)
     }
     c->sid = sid;
     c->state = CS_ACTIVE;
+    if (!c->stream) e->stats.requests[c->rpc_id]++;
     c->net_closed = false;
     c->h2_error = 0;
     c->http_status = 0;
@@ -830,6 +841,7 @@ static void end_call(call *c, int err, const char *msg)
     c->state = CS_DONE;
     if (c->user_closed || c->ended) return;
     c->ended = true;
+    if (err) e->stats.errors[c->rpc_id]++;
     e->cb_depth++;
     elector__set_err(e, err, "%s", msg);
     if (c->stream) c->scb(c, err, NULL, c->ud);
@@ -906,6 +918,13 @@ static void finish_unary(elector_etcd *e, call *c)
     c->ended = true;
     e->err = 0;
     e->errstr[0] = 0;
+    if (c->ucb == sync_cb) {
+        /* The blocking caller keeps the decoded message: no copy. */
+        struct sync_ctx *sc = c->ud;
+        sc->done = true;
+        sc->resp = m;
+        return;
+    }
     e->cb_depth++;
     c->ucb(e, 0, m, c->ud);
     e->cb_depth--;
@@ -1176,6 +1195,7 @@ static call *call_new(elector_etcd *e, elector_rpc rpc, const elector_call_opts 
     if (!c) return NULL;
     c->etcd = e;
     c->rpc = d;
+    c->rpc_id = rpc;
     c->stream = d->stream;
     c->grpc_status = -1;
     c->require_leader = opts && opts->require_leader;
@@ -1212,41 +1232,33 @@ int elector_etcd_call(elector_etcd *e, elector_rpc rpc, const ProtobufCMessage *
     return 0;
 }
 
-struct sync_ctx {
-    bool done;
-    int err;
-    ProtobufCMessage *resp;
-    const ProtobufCMessageDescriptor *desc;
-};
 
+/* Errors only: finish_unary hands a successful reply to the sync caller itself. */
 static void sync_cb(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
 {
-    (void)e;
+    (void)e, (void)m;
     struct sync_ctx *s = ud;
     s->done = true;
     s->err = err;
-    if (m) {
-        /* Keep a copy beyond the callback: re-pack and unpack. */
-        size_t n = protobuf_c_message_get_packed_size(m);
-        uint8_t *tmp = malloc(n ? n : 1);
-        if (!tmp) {
-            s->err = ELECTOR_ENOMEM;
-            return;
-        }
-        protobuf_c_message_pack(m, tmp);
-        s->resp = protobuf_c_message_unpack(s->desc, NULL, n, tmp);
-        free(tmp);
-        if (!s->resp) s->err = ELECTOR_ENOMEM;
-    }
 }
 
 int elector_etcd_call_sync(elector_etcd *e, elector_rpc rpc, const ProtobufCMessage *req,
                            const elector_call_opts *opts, ProtobufCMessage **resp)
 {
-    struct sync_ctx s = {.desc = elector__rpc(rpc) ? elector__rpc(rpc)->resp : NULL};
+    struct sync_ctx s = {0};
     if (resp) *resp = NULL;
     int rc = elector_etcd_call(e, rpc, req, opts, sync_cb, &s);
     if (rc) return rc;
+    if (e->cstate == C_READY && e->cb_depth == 0) {
+        /* Send now rather than after a first pass through the loop; any failure
+         * is reported through sync_cb, which is ours. */
+        e->now_ms = elector__now_ms();
+        e->cb_depth++;
+        submit_queued(e);
+        if (e->h2) flush(e);
+        e->cb_depth--;
+        set_interest(e);
+    }
     while (!s.done) {
         rc = elector_etcd_run_once(e, -1);
         if (rc) return rc;
@@ -1284,6 +1296,7 @@ int elector_stream_send(elector_stream *c, const ProtobufCMessage *msg)
     if (check_msg(c->rpc, msg)) return ELECTOR_EINVAL;
     int rc = elector__grpc_frame(&c->out, msg);
     if (rc) return rc;
+    c->etcd->stats.requests[c->rpc_id]++;
     if (c->state == CS_ACTIVE && c->deferred && c->sid && c->etcd->h2) {
         c->deferred = false;
         nghttp2_session_resume_data(c->etcd->h2, c->sid);
@@ -1302,6 +1315,11 @@ void elector_stream_close(elector_stream *c)
         c->sid = 0;
     }
     c->state = CS_DONE;
+}
+
+void elector_etcd_get_stats(const elector_etcd *e, elector_etcd_stats *out)
+{
+    *out = e->stats;
 }
 
 elector_etcd *elector_stream_client(const elector_stream *s)

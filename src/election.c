@@ -738,11 +738,11 @@ int elector_guarded_txn(elector_election *el, const Etcdserverpb__TxnRequest *in
         Etcdserverpb__Compare mine;
         cmp_create(&mine, el->key, el->klen, el->rev);
         cmps[0] = &mine;
-        memcpy(cmps + 1, in->compare, in->n_compare * sizeof(*cmps));
+        if (in->n_compare) memcpy(cmps + 1, in->compare, in->n_compare * sizeof(*cmps));
         Etcdserverpb__RangeRequest rr;
         Etcdserverpb__RequestOp rop;
         range_key_op(&rop, &rr, el);
-        memcpy(fops, in->failure, in->n_failure * sizeof(*fops));
+        if (in->n_failure) memcpy(fops, in->failure, in->n_failure * sizeof(*fops));
         fops[nf - 1] = &rop;
         Etcdserverpb__TxnRequest txn = *in;
         txn.n_compare = nc;

@@ -16,7 +16,7 @@ struct elector_session {
     int64_t ka_sent_ns;  /* when the keepalive in flight (or the grant) was sent */
     bool ka_in_flight;
     int last_err, grant_err;
-    uint64_t renewals;
+    elector_session_stats stats;
     int refs; /* owner + in-flight calls; freed at 0 once closed */
     elector__timer renew_timer, deadline_timer;
     struct elector_election *elections;

@@ -32,6 +32,24 @@ bool elector_session_alive(const elector_session *s)
     return s->state == S_ALIVE && elector_now_ns() < s->deadline_ns;
 }
 
+const int64_t elector_rtt_bounds_us[ELECTOR_RTT_BUCKETS - 1] = {
+    500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000};
+
+void elector_session_get_stats(const elector_session *s, elector_session_stats *out)
+{
+    *out = s->stats;
+}
+
+static void note_rtt(elector_session *s, int64_t rtt_ns)
+{
+    int i = 0;
+    while (i < ELECTOR_RTT_BUCKETS - 1 && rtt_ns > elector_rtt_bounds_us[i] * 1000) i++;
+    s->stats.rtt_buckets[i]++;
+    s->stats.rtt_count++;
+    s->stats.rtt_sum_ns += rtt_ns;
+    s->stats.last_rtt_ns = rtt_ns;
+}
+
 static void session_unref(elector_session *s)
 {
     if (--s->refs == 0 && s->state == S_CLOSED) free(s);
@@ -126,12 +144,14 @@ static void keepalive_done(elector_etcd *e, int err, int64_t lease, int64_t ttl,
         /* Unknown outcome: try again soon; the deadline timer decides when to
          * give up. */
         s->last_err = err;
+        s->stats.failures++;
         int64_t retry = elector__now_ms() + 250;
         elector__timer_arm(e, &s->renew_timer, retry, renew_fired, s);
         return;
     }
     s->last_err = 0;
-    s->renewals++;
+    s->stats.renewals++;
+    note_rtt(s, elector_now_ns() - s->ka_sent_ns);
     extend(s, s->ka_sent_ns, ttl);
 }
 

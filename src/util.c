@@ -62,7 +62,7 @@ int64_t elector__backoff_ms(int failures, int64_t min_ms, int64_t max_ms, uint32
 
 size_t elector_prefix_end(const uint8_t *prefix, size_t len, uint8_t *out)
 {
-    memcpy(out, prefix, len);
+    if (len) memcpy(out, prefix, len);
     for (size_t i = len; i > 0; i--) {
         if (out[i - 1] < 0xff) {
             out[i - 1]++;
@@ -114,6 +114,12 @@ const elector__rpc_desc *elector__rpc(elector_rpc rpc)
 {
     if ((unsigned)rpc >= ELECTOR_RPC_COUNT_) return NULL;
     return &rpcs[rpc];
+}
+
+const char *elector_rpc_name(elector_rpc rpc)
+{
+    const elector__rpc_desc *d = elector__rpc(rpc);
+    return d ? strrchr(d->path, '/') + 1 : NULL;
 }
 
 const char *elector_rpc_path(elector_rpc rpc)

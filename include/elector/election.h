@@ -107,6 +107,22 @@ int64_t elector_session_ttl(const elector_session *s);        /* granted TTL, se
 int64_t elector_session_deadline_ns(const elector_session *s); /* validity deadline */
 bool elector_session_alive(const elector_session *s);         /* now < deadline */
 
+/* Keepalive statistics of a session. rtt_buckets[i] counts round trips of at
+ * most elector_rtt_bounds_us[i] microseconds (and more than the bound before);
+ * the last bucket counts the rest. */
+#define ELECTOR_RTT_BUCKETS 12
+extern const int64_t elector_rtt_bounds_us[ELECTOR_RTT_BUCKETS - 1];
+typedef struct elector_session_stats {
+    uint64_t renewals; /* keepalives answered with ttl > 0 */
+    uint64_t failures; /* keepalives that failed or timed out */
+    int64_t last_rtt_ns;
+    uint64_t rtt_buckets[ELECTOR_RTT_BUCKETS];
+    uint64_t rtt_count;
+    int64_t rtt_sum_ns;
+} elector_session_stats;
+
+void elector_session_get_stats(const elector_session *s, elector_session_stats *out);
+
 /* ---- elections ------------------------------------------------------------------ */
 
 typedef void (*elector_election_cb)(elector_election *el, const elector_event *ev, void *ud);

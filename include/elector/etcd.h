@@ -219,6 +219,23 @@ int elector_etcd_keepalive(elector_etcd *etcd, int64_t lease_id, int64_t timeout
  * For owners that go away while a renewal is in flight. */
 void elector_etcd_keepalive_forget(elector_etcd *etcd, void *ud);
 
+/* ---- statistics ----------------------------------------------------------------- */
+
+/* Counters since the client was created. requests: unary calls sent, and
+ * messages sent on streams (each keepalive, each watch create/cancel). errors:
+ * unary calls and streams that ended with an error. */
+typedef struct elector_etcd_stats {
+    uint64_t requests[ELECTOR_RPC_COUNT_];
+    uint64_t errors[ELECTOR_RPC_COUNT_];
+    uint64_t connects;    /* connections that reached HTTP/2 SETTINGS */
+    uint64_t disconnects; /* established connections lost */
+} elector_etcd_stats;
+
+void elector_etcd_get_stats(const elector_etcd *etcd, elector_etcd_stats *out);
+
+/* Short method name of an rpc ("Range", "LeaseKeepAlive"), NULL if out of range. */
+const char *elector_rpc_name(elector_rpc rpc);
+
 /* ---- helpers -------------------------------------------------------------------- */
 
 /* The range_end that selects every key with the given prefix, into out (which
