@@ -220,9 +220,13 @@ static void fail(elector_election *el, int reason, const char *detail)
     emit(el, ELECTOR_EV_FAILED, reason, detail, 0);
 }
 
-/* We led and no longer do. mono_ns: when the belief ended (0 = now). */
+/* We led and no longer do. mono_ns: when the belief ended (0 = now). It is never
+ * later than the validity deadline: elector_is_leader() turned false then, even
+ * if this process was frozen and only notices now. */
 static void lose(elector_election *el, int reason, const char *detail, int64_t mono_ns)
 {
+    if (!mono_ns) mono_ns = elector_now_ns();
+    if (el->s && el->s->deadline_ns && el->s->deadline_ns < mono_ns) mono_ns = el->s->deadline_ns;
     stop_watch(el);
     elector__timer_disarm(el->etcd, &el->retry);
     el->state = E_IDLE;

@@ -1,0 +1,563 @@
+/* The elector command-line tool, run as a real process against real etcd:
+ * every command's happy path and errors, `run` supervision (started only when
+ * elected, stopped on loss, killed with elector, deadline kept while elector is
+ * frozen), signals, exit statuses, JSON output, the HTTP endpoint, and interop
+ * with etcdctl elect. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "elect_util.h"
+#include "testlib.h"
+
+#ifndef ELECTOR_BIN
+#error "ELECTOR_BIN must name the built elector binary"
+#endif
+
+static eh_cluster *start1(void)
+{
+    eh_opts o = {.members = 1};
+    eh_cluster *c = eh_start(&o);
+    ASSERT_NOT_NULL(c);
+    return c;
+}
+
+/* Runs elector to completion; returns its exit status, output in out and err. */
+static int tool(char **out, char **err, const char *const args[])
+{
+    const char *argv[32] = {ELECTOR_BIN};
+    int n = 1;
+    for (int i = 0; args[i]; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    tl_run_opts o = {.err = err, .timeout_s = 30};
+    return tl_run_ex(out, argv, &o);
+}
+
+/* Starts elector in the background; its stdout lines are read with
+ * eu_child_expect. */
+static void tool_bg(eu_child *ch, const char *const args[])
+{
+    const char *argv[32] = {ELECTOR_BIN};
+    int n = 1;
+    for (int i = 0; args[i]; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    int fd;
+    pid_t pid = tl_spawn(argv, &fd);
+    ASSERT_GT(pid, 0);
+    eu_child_wrap(ch, pid, fd);
+}
+
+/* Waits for a background elector to exit; returns its exit status. */
+static int tool_wait(eu_child *ch, double timeout_s)
+{
+    double end = tl_now() + timeout_s;
+    int st;
+    while (waitpid(ch->pid, &st, WNOHANG) == 0) {
+        if (tl_now() > end) return -1;
+        tl_msleep(20);
+    }
+    close(ch->fd);
+    ch->pid = 0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static bool file_exists(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+static bool wait_file(const char *p, double timeout_s)
+{
+    double end = tl_now() + timeout_s;
+    while (!file_exists(p)) {
+        if (tl_now() > end) return false;
+        tl_msleep(20);
+    }
+    return true;
+}
+
+static char *slurp(const char *p)
+{
+    FILE *f = fopen(p, "r");
+    if (!f) return NULL;
+    static char buf[4096];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
+static bool pid_alive(pid_t pid)
+{
+    return kill(pid, 0) == 0 || errno != ESRCH;
+}
+
+/* ---------------------------------------------------------------- usage */
+
+TEST(help_and_version_succeed)
+{
+    char *out = NULL;
+    ASSERT_EQ(0, tool(&out, NULL, (const char *[]){"--help", NULL}));
+    ASSERT_CONTAINS(out, "Usage: elector");
+    ASSERT_CONTAINS(out, "Exit status");
+    free(out);
+    ASSERT_EQ(0, tool(&out, NULL, (const char *[]){"--version", NULL}));
+    ASSERT_CONTAINS(out, "elector ");
+    free(out);
+}
+
+struct bad {
+    const char *args[8];
+    const char *says;
+};
+
+TEST(bad_usage_gives_one_clear_line_and_exit_2)
+{
+    static const struct bad cases[] = {
+        {{"campaign", "x", "--bogus", NULL}, "unknown option '--bogus'"},
+        {{"campaign", NULL}, "missing election NAME"},
+        {{"campaign", "", NULL}, "must not be empty"},
+        {{"dance", "x", NULL}, "unknown command 'dance'"},
+        {{NULL}, "no command given"},
+        {{"campaign", "x", "--ttl", "5x", NULL}, "--ttl: invalid duration '5x'"},
+        {{"campaign", "x", "--dial-timeout", "-1s", NULL}, "invalid duration"},
+        {{"campaign", "x", "--ttl", NULL}, "needs a value"},
+        {{"run", "x", NULL}, "missing command after '--'"},
+        {{"campaign", "x", "--endpoints", "nohost", NULL}, "endpoint 'nohost'"},
+        {{"campaign", "x", "--endpoints", "h:99999", NULL}, "port from 1 to 65535"},
+        {{"observe", "x", "--restart", NULL}, "only for `elector run`"},
+        {{"campaign", "x", "--cert", "a.pem", NULL}, "--cert and --key go together"},
+        {{"campaign", "x", "--cacert", "/nonexistent/ca.pem", NULL}, "/nonexistent/ca.pem"},
+        {{"leader", "x", "-w", "yaml", NULL}, "not one of simple, json"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *out = NULL, *err = NULL;
+        int rc = tool(&out, &err, cases[i].args);
+        tl_log("case %zu: exit %d: %s", i, rc, err ? err : "");
+        ASSERT_EQ(2, rc);
+        ASSERT_CONTAINS(err, cases[i].says);
+        ASSERT_STREQ("", out);
+        /* One line. */
+        ASSERT(strchr(err, '\n') == err + strlen(err) - 1);
+        free(out);
+        free(err);
+    }
+}
+
+TEST(unreachable_cluster_fails_within_the_dial_timeout)
+{
+    char *out = NULL, *err = NULL;
+    double t0 = tl_now();
+    int rc = tool(&out, &err,
+                  (const char *[]){"campaign", "x", "--endpoints", "127.0.0.1:1,127.0.0.1:2",
+                                   "--dial-timeout", "1s", NULL});
+    double dt = tl_now() - t0;
+    tl_log("exit %d after %.2f s: %s", rc, dt, err);
+    ASSERT_EQ(1, rc);
+    ASSERT_LT(dt, 3.0);
+    ASSERT_CONTAINS(err, "127.0.0.1:");
+    ASSERT_CONTAINS(err, "check --endpoints");
+    free(out);
+    free(err);
+    rc = tool(&out, &err, (const char *[]){"leader", "x", "--endpoints", "127.0.0.1:1", NULL});
+    ASSERT_EQ(1, rc);
+    free(out);
+    free(err);
+}
+
+/* ---------------------------------------------------------------- campaign, leader */
+
+TEST(campaign_prints_key_and_value_then_resigns_on_sigterm)
+{
+    eh_cluster *c = start1();
+    const char *eps = eh_endpoints(c);
+    eu_child a;
+    tool_bg(&a, (const char *[]){"--endpoints", eps, "campaign", "svc", "node-a", NULL});
+    char key[256], line[256];
+    ASSERT_OK(eu_child_expect(&a, "svc/", key, sizeof(key), 10000));
+    ASSERT_OK(eu_child_expect(&a, "", line, sizeof(line), 2000));
+    ASSERT_STREQ("node-a", line);
+
+    char *out = NULL;
+    ASSERT_EQ(0, tool(&out, NULL, (const char *[]){"leader", "svc", "--endpoints", eps, NULL}));
+    char want[300];
+    snprintf(want, sizeof(want), "%s\nnode-a\n", key);
+    ASSERT_STREQ(want, out);
+    free(out);
+
+    kill(a.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&a, 10));
+    /* Resigned and revoked: nobody leads, and no lease lingers. */
+    ASSERT_EQ(4, tool(&out, NULL, (const char *[]){"leader", "svc", "--endpoints", eps, NULL}));
+    free(out);
+    ASSERT_OK(eh_etcdctl(c, &out, "lease", "list", NULL));
+    ASSERT_CONTAINS(out, "found 0 leases");
+    free(out);
+    eh_stop(c);
+}
+
+TEST(json_lines_carry_event_key_token_and_mono_ns)
+{
+    eh_cluster *c = start1();
+    const char *eps = eh_endpoints(c);
+    eu_child a, b;
+    char line[1024];
+    tool_bg(&a, (const char *[]){"--endpoints", eps, "-w", "json", "campaign", "j", "A", NULL});
+    ASSERT_OK(eu_child_expect(&a, "{\"event\":\"elected\"", line, sizeof(line), 10000));
+    ASSERT_CONTAINS(line, "\"name\":\"j\"");
+    ASSERT_CONTAINS(line, "\"value\":\"A\"");
+    ASSERT_CONTAINS(line, "\"token\":");
+    ASSERT_CONTAINS(line, "\"mono_ns\":");
+    tool_bg(&b, (const char *[]){"campaign", "j", "B", "-w", "json", "--endpoints", eps, NULL});
+    ASSERT_OK(eu_child_expect(&b, "{\"event\":\"waiting\"", line, sizeof(line), 10000));
+    kill(a.pid, SIGINT);
+    ASSERT_OK(eu_child_expect(&a, "{\"event\":\"resigned\"", line, sizeof(line), 5000));
+    ASSERT_EQ(0, tool_wait(&a, 10));
+    ASSERT_OK(eu_child_expect(&b, "{\"event\":\"elected\"", line, sizeof(line), 5000));
+    ASSERT_CONTAINS(line, "\"value\":\"B\"");
+    kill(b.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&b, 10));
+    eh_stop(c);
+}
+
+TEST(campaign_exits_3_when_leadership_is_lost)
+{
+    eh_cluster *c = start1();
+    eu_child a;
+    char key[256];
+    tool_bg(&a, (const char *[]){"--endpoints", eh_endpoints(c), "campaign", "lost", "v", NULL});
+    ASSERT_OK(eu_child_expect(&a, "lost/", key, sizeof(key), 10000));
+    ASSERT_OK(eh_etcdctl(c, NULL, "del", key, NULL));
+    ASSERT_EQ(3, tool_wait(&a, 10));
+    eh_stop(c);
+}
+
+TEST(proclaim_stdin_updates_the_value)
+{
+    eh_cluster *c = start1();
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd),
+             "(sleep 1; echo second; sleep 1; echo third; sleep 30) | %s --endpoints %s "
+             "campaign pr first --proclaim-stdin",
+             ELECTOR_BIN, eh_endpoints(c));
+    int fd;
+    pid_t pid = tl_spawn((const char *[]){"sh", "-c", cmd, NULL}, &fd);
+    eu_child sh;
+    eu_child_wrap(&sh, pid, fd);
+    char line[256];
+    ASSERT_OK(eu_child_expect(&sh, "first", line, sizeof(line), 10000));
+    double end = tl_now() + 10;
+    char *out = NULL;
+    for (;;) {
+        ASSERT_EQ(0, tool(&out, NULL, (const char *[]){"leader", "pr", "--endpoints",
+                                                        eh_endpoints(c), NULL}));
+        if (strstr(out, "\nthird\n")) break;
+        free(out);
+        out = NULL;
+        ASSERT_LT(tl_now(), end);
+        tl_msleep(100);
+    }
+    free(out);
+    eh_stop(c);
+}
+
+/* ---------------------------------------------------------------- run */
+
+TEST(run_starts_the_command_only_when_elected_with_its_environment)
+{
+    eh_cluster *c = start1();
+    const char *eps = eh_endpoints(c);
+    char *dir = tl_tmpdir("run");
+    char file[512], script[2048];
+    snprintf(file, sizeof(file), "%s/started", dir);
+    snprintf(script, sizeof(script),
+             "echo \"$ELECTOR_NAME $ELECTOR_TOKEN $ELECTOR_LEASE $ELECTOR_KEY\" > %s.tmp; "
+             "mv %s.tmp %s; exec sleep 60", file, file, file);
+    eu_child a, b;
+    char key[256];
+    tool_bg(&a, (const char *[]){"--endpoints", eps, "campaign", "r", "A", NULL});
+    ASSERT_OK(eu_child_expect(&a, "r/", key, sizeof(key), 10000));
+    tool_bg(&b, (const char *[]){"--endpoints", eps, "run", "r", "--value", "B", "--", "sh",
+                                 "-c", script, NULL});
+    tl_msleep(1000);
+    ASSERT(!file_exists(file)); /* not while a leads */
+    kill(a.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&a, 10));
+    ASSERT(wait_file(file, 5));
+    char name[64], lease[64], bkey[256];
+    long long token = 0;
+    ASSERT_EQ(4, sscanf(slurp(file), "%63s %lld %63s %255s", name, &token, lease, bkey));
+    ASSERT_STREQ("r", name);
+    char want[128];
+    snprintf(want, sizeof(want), "r/%s", lease);
+    ASSERT_STREQ(want, bkey);
+    elector_etcd *e = eu_client(eps);
+    elector_leader_info li;
+    ASSERT_OK(elector_leader_sync(e, "r", 3000, &li));
+    ASSERT_EQ(li.token, token);
+    elector_leader_free(&li);
+    elector_etcd_free(e);
+    kill(b.pid, SIGTERM);
+    ASSERT_EQ(143, tool_wait(&b, 10)); /* sleep died of the forwarded SIGTERM */
+    free(dir);
+    eh_stop(c);
+}
+
+TEST(run_passes_on_the_exit_status_and_resigns)
+{
+    eh_cluster *c = start1();
+    char *out = NULL;
+    int rc = tool(&out, NULL, (const char *[]){"--endpoints", eh_endpoints(c), "run", "ex", "--",
+                                               "sh", "-c", "exit 7", NULL});
+    ASSERT_EQ(7, rc);
+    free(out);
+    ASSERT_EQ(4, tool(&out, NULL, (const char *[]){"leader", "ex", "--endpoints",
+                                                   eh_endpoints(c), NULL}));
+    free(out);
+    rc = tool(&out, NULL, (const char *[]){"--endpoints", eh_endpoints(c), "run", "ex", "--",
+                                           "/nonexistent/cmd", NULL});
+    ASSERT_EQ(127, rc);
+    free(out);
+    eh_stop(c);
+}
+
+/* A command that records its pid and, on SIGTERM, that it was asked to stop. */
+static void stoppable(char *buf, size_t cap, const char *dir)
+{
+    snprintf(buf, cap,
+             "trap 'echo term > %s/term; exit 0' TERM; echo $$ > %s/pid.tmp; "
+             "mv %s/pid.tmp %s/pid; while :; do sleep 0.05; done",
+             dir, dir, dir, dir);
+}
+
+static pid_t read_pid(const char *dir)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/pid", dir);
+    ASSERT(wait_file(p, 10));
+    return (pid_t)atoi(slurp(p));
+}
+
+TEST(run_stops_the_command_when_leadership_is_lost)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("loss");
+    char script[1024], term[512];
+    stoppable(script, sizeof(script), dir);
+    snprintf(term, sizeof(term), "%s/term", dir);
+    eu_child b;
+    tool_bg(&b, (const char *[]){"--endpoints", eh_endpoints(c), "run", "loss", "--", "sh", "-c",
+                                 script, NULL});
+    pid_t cmd = read_pid(dir);
+    char *out = NULL;
+    ASSERT_EQ(0, eh_etcdctl(c, &out, "get", "--prefix", "--keys-only", "loss/", NULL));
+    out[strcspn(out, "\n")] = 0;
+    ASSERT_OK(eh_etcdctl(c, NULL, "del", out, NULL));
+    free(out);
+    ASSERT_EQ(3, tool_wait(&b, 10));
+    ASSERT(file_exists(term)); /* asked politely first */
+    ASSERT(!pid_alive(cmd));
+    free(dir);
+    eh_stop(c);
+}
+
+TEST(run_command_dies_when_elector_is_sigkilled)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("kill");
+    char script[1024];
+    stoppable(script, sizeof(script), dir);
+    eu_child b;
+    tool_bg(&b, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl", "5", "run", "k",
+                                 "--grace", "1s", "--", "sh", "-c", script, NULL});
+    pid_t cmd = read_pid(dir);
+    kill(b.pid, SIGKILL);
+    tool_wait(&b, 5);
+    double end = tl_now() + 3;
+    while (pid_alive(cmd) && tl_now() < end) tl_msleep(20);
+    ASSERT(!pid_alive(cmd));
+    free(dir);
+    eh_stop(c);
+}
+
+TEST_WITH_TIMEOUT(run_command_is_gone_by_the_deadline_while_elector_is_frozen, 60)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("freeze");
+    char script[1024], line[1024];
+    stoppable(script, sizeof(script), dir);
+    eu_child b;
+    tool_bg(&b, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl", "2", "-w", "json", "run",
+                                 "fz", "--", "sh", "-c", script, NULL});
+    ASSERT_OK(eu_child_expect(&b, "{\"event\":\"elected\"", line, sizeof(line), 10000));
+    pid_t cmd = read_pid(dir);
+    double t0 = tl_now();
+    kill(b.pid, SIGSTOP);
+    /* TTL 2 s: the deadline is at most 2 s after the last renewal. */
+    while (pid_alive(cmd) && tl_now() - t0 < 5) tl_msleep(10);
+    double gone = tl_now() - t0;
+    tl_log("command gone %.2f s after elector froze", gone);
+    ASSERT(!pid_alive(cmd));
+    ASSERT_LT(gone, 2.2);
+    /* Another candidate can take over once the lease has expired. */
+    eu_cand *x = eu_cand_new(eh_endpoints(c), "fz", 5);
+    ASSERT_OK(elector_campaign_sync(x->el, "x", 1, 10000));
+    kill(b.pid, SIGCONT);
+    ASSERT_EQ(3, tool_wait(&b, 10));
+    eu_cand_free(x);
+    free(dir);
+    eh_stop(c);
+}
+
+TEST(run_forwards_sigterm_to_the_command_first)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("fwd");
+    char script[1024], term[512];
+    stoppable(script, sizeof(script), dir);
+    snprintf(term, sizeof(term), "%s/term", dir);
+    eu_child b;
+    tool_bg(&b, (const char *[]){"--endpoints", eh_endpoints(c), "run", "fwd", "--", "sh", "-c",
+                                 script, NULL});
+    read_pid(dir);
+    kill(b.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&b, 10)); /* the trap exits 0 */
+    ASSERT(file_exists(term));
+    char *out = NULL;
+    ASSERT_EQ(4, tool(&out, NULL, (const char *[]){"leader", "fwd", "--endpoints",
+                                                   eh_endpoints(c), NULL}));
+    free(out);
+    free(dir);
+    eh_stop(c);
+}
+
+/* ---------------------------------------------------------------- http */
+
+static int free_port(void)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof(a);
+    bind(s, (struct sockaddr *)&a, sizeof(a));
+    getsockname(s, (struct sockaddr *)&a, &l);
+    close(s);
+    return ntohs(a.sin_port);
+}
+
+static int curl(char **out, const char *url)
+{
+    char *body = NULL;
+    int rc = tl_run(&body, (const char *[]){"curl", "-s", "-w", "\n%{http_code}", url, NULL});
+    ASSERT_EQ(0, rc);
+    char *nl = strrchr(body, '\n');
+    int code = atoi(nl + 1);
+    *nl = 0;
+    *out = body;
+    return code;
+}
+
+TEST(http_endpoint_reports_leader_health_and_metrics)
+{
+    eh_cluster *c = start1();
+    const char *eps = eh_endpoints(c);
+    char addr_a[64], addr_b[64], url[128];
+    snprintf(addr_a, sizeof(addr_a), "127.0.0.1:%d", free_port());
+    snprintf(addr_b, sizeof(addr_b), "127.0.0.1:%d", free_port());
+    eu_child a, b;
+    char key[256], line[256];
+    tool_bg(&a, (const char *[]){"--endpoints", eps, "--http", addr_a, "campaign", "h", "A", NULL});
+    ASSERT_OK(eu_child_expect(&a, "h/", key, sizeof(key), 10000));
+    tool_bg(&b, (const char *[]){"--endpoints", eps, "--http", addr_b, "campaign", "h", "B", NULL});
+    tl_msleep(500);
+
+    char *body;
+    snprintf(url, sizeof(url), "http://%s/leader", addr_a);
+    ASSERT_EQ(200, curl(&body, url));
+    ASSERT_CONTAINS(body, "\"name\":\"h\"");
+    ASSERT_CONTAINS(body, "\"value\":\"A\"");
+    ASSERT_CONTAINS(body, key);
+    free(body);
+    snprintf(url, sizeof(url), "http://%s/healthz?leader=1", addr_a);
+    ASSERT_EQ(200, curl(&body, url));
+    free(body);
+    snprintf(url, sizeof(url), "http://%s/healthz?leader=1", addr_b);
+    ASSERT_EQ(503, curl(&body, url));
+    free(body);
+    snprintf(url, sizeof(url), "http://%s/healthz", addr_b);
+    ASSERT_EQ(200, curl(&body, url));
+    free(body);
+    snprintf(url, sizeof(url), "http://%s/metrics", addr_a);
+    ASSERT_EQ(200, curl(&body, url));
+    ASSERT_CONTAINS(body, "elector_is_leader{name=\"h\"} 1");
+    ASSERT_CONTAINS(body, "elector_keepalive_rtt_seconds_bucket");
+    ASSERT_CONTAINS(body, "elector_etcd_requests_total{method=\"Txn\"}");
+    /* promtool, where the prometheus package is installed, checks the format. */
+    char *dir = tl_tmpdir("prom"), path[512];
+    snprintf(path, sizeof(path), "%s/metrics.txt", dir);
+    FILE *f = fopen(path, "w");
+    fputs(body, f);
+    fclose(f);
+    free(body);
+    if (access("/usr/bin/promtool", X_OK) == 0) {
+        char cmd[600], *o = NULL;
+        snprintf(cmd, sizeof(cmd), "promtool check metrics < %s", path);
+        int prc = tl_run(&o, (const char *[]){"sh", "-c", cmd, NULL});
+        tl_log("promtool: exit %d %s", prc, o ? o : "");
+        ASSERT_EQ(0, prc);
+        free(o);
+    } else {
+        tl_log("promtool not installed: format check skipped");
+    }
+    free(dir);
+    kill(a.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&a, 10));
+    (void)line;
+    kill(b.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&b, 10));
+    eh_stop(c);
+}
+
+/* ---------------------------------------------------------------- interop */
+
+TEST(tool_and_etcdctl_elect_share_an_election)
+{
+    eh_cluster *c = start1();
+    const char *eps = eh_endpoints(c);
+    int fd;
+    pid_t ctl = tl_spawn((const char *[]){"etcdctl", "--endpoints", eps, "elect", "mix", "ctl",
+                                          NULL},
+                         &fd);
+    eu_child ctl_ch, a, obs;
+    eu_child_wrap(&ctl_ch, ctl, fd);
+    char ctl_key[256], line[256];
+    ASSERT_OK(eu_child_expect(&ctl_ch, "mix/", ctl_key, sizeof(ctl_key), 10000));
+    tool_bg(&obs, (const char *[]){"--endpoints", eps, "observe", "mix", NULL});
+    ASSERT_OK(eu_child_expect(&obs, "mix/", line, sizeof(line), 10000));
+    ASSERT_STREQ(ctl_key, line);
+    tool_bg(&a, (const char *[]){"--endpoints", eps, "campaign", "mix", "tool", NULL});
+    ASSERT_EQ(-1, eu_child_expect(&a, "mix/", line, sizeof(line), 1000));
+    kill(ctl, SIGINT);
+    ASSERT_OK(eu_child_expect(&a, "mix/", line, sizeof(line), 5000));
+    ASSERT_OK(eu_child_expect(&obs, "tool", line, sizeof(line), 5000));
+    tl_reap(ctl, SIGKILL, 5);
+
+    /* And etcdctl sees the tool's leader. */
+    char *out = NULL;
+    const char *argv[] = {"etcdctl", "--endpoints", eps, "elect", "-l", "mix", NULL};
+    tl_run_opts o = {.timeout_s = 1.5};
+    tl_run_ex(&out, argv, &o);
+    ASSERT_CONTAINS(out, "\ntool\n");
+    free(out);
+    kill(a.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&a, 10));
+    kill(obs.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&obs, 10));
+    eh_stop(c);
+}

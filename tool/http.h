@@ -1,0 +1,62 @@
+/* The tool's HTTP status endpoint (libmicrohttpd, driven by our own event loop:
+ * no server threads). GET /leader (JSON), /healthz (200 while the session is
+ * healthy; ?leader=1: 200 only while leader), /metrics (Prometheus text format). */
+#ifndef ELECTOR_TOOL_HTTP_H
+#define ELECTOR_TOOL_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "elector/election.h"
+
+/* A snapshot of what the endpoints report, filled by the tool on each request. */
+typedef struct tool_view {
+    const char *name;       /* election name */
+    bool session_healthy;   /* we hold a live session (or, observe: connected) */
+    bool is_leader;         /* elector_is_leader() now */
+    bool has_leader;        /* a leader is known (ours or observed) */
+    const uint8_t *key;     /* the leader's key, value, token, lease */
+    size_t key_len;
+    const uint8_t *value;
+    size_t value_len;
+    int64_t token;
+    int64_t lease;
+    int64_t since_unix_ms;  /* wall time when this process learned of this leader */
+    uint64_t leadership_changes; /* times this process became or stopped being leader */
+    double lease_remaining_s;    /* validity deadline - now, 0 if none */
+    const elector_session_stats *ka; /* NULL without a session */
+    const elector_etcd_stats *etcd;  /* never NULL */
+} tool_view;
+
+typedef void (*tool_view_fn)(void *ud, tool_view *v);
+
+typedef struct tool_http tool_http;
+
+/* Listens on addr: "HOST:PORT", ":PORT" or "PORT" (host defaults to 127.0.0.1;
+ * "[::1]:PORT" for IPv6). Returns NULL with a message in err (e.g. "cannot listen
+ * on 127.0.0.1:80: Permission denied") on failure. */
+tool_http *tool_http_start(const char *addr, tool_view_fn fn, void *ud, char *err, size_t cap);
+
+/* One fd to poll for POLLIN, the ms until tool_http_process() must run (-1: none). */
+int tool_http_fd(const tool_http *h);
+int64_t tool_http_timeout(tool_http *h);
+void tool_http_process(tool_http *h);
+void tool_http_stop(tool_http *h); /* NULL is a no-op */
+
+/* The port listened on (the one the kernel chose for port 0), and the address
+ * as "127.0.0.1:8080" or "[::1]:8080", for logs. */
+int tool_http_port(const tool_http *h);
+const char *tool_http_addr(const tool_http *h);
+
+/* Renders the Prometheus text exposition of v into a malloc'd string. */
+char *tool_metrics_render(const tool_view *v);
+
+/* Renders GET /leader's JSON object (one line, no newline) into a malloc'd string. */
+char *tool_leader_json(const tool_view *v);
+
+/* Appends s (len bytes, any bytes) as a JSON string literal, with quotes, to a
+ * malloc'd buffer (*buf, *len, *cap); returns 0 or -1 on allocation failure.
+ * Bytes that are not valid UTF-8 are written as \\u00XX of each byte. */
+int tool_json_str(char **buf, size_t *len, size_t *cap, const uint8_t *s, size_t n);
+
+#endif

@@ -1,0 +1,771 @@
+/* elector — the command-line tool. It uses only the library's public API.
+ *
+ *   elector campaign NAME [VALUE]     campaign, hold leadership until SIGINT/SIGTERM
+ *   elector observe NAME              print every leader change
+ *   elector leader NAME               print the current leader once
+ *   elector run NAME -- CMD [ARGS]    run CMD only while leader
+ *
+ * One event loop (poll) serves etcd, signals (signalfd), the optional HTTP
+ * endpoint, stdin (--proclaim-stdin) and the supervised command. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "elector/election.h"
+#include "http.h"
+#include "opts.h"
+#include "supervise.h"
+
+#ifndef ELECTOR_VERSION
+#define ELECTOR_VERSION "0.0.0"
+#endif
+
+static const char USAGE[] =
+    "Usage: elector [OPTIONS] COMMAND NAME [ARGS]\n"
+    "\n"
+    "Leader election on etcd v3, compatible with `etcdctl elect`.\n"
+    "\n"
+    "Commands:\n"
+    "  campaign NAME [VALUE]   Campaign for leadership of NAME and hold it until SIGINT or\n"
+    "                          SIGTERM (then resign, exit 0). Prints the key and the value\n"
+    "                          once elected, as `etcdctl elect` does.\n"
+    "  observe NAME            Print every leader change of NAME until interrupted.\n"
+    "  leader NAME             Print the current leader of NAME once.\n"
+    "  run NAME [--value V] [--grace D] [--restart] -- CMD [ARGS...]\n"
+    "                          Campaign; while leader, run CMD with ELECTOR_NAME, ELECTOR_KEY,\n"
+    "                          ELECTOR_TOKEN (fencing token) and ELECTOR_LEASE in its\n"
+    "                          environment. CMD gets SIGTERM, then SIGKILL, in time to be gone\n"
+    "                          when leadership can no longer be proven, also if elector\n"
+    "                          itself is killed or frozen.\n"
+    "\n"
+    "Options (before or after the command):\n"
+    "  --endpoints LIST        etcd endpoints, comma separated: host:port, http://host:port,\n"
+    "                          https://host:port (default: $ELECTOR_ENDPOINTS, else\n"
+    "                          $ETCDCTL_ENDPOINTS, else 127.0.0.1:2379)\n"
+    "  --ttl DURATION          session lease TTL, whole seconds (default 10s)\n"
+    "  --dial-timeout DURATION connect timeout per endpoint (default 5s)\n"
+    "  --cacert FILE           CA bundle to verify etcd's certificate\n"
+    "  --cert FILE, --key FILE client certificate and key\n"
+    "  --user NAME             etcd user; the password comes from $ELECTOR_PASSWORD or\n"
+    "                          --password-file FILE (never from the command line)\n"
+    "  -w, --write-out FORMAT  simple (default) or json: one JSON object per line with\n"
+    "                          event, name, key, value, token, lease, mono_ns [, reason]\n"
+    "  --http ADDR             serve GET /leader, /healthz[?leader=1], /metrics on ADDR\n"
+    "                          (PORT, :PORT or HOST:PORT; host defaults to 127.0.0.1)\n"
+    "  --proclaim-stdin        campaign: proclaim each line read from stdin as the new value\n"
+    "  --value V               run: the value to campaign with (default: host name)\n"
+    "  --grace DURATION        run: SIGTERM this long before the deadline (default\n"
+    "                          min(2s, TTL/4))\n"
+    "  --restart               run: when CMD exits, resign and campaign again\n"
+    "  --log-level LEVEL       error, warn, info (default), debug; messages go to stderr\n"
+    "  -h, --help              this help;  --version  print the version\n"
+    "\n"
+    "Durations: 500ms, 10s, 1.5s, 2m; a bare number is seconds.\n"
+    "Exit status: 0 success, 1 error (etcd unreachable, TLS, auth, ...), 2 bad usage,\n"
+    "3 leadership lost, 4 no leader (leader command); run: CMD's status (128+N if\n"
+    "killed by signal N).\n"
+    "\n"
+    "Examples:\n"
+    "  elector campaign my-service node-1\n"
+    "  elector --endpoints 10.0.0.1:2379,10.0.0.2:2379 -w json observe my-service\n"
+    "  elector leader my-service || echo \"nobody leads\"\n"
+    "  elector run my-service --ttl 5s --http :9090 -- ./scheduler --config s.yaml\n";
+
+/* ---------------------------------------------------------------- state */
+
+struct app {
+    tool_opts *o;
+    elector_etcd *etcd;
+    elector_session *s;
+    elector_election *el;
+    elector_observer *obs;
+    tool_http *http;
+    tool_child *child;
+    int sfd;
+    char *value;
+    size_t vlen;
+    bool done, stopping, restart_pending, session_dead;
+    int exit_code, child_status;
+    int64_t child_deadline;
+    int64_t retry_at_ms; /* campaign again on a new session after this */
+    /* The leader as last known, for --http. */
+    bool has_leader;
+    char *lkey, *lval;
+    size_t lklen, lvlen;
+    int64_t ltoken, llease, lsince_ms;
+    uint64_t changes;
+    char endpoint[256];
+    char stdin_buf[65536];
+    size_t stdin_len;
+    bool stdin_eof;
+};
+
+static enum tool_log g_log = LOG_INFO;
+
+static void logmsg(enum tool_log lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logmsg(enum tool_log lvl, const char *fmt, ...)
+{
+    if (lvl > g_log) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("elector: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static int64_t now_ms(void)
+{
+    return elector_now_ns() / 1000000;
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* What to do about an error, by its kind. */
+static const char *hint(int err)
+{
+    switch (err) {
+    case ELECTOR_ECONNECT:
+    case ELECTOR_EUNAVAILABLE:
+    case ELECTOR_ETIMEDOUT:
+        return "check --endpoints (or ELECTOR_ENDPOINTS) and that etcd is running";
+    case ELECTOR_ETLS: return "check --cacert, --cert and --key, and the endpoint's host name";
+    case ELECTOR_EAUTH:
+    case ELECTOR_ETOKEN:
+        return "check --user and the password (ELECTOR_PASSWORD or --password-file)";
+    case ELECTOR_EPERM: return "the etcd user needs read/write permission on the NAME/ prefix";
+    case ELECTOR_ETOOLARGE:
+        return "the value is larger than etcd accepts (--max-request-bytes, 1.5 MiB by default)";
+    case ELECTOR_ENOLEADER: return "the etcd cluster has lost its quorum";
+    default: return NULL;
+    }
+}
+
+static void fatal_etcd(struct app *a, int err, const char *what)
+{
+    const char *h = hint(err);
+    logmsg(LOG_ERROR, "%s: %s%s%s", what, *elector_etcd_errstr(a->etcd) ? elector_etcd_errstr(a->etcd)
+                                                                         : elector_strerror(err),
+           h ? "; " : "", h ? h : "");
+    a->exit_code = EXIT_ERROR;
+    a->done = true;
+}
+
+/* ---------------------------------------------------------------- output */
+
+struct jbuf {
+    char *p;
+    size_t len, cap;
+};
+
+static void jraw(struct jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void jraw(struct jbuf *b, const char *fmt, ...)
+{
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if (b->len + (size_t)n + 1 > b->cap) {
+        size_t cap = (b->cap + (size_t)n + 1) * 2;
+        char *q = realloc(b->p, cap);
+        if (!q) return;
+        b->p = q;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, tmp, (size_t)n);
+    b->len += (size_t)n;
+}
+
+static void jstr(struct jbuf *b, const char *field, const void *s, size_t n)
+{
+    jraw(b, ",\"%s\":", field);
+    tool_json_str(&b->p, &b->len, &b->cap, s, n);
+}
+
+/* One JSON object per line: what the fault suite and the benchmarks read. */
+static void out_json(struct app *a, const elector_event *ev, const char *event)
+{
+    struct jbuf b = {0};
+    jraw(&b, "{\"event\":\"%s\"", event);
+    jstr(&b, "name", a->o->name, strlen(a->o->name));
+    if (ev->key) jstr(&b, "key", ev->key, ev->key_len);
+    if (ev->value) jstr(&b, "value", ev->value, ev->value_len);
+    jraw(&b, ",\"token\":%lld,\"lease\":\"%llx\",\"mono_ns\":%lld,\"unix_ms\":%lld",
+         (long long)ev->token, (unsigned long long)ev->lease, (long long)ev->mono_ns,
+         (long long)(wall_ms() - (elector_now_ns() - ev->mono_ns) / 1000000));
+    if (ev->reason) {
+        jraw(&b, ",\"error\":\"%s\"", elector_err_name(ev->reason));
+        jstr(&b, "reason", ev->detail, strlen(ev->detail));
+    }
+    jraw(&b, "}\n");
+    if (b.p) fwrite(b.p, 1, b.len, stdout);
+    fflush(stdout);
+    free(b.p);
+}
+
+static void out_simple_kv(const uint8_t *k, size_t kl, const uint8_t *v, size_t vl)
+{
+    fwrite(k, 1, kl, stdout);
+    fputc('\n', stdout);
+    fwrite(v, 1, vl, stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+}
+
+static void remember_leader(struct app *a, const elector_event *ev)
+{
+    free(a->lkey);
+    free(a->lval);
+    a->lkey = a->lval = NULL;
+    a->has_leader = ev && ev->key;
+    if (!a->has_leader) return;
+    a->lkey = malloc(ev->key_len + 1);
+    a->lval = malloc(ev->value_len + 1);
+    if (!a->lkey || !a->lval) {
+        a->has_leader = false;
+        return;
+    }
+    memcpy(a->lkey, ev->key, ev->key_len);
+    memcpy(a->lval, ev->value, ev->value_len);
+    a->lklen = ev->key_len;
+    a->lvlen = ev->value_len;
+    a->ltoken = ev->token;
+    a->llease = ev->lease;
+    a->lsince_ms = wall_ms();
+}
+
+/* ---------------------------------------------------------------- run: the command */
+
+static void start_child(struct app *a, const elector_event *ev)
+{
+    char *env[5];
+    char token[64], lease[64];
+    snprintf(token, sizeof(token), "%lld", (long long)ev->token);
+    snprintf(lease, sizeof(lease), "%llx", (unsigned long long)ev->lease);
+    if (asprintf(&env[0], "ELECTOR_NAME=%s", a->o->name) < 0 ||
+        asprintf(&env[1], "ELECTOR_KEY=%.*s", (int)ev->key_len, (const char *)ev->key) < 0 ||
+        asprintf(&env[2], "ELECTOR_TOKEN=%s", token) < 0 ||
+        asprintf(&env[3], "ELECTOR_LEASE=%s", lease) < 0) {
+        logmsg(LOG_ERROR, "out of memory");
+        exit(EXIT_ERROR);
+    }
+    env[4] = NULL;
+    char err[256];
+    a->child_deadline = elector_session_deadline_ns(a->s);
+    a->child = tool_child_start(a->o->argv, env, a->child_deadline, a->o->grace_ms * 1000000,
+                                err, sizeof(err));
+    for (int i = 0; i < 4; i++) free(env[i]);
+    if (!a->child) {
+        logmsg(LOG_ERROR, "cannot start %s: %s", a->o->argv[0], err);
+        a->exit_code = EXIT_ERROR;
+        elector_resign(a->el);
+        a->stopping = true;
+        return;
+    }
+    logmsg(LOG_INFO, "started %s (token %lld)", a->o->argv[0], (long long)ev->token);
+}
+
+static void stop_child(struct app *a)
+{
+    if (!a->child) return;
+    int64_t soon = elector_now_ns() + a->o->grace_ms * 1000000;
+    int64_t kill_at = a->child_deadline < soon ? a->child_deadline : soon;
+    tool_child_stop(a->child, kill_at);
+}
+
+/* ---------------------------------------------------------------- campaign */
+
+/* Failures that may heal by themselves: campaign again, on a new session. */
+static bool transient(int err)
+{
+    return err == ELECTOR_ESESSION || err == ELECTOR_ELEASE || err == ELECTOR_ECLOSED ||
+           err == ELECTOR_ENOLEADER || err == ELECTOR_ETIMEDOUT || err == ELECTOR_EUNAVAILABLE ||
+           err == ELECTOR_ECONNECT;
+}
+
+
+static void start_campaign(struct app *a);
+
+static void on_event(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el;
+    struct app *a = ud;
+    const char *name = elector_event_name(ev->type);
+    if (a->o->fmt == FMT_JSON) out_json(a, ev, name);
+    switch (ev->type) {
+    case ELECTOR_EV_WAITING:
+        logmsg(LOG_INFO, "waiting behind %.*s", (int)ev->key_len, (const char *)ev->key);
+        break;
+    case ELECTOR_EV_ELECTED:
+        a->changes++;
+        remember_leader(a, ev);
+        logmsg(LOG_INFO, "elected: %.*s (token %lld)", (int)ev->key_len, (const char *)ev->key,
+               (long long)ev->token);
+        if (a->o->fmt == FMT_SIMPLE) out_simple_kv(ev->key, ev->key_len, ev->value, ev->value_len);
+        if (a->o->cmd == CMD_RUN) start_child(a, ev);
+        break;
+    case ELECTOR_EV_PROCLAIMED:
+        if (ev->reason) logmsg(LOG_WARN, "proclaim failed: %s", ev->detail);
+        else remember_leader(a, ev);
+        break;
+    case ELECTOR_EV_LOST:
+        a->changes++;
+        remember_leader(a, NULL);
+        logmsg(LOG_ERROR, "leadership lost: %s", ev->detail);
+        a->session_dead = transient(ev->reason) && ev->reason != ELECTOR_ENOLEADER;
+        if (a->child) {
+            stop_child(a);
+            a->exit_code = EXIT_LOST;
+            a->restart_pending = a->o->restart;
+        } else if (a->o->cmd == CMD_RUN && a->o->restart) {
+            a->retry_at_ms = now_ms() + 1000;
+        } else {
+            a->exit_code = EXIT_LOST;
+            a->done = true;
+        }
+        break;
+    case ELECTOR_EV_RESIGNED:
+        a->changes++;
+        remember_leader(a, NULL);
+        if (a->restart_pending && !a->stopping) {
+            a->restart_pending = false;
+            start_campaign(a);
+        } else if (a->stopping && !a->child) {
+            a->done = true;
+        }
+        break;
+    case ELECTOR_EV_FAILED:
+        if (a->stopping) {
+            a->done = true;
+        } else if (transient(ev->reason)) {
+            logmsg(LOG_WARN, "campaign interrupted (%s); campaigning again on a new session",
+                   ev->detail);
+            a->session_dead = true;
+            a->retry_at_ms = now_ms() + 1000;
+        } else {
+            const char *h = hint(ev->reason);
+            logmsg(LOG_ERROR, "campaign failed: %s%s%s", ev->detail, h ? "; " : "", h ? h : "");
+            a->exit_code = EXIT_ERROR;
+            a->done = true;
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+static int open_session(struct app *a)
+{
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    if (a->o->ttl_s) sc.ttl_s = a->o->ttl_s;
+    a->s = elector_session_new(a->etcd, &sc, NULL, NULL);
+    if (!a->s) return ELECTOR_ENOMEM;
+    int64_t tmo = (a->o->dial_timeout_ms ? a->o->dial_timeout_ms : 5000) * 2;
+    int rc = elector_session_wait(a->s, tmo);
+    if (rc) {
+        elector_session_close(a->s);
+        a->s = NULL;
+    }
+    return rc;
+}
+
+/* Campaigns on the current session, or on a new one if it died. The new session
+ * is granted asynchronously (the campaign waits for it), so the loop keeps
+ * serving signals and HTTP; a failed grant comes back as a FAILED event. */
+static void start_campaign(struct app *a)
+{
+    if (a->session_dead) {
+        if (a->el) elector_election_free(a->el);
+        a->el = NULL;
+        if (a->s) elector_session_close(a->s);
+        elector_session_config sc;
+        elector_session_config_init(&sc);
+        if (a->o->ttl_s) sc.ttl_s = a->o->ttl_s;
+        a->s = elector_session_new(a->etcd, &sc, NULL, NULL);
+        if (!a->s) {
+            logmsg(LOG_ERROR, "out of memory");
+            a->exit_code = EXIT_ERROR;
+            a->done = true;
+            return;
+        }
+        a->session_dead = false;
+    }
+    if (!a->el) a->el = elector_election_new(a->s, a->o->name, on_event, a);
+    int rc = a->el ? elector_campaign(a->el, a->value, a->vlen) : ELECTOR_ENOMEM;
+    if (rc) fatal_etcd(a, rc, "cannot campaign");
+}
+
+/* ---------------------------------------------------------------- observe */
+
+static void on_observe(elector_observer *o, const elector_event *ev, void *ud)
+{
+    (void)o;
+    struct app *a = ud;
+    if (a->o->fmt == FMT_JSON) out_json(a, ev, elector_event_name(ev->type));
+    if (ev->type == ELECTOR_EV_LEADER) {
+        if (a->o->fmt == FMT_SIMPLE) out_simple_kv(ev->key, ev->key_len, ev->value, ev->value_len);
+        remember_leader(a, ev);
+    } else {
+        logmsg(LOG_INFO, "no leader");
+        remember_leader(a, NULL);
+    }
+}
+
+/* ---------------------------------------------------------------- http view */
+
+static void fill_view(void *ud, tool_view *v)
+{
+    struct app *a = ud;
+    static elector_session_stats ka;
+    static elector_etcd_stats st;
+    memset(v, 0, sizeof(*v));
+    elector_etcd_get_stats(a->etcd, &st);
+    v->etcd = &st;
+    v->name = a->o->name;
+    v->is_leader = a->el && elector_is_leader(a->el);
+    if (a->s) {
+        elector_session_get_stats(a->s, &ka);
+        v->ka = &ka;
+        v->session_healthy = elector_session_alive(a->s);
+        int64_t left = elector_session_deadline_ns(a->s) - elector_now_ns();
+        v->lease_remaining_s = left > 0 ? left / 1e9 : 0;
+    } else {
+        v->session_healthy = a->obs && *elector_etcd_current_endpoint(a->etcd);
+    }
+    v->has_leader = a->has_leader;
+    if (a->has_leader) {
+        v->key = (const uint8_t *)a->lkey;
+        v->key_len = a->lklen;
+        v->value = (const uint8_t *)a->lval;
+        v->value_len = a->lvlen;
+        v->token = a->ltoken;
+        v->lease = a->llease;
+        v->since_unix_ms = a->lsince_ms;
+    }
+    v->leadership_changes = a->changes;
+}
+
+/* ---------------------------------------------------------------- loop */
+
+static void on_signal(struct app *a, int sig)
+{
+    if (sig == SIGCHLD) return;
+    logmsg(LOG_INFO, "%s received", strsignal(sig));
+    if (a->stopping && sig == SIGINT) {
+        /* A second ^C: stop waiting for a graceful end. */
+        if (a->child) tool_child_signal(a->child, SIGKILL);
+        else a->done = true;
+        return;
+    }
+    a->stopping = true;
+    if (a->child) {
+        tool_child_signal(a->child, sig);
+        return;
+    }
+    if (a->el && elector_resign(a->el) == 0) return; /* done on RESIGNED/FAILED */
+    a->done = true;
+}
+
+static void read_stdin(struct app *a)
+{
+    ssize_t n = read(0, a->stdin_buf + a->stdin_len, sizeof(a->stdin_buf) - a->stdin_len);
+    if (n <= 0) {
+        a->stdin_eof = true;
+        return;
+    }
+    a->stdin_len += (size_t)n;
+    char *nl;
+    while ((nl = memchr(a->stdin_buf, '\n', a->stdin_len))) {
+        size_t len = (size_t)(nl - a->stdin_buf);
+        if (a->el && elector_is_leader(a->el)) {
+            int rc = elector_proclaim(a->el, a->stdin_buf, len);
+            if (rc) logmsg(LOG_WARN, "cannot proclaim: %s", elector_strerror(rc));
+        } else {
+            logmsg(LOG_WARN, "not leader: line from stdin not proclaimed");
+        }
+        memmove(a->stdin_buf, nl + 1, a->stdin_len - len - 1);
+        a->stdin_len -= len + 1;
+    }
+    if (a->stdin_len == sizeof(a->stdin_buf)) a->stdin_len = 0; /* overlong line */
+}
+
+static void check_child(struct app *a)
+{
+    if (!a->child) return;
+    int64_t d = a->s ? elector_session_deadline_ns(a->s) : 0;
+    if (d > a->child_deadline && a->el && elector_is_leader(a->el)) {
+        a->child_deadline = d;
+        tool_child_deadline(a->child, d);
+    }
+    int st;
+    if (!tool_child_poll(a->child, &st)) return;
+    tool_child_free(a->child);
+    a->child = NULL;
+    a->child_status = st;
+    logmsg(LOG_INFO, "%s exited with status %d", a->o->argv[0], st);
+    if (a->exit_code != EXIT_LOST) a->exit_code = st;
+    if (a->restart_pending || (a->o->restart && !a->stopping)) {
+        a->restart_pending = true;
+        if (a->el && elector_resign(a->el) == 0) return; /* campaign again on RESIGNED */
+        a->restart_pending = false;
+        a->retry_at_ms = now_ms();
+        a->exit_code = 0;
+        return;
+    }
+    a->stopping = true;
+    if (a->el && elector_resign(a->el) == 0) return;
+    a->done = true;
+}
+
+static void note_connection(struct app *a)
+{
+    const char *ep = elector_etcd_current_endpoint(a->etcd);
+    if (!strcmp(ep, a->endpoint)) return;
+    if (*ep) logmsg(*a->endpoint ? LOG_INFO : LOG_DEBUG, "connected to %s", ep);
+    else logmsg(LOG_WARN, "connection to %s lost; reconnecting", a->endpoint);
+    snprintf(a->endpoint, sizeof(a->endpoint), "%s", ep);
+}
+
+static void loop(struct app *a)
+{
+    while (!a->done) {
+        struct pollfd p[4];
+        int n = 0;
+        p[n++] = (struct pollfd){.fd = elector_etcd_fd(a->etcd), .events = POLLIN};
+        p[n++] = (struct pollfd){.fd = a->sfd, .events = POLLIN};
+        int http_i = -1, in_i = -1;
+        if (a->http) {
+            http_i = n;
+            p[n++] = (struct pollfd){.fd = tool_http_fd(a->http), .events = POLLIN};
+        }
+        if (a->o->proclaim_stdin && !a->stdin_eof) {
+            in_i = n;
+            p[n++] = (struct pollfd){.fd = 0, .events = POLLIN};
+        }
+        int64_t t = elector_etcd_timeout(a->etcd);
+        int64_t ht = a->http ? tool_http_timeout(a->http) : -1;
+        if (ht >= 0 && (t < 0 || ht < t)) t = ht;
+        if (a->retry_at_ms && (t < 0 || a->retry_at_ms - now_ms() < t))
+            t = a->retry_at_ms > now_ms() ? a->retry_at_ms - now_ms() : 0;
+        if (a->child && (t < 0 || t > 100)) t = 100; /* deadline pushes and exits */
+        poll(p, (nfds_t)n, t < 0 || t > 1000 ? 1000 : (int)t);
+        if (p[1].revents) {
+            struct signalfd_siginfo si;
+            if (read(a->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) on_signal(a, (int)si.ssi_signo);
+        }
+        elector_etcd_process(a->etcd);
+        note_connection(a);
+        if (http_i >= 0) tool_http_process(a->http);
+        if (in_i >= 0 && p[in_i].revents) read_stdin(a);
+        check_child(a);
+        if (a->retry_at_ms && now_ms() >= a->retry_at_ms && !a->stopping) {
+            a->retry_at_ms = 0;
+            start_campaign(a);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- setup */
+
+static char *read_password(const tool_opts *o, char *err, size_t cap)
+{
+    if (!o->password_file) {
+        const char *p = getenv("ELECTOR_PASSWORD");
+        return p ? strdup(p) : NULL;
+    }
+    FILE *f = fopen(o->password_file, "r");
+    if (!f) {
+        snprintf(err, cap, "cannot read --password-file %s: %s", o->password_file, strerror(errno));
+        return NULL;
+    }
+    char buf[1024];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    buf[strcspn(buf, "\r\n")] = 0;
+    return strdup(buf);
+}
+
+static elector_etcd *make_client(const tool_opts *o, char *pw)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    const char *eps = o->endpoints;
+    if (!eps) eps = getenv("ELECTOR_ENDPOINTS");
+    if (!eps) eps = getenv("ETCDCTL_ENDPOINTS");
+    if (eps) cfg.endpoints = eps;
+    cfg.cacert = o->cacert;
+    cfg.cert = o->cert;
+    cfg.key = o->key;
+    cfg.user = o->user;
+    cfg.password = pw;
+    if (o->dial_timeout_ms) cfg.dial_timeout_ms = o->dial_timeout_ms;
+    cfg.request_timeout_ms = cfg.dial_timeout_ms + 2000;
+    return elector_etcd_new(&cfg);
+}
+
+static int setup_signals(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+static int cmd_leader(struct app *a)
+{
+    elector_leader_info li;
+    int64_t tmo = (a->o->dial_timeout_ms ? a->o->dial_timeout_ms : 5000) + 2000;
+    int rc = elector_leader_sync(a->etcd, a->o->name, tmo, &li);
+    if (rc < 0) {
+        fatal_etcd(a, rc, "cannot read the leader");
+        return EXIT_ERROR;
+    }
+    if (rc == 1) {
+        if (a->o->fmt == FMT_JSON) {
+            elector_event ev = {.type = ELECTOR_EV_NO_LEADER, .detail = "", .mono_ns = elector_now_ns()};
+            out_json(a, &ev, "no_leader");
+        }
+        logmsg(LOG_INFO, "no leader for %s", a->o->name);
+        return EXIT_NOLEADER;
+    }
+    elector_event ev = {.type = ELECTOR_EV_LEADER, .detail = "", .key = li.key,
+                        .key_len = li.key_len, .value = li.value, .value_len = li.value_len,
+                        .token = li.token, .lease = li.lease, .mono_ns = elector_now_ns()};
+    if (a->o->fmt == FMT_JSON) out_json(a, &ev, "leader");
+    else out_simple_kv(li.key, li.key_len, li.value, li.value_len);
+    elector_leader_free(&li);
+    return EXIT_OK;
+}
+
+static void default_value(struct app *a)
+{
+    const char *v = a->o->value;
+    char host[256];
+    if (!v) {
+        if (gethostname(host, sizeof(host))) snprintf(host, sizeof(host), "elector");
+        host[sizeof(host) - 1] = 0;
+        v = host;
+    }
+    a->value = strdup(v);
+    a->vlen = strlen(v);
+}
+
+static int run_command(struct app *a)
+{
+    if (a->o->cmd == CMD_LEADER) return cmd_leader(a);
+    a->sfd = setup_signals();
+    if (a->o->http) {
+        char err[300];
+        a->http = tool_http_start(a->o->http, fill_view, a, err, sizeof(err));
+        if (!a->http) {
+            logmsg(LOG_ERROR, "--http: %s", err);
+            return EXIT_USAGE;
+        }
+    }
+    if (a->o->cmd == CMD_OBSERVE) {
+        a->obs = elector_observe(a->etcd, a->o->name, on_observe, a);
+        if (!a->obs) return EXIT_ERROR;
+    } else {
+        default_value(a);
+        int rc = open_session(a);
+        if (rc) {
+            fatal_etcd(a, rc, "cannot start a session");
+            return EXIT_ERROR;
+        }
+        start_campaign(a);
+    }
+    loop(a);
+    return a->exit_code;
+}
+
+static void cleanup(struct app *a)
+{
+    if (a->child) {
+        stop_child(a);
+        tool_child_free(a->child);
+    }
+    elector_observer_free(a->obs);
+    if (a->el) {
+        if (elector_is_leader(a->el)) elector_resign(a->el);
+        elector_election_free(a->el);
+    }
+    if (a->s) elector_session_close_sync(a->s, 2000); /* revoke: nothing lingers */
+    tool_http_stop(a->http);
+    elector_etcd_free(a->etcd);
+    free(a->value);
+    free(a->lkey);
+    free(a->lval);
+    if (a->sfd > 0) close(a->sfd);
+}
+
+int main(int argc, char **argv)
+{
+    tool_opts o;
+    char err[300];
+    if (tool_parse_args(argc, argv, &o, err, sizeof(err))) {
+        fprintf(stderr, "elector: %s\n", err);
+        return EXIT_USAGE;
+    }
+    if (o.help) {
+        fputs(USAGE, stdout);
+        return EXIT_OK;
+    }
+    if (o.version) {
+        printf("elector %s\n", ELECTOR_VERSION);
+        return EXIT_OK;
+    }
+    g_log = o.log;
+    int64_t ttl_ms = (o.ttl_s ? o.ttl_s : 10) * 1000;
+    if (o.cmd == CMD_RUN && o.grace_ms < 0) o.grace_ms = ttl_ms / 4 < 2000 ? ttl_ms / 4 : 2000;
+    if (o.cmd == CMD_RUN && o.grace_ms * 2 >= ttl_ms)
+        logmsg(LOG_WARN, "--grace %lldms is at least half the TTL: the command may be stopped "
+               "while leadership is still fine", (long long)o.grace_ms);
+
+    char *pw = read_password(&o, err, sizeof(err));
+    if (!pw && o.password_file) {
+        fprintf(stderr, "elector: %s\n", err);
+        return EXIT_USAGE;
+    }
+    if (o.user && !pw)
+        logmsg(LOG_WARN, "--user given without a password (set ELECTOR_PASSWORD or --password-file)");
+    struct app a = {.o = &o, .sfd = -1};
+    a.etcd = make_client(&o, pw);
+    if (pw) {
+        memset(pw, 0, strlen(pw));
+        free(pw);
+    }
+    if (!a.etcd) return EXIT_ERROR;
+    int e = elector_etcd_err(a.etcd);
+    if (e) {
+        bool usage = e == ELECTOR_EINVAL;
+        logmsg(LOG_ERROR, "%s%s", elector_etcd_errstr(a.etcd),
+               usage ? " (check --endpoints, --cacert, --cert, --key)" : "");
+        elector_etcd_free(a.etcd);
+        return usage ? EXIT_USAGE : EXIT_ERROR;
+    }
+    int rc = run_command(&a);
+    cleanup(&a);
+    return rc;
+}
