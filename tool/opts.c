@@ -1,6 +1,5 @@
 #include "opts.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,19 +7,24 @@
 
 int tool_parse_duration_ms(const char *s, int64_t *ms)
 {
-    if (!s || !*s || *s == '-' || *s == '+' || *s == ' ') return -1;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || !isfinite(v) || v < 0) return -1;
+    /* A plain decimal number, then a unit: strtod alone would also take hex,
+     * exponents, "inf" and "nan". */
+    size_t n = s ? strspn(s, "0123456789.") : 0;
+    char num[32];
+    if (n == 0 || n >= sizeof(num)) return -1;
+    memcpy(num, s, n);
+    num[n] = 0;
+    if (strchr(num, '.') != strrchr(num, '.') || !strcmp(num, ".")) return -1;
+    double v = strtod(num, NULL);
+    const char *unit = s + n;
     double mul;
-    if (!*end || !strcmp(end, "s")) mul = 1000;
-    else if (!strcmp(end, "ms")) mul = 1;
-    else if (!strcmp(end, "m")) mul = 60000;
-    else if (!strcmp(end, "h")) mul = 3600000;
+    if (!*unit || !strcmp(unit, "s")) mul = 1000;
+    else if (!strcmp(unit, "ms")) mul = 1;
+    else if (!strcmp(unit, "m")) mul = 60000;
+    else if (!strcmp(unit, "h")) mul = 3600000;
     else return -1;
     double r = v * mul;
-    if (r > 9.0e15) return -1;
+    if (!isfinite(r) || r > 9.0e15) return -1;
     *ms = (int64_t)llround(r);
     return 0;
 }
