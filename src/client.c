@@ -150,6 +150,12 @@ struct elector__watch_state **elector__etcd_watch(elector_etcd *e)
     return &e->watch;
 }
 
+void elector__drop_token(elector_etcd *e)
+{
+    free(e->token);
+    e->token = NULL;
+}
+
 void elector__enter_cb(elector_etcd *e)
 {
     e->cb_depth++;
@@ -224,6 +230,19 @@ void elector_etcd_config_init(elector_etcd_config *c)
     c->backoff_max_ms = 2000;
 }
 
+/* OpenSSL 3 has no reason string for system errors (a missing file): fall back
+ * to the full error text. */
+static const char *ssl_err_text(void)
+{
+    static char buf[256];
+    unsigned long ec = ERR_get_error();
+    const char *r = ec ? ERR_reason_error_string(ec) : NULL;
+    if (r) return r;
+    if (!ec) return "unknown error";
+    ERR_error_string_n(ec, buf, sizeof(buf));
+    return buf;
+}
+
 static int tls_setup(elector_etcd *e)
 {
     e->ssl_ctx = SSL_CTX_new(TLS_client_method());
@@ -238,18 +257,17 @@ static int tls_setup(elector_etcd *e)
                          : SSL_CTX_set_default_verify_paths(e->ssl_ctx);
     if (ok != 1)
         return elector__set_err(e, ELECTOR_EINVAL, "cannot load CA file '%s': %s",
-                                e->s_cacert ? e->s_cacert : "(system)",
-                                ERR_reason_error_string(ERR_get_error()));
+                                e->s_cacert ? e->s_cacert : "(system)", ssl_err_text());
     if (e->s_cert && SSL_CTX_use_certificate_chain_file(e->ssl_ctx, e->s_cert) != 1)
         return elector__set_err(e, ELECTOR_EINVAL, "cannot load client certificate '%s': %s",
-                                e->s_cert, ERR_reason_error_string(ERR_get_error()));
+                                e->s_cert, ssl_err_text());
     const char *key = e->s_key ? e->s_key : e->s_cert;
     if (e->s_cert &&
         (SSL_CTX_use_PrivateKey_file(e->ssl_ctx, key, SSL_FILETYPE_PEM) != 1 ||
          SSL_CTX_check_private_key(e->ssl_ctx) != 1))
         return elector__set_err(e, ELECTOR_EINVAL,
                                 "cannot use client key '%s' with certificate '%s': %s", key,
-                                e->s_cert, ERR_reason_error_string(ERR_get_error()));
+                                e->s_cert, ssl_err_text());
     return 0;
 }
 
@@ -496,6 +514,13 @@ static ssize_t io_read(elector_etcd *e, uint8_t *buf, size_t len)
         if (se == SSL_ERROR_WANT_READ || se == SSL_ERROR_WANT_WRITE) return 0;
         if (se == SSL_ERROR_ZERO_RETURN || (se == SSL_ERROR_SYSCALL && n == 0))
             conn_fail(e, ELECTOR_EUNAVAILABLE, "connection closed by the server");
+        else if (se == SSL_ERROR_SSL && e->cstate != C_READY) {
+            /* An alert right after our side of the handshake: the server
+             * refused us (TLS 1.3 checks the client certificate then). */
+            const char *why = ERR_reason_error_string(ERR_peek_last_error());
+            conn_fail(e, ELECTOR_ETLS, "TLS handshake refused by the server: %s",
+                      why ? why : "alert");
+        }
         else
             conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS read failed: %s",
                       ERR_reason_error_string(ERR_get_error()));
@@ -1069,6 +1094,19 @@ static void conn_timers(elector_etcd *e)
         connect_start(e);
 }
 
+/* A connection that received GOAWAY takes no new streams. It is left once no
+ * unary reply is awaited on it, and either no stream uses it or calls wait for
+ * a connection (those streams then end with EUNAVAILABLE; their owners
+ * re-create them on the next member). */
+static bool drain_due(const elector_etcd *e)
+{
+    if (e->cstate != C_READY || !e->draining || awaiting_reply(e)) return false;
+    if (!has_streams(e)) return true;
+    for (const call *c = e->calls; c; c = c->next)
+        if (c->state == CS_QUEUED && !c->user_closed) return true;
+    return false;
+}
+
 int64_t elector_etcd_timeout(elector_etcd *e)
 {
     int64_t now = elector__now_ms(), t = INT64_MAX;
@@ -1081,6 +1119,10 @@ int64_t elector_etcd_timeout(elector_etcd *e)
     if (e->cstate == C_READY && !e->draining)
         for (call *c = e->calls; c && t > now; c = c->next)
             if (c->state == CS_QUEUED && !c->user_closed) t = now;
+    if (drain_due(e)) t = now;
+    /* Bytes queued outside the loop (a message sent on an open stream):
+     * process now so that flush() hands them to the socket. */
+    if (e->h2 && !e->want_write && nghttp2_session_want_write(e->h2)) t = now;
     if (e->cstate == C_IDLE && have_demand(e) && e->retry_at_ms < t) t = e->retry_at_ms;
     if (e->cstate != C_IDLE && e->cstate != C_READY && e->dial_deadline_ms < t)
         t = e->dial_deadline_ms;
@@ -1136,9 +1178,11 @@ static int process_events(elector_etcd *e, struct epoll_event *evs, int nev)
     }
     e->cb_depth++;
     step_io(e);
-    if (e->cstate == C_READY && e->draining && !has_streams(e) && !awaiting_reply(e))
-        conn_fail(e, ELECTOR_EUNAVAILABLE, "server is shutting down (GOAWAY)");
     dispatch(e);
+    /* After dispatch: completing the last reply or requeueing a refused call
+     * there is what makes a draining connection ready to be left. */
+    if (!e->free_pending && drain_due(e))
+        conn_fail(e, ELECTOR_EUNAVAILABLE, "server is shutting down (GOAWAY)");
     if (!e->free_pending) call_timers(e);
     if (!e->free_pending && e->ka) elector__keepalive_timers(e, e->now_ms);
     if (!e->free_pending) run_timers(e);

@@ -93,6 +93,7 @@ static const struct {
     {"too many requests", ELECTOR_EUNAVAILABLE},
     {"database space exceeded", ELECTOR_EGRPC},
     {"request timed out", ELECTOR_ETIMEDOUT},
+    {"context deadline exceeded", ELECTOR_ETIMEDOUT}, /* grpc-timeout ran out in etcd */
     {"leader changed", ELECTOR_EUNAVAILABLE},
 };
 

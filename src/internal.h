@@ -115,6 +115,10 @@ void elector__timer_arm(elector_etcd *etcd, elector__timer *t, int64_t due_ms,
                         elector__timer_fn fn, void *ud);
 void elector__timer_disarm(elector_etcd *etcd, elector__timer *t);
 
+/* Forgets the auth token, so the next request authenticates again (for streams
+ * that etcd refuses because the token they were opened with expired). */
+void elector__drop_token(elector_etcd *etcd);
+
 /* Callback-depth guard for deferred frees. */
 void elector__enter_cb(elector_etcd *etcd);
 bool elector__leave_cb(elector_etcd *etcd); /* true if the handle must not be used */

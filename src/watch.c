@@ -1,7 +1,18 @@
 /* Many watches on one Watch stream. The client picks each watch_id itself (etcd
- * 3.4 accepts caller-chosen IDs), so responses map straight to their watch. When
- * the stream ends, every watch hears it once and is dead; the next watch created
- * opens a fresh stream. */
+ * 3.4 accepts caller-chosen IDs), so responses map straight to their watch.
+ *
+ * Two complications:
+ * - etcd answers a refused create (permission denied, bad token) with
+ *   watch_id -1, not the ID asked for. Creates are answered in order per stream,
+ *   so a FIFO of unanswered creates tells which watch a -1 answer belongs to.
+ * - etcd checks each create against the auth token the stream was opened with.
+ *   Once that token has expired, the stream refuses every new watch, while its
+ *   existing watches go on. So a create refused for its token retires the
+ *   stream (it keeps serving its watches and is closed when the last one goes)
+ *   and is sent again on a fresh stream, opened after authenticating again.
+ *
+ * When a stream ends, each of its watches hears it once and is dead; the next
+ * watch created opens a fresh stream. */
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
@@ -9,19 +20,32 @@
 struct elector_watch {
     struct elector_watch *next;
     elector_etcd *etcd;
+    elector_stream *s; /* the stream it was created on */
     int64_t id;
+    uint8_t *create; /* packed create request, kept until etcd confirms it */
+    size_t create_len;
+    bool created, resent;
     bool dead;     /* ended; no more callbacks */
     bool canceled; /* freed by its owner during a fan-out; release afterwards */
     elector_watch_cb cb;
     void *ud;
 };
 
-struct elector__watch_state {
+struct pending {
     elector_stream *s;
+    int64_t id;
+};
+
+struct elector__watch_state {
+    elector_stream *cur; /* where new watches go */
     elector_watch *list;
+    struct pending *pending; /* unanswered creates, oldest first: [head, n) */
+    size_t head, n, cap;
     int64_t next_id;
     int fanout; /* > 0 while callbacks run over the list */
 };
+
+static void on_msg(elector_stream *s, int err, const ProtobufCMessage *m, void *ud);
 
 static struct elector__watch_state *state(elector_etcd *e)
 {
@@ -30,13 +54,10 @@ static struct elector__watch_state *state(elector_etcd *e)
     return *p;
 }
 
-static void unlink_watch(struct elector__watch_state *st, elector_watch *w)
+static void watch_free(elector_watch *w)
 {
-    for (elector_watch **pp = &st->list; *pp; pp = &(*pp)->next)
-        if (*pp == w) {
-            *pp = w->next;
-            return;
-        }
+    free(w->create);
+    free(w);
 }
 
 static void purge_canceled(struct elector__watch_state *st)
@@ -46,7 +67,7 @@ static void purge_canceled(struct elector__watch_state *st)
         elector_watch *w = *pp;
         if (w->canceled) {
             *pp = w->next;
-            free(w);
+            watch_free(w);
         } else {
             pp = &w->next;
         }
@@ -61,34 +82,142 @@ static bool call_watch(elector_watch *w, int err, const Etcdserverpb__WatchRespo
     return elector__leave_cb(e);
 }
 
-static void stream_ended(struct elector__watch_state *st, elector_etcd *e, int err)
+/* ---------------------------------------------------------------- pending creates */
+
+static int pending_push(struct elector__watch_state *st, elector_stream *s, int64_t id)
 {
-    st->s = NULL;
+    if (st->n == st->cap && st->head > 0) {
+        memmove(st->pending, st->pending + st->head, (st->n - st->head) * sizeof(*st->pending));
+        st->n -= st->head;
+        st->head = 0;
+    }
+    if (st->n == st->cap) {
+        size_t cap = st->cap ? 2 * st->cap : 8;
+        struct pending *p = realloc(st->pending, cap * sizeof(*p));
+        if (!p) return ELECTOR_ENOMEM;
+        st->pending = p;
+        st->cap = cap;
+    }
+    st->pending[st->n++] = (struct pending){s, id};
+    return 0;
+}
+
+static void pending_remove(struct elector__watch_state *st, size_t i)
+{
+    if (i == st->head) {
+        st->head++;
+    } else {
+        memmove(st->pending + i, st->pending + i + 1, (st->n - i - 1) * sizeof(*st->pending));
+        st->n--;
+    }
+    if (st->head == st->n) st->head = st->n = 0;
+}
+
+/* The create that a "created" answer on stream s settles: the one with its ID,
+ * or, for a -1 answer, the oldest on that stream. Returns the watch ID. */
+static int64_t pending_settle(struct elector__watch_state *st, elector_stream *s, int64_t id)
+{
+    for (size_t i = st->head; i < st->n; i++) {
+        if (st->pending[i].s != s || (id != -1 && st->pending[i].id != id)) continue;
+        id = st->pending[i].id;
+        pending_remove(st, i);
+        return id;
+    }
+    return id;
+}
+
+static void pending_drop_stream(struct elector__watch_state *st, elector_stream *s)
+{
+    for (size_t i = st->n; i-- > st->head;)
+        if (st->pending[i].s == s) pending_remove(st, i);
+}
+
+/* ---------------------------------------------------------------- streams */
+
+static bool stream_in_use(const struct elector__watch_state *st, const elector_stream *s)
+{
+    for (const elector_watch *w = st->list; w; w = w->next)
+        if (w->s == s && !w->dead && !w->canceled) return true;
+    return false;
+}
+
+/* A retired stream is closed once its last watch is gone. */
+static void maybe_close_retired(struct elector__watch_state *st, elector_stream *s)
+{
+    if (s && s != st->cur && !stream_in_use(st, s)) {
+        pending_drop_stream(st, s);
+        elector_stream_close(s);
+    }
+}
+
+static void stream_ended(struct elector__watch_state *st, elector_stream *s, int err)
+{
+    if (st->cur == s) st->cur = NULL;
+    pending_drop_stream(st, s);
+    elector_stream_close(s);
     st->fanout++;
     for (elector_watch *w = st->list; w; w = w->next) {
-        if (w->dead || w->canceled) continue;
+        if (w->s != s || w->dead || w->canceled) continue;
         w->dead = true;
+        w->s = NULL;
         if (call_watch(w, err, NULL)) break;
     }
     st->fanout--;
-    (void)e;
     if (!st->fanout) purge_canceled(st);
 }
 
-static int response_err(elector_etcd *e, const Etcdserverpb__WatchResponse *r)
+/* Sends w's create request on the current stream, opening one if needed. */
+static int send_create(elector_etcd *e, struct elector__watch_state *st, elector_watch *w)
+{
+    if (!st->cur) {
+        elector_call_opts o = {.require_leader = 1};
+        st->cur = elector_etcd_stream_open(e, ELECTOR_RPC_WATCH, &o, on_msg, st);
+        if (!st->cur) return elector_etcd_err(e);
+    }
+    Etcdserverpb__WatchCreateRequest *cr =
+        etcdserverpb__watch_create_request__unpack(NULL, w->create_len, w->create);
+    if (!cr) return ELECTOR_ENOMEM;
+    cr->watch_id = w->id;
+    Etcdserverpb__WatchRequest req = ETCDSERVERPB__WATCH_REQUEST__INIT;
+    req.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
+    req.create_request = cr;
+    int rc = pending_push(st, st->cur, w->id);
+    if (!rc) rc = elector_stream_send(st->cur, &req.base);
+    etcdserverpb__watch_create_request__free_unpacked(cr, NULL);
+    if (rc) return rc;
+    w->s = st->cur;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- responses */
+
+static int response_err(elector_etcd *e, const Etcdserverpb__WatchResponse *r, int64_t id)
 {
     if (r->compact_revision) {
         elector__set_err(e, ELECTOR_ECOMPACTED,
                          "watch %lld: revision compacted, oldest available is %lld",
-                         (long long)r->watch_id, (long long)r->compact_revision);
+                         (long long)id, (long long)r->compact_revision);
         return ELECTOR_ECOMPACTED;
     }
-    elector__set_err(e, ELECTOR_ECANCELED, "watch %lld canceled by etcd: %s",
-                     (long long)r->watch_id,
+    elector__set_err(e, ELECTOR_ECANCELED, "watch %lld canceled by etcd: %s", (long long)id,
                      r->cancel_reason && *r->cancel_reason ? r->cancel_reason : "no reason");
-    return elector__grpc_error(2, r->cancel_reason) == ELECTOR_EGRPC
-               ? ELECTOR_ECANCELED
-               : elector__grpc_error(2, r->cancel_reason);
+    int mapped = elector__grpc_error(2, r->cancel_reason);
+    return mapped == ELECTOR_EGRPC ? ELECTOR_ECANCELED : mapped;
+}
+
+/* A create refused because the stream's token expired: retire the stream and
+ * send the create again on a fresh one. Returns false if that is not possible. */
+static bool retry_on_fresh_stream(elector_etcd *e, struct elector__watch_state *st,
+                                  elector_watch *w)
+{
+    if (w->created || w->resent) return false;
+    w->resent = true;
+    elector_stream *old = w->s;
+    if (st->cur == old) st->cur = NULL;
+    elector__drop_token(e);
+    if (send_create(e, st, w)) return false;
+    maybe_close_retired(st, old);
+    return true;
 }
 
 static void on_msg(elector_stream *s, int err, const ProtobufCMessage *m, void *ud)
@@ -96,27 +225,32 @@ static void on_msg(elector_stream *s, int err, const ProtobufCMessage *m, void *
     struct elector__watch_state *st = ud;
     elector_etcd *e = elector_stream_client(s);
     if (err) {
-        elector_stream_close(s);
-        stream_ended(st, e, err);
+        stream_ended(st, s, err);
         return;
     }
     const Etcdserverpb__WatchResponse *r = (const void *)m;
+    int64_t id = r->created ? pending_settle(st, s, r->watch_id) : r->watch_id;
     elector_watch *w = st->list;
-    while (w && w->id != r->watch_id) w = w->next;
+    while (w && !(w->id == id && w->s == s)) w = w->next;
     if (!w || w->dead || w->canceled) return;
     if (r->canceled) {
+        int rc = response_err(e, r, w->id);
+        if (rc == ELECTOR_ETOKEN && retry_on_fresh_stream(e, st, w)) return;
         w->dead = true;
-        int rc = response_err(e, r);
+        w->s = NULL;
         call_watch(w, rc, r);
+        maybe_close_retired(st, s);
         return;
+    }
+    if (r->created && !w->created) {
+        w->created = true;
+        free(w->create);
+        w->create = NULL;
     }
     call_watch(w, 0, r);
 }
 
-static int send_req(struct elector__watch_state *st, Etcdserverpb__WatchRequest *req)
-{
-    return elector_stream_send(st->s, &req->base);
-}
+/* ---------------------------------------------------------------- public */
 
 elector_watch *elector_etcd_watch(elector_etcd *e, const Etcdserverpb__WatchCreateRequest *in,
                                   elector_watch_cb cb, void *ud)
@@ -127,30 +261,27 @@ elector_watch *elector_etcd_watch(elector_etcd *e, const Etcdserverpb__WatchCrea
                                 cb && in ? "out of memory" : "bad arguments");
         return NULL;
     }
-    if (!st->s) {
-        elector_call_opts o = {.require_leader = 1};
-        st->s = elector_etcd_stream_open(e, ELECTOR_RPC_WATCH, &o, on_msg, st);
-        if (!st->s) return NULL;
-    }
     elector_watch *w = calloc(1, sizeof(*w));
-    if (!w) {
+    if (w) {
+        w->create_len = protobuf_c_message_get_packed_size(&in->base);
+        w->create = malloc(w->create_len ? w->create_len : 1);
+    }
+    if (!w || !w->create) {
+        if (w) watch_free(w);
         elector__set_err(e, ELECTOR_ENOMEM, "out of memory");
         return NULL;
     }
-    Etcdserverpb__WatchCreateRequest cr = *in;
-    cr.watch_id = w->id = ++st->next_id;
-    Etcdserverpb__WatchRequest req = ETCDSERVERPB__WATCH_REQUEST__INIT;
-    req.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
-    req.create_request = &cr;
-    int rc = send_req(st, &req);
-    if (rc) {
-        free(w);
-        elector__set_err(e, rc, "watch: cannot send create request");
-        return NULL;
-    }
+    protobuf_c_message_pack(&in->base, w->create);
+    w->id = ++st->next_id;
     w->etcd = e;
     w->cb = cb;
     w->ud = ud;
+    int rc = send_create(e, st, w);
+    if (rc) {
+        watch_free(w);
+        elector__set_err(e, rc, "watch: cannot send create request");
+        return NULL;
+    }
     w->next = st->list;
     st->list = w;
     return w;
@@ -160,21 +291,20 @@ void elector_watch_cancel(elector_watch *w)
 {
     if (!w) return;
     struct elector__watch_state *st = *elector__etcd_watch(w->etcd);
-    if (!w->dead && st->s) {
+    elector_stream *s = w->s;
+    if (!w->dead && s) {
         Etcdserverpb__WatchCancelRequest cr = ETCDSERVERPB__WATCH_CANCEL_REQUEST__INIT;
         cr.watch_id = w->id;
         Etcdserverpb__WatchRequest req = ETCDSERVERPB__WATCH_REQUEST__INIT;
         req.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CANCEL_REQUEST;
         req.cancel_request = &cr;
-        send_req(st, &req);
+        elector_stream_send(s, &req.base);
     }
     w->dead = true;
-    if (st->fanout) {
-        w->canceled = true;
-        return;
-    }
-    unlink_watch(st, w);
-    free(w);
+    w->canceled = true;
+    w->s = NULL;
+    maybe_close_retired(st, s);
+    if (!st->fanout) purge_canceled(st);
 }
 
 int64_t elector_watch_id(const elector_watch *w)
@@ -189,8 +319,9 @@ void elector__watch_free_all(elector_etcd *e)
     while ((*p)->list) {
         elector_watch *w = (*p)->list;
         (*p)->list = w->next;
-        free(w);
+        watch_free(w);
     }
+    free((*p)->pending);
     free(*p);
     *p = NULL;
 }
