@@ -101,7 +101,7 @@ void eu_cand_free(eu_cand *c)
     for (int i = 0; i < MAX_CLIENTS; i++)
         if (cands[i] == c) cands[i] = NULL;
     elector_election_free(c->el);
-    elector_session_close_sync(c->s, 2000);
+    if (c->s) elector_session_close_sync(c->s, 2000);
     elector_etcd_free(c->etcd);
     free(c);
 }

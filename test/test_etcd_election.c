@@ -456,3 +456,52 @@ TEST_WITH_TIMEOUT(candidate_whose_lease_expires_while_waiting_never_leads, 60)
     eu_cand_free(a);
     eh_stop(c);
 }
+
+/* ---- calling back into the library from inside callbacks ---- */
+
+struct reentry {
+    int what; /* 0: resign, 1: free the election, 2: close the session */
+    eu_cand *c;
+    int events;
+};
+
+static void reenter_cb(elector_election *el, const elector_event *ev, void *ud)
+{
+    struct reentry *r = ud;
+    r->events++;
+    if (ev->type != ELECTOR_EV_ELECTED) return;
+    if (r->what == 0) ASSERT_OK(elector_resign(el));
+    if (r->what == 1) {
+        elector_election_free(el);
+        r->c->el = NULL;
+    }
+    if (r->what == 2) {
+        elector_session_close(r->c->s);
+        r->c->s = NULL;
+    }
+}
+
+static bool nobody_leads(void *p)
+{
+    elector_leader_info li;
+    int rc = elector_leader_sync(p, "reent", 2000, &li);
+    elector_leader_free(&li);
+    return rc == 1;
+}
+
+TEST(resign_free_and_close_from_inside_a_callback_are_safe)
+{
+    eh_cluster *c = start1();
+    for (int what = 0; what < 3; what++) {
+        eu_cand *a = eu_cand_new(eh_endpoints(c), "reent", 5);
+        struct reentry r = {.what = what, .c = a};
+        elector_election_free(a->el);
+        a->el = elector_election_new(a->s, "reent", reenter_cb, &r);
+        ASSERT_OK(elector_campaign(a->el, "v", 1));
+        /* Whatever the callback did, the key goes away and nothing crashes. */
+        ASSERT(eu_pump_until(5000, nobody_leads, a->etcd));
+        ASSERT_GE(r.events, 1);
+        eu_cand_free(a);
+    }
+    eh_stop(c);
+}

@@ -561,3 +561,153 @@ TEST(tool_and_etcdctl_elect_share_an_election)
     ASSERT_EQ(0, tool_wait(&obs, 10));
     eh_stop(c);
 }
+
+/* ---------------------------------------------------------------- more bad input */
+
+static int tool_env(char **out, char **err, const char *const env[], const char *const args[])
+{
+    const char *argv[32] = {ELECTOR_BIN};
+    int n = 1;
+    for (int i = 0; args[i]; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    tl_run_opts o = {.err = err, .timeout_s = 30, .envp = env};
+    return tl_run_ex(out, argv, &o);
+}
+
+TEST(wrong_ca_is_a_clear_error_within_the_dial_timeout)
+{
+    eh_opts eo = {.members = 1, .tls = 1};
+    eh_cluster *c = eh_start(&eo);
+    ASSERT_NOT_NULL(c);
+    char *out = NULL, *err = NULL;
+    double t0 = tl_now();
+    int rc = tool(&out, &err, (const char *[]){"leader", "x", "--endpoints", eh_endpoints(c),
+                                               "--cacert", eh_wrong_cacert(c), "--cert",
+                                               eh_cert(c), "--key", eh_key(c), "--dial-timeout",
+                                               "2s", NULL});
+    tl_log("exit %d after %.2f s: %s", rc, tl_now() - t0, err);
+    ASSERT_EQ(1, rc);
+    ASSERT_LT(tl_now() - t0, 3.0);
+    ASSERT_CONTAINS(err, "not trusted");
+    ASSERT_CONTAINS(err, "check --cacert");
+    free(out);
+    free(err);
+    /* The right CA works. */
+    rc = tool(&out, &err, (const char *[]){"leader", "x", "--endpoints", eh_endpoints(c),
+                                           "--cacert", eh_cacert(c), "--cert", eh_cert(c),
+                                           "--key", eh_key(c), NULL});
+    ASSERT_EQ(4, rc);
+    free(out);
+    free(err);
+    eh_stop(c);
+}
+
+TEST(wrong_password_is_a_clear_error_and_the_right_one_works)
+{
+    eh_opts eo = {.members = 1, .auth = 1};
+    eh_cluster *c = eh_start(&eo);
+    ASSERT_NOT_NULL(c);
+    char *out = NULL, *err = NULL;
+    const char *bad[] = {"ELECTOR_PASSWORD=wrong", "PATH=/usr/bin:/bin", NULL};
+    int rc = tool_env(&out, &err, bad, (const char *[]){"leader", "x", "--endpoints",
+                                                        eh_endpoints(c), "--user", "root", NULL});
+    tl_log("exit %d: %s", rc, err);
+    ASSERT_EQ(1, rc);
+    ASSERT_CONTAINS(err, "authentication failed");
+    ASSERT_CONTAINS(err, "ELECTOR_PASSWORD");
+    free(out);
+    free(err);
+    char *dir = tl_tmpdir("pw"), path[512];
+    snprintf(path, sizeof(path), "%s/pw", dir);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "%s\n", EH_ROOT_PASSWORD);
+    fclose(f);
+    rc = tool(&out, &err, (const char *[]){"leader", "x", "--endpoints", eh_endpoints(c), "--user",
+                                           "root", "--password-file", path, NULL});
+    ASSERT_EQ(4, rc);
+    free(out);
+    free(err);
+    free(dir);
+    eh_stop(c);
+}
+
+TEST(value_over_the_request_limit_is_refused_with_a_hint)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("big"), path[512], cmd[1024];
+    snprintf(path, sizeof(path), "%s/big", dir);
+    FILE *f = fopen(path, "w");
+    for (int i = 0; i < 2 * 1024 * 1024; i++) fputc('x', f);
+    fputc('\n', f);
+    fputs("small\n", f);
+    fclose(f);
+    /* A 2 MiB line, then a small one: the first is refused, the second lands. */
+    snprintf(cmd, sizeof(cmd), "(sleep 1; cat %s; sleep 30) | %s --endpoints %s campaign big v "
+             "--proclaim-stdin", path, ELECTOR_BIN, eh_endpoints(c));
+    int fd;
+    pid_t pid = tl_spawn((const char *[]){"sh", "-c", cmd, NULL}, &fd);
+    eu_child sh;
+    eu_child_wrap(&sh, pid, fd);
+    double end = tl_now() + 10;
+    char *out = NULL;
+    for (;;) {
+        ASSERT_EQ(0, tool(&out, NULL, (const char *[]){"leader", "big", "--endpoints",
+                                                        eh_endpoints(c), NULL}));
+        if (strstr(out, "\nsmall\n")) break;
+        free(out);
+        ASSERT_LT(tl_now(), end);
+        tl_msleep(100);
+    }
+    free(out);
+    free(dir);
+    eh_stop(c);
+}
+
+TEST(endpoints_come_from_the_environment)
+{
+    eh_cluster *c = start1();
+    char env1[256];
+    snprintf(env1, sizeof(env1), "ELECTOR_ENDPOINTS=%s", eh_endpoints(c));
+    const char *env[] = {env1, NULL};
+    char *out = NULL;
+    ASSERT_EQ(4, tool_env(&out, NULL, env, (const char *[]){"leader", "envtest", NULL}));
+    free(out);
+    snprintf(env1, sizeof(env1), "ETCDCTL_ENDPOINTS=%s", eh_endpoints(c));
+    ASSERT_EQ(4, tool_env(&out, NULL, env, (const char *[]){"leader", "envtest", NULL}));
+    free(out);
+    eh_stop(c);
+}
+
+TEST(run_restart_campaigns_again_after_the_command_exits)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("restart"), script[1024], count[512];
+    snprintf(count, sizeof(count), "%s/count", dir);
+    /* Each run appends its token; exits at once. */
+    snprintf(script, sizeof(script), "echo $ELECTOR_TOKEN >> %s; sleep 0.2", count);
+    eu_child b;
+    tool_bg(&b, (const char *[]){"--endpoints", eh_endpoints(c), "run", "rs", "--restart", "--",
+                                 "sh", "-c", script, NULL});
+    double end = tl_now() + 15;
+    int lines = 0;
+    long long last = 0, prev = 0;
+    while (lines < 3 && tl_now() < end) {
+        tl_msleep(100);
+        FILE *f = fopen(count, "r");
+        if (!f) continue;
+        lines = 0;
+        while (fscanf(f, "%lld", &last) == 1) {
+            if (lines) ASSERT_GT(last, prev); /* a new leadership each time */
+            prev = last;
+            lines++;
+        }
+        fclose(f);
+    }
+    ASSERT_GE(lines, 3);
+    kill(b.pid, SIGTERM);
+    /* The command's status if it was running (SIGTERM forwarded), else 0. */
+    int rc = tool_wait(&b, 10);
+    ASSERT(rc == 0 || rc == 143);
+    free(dir);
+    eh_stop(c);
+}

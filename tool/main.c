@@ -82,6 +82,12 @@ static const char USAGE[] =
 
 /* ---------------------------------------------------------------- state */
 
+struct line {
+    struct line *next;
+    size_t len;
+    char data[];
+};
+
 struct app {
     tool_opts *o;
     elector_etcd *etcd;
@@ -104,9 +110,10 @@ struct app {
     int64_t ltoken, llease, lsince_ms;
     uint64_t changes;
     char endpoint[256];
-    char stdin_buf[65536];
-    size_t stdin_len;
-    bool stdin_eof;
+    struct line *queue, *queue_tail; /* lines waiting for the proclaim in flight */
+    char *stdin_buf; /* grows up to STDIN_MAX for one line */
+    size_t stdin_len, stdin_cap;
+    bool stdin_eof, stdin_skip;
 };
 
 static enum tool_log g_log = LOG_INFO;
@@ -302,6 +309,8 @@ static bool transient(int err)
 
 static void start_campaign(struct app *a);
 
+static void proclaim_next(struct app *a);
+
 static void on_event(elector_election *el, const elector_event *ev, void *ud)
 {
     (void)el;
@@ -321,8 +330,13 @@ static void on_event(elector_election *el, const elector_event *ev, void *ud)
         if (a->o->cmd == CMD_RUN) start_child(a, ev);
         break;
     case ELECTOR_EV_PROCLAIMED:
-        if (ev->reason) logmsg(LOG_WARN, "proclaim failed: %s", ev->detail);
-        else remember_leader(a, ev);
+        if (ev->reason) {
+            const char *h = hint(ev->reason);
+            logmsg(LOG_ERROR, "proclaim failed: %s%s%s", ev->detail, h ? "; " : "", h ? h : "");
+        } else {
+            remember_leader(a, ev);
+        }
+        proclaim_next(a);
         break;
     case ELECTOR_EV_LOST:
         a->changes++;
@@ -483,9 +497,53 @@ static void on_signal(struct app *a, int sig)
     a->done = true;
 }
 
+/* Far above etcd's default request limit (1.5 MiB), so etcd, not we, decides
+ * what is too large; only a longer line is refused here. */
+#define STDIN_MAX (8u << 20)
+
+/* Sends the oldest queued line, if no proclaim is in flight. */
+static void proclaim_next(struct app *a)
+{
+    while (a->queue) {
+        struct line *l = a->queue;
+        int rc = a->el && elector_is_leader(a->el) ? elector_proclaim(a->el, l->data, l->len)
+                                                    : ELECTOR_ENOTLEADER;
+        if (rc == ELECTOR_EBUSY) return; /* again on PROCLAIMED */
+        a->queue = l->next;
+        if (!a->queue) a->queue_tail = NULL;
+        if (rc) logmsg(LOG_WARN, "line from stdin not proclaimed: %s", elector_strerror(rc));
+        free(l);
+        if (!rc) return;
+    }
+}
+
+static void proclaim_line(struct app *a, const char *data, size_t len)
+{
+    struct line *l = malloc(sizeof(*l) + len);
+    if (!l) {
+        logmsg(LOG_ERROR, "out of memory: line from stdin not proclaimed");
+        return;
+    }
+    l->next = NULL;
+    l->len = len;
+    memcpy(l->data, data, len);
+    if (a->queue_tail) a->queue_tail->next = l;
+    else a->queue = l;
+    a->queue_tail = l;
+    proclaim_next(a);
+}
+
 static void read_stdin(struct app *a)
 {
-    ssize_t n = read(0, a->stdin_buf + a->stdin_len, sizeof(a->stdin_buf) - a->stdin_len);
+    if (a->stdin_cap - a->stdin_len < 65536 && a->stdin_cap < STDIN_MAX) {
+        size_t cap = a->stdin_cap ? a->stdin_cap * 2 : 65536;
+        char *p = realloc(a->stdin_buf, cap);
+        if (p) {
+            a->stdin_buf = p;
+            a->stdin_cap = cap;
+        }
+    }
+    ssize_t n = read(0, a->stdin_buf + a->stdin_len, a->stdin_cap - a->stdin_len);
     if (n <= 0) {
         a->stdin_eof = true;
         return;
@@ -494,16 +552,16 @@ static void read_stdin(struct app *a)
     char *nl;
     while ((nl = memchr(a->stdin_buf, '\n', a->stdin_len))) {
         size_t len = (size_t)(nl - a->stdin_buf);
-        if (a->el && elector_is_leader(a->el)) {
-            int rc = elector_proclaim(a->el, a->stdin_buf, len);
-            if (rc) logmsg(LOG_WARN, "cannot proclaim: %s", elector_strerror(rc));
-        } else {
-            logmsg(LOG_WARN, "not leader: line from stdin not proclaimed");
-        }
+        if (a->stdin_skip) a->stdin_skip = false; /* the tail of an overlong line */
+        else proclaim_line(a, a->stdin_buf, len);
         memmove(a->stdin_buf, nl + 1, a->stdin_len - len - 1);
         a->stdin_len -= len + 1;
     }
-    if (a->stdin_len == sizeof(a->stdin_buf)) a->stdin_len = 0; /* overlong line */
+    if (a->stdin_len == a->stdin_cap && a->stdin_cap >= STDIN_MAX) {
+        logmsg(LOG_ERROR, "a line on stdin is longer than %u MiB: not proclaimed", STDIN_MAX >> 20);
+        a->stdin_len = 0;
+        a->stdin_skip = true;
+    }
 }
 
 static void check_child(struct app *a)
@@ -715,6 +773,12 @@ static void cleanup(struct app *a)
     tool_http_stop(a->http);
     elector_etcd_free(a->etcd);
     free(a->value);
+    free(a->stdin_buf);
+    while (a->queue) {
+        struct line *l = a->queue;
+        a->queue = l->next;
+        free(l);
+    }
     free(a->lkey);
     free(a->lval);
     if (a->sfd > 0) close(a->sfd);
