@@ -3,7 +3,7 @@
 # warnings as errors, runs every test against real etcd processes, then builds
 # again with AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite
 # once more. Each test starts and reaps its own etcd members on free loopback
-# ports in temporary directories.
+# ports in temporary directories. A subset also runs under valgrind memcheck.
 #
 #   ./scripts/test.sh            everything (about 10 minutes on 2 cores)
 #   ELECTOR_SKIP_ASAN=1 ./scripts/test.sh     skip the sanitizer pass
@@ -25,6 +25,10 @@ run_suite() {
 CTEST_ARGS=("$@")
 echo "== build and test (build/)"
 run_suite build
+if [ ${#CTEST_ARGS[@]} -eq 0 ]; then
+    echo "== valgrind memcheck over a subset"
+    scripts/valgrind.sh build
+fi
 if [ "${ELECTOR_SKIP_ASAN:-0}" != 1 ]; then
     echo "== build and test with ASan+UBSan (build-asan/)"
     # Leak checking stays on; halt at the first UBSan report.

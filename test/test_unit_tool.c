@@ -36,7 +36,8 @@ TEST(durations_reject_garbage)
 
 static int parse(tool_opts *o, char *err, const char **args)
 {
-    char *argv[32] = {"elector"};
+    static char *argv[32]; /* o->argv points into it after we return */
+    argv[0] = "elector";
     int n = 1;
     for (int i = 0; args[i]; i++) argv[n++] = (char *)args[i];
     argv[n] = NULL;

@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# The side-by-side benchmark: elector against its anchors (etcdctl, one etcd Put,
+# a naive election, a bare nghttp2 loop).
+#
+#   scripts/bench.sh            full run (about 12 minutes on 2 cores)
+#   scripts/bench.sh --quick    fewer rounds (about 3 minutes)
+#   scripts/bench.sh --only graceful,crash,herd,footprint,range,many
+#
+# Installs what is missing (scripts/deps.sh), builds into build-bench/
+# (RelWithDebInfo), starts a private 3-member etcd cluster on free loopback ports
+# with data in a temporary directory, runs:
+#   graceful   leader resigns (SIGTERM/SIGINT): elector vs `etcdctl elect`, + one Put
+#   crash      leader SIGKILLed, TTL 2 s: elector vs `etcdctl lock --ttl 2`
+#   herd       N waiting candidates: etcd requests per leadership change and
+#              failover latency, elector vs the naive design (bench/herd.c)
+#   footprint  RSS, threads, idle CPU of a waiting candidate: elector vs etcdctl
+#   range      client overhead: libelector vs a bare nghttp2 loop
+#              (bench/run_range_bench.sh, on its own single-member etcd)
+#   many       1, 100, 10000 elections on one session (bench/many.c)
+# then writes bench/RESULTS.md, bench/plots/*.png and bench/results/ (raw data)
+# and prints the table. Figures are reported, never asserted: the exit status
+# says only whether the benchmark ran.
+#
+# Every process it starts is killed by PID on exit, also on ^C; the temporary
+# directory is removed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+QUICK=0
+ONLY=graceful,crash,herd,footprint,range,many
+while [ $# -gt 0 ]; do
+    case $1 in
+    --quick) QUICK=1 ;;
+    --only) ONLY=$2; shift ;;
+    --only=*) ONLY=${1#--only=} ;;
+    -h | --help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench: unknown option $1 (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+want() { [[ ",$ONLY," == *",$1,"* ]]; }
+
+if [ $QUICK = 1 ]; then
+    GRACEFUL_ROUNDS=20 CRASH_ROUNDS=6 HERD_CHANGES=10 HERD_NS="2 10 100 1000"
+    FOOT_IDLE=5 RANGE_R=3 RANGE_N=1000 MANY_COUNTS="1 100 10000" MANY_IDLE=5 PUT_N=300
+else
+    GRACEFUL_ROUNDS=100 CRASH_ROUNDS=25 HERD_CHANGES=40 HERD_NS="2 10 100 1000"
+    FOOT_IDLE=10 RANGE_R=5 RANGE_N=2000 MANY_COUNTS="1 100 10000" MANY_IDLE=10 PUT_N=1000
+fi
+TTL_CRASH=2
+
+scripts/deps.sh
+echo "== building build-bench (RelWithDebInfo)"
+cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=RelWithDebInfo -DELECTOR_TESTS=OFF >/dev/null
+cmake --build build-bench -j"$(nproc)" --target elector_tool proc_bench herd many \
+    bench_range bare_range >/dev/null
+B=$ROOT/build-bench
+ELECTOR=$B/tool/elector
+
+DIR=$(mktemp -d "${TMPDIR:-/tmp}/elector-bench.XXXXXX")
+RES=$DIR/results
+mkdir -p "$RES"
+ETCD_PIDS=()
+JOB_PID=
+cleanup() {
+    trap - EXIT INT TERM
+    if [ -n "$JOB_PID" ]; then kill -TERM "$JOB_PID" 2>/dev/null || true; wait "$JOB_PID" 2>/dev/null || true; fi
+    for p in "${ETCD_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${ETCD_PIDS[@]}"; do
+        for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$p" 2>/dev/null || true
+        wait "$p" 2>/dev/null || true
+    done
+    rm -rf "$DIR"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Runs a benchmark program in the background (so a signal to this script reaches
+# its trap at once, which kills the program by PID), its stdout appended to $SUM
+# and shown.
+run() {
+    "$@" >"$DIR/job.out" &
+    JOB_PID=$!
+    local rc=0
+    wait "$JOB_PID" || rc=$?
+    JOB_PID=
+    cat "$DIR/job.out" >>"$SUM"
+    cat "$DIR/job.out"
+    return $rc
+}
+
+# ---------------------------------------------------------------- the cluster
+port_free() { ! ss -Htan "( sport = :$1 )" 2>/dev/null | grep -q .; }
+start_cluster() {
+    local attempt i ports p cluster
+    for attempt in 1 2 3; do
+        ports=()
+        while [ ${#ports[@]} -lt 6 ]; do
+            p=$((20000 + RANDOM % 40000))
+            if port_free "$p" && [[ " ${ports[*]} " != *" $p "* ]]; then ports+=("$p"); fi
+        done
+        cluster=""
+        for i in 0 1 2; do cluster+="${cluster:+,}m$i=http://127.0.0.1:${ports[$((i + 3))]}"; done
+        ALL_EPS="127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:${ports[2]}"
+        MEMBERS=("127.0.0.1:${ports[0]}" "127.0.0.1:${ports[1]}" "127.0.0.1:${ports[2]}")
+        ETCD_PIDS=()
+        for i in 0 1 2; do
+            rm -rf "$DIR/m$i"
+            etcd --name "m$i" --data-dir "$DIR/m$i" \
+                --listen-client-urls "http://127.0.0.1:${ports[$i]}" \
+                --advertise-client-urls "http://127.0.0.1:${ports[$i]}" \
+                --listen-peer-urls "http://127.0.0.1:${ports[$((i + 3))]}" \
+                --initial-advertise-peer-urls "http://127.0.0.1:${ports[$((i + 3))]}" \
+                --initial-cluster "$cluster" --initial-cluster-token "bench-$$-$attempt" \
+                --initial-cluster-state new --log-level error \
+                >"$DIR/etcd-m$i.log" 2>&1 &
+            ETCD_PIDS+=($!)
+        done
+        for _ in $(seq 100); do
+            etcdctl --endpoints "$ALL_EPS" endpoint health >/dev/null 2>&1 && return 0
+            sleep 0.2
+        done
+        echo "bench: etcd cluster did not become healthy (attempt $attempt)" >&2
+        tail -n 3 "$DIR"/etcd-m*.log >&2 || true
+        for p in "${ETCD_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+        ETCD_PIDS=()
+    done
+    echo "bench: cannot start etcd" >&2
+    return 1
+}
+
+# The client endpoint: one follower, the same for every client (elector, etcdctl,
+# the Put floor, the drivers), so no tool gets the Raft leader for free.
+pick_endpoint() {
+    local st i
+    st=$(etcdctl --endpoints "$ALL_EPS" endpoint status -w fields 2>/dev/null)
+    LEADER_ID=$(printf '%s\n' "$st" | awk -F' : ' '/"Leader"/{print $2; exit}')
+    RAFT_LEADER="" EP=""
+    for i in 0 1 2; do
+        id=$(etcdctl --endpoints "${MEMBERS[$i]}" endpoint status -w fields 2>/dev/null |
+            awk -F' : ' '/"MemberID"/{print $2; exit}')
+        if [ "$id" = "$LEADER_ID" ]; then RAFT_LEADER=m$i; elif [ -z "$EP" ]; then EP=${MEMBERS[$i]}; EP_NAME=m$i; fi
+    done
+    [ -n "$EP" ] || { EP=${MEMBERS[0]}; EP_NAME=m0; }
+}
+
+echo "== starting a 3-member etcd cluster (data in $DIR)"
+start_cluster
+pick_endpoint
+METRICS=$ALL_EPS
+LOG=$RES/children.log
+: >"$LOG"
+{
+    echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "quick=$QUICK"
+    echo "host_cpus=$(nproc)"
+    echo "cpu_model=$(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo)"
+    echo "kernel=$(uname -r)"
+    echo "etcd_version=$(etcd --version | awk '/etcd Version/{print $3}')"
+    echo "etcdctl_version=$(etcdctl version | awk '/etcdctl version/{print $3}')"
+    echo "data_fs=$(df -T "$DIR" | awk 'NR==2{print $2}')"
+    echo "raft_leader=$RAFT_LEADER"
+    echo "client_endpoint=$EP_NAME"
+    echo "elector_commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD -- src include tool 2>/dev/null || echo +dirty)"
+    echo "graceful_rounds=$GRACEFUL_ROUNDS crash_rounds=$CRASH_ROUNDS herd_changes=$HERD_CHANGES"
+    echo "put_n=$PUT_N foot_idle_s=$FOOT_IDLE range_r=$RANGE_R range_n=$RANGE_N many_idle_s=$MANY_IDLE"
+} >"$RES/env.txt"
+echo "== cluster $ALL_EPS; Raft leader $RAFT_LEADER; clients use $EP_NAME ($EP), a follower"
+
+PB=(run "$B/bench/proc_bench")
+COMMON=(--endpoints "$EP" --elector "$ELECTOR" --etcdctl "$(command -v etcdctl)" --log "$LOG" --out "$RES")
+
+if want graceful; then
+    echo "== graceful failover: $GRACEFUL_ROUNDS rounds each, + $PUT_N Puts"
+    SUM=$RES/sum-graceful.txt
+    "${PB[@]}" put "${COMMON[@]}" --n "$PUT_N" --warmup 100
+    "${PB[@]}" graceful "${COMMON[@]}" --rounds "$GRACEFUL_ROUNDS"
+fi
+if want crash; then
+    echo "== crash failover (TTL ${TTL_CRASH}s): $CRASH_ROUNDS rounds each"
+    SUM=$RES/sum-crash.txt
+    "${PB[@]}" crash "${COMMON[@]}" --rounds "$CRASH_ROUNDS" --ttl "$TTL_CRASH"
+fi
+if want herd; then
+    echo "== thundering herd: N = $HERD_NS, $HERD_CHANGES leadership changes each"
+    SUM=$RES/sum-herd.txt
+    for n in $HERD_NS; do
+        for mode in elector naive; do
+            run "$B/bench/herd" --endpoints "$EP" --metrics "$METRICS" --mode "$mode" --n "$n" \
+                --changes "$HERD_CHANGES" --out "$RES"
+        done
+    done
+fi
+if want footprint; then
+    echo "== footprint of a waiting candidate (idle ${FOOT_IDLE}s)"
+    SUM=$RES/sum-footprint.txt
+    "${PB[@]}" footprint "${COMMON[@]}" --idle-s "$FOOT_IDLE"
+fi
+if want many; then
+    echo "== many elections on one session (idle ${MANY_IDLE}s)"
+    SUM=$RES/sum-many.txt
+    for c in $MANY_COUNTS; do
+        run "$B/bench/many" --endpoints "$EP" --metrics "$METRICS" --count "$c" \
+            --idle-s "$MANY_IDLE"
+    done
+fi
+if want range; then
+    echo "== client overhead (bench/run_range_bench.sh, R=$RANGE_R N=$RANGE_N)"
+    SUM=$RES/range.txt
+    R=$RANGE_R N=$RANGE_N run bench/run_range_bench.sh "$B"
+    grep '^summary' "$RES/range.txt" | sed 's/^summary /range /' >"$RES/sum-range.txt"
+fi
+
+# Raw results into the repository (a partial run with --only replaces only the
+# files of what it ran), then the report.
+mkdir -p "$ROOT/bench/results"
+if [ "$ONLY" = graceful,crash,herd,footprint,range,many ]; then rm -f "$ROOT"/bench/results/*.txt; fi
+cp "$RES"/*.txt "$ROOT/bench/results/"
+rm -f "$ROOT/bench/results/children.log"
+bench/report.sh "$ROOT/bench/results" "$ROOT/bench"
