@@ -11,7 +11,7 @@ static int parse_one(const char *s, size_t n, bool tls_default, elector__endpoin
 {
     char item[512];
     if (n == 0 || n >= sizeof(item)) {
-        snprintf(err, cap, "empty or overlong endpoint in list");
+        snprintf(err, cap, "empty or overlong endpoint in the endpoint list");
         return ELECTOR_EINVAL;
     }
     memcpy(item, s, n);

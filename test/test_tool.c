@@ -136,6 +136,13 @@ TEST(bad_usage_gives_one_clear_line_and_exit_2)
         {{"campaign", "x", "--cert", "a.pem", NULL}, "--cert and --key go together"},
         {{"campaign", "x", "--cacert", "/nonexistent/ca.pem", NULL}, "/nonexistent/ca.pem"},
         {{"leader", "x", "-w", "yaml", NULL}, "not one of simple, json"},
+        {{"campaign", "x", "--ttl", "1.5s", NULL}, "whole number of seconds"},
+        {{"campaign", "x", "--endpoints", "ftp://h:1", NULL}, "unsupported scheme"},
+        {{"campaign", "x", "--endpoints", "a:1,,b:2", NULL}, "empty or overlong endpoint"},
+        {{"leader", "x", "--log-level", "loud", NULL}, "not one of error, warn, info, debug"},
+        {{"campaign", "x", "--password-file", "/nonexistent/pw", NULL}, "/nonexistent/pw"},
+        {{"campaign", "x", "--http", "nonsense:xx", "--endpoints", "127.0.0.1:1", NULL},
+         "invalid HTTP address 'nonsense:xx'"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char *out = NULL, *err = NULL;

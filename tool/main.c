@@ -824,8 +824,10 @@ int main(int argc, char **argv)
     int e = elector_etcd_err(a.etcd);
     if (e) {
         bool usage = e == ELECTOR_EINVAL;
-        logmsg(LOG_ERROR, "%s%s", elector_etcd_errstr(a.etcd),
-               usage ? " (check --endpoints, --cacert, --cert, --key)" : "");
+        const char *msg = elector_etcd_errstr(a.etcd);
+        const char *h = !usage ? "" : strstr(msg, "endpoint") ? " (check --endpoints or ELECTOR_ENDPOINTS)"
+                                                               : " (check --cacert, --cert and --key)";
+        logmsg(LOG_ERROR, "%s%s", msg, h);
         elector_etcd_free(a.etcd);
         return usage ? EXIT_USAGE : EXIT_ERROR;
     }
