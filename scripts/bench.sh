@@ -165,8 +165,8 @@ LOG=$RES/children.log
     echo "raft_leader=$RAFT_LEADER"
     echo "client_endpoint=$EP_NAME"
     echo "elector_commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD -- src include tool 2>/dev/null || echo +dirty)"
-    echo "graceful_rounds=$GRACEFUL_ROUNDS crash_rounds=$CRASH_ROUNDS herd_changes=$HERD_CHANGES"
-    echo "put_n=$PUT_N foot_idle_s=$FOOT_IDLE range_r=$RANGE_R range_n=$RANGE_N many_idle_s=$MANY_IDLE"
+    echo "rounds=graceful $GRACEFUL_ROUNDS per tool (+ as many anchor samples), crash $CRASH_ROUNDS per tool, herd $HERD_CHANGES changes per N and design, back-to-back Puts $PUT_N, footprint idle ${FOOT_IDLE}s, range R=$RANGE_R N=$RANGE_N, many idle ${MANY_IDLE}s"
+    echo "range_n=$RANGE_N"
 } >"$RES/env.txt"
 echo "== cluster $ALL_EPS; Raft leader $RAFT_LEADER; clients use $EP_NAME ($EP), a follower"
 
@@ -210,7 +210,7 @@ fi
 if want range; then
     echo "== client overhead (bench/run_range_bench.sh, R=$RANGE_R N=$RANGE_N)"
     SUM=$RES/range.txt
-    R=$RANGE_R N=$RANGE_N run bench/run_range_bench.sh "$B"
+    run env R="$RANGE_R" N="$RANGE_N" bench/run_range_bench.sh "$B"
     grep '^summary' "$RES/range.txt" | sed 's/^summary /range /' >"$RES/sum-range.txt"
 fi
 

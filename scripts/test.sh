@@ -3,7 +3,8 @@
 # warnings as errors, runs every test against real etcd processes, then builds
 # again with AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite
 # once more. Each test starts and reaps its own etcd members on free loopback
-# ports in temporary directories. A subset also runs under valgrind memcheck.
+# ports in temporary directories. A subset also runs under valgrind memcheck,
+# and each libFuzzer target runs for 20 seconds.
 #
 #   ./scripts/test.sh            everything (about 10 minutes on 2 cores)
 #   ELECTOR_SKIP_ASAN=1 ./scripts/test.sh     skip the sanitizer pass
@@ -28,6 +29,8 @@ run_suite build
 if [ ${#CTEST_ARGS[@]} -eq 0 ]; then
     echo "== valgrind memcheck over a subset"
     scripts/valgrind.sh build
+    echo "== fuzzing, 20 s per target (scripts/fuzz.sh 600 for a longer run)"
+    scripts/fuzz.sh 20
 fi
 if [ "${ELECTOR_SKIP_ASAN:-0}" != 1 ]; then
     echo "== build and test with ASan+UBSan (build-asan/)"
