@@ -25,10 +25,8 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <nghttp2/nghttp2.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 #include "internal.h"
+#include "ssl_lazy.h"
 
 enum conn_state { C_IDLE, C_CONNECTING, C_TLS, C_SETTINGS, C_READY };
 enum call_state { CS_QUEUED, CS_ACTIVE, CS_DONE };
@@ -245,6 +243,8 @@ static const char *ssl_err_text(void)
 
 static int tls_setup(elector_etcd *e)
 {
+    char why[300];
+    if (elector__ssl_load(why, sizeof(why))) return elector__set_err(e, ELECTOR_ETLS, "%s", why);
     e->ssl_ctx = SSL_CTX_new(TLS_client_method());
     if (!e->ssl_ctx) return elector__set_err(e, ELECTOR_ETLS, "cannot create TLS context");
     SSL_CTX_set_min_proto_version(e->ssl_ctx, TLS1_2_VERSION);
@@ -1392,7 +1392,7 @@ static void real_free(elector_etcd *e)
     free(e->s_cert);
     free(e->s_key);
     free(e->s_user);
-    if (e->s_password) OPENSSL_cleanse(e->s_password, strlen(e->s_password));
+    if (e->s_password) explicit_bzero(e->s_password, strlen(e->s_password));
     free(e->s_password);
     free(e->token);
     free(e);

@@ -13,6 +13,57 @@
 #include <microhttpd.h>
 #include "http.h"
 
+/* libmicrohttpd is loaded only when --http is used: linked normally, it brings
+ * GnuTLS, p11-kit, nettle and gmp into every elector process (about 3 MB of RSS
+ * and p11-kit's start-up work) whether or not the endpoint is wanted. */
+#include <dlfcn.h>
+
+static struct {
+    void *handle;
+    __typeof__(MHD_add_response_header) *add_response_header;
+    __typeof__(MHD_create_response_from_buffer) *create_response_from_buffer;
+    __typeof__(MHD_destroy_response) *destroy_response;
+    __typeof__(MHD_get_daemon_info) *get_daemon_info;
+    __typeof__(MHD_get_timeout) *get_timeout;
+    __typeof__(MHD_lookup_connection_value_n) *lookup_connection_value_n;
+    __typeof__(MHD_queue_response) *queue_response;
+    __typeof__(MHD_run) *run;
+    __typeof__(MHD_start_daemon) *start_daemon;
+    __typeof__(MHD_stop_daemon) *stop_daemon;
+} mhd;
+
+static int mhd_load(char *err, size_t cap)
+{
+    if (mhd.handle) return 0;
+    static const char *names[] = {"libmicrohttpd.so.12", "libmicrohttpd.so"};
+    void *h = NULL;
+    for (size_t i = 0; !h && i < sizeof(names) / sizeof(names[0]); i++)
+        h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(err, cap, "--http needs libmicrohttpd (Debian: libmicrohttpd12): %s", dlerror());
+        return -1;
+    }
+#define LOAD(f)                                                                          \
+    if (!(*(void **)&mhd.f = dlsym(h, "MHD_" #f))) {                                      \
+        snprintf(err, cap, "libmicrohttpd lacks MHD_%s", #f);                             \
+        dlclose(h);                                                                       \
+        return -1;                                                                        \
+    }
+    LOAD(add_response_header)
+    LOAD(create_response_from_buffer)
+    LOAD(destroy_response)
+    LOAD(get_daemon_info)
+    LOAD(get_timeout)
+    LOAD(lookup_connection_value_n)
+    LOAD(queue_response)
+    LOAD(run)
+    LOAD(start_daemon)
+    LOAD(stop_daemon)
+#undef LOAD
+    mhd.handle = h;
+    return 0;
+}
+
 #if MHD_VERSION < 0x00097002
 typedef int MHD_Result_; /* before 0.9.71 handlers returned int */
 #else
@@ -168,18 +219,18 @@ static MHD_Result_ reply(struct MHD_Connection *c, unsigned status, const char *
         body = "out of memory\n";
         owned = 0;
     }
-    r = MHD_create_response_from_buffer(
+    r = mhd.create_response_from_buffer(
         strlen(body), body, owned ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
     if (!r) {
         if (owned) free(body);
         return MHD_NO; /* MHD closes the connection */
     }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    mhd.add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    mhd.add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
-    MHD_Result_ ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
+        mhd.add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+    MHD_Result_ ret = mhd.queue_response(c, status, r);
+    mhd.destroy_response(r);
     return ret;
 }
 
@@ -226,7 +277,7 @@ static MHD_Result_ on_request(void *cls, struct MHD_Connection *c, const char *u
         size_t vlen = 0;
         /* ?leader, ?leader=1, ?leader=true ask for leadership; ?leader=0 does not. */
         int want_leader =
-            MHD_lookup_connection_value_n(c, MHD_GET_ARGUMENT_KIND, "leader", 6, &val,
+            mhd.lookup_connection_value_n(c, MHD_GET_ARGUMENT_KIND, "leader", 6, &val,
                                           &vlen) == MHD_YES &&
             !(val && (strcmp(val, "0") == 0 || strcmp(val, "false") == 0));
         if (want_leader)
@@ -264,6 +315,7 @@ tool_http *tool_http_start(const char *addr, tool_view_fn fn, void *ud, char *er
     socklen_t sslen;
     int port;
     if (parse_addr(addr, &ss, &sslen, &port, err, cap) != 0) return NULL;
+    if (mhd_load(err, cap) != 0) return NULL;
     tool_http *h = calloc(1, sizeof(*h));
     if (!h) {
         seterr(err, cap, "cannot listen on %s: out of memory", addr);
@@ -276,7 +328,7 @@ tool_http *tool_http_start(const char *addr, tool_view_fn fn, void *ud, char *er
     if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
     h->starting = 1;
     errno = 0;
-    h->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, h,
+    h->d = mhd.start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, h,
                             MHD_OPTION_EXTERNAL_LOGGER, on_log, h, /* must come first */
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                             MHD_OPTION_CONNECTION_LIMIT, 64u,
@@ -300,12 +352,12 @@ tool_http *tool_http_start(const char *addr, tool_view_fn fn, void *ud, char *er
         free(h);
         return NULL;
     }
-    const union MHD_DaemonInfo *i = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_EPOLL_FD);
+    const union MHD_DaemonInfo *i = mhd.get_daemon_info(h->d, MHD_DAEMON_INFO_EPOLL_FD);
     h->fd = i ? i->epoll_fd : -1;
-    i = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    i = mhd.get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
     h->port = i && i->port ? i->port : port;
     if (h->port == 0) { /* ephemeral and MHD did not say: ask the socket */
-        i = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_LISTEN_FD);
+        i = mhd.get_daemon_info(h->d, MHD_DAEMON_INFO_LISTEN_FD);
         struct sockaddr_storage b;
         socklen_t bl = sizeof(b);
         if (i && getsockname(i->listen_fd, (struct sockaddr *)&b, &bl) == 0)
@@ -316,7 +368,7 @@ tool_http *tool_http_start(const char *addr, tool_view_fn fn, void *ud, char *er
     if (h->fd < 0 || h->port <= 0) {
         seterr(err, cap, "cannot listen on %s: libmicrohttpd gave no epoll fd or port",
                h->addr);
-        MHD_stop_daemon(h->d);
+        mhd.stop_daemon(h->d);
         free(h);
         return NULL;
     }
@@ -342,18 +394,18 @@ const char *tool_http_addr(const tool_http *h)
 int64_t tool_http_timeout(tool_http *h)
 {
     MHD_UNSIGNED_LONG_LONG ms;
-    if (MHD_get_timeout(h->d, &ms) != MHD_YES) return -1;
+    if (mhd.get_timeout(h->d, &ms) != MHD_YES) return -1;
     return ms > (MHD_UNSIGNED_LONG_LONG)INT64_MAX ? INT64_MAX : (int64_t)ms;
 }
 
 void tool_http_process(tool_http *h)
 {
-    MHD_run(h->d);
+    mhd.run(h->d);
 }
 
 void tool_http_stop(tool_http *h)
 {
     if (!h) return;
-    MHD_stop_daemon(h->d);
+    mhd.stop_daemon(h->d);
     free(h);
 }
