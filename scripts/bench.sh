@@ -2,8 +2,8 @@
 # The side-by-side benchmark: elector against its anchors (etcdctl, one etcd Put,
 # a naive election, a bare nghttp2 loop).
 #
-#   scripts/bench.sh            full run (about 12 minutes on 2 cores)
-#   scripts/bench.sh --quick    fewer rounds (about 3 minutes)
+#   scripts/bench.sh            full run (about 7 minutes on 2 cores)
+#   scripts/bench.sh --quick    fewer rounds (about 2 minutes)
 #   scripts/bench.sh --only graceful,crash,herd,footprint,range,many
 #
 # Installs what is missing (scripts/deps.sh), builds into build-bench/
@@ -34,7 +34,7 @@ while [ $# -gt 0 ]; do
     --quick) QUICK=1 ;;
     --only) ONLY=$2; shift ;;
     --only=*) ONLY=${1#--only=} ;;
-    -h | --help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -45,7 +45,7 @@ if [ $QUICK = 1 ]; then
     GRACEFUL_ROUNDS=20 CRASH_ROUNDS=6 HERD_CHANGES=10 HERD_NS="2 10 100 1000"
     FOOT_IDLE=5 RANGE_R=3 RANGE_N=1000 MANY_COUNTS="1 100 10000" MANY_IDLE=5 PUT_N=300
 else
-    GRACEFUL_ROUNDS=100 CRASH_ROUNDS=25 HERD_CHANGES=40 HERD_NS="2 10 100 1000"
+    GRACEFUL_ROUNDS=150 CRASH_ROUNDS=30 HERD_CHANGES=50 HERD_NS="2 10 100 1000"
     FOOT_IDLE=10 RANGE_R=5 RANGE_N=2000 MANY_COUNTS="1 100 10000" MANY_IDLE=10 PUT_N=1000
 fi
 TTL_CRASH=2
@@ -159,6 +159,8 @@ LOG=$RES/children.log
     echo "host_cpus=$(nproc)"
     echo "cpu_model=$(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo)"
     echo "kernel=$(uname -r)"
+    echo "loadavg_at_start=$(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "other_etcd_processes=$(($(pgrep -xc etcd || true) - 3))"
     echo "etcd_version=$(etcd --version | awk '/etcd Version/{print $3}')"
     echo "etcdctl_version=$(etcdctl version | awk '/etcdctl version/{print $3}')"
     echo "data_fs=$(df -T "$DIR" | awk 'NR==2{print $2}')"
@@ -213,6 +215,8 @@ if want range; then
     run env R="$RANGE_R" N="$RANGE_N" bench/run_range_bench.sh "$B"
     grep '^summary' "$RES/range.txt" | sed 's/^summary /range /' >"$RES/sum-range.txt"
 fi
+
+echo "loadavg_at_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RES/env.txt"
 
 # Raw results into the repository (a partial run with --only replaces only the
 # files of what it ran), then the report.

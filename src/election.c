@@ -253,11 +253,21 @@ void elector__elections_session_ended(elector_session *s, int reason, const char
 
 /* ---------------------------------------------------------------- retry */
 
+static void send_campaign(elector_election *el);
+
 static void retry_fired(elector__timer *t, void *ud)
 {
     (void)t;
     elector_election *el = ud;
-    if (el->state == E_WAIT || el->state == E_LEADER) send_check(el);
+    if (el->state == E_CAMPAIGN && el->rev == 0) send_campaign(el);
+    else if (el->state == E_WAIT || el->state == E_LEADER) send_check(el);
+}
+
+/* Errors after which the same request may simply be sent again. */
+static bool transient(int err)
+{
+    return err == ELECTOR_EUNAVAILABLE || err == ELECTOR_ETIMEDOUT || err == ELECTOR_ENOLEADER ||
+           err == ELECTOR_ECONNECT;
 }
 
 /* A read or watch failed for a reason that may heal (connection, no leader):
@@ -439,6 +449,13 @@ static void campaign_done(elector_etcd *e, int err, const ProtobufCMessage *m, v
     }
     elector_election *el = op_end(o);
     if (!el) return;
+    if (transient(err) && el->s && el->s->state == S_ALIVE) {
+        /* The campaign Txn is safe to repeat: if the first one was applied, the
+         * repeat finds our key and reads its create revision. The session's
+         * deadline bounds the retries. */
+        schedule_retry(el);
+        return;
+    }
     if (err) {
         char detail[600];
         snprintf(detail, sizeof(detail), "campaign request failed: %s", elector_etcd_errstr(e));

@@ -25,7 +25,7 @@ int tool_parse_duration_ms(const char *s, int64_t *ms)
     else return -1;
     double r = v * mul;
     if (!isfinite(r) || r > 9.0e15) return -1;
-    *ms = (int64_t)llround(r);
+    *ms = (int64_t)(r + 0.5); /* r >= 0: rounds to nearest without libm */
     return 0;
 }
 

@@ -144,7 +144,10 @@ void elector_election_set_log(elector_election *el, elector_election_cb log, voi
 /* Starts campaigning with value (copied; may be binary). Events: WAITING (each
  * time the predecessor changes), then ELECTED, or FAILED with a reason:
  * ESESSION/ELEASE (the session died while waiting: we never claim leadership on
- * a lease we cannot prove alive), ECANCELED (resigned while waiting).
+ * a lease we cannot prove alive), ECANCELED (resigned while waiting), or an
+ * error etcd gives that retrying cannot cure (ETOOLARGE, EPERM, EAUTH, ...).
+ * Transient errors (no leader, connection lost, etcd busy) are retried while the
+ * session lives.
  * Returns 0, ELECTOR_EBUSY (already campaigning or leading), ELECTOR_ESESSION
  * (session dead), ELECTOR_ETOOLARGE, ELECTOR_ENOMEM; on error no event follows. */
 int elector_campaign(elector_election *el, const void *value, size_t len);

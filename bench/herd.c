@@ -1,0 +1,454 @@
+/* herd — the thundering-herd benchmark: N candidates of one election hosted in
+ * one process, each with its own session (lease), spread over a few shared
+ * elector_etcd clients (connections). It counts what one leadership change costs
+ * etcd, and how long it takes, for two designs:
+ *
+ *   --mode elector  libelector's election: each candidate watches only its
+ *                   predecessor (the key just ahead of it in create order).
+ *   --mode naive    the naive design from the seeds: everyone watches the one
+ *                   leader key and, when it is deleted, races to create it with a
+ *                   put-if-absent Txn (CreateRevision(K) == 0 ? Put(K, lease)).
+ *
+ * One leadership change: the leader resigns (elector_resign; naive: it cancels
+ * its watch and deletes the key with a guarded Txn) and a successor wins. For each
+ * change the program scrapes etcd's /metrics on every member before the resign and
+ * again once everything is quiet, and counts grpc_server_msg_received_total summed
+ * over members and methods, LeaseKeepAlive excluded (its traffic depends on time,
+ * not on changes). Failover time: from the resign call to the successor's win, on
+ * CLOCK_MONOTONIC in this process (elector: the ELECTED event's mono_ns; naive: the
+ * winning Txn's reply). Then the old leader joins again at the back of the queue
+ * (outside the counted window; the cost of a join is reported separately), so N
+ * stays constant.
+ *
+ *   herd --endpoints E --metrics M1,M2,M3 --mode elector|naive --n N
+ *        [--changes C] [--clients K] [--ttl S] [--out DIR]
+ *
+ * Prints one "herd mode=... n=..." line; writes the failover samples to
+ * DIR/herd_<mode>_<n>.txt (ms, one per line).
+ */
+#include <poll.h>
+#include <signal.h>
+#include <time.h>
+#include "bench_util.h"
+#include "elector/election.h"
+
+enum { C_OUT, C_WAITING, C_LEADER };
+
+typedef struct cand {
+    int idx;
+    elector_etcd *etcd;
+    elector_session *s;
+    int state;
+    /* elector */
+    elector_election *el;
+    /* naive */
+    elector_watch *w;
+    bool watch_created;
+    bool racing;
+    int64_t rev; /* create revision of the leader key we made */
+} cand;
+
+static bool g_naive;
+static int g_n, g_k;
+static elector_etcd **g_clients;
+static cand *g_c;
+static char g_name[128];   /* election name (elector) */
+static char g_key[160];    /* the one leader key (naive) */
+static cand *g_leader;     /* current leader */
+static int64_t g_t_elected;
+static int g_waiting;      /* candidates currently waiting */
+static int g_resigned;     /* RESIGNED events / naive deletes answered */
+static int g_races;        /* naive Txns in flight */
+static int g_watches_live; /* naive: watches confirmed by etcd and not canceled */
+
+/* ---------------------------------------------------------------- loop */
+
+static void loop_once(int max_ms)
+{
+    struct pollfd pfd[64];
+    int64_t tmo = max_ms;
+    for (int i = 0; i < g_k; i++) {
+        pfd[i].fd = elector_etcd_fd(g_clients[i]);
+        pfd[i].events = POLLIN;
+        int64_t t = elector_etcd_timeout(g_clients[i]);
+        if (t >= 0 && t < tmo) tmo = t;
+    }
+    poll(pfd, (nfds_t)g_k, (int)tmo);
+    for (int i = 0; i < g_k; i++) elector_etcd_process(g_clients[i]);
+}
+
+/* Runs the loop until done() holds and no client has sent a request (keepalives
+ * aside) for quiet_ms. Dies after timeout_ms. */
+static void settle(bool (*done)(void), int quiet_ms, int timeout_ms, const char *what)
+{
+    int64_t start = elector_now_ns(), last_change = start;
+    uint64_t last = bu_client_reqs(g_clients, g_k, false);
+    for (;;) {
+        loop_once(5);
+        int64_t now = elector_now_ns();
+        uint64_t r = bu_client_reqs(g_clients, g_k, false);
+        if (r != last) {
+            last = r;
+            last_change = now;
+        }
+        if ((!done || done()) && now - last_change >= (int64_t)quiet_ms * 1000000) return;
+        if (now - start > (int64_t)timeout_ms * 1000000) {
+            int leased = 0, alive = 0;
+            for (int i = 0; i < g_n; i++) {
+                leased += elector_session_lease(g_c[i].s) != 0;
+                alive += elector_session_alive(g_c[i].s);
+            }
+            fprintf(stderr, "herd: %d of %d sessions have a lease, %d alive; waiting %d, races %d\n",
+                    leased, g_n, alive, g_waiting, g_races);
+            for (int i = 0; i < g_k; i++)
+                fprintf(stderr, "herd: client %d: %s\n", i, elector_etcd_errstr(g_clients[i]));
+            bu_die("%s: timeout (%d ms) waiting for %s", g_naive ? "naive" : "elector", timeout_ms,
+                   what);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- elector mode */
+
+static void on_event(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el;
+    cand *c = ud;
+    switch (ev->type) {
+    case ELECTOR_EV_WAITING:
+        if (c->state != C_WAITING) g_waiting++;
+        c->state = C_WAITING;
+        break;
+    case ELECTOR_EV_ELECTED:
+        if (c->state == C_WAITING) g_waiting--;
+        c->state = C_LEADER;
+        g_leader = c;
+        g_t_elected = ev->mono_ns;
+        break;
+    case ELECTOR_EV_RESIGNED:
+        g_resigned++;
+        break;
+    default:
+        bu_die("candidate %d: unexpected event %s: %s", c->idx, elector_event_name(ev->type),
+               ev->detail ? ev->detail : "");
+    }
+}
+
+/* ---------------------------------------------------------------- naive mode */
+
+static void race_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    cand *c = ud;
+    g_races--;
+    c->racing = false;
+    if (err) bu_die("naive Txn: %s (%s)", elector_strerror(err), elector_etcd_errstr(e));
+    const Etcdserverpb__TxnResponse *r = (const void *)m;
+    if (r->succeeded) {
+        if (c->state == C_WAITING) g_waiting--;
+        c->state = C_LEADER;
+        c->rev = r->header ? r->header->revision : 0;
+        g_leader = c;
+        g_t_elected = elector_now_ns();
+    } else if (c->state != C_WAITING) {
+        c->state = C_WAITING;
+        g_waiting++;
+    }
+}
+
+/* Txn(CreateRevision(K) == 0 ? Put(K, value, our lease)) */
+static void race(cand *c)
+{
+    Etcdserverpb__Compare cmp = ETCDSERVERPB__COMPARE__INIT, *cmps[1] = {&cmp};
+    cmp.result = ETCDSERVERPB__COMPARE__COMPARE_RESULT__EQUAL;
+    cmp.target = ETCDSERVERPB__COMPARE__COMPARE_TARGET__CREATE;
+    cmp.key.data = (uint8_t *)g_key;
+    cmp.key.len = strlen(g_key);
+    cmp.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_CREATE_REVISION;
+    cmp.create_revision = 0;
+    char val[32];
+    int vl = snprintf(val, sizeof(val), "cand-%d", c->idx);
+    Etcdserverpb__PutRequest put = ETCDSERVERPB__PUT_REQUEST__INIT;
+    put.key = cmp.key;
+    put.value.data = (uint8_t *)val;
+    put.value.len = (size_t)vl;
+    put.lease = elector_session_lease(c->s);
+    Etcdserverpb__RequestOp op = ETCDSERVERPB__REQUEST_OP__INIT, *ops[1] = {&op};
+    op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
+    op.request_put = &put;
+    Etcdserverpb__TxnRequest txn = ETCDSERVERPB__TXN_REQUEST__INIT;
+    txn.n_compare = 1;
+    txn.compare = cmps;
+    txn.n_success = 1;
+    txn.success = ops;
+    c->racing = true;
+    g_races++;
+    int rc = elector_etcd_call(c->etcd, ELECTOR_RPC_TXN, &txn.base, NULL, race_done, c);
+    if (rc) bu_die("naive Txn: %s", elector_strerror(rc));
+}
+
+static void naive_watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r,
+                           void *ud)
+{
+    (void)w;
+    cand *c = ud;
+    if (err) bu_die("naive watch %d: %s", c->idx, elector_strerror(err));
+    if (r->created && !c->watch_created) {
+        c->watch_created = true;
+        g_watches_live++;
+    }
+    for (size_t i = 0; i < r->n_events; i++)
+        if (r->events[i]->type == MVCCPB__EVENT__EVENT_TYPE__DELETE && c->state == C_WAITING &&
+            !c->racing)
+            race(c);
+}
+
+static void naive_watch(cand *c)
+{
+    Etcdserverpb__WatchCreateRequest wc = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+    wc.key.data = (uint8_t *)g_key;
+    wc.key.len = strlen(g_key);
+    c->watch_created = false;
+    c->w = elector_etcd_watch(c->etcd, &wc, naive_watch_cb, c);
+    if (!c->w) bu_die("naive watch: %s", elector_strerror(elector_etcd_err(c->etcd)));
+}
+
+static void naive_deleted(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)m, (void)ud;
+    if (err) bu_die("naive delete: %s (%s)", elector_strerror(err), elector_etcd_errstr(e));
+    g_resigned++;
+}
+
+/* The leader leaves: cancel its watch, delete the key if it is still ours. */
+static void naive_resign(cand *c)
+{
+    elector_watch_cancel(c->w);
+    c->w = NULL;
+    if (c->watch_created) g_watches_live--;
+    c->watch_created = false;
+    c->state = C_OUT;
+    Etcdserverpb__Compare cmp = ETCDSERVERPB__COMPARE__INIT, *cmps[1] = {&cmp};
+    cmp.result = ETCDSERVERPB__COMPARE__COMPARE_RESULT__EQUAL;
+    cmp.target = ETCDSERVERPB__COMPARE__COMPARE_TARGET__CREATE;
+    cmp.key.data = (uint8_t *)g_key;
+    cmp.key.len = strlen(g_key);
+    cmp.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_CREATE_REVISION;
+    cmp.create_revision = c->rev;
+    Etcdserverpb__DeleteRangeRequest del = ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
+    del.key = cmp.key;
+    Etcdserverpb__RequestOp op = ETCDSERVERPB__REQUEST_OP__INIT, *ops[1] = {&op};
+    op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
+    op.request_delete_range = &del;
+    Etcdserverpb__TxnRequest txn = ETCDSERVERPB__TXN_REQUEST__INIT;
+    txn.n_compare = 1;
+    txn.compare = cmps;
+    txn.n_success = 1;
+    txn.success = ops;
+    int rc = elector_etcd_call(c->etcd, ELECTOR_RPC_TXN, &txn.base, NULL, naive_deleted, c);
+    if (rc) bu_die("naive delete: %s", elector_strerror(rc));
+}
+
+/* ---------------------------------------------------------------- both */
+
+static void join(cand *c)
+{
+    if (g_naive) {
+        c->state = C_WAITING; /* joins waiting; counted as waiting once its Txn fails */
+        g_waiting++;
+        naive_watch(c);
+        race(c);
+    } else {
+        c->state = C_OUT;
+        int rc = elector_campaign(c->el, "v", 1);
+        if (rc) bu_die("campaign: %s", elector_strerror(rc));
+    }
+}
+
+static void resign(cand *c)
+{
+    if (g_naive) {
+        naive_resign(c);
+    } else {
+        c->state = C_OUT;
+        int rc = elector_resign(c->el);
+        if (rc) bu_die("resign: %s", elector_strerror(rc));
+    }
+}
+
+static int g_want_waiting;
+static int g_want_resigned;
+static bool have_leader(void) { return g_leader != NULL; }
+static bool all_waiting(void)
+{
+    return g_waiting == g_want_waiting && g_races == 0 &&
+           (!g_naive || g_watches_live == g_n);
+}
+static bool change_done(void)
+{
+    return g_leader != NULL && g_resigned == g_want_resigned && g_races == 0;
+}
+static bool sessions_ready(void)
+{
+    for (int i = 0; i < g_n; i++)
+        if (!elector_session_lease(g_c[i].s)) return false;
+    return true;
+}
+
+static void scrape_total(const char *metrics, bu_msgs *m) { bu_scrape(metrics, m); }
+
+/* A session that ends on its own (its grant failed, or etcd dropped the lease)
+ * spoils the measurement: say so. */
+static void on_session(elector_session *s, const elector_event *ev, void *ud)
+{
+    (void)s;
+    cand *c = ud;
+    bu_die("candidate %d: session lost: %s (%s)", c->idx, elector_err_name(ev->reason), ev->detail);
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: herd --endpoints E --metrics M1,M2,.. --mode elector|naive --n N "
+                    "[--changes C] [--clients K] [--ttl S] [--out DIR]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    const char *endpoints = "127.0.0.1:2379", *metrics = NULL, *mode = "elector", *out = NULL;
+    int changes = 20, ttl = 10;
+    g_n = 10;
+    g_k = 0;
+    for (int i = 1; i < argc; i++) {
+        if (i + 1 >= argc) usage();
+        const char *o = argv[i], *v = argv[++i];
+        if (!strcmp(o, "--endpoints")) endpoints = v;
+        else if (!strcmp(o, "--metrics")) metrics = v;
+        else if (!strcmp(o, "--mode")) mode = v;
+        else if (!strcmp(o, "--n")) g_n = atoi(v);
+        else if (!strcmp(o, "--changes")) changes = atoi(v);
+        else if (!strcmp(o, "--clients")) g_k = atoi(v);
+        else if (!strcmp(o, "--ttl")) ttl = atoi(v);
+        else if (!strcmp(o, "--out")) out = v;
+        else usage();
+    }
+    if (!metrics || g_n < 2 || changes < 1) usage();
+    g_naive = !strcmp(mode, "naive");
+    if (!g_naive && strcmp(mode, "elector")) usage();
+    if (g_k <= 0) g_k = g_n < 4 ? g_n : 4;
+    if (g_k > 64) g_k = 64;
+    signal(SIGPIPE, SIG_IGN);
+
+    snprintf(g_name, sizeof(g_name), "herd-%s-%d-%d", mode, g_n, (int)getpid());
+    snprintf(g_key, sizeof(g_key), "%s/leader", g_name);
+
+    g_clients = bu_xcalloc((size_t)g_k, sizeof(*g_clients));
+    for (int i = 0; i < g_k; i++) {
+        elector_etcd_config cfg;
+        elector_etcd_config_init(&cfg);
+        cfg.endpoints = endpoints;
+        cfg.request_timeout_ms = 30000;
+        g_clients[i] = elector_etcd_new(&cfg);
+        if (!g_clients[i] || elector_etcd_err(g_clients[i])) bu_die("elector_etcd_new");
+    }
+
+    /* Sessions: one lease per candidate. */
+    int64_t t_setup = elector_now_ns();
+    g_c = bu_xcalloc((size_t)g_n, sizeof(*g_c));
+    for (int i = 0; i < g_n; i++) {
+        cand *c = &g_c[i];
+        c->idx = i;
+        c->etcd = g_clients[i % g_k];
+        elector_session_config sc;
+        elector_session_config_init(&sc);
+        sc.ttl_s = ttl;
+        c->s = elector_session_new(c->etcd, &sc, on_session, c);
+        if (!c->s) bu_die("session_new");
+        if (!g_naive) {
+            c->el = elector_election_new(c->s, g_name, on_event, c);
+            if (!c->el) bu_die("election_new");
+        }
+    }
+    settle(sessions_ready, 0, 20000, "leases");
+
+    /* Candidate 0 leads first, then everybody else queues behind it. */
+    if (g_naive) {
+        naive_watch(&g_c[0]);
+        g_c[0].state = C_WAITING;
+        g_waiting++;
+        race(&g_c[0]);
+    } else {
+        join(&g_c[0]);
+    }
+    settle(have_leader, 0, 30000, "the first leader");
+    for (int i = 1; i < g_n; i++) join(&g_c[i]);
+    g_want_waiting = g_n - 1;
+    settle(all_waiting, 200, 120000, "all candidates waiting");
+    double setup_s = (double)(elector_now_ns() - t_setup) / 1e9;
+
+    int64_t *fo = bu_xcalloc((size_t)changes, sizeof(int64_t));
+    double *srv = bu_xcalloc((size_t)changes, sizeof(double));
+    double *jn = bu_xcalloc((size_t)changes, sizeof(double));
+    uint64_t cli_sum = 0;
+    bu_msgs per_method = {0};
+    for (int ch = 0; ch < changes; ch++) {
+        bu_msgs m0, m1, d, j1, dj;
+        uint64_t c0 = bu_client_reqs(g_clients, g_k, false);
+        scrape_total(metrics, &m0);
+        cand *old = g_leader;
+        g_leader = NULL;
+        g_want_resigned = g_resigned + 1;
+        int64_t t0 = elector_now_ns();
+        resign(old);
+        settle(change_done, 100, 60000, "the new leader");
+        fo[ch] = g_t_elected - t0;
+        scrape_total(metrics, &m1);
+        cli_sum += bu_client_reqs(g_clients, g_k, false) - c0;
+        bu_msgs_diff(&m1, &m0, &d);
+        srv[ch] = bu_msgs_total_no_ka(&d);
+        for (int i = 0; i < d.n; i++)
+            if (strcmp(d.method[i], "LeaseKeepAlive") && d.count[i] > 0)
+                bu_msgs_add(&per_method, d.method[i], d.count[i]);
+        /* the old leader joins again, at the back */
+        join(old);
+        settle(all_waiting, 100, 60000, "the old leader to queue again");
+        scrape_total(metrics, &j1);
+        bu_msgs_diff(&j1, &m1, &dj);
+        jn[ch] = bu_msgs_total_no_ka(&dj);
+        fprintf(stderr, "\rherd %s n=%d: change %d/%d", mode, g_n, ch + 1, changes);
+    }
+    fprintf(stderr, "\n");
+
+    double smin = srv[0], smax = srv[0], ssum = 0, jsum = 0;
+    for (int i = 0; i < changes; i++) {
+        if (srv[i] < smin) smin = srv[i];
+        if (srv[i] > smax) smax = srv[i];
+        ssum += srv[i];
+        jsum += jn[i];
+    }
+    char path[1024];
+    if (out) {
+        snprintf(path, sizeof(path), "%s/herd_%s_%d.txt", out, mode, g_n);
+        bu_write_samples(path, fo, (size_t)changes);
+    }
+    printf("herd mode=%s n=%d changes=%d clients=%d ttl_s=%d setup_s=%.2f req_per_change_mean=%.2f "
+           "req_per_change_min=%.0f req_per_change_max=%.0f client_req_per_change=%.2f "
+           "req_per_join=%.2f methods=",
+           mode, g_n, changes, g_k, ttl, setup_s, ssum / changes, smin, smax,
+           (double)cli_sum / changes, jsum / changes);
+    for (int i = 0; i < per_method.n; i++)
+        printf("%s%s:%.2f", i ? "," : "", per_method.method[i], per_method.count[i] / changes);
+    bu_summary_ms(stdout, " ", "failover_", fo, (size_t)changes);
+    printf("\n");
+    fflush(stdout);
+
+    /* Clean up: revoke every lease (the keys go with them). */
+    for (int i = 0; i < g_n; i++) {
+        if (g_c[i].el) elector_election_free(g_c[i].el);
+        if (g_c[i].w) elector_watch_cancel(g_c[i].w);
+    }
+    for (int i = 0; i < g_n; i++) elector_session_close(g_c[i].s);
+    settle(NULL, 300, 60000, "the leases to be revoked");
+    for (int i = 0; i < g_k; i++) elector_etcd_free(g_clients[i]);
+    free(g_c), free(g_clients), free(fo), free(srv), free(jn);
+    return 0;
+}

@@ -1,0 +1,161 @@
+/* many — many elections on one session in one process: what holding them costs.
+ *
+ * One client, one session (lease, TTL 10 s by default), COUNT elections with
+ * distinct names; this process is the only candidate of each, so all lead (each
+ * leader watches its own key). Once all are elected and the process has been
+ * quiet for a second, it measures over an idle window of S seconds:
+ *   RSS (VmRSS, and the baseline before the first election), threads,
+ *   CPU per second (getrusage), requests per second sent by the client
+ *   (elector_etcd_get_stats, keepalives separately) and messages per second
+ *   received by etcd (grpc_server_msg_received_total over all members).
+ *
+ *   many --endpoints E --metrics M1,M2,M3 --count N [--idle-s S] [--ttl T]
+ *
+ * Campaigns that etcd refuses for overload ("too many requests": 10000 Txns at
+ * once) come back FAILED with ELECTOR_EUNAVAILABLE; they are started again after
+ * 200 ms, as an application would, and counted (campaign_retries).
+ *
+ * Prints one "many count=..." line.
+ */
+#include <signal.h>
+#include "bench_util.h"
+#include "elector/election.h"
+
+static int g_elected, g_resigned, g_retries;
+static elector_election **g_retry; /* campaigns to start again (etcd pushed back) */
+static int g_nretry;
+static char g_first_failure[256];
+
+static void on_event(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)ud;
+    if (ev->type == ELECTOR_EV_ELECTED) g_elected++;
+    else if (ev->type == ELECTOR_EV_RESIGNED) g_resigned++;
+    else if (ev->type == ELECTOR_EV_FAILED && ev->reason == ELECTOR_EUNAVAILABLE) {
+        /* e.g. "etcdserver: too many requests" when 10000 campaigns arrive at
+         * once: what an application does, campaign again a little later */
+        if (!g_first_failure[0])
+            snprintf(g_first_failure, sizeof(g_first_failure), "%s", ev->detail);
+        g_retries++;
+        g_retry[g_nretry++] = el;
+    } else if (ev->type != ELECTOR_EV_WAITING)
+        bu_die("unexpected event %s (%s): %s", elector_event_name(ev->type),
+               elector_err_name(ev->reason), ev->detail);
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: many --endpoints E --metrics M1,M2,.. --count N [--idle-s S] [--ttl T]\n");
+    exit(2);
+}
+
+static uint64_t reqs(elector_etcd *e, int rpc)
+{
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    if (rpc >= 0) return st.requests[rpc];
+    uint64_t s = 0;
+    for (int r = 0; r < ELECTOR_RPC_COUNT_; r++) s += st.requests[r];
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    const char *endpoints = "127.0.0.1:2379", *metrics = NULL;
+    int count = 1, idle_s = 10, ttl = 10;
+    for (int i = 1; i < argc; i++) {
+        if (i + 1 >= argc) usage();
+        const char *o = argv[i], *v = argv[++i];
+        if (!strcmp(o, "--endpoints")) endpoints = v;
+        else if (!strcmp(o, "--metrics")) metrics = v;
+        else if (!strcmp(o, "--count")) count = atoi(v);
+        else if (!strcmp(o, "--idle-s")) idle_s = atoi(v);
+        else if (!strcmp(o, "--ttl")) ttl = atoi(v);
+        else usage();
+    }
+    if (!metrics || count < 1 || idle_s < 1) usage();
+    signal(SIGPIPE, SIG_IGN);
+
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = endpoints;
+    cfg.request_timeout_ms = 60000;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    if (!e || elector_etcd_err(e)) bu_die("elector_etcd_new");
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = ttl;
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    if (!s) bu_die("session_new");
+    int rc = elector_session_wait(s, 10000);
+    if (rc) bu_die("session: %s (%s)", elector_strerror(rc), elector_etcd_errstr(e));
+    long rss_base = bu_status_field(0, "VmRSS");
+
+    int64_t t0 = elector_now_ns();
+    elector_election **els = bu_xcalloc((size_t)count, sizeof(*els));
+    g_retry = bu_xcalloc((size_t)count, sizeof(*g_retry));
+    for (int i = 0; i < count; i++) {
+        char name[96];
+        snprintf(name, sizeof(name), "many-%d-%d/e%d", (int)getpid(), count, i);
+        els[i] = elector_election_new(s, name, on_event, NULL);
+        if (!els[i]) bu_die("election_new");
+        rc = elector_campaign(els[i], "v", 1);
+        if (rc) bu_die("campaign: %s", elector_strerror(rc));
+    }
+    int64_t retry_at = 0;
+    while (g_elected < count) {
+        elector_etcd_run_once(e, 20);
+        if (g_nretry && !retry_at) retry_at = elector_now_ns() + 200000000;
+        if (g_nretry && elector_now_ns() >= retry_at) {
+            for (int i = 0; i < g_nretry; i++)
+                if ((rc = elector_campaign(g_retry[i], "v", 1))) bu_die("campaign: %s", elector_strerror(rc));
+            g_nretry = 0;
+            retry_at = 0;
+        }
+        if (elector_now_ns() - t0 > 300 * 1000000000LL) bu_die("not all elected after 300 s");
+    }
+    double setup_ms = (double)(elector_now_ns() - t0) / 1e6;
+    int64_t q = elector_now_ns() + 1000000000LL;
+    while (elector_now_ns() < q) elector_etcd_run_once(e, 100);
+
+    /* the idle window */
+    bu_msgs m0, m1, d;
+    bu_scrape(metrics, &m0);
+    uint64_t r0 = reqs(e, -1), k0 = reqs(e, ELECTOR_RPC_LEASE_KEEPALIVE);
+    int64_t c0 = bu_self_cpu_us(), w0 = elector_now_ns();
+    int64_t end = w0 + (int64_t)idle_s * 1000000000LL;
+    while (elector_now_ns() < end) {
+        int64_t left = (end - elector_now_ns()) / 1000000;
+        elector_etcd_run_once(e, left > 0 ? left : 1);
+    }
+    int64_t c1 = bu_self_cpu_us(), w1 = elector_now_ns();
+    uint64_t r1 = reqs(e, -1), k1 = reqs(e, ELECTOR_RPC_LEASE_KEEPALIVE);
+    bu_scrape(metrics, &m1);
+    bu_msgs_diff(&m1, &m0, &d);
+    double secs = (double)(w1 - w0) / 1e9;
+    double srv_all = 0;
+    for (int i = 0; i < d.n; i++) srv_all += d.count[i];
+    int alive = 0;
+    for (int i = 0; i < count; i++) alive += elector_is_leader(els[i]);
+    printf("many count=%d ttl_s=%d setup_ms=%.1f campaign_retries=%d leaders=%d rss_base_kb=%ld rss_kb=%ld hwm_kb=%ld "
+           "threads=%ld idle_s=%.1f cpu_ms_per_s=%.3f client_req_per_s=%.3f client_ka_per_s=%.3f "
+           "server_msgs_per_s=%.3f server_ka_per_s=%.3f server_other_per_s=%.3f\n",
+           count, ttl, setup_ms, g_retries, alive, rss_base, bu_status_field(0, "VmRSS"),
+           bu_status_field(0, "VmHWM"), bu_status_field(0, "Threads"), secs,
+           (double)(c1 - c0) / 1000.0 / secs, (double)(r1 - r0) / secs, (double)(k1 - k0) / secs,
+           srv_all / secs, bu_msgs_get(&d, "LeaseKeepAlive") / secs,
+           bu_msgs_total_no_ka(&d) / secs);
+    printf("many_methods count=%d server_msgs_per_s_by_method=", count);
+    for (int i = 0, k = 0; i < d.n; i++)
+        if (d.count[i] > 0) printf("%s%s:%.3f", k++ ? "," : "", d.method[i], d.count[i] / secs);
+    printf("\n");
+    if (g_first_failure[0]) printf("many_note count=%d first_campaign_failure=\"%s\"\n", count, g_first_failure);
+    fflush(stdout);
+
+    /* clean up: resign everything, revoke the lease */
+    for (int i = 0; i < count; i++) elector_election_free(els[i]);
+    elector_session_close_sync(s, 30000);
+    elector_etcd_free(e);
+    free(els);
+    return 0;
+}
