@@ -199,6 +199,17 @@ static void range_key_op(Etcdserverpb__RequestOp *op, Etcdserverpb__RangeRequest
     op->request_range = r;
 }
 
+/* A Txn guarded by one compare (always ours), with the given success ops. */
+static void txn_init(Etcdserverpb__TxnRequest *t, Etcdserverpb__Compare **cmp,
+                     Etcdserverpb__RequestOp **succ, size_t nsucc)
+{
+    etcdserverpb__txn_request__init(t);
+    t->n_compare = 1;
+    t->compare = cmp;
+    t->n_success = nsucc;
+    t->success = succ;
+}
+
 static int send_txn(elector_election *el, Etcdserverpb__TxnRequest *txn, struct op *o,
                     elector_etcd_cb done)
 {
@@ -409,11 +420,8 @@ static void send_check(elector_election *el)
     Etcdserverpb__RequestOp op = ETCDSERVERPB__REQUEST_OP__INIT, *ops[1] = {&op};
     op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
     op.request_range = &rr;
-    Etcdserverpb__TxnRequest txn = ETCDSERVERPB__TXN_REQUEST__INIT;
-    txn.n_compare = 1;
-    txn.compare = cmps;
-    txn.n_success = 1;
-    txn.success = ops;
+    Etcdserverpb__TxnRequest txn;
+    txn_init(&txn, cmps, ops, 1);
     struct op *o = op_new(el);
     if (!o || send_txn(el, &txn, o, check_done)) schedule_retry(el);
 }
@@ -500,11 +508,8 @@ static void send_campaign(elector_election *el)
     Etcdserverpb__RequestOp put_o, range_o, *succ[1] = {&put_o}, *fail_ops[2] = {&put_o, &range_o};
     put_op(&put_o, &put, el, el->value, el->vlen);
     range_key_op(&range_o, &rr, el);
-    Etcdserverpb__TxnRequest txn = ETCDSERVERPB__TXN_REQUEST__INIT;
-    txn.n_compare = 1;
-    txn.compare = cmps;
-    txn.n_success = 1;
-    txn.success = succ;
+    Etcdserverpb__TxnRequest txn;
+    txn_init(&txn, cmps, succ, 1);
     txn.n_failure = 2;
     txn.failure = fail_ops;
     struct op *o = op_new(el);
@@ -623,11 +628,8 @@ int elector_proclaim(elector_election *el, const void *value, size_t len)
     Etcdserverpb__PutRequest put;
     Etcdserverpb__RequestOp put_o, *succ[1] = {&put_o};
     put_op(&put_o, &put, el, o->value, o->vlen);
-    Etcdserverpb__TxnRequest txn = ETCDSERVERPB__TXN_REQUEST__INIT;
-    txn.n_compare = 1;
-    txn.compare = cmps;
-    txn.n_success = 1;
-    txn.success = succ;
+    Etcdserverpb__TxnRequest txn;
+    txn_init(&txn, cmps, succ, 1);
     int rc = send_txn(el, &txn, o, proclaim_done);
     if (!rc) el->proclaiming = true;
     return rc;
@@ -643,11 +645,8 @@ static void delete_key(elector_election *el, int64_t rev, struct op *o, elector_
     Etcdserverpb__RequestOp op = ETCDSERVERPB__REQUEST_OP__INIT, *succ[1] = {&op};
     op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
     op.request_delete_range = &del;
-    Etcdserverpb__TxnRequest txn = ETCDSERVERPB__TXN_REQUEST__INIT;
-    txn.n_compare = 1;
-    txn.compare = cmps;
-    txn.n_success = 1;
-    txn.success = succ;
+    Etcdserverpb__TxnRequest txn;
+    txn_init(&txn, cmps, succ, 1);
     send_txn(el, &txn, o, done);
 }
 
