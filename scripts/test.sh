@@ -4,9 +4,10 @@
 # again with AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite
 # once more. Each test starts and reaps its own etcd members on free loopback
 # ports in temporary directories. A subset also runs under valgrind memcheck,
-# and each libFuzzer target runs for 20 seconds.
+# each libFuzzer target runs for 20 seconds, and the fault-injection suite
+# (scripts/fault.sh, docs/FAULTS.md) runs every scenario 3 times.
 #
-#   ./scripts/test.sh            everything (about 10 minutes on 2 cores)
+#   ./scripts/test.sh            everything (about 12 minutes on 2 cores)
 #   ELECTOR_SKIP_ASAN=1 ./scripts/test.sh     skip the sanitizer pass
 #   ./scripts/test.sh -R election              only tests whose name matches
 set -euo pipefail
@@ -31,6 +32,8 @@ if [ ${#CTEST_ARGS[@]} -eq 0 ]; then
     scripts/valgrind.sh build
     echo "== fuzzing, 20 s per target (scripts/fuzz.sh 600 for a longer run)"
     scripts/fuzz.sh 20
+    echo "== fault injection with the leadership-history checker (about 4 minutes)"
+    scripts/fault.sh
 fi
 if [ "${ELECTOR_SKIP_ASAN:-0}" != 1 ]; then
     echo "== build and test with ASan+UBSan (build-asan/)"

@@ -1,0 +1,28 @@
+/* Small helpers shared by the fault-suite programs (no library dependency). */
+#ifndef ELECTOR_FAULT_FUTIL_H
+#define ELECTOR_FAULT_FUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* CLOCK_MONOTONIC in nanoseconds: the one clock of every log of a run. */
+int64_t fu_now_ns(void);
+
+/* Formats one line and appends it to fd with a single write(2), so that a
+ * SIGKILL never leaves a half-written or buffered line behind. A '\n' is added. */
+void fu_line(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Opens path for appending (O_CLOEXEC), creating it 0644; -1 on error. */
+int fu_open_log(const char *path);
+
+/* Reads a whole file into a malloc'd NUL-terminated buffer; NULL on error.
+ * *len (if non-NULL) gets its length. */
+char *fu_read_file(const char *path, size_t *len);
+
+/* Sleeps ms milliseconds, restarting after EINTR. */
+void fu_msleep(int ms);
+
+/* Resident set size of this process in kB (from /proc/self/statm), -1 on error. */
+long fu_rss_kb(void);
+
+#endif

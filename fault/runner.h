@@ -1,0 +1,140 @@
+/* fault-runner internals shared by runner.c (processes, logs, etcd, netns) and
+ * scenarios.c (what each scenario does per round). */
+#ifndef ELECTOR_FAULT_RUNNER_H
+#define ELECTOR_FAULT_RUNNER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "etcd_harness.h"
+
+#define FR_MAX_CANDS 4096
+#define FR_KEYMAX 200
+
+typedef struct fr_cand {
+    int id;
+    pid_t pid; /* 0 once reaped */
+    bool netns;
+    bool stopped;
+    int64_t stopped_at;
+    char log_path[512];
+    off_t off;        /* how far its log has been read */
+    char part[512];   /* an incomplete last line */
+    size_t plen;
+    /* what its log says */
+    bool leading;
+    int64_t token, elected_at;
+    char key[FR_KEYMAX];
+    bool waiting; /* campaigning: a "waiting" line since the last restart */
+    char pred[FR_KEYMAX];
+    char endpoint[128];
+    int nelected;
+    int64_t stall_at, stall_done; /* --stall-*: its stall began / its stalled write done */
+} fr_cand;
+
+typedef struct fr_world fr_world;
+typedef void (*fr_tick_fn)(fr_world *w);
+
+struct fr_world {
+    const char *scenario;
+    char dir[256];
+    char election[128], txn_key[160], prefix[128];
+    int rlog; /* runner.log */
+    pid_t resource_pid, recorder_pid; /* recorder_pid -1: restart due */
+    int64_t recorder_restart_at;
+    const char *cand_args; /* extra candidate options of the scenario */
+    bool slow;
+    char res_sock[512];
+    int64_t history_from;
+    fr_cand c[FR_MAX_CANDS];
+    int nc;
+    int netns_idx; /* the candidate inside the network namespace, -1 if none */
+    int round;
+    fr_tick_fn tick; /* called while the runner waits (compaction storm) */
+    int64_t tick_next;
+    int64_t t_begin;
+    bool tearing_down;
+};
+
+/* Options and run-wide state. */
+typedef struct fr_run {
+    int ttl_s;
+    int rounds;
+    unsigned long long seed;
+    double duration_s; /* > 0: soak (random mix) for this long */
+    const char *out;
+    const char *bin_dir;
+    char tag[9];
+    eh_cluster *cl;
+    bool have_netns;
+    char ns[32], veth_host[16], veth_ns[16];
+    char host_ip[32], ns_ip[32];
+    pid_t proxy_pid;
+    pid_t slow_pid; /* the delaying proxy: slow_port[i] -> member i */
+    int slow_port[EH_MAX_MEMBERS];
+    int slow_delay_ms;
+    int64_t bound_ms;
+} fr_run;
+
+extern fr_run R;
+
+/* ---- time, randomness ---- */
+int64_t fr_now(void);
+uint64_t fr_rand(void);
+int fr_rand_int(int n); /* 0..n-1 */
+
+/* ---- the runner's log (runner.log) and console ---- */
+void fr_log(fr_world *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void fr_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void fr_mark_fault(fr_world *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void fr_mark_heal(fr_world *w, const char *what);
+void fr_mark_end(fr_world *w);
+void fr_quiet(fr_world *w, bool begin); /* no term may start inside (no quorum) */
+
+/* ---- waiting: reads logs, reaps, runs the tick, honours ^C ---- */
+void fr_pump(fr_world *w);
+void fr_sleep(fr_world *w, int ms);
+void fr_sleep_until(fr_world *w, int64_t t);
+
+/* ---- candidates ---- */
+int fr_spawn(fr_world *w, bool netns); /* index, or -1 */
+int fr_replace(fr_world *w, int i);    /* a new candidate where i was (netns too) */
+void fr_signal(fr_world *w, int i, int sig);
+void fr_kill(fr_world *w, int i);               /* SIGKILL + reap */
+void fr_term(fr_world *w, int i, int wait_ms);  /* SIGTERM, wait, SIGKILL if needed */
+int fr_leader(fr_world *w);                     /* live, running leader, or -1 */
+int fr_wait_leader(fr_world *w, int exclude, int exclude2, int timeout_ms);
+int fr_live_count(fr_world *w);
+int fr_random_waiter(fr_world *w);
+int fr_next_in_line(fr_world *w, int leader);
+bool fr_ensure_leader(fr_world *w, int want); /* rotate with SIGTERM until want leads */
+int fr_member_of(const char *endpoint);        /* member index of an endpoint, -1 */
+
+/* ---- etcd ---- */
+int fr_restore_members(fr_world *w); /* restart/resume every member, wait healthy */
+int64_t fr_revision(void);           /* current store revision, -1 on error */
+int fr_compact(int64_t rev);
+int64_t fr_noise(void);
+bool fr_sync_recorder(fr_world *w);  /* wait until etcd's history is recorded to now */              /* a put outside the scenario: a new revision */
+
+/* ---- network namespace ---- */
+int fr_link(bool up);
+
+/* ---- scenarios (scenarios.c) ---- */
+typedef struct fr_scenario {
+    const char *name;
+    const char *what;
+    int ncand;   /* candidates on the host */
+    bool netns;  /* plus one in the network namespace */
+    int rounds;  /* 0: --rounds */
+    const char *cand_args; /* extra fault-candidate options, space separated */
+    bool slow;             /* candidates reach etcd through the delaying proxy */
+    int (*round)(fr_world *w, int r); /* 0 ok, -1 could not run the round */
+} fr_scenario;
+
+extern const fr_scenario fr_scenarios[];
+extern const int fr_nscenarios;
+int fr_round_mix(fr_world *w, int r);
+
+#endif

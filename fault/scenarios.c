@@ -1,0 +1,481 @@
+/* The scenarios of the fault suite: what one round of each does. Every round
+ * marks "fault" (what was done), "heal" (from when a leader is due again within
+ * the bound: the fault itself when the rest of the system can take over at once,
+ * the restore when etcd was down) and "endround" in runner.log; the checker
+ * works from those marks and the logs. See docs/FAULTS.md. */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runner.h"
+
+/* Margin after killing members before "no quorum" is asserted: a Txn committed
+ * just before may still be answered (and its candidate still be scheduled). */
+#define QUIET_SLACK_MS 300
+
+static int bound(void)
+{
+    return (int)R.bound_ms;
+}
+
+static int ttl_ms(void)
+{
+    return R.ttl_s * 1000;
+}
+
+/* Ends a round once a leader is there (or the bound has long passed), after a
+ * short settle so that a flapping leadership would be seen inside the round. */
+static int finish(fr_world *w, int exclude, int exclude2)
+{
+    int l = fr_wait_leader(w, exclude, exclude2, bound() + 3000);
+    fr_sleep(w, 300);
+    fr_mark_end(w);
+    if (l < 0) fr_say("   no new leader within %d ms", bound() + 3000);
+    else fr_say("   leader now cand %d (token %" PRId64 ")", l, w->c[l].token);
+    return 0;
+}
+
+static int need_leader(fr_world *w)
+{
+    int l = fr_wait_leader(w, -1, -1, bound() + 3000);
+    if (l < 0) fr_log(w, "note no leader to start round %d from", w->round);
+    return l;
+}
+
+/* After a fault inside etcd that keeps a quorum alive: "heal" is the moment the
+ * remaining members have elected a Raft leader. Before that no lease can expire
+ * and nobody can be elected; from then on etcd runs leases again (extending
+ * each by its election timeout). */
+static void heal_at_raft_leader(fr_world *w, const char *what)
+{
+    int64_t end = fr_now() + 15000000000LL;
+    while (eh_leader(R.cl) < 0 && fr_now() < end) fr_sleep(w, 20);
+    fr_mark_heal(w, what);
+}
+
+/* ---------------------------------------------------------------- processes */
+
+static int r_kill(fr_world *w, int r)
+{
+    (void)r;
+    int l = need_leader(w);
+    if (l < 0) return -1;
+    fr_mark_fault(w, "SIGKILL leader cand %d (token %" PRId64 ")", l, w->c[l].token);
+    fr_kill(w, l);
+    fr_mark_heal(w, "leader dead");
+    finish(w, l, -1);
+    fr_replace(w, l);
+    return 0;
+}
+
+static int r_term(fr_world *w, int r)
+{
+    (void)r;
+    int l = need_leader(w);
+    if (l < 0) return -1;
+    fr_mark_fault(w, "SIGTERM leader cand %d (token %" PRId64 "): resign", l, w->c[l].token);
+    fr_mark_heal(w, "resigning");
+    fr_term(w, l, 5000);
+    finish(w, l, -1);
+    fr_replace(w, l);
+    return 0;
+}
+
+static int r_stop(fr_world *w, int r)
+{
+    (void)r;
+    int l = need_leader(w);
+    if (l < 0) return -1;
+    int64_t t = fr_now();
+    fr_mark_fault(w, "SIGSTOP leader cand %d (token %" PRId64 ") for %d ms, then SIGCONT", l,
+                  w->c[l].token, ttl_ms() + 1000);
+    fr_signal(w, l, SIGSTOP);
+    fr_mark_heal(w, "leader frozen");
+    int n = fr_wait_leader(w, l, -1, bound() + 3000);
+    fr_sleep_until(w, t + (int64_t)(ttl_ms() + 1000) * 1000000);
+    fr_signal(w, l, SIGCONT);
+    /* the resumed one must report the loss at once (its log is read here) */
+    int64_t end = fr_now() + 2000000000LL;
+    while (w->c[l].leading && fr_now() < end) fr_sleep(w, 5);
+    if (w->c[l].leading) fr_log(w, "note cand %d still believes it leads 2 s after SIGCONT", l);
+    fr_sleep(w, 300);
+    fr_mark_end(w);
+    fr_say("   leader now cand %d; resumed cand %d %s", n, l,
+           w->c[l].leading ? "STILL BELIEVES IT LEADS" : "reported the loss");
+    return 0;
+}
+
+static int r_waiter(fr_world *w, int r)
+{
+    (void)r;
+    int l = need_leader(w);
+    if (l < 0) return -1;
+    int64_t end = fr_now() + 5000000000LL;
+    int next;
+    while ((next = fr_next_in_line(w, l)) < 0 && fr_now() < end) fr_sleep(w, 10);
+    if (next < 0) {
+        fr_log(w, "note nobody waits right behind cand %d", l);
+        return -1;
+    }
+    int64_t t = fr_now();
+    fr_signal(w, next, SIGSTOP);
+    fr_sleep(w, 300);
+    fr_mark_fault(w, "SIGSTOP next-in-line cand %d for %d ms, SIGTERM leader cand %d", next,
+                  ttl_ms() + 1000, l);
+    fr_mark_heal(w, "leader resigning, next in line frozen");
+    fr_term(w, l, 5000);
+    /* the frozen waiter's key blocks until its lease expires; then another leads */
+    int n = fr_wait_leader(w, next, l, bound() + 3000);
+    fr_sleep_until(w, t + (int64_t)(ttl_ms() + 1000) * 1000000);
+    fr_signal(w, next, SIGCONT);
+    fr_sleep(w, 1000); /* it must fail its old campaign and start a new one, not lead */
+    fr_mark_end(w);
+    fr_say("   leader now cand %d; resumed waiter cand %d %s", n, next,
+           w->c[next].leading ? "LEADS" : "does not lead");
+    fr_replace(w, l);
+    return 0;
+}
+
+/* The leader (started with --stall-*) freezes its own loop after checking
+ * elector_is_leader() and queueing its guarded Txn, before its resource write:
+ * an application's GC pause at the worst moment. The write arrives with the old
+ * token after a successor has written: the resource must refuse it, and etcd
+ * must refuse the guarded put. */
+static int r_stall(fr_world *w, int r)
+{
+    (void)r;
+    int l = need_leader(w);
+    if (l < 0) return -1;
+    int64_t end = fr_now() + 5000000000LL;
+    while (!w->c[l].stall_at && w->c[l].pid && fr_now() < end) fr_sleep(w, 5);
+    if (!w->c[l].stall_at) {
+        fr_log(w, "note cand %d did not stall", l);
+        return -1;
+    }
+    fr_mark_fault(w, "leader cand %d (token %" PRId64 ") stalls 3.5 s between its check and "
+                     "its writes",
+                  l, w->c[l].token);
+    fr_mark_heal(w, "others can take over");
+    int n = fr_wait_leader(w, l, -1, bound() + 3000);
+    end = fr_now() + 8000000000LL;
+    while (!w->c[l].stall_done && w->c[l].pid && fr_now() < end) fr_sleep(w, 5);
+    fr_sleep(w, 300);
+    fr_mark_end(w);
+    fr_say("   leader now cand %d; the stalled write of cand %d was %s", n, l,
+           w->c[l].stall_done ? "sent (see the resource log)" : "NOT SEEN");
+    return 0;
+}
+
+/* ---------------------------------------------------------------- network */
+
+static int r_partition(fr_world *w, int r)
+{
+    (void)r;
+    int a = w->netns_idx;
+    if (a < 0 || !w->c[a].pid) return -1;
+    if (!fr_ensure_leader(w, a)) {
+        fr_log(w, "note cannot make the netns candidate lead");
+        return -1;
+    }
+    int64_t t = fr_now();
+    fr_mark_fault(w, "veth down for %d ms: leader cand %d (token %" PRId64 ") cut off from etcd",
+                  ttl_ms() + 2000, a, w->c[a].token);
+    fr_link(false);
+    fr_mark_heal(w, "others can take over");
+    int n = fr_wait_leader(w, a, -1, bound() + 3000);
+    fr_sleep_until(w, t + (int64_t)(ttl_ms() + 2000) * 1000000);
+    bool still = w->c[a].leading;
+    fr_link(true);
+    fr_log(w, "note veth up");
+    fr_sleep(w, 300);
+    fr_mark_end(w);
+    fr_say("   leader now cand %d; cut-off cand %d %s", n, a,
+           still ? "STILL BELIEVED IT LED at link up" : "had stepped down");
+    return 0;
+}
+
+/* ---------------------------------------------------------------- etcd */
+
+static void pick_two_others(int keep, int *x, int *y)
+{
+    int o[3], n = 0;
+    for (int i = 0; i < 3; i++)
+        if (i != keep) o[n++] = i;
+    *x = o[0];
+    *y = o[1];
+}
+
+static int r_minority(fr_world *w, int r)
+{
+    (void)r;
+    int l = need_leader(w);
+    if (l < 0) return -1;
+    int keep = fr_member_of(w->c[l].endpoint);
+    if (keep < 0) keep = fr_rand_int(3);
+    int x, y;
+    pick_two_others(keep, &x, &y);
+    fr_mark_fault(w, "SIGKILL members m%d m%d; leader cand %d stays connected to m%d (minority)",
+                  x, y, l, keep);
+    eh_member_kill(R.cl, x);
+    eh_member_kill(R.cl, y);
+    fr_sleep(w, QUIET_SLACK_MS);
+    fr_quiet(w, true);
+    fr_sleep(w, ttl_ms() + 2000);
+    bool still = w->c[l].leading;
+    fr_quiet(w, false);
+    int rc = fr_restore_members(w);
+    fr_mark_heal(w, "quorum back");
+    finish(w, -1, -1);
+    fr_say("   cand %d %s at the end of the outage; restore %s", l,
+           still ? "STILL BELIEVED IT LED" : "had stepped down", rc ? "FAILED" : "ok");
+    return rc;
+}
+
+/* The member the leader talks to freezes while the other two keep quorum: the
+ * client must notice the silent connection and renew through another member
+ * before its deadline, or step down (spuriously) by it. */
+static int r_endpoint_pause(fr_world *w, int r)
+{
+    (void)r;
+    int l = need_leader(w);
+    if (l < 0) return -1;
+    int m = fr_member_of(w->c[l].endpoint);
+    if (m < 0) return -1;
+    int raft = eh_leader(R.cl);
+    int64_t t = fr_now();
+    fr_mark_fault(w, "SIGSTOP m%d%s, the endpoint of leader cand %d, for %d ms", m,
+                  m == raft ? " (also the Raft leader)" : "", l, ttl_ms() + 2000);
+    eh_member_pause(R.cl, m);
+    if (m == raft)
+        heal_at_raft_leader(w, "a new Raft leader");
+    else
+        fr_mark_heal(w, "two members keep quorum");
+    fr_sleep_until(w, t + (int64_t)(ttl_ms() + 2000) * 1000000);
+    bool kept = w->c[l].leading && w->c[l].pid;
+    eh_member_resume(R.cl, m);
+    int rc = fr_restore_members(w);
+    finish(w, -1, -1);
+    fr_say("   leader cand %d %s", l, kept ? "kept its leadership" : "stepped down");
+    return rc;
+}
+
+static int r_quorum(fr_world *w, int r)
+{
+    int x = fr_rand_int(3), y = (x + 1 + fr_rand_int(2)) % 3;
+    bool pause = r % 2 == 0;
+    int l = need_leader(w);
+    fr_mark_fault(w, "%s members m%d m%d for %d ms (quorum lost)", pause ? "SIGSTOP" : "SIGKILL",
+                  x, y, ttl_ms() + 2000);
+    if (pause) {
+        eh_member_pause(R.cl, x);
+        eh_member_pause(R.cl, y);
+    } else {
+        eh_member_kill(R.cl, x);
+        eh_member_kill(R.cl, y);
+    }
+    fr_sleep(w, QUIET_SLACK_MS);
+    fr_quiet(w, true);
+    fr_sleep(w, ttl_ms() + 2000);
+    bool still = l >= 0 && w->c[l].leading;
+    fr_quiet(w, false);
+    int rc = fr_restore_members(w);
+    fr_mark_heal(w, "quorum back");
+    finish(w, -1, -1);
+    fr_say("   leader cand %d %s at the end of the outage", l,
+           still ? "STILL BELIEVED IT LED" : "had stepped down");
+    return rc;
+}
+
+static int r_raft_kill(fr_world *w, int r)
+{
+    (void)r;
+    int m = eh_wait_leader(R.cl, 10);
+    if (m < 0) return -1;
+    int64_t t = fr_now();
+    fr_mark_fault(w, "SIGKILL etcd Raft leader m%d, restart after 2.5 s", m);
+    eh_member_kill(R.cl, m);
+    heal_at_raft_leader(w, "a new Raft leader");
+    fr_sleep_until(w, t + 2500000000LL);
+    int rc = eh_member_restart(R.cl, m);
+    if (rc == 0) rc = fr_restore_members(w);
+    finish(w, -1, -1);
+    return rc;
+}
+
+static int r_raft_pause(fr_world *w, int r)
+{
+    (void)r;
+    int m = eh_wait_leader(R.cl, 10);
+    if (m < 0) return -1;
+    int64_t t = fr_now();
+    fr_mark_fault(w, "SIGSTOP etcd Raft leader m%d for 3 s, then SIGCONT", m);
+    eh_member_pause(R.cl, m);
+    heal_at_raft_leader(w, "a new Raft leader");
+    fr_sleep_until(w, t + 3000000000LL);
+    eh_member_resume(R.cl, m);
+    int rc = fr_restore_members(w);
+    finish(w, -1, -1);
+    return rc;
+}
+
+static int r_restart(fr_world *w, int r)
+{
+    int down_ms = r % 2 ? 1000 : ttl_ms() + 1000;
+    fr_mark_fault(w, "SIGKILL all 3 members, restart after %d ms", down_ms);
+    for (int i = 0; i < eh_members(R.cl); i++) eh_member_kill(R.cl, i);
+    fr_quiet(w, true); /* nothing can commit: every member is dead */
+    fr_sleep(w, down_ms);
+    fr_quiet(w, false);
+    int rc = fr_restore_members(w);
+    fr_mark_heal(w, "cluster back");
+    finish(w, -1, -1);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- compaction */
+
+/* Every 10 ms: a new revision (a put elsewhere) and a compaction up to it. A
+ * waiter's watch starts one revision after its check's reply; with 80 ms round
+ * trips that revision is compacted by the time the watch is created. */
+static int n_compactions, n_compact_fail;
+static int64_t last_compacted;
+
+static void compact_tick(fr_world *w)
+{
+    int64_t rev = fr_noise();
+    if (rev > 0 && fr_compact(rev) == 0) {
+        n_compactions++;
+        last_compacted = rev;
+    } else {
+        n_compact_fail++;
+    }
+    w->tick_next = fr_now() + 10000000;
+}
+
+static int r_compact(fr_world *w, int r)
+{
+    (void)r;
+    int l = need_leader(w);
+    if (l < 0) return -1;
+    /* compaction must not outrun the history recorder (it may be restarting
+     * after an earlier fault); an active, synced watch is not affected */
+    fr_sync_recorder(w);
+    w->tick = compact_tick;
+    w->tick_next = 0;
+    n_compactions = n_compact_fail = 0;
+    fr_sleep(w, 300);
+    fr_mark_fault(w, "compaction every 10 ms; SIGTERM leader cand %d so waiters re-watch", l);
+    fr_mark_heal(w, "resigning");
+    fr_term(w, l, 5000);
+    int n = fr_wait_leader(w, l, -1, bound() + 3000);
+    /* and once more right away, so a waiter re-watches a compacted revision */
+    if (n >= 0) {
+        fr_sleep(w, 100);
+        fr_log(w, "note SIGTERM leader cand %d too", n);
+        fr_term(w, n, 5000);
+        fr_replace(w, n);
+    }
+    finish(w, l, n);
+    w->tick = NULL;
+    fr_log(w, "note %d compactions (last at revision %" PRId64 "), %d failed", n_compactions,
+           last_compacted, n_compact_fail);
+    fr_say("   %d compactions (up to revision %" PRId64 "), %d failed", n_compactions,
+           last_compacted, n_compact_fail);
+    fr_replace(w, l);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- many candidates */
+
+static int r_churn(fr_world *w, int r)
+{
+    (void)r;
+    int l = need_leader(w);
+    if (l < 0) return -1;
+    int what = fr_rand_int(100);
+    int v = -1;
+    if (what < 30) {
+        fr_mark_fault(w, "churn: SIGKILL leader cand %d", l);
+        fr_kill(w, l);
+        fr_mark_heal(w, "leader dead");
+        finish(w, l, -1);
+    } else if (what < 50) {
+        fr_mark_fault(w, "churn: SIGTERM leader cand %d", l);
+        fr_mark_heal(w, "resigning");
+        fr_term(w, l, 5000);
+        finish(w, l, -1);
+    } else {
+        /* three waiters at once: killed, terminated, frozen */
+        int k = fr_random_waiter(w), t = -1, s = -1;
+        if (k >= 0) fr_kill(w, k);
+        t = fr_random_waiter(w);
+        if (t >= 0) fr_term(w, t, 5000);
+        s = fr_random_waiter(w);
+        fr_mark_fault(w, "churn: waiters: SIGKILL cand %d, SIGTERM cand %d, SIGSTOP cand %d "
+                         "for %d ms",
+                      k, t, s, ttl_ms() + 500);
+        if (s >= 0) fr_signal(w, s, SIGSTOP);
+        fr_mark_heal(w, "leader unaffected");
+        fr_sleep(w, ttl_ms() + 500);
+        if (s >= 0) fr_signal(w, s, SIGCONT);
+        fr_sleep(w, 500);
+        fr_mark_end(w);
+        v = (k >= 0) + (t >= 0);
+    }
+    /* keep 50 candidates */
+    int respawn = v >= 0 ? v : 1;
+    for (int i = 0; i < respawn; i++) fr_spawn(w, false);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- table */
+
+const fr_scenario fr_scenarios[] = {
+    {.name = "kill", .ncand = 3, .round = r_kill,
+     .what = "leader SIGKILLed: successor after the lease expires (TTL + <= 0.6 s)"},
+    {.name = "term", .ncand = 3, .round = r_term,
+     .what = "leader SIGTERMed: resigns, successor in milliseconds"},
+    {.name = "stop", .ncand = 3, .round = r_stop,
+     .what = "leader SIGSTOPped past its TTL, then SIGCONT: must report the loss at once"},
+    {.name = "stall", .ncand = 3, .round = r_stall,
+     .cand_args = "--stall-after 40 --stall-ms 3500 --request-ms 6000",
+     .what = "leader stalls 3.5 s between its leadership check and its writes: fenced"},
+    {.name = "partition", .ncand = 2, .netns = true, .round = r_partition,
+     .what = "leader in a netns, veth taken down: steps down by its deadline"},
+    {.name = "minority", .ncand = 3, .round = r_minority,
+     .what = "2 of 3 members killed, the leader's endpoint survives: step down, no election"},
+    {.name = "endpoint-pause", .ncand = 3, .round = r_endpoint_pause,
+     .what = "the leader's etcd member SIGSTOPped for TTL + 2 s; the other two keep quorum"},
+    {.name = "raft-kill", .ncand = 3, .round = r_raft_kill,
+     .what = "etcd Raft leader SIGKILLed, restarted 2.5 s later"},
+    {.name = "raft-pause", .ncand = 3, .round = r_raft_pause,
+     .what = "etcd Raft leader SIGSTOPped for 3 s"},
+    {.name = "quorum", .ncand = 3, .round = r_quorum,
+     .what = "2 random members killed or paused for TTL + 2 s, then restored"},
+    {.name = "restart", .ncand = 3, .round = r_restart,
+     .what = "whole cluster SIGKILLed and restarted (1 s or TTL + 1 s down)"},
+    {.name = "waiter", .ncand = 3, .round = r_waiter,
+     .what = "next-in-line waiter frozen past its TTL while the leader resigns"},
+    {.name = "compact", .ncand = 4, .slow = true, .round = r_compact,
+     .what = "compaction every 10 ms during handovers, 40 ms latency: watches start compacted"},
+    {.name = "churn", .ncand = 50, .rounds = 10, .round = r_churn,
+     .what = "50 candidates; leaders and waiters killed, terminated, frozen"},
+};
+const int fr_nscenarios = (int)(sizeof fr_scenarios / sizeof fr_scenarios[0]);
+
+int fr_round_mix(fr_world *w, int r)
+{
+    static int (*const fns[])(fr_world *, int) = {
+        r_kill,     r_term,      r_stop,       r_partition, r_minority, r_raft_kill,
+        r_raft_pause, r_quorum,  r_restart,    r_waiter,    r_compact, r_endpoint_pause,
+    };
+    int n = (int)(sizeof fns / sizeof fns[0]);
+    int k;
+    do {
+        k = fr_rand_int(n);
+    } while (fns[k] == r_partition && !R.have_netns);
+    /* rounds that kill candidates replace them, so the mix keeps its size */
+    return fns[k](w, r);
+}

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The fault-injection suite (docs/FAULTS.md): installs what is missing
+# (scripts/deps.sh), builds the fault programs into build-fault/, starts a
+# 3-member etcd cluster and runs every scenario against it, checks the recorded
+# leadership history and prints a table (also written to fault-results.md in the
+# run directory).
+#
+#   scripts/fault.sh                          every scenario, 3 rounds (< 8 minutes)
+#   scripts/fault.sh --duration 30m           random-mix soak, with RSS per candidate
+#   scripts/fault.sh --rounds 5 --seed 42 --scenarios kill,stop,partition
+#
+# Options go to fault-runner: --rounds N, --seed N, --ttl S, --scenarios a,b,
+# --duration D (30m, 1h, 90s), --out DIR, --list. Exit status: 0 no violation,
+# 1 a safety or liveness violation, 3 the run could not be completed, 130 ^C.
+# Every process, the network namespace and the veth pair are removed on exit.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=$ROOT/build-fault
+
+"$ROOT/scripts/deps.sh"
+
+if ! grep -Eq '^[[:space:]]*add_subdirectory\(fault\)' "$ROOT/CMakeLists.txt"; then
+    echo "fault.sh: CMakeLists.txt does not build fault/ yet: add 'add_subdirectory(fault)'" >&2
+    exit 3
+fi
+
+echo "== building into $BUILD"
+cmake -S "$ROOT" -B "$BUILD" -DELECTOR_WERROR=ON -DELECTOR_TESTS=OFF -DELECTOR_BENCH=OFF \
+    >/dev/null
+cmake --build "$BUILD" -j"$(nproc)" --target fault-runner >/dev/null
+
+args=("$@")
+has_out=0
+for a in "$@"; do
+    case $a in --out|--out=*) has_out=1 ;; --list|--help) has_out=1 ;; esac
+done
+if [ $has_out -eq 0 ]; then
+    OUT=$BUILD/fault-run-$(date +%Y%m%d-%H%M%S)
+    args+=(--out "$OUT")
+fi
+
+# A tag names this run's network namespace (elf-TAG) and veth pair (elfhTAG,
+# elfnTAG); etcd's data directories go under a private TMPDIR. The trap removes
+# them even if the runner itself could not (killed with SIGKILL).
+TAG=$(( $$ % 10000000 ))
+export TMPDIR=$BUILD/tmp-$TAG
+mkdir -p "$TMPDIR"
+RUNNER_PID=
+
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM HUP
+    if [ -n "$RUNNER_PID" ] && kill -0 "$RUNNER_PID" 2>/dev/null; then
+        kill -TERM "$RUNNER_PID" 2>/dev/null || true
+        for _ in $(seq 100); do kill -0 "$RUNNER_PID" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$RUNNER_PID" 2>/dev/null || true
+        wait "$RUNNER_PID" 2>/dev/null || true
+    fi
+    if command -v ip >/dev/null; then
+        $SUDO ip link del "elfh$TAG" 2>/dev/null || true
+        $SUDO ip netns del "elf-$TAG" 2>/dev/null || true
+    fi
+    rm -rf "$TMPDIR"
+    exit $rc
+}
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null; then
+        SUDO="sudo --preserve-env=TMPDIR"
+    else
+        echo "fault.sh: not root and no sudo: the partition scenario will be skipped" >&2
+    fi
+fi
+
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+# In the background, so that a signal to this script runs the trap at once.
+$SUDO "$BUILD/fault/fault-runner" --tag "$TAG" "${args[@]}" &
+RUNNER_PID=$!
+set +e
+wait "$RUNNER_PID"
+rc=$?
+set -e
+RUNNER_PID=
+exit $rc
