@@ -15,89 +15,7 @@
 #include <unistd.h>
 #include "elect_util.h"
 #include "testlib.h"
-
-#ifndef ELECTOR_BIN
-#error "ELECTOR_BIN must name the built elector binary"
-#endif
-
-static eh_cluster *start1(void)
-{
-    eh_opts o = {.members = 1};
-    eh_cluster *c = eh_start(&o);
-    ASSERT_NOT_NULL(c);
-    return c;
-}
-
-/* Runs elector to completion; returns its exit status, output in out and err. */
-static int tool(char **out, char **err, const char *const args[])
-{
-    const char *argv[32] = {ELECTOR_BIN};
-    int n = 1;
-    for (int i = 0; args[i]; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    tl_run_opts o = {.err = err, .timeout_s = 30};
-    return tl_run_ex(out, argv, &o);
-}
-
-/* Starts elector in the background; its stdout lines are read with
- * eu_child_expect. */
-static void tool_bg(eu_child *ch, const char *const args[])
-{
-    const char *argv[32] = {ELECTOR_BIN};
-    int n = 1;
-    for (int i = 0; args[i]; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    int fd;
-    pid_t pid = tl_spawn(argv, &fd);
-    ASSERT_GT(pid, 0);
-    eu_child_wrap(ch, pid, fd);
-}
-
-/* Waits for a background elector to exit; returns its exit status. */
-static int tool_wait(eu_child *ch, double timeout_s)
-{
-    double end = tl_now() + timeout_s;
-    int st;
-    while (waitpid(ch->pid, &st, WNOHANG) == 0) {
-        if (tl_now() > end) return -1;
-        tl_msleep(20);
-    }
-    close(ch->fd);
-    ch->pid = 0;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static bool file_exists(const char *p)
-{
-    struct stat st;
-    return stat(p, &st) == 0;
-}
-
-static bool wait_file(const char *p, double timeout_s)
-{
-    double end = tl_now() + timeout_s;
-    while (!file_exists(p)) {
-        if (tl_now() > end) return false;
-        tl_msleep(20);
-    }
-    return true;
-}
-
-static char *slurp(const char *p)
-{
-    FILE *f = fopen(p, "r");
-    if (!f) return NULL;
-    static char buf[4096];
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    return buf;
-}
-
-static bool pid_alive(pid_t pid)
-{
-    return kill(pid, 0) == 0 || errno != ESRCH;
-}
+#include "tool_util.h"
 
 /* ---------------------------------------------------------------- usage */
 
@@ -336,21 +254,7 @@ TEST(run_passes_on_the_exit_status_and_resigns)
 }
 
 /* A command that records its pid and, on SIGTERM, that it was asked to stop. */
-static void stoppable(char *buf, size_t cap, const char *dir)
-{
-    snprintf(buf, cap,
-             "trap 'echo term > %s/term; exit 0' TERM; echo $$ > %s/pid.tmp; "
-             "mv %s/pid.tmp %s/pid; while :; do sleep 0.05; done",
-             dir, dir, dir, dir);
-}
 
-static pid_t read_pid(const char *dir)
-{
-    char p[512];
-    snprintf(p, sizeof(p), "%s/pid", dir);
-    ASSERT(wait_file(p, 10));
-    return (pid_t)atoi(slurp(p));
-}
 
 TEST(run_stops_the_command_when_leadership_is_lost)
 {
@@ -401,7 +305,7 @@ TEST_WITH_TIMEOUT(run_command_is_gone_by_the_deadline_while_elector_is_frozen, 6
     char script[1024], line[1024];
     stoppable(script, sizeof(script), dir);
     eu_child b;
-    tool_bg(&b, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl", "2", "-w", "json", "run",
+    tool_bg(&b, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl", "2", "-w", "json", "--events-fd", "1", "run",
                                  "fz", "--", "sh", "-c", script, NULL});
     ASSERT_OK(eu_child_expect(&b, "{\"event\":\"elected\"", line, sizeof(line), 10000));
     pid_t cmd = read_pid(dir);

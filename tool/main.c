@@ -100,8 +100,14 @@ struct app {
     char *value;
     size_t vlen;
     bool done, stopping, restart_pending, session_dead;
+    bool joined;         /* the first campaign reached etcd (WAITING or ELECTED) */
     int exit_code, child_status;
     int64_t child_deadline;
+    int64_t child_lease;    /* the lease the guard releases if elector dies */
+    int64_t child_start_ms; /* when the command started (restart backoff) */
+    int restarts;           /* quick restarts in a row */
+    char *pw;               /* run: kept for the guard's release connection */
+    FILE *events;           /* where -w json events go (run: stderr or --events-fd) */
     int64_t retry_at_ms; /* campaign again on a new session after this */
     /* The leader as last known, for --http. */
     bool has_leader;
@@ -221,8 +227,9 @@ static void out_json(struct app *a, const elector_event *ev, const char *event)
         jstr(&b, "reason", ev->detail, strlen(ev->detail));
     }
     jraw(&b, "}\n");
-    if (b.p) fwrite(b.p, 1, b.len, stdout);
-    fflush(stdout);
+    FILE *f = a->events ? a->events : stdout;
+    if (b.p) fwrite(b.p, 1, b.len, f);
+    fflush(f);
     free(b.p);
 }
 
@@ -259,6 +266,34 @@ static void remember_leader(struct app *a, const elector_event *ev)
 
 /* ---------------------------------------------------------------- run: the command */
 
+static elector_etcd *make_client(const tool_opts *o, const char *pw);
+
+/* Runs in the guard, once the command's tree is gone, when elector died or the
+ * deadline passed: revoke the lease on a connection of the guard's own so the
+ * next candidate leads at once instead of after the TTL. If etcd cannot be
+ * reached, the TTL ends the lease. */
+static void release_lease(void *ud)
+{
+    struct app *a = ud;
+    elector_etcd *e = make_client(a->o, a->pw);
+    int rc = !e ? ELECTOR_ENOMEM : elector_etcd_err(e);
+    if (!rc) {
+        Etcdserverpb__LeaseRevokeRequest req = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
+        req.id = a->child_lease;
+        elector_call_opts co = {.timeout_ms = a->o->dial_timeout_ms ? a->o->dial_timeout_ms : 5000};
+        ProtobufCMessage *resp = NULL;
+        rc = elector_etcd_call_sync(e, ELECTOR_RPC_LEASE_REVOKE, &req.base, &co, &resp);
+        if (resp) protobuf_c_message_free_unpacked(resp, NULL);
+    }
+    if (rc && rc != ELECTOR_ELEASE)
+        logmsg(LOG_WARN, "guard: %s is gone, but lease %llx could not be revoked (%s); it ends "
+               "by its TTL", a->o->argv[0], (unsigned long long)a->child_lease, elector_strerror(rc));
+    else
+        logmsg(LOG_INFO, "guard: %s is gone; lease %llx released", a->o->argv[0],
+               (unsigned long long)a->child_lease);
+    elector_etcd_free(e);
+}
+
 static void start_child(struct app *a, const elector_event *ev)
 {
     char *env[5];
@@ -275,8 +310,11 @@ static void start_child(struct app *a, const elector_event *ev)
     env[4] = NULL;
     char err[256];
     a->child_deadline = elector_session_deadline_ns(a->s);
-    a->child = tool_child_start(a->o->argv, env, a->child_deadline, a->o->grace_ms * 1000000,
-                                err, sizeof(err));
+    a->child_lease = ev->lease;
+    tool_child_spec sp = {.argv = a->o->argv, .env_add = env, .deadline_ns = a->child_deadline,
+                          .grace_ns = a->o->grace_ms * 1000000, .release = release_lease,
+                          .ud = a};
+    a->child = tool_child_start(&sp, err, sizeof(err));
     for (int i = 0; i < 4; i++) free(env[i]);
     if (!a->child) {
         logmsg(LOG_ERROR, "cannot start %s: %s", a->o->argv[0], err);
@@ -285,6 +323,7 @@ static void start_child(struct app *a, const elector_event *ev)
         a->stopping = true;
         return;
     }
+    a->child_start_ms = now_ms();
     logmsg(LOG_INFO, "started %s (token %lld)", a->o->argv[0], (long long)ev->token);
 }
 
@@ -308,6 +347,7 @@ static bool transient(int err)
 
 
 static void start_campaign(struct app *a);
+static void schedule_restart(struct app *a);
 
 static void proclaim_next(struct app *a);
 
@@ -319,14 +359,18 @@ static void on_event(elector_election *el, const elector_event *ev, void *ud)
     if (a->o->fmt == FMT_JSON) out_json(a, ev, name);
     switch (ev->type) {
     case ELECTOR_EV_WAITING:
+        a->joined = true;
         logmsg(LOG_INFO, "waiting behind %.*s", (int)ev->key_len, (const char *)ev->key);
         break;
     case ELECTOR_EV_ELECTED:
+        a->joined = true;
         a->changes++;
         remember_leader(a, ev);
         logmsg(LOG_INFO, "elected: %.*s (token %lld)", (int)ev->key_len, (const char *)ev->key,
                (long long)ev->token);
-        if (a->o->fmt == FMT_SIMPLE) out_simple_kv(ev->key, ev->key_len, ev->value, ev->value_len);
+        /* run: stdout belongs to the command; the line above says it on stderr. */
+        if (a->o->fmt == FMT_SIMPLE && a->o->cmd != CMD_RUN)
+            out_simple_kv(ev->key, ev->key_len, ev->value, ev->value_len);
         if (a->o->cmd == CMD_RUN) start_child(a, ev);
         break;
     case ELECTOR_EV_PROCLAIMED:
@@ -359,13 +403,21 @@ static void on_event(elector_election *el, const elector_event *ev, void *ud)
         remember_leader(a, NULL);
         if (a->restart_pending && !a->stopping) {
             a->restart_pending = false;
-            start_campaign(a);
+            schedule_restart(a);
         } else if (a->stopping && !a->child) {
             a->done = true;
         }
         break;
     case ELECTOR_EV_FAILED:
         if (a->stopping) {
+            a->done = true;
+        } else if (!a->joined) {
+            /* Never reached etcd: say so at once (within the dial timeout), as
+             * `leader` does, instead of retrying in silence. */
+            const char *h = hint(ev->reason);
+            logmsg(LOG_ERROR, "cannot start a session: %s%s%s", ev->detail, h ? "; " : "",
+                   h ? h : "");
+            a->exit_code = EXIT_ERROR;
             a->done = true;
         } else if (transient(ev->reason)) {
             logmsg(LOG_WARN, "campaign interrupted (%s); campaigning again on a new session",
@@ -382,22 +434,6 @@ static void on_event(elector_election *el, const elector_event *ev, void *ud)
     default:
         break;
     }
-}
-
-static int open_session(struct app *a)
-{
-    elector_session_config sc;
-    elector_session_config_init(&sc);
-    if (a->o->ttl_s) sc.ttl_s = a->o->ttl_s;
-    a->s = elector_session_new(a->etcd, &sc, NULL, NULL);
-    if (!a->s) return ELECTOR_ENOMEM;
-    int64_t tmo = (a->o->dial_timeout_ms ? a->o->dial_timeout_ms : 5000) * 2;
-    int rc = elector_session_wait(a->s, tmo);
-    if (rc) {
-        elector_session_close(a->s);
-        a->s = NULL;
-    }
-    return rc;
 }
 
 /* Campaigns on the current session, or on a new one if it died. The new session
@@ -424,6 +460,20 @@ static void start_campaign(struct app *a)
     if (!a->el) a->el = elector_election_new(a->s, a->o->name, on_event, a);
     int rc = a->el ? elector_campaign(a->el, a->value, a->vlen) : ELECTOR_ENOMEM;
     if (rc) fatal_etcd(a, rc, "cannot campaign");
+}
+
+/* --restart: campaign again after a pause. Quick failures back off exponentially
+ * (200 ms doubling up to 30 s, each drawn from [d/2, d] so that candidates
+ * restarting together spread out); a command that ran 10 s or more resets it. */
+static void schedule_restart(struct app *a)
+{
+    if (now_ms() - a->child_start_ms >= 10000) a->restarts = 0;
+    int64_t d = 200LL << (a->restarts < 8 ? a->restarts : 8);
+    if (d > 30000) d = 30000;
+    a->restarts++;
+    d = d / 2 + (int64_t)((uint64_t)random() % (uint64_t)(d / 2 + 1));
+    logmsg(LOG_INFO, "campaigning again in %lld ms", (long long)d);
+    a->retry_at_ms = now_ms() + d;
 }
 
 /* ---------------------------------------------------------------- observe */
@@ -481,6 +531,7 @@ static void fill_view(void *ud, tool_view *v)
 static void on_signal(struct app *a, int sig)
 {
     if (sig == SIGCHLD) return;
+    if (sig == SIGHUP) sig = SIGTERM; /* terminal closed, ssh dropped: stop and resign */
     logmsg(LOG_INFO, "%s received", strsignal(sig));
     if (a->stopping && sig == SIGINT) {
         /* A second ^C: stop waiting for a graceful end. */
@@ -564,6 +615,28 @@ static void read_stdin(struct app *a)
     }
 }
 
+/* Why the command ended, said once on stderr; the exit status follows from it. */
+static void child_ended(struct app *a, int st, tool_child_cause why)
+{
+    const char *cmd = a->o->argv[0];
+    if (why == TOOL_CHILD_DEADLINE) {
+        if (a->exit_code != EXIT_LOST)
+            logmsg(LOG_ERROR, "leadership lost: the validity deadline passed before a renewal "
+                   "reached elector; %s was stopped (status %d)", cmd, st);
+        a->exit_code = EXIT_LOST;
+    } else if (why == TOOL_CHILD_GUARD_DIED) {
+        logmsg(LOG_ERROR, "leadership given up: the guard process died (status %d); %s and "
+               "its descendants were killed", st, cmd);
+        a->exit_code = EXIT_LOST;
+    } else {
+        if (a->exit_code == EXIT_LOST)
+            logmsg(LOG_INFO, "%s stopped (status %d)", cmd, st);
+        else
+            logmsg(LOG_INFO, "%s exited with status %d", cmd, st);
+        if (a->exit_code != EXIT_LOST) a->exit_code = st;
+    }
+}
+
 static void check_child(struct app *a)
 {
     if (!a->child) return;
@@ -573,17 +646,18 @@ static void check_child(struct app *a)
         tool_child_deadline(a->child, d);
     }
     int st;
-    if (!tool_child_poll(a->child, &st)) return;
+    tool_child_cause why;
+    if (!tool_child_poll(a->child, &st, &why)) return;
     tool_child_free(a->child);
     a->child = NULL;
     a->child_status = st;
-    logmsg(LOG_INFO, "%s exited with status %d", a->o->argv[0], st);
-    if (a->exit_code != EXIT_LOST) a->exit_code = st;
-    if (a->restart_pending || (a->o->restart && !a->stopping)) {
+    child_ended(a, st, why);
+    /* The whole tree is gone: only now may the lease (our key) be released. */
+    if (a->o->restart && !a->stopping) {
         a->restart_pending = true;
         if (a->el && elector_resign(a->el) == 0) return; /* campaign again on RESIGNED */
         a->restart_pending = false;
-        a->retry_at_ms = now_ms();
+        schedule_restart(a);
         a->exit_code = 0;
         return;
     }
@@ -604,7 +678,7 @@ static void note_connection(struct app *a)
 static void loop(struct app *a)
 {
     while (!a->done) {
-        struct pollfd p[4];
+        struct pollfd p[5];
         int n = 0;
         p[n++] = (struct pollfd){.fd = elector_etcd_fd(a->etcd), .events = POLLIN};
         p[n++] = (struct pollfd){.fd = a->sfd, .events = POLLIN};
@@ -617,12 +691,13 @@ static void loop(struct app *a)
             in_i = n;
             p[n++] = (struct pollfd){.fd = 0, .events = POLLIN};
         }
+        if (a->child) p[n++] = (struct pollfd){.fd = tool_child_fd(a->child), .events = POLLIN};
         int64_t t = elector_etcd_timeout(a->etcd);
         int64_t ht = a->http ? tool_http_timeout(a->http) : -1;
         if (ht >= 0 && (t < 0 || ht < t)) t = ht;
         if (a->retry_at_ms && (t < 0 || a->retry_at_ms - now_ms() < t))
             t = a->retry_at_ms > now_ms() ? a->retry_at_ms - now_ms() : 0;
-        if (a->child && (t < 0 || t > 100)) t = 100; /* deadline pushes and exits */
+        if (a->child && (t < 0 || t > 100)) t = 100; /* deadline pushes */
         poll(p, (nfds_t)n, t < 0 || t > 1000 ? 1000 : (int)t);
         if (p[1].revents) {
             struct signalfd_siginfo si;
@@ -661,7 +736,7 @@ static char *read_password(const tool_opts *o, char *err, size_t cap)
     return strdup(buf);
 }
 
-static elector_etcd *make_client(const tool_opts *o, char *pw)
+static elector_etcd *make_client(const tool_opts *o, const char *pw)
 {
     elector_etcd_config cfg;
     elector_etcd_config_init(&cfg);
@@ -685,6 +760,7 @@ static int setup_signals(void)
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
     sigaddset(&set, SIGCHLD);
     sigprocmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
@@ -747,11 +823,10 @@ static int run_command(struct app *a)
         if (!a->obs) return EXIT_ERROR;
     } else {
         default_value(a);
-        int rc = open_session(a);
-        if (rc) {
-            fatal_etcd(a, rc, "cannot start a session");
-            return EXIT_ERROR;
-        }
+        if (a->o->cmd == CMD_RUN) tool_child_init();
+        /* The session is granted while the loop runs, so signals are served while
+         * connecting; a failure before etcd was reached ends it (FAILED). */
+        a->session_dead = true;
         start_campaign(a);
     }
     loop(a);
@@ -781,6 +856,11 @@ static void cleanup(struct app *a)
     }
     free(a->lkey);
     free(a->lval);
+    if (a->pw) {
+        explicit_bzero(a->pw, strlen(a->pw));
+        free(a->pw);
+    }
+    if (a->events && a->events != stderr) fclose(a->events);
     if (a->sfd > 0) close(a->sfd);
 }
 
@@ -812,14 +892,27 @@ int main(int argc, char **argv)
         fprintf(stderr, "elector: %s\n", err);
         return EXIT_USAGE;
     }
+    /* The command (and anything it starts) must not inherit the password. */
+    unsetenv("ELECTOR_PASSWORD");
     if (o.user && !pw)
         logmsg(LOG_WARN, "--user given without a password (set ELECTOR_PASSWORD or --password-file)");
     struct app a = {.o = &o, .sfd = -1};
     a.etcd = make_client(&o, pw);
-    if (pw) {
-        memset(pw, 0, strlen(pw));
+    if (pw && o.cmd == CMD_RUN) {
+        a.pw = pw; /* the guard's release connection needs it; wiped at exit */
+    } else if (pw) {
+        explicit_bzero(pw, strlen(pw));
         free(pw);
     }
+    if (o.cmd == CMD_RUN && o.fmt == FMT_JSON) {
+        a.events = o.events_fd > 0 ? fdopen(o.events_fd, "w") : stderr;
+        if (!a.events) {
+            logmsg(LOG_ERROR, "--events-fd %d: %s", o.events_fd, strerror(errno));
+            elector_etcd_free(a.etcd);
+            return EXIT_USAGE;
+        }
+    }
+    srandom((unsigned)(elector_now_ns() ^ getpid()));
     if (!a.etcd) return EXIT_ERROR;
     int e = elector_etcd_err(a.etcd);
     if (e) {

@@ -37,7 +37,7 @@ static const struct {
 
 enum opt_id {
     O_ENDPOINTS, O_TTL, O_DIAL, O_CACERT, O_CERT, O_KEY, O_USER, O_PWFILE, O_LOG, O_WRITE,
-    O_HTTP, O_VALUE, O_GRACE, O_PROCLAIM, O_RESTART, O_HELP, O_VERSION
+    O_HTTP, O_VALUE, O_GRACE, O_PROCLAIM, O_RESTART, O_HELP, O_VERSION, O_EVENTS_FD
 };
 
 static const struct {
@@ -54,7 +54,7 @@ static const struct {
     {"http", 0, true, O_HTTP},           {"value", 0, true, O_VALUE},
     {"grace", 0, true, O_GRACE},         {"proclaim-stdin", 0, false, O_PROCLAIM},
     {"restart", 0, false, O_RESTART},    {"help", 'h', false, O_HELP},
-    {"version", 0, false, O_VERSION},
+    {"version", 0, false, O_VERSION},    {"events-fd", 0, true, O_EVENTS_FD},
 };
 
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
@@ -111,6 +111,14 @@ static int apply(tool_opts *o, enum opt_id id, const char *v, char *err, size_t 
     case O_RESTART: o->restart = true; break;
     case O_HELP: o->help = true; break;
     case O_VERSION: o->version = true; break;
+    case O_EVENTS_FD: {
+        char *end;
+        long fd = strtol(v, &end, 10);
+        if (!*v || *end || fd < 1 || fd > 1000000)
+            return usage_err(err, cap, "--events-fd: '%.100s' is not a file descriptor number", v);
+        o->events_fd = (int)fd;
+        break;
+    }
     }
     return 0;
 }
@@ -173,6 +181,8 @@ static int check(tool_opts *o, char *err, size_t cap)
         return usage_err(err, cap, "%s--proclaim-stdin is only for `elector campaign`", "");
     if ((o->restart || o->grace_ms >= 0) && o->cmd != CMD_RUN)
         return usage_err(err, cap, "%s--restart and --grace are only for `elector run`", "");
+    if (o->events_fd > 0 && (o->cmd != CMD_RUN || o->fmt != FMT_JSON))
+        return usage_err(err, cap, "%s--events-fd is for `elector -w json run`", "");
     if (o->http && o->cmd == CMD_LEADER)
         return usage_err(err, cap, "%s--http is for campaign, run and observe", "");
     if (o->value && o->cmd != CMD_CAMPAIGN && o->cmd != CMD_RUN)

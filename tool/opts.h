@@ -32,6 +32,7 @@ typedef struct tool_opts {
     int64_t grace_ms;      /* run: SIGTERM this long before the deadline */
     const char *cacert, *cert, *key, *user, *password_file;
     const char *http;      /* --http ADDR */
+    int events_fd;         /* run -w json: events to this fd (0: stderr) */
     enum tool_fmt fmt;
     enum tool_log log;
     bool proclaim_stdin, restart, help, version;

@@ -1,220 +1,503 @@
 #define _GNU_SOURCE /* pipe2, close_range */
 #include "supervise.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
-#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "elector/etcd.h" /* elector_now_ns(): the deadline clock */
+
 extern char **environ;
 
-enum msg_type { M_DEADLINE = 1, M_STOP, M_SIGNAL };
+/* elector -> guard */
+enum msg_type { M_DEADLINE = 1, M_STOP, M_SIGNAL, M_QUIT };
 struct msg {
     int64_t type, value;
 };
 
+/* guard -> elector */
+enum rep_type { R_STARTED = 1, R_DONE };
+struct rep {
+    int32_t type, a, b, pad;
+};
+
+enum { MODE_SUBREAPER = 1, MODE_CGROUP = 2 };
+
 struct tool_child {
     pid_t guard;
-    int fd; /* write end of the command pipe */
+    int fd;  /* write end: elector -> guard */
+    int rfd; /* read end: guard -> elector */
+    int mode;
+    int64_t grace;
+    char cg[PATH_MAX]; /* the command's cgroup, if the guard made one */
     int status;
-    bool done;
+    tool_child_cause cause;
+    bool got_done, done;
 };
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* ---------------------------------------------------------------- the command */
-
-static void exec_command(char *const argv[], char *const env_add[], pid_t guard)
-{
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != guard) _exit(127); /* the guard is already gone */
-    setpgid(0, 0);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    for (int s = 1; s < NSIG; s++) signal(s, SIG_DFL);
-    for (int i = 0; env_add[i]; i++) putenv(env_add[i]);
-    execvp(argv[0], argv);
-    fprintf(stderr, "elector: cannot run '%s': %s\n", argv[0], strerror(errno));
-    _exit(127);
-}
-
-/* ---------------------------------------------------------------- the guard */
-
-struct guard {
-    pid_t cmd;
-    int64_t deadline, grace, term_at, kill_at;
-    bool termed, killed, eof;
-};
-
-static void group_kill(struct guard *g, int sig)
-{
-    kill(-g->cmd, sig);
-    kill(g->cmd, sig); /* in case setpgid had not run yet */
-}
-
-static void guard_apply(struct guard *g, const struct msg *m)
-{
-    if (m->type == M_DEADLINE && m->value > g->deadline) {
-        g->deadline = m->value;
-        if (!g->termed) g->term_at = g->deadline - g->grace;
-        g->kill_at = g->deadline;
-    } else if (m->type == M_STOP) {
-        g->term_at = 0;
-        if (m->value < g->kill_at) g->kill_at = m->value;
-    } else if (m->type == M_SIGNAL) {
-        group_kill(g, (int)m->value);
-    }
-}
-
-static int64_t guard_timers(struct guard *g)
-{
-    int64_t now = now_ns();
-    if (!g->termed && now >= g->term_at) {
-        group_kill(g, SIGTERM);
-        g->termed = true;
-    }
-    if (!g->killed && now >= g->kill_at) {
-        group_kill(g, SIGKILL);
-        g->killed = true;
-    }
-    int64_t next = g->killed ? INT64_MAX : g->kill_at;
-    if (!g->termed && g->term_at < next) next = g->term_at;
-    return next;
-}
-
-static void guard_read(struct guard *g, int in)
-{
-    struct msg m;
-    ssize_t n = read(in, &m, sizeof(m));
-    if (n == (ssize_t)sizeof(m)) {
-        guard_apply(g, &m);
-    } else if (n == 0) {
-        /* elector is gone: nobody can prove leadership any more. */
-        g->eof = true;
-        g->term_at = 0;
-        int64_t soon = now_ns() + g->grace;
-        if (soon < g->kill_at) g->kill_at = soon;
-    }
-}
-
-static int exit_code(int st)
+int tool_exit_code(int st)
 {
     return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
 }
 
-static void guard_main(int in, int sfd, struct guard *g)
+/* ---------------------------------------------------------------- the tree */
+
+struct proc {
+    pid_t pid, ppid;
+};
+
+/* Every process of the system with its parent, from /proc. */
+static size_t list_procs(struct proc **out)
 {
-    for (;;) {
-        int64_t next = guard_timers(g);
-        int st;
-        pid_t r = waitpid(g->cmd, &st, WNOHANG);
-        if (r == g->cmd) {
-            /* Whatever the command left in its group must not act as leader. */
-            kill(-g->cmd, SIGKILL);
-            _exit(exit_code(st));
+    *out = NULL;
+    DIR *d = opendir("/proc");
+    if (!d) return 0;
+    struct proc *v = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        char *end;
+        long pid = strtol(de->d_name, &end, 10);
+        if (*end || pid <= 0) continue;
+        char path[64], buf[512];
+        snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        ssize_t k = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (k <= 0) continue;
+        buf[k] = 0;
+        char *p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+        char state;
+        long ppid;
+        if (!p || sscanf(p + 1, " %c %ld", &state, &ppid) != 2) continue;
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 256;
+            struct proc *q = realloc(v, nc * sizeof(*v));
+            if (!q) break;
+            v = q;
+            cap = nc;
         }
-        int64_t wait = next == INT64_MAX ? -1 : (next - now_ns()) / 1000000 + 1;
-        struct pollfd p[2] = {{.fd = in, .events = g->eof ? 0 : POLLIN}, {.fd = sfd, .events = POLLIN}};
-        if (poll(p, 2, wait < 0 ? -1 : (int)(wait > 1000 ? 1000 : wait)) > 0) {
-            if (p[0].revents) guard_read(g, in);
-            if (p[1].revents) {
-                struct signalfd_siginfo si;
-                if (read(sfd, &si, sizeof(si)) < 0) { /* retried by the next poll */
+        v[n++] = (struct proc){(pid_t)pid, (pid_t)ppid};
+    }
+    closedir(d);
+    *out = v;
+    return n;
+}
+
+/* Sends sig to every descendant of root; returns how many there were. */
+static size_t signal_descendants(pid_t root, int sig)
+{
+    struct proc *v;
+    size_t n = list_procs(&v), found = 0;
+    bool changed = true;
+    /* Mark by setting ppid to root: a fixpoint over the parent links. */
+    while (changed) {
+        changed = false;
+        for (size_t i = 0; i < n; i++) {
+            if (v[i].pid == root || v[i].ppid == root) continue;
+            for (size_t j = 0; j < n; j++) {
+                if (v[j].pid == v[i].ppid && v[j].ppid == root && v[j].pid != root) {
+                    v[i].ppid = root;
+                    changed = true;
+                    break;
                 }
+            }
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].ppid == root && v[i].pid != root) {
+            kill(v[i].pid, sig);
+            found++;
+        }
+    }
+    free(v);
+    return found;
+}
+
+static int write_str(const char *dir, const char *file, const char *s)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = write(fd, s, strlen(s));
+    int e = errno;
+    close(fd);
+    errno = e;
+    return n == (ssize_t)strlen(s) ? 0 : -1;
+}
+
+/* Kills every member of a cgroup: cgroup.kill (Linux 5.14+), else one by one. */
+static void cgroup_kill(const char *cg)
+{
+    if (!*cg || write_str(cg, "cgroup.kill", "1") == 0) return;
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
+    FILE *f = fopen(path, "re");
+    if (!f) return;
+    long pid;
+    while (fscanf(f, "%ld", &pid) == 1) kill((pid_t)pid, SIGKILL);
+    fclose(f);
+}
+
+/* The cgroup v2 directory this process is in ("" if there is no cgroup2 mount). */
+static void cgroup_base(char *out, size_t cap)
+{
+    out[0] = 0;
+    char line[PATH_MAX + 256], own[sizeof(line)] = "", mnt[PATH_MAX] = "";
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    if (!f) return;
+    while (fgets(line, sizeof(line), f))
+        if (!strncmp(line, "0::", 3)) snprintf(own, sizeof(own), "%s", line + 3);
+    fclose(f);
+    own[strcspn(own, "\n")] = 0;
+    if (!*own) return;
+    if (!(f = fopen("/proc/self/mountinfo", "re"))) return;
+    while (fgets(line, sizeof(line), f)) {
+        /* id parent maj:min root mountpoint opts... - fstype source superopts */
+        char *sep = strstr(line, " - cgroup2 ");
+        char root[PATH_MAX], mp[PATH_MAX];
+        if (!sep || sscanf(line, "%*s %*s %*s %4095s %4095s", root, mp) != 2) continue;
+        if (strcmp(root, "/")) continue; /* a bind mount of a subtree */
+        snprintf(mnt, sizeof(mnt), "%s", mp);
+        break;
+    }
+    fclose(f);
+    size_t ml = strlen(mnt), ol = strcmp(own, "/") ? strlen(own) : 0;
+    if (!ml || ml + ol + 32 >= cap) return; /* room for "/elector-run.PID" */
+    memcpy(out, mnt, ml);
+    memcpy(out + ml, own, ol);
+    out[ml + ol] = 0;
+}
+
+/* Kills the tree under root until root has no child left (all reaped), calling
+ * reaped(pid, status) for each; gives up after max_ms (a process in
+ * uninterruptible sleep). Returns 0 when the tree is gone. */
+static int kill_tree(pid_t root, const char *cg, int sfd, int64_t max_ms,
+                     void (*reaped)(void *, pid_t, int), void *ud)
+{
+    int64_t end = elector_now_ns() + max_ms * 1000000;
+    for (;;) {
+        cgroup_kill(cg);
+        signal_descendants(root, SIGKILL);
+        int st;
+        pid_t p;
+        while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+            if (reaped) reaped(ud, p, st);
+        if (p < 0 && errno == ECHILD) return 0;
+        if (max_ms >= 0 && elector_now_ns() >= end) return -1;
+        struct pollfd pf = {.fd = sfd, .events = POLLIN};
+        if (poll(&pf, sfd >= 0 ? 1 : 0, 10) > 0) {
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof(si)) < 0) { /* drained; retried */
             }
         }
     }
 }
 
-static void guard_start(int in, char *const argv[], char *const env_add[], int64_t deadline,
-                        int64_t grace)
+static void cgroup_remove(const char *cg)
 {
-    /* Keep only stdio and our pipe: elector's etcd socket and HTTP listener must
-     * close when elector exits, not live on in the guard. */
-    if (in != 3) {
-        dup2(in, 3);
-        close(in);
-        in = 3;
+    for (int i = 0; *cg && i < 100 && rmdir(cg) && errno == EBUSY; i++) usleep(2000);
+}
+
+/* ---------------------------------------------------------------- the command */
+
+static void exec_command(const tool_child_spec *sp, pid_t guard, int go)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != guard) _exit(127); /* the guard is already gone */
+    setpgid(0, 0);
+    char b;
+    if (read(go, &b, 1) != 1) _exit(127); /* the guard died before placing us */
+    close(go);
+    for (int s = 1; s < NSIG; s++) signal(s, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    for (int i = 0; sp->env_add[i]; i++) putenv(sp->env_add[i]);
+    execvp(sp->argv[0], sp->argv);
+    int e = errno;
+    fprintf(stderr, "elector: cannot run '%s': %s\n", sp->argv[0], strerror(e));
+    _exit(e == ENOENT ? 127 : 126); /* as shells do */
+}
+
+/* ---------------------------------------------------------------- the guard */
+
+struct guard {
+    const tool_child_spec *sp;
+    pid_t cmd; /* also its process group */
+    int in, out, sfd, tfd;
+    int64_t deadline, grace, term_at, kill_at;
+    bool termed, killing, eof, cmd_done;
+    int cmd_status;
+    tool_child_cause cause;
+    char cg[PATH_MAX];
+};
+
+static void report(struct guard *g, int type, int a, int b)
+{
+    struct rep r = {type, a, b, 0};
+    if (write(g->out, &r, sizeof(r)) < 0) { /* elector is gone */
     }
-    close_range(4, ~0U, 0);
-    /* Signals meant for elector (terminal ^C) must not take the guard down: it
-     * stops the command only on elector's word or by the clock. */
-    signal(SIGINT, SIG_IGN);
-    signal(SIGTERM, SIG_IGN);
-    signal(SIGHUP, SIG_IGN);
-    signal(SIGPIPE, SIG_IGN);
+}
+
+static void stop_for(struct guard *g, tool_child_cause why)
+{
+    if (!g->cause) g->cause = why;
+}
+
+static void guard_apply(struct guard *g, const struct msg *m)
+{
+    int64_t now = elector_now_ns();
+    switch (m->type) {
+    case M_DEADLINE:
+        if (m->value <= g->deadline) break;
+        g->deadline = m->value;
+        if (!g->cause) g->term_at = g->deadline - g->grace;
+        if (!g->cause || g->kill_at > g->deadline) g->kill_at = g->deadline;
+        break;
+    case M_STOP:
+    case M_QUIT:
+        stop_for(g, TOOL_CHILD_STOPPED);
+        g->term_at = 0;
+        int64_t at = m->value ? m->value : now + g->grace;
+        if (at < g->kill_at) g->kill_at = at;
+        break;
+    case M_SIGNAL:
+        stop_for(g, TOOL_CHILD_STOPPED);
+        if (m->value == SIGKILL) g->kill_at = 0;
+        else kill(-g->cmd, (int)m->value);
+        break;
+    }
+}
+
+static void guard_read(struct guard *g)
+{
+    struct msg m[16];
+    ssize_t n = read(g->in, m, sizeof(m));
+    if (n < 0) return;
+    for (ssize_t i = 0; i + (ssize_t)sizeof(m[0]) <= n; i += (ssize_t)sizeof(m[0]))
+        guard_apply(g, &m[i / (ssize_t)sizeof(m[0])]);
+    if (n == 0) {
+        /* elector is gone: nobody renews the lease or can prove leadership. */
+        g->eof = true;
+        stop_for(g, TOOL_CHILD_ORPHANED);
+        g->term_at = 0;
+        int64_t soon = elector_now_ns() + g->grace;
+        if (soon < g->kill_at) g->kill_at = soon;
+    }
+}
+
+/* Applies the clock; returns when it next matters (INT64_MAX: never). */
+static int64_t guard_timers(struct guard *g)
+{
+    int64_t now = elector_now_ns();
+    if (!g->termed && now >= g->term_at) {
+        stop_for(g, TOOL_CHILD_DEADLINE);
+        kill(-g->cmd, SIGTERM);
+        g->termed = true;
+    }
+    if (!g->killing && now >= g->kill_at) {
+        stop_for(g, TOOL_CHILD_DEADLINE);
+        g->killing = true;
+    }
+    int64_t next = g->killing ? INT64_MAX : g->kill_at;
+    if (!g->termed && g->term_at < next) next = g->term_at;
+    return next;
+}
+
+static void note_reaped(void *ud, pid_t p, int st)
+{
+    struct guard *g = ud;
+    if (p != g->cmd) return;
+    g->cmd_done = true;
+    g->cmd_status = tool_exit_code(st);
+}
+
+static void arm(int tfd, int64_t at)
+{
+    struct itimerspec its = {0};
+    if (at != INT64_MAX) {
+        int64_t d = at - elector_now_ns();
+        if (d < 1000) d = 1000;
+        its.it_value.tv_sec = d / 1000000000;
+        its.it_value.tv_nsec = d % 1000000000;
+    }
+    timerfd_settime(tfd, 0, &its, NULL);
+}
+
+static _Noreturn void guard_main(struct guard *g)
+{
+    for (;;) {
+        int st;
+        pid_t p;
+        while ((p = waitpid(-1, &st, WNOHANG)) > 0) note_reaped(g, p, st);
+        if (g->cmd_done && !g->killing) {
+            stop_for(g, TOOL_CHILD_EXITED);
+            g->killing = true; /* what it left behind must not act as leader */
+        }
+        int64_t next = guard_timers(g);
+        if (g->killing) break;
+        /* Relative arming on CLOCK_BOOTTIME: it counts while the host sleeps. */
+        arm(g->tfd, next);
+        struct pollfd pf[3] = {{.fd = g->in, .events = g->eof ? 0 : POLLIN},
+                               {.fd = g->sfd, .events = POLLIN},
+                               {.fd = g->tfd, .events = POLLIN}};
+        if (poll(pf, 3, -1) <= 0) continue;
+        if (pf[0].revents) guard_read(g);
+        if (pf[1].revents) {
+            struct signalfd_siginfo si;
+            if (read(g->sfd, &si, sizeof(si)) < 0) { /* retried by the next poll */
+            }
+        }
+        if (pf[2].revents) {
+            uint64_t x;
+            if (read(g->tfd, &x, sizeof(x)) < 0) { /* spurious */
+            }
+        }
+    }
+    /* The command's group and every descendant, until none is left. The group
+     * first, at once; its number is not reused while the leader is unreaped. */
+    if (!g->cmd_done) kill(-g->cmd, SIGKILL);
+    kill_tree(getpid(), g->cg, g->sfd, -1, note_reaped, g);
+    cgroup_remove(g->cg);
+    if ((g->cause == TOOL_CHILD_ORPHANED || g->cause == TOOL_CHILD_DEADLINE) && g->sp->release)
+        g->sp->release(g->sp->ud);
+    report(g, R_DONE, g->cause, g->cmd_done ? g->cmd_status : 128 + SIGKILL);
+    _exit(0);
+}
+
+/* Places the command in a cgroup of its own, if we may create one. */
+static int contain(struct guard *g, const char *base)
+{
+    g->cg[0] = 0;
+    if (!*base) return MODE_SUBREAPER;
+    snprintf(g->cg, sizeof(g->cg), "%s/elector-run.%d", base, (int)getpid());
+    char pid[32];
+    snprintf(pid, sizeof(pid), "%d\n", (int)g->cmd);
+    if ((mkdir(g->cg, 0755) && errno != EEXIST) || write_str(g->cg, "cgroup.procs", pid)) {
+        rmdir(g->cg);
+        g->cg[0] = 0;
+        return MODE_SUBREAPER;
+    }
+    return MODE_CGROUP;
+}
+
+static _Noreturn void guard_start(const tool_child_spec *sp, int in, int out, const char *base)
+{
+    /* Dispositions first, then the mask, so that no signal meant for elector
+     * lands in the gap. The guard stops the command only on elector's word or by
+     * the clock; SIGKILL and SIGSTOP aimed at it alone are the only ways around. */
+    int ign[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE, SIGUSR1,
+                 SIGUSR2};
+    for (size_t i = 0; i < sizeof(ign) / sizeof(ign[0]); i++) signal(ign[i], SIG_IGN);
     sigset_t chld;
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &chld, NULL);
-    int sfd = signalfd(-1, &chld, SFD_CLOEXEC);
+    sigprocmask(SIG_SETMASK, &chld, NULL);
+    /* A session of its own: no group or session signal of elector's reaches it. */
+    setsid();
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    /* Keep only stdio and our pipes: elector's etcd socket and HTTP listener must
+     * close when elector exits, not live on in the guard. */
+    if (dup2(in, 3) < 0 || dup2(out, 4) < 0) _exit(126);
+    close_range(5, ~0U, 0);
+    struct guard g = {.sp = sp, .in = 3, .out = 4, .deadline = sp->deadline_ns,
+                      .grace = sp->grace_ns, .term_at = sp->deadline_ns - sp->grace_ns,
+                      .kill_at = sp->deadline_ns};
+    g.sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+    g.tfd = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC | TFD_NONBLOCK);
+    int go[2];
+    if (g.sfd < 0 || g.tfd < 0 || pipe2(go, O_CLOEXEC)) _exit(126);
     pid_t me = getpid();
-    pid_t cmd = fork();
-    if (cmd < 0) _exit(126);
-    if (cmd == 0) {
-        close(in);
-        exec_command(argv, env_add, me);
+    g.cmd = fork();
+    if (g.cmd < 0) {
+        report(&g, R_DONE, TOOL_CHILD_EXITED, 126);
+        _exit(0);
     }
-    setpgid(cmd, cmd);
-    struct guard g = {.cmd = cmd, .deadline = deadline, .grace = grace,
-                      .term_at = deadline - grace, .kill_at = deadline};
-    guard_main(in, sfd, &g);
+    if (g.cmd == 0) {
+        close(go[1]);
+        exec_command(sp, me, go[0]);
+    }
+    close(go[0]);
+    setpgid(g.cmd, g.cmd);
+    int mode = contain(&g, base);
+    report(&g, R_STARTED, mode, (int)g.cmd);
+    if (write(go[1], "g", 1) != 1) { /* it died; reaped below */
+    }
+    close(go[1]);
+    guard_main(&g);
 }
 
 /* ---------------------------------------------------------------- elector side */
 
-tool_child *tool_child_start(char *const argv[], char *const env_add[], int64_t deadline_ns,
-                             int64_t grace_ns, char *err, size_t cap)
+void tool_child_init(void)
 {
-    int p[2];
-    if (pipe2(p, O_CLOEXEC)) {
-        snprintf(err, cap, "pipe: %s", strerror(errno));
-        return NULL;
-    }
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+}
+
+tool_child *tool_child_start(const tool_child_spec *sp, char *err, size_t cap)
+{
+    int down[2], up[2];
     tool_child *c = calloc(1, sizeof(*c));
     if (!c) {
-        close(p[0]);
-        close(p[1]);
         snprintf(err, cap, "out of memory");
         return NULL;
     }
+    if (pipe2(down, O_CLOEXEC)) {
+        snprintf(err, cap, "pipe: %s", strerror(errno));
+        free(c);
+        return NULL;
+    }
+    if (pipe2(up, O_CLOEXEC)) {
+        snprintf(err, cap, "pipe: %s", strerror(errno));
+        close(down[0]);
+        close(down[1]);
+        free(c);
+        return NULL;
+    }
+    char base[PATH_MAX];
+    cgroup_base(base, sizeof(base));
+    fflush(NULL); /* nothing buffered may be written twice */
     pid_t g = fork();
     if (g < 0) {
         snprintf(err, cap, "fork: %s", strerror(errno));
-        close(p[0]);
-        close(p[1]);
+        close(down[0]);
+        close(down[1]);
+        close(up[0]);
+        close(up[1]);
         free(c);
         return NULL;
     }
     if (g == 0) {
-        close(p[1]);
+        close(down[1]);
+        close(up[0]);
         /* The guard must outlive elector to stop the command, so no PDEATHSIG
-         * here; it notices elector's death by EOF on the pipe. Unblock what
-         * elector blocked for its signalfd. */
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        guard_start(p[0], argv, env_add, deadline_ns, grace_ns);
-        _exit(1);
+         * here; it notices elector's death by EOF on the pipe. */
+        guard_start(sp, down[0], up[1], base);
     }
-    close(p[0]);
+    close(down[0]);
+    close(up[1]);
+    fcntl(up[0], F_SETFL, O_NONBLOCK);
     c->guard = g;
-    c->fd = p[1];
+    c->fd = down[1];
+    c->rfd = up[0];
+    c->grace = sp->grace_ns;
+    if (*base) snprintf(c->cg, sizeof(c->cg), "%s/elector-run.%d", base, (int)g);
     return c;
 }
 
@@ -233,7 +516,7 @@ void tool_child_deadline(tool_child *c, int64_t deadline_ns)
 
 void tool_child_stop(tool_child *c, int64_t kill_at_ns)
 {
-    send_msg(c, M_STOP, kill_at_ns);
+    send_msg(c, M_STOP, kill_at_ns ? kill_at_ns : 1);
 }
 
 void tool_child_signal(tool_child *c, int sig)
@@ -241,27 +524,74 @@ void tool_child_signal(tool_child *c, int sig)
     send_msg(c, M_SIGNAL, sig);
 }
 
-pid_t tool_child_pid(const tool_child *c)
+int tool_child_fd(const tool_child *c)
 {
-    return c->guard;
+    return c->rfd;
 }
 
-int tool_child_poll(tool_child *c, int *status)
+const char *tool_child_containment(const tool_child *c)
+{
+    return c->mode == MODE_CGROUP ? "cgroup" : c->mode == MODE_SUBREAPER ? "subreaper" : "";
+}
+
+static void read_reports(tool_child *c)
+{
+    struct rep r[8];
+    ssize_t n;
+    while ((n = read(c->rfd, r, sizeof(r))) > 0) {
+        for (size_t i = 0; i < (size_t)n / sizeof(r[0]); i++) {
+            if (r[i].type == R_STARTED) {
+                c->mode = r[i].a;
+                if (c->mode != MODE_CGROUP) c->cg[0] = 0;
+            } else if (r[i].type == R_DONE) {
+                c->got_done = true;
+                c->cause = (tool_child_cause)r[i].a;
+                c->status = r[i].b;
+            }
+        }
+    }
+}
+
+/* The guard is gone: whatever of the tree is left is ours to end. The command
+ * itself has PDEATHSIG; its orphans came to us (a subreaper). */
+static void guard_ended(tool_child *c, int st)
+{
+    read_reports(c);
+    if (!c->got_done) {
+        kill_tree(getpid(), c->cg, -1, 5000, NULL, NULL);
+        c->cause = TOOL_CHILD_GUARD_DIED;
+        c->status = tool_exit_code(st);
+    }
+    if (*c->cg) cgroup_remove(c->cg);
+    c->done = true;
+}
+
+int tool_child_poll(tool_child *c, int *status, tool_child_cause *cause)
 {
     if (!c->done) {
+        read_reports(c);
         int st;
         if (waitpid(c->guard, &st, WNOHANG) != c->guard) return 0;
-        c->done = true;
-        c->status = exit_code(st);
+        guard_ended(c, st);
     }
     *status = c->status;
+    *cause = c->cause;
     return 1;
 }
 
 void tool_child_free(tool_child *c)
 {
     if (!c) return;
-    if (c->fd >= 0) close(c->fd); /* EOF: the guard stops the command within grace */
-    if (!c->done) waitpid(c->guard, NULL, 0);
+    if (!c->done) {
+        send_msg(c, M_QUIT, 0);
+        close(c->fd);
+        c->fd = -1;
+        int st;
+        while (waitpid(c->guard, &st, 0) < 0 && errno == EINTR) {
+        }
+        guard_ended(c, st);
+    }
+    if (c->fd >= 0) close(c->fd);
+    close(c->rfd);
     free(c);
 }

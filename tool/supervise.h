@@ -1,45 +1,103 @@
-/* Supervision of `elector run`'s command.
+/* Supervision of `elector run`'s command: a guard process that owns the command's
+ * whole process tree.
  *
- * The command is not our direct child: a small guard process (forked from
- * elector, no exec) starts it and enforces the leadership deadline on its own
- * clock. elector tells the guard each new validity deadline over a pipe; the
+ * The command is not elector's child. A guard process (forked from elector, no
+ * exec) starts it and enforces the leadership deadline on its own clock
+ * (a CLOCK_BOOTTIME timerfd, read through elector_now_ns(), so a suspended host
+ * counts). elector tells the guard each new validity deadline over a pipe; the
  * guard sends SIGTERM to the command's process group at deadline - grace and
- * SIGKILL at the deadline unless a later deadline arrived. So the command is
- * gone by the deadline even when elector is frozen (SIGSTOP) or dead:
- *   - elector SIGKILLed: the guard sees EOF on the pipe and stops the command;
- *   - guard SIGKILLed: the command has PR_SET_PDEATHSIG(SIGKILL) on the guard;
- *   - elector SIGSTOPped: no new deadline comes; the guard kills at the old one.
- * CLOCK_MONOTONIC is system wide, so both processes read the same deadline. */
+ * kills the whole tree at the deadline unless a later deadline arrived.
+ *
+ * What the guard guarantees:
+ *   - It runs in a session of its own (setsid): signals to elector's process
+ *     group or session (^Z, ^C, kill -STOP -PGID, kill -KILL -PGID, a closed
+ *     terminal) do not reach it. The command runs in the guard's session, in a
+ *     process group of its own, without a controlling terminal (so reading a
+ *     terminal on stdin does not stop it with SIGTTIN).
+ *   - The tree is contained: in a cgroup v2 of its own when the process may
+ *     create one ("cgroup": cgroup.kill ends every member at once, wherever it
+ *     moved in the process tree), and always with the guard as child subreaper
+ *     ("subreaper": orphaned descendants are reparented to the guard, which
+ *     kills every descendant it finds in /proc until it has no child left).
+ *     Either way, a descendant that left the command's process group dies too.
+ *   - "Gone" means reaped: the guard reports the end only when it has no child
+ *     left, so elector releases the lease only after the whole tree is gone.
+ *   - elector dies (SIGKILL, OOM, crash): EOF on the pipe; the guard stops the
+ *     tree (SIGTERM, then SIGKILL after grace, never after the deadline), and
+ *     then calls the release hook (elector's: revoke the lease on a connection
+ *     of its own), so the successor need not wait for the TTL.
+ *   - The guard dies: the command has PR_SET_PDEATHSIG(SIGKILL) on it; elector,
+ *     a subreaper too, sees the guard gone, kills the cgroup and every
+ *     descendant of its own, and reports TOOL_CHILD_GUARD_DIED.
+ * What it cannot do: if elector and the guard are both SIGKILLed, descendants
+ * of the command outside a cgroup (and, with a cgroup, nobody left to kill it)
+ * survive until the cgroup is killed by someone else; a process stuck in
+ * uninterruptible sleep cannot be reaped, and the guard waits for it. */
 #ifndef ELECTOR_TOOL_SUPERVISE_H
 #define ELECTOR_TOOL_SUPERVISE_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 typedef struct tool_child tool_child;
 
-/* Starts argv (PATH lookup) with extra "NAME=VALUE" entries added to the
- * environment (NULL-terminated). Returns NULL with a message in err. */
-tool_child *tool_child_start(char *const argv[], char *const env_add[], int64_t deadline_ns,
-                             int64_t grace_ns, char *err, size_t cap);
+/* Why the command ended. */
+typedef enum tool_child_cause {
+    TOOL_CHILD_RUNNING = 0,
+    TOOL_CHILD_EXITED,     /* it ended on its own */
+    TOOL_CHILD_STOPPED,    /* elector asked (tool_child_stop/_signal/_free) */
+    TOOL_CHILD_DEADLINE,   /* the guard stopped it: the deadline came first */
+    TOOL_CHILD_ORPHANED,   /* elector was gone (only the guard sees this) */
+    TOOL_CHILD_GUARD_DIED  /* the guard died; elector killed the tree itself */
+} tool_child_cause;
 
-/* Moves the deadline (only forward makes sense; the guard takes the latest). */
+typedef struct tool_child_spec {
+    char *const *argv;    /* the command (PATH lookup) */
+    char *const *env_add; /* "NAME=VALUE" entries added to the environment, NULL-ended */
+    int64_t deadline_ns;  /* validity deadline, on elector_now_ns()'s clock */
+    int64_t grace_ns;     /* SIGTERM this long before the deadline */
+    /* Runs in the guard once the tree is gone, when elector is gone or the
+     * deadline passed: nobody can act on the lease any more, so releasing it
+     * lets the successor start at once. May be NULL. */
+    void (*release)(void *ud);
+    void *ud;
+} tool_child_spec;
+
+/* Starts the guard, which starts the command. Returns NULL with a message in err. */
+tool_child *tool_child_start(const tool_child_spec *spec, char *err, size_t cap);
+
+/* Moves the deadline (the guard takes the latest). */
 void tool_child_deadline(tool_child *c, int64_t deadline_ns);
 
-/* Stops the command: SIGTERM now, SIGKILL at kill_at_ns. */
+/* Stops the command: SIGTERM to its group now, the whole tree killed at
+ * kill_at_ns (or at the deadline, whichever comes first). */
 void tool_child_stop(tool_child *c, int64_t kill_at_ns);
 
-/* Forwards a signal to the command's process group. */
+/* Forwards a signal to the command's process group (SIGKILL: to the whole tree). */
 void tool_child_signal(tool_child *c, int sig);
 
-/* The guard's pid, to recognize it in SIGCHLD handling. */
-pid_t tool_child_pid(const tool_child *c);
+/* A descriptor that becomes readable when the guard has news (poll it). */
+int tool_child_fd(const tool_child *c);
 
-/* Non-blocking: 1 when the command (and the guard) ended, with *status its
- * exit code (or 128 + signal); 0 while it runs. */
-int tool_child_poll(tool_child *c, int *status);
+/* "cgroup", "subreaper", or "" until the guard has reported. */
+const char *tool_child_containment(const tool_child *c);
 
-/* Kills (SIGKILL) whatever still runs, reaps, frees. */
+/* Non-blocking: 1 when the command's whole tree is gone (and the guard too), with
+ * *status its exit code (128 + N if killed by signal N; for GUARD_DIED, the
+ * guard's) and *cause why; 0 while it runs. */
+int tool_child_poll(tool_child *c, int *status, tool_child_cause *cause);
+
+/* Stops the command if it still runs (kill at most grace later), waits until the
+ * tree is gone, frees. The release hook is not called: elector releases. */
 void tool_child_free(tool_child *c);
+
+/* Makes the calling process a child subreaper, so that if the guard dies the
+ * command's orphans come to us. Call once, before the first tool_child_start. */
+void tool_child_init(void);
+
+/* Exit status of a wait() status: the code, or 128 + signal. */
+int tool_exit_code(int wstatus);
 
 #endif

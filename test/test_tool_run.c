@@ -1,0 +1,498 @@
+/* `elector run` under the faults a user, an operator or the kernel can cause: the
+ * whole process group stopped (^Z) or killed (kill -9 -PGID), the guard killed
+ * alone, signals while connecting, a closed terminal (SIGHUP), a command that
+ * fails at once under --restart, a command that reads the terminal, stdout and
+ * the environment the command gets. Each test fails on the supervisor that kept
+ * the guard in elector's process group. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pty.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "elect_util.h"
+#include "testlib.h"
+#include "tool_util.h"
+
+/* ---------------------------------------------------------------- helpers */
+
+static int64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Starts elector as the leader of a process group of its own (as a shell does
+ * with a job), stdout and stderr to files in dir. */
+static pid_t spawn_group(const char *dir, const char *const args[])
+{
+    const char *argv[40] = {ELECTOR_BIN};
+    int n = 1;
+    for (int i = 0; args[i]; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    char out[512], err[512];
+    snprintf(out, sizeof(out), "%s/elector.out", dir);
+    snprintf(err, sizeof(err), "%s/elector.err", dir);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        setpgid(0, 0);
+        int in = open("/dev/null", O_RDONLY);
+        int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(in, 0);
+        dup2(o, 1);
+        dup2(e, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    return pid;
+}
+
+static int wait_exit(pid_t pid, double timeout_s)
+{
+    double end = tl_now() + timeout_s;
+    int st;
+    while (waitpid(pid, &st, WNOHANG) == 0) {
+        if (tl_now() > end) return -1;
+        tl_msleep(10);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static char *dir_file(const char *dir, const char *name)
+{
+    static char p[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(p[k], sizeof(p[k]), "%s/%s", dir, name);
+    return p[k];
+}
+
+/* A job that acts as leader: the command, a worker in its process group and a
+ * daemon that left it (setsid), each ignoring SIGTERM and appending
+ * "WHO PID WALL_NS" to DIR/ticks every 20 ms. Their pids go to DIR/pids, the
+ * command's to DIR/cmdpid. Returns the job's path (static). */
+static const char *ticking_job(const char *dir)
+{
+    FILE *f = fopen(dir_file(dir, "w.sh"), "w");
+    ASSERT_NOT_NULL(f);
+    fprintf(f, "trap '' TERM; echo $$ >> %s/pids\n"
+               "while :; do echo \"$1 $$ $(date +%%s%%N)\" >> %s/ticks; sleep 0.02; done\n",
+            dir, dir);
+    fclose(f);
+    f = fopen(dir_file(dir, "job.sh"), "w");
+    ASSERT_NOT_NULL(f);
+    fprintf(f, "trap '' TERM\nsh %s/w.sh worker &\nsetsid sh %s/w.sh daemon &\n"
+               "echo $$ > %s/cmdpid\nexec sh %s/w.sh cmd\n",
+            dir, dir, dir, dir);
+    fclose(f);
+    static char p[512];
+    snprintf(p, sizeof(p), "%s", dir_file(dir, "job.sh"));
+    return p;
+}
+
+/* The latest tick in DIR/ticks, and how many there were. */
+static int64_t last_tick(const char *dir, int *count)
+{
+    FILE *f = fopen(dir_file(dir, "ticks"), "r");
+    int64_t last = 0;
+    *count = 0;
+    if (!f) return 0;
+    char who[32];
+    long pid;
+    long long t;
+    while (fscanf(f, "%31s %ld %lld", who, &pid, &t) == 3) {
+        if (t > last) last = t;
+        (*count)++;
+    }
+    fclose(f);
+    return last;
+}
+
+/* Every pid in DIR/pids once three are there (command, worker, daemon). */
+static int read_pids(const char *dir, pid_t *pids, int cap)
+{
+    double end = tl_now() + 10;
+    for (;;) {
+        FILE *f = fopen(dir_file(dir, "pids"), "r");
+        int n = 0;
+        long p;
+        while (f && n < cap && fscanf(f, "%ld", &p) == 1) pids[n++] = (pid_t)p;
+        if (f) fclose(f);
+        if (n >= 3 || tl_now() > end) return n;
+        tl_msleep(20);
+    }
+}
+
+static bool any_alive(const pid_t *pids, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (pid_alive(pids[i])) return true;
+    return false;
+}
+
+static bool wait_all_dead(const pid_t *pids, int n, double timeout_s)
+{
+    double end = tl_now() + timeout_s;
+    while (any_alive(pids, n)) {
+        if (tl_now() > end) return false;
+        tl_msleep(10);
+    }
+    return true;
+}
+
+/* Kills whatever a failed test left behind (the guard lives in its own session,
+ * so killing elector alone would leave it to end by the clock). */
+static void kill_pids(const pid_t *pids, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (pids[i] > 0) kill(pids[i], SIGKILL);
+}
+
+/* A library candidate waiting in election `name`; returns when it is elected
+ * (its wall-clock time in *t_ns) or after timeout_ms (returns -1). */
+static int wait_elected(eu_cand *x, int from, int timeout_ms, int64_t *t_ns)
+{
+    int i = eu_wait_event(x, from, ELECTOR_EV_ELECTED, timeout_ms);
+    *t_ns = wall_ns();
+    return i;
+}
+
+/* ---------------------------------------------------------------- group stop */
+
+/* ^Z, or kill -STOP -PGID: elector and everything in its group freeze. The guard
+ * is in its own session, so it still stops the job by the deadline, and the
+ * successor's turn starts only after the job's last tick. */
+TEST_WITH_TIMEOUT(group_stop_the_guard_stops_the_job_by_the_deadline, 90)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("gstop");
+    const char *job = ticking_job(dir);
+    pid_t e = spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl", "2",
+                                                "run", "gs", "--", "sh", job, NULL});
+    pid_t pids[8];
+    int np = read_pids(dir, pids, 8);
+    ASSERT_EQ(3, np);
+    eu_cand *x = eu_cand_new(eh_endpoints(c), "gs", 5);
+    ASSERT_OK(elector_campaign(x->el, "x", 1));
+    ASSERT_OK(kill(-e, SIGSTOP));
+    int64_t t0 = wall_ns(), t_el;
+    ASSERT(wait_elected(x, 0, 10000, &t_el) >= 0);
+    tl_log("successor elected %.0f ms after the group stop",
+           (double)(t_el - t0) / 1e6);
+    ASSERT(wait_all_dead(pids, np, 1));
+    int n;
+    int64_t last = last_tick(dir, &n);
+    tl_log("%d ticks; the last %.1f ms before the successor", n, (double)(t_el - last) / 1e6);
+    ASSERT_GT(n, 3);
+    ASSERT_LT(last, t_el); /* never two acting leaders */
+    kill_pids(pids, np);
+    kill(-e, SIGCONT);
+    ASSERT_EQ(3, wait_exit(e, 15)); /* it says the loss and exits 3 */
+    ASSERT_CONTAINS(slurp(dir_file(dir, "elector.err")), "leadership lost");
+    eu_cand_free(x);
+    free(dir);
+    eh_stop(c);
+}
+
+/* ---------------------------------------------------------------- group kill */
+
+/* kill -KILL -PGID (a service manager, `timeout -s KILL`): elector dies at once.
+ * The guard kills the job's whole tree, including the worker that left the
+ * process group, then revokes the lease: the successor leads in milliseconds,
+ * not after the TTL (5 s here), and only after the last tick. */
+TEST_WITH_TIMEOUT(group_kill_takes_the_whole_tree_and_hands_over_at_once, 90)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("gkill");
+    const char *job = ticking_job(dir);
+    pid_t e = spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl", "5",
+                                                "--grace", "500ms", "run", "gk", "--", "sh",
+                                                job, NULL});
+    pid_t pids[8];
+    int np = read_pids(dir, pids, 8);
+    ASSERT_EQ(3, np);
+    eu_cand *x = eu_cand_new(eh_endpoints(c), "gk", 5);
+    ASSERT_OK(elector_campaign(x->el, "x", 1));
+    tl_msleep(200);
+    int64_t t0 = wall_ns(), t_el;
+    ASSERT_OK(kill(-e, SIGKILL));
+    ASSERT(wait_elected(x, 0, 10000, &t_el) >= 0);
+    double ms = (double)(t_el - t0) / 1e6;
+    tl_log("successor elected %.0f ms after kill -9 of the group (TTL 5 s, grace 0.5 s)", ms);
+    ASSERT_LT(ms, 2500); /* the guard released the lease; the TTL would be >= 5000 */
+    ASSERT(!any_alive(pids, np));
+    int n;
+    int64_t last = last_tick(dir, &n);
+    ASSERT_LT(last, t_el);
+    kill_pids(pids, np);
+    wait_exit(e, 5);
+    eu_cand_free(x);
+    free(dir);
+    eh_stop(c);
+}
+
+/* ---------------------------------------------------------------- guard killed */
+
+static pid_t ppid_of(pid_t pid)
+{
+    char p[64], buf[512];
+    snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(p, "r");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *q = strrchr(buf, ')');
+    char st;
+    long pp;
+    return q && sscanf(q + 1, " %c %ld", &st, &pp) == 2 ? (pid_t)pp : -1;
+}
+
+/* The OOM killer picks the guard, or someone kills it: elector kills the tree
+ * itself (the orphans come to it, a subreaper), steps down and exits 3. */
+TEST_WITH_TIMEOUT(guard_killed_alone_elector_kills_the_tree_and_steps_down, 60)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("guard");
+    const char *job = ticking_job(dir);
+    pid_t e = spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl", "5",
+                                                "run", "gd", "--", "sh", job, NULL});
+    pid_t pids[8];
+    int np = read_pids(dir, pids, 8);
+    ASSERT_EQ(3, np);
+    pid_t guard = ppid_of((pid_t)atoi(slurp(dir_file(dir, "cmdpid")))); /* its parent */
+    ASSERT_GT(guard, 1);
+    ASSERT(guard != e);
+    eu_cand *x = eu_cand_new(eh_endpoints(c), "gd", 5);
+    ASSERT_OK(elector_campaign(x->el, "x", 1));
+    int64_t t0 = wall_ns(), t_el;
+    ASSERT_OK(kill(guard, SIGKILL));
+    ASSERT_EQ(3, wait_exit(e, 10));
+    ASSERT(!any_alive(pids, np));
+    ASSERT_CONTAINS(slurp(dir_file(dir, "elector.err")), "guard process died");
+    ASSERT(wait_elected(x, 0, 3000, &t_el) >= 0); /* it resigned: no TTL to wait */
+    tl_log("successor elected %.0f ms after the guard was killed", (double)(t_el - t0) / 1e6);
+    int n;
+    ASSERT_LT(last_tick(dir, &n), t_el);
+    kill_pids(pids, np);
+    eu_cand_free(x);
+    free(dir);
+    eh_stop(c);
+}
+
+/* ---------------------------------------------------------------- signals */
+
+/* A loopback listener that accepts connections (the kernel does, from the
+ * backlog) and never answers: a dial that hangs. */
+static int silent_listener(int *port)
+{
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof(a);
+    ASSERT_OK(bind(s, (struct sockaddr *)&a, sizeof(a)));
+    ASSERT_OK(listen(s, 16));
+    ASSERT_OK(getsockname(s, (struct sockaddr *)&a, &l));
+    *port = ntohs(a.sin_port);
+    return s;
+}
+
+/* SIGINT/SIGTERM/SIGHUP while the first connection or lease grant hangs end
+ * elector at once, not after the dial timeout (20 s here). */
+TEST_WITH_TIMEOUT(signals_while_connecting_end_elector_at_once, 60)
+{
+    int port;
+    int ls = silent_listener(&port);
+    char ep[64];
+    snprintf(ep, sizeof(ep), "127.0.0.1:%d", port);
+    char *dir = tl_tmpdir("conn");
+    int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGTERM};
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+        bool run = i != 3;
+        pid_t e = run ? spawn_group(dir, (const char *[]){"--endpoints", ep, "--dial-timeout", "20s",
+                                                          "run", "cx", "--", "true", NULL})
+                      : spawn_group(dir, (const char *[]){"--endpoints", ep, "--dial-timeout", "20s",
+                                                          "campaign", "cx", NULL});
+        tl_msleep(500);
+        double t0 = tl_now();
+        ASSERT_OK(kill(e, sigs[i]));
+        int rc = wait_exit(e, 5);
+        tl_log("%s while connecting: exit %d %.0f ms after %s", run ? "run" : "campaign", rc,
+               (tl_now() - t0) * 1e3, strsignal(sigs[i]));
+        ASSERT(rc >= 0 && rc < 128); /* exited, not killed by the signal */
+        ASSERT_LT(tl_now() - t0, 2.0);
+    }
+    close(ls);
+    free(dir);
+}
+
+/* A closed terminal or a dropped ssh session (SIGHUP) is a stop like SIGTERM:
+ * the command is stopped, then elector resigns, so the successor leads at once
+ * instead of after the TTL (10 s here). */
+TEST_WITH_TIMEOUT(sighup_stops_the_command_and_resigns, 60)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("hup");
+    char script[1024];
+    stoppable(script, sizeof(script), dir);
+    pid_t e = spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl", "10",
+                                                "run", "hup", "--", "sh", "-c", script, NULL});
+    pid_t cmd = read_pid(dir);
+    eu_cand *x = eu_cand_new(eh_endpoints(c), "hup", 5);
+    ASSERT_OK(elector_campaign(x->el, "x", 1));
+    tl_msleep(200);
+    int64_t t0 = wall_ns(), t_el;
+    ASSERT_OK(kill(e, SIGHUP));
+    ASSERT(wait_elected(x, 0, 3000, &t_el) >= 0);
+    tl_log("successor elected %.0f ms after SIGHUP", (double)(t_el - t0) / 1e6);
+    ASSERT_EQ(0, wait_exit(e, 5)); /* the trap exits 0 */
+    ASSERT(file_exists(dir_file(dir, "term")));
+    ASSERT(!pid_alive(cmd));
+    eu_cand_free(x);
+    free(dir);
+    eh_stop(c);
+}
+
+/* ---------------------------------------------------------------- --restart */
+
+/* A command that fails at once must not turn into an elect/resign storm: the
+ * pauses double (200 ms, 400 ms, ...), so 3 s hold a handful of starts, not
+ * hundreds. */
+TEST_WITH_TIMEOUT(restart_backs_off_when_the_command_fails_at_once, 60)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("backoff");
+    pid_t e = spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "run", "bo",
+                                                "--restart", "--", "false", NULL});
+    tl_msleep(3000);
+    kill(e, SIGTERM);
+    ASSERT(wait_exit(e, 10) >= 0);
+    const char *err = slurp(dir_file(dir, "elector.err"));
+    int starts = 0;
+    for (const char *p = err; (p = strstr(p, "started false")); p++) starts++;
+    tl_log("%d starts in 3 s", starts);
+    ASSERT_GT(starts, 1);
+    ASSERT_LT(starts, 9);
+    ASSERT_CONTAINS(err, "campaigning again in");
+    free(dir);
+    eh_stop(c);
+}
+
+/* ---------------------------------------------------------------- terminal */
+
+/* Started from a terminal, a command that reads stdin is not stopped by
+ * SIGTTIN: it runs in a session of its own, without a controlling terminal. */
+TEST_WITH_TIMEOUT(command_reads_the_terminal_without_being_stopped, 60)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("tty");
+    char script[1024];
+    snprintf(script, sizeof(script), "read l; echo \"got:$l\" > %s/got", dir);
+    int master;
+    pid_t e = forkpty(&master, NULL, NULL, NULL);
+    ASSERT(e >= 0);
+    if (e == 0) {
+        execl(ELECTOR_BIN, ELECTOR_BIN, "--endpoints", eh_endpoints(c), "run", "tty", "--", "sh",
+              "-c", script, (char *)NULL);
+        _exit(127);
+    }
+    /* Drain the terminal in the background of the test: read what elector says. */
+    char buf[4096] = "";
+    size_t len = 0;
+    double end = tl_now() + 10;
+    while (!strstr(buf, "started sh") && tl_now() < end) {
+        struct timeval tv = {0, 50000};
+        fd_set r;
+        FD_ZERO(&r);
+        FD_SET(master, &r);
+        if (select(master + 1, &r, NULL, NULL, &tv) > 0) {
+            ssize_t n = read(master, buf + len, sizeof(buf) - 1 - len);
+            if (n > 0) len += (size_t)n;
+        }
+        buf[len] = 0;
+    }
+    ASSERT_CONTAINS(buf, "started sh");
+    tl_msleep(200);
+    ASSERT_EQ(6, (int)write(master, "hello\n", 6));
+    bool ok = wait_file(dir_file(dir, "got"), 5);
+    kill(e, SIGTERM);
+    int rc = wait_exit(e, 10);
+    close(master);
+    ASSERT(ok);
+    ASSERT_CONTAINS(slurp(dir_file(dir, "got")), "got:hello");
+    ASSERT(rc >= 0);
+    free(dir);
+    eh_stop(c);
+}
+
+/* ---------------------------------------------------------------- stdout, env */
+
+/* stdout belongs to the command: elector's own lines (and -w json events) go to
+ * stderr, or to --events-fd. */
+TEST(run_leaves_stdout_to_the_command)
+{
+    eh_cluster *c = start1();
+    char *out = NULL, *err = NULL;
+    ASSERT_EQ(0, tool(&out, &err, (const char *[]){"--endpoints", eh_endpoints(c), "run", "so",
+                                                    "--", "echo", "only-me", NULL}));
+    ASSERT_STREQ("only-me\n", out);
+    ASSERT_CONTAINS(err, "elected: so/");
+    free(out);
+    free(err);
+    ASSERT_EQ(0, tool(&out, &err, (const char *[]){"--endpoints", eh_endpoints(c), "-w", "json",
+                                                    "run", "so", "--", "echo", "only-me", NULL}));
+    ASSERT_STREQ("only-me\n", out);
+    ASSERT_CONTAINS(err, "{\"event\":\"elected\"");
+    free(out);
+    free(err);
+    eh_stop(c);
+}
+
+/* The etcd password never reaches the command's environment. */
+TEST(run_does_not_pass_the_password_to_the_command)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("env");
+    char script[1024];
+    snprintf(script, sizeof(script), "env > %s/env", dir);
+    const char *envp[] = {"ELECTOR_PASSWORD=s3cret-pw", "PATH=/usr/bin:/bin", NULL};
+    const char *argv[] = {ELECTOR_BIN, "--endpoints", eh_endpoints(c), "run", "pw", "--", "sh",
+                          "-c", script, NULL};
+    tl_run_opts o = {.envp = envp, .quiet_stderr = 1, .timeout_s = 30};
+    ASSERT_EQ(0, tl_run_ex(NULL, argv, &o));
+    const char *env = slurp(dir_file(dir, "env"));
+    ASSERT_CONTAINS(env, "ELECTOR_TOKEN=");
+    ASSERT(!strstr(env, "s3cret-pw"));
+    free(dir);
+    eh_stop(c);
+}
+
+/* A command that exists but cannot be executed exits 126, as in a shell. */
+TEST(run_reports_126_for_a_command_that_cannot_be_executed)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("noexec");
+    char path[512];
+    snprintf(path, sizeof(path), "%s/script", dir);
+    FILE *f = fopen(path, "w");
+    ASSERT_NOT_NULL(f);
+    fputs("#!/bin/sh\nexit 0\n", f);
+    fclose(f); /* mode 0600: not executable */
+    char *err = NULL;
+    ASSERT_EQ(126, tool(NULL, &err, (const char *[]){"--endpoints", eh_endpoints(c), "run", "nx",
+                                                     "--", path, NULL}));
+    ASSERT_CONTAINS(err, "Permission denied");
+    free(err);
+    free(dir);
+    eh_stop(c);
+}

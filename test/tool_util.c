@@ -1,0 +1,112 @@
+/* Helpers shared by the tests that run the elector tool as a process. */
+#define _GNU_SOURCE
+#include "tool_util.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef ELECTOR_BIN
+#error "ELECTOR_BIN must name the built elector binary"
+#endif
+
+eh_cluster *start1(void)
+{
+    eh_opts o = {.members = 1};
+    eh_cluster *c = eh_start(&o);
+    ASSERT_NOT_NULL(c);
+    return c;
+}
+
+/* Runs elector to completion; returns its exit status, output in out and err. */
+int tool(char **out, char **err, const char *const args[])
+{
+    const char *argv[32] = {ELECTOR_BIN};
+    int n = 1;
+    for (int i = 0; args[i]; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    tl_run_opts o = {.err = err, .timeout_s = 30};
+    return tl_run_ex(out, argv, &o);
+}
+
+/* Starts elector in the background; its stdout lines are read with
+ * eu_child_expect. */
+void tool_bg(eu_child *ch, const char *const args[])
+{
+    const char *argv[32] = {ELECTOR_BIN};
+    int n = 1;
+    for (int i = 0; args[i]; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    int fd;
+    pid_t pid = tl_spawn(argv, &fd);
+    ASSERT_GT(pid, 0);
+    eu_child_wrap(ch, pid, fd);
+}
+
+/* Waits for a background elector to exit; returns its exit status. */
+int tool_wait(eu_child *ch, double timeout_s)
+{
+    double end = tl_now() + timeout_s;
+    int st;
+    while (waitpid(ch->pid, &st, WNOHANG) == 0) {
+        if (tl_now() > end) return -1;
+        tl_msleep(20);
+    }
+    close(ch->fd);
+    ch->pid = 0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+bool file_exists(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+bool wait_file(const char *p, double timeout_s)
+{
+    double end = tl_now() + timeout_s;
+    while (!file_exists(p)) {
+        if (tl_now() > end) return false;
+        tl_msleep(20);
+    }
+    return true;
+}
+
+char *slurp(const char *p)
+{
+    FILE *f = fopen(p, "r");
+    if (!f) return NULL;
+    static char buf[4096];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
+bool pid_alive(pid_t pid)
+{
+    return kill(pid, 0) == 0 || errno != ESRCH;
+}
+
+void stoppable(char *buf, size_t cap, const char *dir)
+{
+    snprintf(buf, cap,
+             "trap 'echo term > %s/term; exit 0' TERM; echo $$ > %s/pid.tmp; "
+             "mv %s/pid.tmp %s/pid; while :; do sleep 0.05; done",
+             dir, dir, dir, dir);
+}
+
+pid_t read_pid(const char *dir)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/pid", dir);
+    ASSERT(wait_file(p, 10));
+    return (pid_t)atoi(slurp(p));
+}
+

@@ -1,0 +1,35 @@
+/* Helpers shared by the tests that run the elector tool as a process
+ * (test_tool.c, test_tool_run.c). */
+#ifndef ELECTOR_TEST_TOOL_UTIL_H
+#define ELECTOR_TEST_TOOL_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include "elect_util.h"
+#include "etcd_harness.h"
+#include "testlib.h"
+
+eh_cluster *start1(void); /* a 1-member etcd */
+
+/* Runs elector to completion; returns its exit status, output in out and err. */
+int tool(char **out, char **err, const char *const args[]);
+
+/* Starts elector in the background; its stdout lines are read with
+ * eu_child_expect. */
+void tool_bg(eu_child *ch, const char *const args[]);
+
+/* Waits for a background elector to exit; returns its exit status (-1: timeout). */
+int tool_wait(eu_child *ch, double timeout_s);
+
+bool file_exists(const char *p);
+bool wait_file(const char *p, double timeout_s);
+char *slurp(const char *p); /* a static buffer: the file's first 4 KiB */
+bool pid_alive(pid_t pid);
+
+/* A shell script that writes its pid to DIR/pid, loops, and on SIGTERM writes
+ * DIR/term and exits 0. */
+void stoppable(char *buf, size_t cap, const char *dir);
+pid_t read_pid(const char *dir); /* waits for DIR/pid */
+
+#endif
