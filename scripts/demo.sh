@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The demo: installs what is missing, builds, starts a local 3-member etcd
-# cluster, starts three `elector run` candidates whose job prints a tick with its
-# name and fencing token, SIGKILLs the leader and shows the takeover after the
-# lease expires, then stops the next leader gracefully and shows the handover in
-# milliseconds. Everything it starts is stopped on exit, also on ^C.
+# cluster, starts four `elector run` candidates whose job prints a tick with its
+# name and fencing token, then shows three failovers: the leader's elector
+# SIGKILLed (its guard stops the job and releases the lease: milliseconds), the
+# next leader stopped with SIGTERM (it resigns: milliseconds), and the next
+# leader's whole "machine" frozen (elector, guard and job SIGSTOPped: nobody can
+# release the lease, so it expires after the TTL). Everything it starts is
+# stopped on exit, also on ^C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,8 +22,12 @@ ELECTOR=$PWD/build/tool/elector
 DIR=$(mktemp -d /tmp/elector-demo.XXXXXX)
 ETCD_PIDS=()
 CAND_PIDS=()
+FROZEN=() # processes the demo froze itself; killed on exit
 cleanup() {
     trap - EXIT INT TERM
+    # The frozen "machine" wakes up: its guard finds the deadline passed, ends the
+    # job, and its elector reports the loss and exits.
+    for p in "${FROZEN[@]}"; do kill -CONT -- "$p" 2>/dev/null || true; done
     # Candidates first (gracefully: each stops its job, resigns and revokes its lease).
     for p in "${CAND_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
     for _ in $(seq 50); do
@@ -65,12 +72,13 @@ for _ in $(seq 100); do
 done
 etcdctl --endpoints "$ENDPOINTS" endpoint health >/dev/null
 
-echo "== starting 3 candidates: elector run $NAME --ttl ${TTL}s -- <job that ticks>"
+echo "== starting 4 candidates: elector run $NAME --ttl ${TTL}s -- <job that ticks>"
 JOB='while :; do echo "    tick from $ELECTOR_VALUE, fencing token $ELECTOR_TOKEN" >&2; sleep 0.5; done'
-for i in 1 2 3; do
+for i in 1 2 3 4; do
+    # -w json events go to fd 3 (stdout is the job's), elector's messages to stderr.
     ELECTOR_VALUE=candidate-$i "$ELECTOR" --endpoints "$ENDPOINTS" --ttl "$TTL" -w json \
-        run "$NAME" --value "candidate-$i" -- sh -c "$JOB" \
-        >"$DIR/events-$i.log" 2> >(sed -u "s/^/[candidate-$i] /" >&2) &
+        run "$NAME" --value "candidate-$i" --events-fd 3 -- sh -c "$JOB" \
+        3>"$DIR/events-$i.log" 2> >(sed -u "s/^/[candidate-$i] /" >&2) &
     CAND_PIDS+=($!)
     disown $! # no "Killed" notice from bash when the demo kills it
     sleep 0.3
@@ -88,6 +96,15 @@ wait_elected() { # $1: events file, $2: after unix_ms -> prints the elected unix
     echo "demo: no successor elected" >&2
     exit 1
 }
+next_leader() { # $1: the current leader -> prints the next one
+    for _ in $(seq 300); do
+        n=$(leader)
+        if [ -n "$n" ] && [ "$n" != "$1" ]; then echo "$n"; return; fi
+        sleep 0.02
+    done
+    echo "demo: no takeover" >&2
+    exit 1
+}
 now_ms() { date +%s%3N; }
 
 sleep 2
@@ -95,31 +112,19 @@ L=$(leader)
 echo "== candidate-$L leads ($("$ELECTOR" --endpoints "$ENDPOINTS" leader "$NAME" | head -1))"
 sleep 1.5
 
-echo "== SIGKILL candidate-$L: nobody can resign for it; its lease (TTL ${TTL}s) must expire"
+echo "== SIGKILL candidate-$L's elector: its guard stops the job, then releases the lease"
 t0=$(now_ms)
 kill -9 "${CAND_PIDS[$((L - 1))]}"
-next=""
-for _ in $(seq 200); do
-    n=$(leader)
-    if [ -n "$n" ] && [ "$n" != "$L" ]; then next=$n; break; fi
-    sleep 0.05
-done
-[ -n "$next" ] || { echo "demo: no takeover" >&2; exit 1; }
+next=$(next_leader "$L")
 t1=$(wait_elected "$DIR/events-$next.log" "$t0")
 KILL_MS=$((t1 - t0))
-echo "== candidate-$next took over $KILL_MS ms after the SIGKILL (the lease ends at most ${TTL}s after its last renewal)"
+echo "== candidate-$next took over $KILL_MS ms after the SIGKILL (no need to wait for the ${TTL}s TTL)"
 sleep 1.5
 
 echo "== SIGTERM candidate-$next: it stops its job, resigns, and the next one leads at once"
 t0=$(now_ms)
 kill -TERM "${CAND_PIDS[$((next - 1))]}"
-third=""
-for _ in $(seq 200); do
-    n=$(leader)
-    if [ -n "$n" ] && [ "$n" != "$next" ]; then third=$n; break; fi
-    sleep 0.02
-done
-[ -n "$third" ] || { echo "demo: no handover" >&2; exit 1; }
+third=$(next_leader "$next")
 wait_elected "$DIR/events-$third.log" "$t0" >/dev/null
 resigned=$(grep '"event":"resigned"' "$DIR/events-$next.log" | sed 's/.*"mono_ns":\([0-9]*\).*/\1/' | tail -1)
 elected=$(grep '"event":"elected"' "$DIR/events-$third.log" | sed 's/.*"mono_ns":\([0-9]*\).*/\1/' | tail -1)
@@ -128,8 +133,24 @@ printf '== candidate-%s leads %d.%03d ms after candidate-%s resigned\n' "$third"
     $((HAND_US / 1000)) $((HAND_US % 1000)) "$next"
 sleep 1.5
 
+echo "== candidate-$third's machine freezes (elector, its guard and its job SIGSTOPped):"
+echo "   nobody can release the lease; the next one leads once the ${TTL}s lease has expired"
+E=${CAND_PIDS[$((third - 1))]}
+# elector's children: the guard (an elector process) and the sed of 2> >(...).
+G=$(ps -o pid=,comm= --ppid "$E" | awk '$2 == "elector" { print $1 }')
+J=$(ps -o pid= --ppid "$G" | tr -d ' ')
+FROZEN+=("$E" "$G" "-$J")
+t0=$(now_ms)
+kill -STOP -- "$E" "$G" "-$J"
+fourth=$(next_leader "$third")
+t1=$(wait_elected "$DIR/events-$fourth.log" "$t0")
+FREEZE_MS=$((t1 - t0))
+echo "== candidate-$fourth took over $FREEZE_MS ms after the freeze"
+sleep 1
+
 echo
 echo "Measured failover:"
-echo "  leader SIGKILLed (TTL ${TTL}s):  ${KILL_MS} ms"
-printf '  leader resigned (SIGTERM):   %d.%03d ms\n' $((HAND_US / 1000)) $((HAND_US % 1000))
+echo "  leader's elector SIGKILLed:      ${KILL_MS} ms (the guard released the lease)"
+printf '  leader resigned (SIGTERM):       %d.%03d ms\n' $((HAND_US / 1000)) $((HAND_US % 1000))
+echo "  leader's machine frozen:         ${FREEZE_MS} ms (TTL ${TTL}s)"
 echo "== stopping everything"

@@ -43,9 +43,12 @@ static const char USAGE[] =
     "  run NAME [--value V] [--grace D] [--restart] -- CMD [ARGS...]\n"
     "                          Campaign; while leader, run CMD with ELECTOR_NAME, ELECTOR_KEY,\n"
     "                          ELECTOR_TOKEN (fencing token) and ELECTOR_LEASE in its\n"
-    "                          environment. CMD gets SIGTERM, then SIGKILL, in time to be gone\n"
-    "                          when leadership can no longer be proven, also if elector\n"
-    "                          itself is killed or frozen.\n"
+    "                          environment. A guard process owns CMD and every descendant:\n"
+    "                          SIGTERM to CMD's group, then the whole tree killed, in time to\n"
+    "                          be gone when leadership can no longer be proven, also if\n"
+    "                          elector is stopped (^Z) or killed; the lease is released only\n"
+    "                          after the tree is gone. stdout is CMD's; elector writes to\n"
+    "                          stderr.\n"
     "\n"
     "Options (before or after the command):\n"
     "  --endpoints LIST        etcd endpoints, comma separated: host:port, http://host:port,\n"
@@ -65,14 +68,17 @@ static const char USAGE[] =
     "  --value V               run: the value to campaign with (default: host name)\n"
     "  --grace DURATION        run: SIGTERM this long before the deadline (default\n"
     "                          min(2s, TTL/4))\n"
-    "  --restart               run: when CMD exits, resign and campaign again\n"
+    "  --restart               run: when CMD exits, resign and campaign again (backoff\n"
+    "                          from 200ms to 30s while CMD keeps failing quickly)\n"
+    "  --events-fd N           run -w json: events to fd N instead of stderr\n"
     "  --log-level LEVEL       error, warn, info (default), debug; messages go to stderr\n"
     "  -h, --help              this help;  --version  print the version\n"
     "\n"
     "Durations: 500ms, 10s, 1.5s, 2m; a bare number is seconds.\n"
     "Exit status: 0 success, 1 error (etcd unreachable, TLS, auth, ...), 2 bad usage,\n"
-    "3 leadership lost, 4 no leader (leader command); run: CMD's status (128+N if\n"
-    "killed by signal N).\n"
+    "3 leadership lost, 4 no leader (leader command); run: CMD's status when it ended\n"
+    "on its own (128+N if killed by signal N, 126 not executable, 127 not found), 3\n"
+    "when it was stopped because leadership ended.\n"
     "\n"
     "Examples:\n"
     "  elector campaign my-service node-1\n"
@@ -275,6 +281,8 @@ static elector_etcd *make_client(const tool_opts *o, const char *pw);
 static void release_lease(void *ud)
 {
     struct app *a = ud;
+    logmsg(LOG_INFO, "guard: %s and its descendants are gone; revoking lease %llx",
+           a->o->argv[0], (unsigned long long)a->child_lease);
     elector_etcd *e = make_client(a->o, a->pw);
     int rc = !e ? ELECTOR_ENOMEM : elector_etcd_err(e);
     if (!rc) {
@@ -286,11 +294,8 @@ static void release_lease(void *ud)
         if (resp) protobuf_c_message_free_unpacked(resp, NULL);
     }
     if (rc && rc != ELECTOR_ELEASE)
-        logmsg(LOG_WARN, "guard: %s is gone, but lease %llx could not be revoked (%s); it ends "
-               "by its TTL", a->o->argv[0], (unsigned long long)a->child_lease, elector_strerror(rc));
-    else
-        logmsg(LOG_INFO, "guard: %s is gone; lease %llx released", a->o->argv[0],
-               (unsigned long long)a->child_lease);
+        logmsg(LOG_WARN, "guard: lease %llx could not be revoked (%s); it ends by its TTL",
+               (unsigned long long)a->child_lease, elector_strerror(rc));
     elector_etcd_free(e);
 }
 

@@ -98,17 +98,32 @@ static size_t list_procs(struct proc **out)
     return n;
 }
 
-/* Sends sig to every descendant of root; returns how many there were. */
+/* Children elector had before it started any guard (a shell's `2> >(logger)`
+ * makes the logger elector's child): never ours to kill. */
+static pid_t g_keep[16];
+static size_t g_nkeep;
+
+static bool kept(pid_t pid)
+{
+    for (size_t i = 0; i < g_nkeep; i++)
+        if (g_keep[i] == pid) return true;
+    return false;
+}
+
+/* Sends sig to every descendant of root but the kept ones and theirs; returns
+ * how many there were (zombies included). */
 static size_t signal_descendants(pid_t root, int sig)
 {
     struct proc *v;
     size_t n = list_procs(&v), found = 0;
     bool changed = true;
+    for (size_t i = 0; i < n; i++)
+        if (v[i].ppid == root && kept(v[i].pid)) v[i].ppid = 0;
     /* Mark by setting ppid to root: a fixpoint over the parent links. */
     while (changed) {
         changed = false;
         for (size_t i = 0; i < n; i++) {
-            if (v[i].pid == root || v[i].ppid == root) continue;
+            if (v[i].pid == root || v[i].ppid == root || v[i].ppid == 0) continue;
             for (size_t j = 0; j < n; j++) {
                 if (v[j].pid == v[i].ppid && v[j].ppid == root && v[j].pid != root) {
                     v[i].ppid = root;
@@ -184,8 +199,8 @@ static void cgroup_base(char *out, size_t cap)
     out[ml + ol] = 0;
 }
 
-/* Kills the tree under root until root has no child left (all reaped), calling
- * reaped(pid, status) for each; gives up after max_ms (a process in
+/* Kills the tree under root until nothing is left below it (all reaped),
+ * calling reaped(pid, status) for each; gives up after max_ms (a process in
  * uninterruptible sleep). Returns 0 when the tree is gone. */
 static int kill_tree(pid_t root, const char *cg, int sfd, int64_t max_ms,
                      void (*reaped)(void *, pid_t, int), void *ud)
@@ -193,12 +208,12 @@ static int kill_tree(pid_t root, const char *cg, int sfd, int64_t max_ms,
     int64_t end = elector_now_ns() + max_ms * 1000000;
     for (;;) {
         cgroup_kill(cg);
-        signal_descendants(root, SIGKILL);
+        size_t left = signal_descendants(root, SIGKILL);
         int st;
         pid_t p;
         while ((p = waitpid(-1, &st, WNOHANG)) > 0)
             if (reaped) reaped(ud, p, st);
-        if (p < 0 && errno == ECHILD) return 0;
+        if (left == 0) return 0; /* zombies counted last round are reaped now */
         if (max_ms >= 0 && elector_now_ns() >= end) return -1;
         struct pollfd pf = {.fd = sfd, .events = POLLIN};
         if (poll(&pf, sfd >= 0 ? 1 : 0, 10) > 0) {
@@ -207,6 +222,26 @@ static int kill_tree(pid_t root, const char *cg, int sfd, int64_t max_ms,
             }
         }
     }
+}
+
+/* Removes the cgroups of guards that died without cleaning up (SIGKILLed with
+ * elector): rmdir succeeds only on an empty cgroup, so a live tree stays. */
+static void cgroup_sweep_stale(const char *base)
+{
+    DIR *d = *base ? opendir(base) : NULL;
+    if (!d) return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        long pid;
+        char *end;
+        if (strncmp(de->d_name, "elector-run.", 12)) continue;
+        pid = strtol(de->d_name + 12, &end, 10);
+        if (*end || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char path[PATH_MAX + 300];
+        snprintf(path, sizeof(path), "%s/%s", base, de->d_name);
+        rmdir(path);
+    }
+    closedir(d);
 }
 
 static void cgroup_remove(const char *cg)
@@ -447,6 +482,12 @@ static _Noreturn void guard_start(const tool_child_spec *sp, int in, int out, co
 
 void tool_child_init(void)
 {
+    struct proc *v;
+    size_t n = list_procs(&v);
+    pid_t me = getpid();
+    for (size_t i = 0; i < n && g_nkeep < sizeof(g_keep) / sizeof(g_keep[0]); i++)
+        if (v[i].ppid == me) g_keep[g_nkeep++] = v[i].pid;
+    free(v);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
 }
 
@@ -472,6 +513,7 @@ tool_child *tool_child_start(const tool_child_spec *sp, char *err, size_t cap)
     }
     char base[PATH_MAX];
     cgroup_base(base, sizeof(base));
+    cgroup_sweep_stale(base);
     fflush(NULL); /* nothing buffered may be written twice */
     pid_t g = fork();
     if (g < 0) {

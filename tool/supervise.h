@@ -94,7 +94,9 @@ int tool_child_poll(tool_child *c, int *status, tool_child_cause *cause);
 void tool_child_free(tool_child *c);
 
 /* Makes the calling process a child subreaper, so that if the guard dies the
- * command's orphans come to us. Call once, before the first tool_child_start. */
+ * command's orphans come to us, and notes the children it already has (a
+ * shell's `2> >(logger)`), which are never killed. Call once, before the first
+ * tool_child_start. */
 void tool_child_init(void);
 
 /* Exit status of a wait() status: the code, or 128 + signal. */
