@@ -147,6 +147,15 @@ static int64_t now_ms(void)
     return elector_now_ns() / 1000000;
 }
 
+/* CLOCK_MONOTONIC, the clock of the events' mono_ns (elector_now_ns() is the
+ * deadline clock, CLOCK_BOOTTIME). */
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 static int64_t wall_ms(void)
 {
     struct timespec ts;
@@ -227,7 +236,7 @@ static void out_json(struct app *a, const elector_event *ev, const char *event)
     if (ev->value) jstr(&b, "value", ev->value, ev->value_len);
     jraw(&b, ",\"token\":%lld,\"lease\":\"%llx\",\"mono_ns\":%lld,\"unix_ms\":%lld",
          (long long)ev->token, (unsigned long long)ev->lease, (long long)ev->mono_ns,
-         (long long)(wall_ms() - (elector_now_ns() - ev->mono_ns) / 1000000));
+         (long long)(wall_ms() - (mono_ns() - ev->mono_ns) / 1000000));
     if (ev->reason) {
         jraw(&b, ",\"error\":\"%s\"", elector_err_name(ev->reason));
         jstr(&b, "reason", ev->detail, strlen(ev->detail));
@@ -783,7 +792,7 @@ static int cmd_leader(struct app *a)
     }
     if (rc == 1) {
         if (a->o->fmt == FMT_JSON) {
-            elector_event ev = {.type = ELECTOR_EV_NO_LEADER, .detail = "", .mono_ns = elector_now_ns()};
+            elector_event ev = {.type = ELECTOR_EV_NO_LEADER, .detail = "", .mono_ns = mono_ns()};
             out_json(a, &ev, "no_leader");
         }
         logmsg(LOG_INFO, "no leader for %s", a->o->name);
@@ -791,7 +800,7 @@ static int cmd_leader(struct app *a)
     }
     elector_event ev = {.type = ELECTOR_EV_LEADER, .detail = "", .key = li.key,
                         .key_len = li.key_len, .value = li.value, .value_len = li.value_len,
-                        .token = li.token, .lease = li.lease, .mono_ns = elector_now_ns()};
+                        .token = li.token, .lease = li.lease, .mono_ns = mono_ns()};
     if (a->o->fmt == FMT_JSON) out_json(a, &ev, "leader");
     else out_simple_kv(li.key, li.key_len, li.value, li.value_len);
     elector_leader_free(&li);
