@@ -389,7 +389,8 @@ static _Noreturn void guard_main(struct guard *g)
         if (g->killing) break;
         /* Relative arming on CLOCK_BOOTTIME: it counts while the host sleeps. */
         arm(g->tfd, next);
-        struct pollfd pf[3] = {{.fd = g->in, .events = g->eof ? 0 : POLLIN},
+        /* After EOF the pipe would report POLLHUP forever: leave it out. */
+        struct pollfd pf[3] = {{.fd = g->eof ? -1 : g->in, .events = POLLIN},
                                {.fd = g->sfd, .events = POLLIN},
                                {.fd = g->tfd, .events = POLLIN}};
         if (poll(pf, 3, -1) <= 0) continue;
