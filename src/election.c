@@ -41,6 +41,7 @@ struct elector_election {
     int retries;
     int refs;   /* owner + in-flight operations + callbacks running */
     bool freed; /* the owner let go; memory stays until refs reach 0 */
+    unsigned walked; /* the session walk that visited it last (see walk()) */
     int outcome; /* for campaign_sync: 1 elected, < 0 failed */
     elector_election_cb cb, log;
     void *ud, *log_ud;
@@ -246,20 +247,51 @@ static void lose(elector_election *el, int reason, const char *detail, int64_t m
     emit(el, ELECTOR_EV_LOST, reason, detail, mono_ns);
 }
 
+/* Visits every election of the session once, holding a reference on the one
+ * being visited. A callback may free any election (not only the visited one)
+ * or close the session, so the walk never keeps a pointer across a callback
+ * other than the visited election's: if that one is still in the list, its
+ * `next` is current; if it left the list, the walk starts again at the head and
+ * skips what this walk already visited. Elections created meanwhile carry the
+ * current stamp and are skipped too. */
+static void walk(elector_session *s, void (*fn)(elector_election *el, void *arg), void *arg)
+{
+    unsigned stamp = ++s->walks;
+    elector_election *el = s->elections;
+    while (el) {
+        if (el->walked == stamp) {
+            el = el->next;
+            continue;
+        }
+        el->walked = stamp;
+        el->refs++;
+        fn(el, arg);
+        elector_election *next = el->s == s ? el->next : s->elections;
+        el_unref(el);
+        el = next;
+    }
+}
+
+struct ended {
+    int reason;
+    const char *detail;
+    int64_t end_ns;
+};
+
+static void end_one(elector_election *el, void *arg)
+{
+    const struct ended *a = arg;
+    if (el->state == E_LEADER) lose(el, a->reason, a->detail, a->end_ns);
+    else if (el->state != E_IDLE) fail(el, a->reason, a->detail);
+}
+
 /* Session hook: the session died or was closed. */
 void elector__elections_session_ended(elector_session *s, int reason, const char *detail,
                                       int64_t end_ns)
 {
     int64_t now = elector_now_ns();
-    for (elector_election *el = s->elections, *next; el; el = next) {
-        next = el->next;
-        el->refs++;
-        if (el->state == E_LEADER)
-            lose(el, reason, detail, end_ns && end_ns < now ? end_ns : now);
-        else if (el->state != E_IDLE)
-            fail(el, reason, detail);
-        el_unref(el);
-    }
+    struct ended a = {reason, detail, end_ns && end_ns < now ? end_ns : now};
+    walk(s, end_one, &a);
 }
 
 /* ---------------------------------------------------------------- retry */
@@ -517,10 +549,15 @@ static void send_campaign(elector_election *el)
     if (rc) fail(el, rc, elector_etcd_errstr(el->etcd));
 }
 
+static void ready_one(elector_election *el, void *arg)
+{
+    (void)arg;
+    if (el->state == E_CAMPAIGN && el->rev == 0) send_campaign(el);
+}
+
 void elector__elections_session_ready(elector_session *s)
 {
-    for (elector_election *el = s->elections; el; el = el->next)
-        if (el->state == E_CAMPAIGN && el->rev == 0) send_campaign(el);
+    walk(s, ready_one, NULL);
 }
 
 static int set_value(uint8_t **dst, size_t *dlen, const void *v, size_t n)
@@ -799,6 +836,7 @@ elector_election *elector_election_new(elector_session *s, const char *name,
     el->cb = cb;
     el->ud = ud;
     el->refs = 1;
+    el->walked = s->walks; /* a walk under way does not visit it */
     el->next = s->elections;
     s->elections = el;
     return el;

@@ -20,6 +20,7 @@ struct elector_session {
     int refs; /* owner + in-flight calls; freed at 0 once closed */
     elector__timer renew_timer, deadline_timer;
     struct elector_election *elections;
+    unsigned walks; /* stamp of the latest walk over `elections` */
     elector_session_cb cb;
     void *ud;
 };

@@ -281,12 +281,14 @@ static void fire_revoke(elector_etcd *e, int64_t lease)
 static int64_t close_common(elector_session *s)
 {
     int64_t lease = s->state == S_ALIVE ? s->lease : 0;
-    elector__elections_session_ended(s, ELECTOR_ECLOSED, "session closed", 0);
-    elector__elections_detach_all(s);
+    /* Closed before the elections hear of it: a callback that closes the
+     * session again (say, on LOST) finds it closed and does nothing. */
     s->state = S_CLOSED;
     elector__timer_disarm(s->etcd, &s->renew_timer);
     elector__timer_disarm(s->etcd, &s->deadline_timer);
     elector_etcd_keepalive_forget(s->etcd, s);
+    elector__elections_session_ended(s, ELECTOR_ECLOSED, "session closed", 0);
+    elector__elections_detach_all(s);
     return lease;
 }
 

@@ -93,9 +93,10 @@ elector_session *elector_session_new(elector_etcd *etcd, const elector_session_c
 int elector_session_wait(elector_session *s, int64_t timeout_ms);
 
 /* Revokes the lease (so our keys vanish at once) and frees the session. Elections
- * still on it report LOST (ELECTOR_ECLOSED) if leading, FAILED if campaigning.
- * The revoke is sent by the loop; use elector_session_close_sync() to wait for it.
- * Safe from a callback. */
+ * still on it report LOST (ELECTOR_ECLOSED) if leading, FAILED if campaigning;
+ * the session counts as closed during those callbacks (closing it again there
+ * does nothing). The revoke is sent by the loop; use elector_session_close_sync()
+ * to wait for it. Safe from a callback. */
 void elector_session_close(elector_session *s);
 
 /* Same, but runs the loop until the revoke is answered or timeout_ms passes.
@@ -134,7 +135,8 @@ elector_election *elector_election_new(elector_session *s, const char *name,
                                        elector_election_cb cb, void *ud);
 
 /* Resigns if leading (best effort: the delete is sent by the loop), frees.
- * Safe from a callback. */
+ * Safe from any callback, also one delivered to another election (say, the
+ * LOST of the first election of a dying session frees them all). */
 void elector_election_free(elector_election *el);
 
 /* Adds an observer of beliefs (ELECTED, LOST, RESIGNED, PROCLAIMED) beside the
