@@ -105,16 +105,21 @@ static void session_die(elector_session *s, int reason, const char *detail)
     session_unref(s);
 }
 
-static void deadline_fired(elector__timer *t, void *ud)
+/* The validity deadline has passed: the session is over, whatever comes later. */
+static void expire(elector_session *s)
 {
-    (void)t;
-    elector_session *s = ud;
     char detail[160];
     snprintf(detail, sizeof(detail),
              "lease %llx not renewed in time: validity deadline passed (%s)",
              (unsigned long long)s->lease,
              s->last_err ? elector_strerror(s->last_err) : "no reply");
     session_die(s, ELECTOR_ESESSION, detail);
+}
+
+static void deadline_fired(elector__timer *t, void *ud)
+{
+    (void)t;
+    expire(ud);
 }
 
 static void extend(elector_session *s, int64_t t_send_ns, int64_t ttl)
@@ -140,6 +145,14 @@ static void keepalive_done(elector_etcd *e, int err, int64_t lease, int64_t ttl,
         session_die(s, ELECTOR_ELEASE, elector_etcd_errstr(e));
         return;
     }
+    if (elector_now_ns() >= s->deadline_ns) {
+        /* Processed after the deadline (the process was stopped, or busy): the
+         * answer may prove the lease alive a little longer, but the belief
+         * ended at the deadline and elector_is_leader() may have said so.
+         * It never comes back without a new campaign. */
+        expire(s);
+        return;
+    }
     if (err) {
         /* Unknown outcome: try again soon; the deadline timer decides when to
          * give up. */
@@ -161,6 +174,10 @@ static void renew_fired(elector__timer *t, void *ud)
     elector_session *s = ud;
     if (s->state != S_ALIVE || s->ka_in_flight) return;
     s->ka_sent_ns = elector_now_ns();
+    if (s->ka_sent_ns >= s->deadline_ns) {
+        expire(s); /* too late to renew: the loop ran after the deadline */
+        return;
+    }
     /* Waiting longer than the deadline for the answer is pointless. */
     int64_t tmo = (s->deadline_ns - s->ka_sent_ns) / 1000000;
     if (tmo < 100) tmo = 100;

@@ -10,6 +10,7 @@
  * its grant, the lease lives on in etcd for 26 s more). That is the same code
  * path as a renewal that does not come back in time, without depending on how
  * fast a stalled member or process is noticed. */
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +146,93 @@ TEST(closing_the_session_again_from_the_lost_its_close_caused_is_safe)
     ASSERT_EQ(1, elector_leader_sync(e, "c2", 3000, &li));
     elector_election_free(el[0]);
     elector_election_free(el[1]);
+    elector_etcd_free(e);
+    eh_stop(c);
+}
+
+/* ---------------------------------------------------------------- item 15 */
+
+struct beliefs {
+    int elected, lost, lost_reason;
+};
+
+static void belief_cb(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el;
+    struct beliefs *b = ud;
+    if (ev->type == ELECTOR_EV_ELECTED) b->elected++;
+    if (ev->type == ELECTOR_EV_LOST) {
+        b->lost++;
+        b->lost_reason = ev->reason;
+    }
+}
+
+static uint64_t keepalives_sent(elector_etcd *e)
+{
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    return st.requests[ELECTOR_RPC_LEASE_KEEPALIVE];
+}
+
+/* One pass of the loop: wait up to ms for the client, then process. */
+static void step(elector_etcd *e, int ms)
+{
+    struct pollfd pfd = {.fd = elector_etcd_fd(e), .events = POLLIN};
+    int64_t t = elector_etcd_timeout(e);
+    if (t >= 0 && t < ms) ms = (int)t;
+    poll(&pfd, 1, ms);
+    elector_etcd_process(e);
+}
+
+/* The process stops (here: does not run its loop) longer than its validity
+ * deadline while the answer to its last keepalive waits in the socket. That
+ * answer proves the lease alive a little longer, but the belief already ended
+ * at the deadline (elector_is_leader() said false): it must not come back
+ * without a new campaign. The session ends, LOST follows, no ELECTED. */
+TEST_WITH_TIMEOUT(belief_that_ended_at_the_deadline_never_returns, 60)
+{
+    eh_cluster *c = start1();
+    elector_etcd *e = eu_client(eh_endpoints(c));
+    struct sess_log sl = {0};
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 6; /* renewals every 2 s; deadline = send + 6 s - 0.6 s */
+    elector_session *s = elector_session_new(e, &sc, sess_cb, &sl);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    struct beliefs b = {0};
+    elector_election *el = elector_election_new(s, "belief", belief_cb, &b);
+    ASSERT_OK(elector_campaign_sync(el, "v", 1, 3000));
+
+    /* Run the loop until a renewal goes out, then stop running it. */
+    uint64_t n0 = keepalives_sent(e);
+    double end = tl_now() + 5;
+    while (keepalives_sent(e) == n0 && tl_now() < end) step(e, 20);
+    ASSERT_GT(keepalives_sent(e), n0);
+    int64_t t_send = elector_now_ns();
+    int64_t old_deadline = elector_session_deadline_ns(s);
+    int64_t new_deadline = t_send + (6000 - 600) * 1000000LL; /* if it were extended */
+    ASSERT_LT(old_deadline, new_deadline - 1000000000LL);
+    int64_t mid = old_deadline + (new_deadline - old_deadline) / 2;
+    tl_msleep((int)((mid - elector_now_ns()) / 1000000));
+    int64_t t_resume = elector_now_ns();
+    ASSERT(!elector_is_leader(el)); /* the clock says: over */
+    if (t_resume >= new_deadline) tl_log("slept past the extended deadline too: weak test run");
+
+    /* Resume: the renewal's answer is processed first, then the timers. */
+    end = tl_now() + 2;
+    while (tl_now() < end && !sl.lost) {
+        step(e, 20);
+        ASSERT(!elector_is_leader(el));
+    }
+    ASSERT_EQ(1, b.lost);
+    ASSERT_EQ(ELECTOR_ESESSION, b.lost_reason);
+    ASSERT_EQ(1, sl.lost);
+    ASSERT_EQ(ELECTOR_ESESSION, sl.reason);
+    ASSERT_EQ(1, b.elected);
+    ASSERT(!elector_session_alive(s));
+    elector_election_free(el);
+    elector_session_close_sync(s, 2000);
     elector_etcd_free(e);
     eh_stop(c);
 }

@@ -12,7 +12,10 @@
  * t_send + ttl. The session's validity deadline is that instant minus a margin.
  * elector_is_leader() compares CLOCK_MONOTONIC with this deadline on every call,
  * so a process resumed after SIGSTOP sees at once that its leadership is gone, and
- * ELECTOR_EV_LOST is delivered no later than the deadline.
+ * ELECTOR_EV_LOST is delivered no later than the deadline. Once the deadline has
+ * passed the session is over, even if a renewal's answer is processed later
+ * (a process stopped past its deadline): belief never returns without a new
+ * session and a new ELECTOR_EV_ELECTED.
  *
  * All objects live on one elector_etcd client and its event loop (see etcd.h):
  * callbacks run inside elector_etcd_process(). Free order: elections, then
