@@ -82,7 +82,6 @@ static void fire_revoke(elector_etcd *e, int64_t lease);
 static void session_die(elector_session *s, int reason, const char *detail)
 {
     if (s->state == S_DEAD || s->state == S_CLOSED) return;
-    bool had_lease = s->state == S_ALIVE;
     int64_t end_ns = s->deadline_ns;
     s->state = S_DEAD;
     elector__timer_disarm(s->etcd, &s->renew_timer);
@@ -90,8 +89,13 @@ static void session_die(elector_session *s, int reason, const char *detail)
     elector_etcd_keepalive_forget(s->etcd, s);
     s->ka_in_flight = false;
     /* A lease we can no longer prove alive may still hold our keys: revoke it so
-     * the next candidate need not wait for the TTL. */
-    if (had_lease && reason != ELECTOR_ELEASE) fire_revoke(s->etcd, s->lease);
+     * the next candidate need not wait for the TTL; unless the owner releases
+     * it (after reaping what acted on our leadership), or etcd says it is gone. */
+    if (reason == ELECTOR_ELEASE) s->revoke_owed = false;
+    if (s->revoke_owed && !s->cfg.manual_release) {
+        s->revoke_owed = false;
+        fire_revoke(s->etcd, s->lease);
+    }
     s->refs++;
     elector__elections_session_ended(s, reason, detail, end_ns);
     if (s->cb && s->state == S_DEAD) {
@@ -194,6 +198,7 @@ static void granted(elector_session *s, int64_t id, int64_t ttl)
 {
     s->lease = id;
     s->state = S_ALIVE;
+    s->revoke_owed = true;
     s->deadline_ns = 0;
     extend(s, s->ka_sent_ns, ttl);
     elector__elections_session_ready(s);
@@ -293,11 +298,12 @@ static void fire_revoke(elector_etcd *e, int64_t lease)
     elector_etcd_call(e, ELECTOR_RPC_LEASE_REVOKE, &req.base, NULL, revoke_done, NULL);
 }
 
-/* Marks the session closed and releases the owner's reference; returns the lease
- * that should be revoked (0 if none). */
+/* Marks the session closed; returns the lease that should be revoked (0 if
+ * none): an alive session's, or a dead one's that was not revoked yet. */
 static int64_t close_common(elector_session *s)
 {
-    int64_t lease = s->state == S_ALIVE ? s->lease : 0;
+    int64_t lease = s->revoke_owed ? s->lease : 0;
+    s->revoke_owed = false;
     /* Closed before the elections hear of it: a callback that closes the
      * session again (say, on LOST) finds it closed and does nothing. */
     s->state = S_CLOSED;

@@ -25,6 +25,21 @@ static eh_cluster *start1(void)
     return c;
 }
 
+struct beliefs {
+    int elected, lost, lost_reason;
+};
+
+static void belief_cb(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el;
+    struct beliefs *b = ud;
+    if (ev->type == ELECTOR_EV_ELECTED) b->elected++;
+    if (ev->type == ELECTOR_EV_LOST) {
+        b->lost++;
+        b->lost_reason = ev->reason;
+    }
+}
+
 struct sess_log {
     int lost;   /* SESSION_LOST events */
     int reason; /* of the last one */
@@ -54,11 +69,109 @@ static elector_session *doomed_session(elector_etcd *e, int ttl_s, int dies_afte
     elector_session_config_init(&sc);
     sc.ttl_s = ttl_s;
     sc.margin_ms = (ttl_s - dies_after_s) * 1000LL;
-    (void)manual_release;
+    sc.manual_release = manual_release;
     elector_session *s = elector_session_new(e, &sc, sess_cb, log);
     ASSERT_NOT_NULL(s);
     ASSERT_OK(elector_session_wait(s, 5000));
     return s;
+}
+
+static int64_t lease_ttl(elector_etcd *e, int64_t id)
+{
+    Etcdserverpb__LeaseTimeToLiveRequest r = ETCDSERVERPB__LEASE_TIME_TO_LIVE_REQUEST__INIT;
+    r.id = id;
+    ProtobufCMessage *m = NULL;
+    ASSERT_OK(elector_etcd_call_sync(e, ELECTOR_RPC_LEASE_TIME_TO_LIVE, &r.base, NULL, &m));
+    int64_t t = ((Etcdserverpb__LeaseTimeToLiveResponse *)m)->ttl;
+    protobuf_c_message_free_unpacked(m, NULL);
+    return t;
+}
+
+/* Number of keys under name/. */
+static int64_t keys_of(elector_etcd *e, const char *name)
+{
+    char p[128], end[128];
+    snprintf(p, sizeof(p), "%s/", name);
+    size_t n = strlen(p);
+    elector_prefix_end((const uint8_t *)p, n, (uint8_t *)end);
+    Etcdserverpb__RangeRequest r = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    r.key.data = (uint8_t *)p;
+    r.key.len = n;
+    r.range_end.data = (uint8_t *)end;
+    r.range_end.len = n;
+    r.count_only = 1;
+    ProtobufCMessage *m = NULL;
+    ASSERT_OK(elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &r.base, NULL, &m));
+    int64_t k = ((Etcdserverpb__RangeResponse *)m)->count;
+    protobuf_c_message_free_unpacked(m, NULL);
+    return k;
+}
+
+/* ---------------------------------------------------------------- item 3 */
+
+struct lease_gone {
+    elector_etcd *checker;
+    int64_t lease;
+};
+
+static bool lease_is_gone(void *p)
+{
+    struct lease_gone *g = p;
+    return lease_ttl(g->checker, g->lease) == -1;
+}
+
+/* A supervisor must reap its command before the lease goes (DESIGN 4): with
+ * manual_release, a session that dies by its deadline reports LOST and
+ * SESSION_LOST as usual but leaves its lease (and keys) to etcd until the owner
+ * closes it; the close then revokes it although the session is dead. Without
+ * the option the lease is revoked as soon as the session dies. */
+TEST_WITH_TIMEOUT(manual_release_keeps_a_dead_sessions_lease_until_close, 60)
+{
+    eh_cluster *c = start1();
+    elector_etcd *e = eu_client(eh_endpoints(c));
+    elector_etcd *checker = eu_client(eh_endpoints(c));
+    eu_register_client(e);
+    struct sess_log auto_log = {0}, manual_log = {0};
+    elector_session *sa = doomed_session(e, 30, 4, false, &auto_log);
+    elector_session *sm = doomed_session(e, 30, 4, true, &manual_log);
+    struct beliefs ba = {0}, bm = {0};
+    elector_election *ea = elector_election_new(sa, "auto", belief_cb, &ba);
+    elector_election *em = elector_election_new(sm, "manual", belief_cb, &bm);
+    ASSERT_OK(elector_campaign_sync(ea, "a", 1, 3000));
+    ASSERT_OK(elector_campaign_sync(em, "m", 1, 3000));
+    int64_t la = elector_session_lease(sa), lm = elector_session_lease(sm);
+
+    ASSERT(eu_pump_until(10000, sess_lost, &auto_log));
+    ASSERT(eu_pump_until(2000, sess_lost, &manual_log));
+    ASSERT_EQ(ELECTOR_ESESSION, manual_log.reason);
+    ASSERT_EQ(1, bm.lost);
+    ASSERT_EQ(ELECTOR_ESESSION, bm.lost_reason);
+    ASSERT(!elector_is_leader(em));
+    /* The dead session still names its lease. */
+    ASSERT_EQ(lm, elector_session_lease(sm));
+
+    /* Default: revoked at once (the lease had some 26 s left in etcd). */
+    struct lease_gone g = {checker, la};
+    ASSERT(eu_pump_until(3000, lease_is_gone, &g));
+    ASSERT_EQ(0, keys_of(checker, "auto"));
+    /* Manual: still there a while later, key included. */
+    eu_pump(1000);
+    int64_t ttl = lease_ttl(checker, lm);
+    tl_log("manual_release: lease ttl %lld s after the session died", (long long)ttl);
+    ASSERT_GT(ttl, 10);
+    ASSERT_EQ(1, keys_of(checker, "manual"));
+
+    /* The owner has finished: close revokes the dead session's lease. */
+    elector_election_free(em);
+    ASSERT_OK(elector_session_close_sync(sm, 3000));
+    ASSERT_EQ(-1, lease_ttl(checker, lm));
+    ASSERT_EQ(0, keys_of(checker, "manual"));
+    elector_election_free(ea);
+    ASSERT_OK(elector_session_close_sync(sa, 3000));
+    eu_unregister_client(e);
+    elector_etcd_free(e);
+    elector_etcd_free(checker);
+    eh_stop(c);
 }
 
 /* ---------------------------------------------------------------- item 4 */
@@ -151,21 +264,6 @@ TEST(closing_the_session_again_from_the_lost_its_close_caused_is_safe)
 }
 
 /* ---------------------------------------------------------------- item 15 */
-
-struct beliefs {
-    int elected, lost, lost_reason;
-};
-
-static void belief_cb(elector_election *el, const elector_event *ev, void *ud)
-{
-    (void)el;
-    struct beliefs *b = ud;
-    if (ev->type == ELECTOR_EV_ELECTED) b->elected++;
-    if (ev->type == ELECTOR_EV_LOST) {
-        b->lost++;
-        b->lost_reason = ev->reason;
-    }
-}
 
 static uint64_t keepalives_sent(elector_etcd *e)
 {

@@ -76,13 +76,22 @@ typedef struct elector_session_config {
     int64_t ttl_s;     /* requested TTL in seconds; default 10. etcd may grant more. */
     int64_t margin_ms; /* safety margin before the proven expiry; 0 = max(ttl/10, 200ms) */
     int64_t lease_id;  /* keep alive an existing lease instead of granting one; 0 = new */
+    /* false (default): a session that ends on its own (ELECTOR_ESESSION) revokes
+     * its lease at once, so its keys stop blocking other candidates.
+     * true: it does not; LOST and SESSION_LOST come as usual, renewals stop, and
+     * the lease (with our keys) stays in etcd until elector_session_close() or
+     * elector_session_close_sync() revokes it, or its TTL runs out. For owners
+     * that must stop what acted on the leadership (reap a supervised command)
+     * before a successor may be elected. */
+    bool manual_release;
 } elector_session_config;
 
 void elector_session_config_init(elector_session_config *cfg);
 
 /* Called once with ELECTOR_EV_SESSION_LOST when the session ends on its own: etcd
  * says the lease is gone (ELECTOR_ELEASE), or no renewal succeeded before the
- * deadline (ELECTOR_ESESSION). Elections on it have been told first. */
+ * deadline (ELECTOR_ESESSION). Elections on it have been told first. The lease
+ * has been revoked then, unless the config asked for manual_release. */
 typedef void (*elector_session_cb)(elector_session *s, const elector_event *ev, void *ud);
 
 /* Grants (or adopts) the lease asynchronously and keeps it alive every TTL/3 on the
@@ -95,7 +104,9 @@ elector_session *elector_session_new(elector_etcd *etcd, const elector_session_c
  * or the grant's error (ECONNECT, ETLS, EAUTH, ENOLEADER, ...). */
 int elector_session_wait(elector_session *s, int64_t timeout_ms);
 
-/* Revokes the lease (so our keys vanish at once) and frees the session. Elections
+/* Revokes the lease (so our keys vanish at once) and frees the session. A session
+ * that ended on its own is revoked too if its lease was not (manual_release),
+ * unless etcd said it is gone (ELECTOR_ELEASE). Elections
  * still on it report LOST (ELECTOR_ECLOSED) if leading, FAILED if campaigning;
  * the session counts as closed during those callbacks (closing it again there
  * does nothing). The revoke is sent by the loop; use elector_session_close_sync()
@@ -103,10 +114,13 @@ int elector_session_wait(elector_session *s, int64_t timeout_ms);
 void elector_session_close(elector_session *s);
 
 /* Same, but runs the loop until the revoke is answered or timeout_ms passes.
- * Returns 0 or the revoke's error. Not from a callback. */
+ * Returns 0 (also when there was nothing to revoke, or etcd no longer knew the
+ * lease) or the revoke's error (ETIMEDOUT, EUNAVAILABLE, ...). Not from a
+ * callback. */
 int elector_session_close_sync(elector_session *s, int64_t timeout_ms);
 
-int64_t elector_session_lease(const elector_session *s);      /* 0 until granted */
+/* The lease ID: 0 until granted; still set after the session ended. */
+int64_t elector_session_lease(const elector_session *s);
 int64_t elector_session_ttl(const elector_session *s);        /* granted TTL, seconds */
 int64_t elector_session_deadline_ns(const elector_session *s); /* validity deadline */
 bool elector_session_alive(const elector_session *s);         /* now < deadline */
