@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "elect_util.h"
+#include "tproxy.h"
 #include "testlib.h"
 
 static eh_cluster *start1(void)
@@ -171,6 +172,237 @@ TEST_WITH_TIMEOUT(manual_release_keeps_a_dead_sessions_lease_until_close, 60)
     eu_unregister_client(e);
     elector_etcd_free(e);
     elector_etcd_free(checker);
+    eh_stop(c);
+}
+
+/* ---------------------------------------------------------------- item 5 */
+
+struct el_log {
+    int n;
+    elector_event_type type[16];
+    int reason[16];
+};
+
+static void log_cb(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el;
+    struct el_log *l = ud;
+    if (l->n < 16) {
+        l->type[l->n] = ev->type;
+        l->reason[l->n] = ev->reason;
+        l->n++;
+    }
+}
+
+static int count_type(const struct el_log *l, elector_event_type t)
+{
+    int k = 0;
+    for (int i = 0; i < l->n; i++) k += l->type[i] == t;
+    return k;
+}
+
+static bool has_failed(void *p)
+{
+    return count_type(p, ELECTOR_EV_FAILED) > 0;
+}
+
+static bool disconnected(void *p)
+{
+    elector_etcd_stats st;
+    elector_etcd_get_stats(p, &st);
+    return st.disconnects > 0;
+}
+
+struct names {
+    elector_etcd *checker;
+    const char *name[2];
+    int64_t want; /* keys each */
+};
+
+static bool keys_are(void *p)
+{
+    struct names *k = p;
+    for (int i = 0; i < 2; i++)
+        if (k->name[i] && keys_of(k->checker, k->name[i]) != k->want) return false;
+    return true;
+}
+
+/* The campaign Txn is applied, but its answer is lost (the proxy drops what
+ * etcd sends, then the connection ends): the campaign does not know its create
+ * revision and waits to retry. A resign, or a free, then must still remove
+ * the key: it is ours by name (prefix + our lease), and it would make every
+ * other candidate wait for our whole session. */
+TEST_WITH_TIMEOUT(campaign_key_goes_on_resign_or_free_when_its_answer_was_lost, 90)
+{
+    eh_cluster *c = start1();
+    tp_proxy *px = tp_start(eh_endpoint(c, 0));
+    ASSERT_NOT_NULL(px);
+    /* No PING while answers are lost (it would end the connection early), and
+     * calls wait long enough for the test to end it. */
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = tp_endpoint(px);
+    cfg.request_timeout_ms = 20000;
+    cfg.keepalive_time_ms = 30000;
+    cfg.keepalive_idle_ms = 30000;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    elector_etcd *checker = eu_client(eh_endpoints(c));
+    eu_register_client(e);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 30; /* outlives the test: only a delete removes the keys */
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    struct el_log lr = {0}, lf = {0};
+    elector_election *er = elector_election_new(s, "lost-r", log_cb, &lr);
+    elector_election *ef = elector_election_new(s, "lost-f", log_cb, &lf);
+
+    ASSERT_OK(tp_drop_replies(px));
+    ASSERT_OK(elector_campaign(er, "r", 1));
+    ASSERT_OK(elector_campaign(ef, "f", 1));
+    struct names k = {checker, {"lost-r", "lost-f"}, 1};
+    ASSERT(eu_pump_until(5000, keys_are, &k)); /* applied by etcd */
+    ASSERT_EQ(0, elector_election_token(er));  /* ... unknown to us */
+    /* The answer: the connection ends (EUNAVAILABLE); the campaigns pause
+     * before a retry. The pump returns right after the elector_etcd_process()
+     * that saw it, so no retry timer has run yet: resign and free happen in
+     * the pause, whatever the machine's load. */
+    ASSERT_OK(tp_reset(px));
+    ASSERT(eu_pump_until(5000, disconnected, e));
+    ASSERT_EQ(0, elector_election_token(er));
+    ASSERT_EQ(0, elector_election_token(ef));
+    ASSERT_OK(elector_resign(er));
+    elector_election_free(ef);
+
+    /* Both keys go, over the next connection. */
+    k.want = 0;
+    ASSERT(eu_pump_until(8000, keys_are, &k));
+    ASSERT(eu_pump_until(10000, has_failed, &lr));
+    ASSERT_EQ(1, count_type(&lr, ELECTOR_EV_FAILED));
+    ASSERT_EQ(ELECTOR_ECANCELED, lr.reason[lr.n - 1]);
+    ASSERT_EQ(0, count_type(&lr, ELECTOR_EV_ELECTED));
+    ASSERT_EQ(0, lf.n);
+    elector_election_free(er);
+    ASSERT_OK(elector_session_close_sync(s, 3000));
+    eu_unregister_client(e);
+    elector_etcd_free(e);
+    elector_etcd_free(checker);
+    tp_stop(px);
+    eh_stop(c);
+}
+
+static elector_etcd *user_client(eh_cluster *c, const char *user, const char *password)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    cfg.user = user;
+    cfg.password = password;
+    cfg.dial_timeout_ms = 2000;
+    cfg.request_timeout_ms = 3000;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    return e;
+}
+
+/* A candidate allowed to write its own key (every hex name under "perm/") but
+ * not to read the whole prefix: the campaign Txn succeeds, the check that
+ * follows is refused (EPERM), which retrying cannot cure. The campaign fails
+ * and must not leave its key behind. */
+TEST_WITH_TIMEOUT(campaign_that_fails_on_eperm_removes_its_key, 60)
+{
+    eh_opts o = {.members = 1, .auth = 1};
+    eh_cluster *c = eh_start(&o);
+    ASSERT_NOT_NULL(c);
+    ASSERT_OK(eh_etcdctl(c, NULL, "role", "add", "perm-role", NULL));
+    ASSERT_OK(eh_etcdctl(c, NULL, "role", "grant-permission", "perm-role", "readwrite", "perm/0",
+                         "perm/g", NULL));
+    ASSERT_OK(eh_etcdctl(c, NULL, "user", "add", "perm-user:perm-pw-1", NULL));
+    ASSERT_OK(eh_etcdctl(c, NULL, "user", "grant-role", "perm-user", "perm-role", NULL));
+    elector_etcd *e = user_client(c, "perm-user", "perm-pw-1");
+    elector_etcd *root = user_client(c, "root", EH_ROOT_PASSWORD);
+    eu_register_client(e);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 30;
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    struct el_log l = {0};
+    elector_election *el = elector_election_new(s, "perm", log_cb, &l);
+    ASSERT_EQ(ELECTOR_EPERM, elector_campaign_sync(el, "v", 1, 5000));
+    ASSERT_EQ(ELECTOR_EV_FAILED, l.type[l.n - 1]);
+    struct names k = {root, {"perm", NULL}, 0};
+    bool gone = eu_pump_until(5000, keys_are, &k);
+    if (!gone) tl_log("perm/ still holds %lld key(s)", (long long)keys_of(root, "perm"));
+    ASSERT(gone);
+    elector_election_free(el);
+    ASSERT_OK(elector_session_close_sync(s, 3000));
+    eu_unregister_client(e);
+    elector_etcd_free(e);
+    elector_etcd_free(root);
+    eh_stop(c);
+}
+
+/* One key per name and session: a second election object with the same name on
+ * the same session would share it (and its deletes). It may not campaign while
+ * the first one campaigns, leads or still deletes the key. A resign followed at
+ * once by a new campaign of the same object waits for the delete, then leads
+ * again with a new key. */
+struct count_wait {
+    struct el_log *l;
+    elector_event_type type;
+    int n;
+};
+
+static bool has_count(void *p)
+{
+    struct count_wait *w = p;
+    return count_type(w->l, w->type) >= w->n;
+}
+
+TEST(one_campaign_per_name_and_session_and_recampaign_after_resign)
+{
+    eh_cluster *c = start1();
+    elector_etcd *e = eu_client(eh_endpoints(c));
+    eu_register_client(e);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    struct el_log la = {0}, lb = {0};
+    elector_election *a = elector_election_new(s, "same", log_cb, &la);
+    elector_election *b = elector_election_new(s, "same", log_cb, &lb);
+    ASSERT_OK(elector_campaign_sync(a, "a", 1, 3000));
+    ASSERT_EQ(ELECTOR_EBUSY, elector_campaign(b, "b", 1));
+    int64_t t1 = elector_election_token(a);
+
+    ASSERT_OK(elector_resign(a));
+    ASSERT_OK(elector_campaign(a, "a2", 2)); /* at once: waits for the delete */
+    ASSERT_EQ(ELECTOR_EBUSY, elector_campaign(b, "b", 1));
+    struct count_wait w = {&la, ELECTOR_EV_ELECTED, 2};
+    ASSERT(eu_pump_until(5000, has_count, &w));
+    ASSERT_EQ(0, count_type(&la, ELECTOR_EV_FAILED));
+    ASSERT(elector_is_leader(a));
+    ASSERT_GT(elector_election_token(a), t1); /* a new key */
+    elector_leader_info li;
+    ASSERT_OK(elector_leader_sync(e, "same", 3000, &li));
+    ASSERT_EQ(elector_election_token(a), li.token);
+    ASSERT_EQ(2, (long long)li.value_len);
+    elector_leader_free(&li);
+
+    ASSERT_OK(elector_resign(a));
+    w.type = ELECTOR_EV_RESIGNED;
+    w.n = 1;
+    ASSERT(eu_pump_until(5000, has_count, &w));
+    ASSERT_OK(elector_campaign_sync(b, "b", 1, 3000)); /* now b may */
+    ASSERT_EQ(0, lb.n - count_type(&lb, ELECTOR_EV_ELECTED));
+    elector_election_free(a);
+    elector_election_free(b);
+    ASSERT_OK(elector_session_close_sync(s, 3000));
+    eu_unregister_client(e);
+    elector_etcd_free(e);
     eh_stop(c);
 }
 

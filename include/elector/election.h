@@ -151,7 +151,9 @@ typedef void (*elector_election_cb)(elector_election *el, const elector_event *e
 elector_election *elector_election_new(elector_session *s, const char *name,
                                        elector_election_cb cb, void *ud);
 
-/* Resigns if leading (best effort: the delete is sent by the loop), frees.
+/* Resigns if leading or campaigning (best effort, one attempt: the delete of our
+ * key is sent by the loop; it is also sent when a lost answer left our key's
+ * revision unknown, guarded then by our lease), frees.
  * Safe from any callback, also one delivered to another election (say, the
  * LOST of the first election of a dying session frees them all). */
 void elector_election_free(elector_election *el);
@@ -167,8 +169,14 @@ void elector_election_set_log(elector_election *el, elector_election_cb log, voi
  * error etcd gives that retrying cannot cure (ETOOLARGE, EPERM, EAUTH, ...).
  * Transient errors (no leader, connection lost, etcd busy) are retried while the
  * session lives.
- * Returns 0, ELECTOR_EBUSY (already campaigning or leading), ELECTOR_ESESSION
- * (session dead), ELECTOR_ETOOLARGE, ELECTOR_ENOMEM; on error no event follows. */
+ * A campaign or check that fails for good (EPERM, EAUTH, ...) deletes the key it
+ * made, so it does not make later candidates wait for our session.
+ * Our key is NAME/<lease>: one per name and session. Another election object
+ * with the same name on the same session cannot campaign while this one
+ * campaigns, leads or still deletes that key (ELECTOR_EBUSY).
+ * Returns 0, ELECTOR_EBUSY (already campaigning or leading, or another election
+ * with this name on this session is), ELECTOR_ESESSION (session dead),
+ * ELECTOR_ETOOLARGE, ELECTOR_ENOMEM; on error no event follows. */
 int elector_campaign(elector_election *el, const void *value, size_t len);
 
 /* Blocking: campaigns and runs the loop until elected (0), failed (its reason),
@@ -185,8 +193,12 @@ int elector_campaign_sync(elector_election *el, const void *value, size_t len,
 int elector_proclaim(elector_election *el, const void *value, size_t len);
 
 /* Gives up leadership, or stops a campaign: our belief ends at once, then our key
- * is deleted (guarded by its create revision). Event RESIGNED if we led, FAILED
- * (ELECTOR_ECANCELED) if we were waiting. Returns 0 or ELECTOR_EINVAL (idle). */
+ * is deleted, guarded by its create revision, or by our lease if a campaign Txn
+ * was applied but its answer lost (the revision is then unknown); transient
+ * failures are retried while the session lives. Event RESIGNED if we led, FAILED
+ * (ELECTOR_ECANCELED) if we were waiting, once the delete is answered. A new
+ * campaign started before that waits for the delete's answer, so that the delete
+ * cannot remove the new key. Returns 0 or ELECTOR_EINVAL (idle). */
 int elector_resign(elector_election *el);
 
 /* True only while we lead and the session's validity deadline has not passed:
