@@ -61,6 +61,23 @@ static bool sess_lost(void *p)
     return ((struct sess_log *)p)->lost > 0;
 }
 
+static uint64_t keepalives_sent(elector_etcd *e)
+{
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    return st.requests[ELECTOR_RPC_LEASE_KEEPALIVE];
+}
+
+/* One pass of the loop: wait up to ms for the client, then process. */
+static void step(elector_etcd *e, int ms)
+{
+    struct pollfd pfd = {.fd = elector_etcd_fd(e), .events = POLLIN};
+    int64_t t = elector_etcd_timeout(e);
+    if (t >= 0 && t < ms) ms = (int)t;
+    poll(&pfd, 1, ms);
+    elector_etcd_process(e);
+}
+
 /* A session whose validity deadline passes `dies_after_s` seconds after its
  * grant, before any renewal, while etcd keeps its lease for ttl_s. */
 static elector_session *doomed_session(elector_etcd *e, int ttl_s, int dies_after_s,
@@ -406,6 +423,128 @@ TEST(one_campaign_per_name_and_session_and_recampaign_after_resign)
     eh_stop(c);
 }
 
+/* ---------------------------------------------------------------- item 14 */
+
+struct obs_log {
+    int n;
+    elector_event_type type[64];
+    char value[64][16];
+    int64_t token[64];
+};
+
+static void obs_cb(elector_observer *o, const elector_event *ev, void *ud)
+{
+    (void)o;
+    struct obs_log *l = ud;
+    if (l->n >= 64) return;
+    l->type[l->n] = ev->type;
+    l->token[l->n] = ev->token;
+    snprintf(l->value[l->n], sizeof(l->value[0]), "%.*s", (int)ev->value_len,
+             (const char *)ev->value);
+    l->n++;
+}
+
+static uint64_t ranges_sent(elector_etcd *e)
+{
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    return st.requests[ELECTOR_RPC_RANGE];
+}
+
+static void count_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)e, (void)m;
+    ASSERT_OK(err);
+    (*(int *)ud)++;
+}
+
+static bool count_reached(void *p)
+{
+    return ((int *)p)[0] >= ((int *)p)[1];
+}
+
+/* Revisions past etcd's limit for one watch catch-up response (1000): a watch
+ * that starts this far back is replayed in two responses, some 100 ms apart. */
+static void write_revisions(elector_etcd *w, const char *key, int n)
+{
+    int count[2] = {0, n};
+    Etcdserverpb__PutRequest put = ETCDSERVERPB__PUT_REQUEST__INIT;
+    put.key.data = (uint8_t *)key;
+    put.key.len = strlen(key);
+    put.value.data = (uint8_t *)"pad";
+    put.value.len = 3;
+    for (int i = 0; i < n; i++)
+        ASSERT_OK(elector_etcd_call(w, ELECTOR_RPC_PUT, &put.base, NULL, count_done, count));
+    eu_register_client(w);
+    ASSERT(eu_pump_until(30000, count_reached, count));
+    eu_unregister_client(w);
+}
+
+static void proclaim_wait(eu_cand *b, const char *v)
+{
+    int from = b->n;
+    ASSERT_OK(elector_proclaim(b->el, v, strlen(v)));
+    int i = eu_wait_event(b, from, ELECTOR_EV_PROCLAIMED, 3000);
+    ASSERT_GE(i, 0);
+    ASSERT_EQ(0, b->reasons[i]);
+}
+
+/* An observer's watch that lags behind its reads must not report what the read
+ * already showed as news. Built deterministically: the observer's first read
+ * is answered while its loop does not run; meanwhile the leader resigns, more
+ * than 1000 revisions are written under the prefix, and the new leader
+ * proclaims b2 then b3. When the observer runs, its watch starts at the first
+ * read's revision + 1 and etcd replays it in two responses: the first holds the
+ * old leader's DELETE (a fresh read then reports b3), the second, ~100 ms
+ * later, holds the PUTs of b2 and b3, older than that read. Reporting them
+ * would show b2 after b3. */
+TEST_WITH_TIMEOUT(observer_never_reports_an_older_value_after_a_newer_one, 90)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "obs", 30);
+    eu_cand *b = eu_cand_new(eh_endpoints(c), "obs", 30);
+    ASSERT_OK(elector_campaign_sync(a->el, "a1", 2, 5000));
+    ASSERT_OK(elector_campaign(b->el, "b1", 2));
+    ASSERT_GE(eu_wait_event(b, 0, ELECTOR_EV_WAITING, 3000), 0);
+
+    elector_etcd *oe = eu_client(eh_endpoints(c));
+    struct obs_log log = {0};
+    elector_observer *o = elector_observe(oe, "obs", obs_cb, &log);
+    ASSERT_NOT_NULL(o);
+    for (double end = tl_now() + 5; ranges_sent(oe) == 0 && tl_now() < end;) step(oe, 20);
+    ASSERT_EQ(1, ranges_sent(oe)); /* read 1 sent; its answer will wait in the socket */
+    struct pollfd pfd = {.fd = elector_etcd_fd(oe), .events = POLLIN};
+    poll(&pfd, 1, 2000);
+    tl_msleep(200); /* answered before the resign below, by a wide margin */
+
+    ASSERT_OK(elector_resign(a->el));
+    ASSERT_GE(eu_wait_event(b, 0, ELECTOR_EV_ELECTED, 3000), 0);
+    elector_etcd *w = eu_client(eh_endpoints(c));
+    write_revisions(w, "obs/~pad", 1100);
+    proclaim_wait(b, "b2");
+    proclaim_wait(b, "b3");
+
+    eu_register_client(oe);
+    eu_pump(1500);
+    for (int i = 0; i < log.n; i++)
+        tl_log("observed %s %s", elector_event_name(log.type[i]), log.value[i]);
+    ASSERT_GE(log.n, 1);
+    if (strcmp(log.value[0], "a1")) tl_log("read 1 was answered late: weak run");
+    ASSERT_STREQ("b3", log.value[log.n - 1]);
+    /* Once b3 was reported, nothing older follows. */
+    int first_b3 = -1;
+    for (int i = 0; i < log.n && first_b3 < 0; i++)
+        if (!strcmp(log.value[i], "b3")) first_b3 = i;
+    ASSERT_EQ(log.n - 1, first_b3);
+    elector_observer_free(o);
+    eu_unregister_client(oe);
+    elector_etcd_free(oe);
+    elector_etcd_free(w);
+    eu_cand_free(a);
+    eu_cand_free(b);
+    eh_stop(c);
+}
+
 /* ---------------------------------------------------------------- item 4 */
 
 struct two {
@@ -496,23 +635,6 @@ TEST(closing_the_session_again_from_the_lost_its_close_caused_is_safe)
 }
 
 /* ---------------------------------------------------------------- item 15 */
-
-static uint64_t keepalives_sent(elector_etcd *e)
-{
-    elector_etcd_stats st;
-    elector_etcd_get_stats(e, &st);
-    return st.requests[ELECTOR_RPC_LEASE_KEEPALIVE];
-}
-
-/* One pass of the loop: wait up to ms for the client, then process. */
-static void step(elector_etcd *e, int ms)
-{
-    struct pollfd pfd = {.fd = elector_etcd_fd(e), .events = POLLIN};
-    int64_t t = elector_etcd_timeout(e);
-    if (t >= 0 && t < ms) ms = (int)t;
-    poll(&pfd, 1, ms);
-    elector_etcd_process(e);
-}
 
 /* The process stops (here: does not run its loop) longer than its validity
  * deadline while the answer to its last keepalive waits in the socket. That
