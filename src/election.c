@@ -40,12 +40,12 @@ struct elector_election {
     elector_watch *watch;
     elector__timer retry;
     elector__timer notify; /* delivers FAILED for a resign before our key existed */
-    int64_t notify_ns;
+    int64_t notify_ns; /* CLOCK_MONOTONIC, as the event carries it */
     /* A resign whose delete failed for a transient reason is sent again: the key
      * must go, or the next candidate waits for our whole session. resign_rev is
      * the guard (0: our key's create revision is unknown; guard by our lease). */
     elector__timer resign_timer;
-    int64_t resign_rev, resign_ns;
+    int64_t resign_rev, resign_ns; /* resign_ns: CLOCK_MONOTONIC */
     bool resign_pending, resign_was_leader;
     int resign_tries;
     int retries;
@@ -119,8 +119,9 @@ static void el_unref(elector_election *el)
     free(el);
 }
 
-/* Delivers an event to the log hook and the callback. Returns false if the
- * election was freed meanwhile (the caller must stop touching it). */
+/* Delivers an event to the log hook and the callback; mono_ns: CLOCK_MONOTONIC,
+ * 0 = now. Returns false if the election was freed meanwhile (the caller must
+ * stop touching it). */
 static bool emit(elector_election *el, elector_event_type type, int reason,
                  const char *detail, int64_t mono_ns)
 {
@@ -134,7 +135,7 @@ static bool emit(elector_election *el, elector_event_type type, int reason,
                         .value_len = el->vlen,
                         .token = el->rev,
                         .lease = el->s ? el->s->lease : 0,
-                        .mono_ns = mono_ns ? mono_ns : elector_now_ns()};
+                        .mono_ns = mono_ns ? mono_ns : elector__mono_ns()};
     el->refs++;
     bool logged = type == ELECTOR_EV_ELECTED || type == ELECTOR_EV_LOST ||
                   type == ELECTOR_EV_RESIGNED || type == ELECTOR_EV_PROCLAIMED;
@@ -257,13 +258,15 @@ static void fail(elector_election *el, int reason, const char *detail)
     emit(el, ELECTOR_EV_FAILED, reason, detail, 0);
 }
 
-/* We led and no longer do. mono_ns: when the belief ended (0 = now). It is never
- * later than the validity deadline: elector_is_leader() turned false then, even
- * if this process was frozen and only notices now. */
-static void lose(elector_election *el, int reason, const char *detail, int64_t mono_ns)
+/* We led and no longer do. at_ns: when the belief ended, on the deadline clock
+ * (0 = now). It is never later than the validity deadline: elector_is_leader()
+ * turned false then, even if this process was frozen and only notices now. The
+ * event carries that instant on CLOCK_MONOTONIC. */
+static void lose(elector_election *el, int reason, const char *detail, int64_t at_ns)
 {
-    if (!mono_ns) mono_ns = elector_now_ns();
-    if (el->s && el->s->deadline_ns && el->s->deadline_ns < mono_ns) mono_ns = el->s->deadline_ns;
+    if (!at_ns) at_ns = elector_now_ns();
+    if (el->s && el->s->deadline_ns && el->s->deadline_ns < at_ns) at_ns = el->s->deadline_ns;
+    int64_t mono_ns = elector__mono_of(at_ns);
     stop_watch(el);
     elector__timer_disarm(el->etcd, &el->retry);
     el->state = E_IDLE;
@@ -824,7 +827,7 @@ int elector_resign(elector_election *el)
     if (!el || el->freed || el->state == E_IDLE) return ELECTOR_EINVAL;
     bool was_leader = el->state == E_LEADER;
     int64_t rev = el->rev;
-    int64_t now = elector_now_ns();
+    int64_t now = elector__mono_ns();
     /* Our belief ends now, before anything is sent. */
     stop_watch(el);
     elector__timer_disarm(el->etcd, &el->retry);

@@ -76,7 +76,7 @@ static void report(elector_observer *o, const Mvccpb__KeyValue *kv)
     elector_event ev = {.type = kv ? ELECTOR_EV_LEADER : ELECTOR_EV_NO_LEADER,
                         .detail = "",
                         .name = o->name,
-                        .mono_ns = elector_now_ns()};
+                        .mono_ns = elector__mono_ns()};
     if (kv) {
         if (dup_bytes(&o->key, &o->klen, kv->key.data, kv->key.len) ||
             dup_bytes(&o->value, &o->vlen, kv->value.data, kv->value.len)) {

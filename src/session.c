@@ -103,7 +103,7 @@ static void session_die(elector_session *s, int reason, const char *detail)
                             .reason = reason,
                             .detail = detail,
                             .lease = s->lease,
-                            .mono_ns = elector_now_ns()};
+                            .mono_ns = elector__mono_ns()};
         s->cb(s, &ev, s->ud);
     }
     session_unref(s);

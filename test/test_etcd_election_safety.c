@@ -10,11 +10,19 @@
  * its grant, the lease lives on in etcd for 26 s more). That is the same code
  * path as a renewal that does not come back in time, without depending on how
  * fast a stalled member or process is noticed. */
+#define _GNU_SOURCE /* unshare(CLONE_NEWTIME) */
+#include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 #include "elect_util.h"
+#include "internal.h" /* elector__timer: the client's wake-up timer */
 #include "tproxy.h"
 #include "testlib.h"
 
@@ -542,6 +550,170 @@ TEST_WITH_TIMEOUT(observer_never_reports_an_older_value_after_a_newer_one, 90)
     elector_etcd_free(w);
     eu_cand_free(a);
     eu_cand_free(b);
+    eh_stop(c);
+}
+
+/* ---------------------------------------------------------------- item 13 */
+
+static int64_t clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+#define SUSPENDED_S 100000 /* how far CLOCK_BOOTTIME runs ahead in the namespace */
+
+struct stamps {
+    int n;
+    elector_event_type type[16];
+    int64_t mono[16];
+};
+
+static void stamp_cb(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el;
+    struct stamps *t = ud;
+    if (t->n < 16) {
+        t->type[t->n] = ev->type;
+        t->mono[t->n++] = ev->mono_ns;
+    }
+}
+
+static void stamp_obs_cb(elector_observer *o, const elector_event *ev, void *ud)
+{
+    stamp_cb(NULL, ev, ud);
+    (void)o;
+}
+
+static void stamp_sess_cb(elector_session *s, const elector_event *ev, void *ud)
+{
+    stamp_cb(NULL, ev, ud);
+    (void)s;
+}
+
+/* An instant on CLOCK_MONOTONIC, taken within the last few seconds. */
+#define ASSERT_RECENT_MONO(t)                                                            \
+    do {                                                                                 \
+        int64_t m_ = clock_ns(CLOCK_MONOTONIC);                                          \
+        ASSERT_LE((t), m_);                                                              \
+        ASSERT_GT((t), m_ - 10 * 1000000000LL);                                          \
+    } while (0)
+
+static bool stamped(void *p)
+{
+    struct stamps *t = p;
+    return t->n > 0;
+}
+
+static void count_fire(elector__timer *t, void *ud)
+{
+    (void)t;
+    (*(int *)ud)++;
+}
+
+/* Runs in a time namespace where CLOCK_BOOTTIME = CLOCK_MONOTONIC + 100000 s. */
+static void boottime_child(const char *endpoints)
+{
+    int64_t boot = clock_ns(CLOCK_BOOTTIME), mono = clock_ns(CLOCK_MONOTONIC);
+    ASSERT_GT(boot - mono, (SUSPENDED_S - 10) * 1000000000LL);
+    /* The deadline clock is CLOCK_BOOTTIME. */
+    int64_t now = elector_now_ns();
+    ASSERT_LE(clock_ns(CLOCK_BOOTTIME) - now, 1000000000LL);
+    ASSERT_GE(now, boot);
+
+    elector_etcd *e = eu_client(endpoints);
+    /* The client's wake-up timer runs on CLOCK_BOOTTIME too: a timer due in
+     * 150 ms makes the fd readable then (on CLOCK_MONOTONIC, that absolute time
+     * would come 100000 s later). */
+    int fired = 0;
+    elector__timer tm = {0};
+    elector__timer_arm(e, &tm, elector__now_ms() + 150, count_fire, &fired);
+    struct pollfd pfd = {.fd = elector_etcd_fd(e), .events = POLLIN};
+    ASSERT_EQ(1, poll(&pfd, 1, 3000));
+    ASSERT_OK(elector_etcd_process(e));
+    ASSERT_EQ(1, fired);
+
+    eu_register_client(e);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 10;
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    struct stamps t = {0};
+    elector_election *el = elector_election_new(s, "clock", stamp_cb, &t);
+    ASSERT_OK(elector_campaign_sync(el, "v", 1, 5000));
+    ASSERT(elector_is_leader(el));
+    /* The session deadline is on the deadline clock, some 9 s ahead. */
+    int64_t d = elector_session_deadline_ns(s);
+    int64_t left = d - clock_ns(CLOCK_BOOTTIME);
+    ASSERT_GT(left, 5 * 1000000000LL);
+    ASSERT_LE(left, 10 * 1000000000LL);
+    /* Events keep CLOCK_MONOTONIC, which other processes compare. */
+    ASSERT_EQ(ELECTOR_EV_ELECTED, t.type[0]);
+    ASSERT_RECENT_MONO(t.mono[0]);
+    ASSERT_OK(elector_resign(el));
+    for (double end = tl_now() + 3; t.n < 2 && tl_now() < end;) eu_pump(20);
+    ASSERT_EQ(ELECTOR_EV_RESIGNED, t.type[1]);
+    ASSERT_RECENT_MONO(t.mono[1]);
+
+    struct stamps ot = {0};
+    elector_observer *o = elector_observe(e, "clock", stamp_obs_cb, &ot);
+    ASSERT(eu_pump_until(3000, stamped, &ot));
+    ASSERT_EQ(ELECTOR_EV_NO_LEADER, ot.type[0]);
+    ASSERT_RECENT_MONO(ot.mono[0]);
+    elector_observer_free(o);
+    elector_election_free(el);
+    ASSERT_OK(elector_session_close_sync(s, 3000));
+
+    /* A LOST capped at the deadline is dated on CLOCK_MONOTONIC too, and so is
+     * SESSION_LOST: a session that dies by its deadline 2 s after its grant. */
+    struct stamps st = {0}, lt = {0};
+    sc.ttl_s = 30;
+    sc.margin_ms = 28000;
+    s = elector_session_new(e, &sc, stamp_sess_cb, &st);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    el = elector_election_new(s, "clock", stamp_cb, &lt);
+    ASSERT_OK(elector_campaign_sync(el, "v", 1, 1500));
+    int64_t deadline = elector_session_deadline_ns(s);
+    int64_t deadline_mono = deadline - (clock_ns(CLOCK_BOOTTIME) - clock_ns(CLOCK_MONOTONIC));
+    ASSERT(eu_pump_until(5000, stamped, &st));
+    ASSERT_EQ(ELECTOR_EV_SESSION_LOST, st.type[0]);
+    ASSERT_RECENT_MONO(st.mono[0]);
+    ASSERT_EQ(ELECTOR_EV_LOST, lt.type[1]);
+    ASSERT_RECENT_MONO(lt.mono[1]);
+    ASSERT_LE(lt.mono[1], deadline_mono + 1000000); /* no later than the deadline */
+    elector_election_free(el);
+    elector_session_close_sync(s, 3000);
+    eu_unregister_client(e);
+    elector_etcd_free(e);
+}
+
+/* A suspended host stops CLOCK_MONOTONIC, not etcd's clock: deadlines must be on
+ * CLOCK_BOOTTIME. A time namespace makes the two clocks differ as a long
+ * suspend would; the library runs in a child created in it. */
+TEST_WITH_TIMEOUT(deadlines_follow_clock_boottime_and_events_clock_monotonic, 60)
+{
+    eh_cluster *c = start1(); /* etcd outside the namespace */
+    int rc = unshare(CLONE_NEWTIME);
+    if (rc) tl_log("unshare(CLONE_NEWTIME): %s", strerror(errno));
+    ASSERT_OK(rc);
+    int fd = open("/proc/self/timens_offsets", O_WRONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    char off[64];
+    int n = snprintf(off, sizeof(off), "boottime %d 0\n", SUSPENDED_S);
+    ASSERT_EQ(n, write(fd, off, (size_t)n));
+    close(fd);
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        boottime_child(eh_endpoints(c));
+        _exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(pid, waitpid(pid, &status, 0));
+    ASSERT(WIFEXITED(status));
+    ASSERT_EQ(0, WEXITSTATUS(status));
     eh_stop(c);
 }
 

@@ -10,7 +10,9 @@
  * moment at which it can prove its lease is still alive: for each keepalive sent
  * at t_send that etcd answers with ttl, the lease lives at least until
  * t_send + ttl. The session's validity deadline is that instant minus a margin.
- * elector_is_leader() compares CLOCK_MONOTONIC with this deadline on every call,
+ * elector_is_leader() compares the deadline clock (CLOCK_BOOTTIME, see
+ * elector_now_ns(): it keeps counting while the host is suspended, as etcd's
+ * clock does) with this deadline on every call,
  * so a process resumed after SIGSTOP sees at once that its leadership is gone, and
  * ELECTOR_EV_LOST is delivered no later than the deadline. Once the deadline has
  * passed the session is over, even if a renewal's answer is processed later
@@ -67,7 +69,8 @@ typedef struct elector_event {
     size_t value_len;
     int64_t token;        /* fencing token: the leader key's create revision */
     int64_t lease;        /* lease ID of that key */
-    int64_t mono_ns;      /* CLOCK_MONOTONIC when the belief changed */
+    int64_t mono_ns;      /* CLOCK_MONOTONIC when the belief changed (comparable
+                             across processes; not the deadline clock) */
 } elector_event;
 
 /* ---- sessions ------------------------------------------------------------------- */
@@ -122,7 +125,9 @@ int elector_session_close_sync(elector_session *s, int64_t timeout_ms);
 /* The lease ID: 0 until granted; still set after the session ended. */
 int64_t elector_session_lease(const elector_session *s);
 int64_t elector_session_ttl(const elector_session *s);        /* granted TTL, seconds */
-int64_t elector_session_deadline_ns(const elector_session *s); /* validity deadline */
+/* The validity deadline, on elector_now_ns()'s clock (CLOCK_BOOTTIME); 0 unless
+ * the session is alive. */
+int64_t elector_session_deadline_ns(const elector_session *s);
 bool elector_session_alive(const elector_session *s);         /* now < deadline */
 
 /* Keepalive statistics of a session. rtt_buckets[i] counts round trips of at
@@ -202,7 +207,7 @@ int elector_proclaim(elector_election *el, const void *value, size_t len);
 int elector_resign(elector_election *el);
 
 /* True only while we lead and the session's validity deadline has not passed:
- * evaluated against CLOCK_MONOTONIC at each call. */
+ * evaluated against the deadline clock (elector_now_ns()) at each call. */
 bool elector_is_leader(const elector_election *el);
 
 /* Our key, token (create revision; 0 if none) and lease. key_len may be NULL. */
