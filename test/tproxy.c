@@ -67,7 +67,8 @@ static void pair_close(struct pair *pr)
 static _Noreturn void child_loop(int lfd, int cmd, int ack, const struct sockaddr_in *to)
 {
     struct pair prs[MAX_PAIRS];
-    for (int i = 0; i < MAX_PAIRS; i++) prs[i].cli = prs[i].srv = -1;
+    for (int i = 0; i < MAX_PAIRS; i++)
+        prs[i].cli = prs[i].srv = -1;
     for (;;) {
         struct pollfd pfd[2 + 2 * MAX_PAIRS];
         int who[2 + 2 * MAX_PAIRS];
@@ -93,8 +94,10 @@ static _Noreturn void child_loop(int lfd, int cmd, int ack, const struct sockadd
                 char c;
                 if (read(cmd, &c, 1) != 1) _exit(0); /* the test is gone */
                 for (int i = 0; i < MAX_PAIRS; i++) {
-                    if (c == 'r') pair_close(&prs[i]);
-                    else prs[i].drop = c == 'd';
+                    if (c == 'r')
+                        pair_close(&prs[i]);
+                    else
+                        prs[i].drop = c == 'd';
                 }
                 if (write(ack, &c, 1) != 1) _exit(0);
                 break; /* the pairs may have changed: poll again */
@@ -103,7 +106,8 @@ static _Noreturn void child_loop(int lfd, int cmd, int ack, const struct sockadd
                 int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
                 if (c < 0) continue;
                 int i = 0;
-                while (i < MAX_PAIRS && prs[i].cli >= 0) i++;
+                while (i < MAX_PAIRS && prs[i].cli >= 0)
+                    i++;
                 int s = i < MAX_PAIRS ? connect_target(to) : -1;
                 if (s < 0) {
                     close(c);
@@ -143,10 +147,11 @@ tp_proxy *tp_start(const char *target)
     if (inet_pton(AF_INET, host, &to.sin_addr) != 1) return NULL;
 
     int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in me = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in me = {.sin_family = AF_INET,
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t sl = sizeof(me);
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&me, sizeof(me)) < 0 || listen(lfd, 64) < 0 ||
-        getsockname(lfd, (struct sockaddr *)&me, &sl) < 0) {
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&me, sizeof(me)) < 0 ||
+        listen(lfd, 64) < 0 || getsockname(lfd, (struct sockaddr *)&me, &sl) < 0) {
         if (lfd >= 0) close(lfd);
         return NULL;
     }

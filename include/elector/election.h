@@ -251,9 +251,10 @@ void elector_leader_free(elector_leader_info *info);
 
 /* Follows the leader of `name`: LEADER (with every new value proclaimed) and
  * NO_LEADER events, in order, without duplicates, never an older state after a
- * newer one (events at or below the revision already reported are ignored). Survives compaction, broken
- * watches and reconnects by re-reading the current state. Errors are retried;
- * cb gets no error events. Returns NULL when out of memory or name is empty. */
+ * newer one (events at or below the revision already reported are ignored).
+ * Survives compaction, broken watches and reconnects by re-reading the current
+ * state. Errors are retried; cb gets no error events. Returns NULL when out of
+ * memory or name is empty. */
 typedef void (*elector_observe_cb)(elector_observer *o, const elector_event *ev, void *ud);
 elector_observer *elector_observe(elector_etcd *etcd, const char *name,
                                   elector_observe_cb cb, void *ud);
