@@ -20,6 +20,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "elector/etcd.h"
@@ -61,6 +62,15 @@ static inline int64_t bu_pct(const int64_t *v, size_t n, double p)
 }
 
 static inline double bu_ms(int64_t ns) { return (double)ns / 1e6; }
+
+/* CLOCK_MONOTONIC, the clock of events' mono_ns (elector_now_ns() is the
+ * deadline clock, CLOCK_BOOTTIME: the two differ by the host's suspended time). */
+static inline int64_t bu_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 /* "<fp>n=.. <fp>min_ms=.. <fp>p50_ms=.. ..." (fp: a field-name prefix, may be
  * ""), in milliseconds; sorts v. */

@@ -81,11 +81,11 @@ static void loop_once(int max_ms)
  * aside) for quiet_ms. Dies after timeout_ms. */
 static void settle(bool (*done)(void), int quiet_ms, int timeout_ms, const char *what)
 {
-    int64_t start = elector_now_ns(), last_change = start;
+    int64_t start = bu_mono_ns(), last_change = start;
     uint64_t last = bu_client_reqs(g_clients, g_k, false);
     for (;;) {
         loop_once(5);
-        int64_t now = elector_now_ns();
+        int64_t now = bu_mono_ns();
         uint64_t r = bu_client_reqs(g_clients, g_k, false);
         if (r != last) {
             last = r;
@@ -148,7 +148,7 @@ static void race_done(elector_etcd *e, int err, const ProtobufCMessage *m, void 
         c->state = C_LEADER;
         c->rev = r->header ? r->header->revision : 0;
         g_leader = c;
-        g_t_elected = elector_now_ns();
+        g_t_elected = bu_mono_ns();
     } else if (c->state != C_WAITING) {
         c->state = C_WAITING;
         g_waiting++;
@@ -352,7 +352,7 @@ int main(int argc, char **argv)
     }
 
     /* Sessions: one lease per candidate. */
-    int64_t t_setup = elector_now_ns();
+    int64_t t_setup = bu_mono_ns();
     g_c = bu_xcalloc((size_t)g_n, sizeof(*g_c));
     for (int i = 0; i < g_n; i++) {
         cand *c = &g_c[i];
@@ -383,7 +383,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < g_n; i++) join(&g_c[i]);
     g_want_waiting = g_n - 1;
     settle(all_waiting, 200, 120000, "all candidates waiting");
-    double setup_s = (double)(elector_now_ns() - t_setup) / 1e9;
+    double setup_s = (double)(bu_mono_ns() - t_setup) / 1e9;
 
     int64_t *fo = bu_xcalloc((size_t)changes, sizeof(int64_t));
     double *srv = bu_xcalloc((size_t)changes, sizeof(double));
@@ -397,7 +397,7 @@ int main(int argc, char **argv)
         cand *old = g_leader;
         g_leader = NULL;
         g_want_resigned = g_resigned + 1;
-        int64_t t0 = elector_now_ns();
+        int64_t t0 = bu_mono_ns();
         resign(old);
         settle(change_done, 100, 60000, "the new leader");
         fo[ch] = g_t_elected - t0;

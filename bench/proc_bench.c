@@ -144,7 +144,7 @@ static int next_line(child *c, int64_t deadline_ns, char *out, size_t outsz, int
             return 1;
         }
         if (c->eof) return -1;
-        int64_t now = elector_now_ns();
+        int64_t now = bu_mono_ns();
         if (now >= deadline_ns) return 0;
         struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
         int ms = (int)((deadline_ns - now + 999999) / 1000000);
@@ -153,7 +153,7 @@ static int next_line(child *c, int64_t deadline_ns, char *out, size_t outsz, int
         if (pr <= 0) continue;
         if (c->len == sizeof(c->buf)) c->len = 0; /* absurdly long line: drop */
         ssize_t r = read(c->fd, c->buf + c->len, sizeof(c->buf) - c->len);
-        c->buf_t = elector_now_ns();
+        c->buf_t = bu_mono_ns();
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) {
             c->eof = true;
@@ -168,11 +168,11 @@ static int next_line(child *c, int64_t deadline_ns, char *out, size_t outsz, int
 static int reap(child *c, int64_t timeout_ms)
 {
     int st = 0;
-    int64_t end = elector_now_ns() + timeout_ms * 1000000;
+    int64_t end = bu_mono_ns() + timeout_ms * 1000000;
     for (;;) {
         pid_t r = waitpid(c->pid, &st, WNOHANG);
         if (r == c->pid) break;
-        if (elector_now_ns() > end) {
+        if (bu_mono_ns() > end) {
             kill(c->pid, SIGKILL);
             waitpid(c->pid, &st, 0);
             break;
@@ -221,9 +221,9 @@ static int64_t count_prefix(const char *prefix)
 
 static void wait_count(const char *prefix, int64_t want, int64_t timeout_ms)
 {
-    int64_t end = elector_now_ns() + timeout_ms * 1000000;
+    int64_t end = bu_mono_ns() + timeout_ms * 1000000;
     while (count_prefix(prefix) != want) {
-        if (elector_now_ns() > end)
+        if (bu_mono_ns() > end)
             bu_die("timeout: %s has %lld keys, want %lld", prefix, (long long)count_prefix(prefix),
                    (long long)want);
         sleep_ms(5);
@@ -280,7 +280,7 @@ static int64_t json_int(const char *line, const char *field)
  * elector event's mono_ns (-1 for etcdctl). */
 static int64_t wait_elected(queue *q, child *c, int64_t timeout_ms, int64_t *mono)
 {
-    int64_t end = elector_now_ns() + timeout_ms * 1000000, t = 0;
+    int64_t end = bu_mono_ns() + timeout_ms * 1000000, t = 0;
     char line[4096];
     for (;;) {
         int r = next_line(c, end, line, sizeof(line), &t);
@@ -328,7 +328,7 @@ static void queue_init(queue *q, enum tool t, const char *label, const char *kin
     q->tool = t;
     q->label = label;
     snprintf(q->name, sizeof(q->name), "bench-%s-%s-%d-%lld", kind, label, (int)getpid(),
-             (long long)(elector_now_ns() / 1000000 % 100000));
+             (long long)(bu_mono_ns() / 1000000 % 100000));
     snprintf(q->prefix, sizeof(q->prefix), "%s/", q->name);
 }
 
@@ -372,14 +372,14 @@ static void chain_txn_cb(elector_etcd *e, int err, const ProtobufCMessage *m, vo
 {
     (void)m, (void)ud;
     if (err) bu_die("chain Txn: %s (%s)", elector_strerror(err), elector_etcd_errstr(e));
-    g_chain_done = elector_now_ns();
+    g_chain_done = bu_mono_ns();
 }
 
 static void chain_del_cb(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
 {
     (void)m, (void)ud;
     if (err) bu_die("chain Delete: %s (%s)", elector_strerror(err), elector_etcd_errstr(e));
-    g_chain_del = elector_now_ns();
+    g_chain_del = bu_mono_ns();
 }
 
 static void chain_watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r,
@@ -392,7 +392,7 @@ static void chain_watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchR
     }
     for (size_t i = 0; i < r->n_events; i++)
         if (r->events[i]->type == MVCCPB__EVENT__EVENT_TYPE__DELETE) {
-            g_chain_ev = elector_now_ns();
+            g_chain_ev = bu_mono_ns();
             if (elector_etcd_call(g_chain_b, ELECTOR_RPC_TXN, &g_chain_txn->base, NULL,
                                   chain_txn_cb, NULL))
                 bu_die("chain Txn");
@@ -452,10 +452,10 @@ static void chain_once(int gap_ms, samples *ev, samples *total)
     int rc = elector_etcd_call_sync(g_etcd, ELECTOR_RPC_PUT, &g_cput.base, NULL, &m);
     if (rc) bu_die("Put: %s", elector_strerror(rc));
     protobuf_c_message_free_unpacked(m, NULL);
-    int64_t end = elector_now_ns() + (int64_t)gap_ms * 1000000;
-    while (elector_now_ns() < end) chain_loop(5);
+    int64_t end = bu_mono_ns() + (int64_t)gap_ms * 1000000;
+    while (bu_mono_ns() < end) chain_loop(5);
     g_chain_ev = g_chain_done = g_chain_del = 0;
-    int64_t t0 = elector_now_ns();
+    int64_t t0 = bu_mono_ns();
     if (elector_etcd_call(g_etcd, ELECTOR_RPC_DELETE_RANGE, &g_cdel.base, NULL, chain_del_cb,
                           NULL))
         bu_die("chain Delete");
@@ -479,12 +479,12 @@ static void put_once(int gap_ms, samples *s)
     put.key.len = strlen("bench-put-floor");
     put.value.data = (uint8_t *)"cand-0";
     put.value.len = 6;
-    int64_t end = elector_now_ns() + (int64_t)gap_ms * 1000000;
-    while (elector_now_ns() < end) elector_etcd_run_once(g_etcd, gap_ms);
-    int64_t t0 = elector_now_ns();
+    int64_t end = bu_mono_ns() + (int64_t)gap_ms * 1000000;
+    while (bu_mono_ns() < end) elector_etcd_run_once(g_etcd, gap_ms);
+    int64_t t0 = bu_mono_ns();
     ProtobufCMessage *m;
     int rc = elector_etcd_call_sync(g_etcd, ELECTOR_RPC_PUT, &put.base, NULL, &m);
-    int64_t t1 = elector_now_ns();
+    int64_t t1 = bu_mono_ns();
     if (rc) bu_die("Put: %s (%s)", elector_strerror(rc), elector_etcd_errstr(g_etcd));
     protobuf_c_message_free_unpacked(m, NULL);
     push(s, t1 - t0);
@@ -506,7 +506,7 @@ static void round_once(queue *q, int sig, int64_t timeout_ms, samples *ext, samp
                        samples *hand)
 {
     child *L = q->c[0], *S = q->c[1];
-    int64_t t0 = elector_now_ns();
+    int64_t t0 = bu_mono_ns();
     if (kill(L->pid, sig)) bu_die("kill: %s", strerror(errno));
     int64_t m = -1;
     int64_t t1 = wait_elected(q, S, timeout_ms, &m);
@@ -515,7 +515,7 @@ static void round_once(queue *q, int sig, int64_t timeout_ms, samples *ext, samp
     /* The old leader's "resigned" line (graceful elector only), then its exit. */
     if (hand && q->tool == T_ELECTOR && sig != SIGKILL) {
         char line[4096];
-        int64_t end = elector_now_ns() + 5000 * 1000000LL;
+        int64_t end = bu_mono_ns() + 5000 * 1000000LL;
         while (next_line(L, end, line, sizeof(line), NULL) == 1)
             if (strstr(line, "\"event\":\"resigned\"")) {
                 int64_t r = json_int(line, "mono_ns");
@@ -636,13 +636,13 @@ static void put_floor(int n, int warmup, int gap_ms)
     for (int i = 0; i < warmup + n; i++) {
         /* gap_ms > 0: the Put follows an idle pause, as a failover does */
         if (gap_ms > 0 && i >= warmup) {
-            int64_t end = elector_now_ns() + (int64_t)gap_ms * 1000000;
-            while (elector_now_ns() < end) elector_etcd_run_once(g_etcd, gap_ms);
+            int64_t end = bu_mono_ns() + (int64_t)gap_ms * 1000000;
+            while (bu_mono_ns() < end) elector_etcd_run_once(g_etcd, gap_ms);
         }
-        int64_t t0 = elector_now_ns();
+        int64_t t0 = bu_mono_ns();
         ProtobufCMessage *m;
         int rc = elector_etcd_call_sync(g_etcd, ELECTOR_RPC_PUT, &put.base, NULL, &m);
-        int64_t t1 = elector_now_ns();
+        int64_t t1 = bu_mono_ns();
         if (rc) bu_die("Put: %s (%s)", elector_strerror(rc), elector_etcd_errstr(g_etcd));
         protobuf_c_message_free_unpacked(m, NULL);
         if (i >= warmup) push(&s, t1 - t0);

@@ -22,6 +22,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <nghttp2/nghttp2.h>
@@ -64,7 +65,8 @@ struct elector_etcd {
     char *s_endpoints, *s_cacert, *s_cert, *s_key, *s_user, *s_password;
     elector__endpoint *eps;
     int nep, ep;
-    int epfd, evfd, fd;
+    int epfd, evfd, tfd, fd;
+    int64_t wake_ms; /* when tfd is armed to fire (INT64_MAX: not armed) */
     uint32_t ep_events;
     SSL_CTX *ssl_ctx;
     SSL *ssl;
@@ -177,6 +179,23 @@ static uint32_t next_rnd(elector_etcd *e)
 
 /* ---------------------------------------------------------------- timers */
 
+/* Arms the timerfd (CLOCK_BOOTTIME, absolute) at due_ms, so that the client's fd
+ * becomes readable when something is due. poll() and epoll_wait() timeouts run
+ * on CLOCK_MONOTONIC, which stops while the host is suspended: after a resume
+ * they would wake up to a whole timeout late on the deadline clock. The timerfd
+ * fires on time. INT64_MAX disarms it. */
+static void arm_wake(elector_etcd *e, int64_t due_ms)
+{
+    if (e->tfd < 0 || due_ms == e->wake_ms) return;
+    struct itimerspec its = {{0, 0}, {0, 0}};
+    if (due_ms != INT64_MAX) {
+        if (due_ms < 1) due_ms = 1; /* 0 would disarm */
+        its.it_value.tv_sec = due_ms / 1000;
+        its.it_value.tv_nsec = (due_ms % 1000) * 1000000;
+    }
+    if (timerfd_settime(e->tfd, TFD_TIMER_ABSTIME, &its, NULL) == 0) e->wake_ms = due_ms;
+}
+
 void elector__timer_disarm(elector_etcd *e, elector__timer *t)
 {
     if (!t->armed) return;
@@ -200,6 +219,7 @@ void elector__timer_arm(elector_etcd *e, elector__timer *t, int64_t due_ms,
     while (*pp && (*pp)->due_ms <= due_ms) pp = &(*pp)->next;
     t->next = *pp;
     *pp = t;
+    if (due_ms < e->wake_ms) arm_wake(e, due_ms); /* loops that only poll the fd */
 }
 
 /* Runs due timers one at a time: a timer callback may arm or disarm others. */
@@ -302,7 +322,8 @@ elector_etcd *elector_etcd_new(const elector_etcd_config *cfg)
     }
     elector_etcd *e = calloc(1, sizeof(*e));
     if (!e) return NULL;
-    e->fd = e->evfd = e->epfd = -1;
+    e->fd = e->evfd = e->epfd = e->tfd = -1;
+    e->wake_ms = INT64_MAX;
     e->rnd = (uint32_t)elector_now_ns() | 1u;
     if (copy_config(e, cfg)) {
         e->init_err = elector__set_err(e, ELECTOR_ENOMEM, "out of memory");
@@ -310,9 +331,14 @@ elector_etcd *elector_etcd_new(const elector_etcd_config *cfg)
     }
     e->epfd = epoll_create1(EPOLL_CLOEXEC);
     e->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    e->tfd = timerfd_create(CLOCK_BOOTTIME, TFD_NONBLOCK | TFD_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = e->evfd};
-    if (e->epfd < 0 || e->evfd < 0 || epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->evfd, &ev) < 0) {
-        e->init_err = elector__set_err(e, ELECTOR_ENOMEM, "cannot create epoll/eventfd: %s",
+    struct epoll_event tev = {.events = EPOLLIN, .data.fd = e->tfd};
+    if (e->epfd < 0 || e->evfd < 0 || e->tfd < 0 ||
+        epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->evfd, &ev) < 0 ||
+        epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->tfd, &tev) < 0) {
+        e->init_err = elector__set_err(e, ELECTOR_ENOMEM,
+                                       "cannot create epoll/eventfd/timerfd: %s",
                                        strerror(errno));
         return e;
     }
@@ -1107,10 +1133,11 @@ static bool drain_due(const elector_etcd *e)
     return false;
 }
 
-int64_t elector_etcd_timeout(elector_etcd *e)
+/* When elector_etcd_process() must run next (absolute ms on the deadline clock;
+ * INT64_MAX: nothing is due). */
+static int64_t next_due(elector_etcd *e, int64_t now)
 {
-    int64_t now = elector__now_ms(), t = INT64_MAX;
-    e->now_ms = now;
+    int64_t t = INT64_MAX;
     for (call *c = e->calls; c; c = c->next)
         if (c->deadline_ms && c->state != CS_DONE && !c->user_closed && c->deadline_ms < t)
             t = c->deadline_ms;
@@ -1136,6 +1163,15 @@ int64_t elector_etcd_timeout(elector_etcd *e)
         int64_t k = elector__keepalive_next_deadline(e);
         if (k < t) t = k;
     }
+    return t;
+}
+
+int64_t elector_etcd_timeout(elector_etcd *e)
+{
+    int64_t now = elector__now_ms();
+    e->now_ms = now;
+    int64_t t = next_due(e, now);
+    arm_wake(e, t);
     if (t == INT64_MAX) return -1;
     return t <= now ? 0 : t - now;
 }
@@ -1171,6 +1207,11 @@ static int process_events(elector_etcd *e, struct epoll_event *evs, int nev)
             uint64_t v;
             if (read(e->evfd, &v, sizeof(v)) < 0) { /* nothing to do */
             }
+        } else if (evs[i].data.fd == e->tfd) {
+            uint64_t v;
+            if (read(e->tfd, &v, sizeof(v)) < 0) { /* not expired after all */
+            }
+            e->wake_ms = INT64_MAX; /* fired: re-armed below */
         } else if (evs[i].data.fd == e->fd) {
             e->readable = evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP);
             e->writable = evs[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP);
@@ -1203,6 +1244,7 @@ static int process_events(elector_etcd *e, struct epoll_event *evs, int nev)
     if (e->free_pending) return ELECTOR_ECLOSED;
     reap(e);
     set_interest(e);
+    arm_wake(e, next_due(e, elector__now_ms()));
     return 0;
 }
 
@@ -1386,6 +1428,7 @@ static void real_free(elector_etcd *e)
     elector__endpoints_free(e->eps, e->nep);
     if (e->ssl_ctx) SSL_CTX_free(e->ssl_ctx);
     if (e->evfd >= 0) close(e->evfd);
+    if (e->tfd >= 0) close(e->tfd);
     if (e->epfd >= 0) close(e->epfd);
     free(e->s_endpoints);
     free(e->s_cacert);

@@ -24,23 +24,34 @@ struct elector_election {
     char *name;
     uint8_t *prefix, *key, *value, *pred;
     size_t plen, klen, vlen, pred_len;
+    int64_t key_lease; /* the lease named in `key` (and attached to it) */
     int64_t rev;
+    /* A campaign Txn of this campaign was answered with a transient error: it may
+     * have created our key, at a revision we do not know. */
+    bool maybe_key;
+    bool campaign_waits; /* campaigning, Txn not sent: no lease yet, or deletes */
+    int deletes;         /* our delete Txns in flight (resign, cleanup) */
+    /* The session is over (or was when the owner let go): our key goes with the
+     * lease, when its owner releases it (manual_release), never by a delete. */
+    bool keep_key;
     enum el_state state;
     unsigned gen;
     bool proclaiming;
     elector_watch *watch;
     elector__timer retry;
     elector__timer notify; /* delivers FAILED for a resign before our key existed */
-    int64_t notify_ns;
+    int64_t notify_ns; /* CLOCK_MONOTONIC, as the event carries it */
     /* A resign whose delete failed for a transient reason is sent again: the key
-     * must go, or the next candidate waits for our whole session. */
+     * must go, or the next candidate waits for our whole session. resign_rev is
+     * the guard (0: our key's create revision is unknown; guard by our lease). */
     elector__timer resign_timer;
-    int64_t resign_rev, resign_ns;
-    bool resign_was_leader;
+    int64_t resign_rev, resign_ns; /* resign_ns: CLOCK_MONOTONIC */
+    bool resign_pending, resign_was_leader;
     int resign_tries;
     int retries;
     int refs;   /* owner + in-flight operations + callbacks running */
     bool freed; /* the owner let go; memory stays until refs reach 0 */
+    unsigned walked; /* the session walk that visited it last (see walk()) */
     int outcome; /* for campaign_sync: 1 elected, < 0 failed */
     elector_election_cb cb, log;
     void *ud, *log_ud;
@@ -56,6 +67,9 @@ struct op {
 };
 
 static void send_check(elector_election *el);
+static int delete_key(elector_election *el, int64_t rev, struct op *o, elector_etcd_cb done);
+static void stray_deleted(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud);
+static void send_campaign(elector_election *el);
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -105,8 +119,9 @@ static void el_unref(elector_election *el)
     free(el);
 }
 
-/* Delivers an event to the log hook and the callback. Returns false if the
- * election was freed meanwhile (the caller must stop touching it). */
+/* Delivers an event to the log hook and the callback; mono_ns: CLOCK_MONOTONIC,
+ * 0 = now. Returns false if the election was freed meanwhile (the caller must
+ * stop touching it). */
 static bool emit(elector_election *el, elector_event_type type, int reason,
                  const char *detail, int64_t mono_ns)
 {
@@ -120,7 +135,7 @@ static bool emit(elector_election *el, elector_event_type type, int reason,
                         .value_len = el->vlen,
                         .token = el->rev,
                         .lease = el->s ? el->s->lease : 0,
-                        .mono_ns = mono_ns ? mono_ns : elector_now_ns()};
+                        .mono_ns = mono_ns ? mono_ns : elector__mono_ns()};
     el->refs++;
     bool logged = type == ELECTOR_EV_ELECTED || type == ELECTOR_EV_LOST ||
                   type == ELECTOR_EV_RESIGNED || type == ELECTOR_EV_PROCLAIMED;
@@ -174,6 +189,17 @@ static void cmp_create(Etcdserverpb__Compare *c, const uint8_t *key, size_t klen
     c->create_revision = rev;
 }
 
+static void cmp_lease(Etcdserverpb__Compare *c, const uint8_t *key, size_t klen, int64_t lease)
+{
+    etcdserverpb__compare__init(c);
+    c->result = ETCDSERVERPB__COMPARE__COMPARE_RESULT__EQUAL;
+    c->target = ETCDSERVERPB__COMPARE__COMPARE_TARGET__LEASE;
+    c->key.data = (uint8_t *)key;
+    c->key.len = klen;
+    c->target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_LEASE;
+    c->lease = lease;
+}
+
 static void put_op(Etcdserverpb__RequestOp *op, Etcdserverpb__PutRequest *put,
                    const elector_election *el, const uint8_t *v, size_t vlen)
 {
@@ -223,6 +249,7 @@ static int send_txn(elector_election *el, Etcdserverpb__TxnRequest *txn, struct 
 /* Our campaign is over without leadership. */
 static void fail(elector_election *el, int reason, const char *detail)
 {
+    el->campaign_waits = false;
     stop_watch(el);
     elector__timer_disarm(el->etcd, &el->retry);
     el->state = E_IDLE;
@@ -231,13 +258,15 @@ static void fail(elector_election *el, int reason, const char *detail)
     emit(el, ELECTOR_EV_FAILED, reason, detail, 0);
 }
 
-/* We led and no longer do. mono_ns: when the belief ended (0 = now). It is never
- * later than the validity deadline: elector_is_leader() turned false then, even
- * if this process was frozen and only notices now. */
-static void lose(elector_election *el, int reason, const char *detail, int64_t mono_ns)
+/* We led and no longer do. at_ns: when the belief ended, on the deadline clock
+ * (0 = now). It is never later than the validity deadline: elector_is_leader()
+ * turned false then, even if this process was frozen and only notices now. The
+ * event carries that instant on CLOCK_MONOTONIC. */
+static void lose(elector_election *el, int reason, const char *detail, int64_t at_ns)
 {
-    if (!mono_ns) mono_ns = elector_now_ns();
-    if (el->s && el->s->deadline_ns && el->s->deadline_ns < mono_ns) mono_ns = el->s->deadline_ns;
+    if (!at_ns) at_ns = elector_now_ns();
+    if (el->s && el->s->deadline_ns && el->s->deadline_ns < at_ns) at_ns = el->s->deadline_ns;
+    int64_t mono_ns = elector__mono_of(at_ns);
     stop_watch(el);
     elector__timer_disarm(el->etcd, &el->retry);
     el->state = E_IDLE;
@@ -246,25 +275,55 @@ static void lose(elector_election *el, int reason, const char *detail, int64_t m
     emit(el, ELECTOR_EV_LOST, reason, detail, mono_ns);
 }
 
+/* Visits every election of the session once, holding a reference on the one
+ * being visited. A callback may free any election (not only the visited one)
+ * or close the session, so the walk never keeps a pointer across a callback
+ * other than the visited election's: if that one is still in the list, its
+ * `next` is current; if it left the list, the walk starts again at the head and
+ * skips what this walk already visited. Elections created meanwhile carry the
+ * current stamp and are skipped too. */
+static void walk(elector_session *s, void (*fn)(elector_election *el, void *arg), void *arg)
+{
+    unsigned stamp = ++s->walks;
+    elector_election *el = s->elections;
+    while (el) {
+        if (el->walked == stamp) {
+            el = el->next;
+            continue;
+        }
+        el->walked = stamp;
+        el->refs++;
+        fn(el, arg);
+        elector_election *next = el->s == s ? el->next : s->elections;
+        el_unref(el);
+        el = next;
+    }
+}
+
+struct ended {
+    int reason;
+    const char *detail;
+    int64_t end_ns;
+};
+
+static void end_one(elector_election *el, void *arg)
+{
+    const struct ended *a = arg;
+    el->keep_key = true;
+    if (el->state == E_LEADER) lose(el, a->reason, a->detail, a->end_ns);
+    else if (el->state != E_IDLE) fail(el, a->reason, a->detail);
+}
+
 /* Session hook: the session died or was closed. */
 void elector__elections_session_ended(elector_session *s, int reason, const char *detail,
                                       int64_t end_ns)
 {
     int64_t now = elector_now_ns();
-    for (elector_election *el = s->elections, *next; el; el = next) {
-        next = el->next;
-        el->refs++;
-        if (el->state == E_LEADER)
-            lose(el, reason, detail, end_ns && end_ns < now ? end_ns : now);
-        else if (el->state != E_IDLE)
-            fail(el, reason, detail);
-        el_unref(el);
-    }
+    struct ended a = {reason, detail, end_ns && end_ns < now ? end_ns : now};
+    walk(s, end_one, &a);
 }
 
 /* ---------------------------------------------------------------- retry */
-
-static void send_campaign(elector_election *el);
 
 static void retry_fired(elector__timer *t, void *ud)
 {
@@ -369,7 +428,16 @@ static void check_done(elector_etcd *e, int err, const ProtobufCMessage *m, void
     elector_election *el = op_end(ud);
     if (!el) return;
     if (err == ELECTOR_EPERM || err == ELECTOR_EAUTH) {
-        /* Will not heal by retrying. */
+        /* Will not heal by retrying. Our key exists (the campaign made it) and
+         * would make every later candidate wait for our session: try to delete
+         * it (we may be allowed to write our key, not to read the prefix). A
+         * leader whose owner releases by hand (manual_release) keeps it: the
+         * successor must not start before the owner has stopped acting. */
+        bool owner_releases = el->state == E_LEADER && el->s->cfg.manual_release;
+        if (!el->keep_key && !owner_releases) {
+            struct op *d = op_new(el);
+            if (d) delete_key(el, el->rev, d, stray_deleted);
+        }
         if (el->state == E_LEADER) lose(el, err, elector_etcd_errstr(e), 0);
         else fail(el, err, elector_etcd_errstr(e));
         return;
@@ -428,12 +496,21 @@ static void send_check(elector_election *el)
 
 /* ---------------------------------------------------------------- campaign */
 
-static void delete_key(elector_election *el, int64_t rev, struct op *o, elector_etcd_cb done);
+/* A delete of our key was answered. A campaign that waits for it goes now. */
+static void delete_over(elector_election *el)
+{
+    el->deletes--;
+    if (!el->deletes && el->state == E_CAMPAIGN && el->campaign_waits && !el->freed && el->s &&
+        el->s->state == S_ALIVE)
+        send_campaign(el);
+}
 
 static void stray_deleted(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
 {
     (void)e, (void)err, (void)m;
-    op_end(ud);
+    struct op *o = ud;
+    delete_over(o->el); /* the op holds the election */
+    op_end(o);
 }
 
 static void campaign_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
@@ -448,10 +525,12 @@ static void campaign_done(elector_etcd *e, int err, const ProtobufCMessage *m, v
     if (!err && !r->succeeded && r->n_responses >= 2 && r->responses[1]->response_range &&
         r->responses[1]->response_range->n_kvs)
         rev = r->responses[1]->response_range->kvs[0]->create_revision;
-    if (rev && gen != owner->gen && (owner->freed || owner->state == E_IDLE)) {
+    if ((rev || transient(err)) && gen != owner->gen && (owner->freed || owner->state == E_IDLE) &&
+        !owner->keep_key) {
         /* Resigned or freed while the campaign Txn was in flight: remove the key it
-         * made, so it does not block the election until the lease ends. The op
-         * keeps the (possibly freed) election's memory, and its key, alive. */
+         * made (or may have made: a transient error leaves that unknown), so it
+         * does not block the election until the lease ends. The op keeps the
+         * (possibly freed) election's memory, and its key, alive. */
         struct op *d = op_new(owner);
         if (d) delete_key(owner, rev, d, stray_deleted);
     }
@@ -460,7 +539,9 @@ static void campaign_done(elector_etcd *e, int err, const ProtobufCMessage *m, v
     if (transient(err) && el->s && el->s->state == S_ALIVE) {
         /* The campaign Txn is safe to repeat: if the first one was applied, the
          * repeat finds our key and reads its create revision. The session's
-         * deadline bounds the retries. */
+         * deadline bounds the retries. Until then our key may exist at a
+         * revision we do not know: a resign or free deletes it by name. */
+        el->maybe_key = true;
         schedule_retry(el);
         return;
     }
@@ -489,6 +570,7 @@ static int make_key(elector_election *el)
     memcpy(k + el->plen, hex, (size_t)n);
     free(el->key);
     el->key = k;
+    el->key_lease = el->s->lease;
     el->klen = el->plen + (size_t)n;
     return 0;
 }
@@ -497,6 +579,7 @@ static int make_key(elector_election *el)
  * campaign, or etcdctl's), overwrite its value and read its create revision. */
 static void send_campaign(elector_election *el)
 {
+    el->campaign_waits = false;
     if (make_key(el)) {
         fail(el, ELECTOR_ENOMEM, "out of memory");
         return;
@@ -517,10 +600,15 @@ static void send_campaign(elector_election *el)
     if (rc) fail(el, rc, elector_etcd_errstr(el->etcd));
 }
 
+static void ready_one(elector_election *el, void *arg)
+{
+    (void)arg;
+    if (el->state == E_CAMPAIGN && el->campaign_waits && !el->deletes) send_campaign(el);
+}
+
 void elector__elections_session_ready(elector_session *s)
 {
-    for (elector_election *el = s->elections; el; el = el->next)
-        if (el->state == E_CAMPAIGN && el->rev == 0) send_campaign(el);
+    walk(s, ready_one, NULL);
 }
 
 static int set_value(uint8_t **dst, size_t *dlen, const void *v, size_t n)
@@ -540,12 +628,22 @@ int elector_campaign(elector_election *el, const void *value, size_t len)
     if (el->state != E_IDLE) return ELECTOR_EBUSY;
     if (!el->s || el->s->state == S_DEAD || el->s->state == S_CLOSED) return ELECTOR_ESESSION;
     if (len > ELECTOR__GRPC_MAX_MSG) return ELECTOR_ETOOLARGE;
+    /* One key per name and session: a second election object with this name
+     * would share (and delete) the first one's key. */
+    for (elector_election *o = el->s->elections; o; o = o->next)
+        if (o != el && (o->state != E_IDLE || o->resign_pending || o->deletes) &&
+            !strcmp(o->name, el->name))
+            return ELECTOR_EBUSY;
     if (set_value(&el->value, &el->vlen, value, len)) return ELECTOR_ENOMEM;
-    /* Our key, if an old resign still tries to delete it, is reused by the new
-     * campaign (same lease, same key): stop deleting it. */
-    el->resign_rev = 0;
+    /* Our key, if an old resign still waits to retry its delete, is reused by
+     * the new campaign (same lease, same key): stop deleting it. A delete
+     * already sent cannot be called back: the campaign Txn waits for its
+     * answer, so that it cannot remove the key this campaign makes. */
+    el->resign_pending = false;
     elector__timer_disarm(el->etcd, &el->resign_timer);
     el->state = E_CAMPAIGN;
+    el->campaign_waits = true;
+    el->maybe_key = false;
     el->gen++;
     el->rev = 0;
     el->outcome = 0;
@@ -553,7 +651,7 @@ int elector_campaign(elector_election *el, const void *value, size_t len)
     free(el->pred);
     el->pred = NULL;
     el->pred_len = 0;
-    if (el->s->state == S_ALIVE) send_campaign(el);
+    if (el->s->state == S_ALIVE && !el->deletes) send_campaign(el);
     return 0;
 }
 
@@ -635,10 +733,15 @@ int elector_proclaim(elector_election *el, const void *value, size_t len)
     return rc;
 }
 
-static void delete_key(elector_election *el, int64_t rev, struct op *o, elector_etcd_cb done)
+/* Deletes our key, guarded by its create revision; or, when that is unknown
+ * (rev 0: a campaign Txn was applied but not answered), by our lease: the key
+ * is ours by its name (prefix + our lease) and by its lease. Returns 0 or the
+ * send error (then `o` is released and `done` is not called). */
+static int delete_key(elector_election *el, int64_t rev, struct op *o, elector_etcd_cb done)
 {
     Etcdserverpb__Compare cmp, *cmps[1] = {&cmp};
-    cmp_create(&cmp, el->key, el->klen, rev);
+    if (rev) cmp_create(&cmp, el->key, el->klen, rev);
+    else cmp_lease(&cmp, el->key, el->klen, el->key_lease);
     Etcdserverpb__DeleteRangeRequest del = ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
     del.key.data = el->key;
     del.key.len = el->klen;
@@ -647,25 +750,34 @@ static void delete_key(elector_election *el, int64_t rev, struct op *o, elector_
     op.request_delete_range = &del;
     Etcdserverpb__TxnRequest txn;
     txn_init(&txn, cmps, succ, 1);
-    send_txn(el, &txn, o, done);
+    int rc = elector_etcd_call(el->etcd, ELECTOR_RPC_TXN, &txn.base, NULL, done, o);
+    if (rc) {
+        op_end(o);
+        return rc;
+    }
+    el->deletes++; /* o holds el */
+    return 0;
 }
 
 static void resign_send(elector_election *el);
+static void resign_settle(elector_election *el, int err, const char *detail);
 
 static void resign_retry_fired(elector__timer *t, void *ud)
 {
     (void)t;
-    resign_send(ud);
+    elector_election *el = ud;
+    if (el->resign_tries >= 12 || !el->s || el->s->state != S_ALIVE || el->keep_key)
+        resign_settle(el, ELECTOR_EUNAVAILABLE, "our key could not be deleted");
+    else
+        resign_send(el);
 }
 
-static void resign_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+/* The resign's delete was answered (or could not be sent): retry a transient
+ * failure while the session lives, else report the end of the campaign. */
+static void resign_settle(elector_election *el, int err, const char *detail)
 {
-    (void)m;
-    struct op *o = ud;
-    elector_election *el = op_end(o);
-    if (!el || !el->resign_rev) return; /* freed, or a new campaign took over */
     bool transient = err && err != ELECTOR_EPERM && err != ELECTOR_EAUTH;
-    if (transient && el->s && el->s->state == S_ALIVE && el->resign_tries < 12) {
+    if (transient && el->s && el->s->state == S_ALIVE && !el->keep_key && el->resign_tries < 12) {
         int64_t d = 50 << (el->resign_tries < 5 ? el->resign_tries : 5);
         el->resign_tries++;
         elector__timer_arm(el->etcd, &el->resign_timer, elector__now_ms() + d,
@@ -673,18 +785,34 @@ static void resign_done(elector_etcd *e, int err, const ProtobufCMessage *m, voi
         return;
     }
     int64_t t = el->resign_ns;
-    el->resign_rev = 0;
+    el->resign_pending = false;
     if (el->resign_was_leader)
-        emit(el, ELECTOR_EV_RESIGNED, err, err ? elector_etcd_errstr(e) : NULL, t);
+        emit(el, ELECTOR_EV_RESIGNED, err, err ? detail : NULL, t);
     else
         emit(el, ELECTOR_EV_FAILED, ELECTOR_ECANCELED, "campaign canceled by resign", t);
+}
+
+static void resign_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)m;
+    struct op *o = ud;
+    delete_over(o->el);
+    elector_election *el = op_end(o);
+    if (!el || !el->resign_pending) return; /* freed, or a new campaign took over */
+    resign_settle(el, err, elector_etcd_errstr(e));
 }
 
 static void resign_send(elector_election *el)
 {
     struct op *o = op_new(el);
-    if (!o) return;
-    delete_key(el, el->resign_rev, o, resign_done);
+    int rc = o ? delete_key(el, el->resign_rev, o, resign_done) : ELECTOR_ENOMEM;
+    if (rc) {
+        /* Not sent: try again from the loop (never report from inside the
+         * caller's elector_resign()). */
+        if (el->resign_tries < 12) el->resign_tries++;
+        elector__timer_arm(el->etcd, &el->resign_timer, elector__now_ms() + 50,
+                           resign_retry_fired, el);
+    }
 }
 
 static void notify_fired(elector__timer *t, void *ud)
@@ -699,21 +827,25 @@ int elector_resign(elector_election *el)
     if (!el || el->freed || el->state == E_IDLE) return ELECTOR_EINVAL;
     bool was_leader = el->state == E_LEADER;
     int64_t rev = el->rev;
-    int64_t now = elector_now_ns();
+    int64_t now = elector__mono_ns();
     /* Our belief ends now, before anything is sent. */
     stop_watch(el);
     elector__timer_disarm(el->etcd, &el->retry);
     el->state = E_IDLE;
+    el->campaign_waits = false;
     el->gen++;
     el->outcome = was_leader ? 1 : ELECTOR_ECANCELED;
-    if (!rev) {
+    if (!rev && !el->maybe_key) {
         /* No key yet (campaign Txn in flight, or no lease yet): campaign_done
          * removes the key it makes. The event still comes from the loop. */
         el->notify_ns = now;
         elector__timer_arm(el->etcd, &el->notify, elector__now_ms(), notify_fired, el);
         return 0;
     }
+    /* With rev 0 our key may exist (a campaign Txn applied, its answer lost):
+     * delete it by name and lease. */
     el->resign_rev = rev;
+    el->resign_pending = true;
     el->resign_ns = now;
     el->resign_was_leader = was_leader;
     el->resign_tries = 0;
@@ -799,6 +931,7 @@ elector_election *elector_election_new(elector_session *s, const char *name,
     el->cb = cb;
     el->ud = ud;
     el->refs = 1;
+    el->walked = s->walks; /* a walk under way does not visit it */
     el->next = s->elections;
     s->elections = el;
     return el;
@@ -818,10 +951,17 @@ static void detach(elector_election *el)
 void elector_election_free(elector_election *el)
 {
     if (!el || el->freed) return;
-    bool holds_key = el->state != E_IDLE && el->rev;
-    if (holds_key && el->s && el->s->state == S_ALIVE) {
+    /* Best effort, one attempt: delete our key if we may hold one (by its
+     * revision, or by name and lease when a lost answer left that unknown), or
+     * if a resign still owes the delete. A campaign Txn in flight is handled
+     * by campaign_done. Once the session is over the key goes with the lease. */
+    if (!el->s || el->s->state != S_ALIVE) el->keep_key = true;
+    int64_t rev = -1;
+    if (el->state != E_IDLE && (el->rev || el->maybe_key)) rev = el->rev;
+    else if (el->resign_pending) rev = el->resign_rev;
+    if (rev >= 0 && !el->keep_key) {
         struct op *o = op_new(el);
-        if (o) delete_key(el, el->rev, o, stray_deleted);
+        if (o) delete_key(el, rev, o, stray_deleted);
     }
     stop_watch(el);
     elector__timer_disarm(el->etcd, &el->retry);
@@ -829,6 +969,8 @@ void elector_election_free(elector_election *el)
     elector__timer_disarm(el->etcd, &el->resign_timer);
     detach(el);
     el->state = E_IDLE;
+    el->campaign_waits = false;
+    el->resign_pending = false;
     el->gen++;
     el->freed = true;
     el->cb = NULL;

@@ -15,11 +15,13 @@ struct elector_session {
     int64_t deadline_ns; /* proven lease expiry minus the margin */
     int64_t ka_sent_ns;  /* when the keepalive in flight (or the grant) was sent */
     bool ka_in_flight;
+    bool revoke_owed; /* we hold a lease that nobody revoked and etcd did not drop */
     int last_err, grant_err;
     elector_session_stats stats;
     int refs; /* owner + in-flight calls; freed at 0 once closed */
     elector__timer renew_timer, deadline_timer;
     struct elector_election *elections;
+    unsigned walks; /* stamp of the latest walk over `elections` */
     elector_session_cb cb;
     void *ud;
 };

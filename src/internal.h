@@ -71,8 +71,17 @@ void elector__endpoints_free(elector__endpoint *eps, int n);
  * [0.5, 1.0] taken from rnd (0 .. 2^32-1). */
 int64_t elector__backoff_ms(int failures, int64_t min_ms, int64_t max_ms, uint32_t rnd);
 
-/* ---- misc ---- */
+/* ---- clocks ---- */
+/* elector_now_ns() (public) is the deadline clock, CLOCK_BOOTTIME; every
+ * deadline and timer of the library is on it (in ms: elector__now_ms()).
+ * Events carry CLOCK_MONOTONIC instead (other processes compare them):
+ * elector__mono_ns() now, elector__mono_of() for an instant of the deadline
+ * clock (the two differ by the time the host spent suspended). */
 int64_t elector__now_ms(void);
+int64_t elector__mono_ns(void);
+int64_t elector__mono_of(int64_t boot_ns);
+
+/* ---- misc ---- */
 char *elector__strdup(const char *s);
 
 /* Descriptor table (rpc.c). */

@@ -7,7 +7,15 @@
  * triggers a fresh read, rather than guessing from a batch of events: the first
  * event of a batch is not necessarily the new leader (etcd issue 18163). A
  * compacted or broken watch also leads to a fresh read and a new watch, so the
- * observer never ends silently (etcd issue 7815). */
+ * observer never ends silently (etcd issue 7815).
+ *
+ * Reads and the watch are two views that do not move together: a watch that
+ * runs behind delivers events the last read already showed (a replay in
+ * several responses, or a busy server), and a read may be answered at a
+ * revision older than events already delivered. So the observer remembers the
+ * revision its reported state stands for (`rev`): events at or below it are
+ * old news and ignored; a read older than it is not reported; and a read that
+ * comes back older than events seen while it was in flight is read again. */
 #include <stdlib.h>
 #include <string.h>
 #include "election_internal.h"
@@ -19,6 +27,8 @@ struct elector_observer {
     size_t plen;
     elector_watch *watch;
     bool reading, reread, freed;
+    int64_t rev;      /* the reported state is that of this revision (or later) */
+    int64_t seen_rev; /* newest event seen while the read in flight was out */
     int refs, retries;
     elector__timer retry;
     /* What was last reported: nothing yet (known = false), nobody, or a leader. */
@@ -66,7 +76,7 @@ static void report(elector_observer *o, const Mvccpb__KeyValue *kv)
     elector_event ev = {.type = kv ? ELECTOR_EV_LEADER : ELECTOR_EV_NO_LEADER,
                         .detail = "",
                         .name = o->name,
-                        .mono_ns = elector_now_ns()};
+                        .mono_ns = elector__mono_ns()};
     if (kv) {
         if (dup_bytes(&o->key, &o->klen, kv->key.data, kv->key.len) ||
             dup_bytes(&o->value, &o->vlen, kv->value.data, kv->value.len)) {
@@ -126,8 +136,12 @@ static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchRespons
     for (size_t i = 0; i < r->n_events && !o->freed; i++) {
         const Mvccpb__Event *ev = r->events[i];
         if (!ev->kv) continue;
+        int64_t mod = ev->kv->mod_revision;
+        if (mod <= o->rev) continue; /* the state we reported includes it */
+        if (o->reading && mod > o->seen_rev) o->seen_rev = mod;
         bool put = ev->type == MVCCPB__EVENT__EVENT_TYPE__PUT;
         if (put && is_leader_key(o, ev->kv)) {
+            o->rev = mod;
             report(o, ev->kv); /* a proclaim */
         } else if (!put && is_leader_key(o, ev->kv)) {
             need_read = true;
@@ -154,8 +168,18 @@ static void read_done(elector_etcd *e, int err, const ProtobufCMessage *m, void 
         return;
     }
     const Etcdserverpb__RangeResponse *r = (const void *)m;
+    int64_t rrev = r->header ? r->header->revision : 0;
     o->retries = 0;
-    report(o, r->n_kvs ? r->kvs[0] : NULL);
+    if (rrev && rrev < o->rev) {
+        /* Older than what we reported already (from the watch): read again. */
+        o->reread = true;
+    } else {
+        if (rrev) o->rev = rrev;
+        report(o, r->n_kvs ? r->kvs[0] : NULL);
+        /* Events newer than this read arrived while it was out: one of them
+         * may have changed who leads without our noticing then. */
+        if (o->seen_rev > rrev) o->reread = true;
+    }
     if (!o->freed && o->reread) {
         o->reread = false;
         start_read(o);
@@ -191,6 +215,7 @@ static void start_read(elector_observer *o)
         return;
     }
     o->reading = true;
+    o->seen_rev = 0;
 }
 
 elector_observer *elector_observe(elector_etcd *etcd, const char *name, elector_observe_cb cb,

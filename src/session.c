@@ -82,7 +82,6 @@ static void fire_revoke(elector_etcd *e, int64_t lease);
 static void session_die(elector_session *s, int reason, const char *detail)
 {
     if (s->state == S_DEAD || s->state == S_CLOSED) return;
-    bool had_lease = s->state == S_ALIVE;
     int64_t end_ns = s->deadline_ns;
     s->state = S_DEAD;
     elector__timer_disarm(s->etcd, &s->renew_timer);
@@ -90,8 +89,13 @@ static void session_die(elector_session *s, int reason, const char *detail)
     elector_etcd_keepalive_forget(s->etcd, s);
     s->ka_in_flight = false;
     /* A lease we can no longer prove alive may still hold our keys: revoke it so
-     * the next candidate need not wait for the TTL. */
-    if (had_lease && reason != ELECTOR_ELEASE) fire_revoke(s->etcd, s->lease);
+     * the next candidate need not wait for the TTL; unless the owner releases
+     * it (after reaping what acted on our leadership), or etcd says it is gone. */
+    if (reason == ELECTOR_ELEASE) s->revoke_owed = false;
+    if (s->revoke_owed && !s->cfg.manual_release) {
+        s->revoke_owed = false;
+        fire_revoke(s->etcd, s->lease);
+    }
     s->refs++;
     elector__elections_session_ended(s, reason, detail, end_ns);
     if (s->cb && s->state == S_DEAD) {
@@ -99,22 +103,27 @@ static void session_die(elector_session *s, int reason, const char *detail)
                             .reason = reason,
                             .detail = detail,
                             .lease = s->lease,
-                            .mono_ns = elector_now_ns()};
+                            .mono_ns = elector__mono_ns()};
         s->cb(s, &ev, s->ud);
     }
     session_unref(s);
 }
 
-static void deadline_fired(elector__timer *t, void *ud)
+/* The validity deadline has passed: the session is over, whatever comes later. */
+static void expire(elector_session *s)
 {
-    (void)t;
-    elector_session *s = ud;
     char detail[160];
     snprintf(detail, sizeof(detail),
              "lease %llx not renewed in time: validity deadline passed (%s)",
              (unsigned long long)s->lease,
              s->last_err ? elector_strerror(s->last_err) : "no reply");
     session_die(s, ELECTOR_ESESSION, detail);
+}
+
+static void deadline_fired(elector__timer *t, void *ud)
+{
+    (void)t;
+    expire(ud);
 }
 
 static void extend(elector_session *s, int64_t t_send_ns, int64_t ttl)
@@ -140,6 +149,14 @@ static void keepalive_done(elector_etcd *e, int err, int64_t lease, int64_t ttl,
         session_die(s, ELECTOR_ELEASE, elector_etcd_errstr(e));
         return;
     }
+    if (elector_now_ns() >= s->deadline_ns) {
+        /* Processed after the deadline (the process was stopped, or busy): the
+         * answer may prove the lease alive a little longer, but the belief
+         * ended at the deadline and elector_is_leader() may have said so.
+         * It never comes back without a new campaign. */
+        expire(s);
+        return;
+    }
     if (err) {
         /* Unknown outcome: try again soon; the deadline timer decides when to
          * give up. */
@@ -161,6 +178,10 @@ static void renew_fired(elector__timer *t, void *ud)
     elector_session *s = ud;
     if (s->state != S_ALIVE || s->ka_in_flight) return;
     s->ka_sent_ns = elector_now_ns();
+    if (s->ka_sent_ns >= s->deadline_ns) {
+        expire(s); /* too late to renew: the loop ran after the deadline */
+        return;
+    }
     /* Waiting longer than the deadline for the answer is pointless. */
     int64_t tmo = (s->deadline_ns - s->ka_sent_ns) / 1000000;
     if (tmo < 100) tmo = 100;
@@ -177,6 +198,7 @@ static void granted(elector_session *s, int64_t id, int64_t ttl)
 {
     s->lease = id;
     s->state = S_ALIVE;
+    s->revoke_owed = true;
     s->deadline_ns = 0;
     extend(s, s->ka_sent_ns, ttl);
     elector__elections_session_ready(s);
@@ -276,17 +298,20 @@ static void fire_revoke(elector_etcd *e, int64_t lease)
     elector_etcd_call(e, ELECTOR_RPC_LEASE_REVOKE, &req.base, NULL, revoke_done, NULL);
 }
 
-/* Marks the session closed and releases the owner's reference; returns the lease
- * that should be revoked (0 if none). */
+/* Marks the session closed; returns the lease that should be revoked (0 if
+ * none): an alive session's, or a dead one's that was not revoked yet. */
 static int64_t close_common(elector_session *s)
 {
-    int64_t lease = s->state == S_ALIVE ? s->lease : 0;
-    elector__elections_session_ended(s, ELECTOR_ECLOSED, "session closed", 0);
-    elector__elections_detach_all(s);
+    int64_t lease = s->revoke_owed ? s->lease : 0;
+    s->revoke_owed = false;
+    /* Closed before the elections hear of it: a callback that closes the
+     * session again (say, on LOST) finds it closed and does nothing. */
     s->state = S_CLOSED;
     elector__timer_disarm(s->etcd, &s->renew_timer);
     elector__timer_disarm(s->etcd, &s->deadline_timer);
     elector_etcd_keepalive_forget(s->etcd, s);
+    elector__elections_session_ended(s, ELECTOR_ECLOSED, "session closed", 0);
+    elector__elections_detach_all(s);
     return lease;
 }
 

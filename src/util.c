@@ -5,11 +5,30 @@
 #include "internal.h"
 #include <etcdserverpb/rpc.pb-c.h>
 
-int64_t elector_now_ns(void)
+static int64_t clock_ns(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The deadline clock. CLOCK_BOOTTIME, like CLOCK_MONOTONIC, ignores wall-clock
+ * steps; unlike it, it keeps counting while the host is suspended, as etcd's
+ * clock (on another host) does. */
+int64_t elector_now_ns(void)
+{
+    return clock_ns(CLOCK_BOOTTIME);
+}
+
+int64_t elector__mono_ns(void)
+{
+    return clock_ns(CLOCK_MONOTONIC);
+}
+
+int64_t elector__mono_of(int64_t boot_ns)
+{
+    int64_t mono = clock_ns(CLOCK_MONOTONIC);
+    return boot_ns - (clock_ns(CLOCK_BOOTTIME) - mono);
 }
 
 int64_t elector__now_ms(void)

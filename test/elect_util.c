@@ -210,7 +210,7 @@ static void child_main(const char *endpoints, const char *name, const char *valu
         bool l = elector_is_leader(child_el);
         if (l != child_was_leader) {
             char line[64];
-            int n = snprintf(line, sizeof(line), "leader %d %lld\n", l, (long long)elector_now_ns());
+            int n = snprintf(line, sizeof(line), "leader %d %lld\n", l, (long long)tl_now_ns());
             if (write(child_fd, line, (size_t)n) < 0) _exit(3);
             child_was_leader = l;
         }

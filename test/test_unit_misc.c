@@ -1,8 +1,10 @@
 /* Unit tests (no server) for the small helpers: backoff, prefix_end, error texts,
- * the byte buffer and the rpc table. */
+ * the byte buffer, the rpc table, the clocks and the client's wake-up timer. */
+#include <poll.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "internal.h"
 #include "testlib.h"
@@ -357,4 +359,71 @@ TEST(strdup_and_clock)
     ASSERT_GT(a, 0);
     int64_t m = elector__now_ms();
     ASSERT_GE(m, a / 1000000);
+}
+
+/* ------------------------------------------------------------- wake-up timer */
+
+static void count_fire(elector__timer *t, void *ud)
+{
+    (void)t;
+    (*(int *)ud)++;
+}
+
+/* The client's fd becomes readable when a timer is due, by itself: a timerfd on
+ * the deadline clock (CLOCK_BOOTTIME) sits in the epoll set, so a loop wakes on
+ * time even after the host was suspended (poll timeouts would not). */
+TEST(client_fd_becomes_readable_when_a_timer_is_due)
+{
+    elector_etcd *e = elector_etcd_new(NULL); /* connects only when a call needs it */
+    ASSERT_NOT_NULL(e);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    struct pollfd p = {.fd = elector_etcd_fd(e), .events = POLLIN};
+    ASSERT_EQ(-1, elector_etcd_timeout(e));
+    ASSERT_EQ(0, poll(&p, 1, 0));
+
+    int fired = 0;
+    elector__timer t = {0};
+    int64_t t0 = elector__now_ms();
+    elector__timer_arm(e, &t, t0 + 150, count_fire, &fired);
+    ASSERT_EQ(0, poll(&p, 1, 50)); /* not yet */
+    ASSERT_EQ(1, poll(&p, 1, 5000)); /* no timeout given: the fd alone */
+    int64_t woke = elector__now_ms();
+    ASSERT_GE(woke, t0 + 150);
+    ASSERT_LT(woke, t0 + 150 + 2000);
+    ASSERT_OK(elector_etcd_process(e));
+    ASSERT_EQ(1, fired);
+    ASSERT_EQ(0, poll(&p, 1, 0)); /* nothing due any more */
+
+    /* elector_etcd_timeout() agrees and (re)arms the same wake-up. */
+    elector__timer_arm(e, &t, elector__now_ms() + 100, count_fire, &fired);
+    int64_t ms = elector_etcd_timeout(e);
+    ASSERT_GE(ms, 0);
+    ASSERT_LE(ms, 100);
+    ASSERT_EQ(1, poll(&p, 1, 5000));
+    ASSERT_OK(elector_etcd_process(e));
+    ASSERT_EQ(2, fired);
+
+    /* A disarmed timer does not wake anyone. */
+    elector__timer_arm(e, &t, elector__now_ms() + 100, count_fire, &fired);
+    elector__timer_disarm(e, &t);
+    ASSERT_EQ(-1, elector_etcd_timeout(e));
+    ASSERT_EQ(0, poll(&p, 1, 300));
+    elector_etcd_free(e);
+}
+
+TEST(deadline_clock_is_boottime)
+{
+    struct timespec b, m;
+    clock_gettime(CLOCK_BOOTTIME, &b);
+    int64_t now = elector_now_ns();
+    clock_gettime(CLOCK_MONOTONIC, &m);
+    int64_t boot = (int64_t)b.tv_sec * 1000000000 + b.tv_nsec;
+    ASSERT_GE(now, boot);
+    ASSERT_LT(now - boot, 1000000000LL);
+    int64_t mono = elector__mono_ns();
+    ASSERT_GE(mono, (int64_t)m.tv_sec * 1000000000 + m.tv_nsec);
+    /* mono_of maps a deadline-clock instant onto CLOCK_MONOTONIC. */
+    int64_t d = elector__mono_of(elector_now_ns() + 5000000000LL) - elector__mono_ns();
+    ASSERT_GT(d, 4000000000LL);
+    ASSERT_LE(d, 5000000000LL);
 }

@@ -10,9 +10,14 @@
  * moment at which it can prove its lease is still alive: for each keepalive sent
  * at t_send that etcd answers with ttl, the lease lives at least until
  * t_send + ttl. The session's validity deadline is that instant minus a margin.
- * elector_is_leader() compares CLOCK_MONOTONIC with this deadline on every call,
+ * elector_is_leader() compares the deadline clock (CLOCK_BOOTTIME, see
+ * elector_now_ns(): it keeps counting while the host is suspended, as etcd's
+ * clock does) with this deadline on every call,
  * so a process resumed after SIGSTOP sees at once that its leadership is gone, and
- * ELECTOR_EV_LOST is delivered no later than the deadline.
+ * ELECTOR_EV_LOST is delivered no later than the deadline. Once the deadline has
+ * passed the session is over, even if a renewal's answer is processed later
+ * (a process stopped past its deadline): belief never returns without a new
+ * session and a new ELECTOR_EV_ELECTED.
  *
  * All objects live on one elector_etcd client and its event loop (see etcd.h):
  * callbacks run inside elector_etcd_process(). Free order: elections, then
@@ -64,7 +69,8 @@ typedef struct elector_event {
     size_t value_len;
     int64_t token;        /* fencing token: the leader key's create revision */
     int64_t lease;        /* lease ID of that key */
-    int64_t mono_ns;      /* CLOCK_MONOTONIC when the belief changed */
+    int64_t mono_ns;      /* CLOCK_MONOTONIC when the belief changed (comparable
+                             across processes; not the deadline clock) */
 } elector_event;
 
 /* ---- sessions ------------------------------------------------------------------- */
@@ -73,13 +79,22 @@ typedef struct elector_session_config {
     int64_t ttl_s;     /* requested TTL in seconds; default 10. etcd may grant more. */
     int64_t margin_ms; /* safety margin before the proven expiry; 0 = max(ttl/10, 200ms) */
     int64_t lease_id;  /* keep alive an existing lease instead of granting one; 0 = new */
+    /* false (default): a session that ends on its own (ELECTOR_ESESSION) revokes
+     * its lease at once, so its keys stop blocking other candidates.
+     * true: it does not; LOST and SESSION_LOST come as usual, renewals stop, and
+     * the lease (with our keys) stays in etcd until elector_session_close() or
+     * elector_session_close_sync() revokes it, or its TTL runs out. For owners
+     * that must stop what acted on the leadership (reap a supervised command)
+     * before a successor may be elected. */
+    bool manual_release;
 } elector_session_config;
 
 void elector_session_config_init(elector_session_config *cfg);
 
 /* Called once with ELECTOR_EV_SESSION_LOST when the session ends on its own: etcd
  * says the lease is gone (ELECTOR_ELEASE), or no renewal succeeded before the
- * deadline (ELECTOR_ESESSION). Elections on it have been told first. */
+ * deadline (ELECTOR_ESESSION). Elections on it have been told first. The lease
+ * has been revoked then, unless the config asked for manual_release. */
 typedef void (*elector_session_cb)(elector_session *s, const elector_event *ev, void *ud);
 
 /* Grants (or adopts) the lease asynchronously and keeps it alive every TTL/3 on the
@@ -92,19 +107,27 @@ elector_session *elector_session_new(elector_etcd *etcd, const elector_session_c
  * or the grant's error (ECONNECT, ETLS, EAUTH, ENOLEADER, ...). */
 int elector_session_wait(elector_session *s, int64_t timeout_ms);
 
-/* Revokes the lease (so our keys vanish at once) and frees the session. Elections
- * still on it report LOST (ELECTOR_ECLOSED) if leading, FAILED if campaigning.
- * The revoke is sent by the loop; use elector_session_close_sync() to wait for it.
- * Safe from a callback. */
+/* Revokes the lease (so our keys vanish at once) and frees the session. A session
+ * that ended on its own is revoked too if its lease was not (manual_release),
+ * unless etcd said it is gone (ELECTOR_ELEASE). Elections
+ * still on it report LOST (ELECTOR_ECLOSED) if leading, FAILED if campaigning;
+ * the session counts as closed during those callbacks (closing it again there
+ * does nothing). The revoke is sent by the loop; use elector_session_close_sync()
+ * to wait for it. Safe from a callback. */
 void elector_session_close(elector_session *s);
 
 /* Same, but runs the loop until the revoke is answered or timeout_ms passes.
- * Returns 0 or the revoke's error. Not from a callback. */
+ * Returns 0 (also when there was nothing to revoke, or etcd no longer knew the
+ * lease) or the revoke's error (ETIMEDOUT, EUNAVAILABLE, ...). Not from a
+ * callback. */
 int elector_session_close_sync(elector_session *s, int64_t timeout_ms);
 
-int64_t elector_session_lease(const elector_session *s);      /* 0 until granted */
+/* The lease ID: 0 until granted; still set after the session ended. */
+int64_t elector_session_lease(const elector_session *s);
 int64_t elector_session_ttl(const elector_session *s);        /* granted TTL, seconds */
-int64_t elector_session_deadline_ns(const elector_session *s); /* validity deadline */
+/* The validity deadline, on elector_now_ns()'s clock (CLOCK_BOOTTIME); 0 unless
+ * the session is alive. */
+int64_t elector_session_deadline_ns(const elector_session *s);
 bool elector_session_alive(const elector_session *s);         /* now < deadline */
 
 /* Keepalive statistics of a session. rtt_buckets[i] counts round trips of at
@@ -133,8 +156,11 @@ typedef void (*elector_election_cb)(elector_election *el, const elector_event *e
 elector_election *elector_election_new(elector_session *s, const char *name,
                                        elector_election_cb cb, void *ud);
 
-/* Resigns if leading (best effort: the delete is sent by the loop), frees.
- * Safe from a callback. */
+/* Resigns if leading or campaigning (best effort, one attempt: the delete of our
+ * key is sent by the loop; it is also sent when a lost answer left our key's
+ * revision unknown, guarded then by our lease), frees.
+ * Safe from any callback, also one delivered to another election (say, the
+ * LOST of the first election of a dying session frees them all). */
 void elector_election_free(elector_election *el);
 
 /* Adds an observer of beliefs (ELECTED, LOST, RESIGNED, PROCLAIMED) beside the
@@ -148,8 +174,14 @@ void elector_election_set_log(elector_election *el, elector_election_cb log, voi
  * error etcd gives that retrying cannot cure (ETOOLARGE, EPERM, EAUTH, ...).
  * Transient errors (no leader, connection lost, etcd busy) are retried while the
  * session lives.
- * Returns 0, ELECTOR_EBUSY (already campaigning or leading), ELECTOR_ESESSION
- * (session dead), ELECTOR_ETOOLARGE, ELECTOR_ENOMEM; on error no event follows. */
+ * A campaign or check that fails for good (EPERM, EAUTH, ...) deletes the key it
+ * made, so it does not make later candidates wait for our session.
+ * Our key is NAME/<lease>: one per name and session. Another election object
+ * with the same name on the same session cannot campaign while this one
+ * campaigns, leads or still deletes that key (ELECTOR_EBUSY).
+ * Returns 0, ELECTOR_EBUSY (already campaigning or leading, or another election
+ * with this name on this session is), ELECTOR_ESESSION (session dead),
+ * ELECTOR_ETOOLARGE, ELECTOR_ENOMEM; on error no event follows. */
 int elector_campaign(elector_election *el, const void *value, size_t len);
 
 /* Blocking: campaigns and runs the loop until elected (0), failed (its reason),
@@ -166,12 +198,16 @@ int elector_campaign_sync(elector_election *el, const void *value, size_t len,
 int elector_proclaim(elector_election *el, const void *value, size_t len);
 
 /* Gives up leadership, or stops a campaign: our belief ends at once, then our key
- * is deleted (guarded by its create revision). Event RESIGNED if we led, FAILED
- * (ELECTOR_ECANCELED) if we were waiting. Returns 0 or ELECTOR_EINVAL (idle). */
+ * is deleted, guarded by its create revision, or by our lease if a campaign Txn
+ * was applied but its answer lost (the revision is then unknown); transient
+ * failures are retried while the session lives. Event RESIGNED if we led, FAILED
+ * (ELECTOR_ECANCELED) if we were waiting, once the delete is answered. A new
+ * campaign started before that waits for the delete's answer, so that the delete
+ * cannot remove the new key. Returns 0 or ELECTOR_EINVAL (idle). */
 int elector_resign(elector_election *el);
 
 /* True only while we lead and the session's validity deadline has not passed:
- * evaluated against CLOCK_MONOTONIC at each call. */
+ * evaluated against the deadline clock (elector_now_ns()) at each call. */
 bool elector_is_leader(const elector_election *el);
 
 /* Our key, token (create revision; 0 if none) and lease. key_len may be NULL. */
@@ -214,9 +250,11 @@ int elector_leader_sync(elector_etcd *etcd, const char *name, int64_t timeout_ms
 void elector_leader_free(elector_leader_info *info);
 
 /* Follows the leader of `name`: LEADER (with every new value proclaimed) and
- * NO_LEADER events, in order, without duplicates. Survives compaction, broken
- * watches and reconnects by re-reading the current state. Errors are retried;
- * cb gets no error events. Returns NULL when out of memory or name is empty. */
+ * NO_LEADER events, in order, without duplicates, never an older state after a
+ * newer one (events at or below the revision already reported are ignored).
+ * Survives compaction, broken watches and reconnects by re-reading the current
+ * state. Errors are retried; cb gets no error events. Returns NULL when out of
+ * memory or name is empty. */
 typedef void (*elector_observe_cb)(elector_observer *o, const elector_event *ev, void *ud);
 elector_observer *elector_observe(elector_etcd *etcd, const char *name,
                                   elector_observe_cb cb, void *ud);

@@ -77,10 +77,14 @@ void elector_etcd_free(elector_etcd *etcd);
 int elector_etcd_err(const elector_etcd *etcd);
 const char *elector_etcd_errstr(const elector_etcd *etcd);
 
-/* The one file descriptor to poll for POLLIN (an epoll set behind it). */
+/* The one file descriptor to poll for POLLIN (an epoll set behind it: the
+ * connection, the wakeup eventfd, and a timerfd on CLOCK_BOOTTIME armed at the
+ * next due time, so the fd also becomes readable when something is due, even
+ * across a suspend of the host, which poll() timeouts do not count). */
 int elector_etcd_fd(const elector_etcd *etcd);
 
-/* Milliseconds until elector_etcd_process() must run at the latest; -1 = no timer. */
+/* Milliseconds until elector_etcd_process() must run at the latest; -1 = no timer.
+ * Call it before each wait: it also arms the fd's wake-up for that moment. */
 int64_t elector_etcd_timeout(elector_etcd *etcd);
 
 /* Performs every due read, write and timer and runs the callbacks that result.
@@ -243,7 +247,12 @@ const char *elector_rpc_name(elector_rpc rpc);
  * keys) when no prefix end exists (all bytes 0xff). */
 size_t elector_prefix_end(const uint8_t *prefix, size_t len, uint8_t *out);
 
-/* CLOCK_MONOTONIC in nanoseconds: the one clock of this library. */
+/* CLOCK_BOOTTIME in nanoseconds: the clock of every deadline the library keeps or
+ * reports (elector_session_deadline_ns(), timers, request deadlines). Like
+ * CLOCK_MONOTONIC it ignores wall-clock steps; unlike it, it keeps counting
+ * while the host is suspended, as etcd's clock does, so a lease that expired
+ * during a suspend is seen as expired on resume. Events' mono_ns fields are
+ * CLOCK_MONOTONIC instead (comparable across processes). */
 int64_t elector_now_ns(void);
 
 #ifdef __cplusplus
