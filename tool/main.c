@@ -462,6 +462,9 @@ static void start_campaign(struct app *a)
         elector_session_config sc;
         elector_session_config_init(&sc);
         if (a->o->ttl_s) sc.ttl_s = a->o->ttl_s;
+        /* run: a session that dies must keep its lease until the command's tree
+         * is reaped; closing it (start_campaign, cleanup) revokes it then. */
+        sc.manual_release = a->o->cmd == CMD_RUN;
         a->s = elector_session_new(a->etcd, &sc, NULL, NULL);
         if (!a->s) {
             logmsg(LOG_ERROR, "out of memory");
