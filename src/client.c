@@ -50,6 +50,12 @@ struct elector_stream {
     uint32_t h2_error;
     elector__buf out; /* framed request bytes; out.off = bytes handed to nghttp2 */
     elector__buf in;  /* received DATA, split into gRPC messages */
+    /* Every message prefix is checked as DATA arrives: rx_next is the stream
+     * offset of the next prefix, rx_total the bytes received so far. */
+    uint64_t rx_total, rx_next;
+    unsigned rx_msgs;
+    int rx_err;       /* the peer broke the protocol: the call ends with it */
+    char rx_msg[320];
     int http_status;
     int grpc_status; /* -1 until the trailers (or a trailers-only reply) arrive */
     char grpc_msg[256];
@@ -290,6 +296,11 @@ static int copy_config(elector_etcd *e, const elector_etcd_config *cfg)
     if (e->cfg.keepalive_timeout_ms <= 0) e->cfg.keepalive_timeout_ms = 2000;
     if (e->cfg.backoff_min_ms <= 0) e->cfg.backoff_min_ms = 50;
     if (e->cfg.backoff_max_ms < e->cfg.backoff_min_ms) e->cfg.backoff_max_ms = 2000;
+    if (e->cfg.max_recv_msg_bytes == 0) e->cfg.max_recv_msg_bytes = ELECTOR__RECV_MSG_DEFAULT;
+    if (e->cfg.max_recv_msg_bytes > ELECTOR__GRPC_MAX_MSG)
+        e->cfg.max_recv_msg_bytes = ELECTOR__GRPC_MAX_MSG;
+    if (e->cfg.max_decode_bytes == 0)
+        e->cfg.max_decode_bytes = e->cfg.max_recv_msg_bytes * ELECTOR__DECODE_FACTOR;
     return 0;
 }
 
@@ -418,14 +429,63 @@ static int on_header_cb(nghttp2_session *s, const nghttp2_frame *f, const uint8_
     return 0;
 }
 
+/* The peer broke the protocol on call c: reset its stream, drop what it sent and
+ * let dispatch() end the call with ELECTOR_EPROTO. From nghttp2 callbacks too. */
+static void rx_violation(call *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void rx_violation(call *c, const char *fmt, ...)
+{
+    elector_etcd *e = c->etcd;
+    char what[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    snprintf(c->rx_msg, sizeof(c->rx_msg), "%s: %s from %s; stream reset", c->rpc->path, what,
+             e->eps[e->ep].authority);
+    c->rx_err = ELECTOR_EPROTO;
+    if (c->sid && e->h2) {
+        nghttp2_submit_rst_stream(e->h2, 0, c->sid, NGHTTP2_CANCEL);
+        nghttp2_session_set_stream_user_data(e->h2, c->sid, NULL);
+    }
+    c->sid = 0;
+    elector__buf_free(&c->in);
+    make_ready(e, c);
+}
+
+/* Checks each gRPC message prefix as soon as its 5 bytes are in, before the
+ * message itself is buffered: a peer announcing 4 GiB is stopped at once, and no
+ * reply can make the client hold more than max_recv_msg_bytes + one read. */
+static void rx_scan(call *c)
+{
+    const elector_etcd *e = c->etcd;
+    while (!c->rx_err && c->rx_next + 5 <= c->rx_total) {
+        /* Unconsumed bytes start at this stream offset; a prefix not yet
+         * checked is never consumed, so it is in the buffer. */
+        uint64_t base = c->rx_total - elector__buf_avail(&c->in);
+        const uint8_t *p = elector__buf_head(&c->in) + (c->rx_next - base);
+        uint32_t n = (uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 8 | p[4];
+        if (!c->stream && c->rx_msgs > 0)
+            rx_violation(c, "a second message in a unary reply");
+        else if (p[0] != 0)
+            rx_violation(c, "compressed message (flag %u), never asked for", p[0]);
+        else if (n > e->cfg.max_recv_msg_bytes)
+            rx_violation(c, "message of %lu bytes exceeds the limit of %zu bytes "
+                         "(max_recv_msg_bytes)", (unsigned long)n, e->cfg.max_recv_msg_bytes);
+        c->rx_msgs++;
+        c->rx_next += 5 + (uint64_t)n;
+    }
+}
+
 static int on_data_cb(nghttp2_session *s, uint8_t flags, int32_t sid, const uint8_t *data,
                       size_t len, void *ud)
 {
     (void)flags, (void)ud;
     call *c = call_of(s, sid);
-    if (!c || c->user_closed) return 0;
+    if (!c || c->user_closed || c->rx_err) return 0;
     if (elector__buf_append(&c->in, data, len)) return NGHTTP2_ERR_CALLBACK_FAILURE;
-    if (c->stream) make_ready(c->etcd, c);
+    c->rx_total += len;
+    rx_scan(c);
+    if (c->stream && !c->rx_err) make_ready(c->etcd, c);
     return 0;
 }
 
@@ -807,6 +867,9 @@ static void submit(elector_etcd *e, call *c)
     if (!c->stream) e->stats.requests[c->rpc_id]++;
     c->net_closed = false;
     c->h2_error = 0;
+    c->in.off = c->in.len = 0;
+    c->rx_total = c->rx_next = 0;
+    c->rx_msgs = 0;
     c->http_status = 0;
     c->grpc_status = -1;
     c->grpc_msg[0] = 0;
@@ -891,12 +954,48 @@ static int status_err(call *c, char *msg, size_t cap)
     return ELECTOR_EUNAVAILABLE;
 }
 
-/* Decodes one message; NULL with a message in msg on failure. */
+/* Decodes one message within the decode budget; NULL with a message in msg on
+ * failure. */
 static ProtobufCMessage *decode(call *c, const uint8_t *p, size_t n, char *msg, size_t cap)
 {
-    ProtobufCMessage *m = protobuf_c_message_unpack(c->rpc->resp, NULL, n, p);
-    if (!m) snprintf(msg, cap, "%s: undecodable response (%zu bytes)", c->rpc->path, n);
-    return m;
+    const elector_etcd *e = c->etcd;
+    int why = 0;
+    ProtobufCMessage *m = elector__decode(c->rpc->resp, p, n, e->cfg.max_decode_bytes, &why);
+    if (m) return m;
+    const char *ep = e->eps[e->ep].authority;
+    if (why == ELECTOR__DEC_OVER_BUDGET)
+        snprintf(msg, cap, "%s: a reply of %zu bytes from %s needs more than %zu bytes of "
+                 "memory to decode (max_decode_bytes)", c->rpc->path, n, ep,
+                 e->cfg.max_decode_bytes);
+    else if (why == ELECTOR__DEC_TOO_DEEP)
+        snprintf(msg, cap, "%s: a reply of %zu bytes from %s nests messages more than %d deep",
+                 c->rpc->path, n, ep, ELECTOR__PB_MAX_DEPTH);
+    else
+        snprintf(msg, cap, "%s: undecodable reply (%zu bytes) from %s", c->rpc->path, n, ep);
+    return NULL;
+}
+
+/* A reply of the right type can still be nonsense for the request: a Txn result
+ * whose i-th entry is not of the kind the i-th operation asked for. Checked
+ * here once, so no caller reads a oneof member that is not there. */
+static int check_reply(call *c, const ProtobufCMessage *m, char *msg, size_t cap)
+{
+    if (c->rpc_id != ELECTOR_RPC_TXN) return 0;
+    /* The request is still in c->out (unary calls keep it for a resend). */
+    Etcdserverpb__TxnRequest *req =
+        etcdserverpb__txn_request__unpack(NULL, c->out.len - 5, c->out.data + 5);
+    if (!req) {
+        snprintf(msg, cap, "%s: out of memory", c->rpc->path);
+        return ELECTOR_ENOMEM;
+    }
+    char why[200];
+    int rc = elector__txn_shape_check(req, (const Etcdserverpb__TxnResponse *)m, why,
+                                      sizeof(why));
+    etcdserverpb__txn_request__free_unpacked(req, NULL);
+    if (!rc) return 0;
+    snprintf(msg, cap, "%s: malformed reply from %s: %s", c->rpc->path,
+             c->etcd->eps[c->etcd->ep].authority, why);
+    return ELECTOR_EPROTO;
 }
 
 static void finish_unary(elector_etcd *e, call *c)
@@ -929,14 +1028,21 @@ static void finish_unary(elector_etcd *e, call *c)
         return;
     }
     int rc = elector__grpc_next(&c->in, &p, &n);
-    if (rc != 1) {
-        snprintf(msg, sizeof(msg), "%s: reply without a message", c->rpc->path);
+    if (rc != 1 || elector__buf_avail(&c->in) != 5 + n) {
+        snprintf(msg, sizeof(msg), "%s: reply from %s %s", c->rpc->path,
+                 e->eps[e->ep].authority,
+                 rc != 1 ? "without a whole message" : "with bytes after its message");
         end_call(c, ELECTOR_EPROTO, msg);
         return;
     }
     ProtobufCMessage *m = decode(c, p, n, msg, sizeof(msg));
     if (!m) {
         end_call(c, ELECTOR_EPROTO, msg);
+        return;
+    }
+    if ((rc = check_reply(c, m, msg, sizeof(msg)))) {
+        protobuf_c_message_free_unpacked(m, NULL);
+        end_call(c, rc, msg);
         return;
     }
     c->state = CS_DONE;
@@ -966,7 +1072,12 @@ static void deliver_stream(elector_etcd *e, call *c)
         ProtobufCMessage *m = decode(c, p, n, msg, sizeof(msg));
         elector__buf_consume(&c->in, 5 + n);
         if (!m) {
-            if (c->sid) nghttp2_submit_rst_stream(e->h2, 0, c->sid, NGHTTP2_CANCEL);
+            if (c->sid && e->h2) {
+                nghttp2_submit_rst_stream(e->h2, 0, c->sid, NGHTTP2_CANCEL);
+                nghttp2_session_set_stream_user_data(e->h2, c->sid, NULL);
+            }
+            c->sid = 0;
+            elector__buf_free(&c->in);
             end_call(c, ELECTOR_EPROTO, msg);
             return;
         }
@@ -993,7 +1104,8 @@ static void dispatch(elector_etcd *e)
         if (!e->ready_head) e->ready_tail = NULL;
         c->queued_ready = false;
         if (c->user_closed || c->ended) continue;
-        if (c->stream) deliver_stream(e, c);
+        if (c->rx_err) end_call(c, c->rx_err, c->rx_msg);
+        else if (c->stream) deliver_stream(e, c);
         else if (c->net_closed) finish_unary(e, c);
         if (e->free_pending) return;
     }

@@ -57,6 +57,15 @@ typedef struct elector_etcd_config {
     int64_t keepalive_timeout_ms;  /* PING ack deadline, then the connection is dead; 2000 */
     int64_t backoff_min_ms;        /* first reconnect delay after a failed round; 50 */
     int64_t backoff_max_ms;        /* reconnect delay cap; 2000 */
+    /* Bounds on what a server may send (a broken or hostile peer gets
+     * ELECTOR_EPROTO, never unbounded memory). */
+    size_t max_recv_msg_bytes; /* largest gRPC message accepted, checked on its 5-byte
+                                  prefix as DATA arrives; 0: 4 MiB (gRPC's own
+                                  default), at most 64 MiB. A larger message resets
+                                  its stream: a unary call fails, a stream ends. */
+    size_t max_decode_bytes;   /* heap that decoding one message may take (protobuf-c
+                                  allocations); 0: 8 x max_recv_msg_bytes. etcd's
+                                  replies take 1-5 times their size. */
 } elector_etcd_config;
 
 /* Fills defaults. */
