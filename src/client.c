@@ -253,12 +253,15 @@ static int tls_setup(elector_etcd *e)
     if (elector__ssl_load(why, sizeof(why))) return elector__set_err(e, ELECTOR_ETLS, "%s", why);
     e->ssl_ctx = SSL_CTX_new(TLS_client_method());
     if (!e->ssl_ctx) return elector__set_err(e, ELECTOR_ETLS, "cannot create TLS context");
-    SSL_CTX_set_min_proto_version(e->ssl_ctx, TLS1_2_VERSION);
     SSL_CTX_set_verify(e->ssl_ctx, SSL_VERIFY_PEER, NULL);
     SSL_CTX_set_mode(e->ssl_ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
                                      SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     static const unsigned char alpn[] = "\x02h2";
-    SSL_CTX_set_alpn_protos(e->ssl_ctx, alpn, sizeof(alpn) - 1);
+    /* SSL_CTX_set_alpn_protos returns 0 on success, unlike its neighbours. */
+    if (SSL_CTX_set_min_proto_version(e->ssl_ctx, TLS1_2_VERSION) != 1 ||
+        SSL_CTX_set_alpn_protos(e->ssl_ctx, alpn, sizeof(alpn) - 1) != 0)
+        return elector__set_err(e, ELECTOR_ETLS, "cannot set up TLS (version, ALPN): %s",
+                                ssl_err_text());
     int ok = e->s_cacert ? SSL_CTX_load_verify_locations(e->ssl_ctx, e->s_cacert, NULL)
                          : SSL_CTX_set_default_verify_paths(e->ssl_ctx);
     if (ok != 1)
@@ -568,6 +571,7 @@ static ssize_t io_read(elector_etcd *e, uint8_t *buf, size_t len)
 {
     if (e->ssl) {
         ERR_clear_error();
+        errno = 0;
         int n = SSL_read(e->ssl, buf, (int)len);
         if (n > 0) return n;
         int se = SSL_get_error(e->ssl, n);
@@ -581,9 +585,10 @@ static ssize_t io_read(elector_etcd *e, uint8_t *buf, size_t len)
             conn_fail(e, ELECTOR_ETLS, "TLS handshake refused by the server: %s",
                       why ? why : "alert");
         }
+        else if (se == SSL_ERROR_SYSCALL && errno)
+            conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS read failed: %s", strerror(errno));
         else
-            conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS read failed: %s",
-                      ERR_reason_error_string(ERR_get_error()));
+            conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS read failed: %s", ssl_err_text());
         return -1;
     }
     ssize_t n = recv(e->fd, buf, len, 0);
@@ -598,11 +603,15 @@ static ssize_t io_write(elector_etcd *e, const uint8_t *buf, size_t len)
 {
     if (e->ssl) {
         ERR_clear_error();
-        int n = SSL_write(e->ssl, buf, (int)len);
+        errno = 0;
+        int n = SSL_write(e->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
         if (n > 0) return n;
         int se = SSL_get_error(e->ssl, n);
         if (se == SSL_ERROR_WANT_READ || se == SSL_ERROR_WANT_WRITE) return 0;
-        conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS write failed");
+        if (se == SSL_ERROR_SYSCALL && errno)
+            conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS write failed: %s", strerror(errno));
+        else
+            conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS write failed: %s", ssl_err_text());
         return -1;
     }
     ssize_t n = send(e->fd, buf, len, MSG_NOSIGNAL);
@@ -743,17 +752,23 @@ static void tls_start(elector_etcd *e)
 {
     const elector__endpoint *ep = &e->eps[e->ep];
     e->ssl = SSL_new(e->ssl_ctx);
-    if (!e->ssl || !SSL_set_fd(e->ssl, e->fd)) {
-        conn_fail(e, ELECTOR_ETLS, "cannot create TLS session");
+    BIO *bio = e->ssl ? elector__ssl_socket_bio(e->fd) : NULL;
+    if (!bio) {
+        conn_fail(e, ELECTOR_ETLS, "cannot create TLS session: out of memory");
         return;
     }
+    SSL_set_bio(e->ssl, bio, bio); /* the SSL object owns it now */
     unsigned char tmp[16];
     bool is_ip = inet_pton(AF_INET, ep->host, tmp) == 1 || inet_pton(AF_INET6, ep->host, tmp) == 1;
-    if (is_ip) {
-        X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(e->ssl), ep->host);
-    } else {
-        SSL_set_tlsext_host_name(e->ssl, ep->host);
-        SSL_set1_host(e->ssl, ep->host);
+    /* Without these the certificate is checked against the CA only, not against
+     * the endpoint: any certificate of that CA would do. So a failure is fatal. */
+    bool ok = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(e->ssl), ep->host) == 1
+                    : SSL_set_tlsext_host_name(e->ssl, ep->host) == 1 &&
+                          SSL_set1_host(e->ssl, ep->host) == 1;
+    if (!ok) {
+        conn_fail(e, ELECTOR_ETLS, "cannot set up the check of the server's %s '%s': %s",
+                  is_ip ? "IP address" : "host name", ep->host, ssl_err_text());
+        return;
     }
     e->cstate = C_TLS;
 }
@@ -763,6 +778,20 @@ static void tls_step(elector_etcd *e)
     ERR_clear_error();
     int rc = SSL_connect(e->ssl);
     if (rc == 1) {
+        /* gRPC needs HTTP/2; a server that did not agree to it in ALPN is not
+         * an etcd gRPC endpoint (or is something in between). */
+        const unsigned char *proto = NULL;
+        unsigned int plen = 0;
+        SSL_get0_alpn_selected(e->ssl, &proto, &plen);
+        if (plen != 2 || memcmp(proto, "h2", 2) != 0) {
+            char got[40];
+            snprintf(got, sizeof(got), plen ? "'%.*s'" : "none", (int)(plen < 32 ? plen : 32),
+                     proto ? (const char *)proto : "");
+            conn_fail(e, ELECTOR_ETLS,
+                      "TLS handshake: the server did not agree to HTTP/2 (ALPN h2; it chose %s)",
+                      got);
+            return;
+        }
         if (h2_start(e)) conn_fail(e, ELECTOR_ENOMEM, "out of memory");
         return;
     }
