@@ -154,8 +154,10 @@ struct elector__watch_state **elector__etcd_watch(elector_etcd *e)
     return &e->watch;
 }
 
+/* The auth token is a credential: wiped, not just freed. */
 void elector__drop_token(elector_etcd *e)
 {
+    if (e->token) explicit_bzero(e->token, strlen(e->token));
     free(e->token);
     e->token = NULL;
 }
@@ -373,6 +375,9 @@ static void make_ready(elector_etcd *e, call *c)
 
 static void call_free(call *c)
 {
+    /* An Authenticate request holds the password, its reply the token. */
+    if (c->is_auth && c->out.data) explicit_bzero(c->out.data, c->out.cap);
+    if (c->is_auth && c->in.data) explicit_bzero(c->in.data, c->in.cap);
     elector__buf_free(&c->out);
     elector__buf_free(&c->in);
     free(c);
@@ -647,6 +652,8 @@ static void flush(elector_etcd *e)
             e->want_write = true;
             return;
         }
+        /* Sent bytes may hold a password or token: do not leave them behind. */
+        explicit_bzero(e->wbuf.data + e->wbuf.off, (size_t)n);
         elector__buf_consume(&e->wbuf, (size_t)n);
     }
 }
@@ -684,6 +691,7 @@ static void close_transport(elector_etcd *e)
     e->draining = false;
     e->ping_out = false;
     e->authenticating = false;
+    if (e->wbuf.data) explicit_bzero(e->wbuf.data, e->wbuf.cap);
     elector__buf_free(&e->wbuf);
 }
 
@@ -925,8 +933,10 @@ static void auth_done(elector_etcd *e, int err, const ProtobufCMessage *m, void 
     e->authenticating = false;
     if (err == 0) {
         const Etcdserverpb__AuthenticateResponse *r = (const void *)m;
-        free(e->token);
+        elector__drop_token(e);
         e->token = elector__strdup(r->token ? r->token : "");
+        /* The reply is freed after this callback: wipe its copy too. */
+        if (r->token) explicit_bzero(r->token, strlen(r->token));
         return;
     }
     /* Wrong credentials will not heal by waiting: fail what waits on them now.
@@ -1043,15 +1053,13 @@ static void finish_unary(elector_etcd *e, call *c)
             /* The token expired: authenticate again and resend; etcd refused the
              * call before executing it. */
             c->auth_retried = true;
-            free(e->token);
-            e->token = NULL;
+            elector__drop_token(e);
             c->state = CS_QUEUED;
             c->out.off = 0;
             return;
         }
         if (err == ELECTOR_ETOKEN) {
-            free(e->token);
-            e->token = NULL;
+            elector__drop_token(e);
         }
         end_call(c, err, msg);
         return;
@@ -1118,8 +1126,7 @@ static void deliver_stream(elector_etcd *e, call *c)
     if (c->net_closed && !c->ended) {
         int err = status_err(c, msg, sizeof(msg));
         if (err == ELECTOR_ETOKEN) {
-            free(e->token);
-            e->token = NULL;
+            elector__drop_token(e);
         }
         end_call(c, err, msg);
     }
@@ -1535,7 +1542,7 @@ static void real_free(elector_etcd *e)
     free(e->s_user);
     if (e->s_password) explicit_bzero(e->s_password, strlen(e->s_password));
     free(e->s_password);
-    free(e->token);
+    elector__drop_token(e);
     free(e);
 }
 
