@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -142,6 +143,28 @@ int elector_etcd_fd(const elector_etcd *e)
 const char *elector_etcd_current_endpoint(const elector_etcd *e)
 {
     return e->cstate == C_READY ? e->eps[e->ep].authority : "";
+}
+
+static bool is_loopback(const char *host)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, host, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6) ||
+               (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+    return strcasecmp(host, "localhost") == 0 || strcasecmp(host, "localhost.") == 0;
+}
+
+int elector_etcd_endpoint_info(const elector_etcd *e, int i, elector_endpoint_info *out)
+{
+    if (!e || i < 0 || i >= e->nep || !out) return ELECTOR_EINVAL;
+    const elector__endpoint *ep = &e->eps[i];
+    out->authority = ep->authority;
+    out->host = ep->host;
+    out->tls = ep->tls;
+    out->loopback = is_loopback(ep->host);
+    return 0;
 }
 
 struct elector__ka_state **elector__etcd_ka(elector_etcd *e)

@@ -107,6 +107,20 @@ void elector_etcd_wakeup(elector_etcd *etcd);
 /* Endpoint currently connected ("" if none) and its index in the list (-1). */
 const char *elector_etcd_current_endpoint(const elector_etcd *etcd);
 
+/* What endpoint i (0-based) of the configured list is, for callers that want to
+ * check where credentials go. The strings live as long as the client. */
+typedef struct elector_endpoint_info {
+    const char *authority; /* "host:port" as given */
+    const char *host;      /* without brackets */
+    int tls;               /* 1: TLS (https://, or no scheme with TLS files set) */
+    int loopback;          /* host is in 127.0.0.0/8, ::1 or "localhost": the
+                              traffic does not leave this machine */
+} elector_endpoint_info;
+
+/* Returns 0 and fills out, or ELECTOR_EINVAL when i is out of range (or the
+ * endpoint list did not parse). */
+int elector_etcd_endpoint_info(const elector_etcd *etcd, int i, elector_endpoint_info *out);
+
 /* ---- calls ---------------------------------------------------------------------- */
 
 typedef enum elector_rpc {
