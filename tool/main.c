@@ -24,6 +24,7 @@
 #include "escape.h"
 #include "http.h"
 #include "opts.h"
+#include "secret.h"
 #include "supervise.h"
 
 #ifndef ELECTOR_VERSION
@@ -675,25 +676,6 @@ static void loop(struct app *a)
 
 /* ---------------------------------------------------------------- setup */
 
-static char *read_password(const tool_opts *o, char *err, size_t cap)
-{
-    if (!o->password_file) {
-        const char *p = getenv("ELECTOR_PASSWORD");
-        return p ? strdup(p) : NULL;
-    }
-    FILE *f = fopen(o->password_file, "r");
-    if (!f) {
-        snprintf(err, cap, "cannot read --password-file %s: %s", o->password_file, strerror(errno));
-        return NULL;
-    }
-    char buf[1024];
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    buf[strcspn(buf, "\r\n")] = 0;
-    return strdup(buf);
-}
-
 static elector_etcd *make_client(const tool_opts *o, char *pw)
 {
     elector_etcd_config cfg;
@@ -850,20 +832,26 @@ int main(int argc, char **argv)
         logmsg(LOG_WARN, "--grace %lldms is at least half the TTL: the command may be stopped "
                "while leadership is still fine", (long long)o.grace_ms);
 
-    char *pw = read_password(&o, err, sizeof(err));
-    if (!pw && o.password_file) {
-        fprintf(stderr, "elector: %s\n", err);
+    /* Secrets: no core dump or ptrace while the password (then the token) is held. */
+    if (o.user || o.password_file || getenv("ELECTOR_PASSWORD")) tool_secret_protect();
+    char warn[600];
+    char *pw = tool_password_read(o.password_file, err, sizeof(err), warn, sizeof(warn));
+    if (*warn) logmsg(LOG_WARN, "%s", warn);
+    if (!pw && *err) {
+        logmsg(LOG_ERROR, "%s", err);
         return EXIT_USAGE;
     }
     if (o.user && !pw)
         logmsg(LOG_WARN, "--user given without a password (set ELECTOR_PASSWORD or --password-file)");
+    if (tool_check_key_file(o.key, "--key", warn, sizeof(warn))) logmsg(LOG_WARN, "%s", warn);
     struct app a = {.o = &o, .sfd = -1};
     a.etcd = make_client(&o, pw);
-    if (pw) {
-        memset(pw, 0, strlen(pw));
-        free(pw);
-    }
+    bool have_pw = pw != NULL;
+    tool_secret_free(pw); /* the client has its own copy */
     if (!a.etcd) return EXIT_ERROR;
+    if (o.user && have_pw && !elector_etcd_err(a.etcd) &&
+        tool_check_cleartext(a.etcd, o.user, warn, sizeof(warn)))
+        logmsg(LOG_WARN, "%s", warn);
     int e = elector_etcd_err(a.etcd);
     if (e) {
         bool usage = e == ELECTOR_EINVAL;
