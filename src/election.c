@@ -360,10 +360,10 @@ static void watch_key(elector_election *el, const uint8_t *key, size_t klen, int
 
 static bool set_pred(elector_election *el, const uint8_t *k, size_t n)
 {
-    if (el->pred && el->pred_len == n && !memcmp(el->pred, k, n)) return false;
+    if (el->pred && el->pred_len == n && (!n || !memcmp(el->pred, k, n))) return false;
     uint8_t *p = malloc(n ? n : 1);
     if (!p) return false;
-    memcpy(p, k, n);
+    if (n) memcpy(p, k, n); /* an empty bytes field has data NULL */
     free(el->pred);
     el->pred = p;
     el->pred_len = n;
@@ -493,8 +493,12 @@ static void campaign_done(elector_etcd *e, int err, const ProtobufCMessage *m, v
         fail(el, err, detail);
         return;
     }
-    if (!rev) {
-        fail(el, ELECTOR_EPROTO, "campaign: etcd returned no revision");
+    if (rev <= 0) {
+        /* A fencing token must be a real revision (etcd's start at 1). */
+        char detail[200];
+        snprintf(detail, sizeof(detail), "campaign: %s gave no valid revision (%lld)",
+                 elector_etcd_current_endpoint(e), (long long)rev);
+        fail(el, ELECTOR_EPROTO, detail);
         return;
     }
     el->rev = rev;

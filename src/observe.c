@@ -59,7 +59,7 @@ static void report(elector_observer *o, const Mvccpb__KeyValue *kv)
 {
     bool same = o->known && (kv ? o->has_leader && o->token == kv->create_revision &&
                                       o->vlen == kv->value.len &&
-                                      !memcmp(o->value, kv->value.data, o->vlen)
+                                      (!o->vlen || !memcmp(o->value, kv->value.data, o->vlen))
                                 : !o->has_leader);
     if (same) return;
     o->known = true;
@@ -128,7 +128,8 @@ static void stop_watch(elector_observer *o)
 
 static bool is_leader_key(const elector_observer *o, const Mvccpb__KeyValue *kv)
 {
-    return o->has_leader && kv->key.len == o->klen && !memcmp(kv->key.data, o->key, o->klen);
+    return o->has_leader && kv->key.len == o->klen &&
+           (!o->klen || !memcmp(kv->key.data, o->key, o->klen));
 }
 
 static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r, void *ud)
