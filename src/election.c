@@ -496,7 +496,8 @@ static void campaign_done(elector_etcd *e, int err, const ProtobufCMessage *m, v
     if (rev <= 0) {
         /* A fencing token must be a real revision (etcd's start at 1). */
         char detail[200];
-        snprintf(detail, sizeof(detail), "campaign: %s gave no valid revision (%lld)",
+        snprintf(detail, sizeof(detail), "%s: campaign reply from %s without a valid "
+                 "revision (%lld)", elector_rpc_path(ELECTOR_RPC_TXN),
                  elector_etcd_current_endpoint(e), (long long)rev);
         fail(el, ELECTOR_EPROTO, detail);
         return;

@@ -255,6 +255,17 @@ static void on_txn(conn *c, stream *st, const uint8_t *p, size_t n)
     r.succeeded = 1;
     size_t nops = q->n_success < 8 ? q->n_success : 8;
     Etcdserverpb__RequestOp **req_ops = q->success;
+    Mvccpb__KeyValue bad = MVCCPB__KEY_VALUE__INIT, *badp[1] = {&bad};
+    if (campaign && O->attack == HS_CAMPAIGN_BAD_REV) {
+        r.succeeded = 0;
+        nops = q->n_failure < 8 ? q->n_failure : 8;
+        req_ops = q->failure;
+        bad.key.data = (uint8_t *)"e/694d0001";
+        bad.key.len = 10;
+        bad.create_revision = -1;
+        rr.kvs = badp;
+        rr.n_kvs = 1;
+    }
     if (campaign && O->attack == HS_TXN_WRONG_KIND) {
         /* "The key exists": the failure branch, whose 2nd op is a Range. */
         r.succeeded = 0;

@@ -25,6 +25,7 @@ typedef enum hs_attack {
     HS_CHECK_WRONG_KIND, /* check Txn: success, [DeleteRange] (Range asked) */
     HS_CHECK_NO_RESULT,  /* check Txn: success, no results at all */
     HS_TXN_NESTED,       /* campaign Txn: result 1 is a Txn result nested 5,000 deep */
+    HS_CAMPAIGN_BAD_REV, /* campaign Txn: "key exists" with create revision -1 */
     /* Unary replies without bound. */
     HS_RANGE_HUGE,       /* Range: a prefix announcing 768 MiB, then those bytes, never ending */
     HS_RANGE_ENDLESS,    /* Range: 64 KiB messages one after another, 768 MiB, never ending */

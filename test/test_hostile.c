@@ -488,15 +488,25 @@ TEST(lib_max_recv_msg_bytes_is_configurable)
     lib_attack("a leader reply, default limits", HS_NONE, lib_range, NULL, 0, NULL);
 }
 
+static char failed_detail[600];
+
+static void el_failed(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el, (void)ud;
+    if (ev->type == ELECTOR_EV_FAILED)
+        snprintf(failed_detail, sizeof(failed_detail), "%s", ev->detail);
+}
+
 static void lib_txn_campaign_shape(const char *endpoint, lib_out *o, void *arg)
 {
     (void)arg;
     elector_etcd *e = lib_client_ex(endpoint, NULL);
     elector_session *s = elector_session_new(e, NULL, NULL, NULL);
     if (elector_session_wait(s, 4000)) _exit(5);
-    elector_election *el = elector_election_new(s, "e", NULL, NULL);
+    elector_election *el = elector_election_new(s, "e", el_failed, NULL);
     o->err = elector_campaign_sync(el, "v", 1, 8000);
-    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    /* The FAILED event's detail: the client's text, or the election's own. */
+    snprintf(o->msg, sizeof(o->msg), "%s", o->err ? failed_detail : "");
     elector_election_free(el);
     elector_session_close(s);
     elector_etcd_free(e);
@@ -514,6 +524,9 @@ TEST(lib_campaign_txn_results_of_the_wrong_kind_and_nested)
                NULL, ELECTOR_EPROTO, "0 results for the success branch");
     lib_attack("campaign, Txn result nested 5000 deep", HS_TXN_NESTED, lib_txn_campaign_shape,
                NULL, ELECTOR_EPROTO, "nests messages more than 32 deep");
+    lib_attack("campaign, existing key with create revision -1", HS_CAMPAIGN_BAD_REV,
+               lib_txn_campaign_shape, NULL, ELECTOR_EPROTO,
+               "/etcdserverpb.KV/Txn: campaign reply from 127.0.0.1:");
     lib_attack("campaign, no attack", HS_NONE, lib_txn_campaign_shape, NULL, 0, NULL);
 }
 
