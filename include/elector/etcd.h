@@ -22,6 +22,17 @@
  * from another thread. Calling elector_stream_close(), elector_watch_cancel() or
  * elector_etcd_free() from inside a callback is allowed; the memory is released
  * once the callback has returned.
+ *
+ * Signals: the library never raises SIGPIPE, whatever the peer does. Plain
+ * connections send with MSG_NOSIGNAL, and TLS goes through a socket BIO that
+ * does the same (OpenSSL's own writes with write()). The application need not
+ * ignore SIGPIPE for the library's sake.
+ *
+ * A broken or hostile server: what it sends is bounded (max_recv_msg_bytes per
+ * message, checked as the bytes arrive; max_decode_bytes per decode; messages at
+ * most 32 deep) and checked (a Txn result of the kind each operation asked for).
+ * A violation resets the stream; the call or stream ends with ELECTOR_EPROTO and
+ * a detail text naming the RPC and the endpoint. See docs/BAD_INPUT.md.
  */
 #ifndef ELECTOR_ETCD_H
 #define ELECTOR_ETCD_H
@@ -152,7 +163,9 @@ typedef struct elector_call_opts {
 
 /* Completion of a unary call: err is 0 and resp the decoded response (of the type
  * that belongs to the rpc), or err < 0 and resp NULL; elector_etcd_errstr() holds
- * the detail during the callback. */
+ * the detail during the callback. ELECTOR_EPROTO: the server's reply broke the
+ * protocol (too large, undecodable, nested too deep, a second message, a Txn
+ * result of the wrong kind). */
 typedef void (*elector_etcd_cb)(elector_etcd *etcd, int err, const ProtobufCMessage *resp,
                                 void *ud);
 
@@ -179,8 +192,9 @@ int elector_etcd_call_sync(elector_etcd *etcd, elector_rpc rpc, const ProtobufCM
 typedef struct elector_stream elector_stream;
 
 /* A received message (err 0, msg set), or the end of the stream (err < 0, msg NULL:
- * the connection broke, etcd returned a status, or the stream was reset). After an
- * end the stream sends and receives nothing more; close it to free it. */
+ * the connection broke, etcd returned a status, or the stream was reset; by us
+ * with ELECTOR_EPROTO when the server broke the protocol). After an end the
+ * stream sends and receives nothing more; close it to free it. */
 typedef void (*elector_stream_cb)(elector_stream *s, int err, const ProtobufCMessage *msg,
                                   void *ud);
 
