@@ -6,8 +6,10 @@
  *   - data is split at each separator byte into chunks, appended one by one to an
  *     elector__buf; after each append every complete gRPC message is taken off
  *     the front with elector__grpc_next and decoded as RangeResponse,
- *     WatchResponse, TxnResponse and LeaseKeepAliveResponse; what decodes is framed
- *     again with elector__grpc_frame and must read back whole;
+ *     WatchResponse, TxnResponse and LeaseKeepAliveResponse, by the bounded
+ *     decoder (elector__decode, with a large and a tiny budget) and by
+ *     protobuf-c; the bounded one must accept nothing protobuf-c refuses; what
+ *     decodes is framed again with elector__grpc_frame and must read back whole;
  *   - data goes through elector__percent_decode (output capacity = parameter
  *     byte) and the result through elector__grpc_error with a status taken from
  *     the input;
@@ -52,7 +54,17 @@ static const ProtobufCMessageDescriptor *const descs[] = {
 static void decode_all(const uint8_t *p, size_t n)
 {
     for (size_t d = 0; d < sizeof(descs) / sizeof(descs[0]); d++) {
-        ProtobufCMessage *m = protobuf_c_message_unpack(descs[d], NULL, n, p);
+        /* The bounded decoder (what the engine uses) accepts nothing that
+         * protobuf-c refuses; with a small budget it fails cleanly. */
+        int why = 0;
+        ProtobufCMessage *b = elector__decode(descs[d], p, n, 64u << 20, &why);
+        ProtobufCMessage *small = elector__decode(descs[d], p, n, 256, &why);
+        if (small) protobuf_c_message_free_unpacked(small, NULL);
+        ProtobufCMessage *m = why == ELECTOR__DEC_TOO_DEEP
+                                  ? NULL /* protobuf-c would recurse without end */
+                                  : protobuf_c_message_unpack(descs[d], NULL, n, p);
+        if (b && !m) abort();
+        if (b) protobuf_c_message_free_unpacked(b, NULL);
         if (!m) continue;
         /* What decodes can be framed again, and the frame reads back whole. */
         elector__buf out = {0};

@@ -17,7 +17,19 @@ secs=${1:-60}
 case $secs in '' | *[!0-9]*) echo "usage: $0 [SECONDS] [TARGET...]" >&2; exit 2 ;; esac
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] &&
-    targets=(fuzz_grpc_recv fuzz_grpc_engine fuzz_endpoints fuzz_tool_args)
+    targets=(fuzz_grpc_recv fuzz_grpc_engine fuzz_election fuzz_endpoints fuzz_tool_args)
+
+# Per target: inputs that script a server may be long (-max_len), and no single
+# allocation may exceed what the client's bounds allow (-malloc_limit_mb): the
+# engine runs with max_recv_msg_bytes 4 MiB / max_decode_bytes 32 MiB,
+# fuzz_election with 256 KiB / 2 MiB.
+target_opts() {
+    case $1 in
+    fuzz_grpc_engine) echo "-max_len=262144 -malloc_limit_mb=96" ;;
+    fuzz_election) echo "-max_len=65536 -malloc_limit_mb=64" ;;
+    *) echo "" ;;
+    esac
+}
 
 # Toolchain: the project's packages (clang among them), then the libFuzzer runtime.
 "$root/scripts/deps.sh"
@@ -56,8 +68,9 @@ for t in "${targets[@]}"; do
     [ -d "$seeds" ] && cp -r "$seeds/." "$corpus/"
     log=$bdir/$t.log
     rc=0
+    # shellcheck disable=SC2046
     "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-        -artifact_prefix="$crashes/" "$corpus" >"$log" 2>&1 || rc=$?
+        $(target_opts "$t") -artifact_prefix="$crashes/" "$corpus" >"$log" 2>&1 || rc=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
     cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -51,6 +52,12 @@ struct elector_stream {
     uint32_t h2_error;
     elector__buf out; /* framed request bytes; out.off = bytes handed to nghttp2 */
     elector__buf in;  /* received DATA, split into gRPC messages */
+    /* Every message prefix is checked as DATA arrives: rx_next is the stream
+     * offset of the next prefix, rx_total the bytes received so far. */
+    uint64_t rx_total, rx_next;
+    unsigned rx_msgs;
+    int rx_err;       /* the peer broke the protocol: the call ends with it */
+    char rx_msg[320];
     int http_status;
     int grpc_status; /* -1 until the trailers (or a trailers-only reply) arrive */
     char grpc_msg[256];
@@ -140,6 +147,28 @@ const char *elector_etcd_current_endpoint(const elector_etcd *e)
     return e->cstate == C_READY ? e->eps[e->ep].authority : "";
 }
 
+static bool is_loopback(const char *host)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, host, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6) ||
+               (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+    return strcasecmp(host, "localhost") == 0 || strcasecmp(host, "localhost.") == 0;
+}
+
+int elector_etcd_endpoint_info(const elector_etcd *e, int i, elector_endpoint_info *out)
+{
+    if (!e || i < 0 || i >= e->nep || !out) return ELECTOR_EINVAL;
+    const elector__endpoint *ep = &e->eps[i];
+    out->authority = ep->authority;
+    out->host = ep->host;
+    out->tls = ep->tls;
+    out->loopback = is_loopback(ep->host);
+    return 0;
+}
+
 struct elector__ka_state **elector__etcd_ka(elector_etcd *e)
 {
     return &e->ka;
@@ -150,8 +179,10 @@ struct elector__watch_state **elector__etcd_watch(elector_etcd *e)
     return &e->watch;
 }
 
+/* The auth token is a credential: wiped, not just freed. */
 void elector__drop_token(elector_etcd *e)
 {
+    if (e->token) explicit_bzero(e->token, strlen(e->token));
     free(e->token);
     e->token = NULL;
 }
@@ -267,12 +298,15 @@ static int tls_setup(elector_etcd *e)
     if (elector__ssl_load(why, sizeof(why))) return elector__set_err(e, ELECTOR_ETLS, "%s", why);
     e->ssl_ctx = SSL_CTX_new(TLS_client_method());
     if (!e->ssl_ctx) return elector__set_err(e, ELECTOR_ETLS, "cannot create TLS context");
-    SSL_CTX_set_min_proto_version(e->ssl_ctx, TLS1_2_VERSION);
     SSL_CTX_set_verify(e->ssl_ctx, SSL_VERIFY_PEER, NULL);
     SSL_CTX_set_mode(e->ssl_ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
                                      SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     static const unsigned char alpn[] = "\x02h2";
-    SSL_CTX_set_alpn_protos(e->ssl_ctx, alpn, sizeof(alpn) - 1);
+    /* SSL_CTX_set_alpn_protos returns 0 on success, unlike its neighbours. */
+    if (SSL_CTX_set_min_proto_version(e->ssl_ctx, TLS1_2_VERSION) != 1 ||
+        SSL_CTX_set_alpn_protos(e->ssl_ctx, alpn, sizeof(alpn) - 1) != 0)
+        return elector__set_err(e, ELECTOR_ETLS, "cannot set up TLS (version, ALPN): %s",
+                                ssl_err_text());
     int ok = e->s_cacert ? SSL_CTX_load_verify_locations(e->ssl_ctx, e->s_cacert, NULL)
                          : SSL_CTX_set_default_verify_paths(e->ssl_ctx);
     if (ok != 1)
@@ -310,6 +344,11 @@ static int copy_config(elector_etcd *e, const elector_etcd_config *cfg)
     if (e->cfg.keepalive_timeout_ms <= 0) e->cfg.keepalive_timeout_ms = 2000;
     if (e->cfg.backoff_min_ms <= 0) e->cfg.backoff_min_ms = 50;
     if (e->cfg.backoff_max_ms < e->cfg.backoff_min_ms) e->cfg.backoff_max_ms = 2000;
+    if (e->cfg.max_recv_msg_bytes == 0) e->cfg.max_recv_msg_bytes = ELECTOR__RECV_MSG_DEFAULT;
+    if (e->cfg.max_recv_msg_bytes > ELECTOR__GRPC_MAX_MSG)
+        e->cfg.max_recv_msg_bytes = ELECTOR__GRPC_MAX_MSG;
+    if (e->cfg.max_decode_bytes == 0)
+        e->cfg.max_decode_bytes = e->cfg.max_recv_msg_bytes * ELECTOR__DECODE_FACTOR;
     return 0;
 }
 
@@ -385,6 +424,9 @@ static void make_ready(elector_etcd *e, call *c)
 
 static void call_free(call *c)
 {
+    /* An Authenticate request holds the password, its reply the token. */
+    if (c->is_auth && c->out.data) explicit_bzero(c->out.data, c->out.cap);
+    if (c->is_auth && c->in.data) explicit_bzero(c->in.data, c->in.cap);
     elector__buf_free(&c->out);
     elector__buf_free(&c->in);
     free(c);
@@ -444,14 +486,63 @@ static int on_header_cb(nghttp2_session *s, const nghttp2_frame *f, const uint8_
     return 0;
 }
 
+/* The peer broke the protocol on call c: reset its stream, drop what it sent and
+ * let dispatch() end the call with ELECTOR_EPROTO. From nghttp2 callbacks too. */
+static void rx_violation(call *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void rx_violation(call *c, const char *fmt, ...)
+{
+    elector_etcd *e = c->etcd;
+    char what[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    snprintf(c->rx_msg, sizeof(c->rx_msg), "%s: %s from %s; stream reset", c->rpc->path, what,
+             e->eps[e->ep].authority);
+    c->rx_err = ELECTOR_EPROTO;
+    if (c->sid && e->h2) {
+        nghttp2_submit_rst_stream(e->h2, 0, c->sid, NGHTTP2_CANCEL);
+        nghttp2_session_set_stream_user_data(e->h2, c->sid, NULL);
+    }
+    c->sid = 0;
+    elector__buf_free(&c->in);
+    make_ready(e, c);
+}
+
+/* Checks each gRPC message prefix as soon as its 5 bytes are in, before the
+ * message itself is buffered: a peer announcing 4 GiB is stopped at once, and no
+ * reply can make the client hold more than max_recv_msg_bytes + one read. */
+static void rx_scan(call *c)
+{
+    const elector_etcd *e = c->etcd;
+    while (!c->rx_err && c->rx_next + 5 <= c->rx_total) {
+        /* Unconsumed bytes start at this stream offset; a prefix not yet
+         * checked is never consumed, so it is in the buffer. */
+        uint64_t base = c->rx_total - elector__buf_avail(&c->in);
+        const uint8_t *p = elector__buf_head(&c->in) + (c->rx_next - base);
+        uint32_t n = (uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 8 | p[4];
+        if (!c->stream && c->rx_msgs > 0)
+            rx_violation(c, "a second message in a unary reply");
+        else if (p[0] != 0)
+            rx_violation(c, "compressed message (flag %u), never asked for", p[0]);
+        else if (n > e->cfg.max_recv_msg_bytes)
+            rx_violation(c, "message of %lu bytes exceeds the limit of %zu bytes "
+                         "(max_recv_msg_bytes)", (unsigned long)n, e->cfg.max_recv_msg_bytes);
+        c->rx_msgs++;
+        c->rx_next += 5 + (uint64_t)n;
+    }
+}
+
 static int on_data_cb(nghttp2_session *s, uint8_t flags, int32_t sid, const uint8_t *data,
                       size_t len, void *ud)
 {
     (void)flags, (void)ud;
     call *c = call_of(s, sid);
-    if (!c || c->user_closed) return 0;
+    if (!c || c->user_closed || c->rx_err) return 0;
     if (elector__buf_append(&c->in, data, len)) return NGHTTP2_ERR_CALLBACK_FAILURE;
-    if (c->stream) make_ready(c->etcd, c);
+    c->rx_total += len;
+    rx_scan(c);
+    if (c->stream && !c->rx_err) make_ready(c->etcd, c);
     return 0;
 }
 
@@ -534,6 +625,7 @@ static ssize_t io_read(elector_etcd *e, uint8_t *buf, size_t len)
 {
     if (e->ssl) {
         ERR_clear_error();
+        errno = 0;
         int n = SSL_read(e->ssl, buf, (int)len);
         if (n > 0) return n;
         int se = SSL_get_error(e->ssl, n);
@@ -547,9 +639,10 @@ static ssize_t io_read(elector_etcd *e, uint8_t *buf, size_t len)
             conn_fail(e, ELECTOR_ETLS, "TLS handshake refused by the server: %s",
                       why ? why : "alert");
         }
+        else if (se == SSL_ERROR_SYSCALL && errno)
+            conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS read failed: %s", strerror(errno));
         else
-            conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS read failed: %s",
-                      ERR_reason_error_string(ERR_get_error()));
+            conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS read failed: %s", ssl_err_text());
         return -1;
     }
     ssize_t n = recv(e->fd, buf, len, 0);
@@ -564,11 +657,15 @@ static ssize_t io_write(elector_etcd *e, const uint8_t *buf, size_t len)
 {
     if (e->ssl) {
         ERR_clear_error();
-        int n = SSL_write(e->ssl, buf, (int)len);
+        errno = 0;
+        int n = SSL_write(e->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
         if (n > 0) return n;
         int se = SSL_get_error(e->ssl, n);
         if (se == SSL_ERROR_WANT_READ || se == SSL_ERROR_WANT_WRITE) return 0;
-        conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS write failed");
+        if (se == SSL_ERROR_SYSCALL && errno)
+            conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS write failed: %s", strerror(errno));
+        else
+            conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS write failed: %s", ssl_err_text());
         return -1;
     }
     ssize_t n = send(e->fd, buf, len, MSG_NOSIGNAL);
@@ -604,6 +701,8 @@ static void flush(elector_etcd *e)
             e->want_write = true;
             return;
         }
+        /* Sent bytes may hold a password or token: do not leave them behind. */
+        explicit_bzero(e->wbuf.data + e->wbuf.off, (size_t)n);
         elector__buf_consume(&e->wbuf, (size_t)n);
     }
 }
@@ -641,6 +740,7 @@ static void close_transport(elector_etcd *e)
     e->draining = false;
     e->ping_out = false;
     e->authenticating = false;
+    if (e->wbuf.data) explicit_bzero(e->wbuf.data, e->wbuf.cap);
     elector__buf_free(&e->wbuf);
 }
 
@@ -709,17 +809,23 @@ static void tls_start(elector_etcd *e)
 {
     const elector__endpoint *ep = &e->eps[e->ep];
     e->ssl = SSL_new(e->ssl_ctx);
-    if (!e->ssl || !SSL_set_fd(e->ssl, e->fd)) {
-        conn_fail(e, ELECTOR_ETLS, "cannot create TLS session");
+    BIO *bio = e->ssl ? elector__ssl_socket_bio(e->fd) : NULL;
+    if (!bio) {
+        conn_fail(e, ELECTOR_ETLS, "cannot create TLS session: out of memory");
         return;
     }
+    SSL_set_bio(e->ssl, bio, bio); /* the SSL object owns it now */
     unsigned char tmp[16];
     bool is_ip = inet_pton(AF_INET, ep->host, tmp) == 1 || inet_pton(AF_INET6, ep->host, tmp) == 1;
-    if (is_ip) {
-        X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(e->ssl), ep->host);
-    } else {
-        SSL_set_tlsext_host_name(e->ssl, ep->host);
-        SSL_set1_host(e->ssl, ep->host);
+    /* Without these the certificate is checked against the CA only, not against
+     * the endpoint: any certificate of that CA would do. So a failure is fatal. */
+    bool ok = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(e->ssl), ep->host) == 1
+                    : SSL_set_tlsext_host_name(e->ssl, ep->host) == 1 &&
+                          SSL_set1_host(e->ssl, ep->host) == 1;
+    if (!ok) {
+        conn_fail(e, ELECTOR_ETLS, "cannot set up the check of the server's %s '%s': %s",
+                  is_ip ? "IP address" : "host name", ep->host, ssl_err_text());
+        return;
     }
     e->cstate = C_TLS;
 }
@@ -729,6 +835,20 @@ static void tls_step(elector_etcd *e)
     ERR_clear_error();
     int rc = SSL_connect(e->ssl);
     if (rc == 1) {
+        /* gRPC needs HTTP/2; a server that did not agree to it in ALPN is not
+         * an etcd gRPC endpoint (or is something in between). */
+        const unsigned char *proto = NULL;
+        unsigned int plen = 0;
+        SSL_get0_alpn_selected(e->ssl, &proto, &plen);
+        if (plen != 2 || memcmp(proto, "h2", 2) != 0) {
+            char got[40];
+            snprintf(got, sizeof(got), plen ? "'%.*s'" : "none", (int)(plen < 32 ? plen : 32),
+                     proto ? (const char *)proto : "");
+            conn_fail(e, ELECTOR_ETLS,
+                      "TLS handshake: the server did not agree to HTTP/2 (ALPN h2; it chose %s)",
+                      got);
+            return;
+        }
         if (h2_start(e)) conn_fail(e, ELECTOR_ENOMEM, "out of memory");
         return;
     }
@@ -833,6 +953,9 @@ static void submit(elector_etcd *e, call *c)
     if (!c->stream) e->stats.requests[c->rpc_id]++;
     c->net_closed = false;
     c->h2_error = 0;
+    c->in.off = c->in.len = 0;
+    c->rx_total = c->rx_next = 0;
+    c->rx_msgs = 0;
     c->http_status = 0;
     c->grpc_status = -1;
     c->grpc_msg[0] = 0;
@@ -859,8 +982,10 @@ static void auth_done(elector_etcd *e, int err, const ProtobufCMessage *m, void 
     e->authenticating = false;
     if (err == 0) {
         const Etcdserverpb__AuthenticateResponse *r = (const void *)m;
-        free(e->token);
+        elector__drop_token(e);
         e->token = elector__strdup(r->token ? r->token : "");
+        /* The reply is freed after this callback: wipe its copy too. */
+        if (r->token) explicit_bzero(r->token, strlen(r->token));
         return;
     }
     /* Wrong credentials will not heal by waiting: fail what waits on them now.
@@ -917,12 +1042,48 @@ static int status_err(call *c, char *msg, size_t cap)
     return ELECTOR_EUNAVAILABLE;
 }
 
-/* Decodes one message; NULL with a message in msg on failure. */
+/* Decodes one message within the decode budget; NULL with a message in msg on
+ * failure. */
 static ProtobufCMessage *decode(call *c, const uint8_t *p, size_t n, char *msg, size_t cap)
 {
-    ProtobufCMessage *m = protobuf_c_message_unpack(c->rpc->resp, NULL, n, p);
-    if (!m) snprintf(msg, cap, "%s: undecodable response (%zu bytes)", c->rpc->path, n);
-    return m;
+    const elector_etcd *e = c->etcd;
+    int why = 0;
+    ProtobufCMessage *m = elector__decode(c->rpc->resp, p, n, e->cfg.max_decode_bytes, &why);
+    if (m) return m;
+    const char *ep = e->eps[e->ep].authority;
+    if (why == ELECTOR__DEC_OVER_BUDGET)
+        snprintf(msg, cap, "%s: a reply of %zu bytes from %s needs more than %zu bytes of "
+                 "memory to decode (max_decode_bytes)", c->rpc->path, n, ep,
+                 e->cfg.max_decode_bytes);
+    else if (why == ELECTOR__DEC_TOO_DEEP)
+        snprintf(msg, cap, "%s: a reply of %zu bytes from %s nests messages more than %d deep",
+                 c->rpc->path, n, ep, ELECTOR__PB_MAX_DEPTH);
+    else
+        snprintf(msg, cap, "%s: undecodable reply (%zu bytes) from %s", c->rpc->path, n, ep);
+    return NULL;
+}
+
+/* A reply of the right type can still be nonsense for the request: a Txn result
+ * whose i-th entry is not of the kind the i-th operation asked for. Checked
+ * here once, so no caller reads a oneof member that is not there. */
+static int check_reply(call *c, const ProtobufCMessage *m, char *msg, size_t cap)
+{
+    if (c->rpc_id != ELECTOR_RPC_TXN) return 0;
+    /* The request is still in c->out (unary calls keep it for a resend). */
+    Etcdserverpb__TxnRequest *req =
+        etcdserverpb__txn_request__unpack(NULL, c->out.len - 5, c->out.data + 5);
+    if (!req) {
+        snprintf(msg, cap, "%s: out of memory", c->rpc->path);
+        return ELECTOR_ENOMEM;
+    }
+    char why[200];
+    int rc = elector__txn_shape_check(req, (const Etcdserverpb__TxnResponse *)m, why,
+                                      sizeof(why));
+    etcdserverpb__txn_request__free_unpacked(req, NULL);
+    if (!rc) return 0;
+    snprintf(msg, cap, "%s: malformed reply from %s: %s", c->rpc->path,
+             c->etcd->eps[c->etcd->ep].authority, why);
+    return ELECTOR_EPROTO;
 }
 
 static void finish_unary(elector_etcd *e, call *c)
@@ -941,28 +1102,33 @@ static void finish_unary(elector_etcd *e, call *c)
             /* The token expired: authenticate again and resend; etcd refused the
              * call before executing it. */
             c->auth_retried = true;
-            free(e->token);
-            e->token = NULL;
+            elector__drop_token(e);
             c->state = CS_QUEUED;
             c->out.off = 0;
             return;
         }
         if (err == ELECTOR_ETOKEN) {
-            free(e->token);
-            e->token = NULL;
+            elector__drop_token(e);
         }
         end_call(c, err, msg);
         return;
     }
     int rc = elector__grpc_next(&c->in, &p, &n);
-    if (rc != 1) {
-        snprintf(msg, sizeof(msg), "%s: reply without a message", c->rpc->path);
+    if (rc != 1 || elector__buf_avail(&c->in) != 5 + n) {
+        snprintf(msg, sizeof(msg), "%s: reply from %s %s", c->rpc->path,
+                 e->eps[e->ep].authority,
+                 rc != 1 ? "without a whole message" : "with bytes after its message");
         end_call(c, ELECTOR_EPROTO, msg);
         return;
     }
     ProtobufCMessage *m = decode(c, p, n, msg, sizeof(msg));
     if (!m) {
         end_call(c, ELECTOR_EPROTO, msg);
+        return;
+    }
+    if ((rc = check_reply(c, m, msg, sizeof(msg)))) {
+        protobuf_c_message_free_unpacked(m, NULL);
+        end_call(c, rc, msg);
         return;
     }
     c->state = CS_DONE;
@@ -992,7 +1158,12 @@ static void deliver_stream(elector_etcd *e, call *c)
         ProtobufCMessage *m = decode(c, p, n, msg, sizeof(msg));
         elector__buf_consume(&c->in, 5 + n);
         if (!m) {
-            if (c->sid) nghttp2_submit_rst_stream(e->h2, 0, c->sid, NGHTTP2_CANCEL);
+            if (c->sid && e->h2) {
+                nghttp2_submit_rst_stream(e->h2, 0, c->sid, NGHTTP2_CANCEL);
+                nghttp2_session_set_stream_user_data(e->h2, c->sid, NULL);
+            }
+            c->sid = 0;
+            elector__buf_free(&c->in);
             end_call(c, ELECTOR_EPROTO, msg);
             return;
         }
@@ -1004,8 +1175,7 @@ static void deliver_stream(elector_etcd *e, call *c)
     if (c->net_closed && !c->ended) {
         int err = status_err(c, msg, sizeof(msg));
         if (err == ELECTOR_ETOKEN) {
-            free(e->token);
-            e->token = NULL;
+            elector__drop_token(e);
         }
         end_call(c, err, msg);
     }
@@ -1019,7 +1189,8 @@ static void dispatch(elector_etcd *e)
         if (!e->ready_head) e->ready_tail = NULL;
         c->queued_ready = false;
         if (c->user_closed || c->ended) continue;
-        if (c->stream) deliver_stream(e, c);
+        if (c->rx_err) end_call(c, c->rx_err, c->rx_msg);
+        else if (c->stream) deliver_stream(e, c);
         else if (c->net_closed) finish_unary(e, c);
         if (e->free_pending) return;
     }
@@ -1437,7 +1608,7 @@ static void real_free(elector_etcd *e)
     free(e->s_user);
     if (e->s_password) explicit_bzero(e->s_password, strlen(e->s_password));
     free(e->s_password);
-    free(e->token);
+    elector__drop_token(e);
     free(e);
 }
 

@@ -244,6 +244,22 @@ static int send_txn(elector_election *el, Etcdserverpb__TxnRequest *txn, struct 
     return rc;
 }
 
+/* The Range result at position i of a Txn reply, or NULL (with an EPROTO detail
+ * on the client) when the server put anything else there. The client already
+ * checks each Txn reply against its request; never read a oneof unchecked. */
+static const Etcdserverpb__RangeResponse *txn_range(elector_etcd *e,
+                                                    const Etcdserverpb__TxnResponse *r,
+                                                    size_t i)
+{
+    const Etcdserverpb__ResponseOp *op = i < r->n_responses ? r->responses[i] : NULL;
+    if (op && op->response_case == ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_RANGE &&
+        op->response_range)
+        return op->response_range;
+    elector__set_err(e, ELECTOR_EPROTO, "%s: malformed reply from %s: no Range result at %zu",
+                     elector_rpc_path(ELECTOR_RPC_TXN), elector_etcd_current_endpoint(e), i + 1);
+    return NULL;
+}
+
 /* ---------------------------------------------------------------- endings */
 
 /* Our campaign is over without leadership. */
@@ -359,6 +375,12 @@ static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchRespons
     if (err) {
         /* A broken or compacted watch never counts as a win: re-read first. */
         stop_watch(el);
+        if (err == ELECTOR_EPROTO) {
+            /* A server that breaks the protocol will not heal by a retry. */
+            if (el->state == E_LEADER) lose(el, err, elector_etcd_errstr(el->etcd), 0);
+            else fail(el, err, elector_etcd_errstr(el->etcd));
+            return;
+        }
         if (err == ELECTOR_ECOMPACTED) send_check(el);
         else schedule_retry(el);
         return;
@@ -397,10 +419,10 @@ static void watch_key(elector_election *el, const uint8_t *key, size_t klen, int
 
 static bool set_pred(elector_election *el, const uint8_t *k, size_t n)
 {
-    if (el->pred && el->pred_len == n && !memcmp(el->pred, k, n)) return false;
+    if (el->pred && el->pred_len == n && (!n || !memcmp(el->pred, k, n))) return false;
     uint8_t *p = malloc(n ? n : 1);
     if (!p) return false;
-    memcpy(p, k, n);
+    if (n) memcpy(p, k, n); /* an empty bytes field has data NULL */
     free(el->pred);
     el->pred = p;
     el->pred_len = n;
@@ -427,7 +449,10 @@ static void check_done(elector_etcd *e, int err, const ProtobufCMessage *m, void
 {
     elector_election *el = op_end(ud);
     if (!el) return;
-    if (err == ELECTOR_EPERM || err == ELECTOR_EAUTH) {
+    const Etcdserverpb__TxnResponse *r = (const void *)m;
+    const Etcdserverpb__RangeResponse *rr = !err && r->succeeded ? txn_range(e, r, 0) : NULL;
+    if (!err && r->succeeded && !rr) err = ELECTOR_EPROTO;
+    if (err == ELECTOR_EPERM || err == ELECTOR_EAUTH || err == ELECTOR_EPROTO) {
         /* Will not heal by retrying. Our key exists (the campaign made it) and
          * would make every later candidate wait for our session: try to delete
          * it (we may be allowed to write our key, not to read the prefix). A
@@ -446,7 +471,6 @@ static void check_done(elector_etcd *e, int err, const ProtobufCMessage *m, void
         schedule_retry(el);
         return;
     }
-    const Etcdserverpb__TxnResponse *r = (const void *)m;
     if (!r->succeeded) {
         if (el->state == E_LEADER) {
             lose(el, ELECTOR_ENOTLEADER, "our key is gone", 0);
@@ -457,14 +481,12 @@ static void check_done(elector_etcd *e, int err, const ProtobufCMessage *m, void
         return;
     }
     int64_t hrev = r->header ? r->header->revision : 0;
-    const Etcdserverpb__RangeResponse *rr =
-        r->n_responses ? r->responses[0]->response_range : NULL;
     el->retries = 0;
     if (el->state == E_LEADER) {
         watch_key(el, el->key, el->klen, hrev + 1);
         return;
     }
-    if (!rr || rr->n_kvs == 0) {
+    if (rr->n_kvs == 0) {
         become_leader(el, hrev);
         return;
     }
@@ -515,16 +537,17 @@ static void stray_deleted(elector_etcd *e, int err, const ProtobufCMessage *m, v
 
 static void campaign_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
 {
-    (void)e;
     struct op *o = ud;
     elector_election *owner = o->el;
     unsigned gen = o->gen;
     const Etcdserverpb__TxnResponse *r = (const void *)m;
     int64_t rev = 0;
     if (!err && r->succeeded && r->header) rev = r->header->revision;
-    if (!err && !r->succeeded && r->n_responses >= 2 && r->responses[1]->response_range &&
-        r->responses[1]->response_range->n_kvs)
-        rev = r->responses[1]->response_range->kvs[0]->create_revision;
+    if (!err && !r->succeeded) {
+        const Etcdserverpb__RangeResponse *rr = txn_range(e, r, 1);
+        if (!rr) err = ELECTOR_EPROTO;
+        else if (rr->n_kvs) rev = rr->kvs[0]->create_revision;
+    }
     if ((rev || transient(err)) && gen != owner->gen && (owner->freed || owner->state == E_IDLE) &&
         !owner->keep_key) {
         /* Resigned or freed while the campaign Txn was in flight: remove the key it
@@ -551,8 +574,13 @@ static void campaign_done(elector_etcd *e, int err, const ProtobufCMessage *m, v
         fail(el, err, detail);
         return;
     }
-    if (!rev) {
-        fail(el, ELECTOR_EPROTO, "campaign: etcd returned no revision");
+    if (rev <= 0) {
+        /* A fencing token must be a real revision (etcd's start at 1). */
+        char detail[200];
+        snprintf(detail, sizeof(detail), "%s: campaign reply from %s without a valid "
+                 "revision (%lld)", elector_rpc_path(ELECTOR_RPC_TXN),
+                 elector_etcd_current_endpoint(e), (long long)rev);
+        fail(el, ELECTOR_EPROTO, detail);
         return;
     }
     el->rev = rev;
@@ -857,7 +885,6 @@ int elector_resign(elector_election *el)
 
 static void guarded_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
 {
-    (void)e;
     struct op *o = ud;
     elector_txn_cb ucb = o->ucb;
     void *uud = o->uud;
@@ -865,10 +892,12 @@ static void guarded_done(elector_etcd *e, int err, const ProtobufCMessage *m, vo
     elector_election *el = op_end(o);
     if (!el) return;
     const Etcdserverpb__TxnResponse *r = (const void *)m;
-    if (!err && !r->succeeded && r->n_responses) {
-        const Etcdserverpb__ResponseOp *last = r->responses[r->n_responses - 1];
-        const Etcdserverpb__RangeResponse *rr = last->response_range;
-        if (!rr || rr->n_kvs == 0 || rr->kvs[0]->create_revision != el->rev)
+    if (!err && !r->succeeded) {
+        /* Our Range of our key is the last failure op. */
+        const Etcdserverpb__RangeResponse *rr =
+            txn_range(e, r, r->n_responses ? r->n_responses - 1 : 0);
+        if (!rr) err = ELECTOR_EPROTO;
+        else if (rr->n_kvs == 0 || rr->kvs[0]->create_revision != el->rev)
             err = ELECTOR_ENOTLEADER;
     }
     el->refs++;

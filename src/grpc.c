@@ -1,7 +1,10 @@
-/* gRPC message framing, grpc-timeout encoding, grpc-message decoding and the
- * mapping of grpc-status plus etcd's message text to elector error codes. All pure
+/* gRPC message framing, bounded protobuf decoding, the shape check of Txn
+ * replies, grpc-timeout encoding, grpc-message decoding and the mapping of
+ * grpc-status plus etcd's message text to elector error codes. All pure
  * functions: the transport feeds them bytes, the unit tests feed them edge cases. */
+#include <malloc.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "internal.h"
 
@@ -36,6 +39,180 @@ int elector__grpc_next(const elector__buf *buf, const uint8_t **payload, size_t 
     *len = n;
     return 1;
 }
+
+/* ---------------------------------------------------------------- bounded decoding */
+
+static bool varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v)
+{
+    uint64_t r = 0;
+    for (unsigned shift = 0; shift < 70 && *i < n; shift += 7) {
+        uint8_t b = p[(*i)++];
+        if (shift < 64) r |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = r;
+            return true;
+        }
+    }
+    return false; /* truncated, or longer than 10 bytes */
+}
+
+static int pb_walk(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t n, int depth)
+{
+    if (depth > ELECTOR__PB_MAX_DEPTH) return ELECTOR__DEC_TOO_DEEP;
+    size_t i = 0;
+    while (i < n) {
+        uint64_t tag, v;
+        if (!varint(p, n, &i, &tag) || tag >> 3 == 0) return ELECTOR__DEC_MALFORMED;
+        switch (tag & 7) {
+        case 0:
+            if (!varint(p, n, &i, &v)) return ELECTOR__DEC_MALFORMED;
+            break;
+        case 1:
+            if (n - i < 8) return ELECTOR__DEC_MALFORMED;
+            i += 8;
+            break;
+        case 5:
+            if (n - i < 4) return ELECTOR__DEC_MALFORMED;
+            i += 4;
+            break;
+        case 2: {
+            if (!varint(p, n, &i, &v) || v > n - i) return ELECTOR__DEC_MALFORMED;
+            uint64_t num = tag >> 3;
+            const ProtobufCFieldDescriptor *f =
+                num <= UINT32_MAX ? protobuf_c_message_descriptor_get_field(d, (unsigned)num)
+                                  : NULL;
+            if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+                int rc = pb_walk(f->descriptor, p + i, (size_t)v, depth + 1);
+                if (rc) return rc;
+            }
+            i += (size_t)v;
+            break;
+        }
+        default: /* groups (3, 4) are not proto3; 6 and 7 do not exist */
+            return ELECTOR__DEC_MALFORMED;
+        }
+    }
+    return 0;
+}
+
+int elector__pb_check(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t n)
+{
+    return pb_walk(desc, p, n, 0);
+}
+
+/* protobuf-c's allocator hook with a budget. Blocks come from malloc, so the
+ * decoded message may be freed with the default allocator later. */
+struct budget {
+    ProtobufCAllocator a;
+    size_t used, cap;
+    bool over;
+};
+
+static size_t block_size(void *p)
+{
+    return malloc_usable_size(p) + 2 * sizeof(size_t); /* + malloc's header */
+}
+
+static void *budget_alloc(void *ud, size_t n)
+{
+    struct budget *b = ud;
+    if (n > b->cap - b->used) {
+        b->over = true;
+        return NULL;
+    }
+    void *p = malloc(n ? n : 1);
+    if (!p) return NULL;
+    size_t sz = block_size(p);
+    if (sz > b->cap - b->used) {
+        free(p);
+        b->over = true;
+        return NULL;
+    }
+    b->used += sz;
+    return p;
+}
+
+static void budget_free(void *ud, void *p)
+{
+    struct budget *b = ud;
+    if (!p) return;
+    size_t sz = block_size(p);
+    b->used = sz < b->used ? b->used - sz : 0;
+    free(p);
+}
+
+ProtobufCMessage *elector__decode(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
+                                  size_t n, size_t budget, int *why)
+{
+    int rc = elector__pb_check(desc, p, n);
+    if (rc) {
+        *why = rc;
+        return NULL;
+    }
+    struct budget b = {.a = {budget_alloc, budget_free, NULL}, .cap = budget};
+    b.a.allocator_data = &b;
+    ProtobufCMessage *m = protobuf_c_message_unpack(desc, &b.a, n, p);
+    if (!m) *why = b.over ? ELECTOR__DEC_OVER_BUDGET : ELECTOR__DEC_MALFORMED;
+    return m;
+}
+
+/* ---------------------------------------------------------------- Txn shape */
+
+static const char *op_kind(int c)
+{
+    switch (c) {
+    case 1: return "a Range";
+    case 2: return "a Put";
+    case 3: return "a DeleteRange";
+    case 4: return "a Txn";
+    default: return "nothing";
+    }
+}
+
+static int shape(const Etcdserverpb__TxnRequest *req, const Etcdserverpb__TxnResponse *resp,
+                 const char *where, char *why, size_t cap)
+{
+    size_t nops = resp->succeeded ? req->n_success : req->n_failure;
+    Etcdserverpb__RequestOp **ops = resp->succeeded ? req->success : req->failure;
+    if (resp->n_responses != nops) {
+        snprintf(why, cap, "%s%zu results for the %s branch of %zu operations", where,
+                 resp->n_responses, resp->succeeded ? "success" : "failure", nops);
+        return -1;
+    }
+    for (size_t i = 0; i < nops; i++) {
+        const Etcdserverpb__ResponseOp *r = resp->responses[i];
+        /* The oneof cases carry the field numbers, the same on both sides. */
+        int want = (int)ops[i]->request_case, got = (int)r->response_case;
+        const void *sub = got == 1   ? (const void *)r->response_range
+                          : got == 2 ? (const void *)r->response_put
+                          : got == 3 ? (const void *)r->response_delete_range
+                          : got == 4 ? (const void *)r->response_txn
+                                     : NULL;
+        if (want != got || !sub) {
+            if (sub)
+                snprintf(why, cap, "%sresult %zu is %s result where %s was asked", where,
+                         i + 1, op_kind(got), op_kind(want));
+            else
+                snprintf(why, cap, "%sresult %zu is empty where %s was asked", where, i + 1,
+                         op_kind(want));
+            return -1;
+        }
+        if (want == 4) {
+            char inner[64];
+            snprintf(inner, sizeof(inner), "%sin the Txn at %zu: ", where, i + 1);
+            if (shape(ops[i]->request_txn, r->response_txn, inner, why, cap)) return -1;
+        }
+    }
+    return 0;
+}
+
+int elector__txn_shape_check(const Etcdserverpb__TxnRequest *req,
+                             const Etcdserverpb__TxnResponse *resp, char *why, size_t cap)
+{
+    return shape(req, resp, "", why, cap);
+}
+
+/* ---------------------------------------------------------------- grpc-timeout */
 
 void elector__grpc_timeout(int64_t ms, char out[16])
 {

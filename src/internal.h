@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdarg.h>
 #include "elector/etcd.h"
+#include <etcdserverpb/rpc.pb-c.h>
 
 /* ---- growable byte buffer (buf.c) ---- */
 typedef struct elector__buf {
@@ -33,6 +34,14 @@ void elector__buf_free(elector__buf *b);
 /* ---- gRPC framing and status (grpc.c): pure functions, unit tested ---- */
 #define ELECTOR__GRPC_MAX_MSG (64u * 1024u * 1024u)
 
+/* Received messages: defaults and hard bounds of elector_etcd_config's limits. */
+#define ELECTOR__RECV_MSG_DEFAULT (4u * 1024u * 1024u)
+#define ELECTOR__DECODE_FACTOR 8u /* max_decode_bytes default: 8 x max_recv_msg_bytes */
+/* Messages nested deeper than this are refused before protobuf-c (which recurses
+ * without a limit) sees them. elector's deepest reply is 4 levels (TxnResponse >
+ * ResponseOp > RangeResponse > KeyValue); each nested Txn adds 2. */
+#define ELECTOR__PB_MAX_DEPTH 32
+
 /* Appends the 5-byte prefix and the packed message. */
 int elector__grpc_frame(elector__buf *out, const ProtobufCMessage *msg);
 
@@ -40,6 +49,29 @@ int elector__grpc_frame(elector__buf *out, const ProtobufCMessage *msg);
  * (the caller consumes 5 + len), 0 when more bytes are needed, ELECTOR_EPROTO for
  * a compressed or oversized message. */
 int elector__grpc_next(const elector__buf *buf, const uint8_t **payload, size_t *len);
+
+/* Why elector__decode() refused a message. */
+enum { ELECTOR__DEC_MALFORMED = 1, ELECTOR__DEC_TOO_DEEP, ELECTOR__DEC_OVER_BUDGET };
+
+/* Checks the wire format of a message of type desc without decoding it: every
+ * field well formed and messages nested at most ELECTOR__PB_MAX_DEPTH deep.
+ * Returns 0 or an ELECTOR__DEC_* reason. Recursion is bounded by that depth. */
+int elector__pb_check(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t n);
+
+/* Decodes a message of type desc after elector__pb_check(), letting protobuf-c
+ * allocate at most `budget` bytes of heap (counted with malloc's own sizes, so
+ * the figure is the real heap in use, temporary tables included). The result is
+ * malloc'd as usual: free it with protobuf_c_message_free_unpacked(m, NULL).
+ * NULL with *why set to an ELECTOR__DEC_* reason on failure. */
+ProtobufCMessage *elector__decode(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
+                                  size_t n, size_t budget, int *why);
+
+/* Checks that a Txn reply has the shape its request asked for: as many results
+ * as the branch that ran has operations, each of the operation's kind (a Range
+ * result where a Range was asked, ...), nested Txns likewise. Returns 0, or -1
+ * with what is wrong in why (cap bytes). */
+int elector__txn_shape_check(const Etcdserverpb__TxnRequest *req,
+                             const Etcdserverpb__TxnResponse *resp, char *why, size_t cap);
 
 /* grpc-timeout header value for ms ("1500m", or in seconds once too long). */
 void elector__grpc_timeout(int64_t ms, char out[16]);

@@ -27,6 +27,7 @@ struct elector_observer {
     size_t plen;
     elector_watch *watch;
     bool reading, reread, freed;
+    bool failed;      /* ended by a protocol error: no more reads */
     int64_t rev;      /* the reported state is that of this revision (or later) */
     int64_t seen_rev; /* newest event seen while the read in flight was out */
     int refs, retries;
@@ -68,7 +69,7 @@ static void report(elector_observer *o, const Mvccpb__KeyValue *kv)
 {
     bool same = o->known && (kv ? o->has_leader && o->token == kv->create_revision &&
                                       o->vlen == kv->value.len &&
-                                      !memcmp(o->value, kv->value.data, o->vlen)
+                                      (!o->vlen || !memcmp(o->value, kv->value.data, o->vlen))
                                 : !o->has_leader);
     if (same) return;
     o->known = true;
@@ -103,6 +104,25 @@ static void retry_fired(elector__timer *t, void *ud)
     start_read(ud);
 }
 
+static void stop_watch(elector_observer *o);
+
+/* The server broke the protocol (ELECTOR_EPROTO): retrying against it cannot
+ * help, and retrying forever would hide it. One FAILED event ends the observer. */
+static void fail_observer(elector_observer *o, int err)
+{
+    stop_watch(o);
+    elector__timer_disarm(o->etcd, &o->retry);
+    o->failed = true;
+    elector_event ev = {.type = ELECTOR_EV_FAILED,
+                        .reason = err,
+                        .detail = elector_etcd_errstr(o->etcd),
+                        .name = o->name,
+                        .mono_ns = elector_now_ns()};
+    o->refs++;
+    if (!o->freed) o->cb(o, &ev, o->ud);
+    obs_unref(o);
+}
+
 static void schedule_retry(elector_observer *o)
 {
     int64_t d = 50 << (o->retries < 5 ? o->retries : 5);
@@ -118,7 +138,8 @@ static void stop_watch(elector_observer *o)
 
 static bool is_leader_key(const elector_observer *o, const Mvccpb__KeyValue *kv)
 {
-    return o->has_leader && kv->key.len == o->klen && !memcmp(kv->key.data, o->key, o->klen);
+    return o->has_leader && kv->key.len == o->klen &&
+           (!o->klen || !memcmp(kv->key.data, o->key, o->klen));
 }
 
 static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r, void *ud)
@@ -127,7 +148,8 @@ static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchRespons
     elector_observer *o = ud;
     if (err) {
         stop_watch(o);
-        if (err == ELECTOR_ECOMPACTED) start_read(o);
+        if (err == ELECTOR_EPROTO) fail_observer(o, err);
+        else if (err == ELECTOR_ECOMPACTED) start_read(o);
         else schedule_retry(o);
         return;
     }
@@ -163,7 +185,8 @@ static void read_done(elector_etcd *e, int err, const ProtobufCMessage *m, void 
         return;
     }
     if (err) {
-        schedule_retry(o);
+        if (err == ELECTOR_EPROTO) fail_observer(o, err);
+        else schedule_retry(o);
         obs_unref(o);
         return;
     }
@@ -201,6 +224,7 @@ static void read_done(elector_etcd *e, int err, const ProtobufCMessage *m, void 
  * are proclaims (reported directly) or ask for one more read (reread). */
 static void start_read(elector_observer *o)
 {
+    if (o->failed) return;
     if (o->reading) {
         o->reread = true;
         return;

@@ -145,8 +145,9 @@ static void keepalive_done(elector_etcd *e, int err, int64_t lease, int64_t ttl,
     elector_session *s = ud;
     s->ka_in_flight = false;
     if (s->state != S_ALIVE) return;
-    if (err == ELECTOR_ELEASE) {
-        session_die(s, ELECTOR_ELEASE, elector_etcd_errstr(e));
+    if (err == ELECTOR_ELEASE || err == ELECTOR_EPROTO) {
+        /* Gone, or a server that breaks the protocol: a retry cannot help. */
+        session_die(s, err, elector_etcd_errstr(e));
         return;
     }
     if (elector_now_ns() >= s->deadline_ns) {

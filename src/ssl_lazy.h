@@ -26,7 +26,19 @@
     X(SSL_CTX_check_private_key) \
     X(SSL_new) \
     X(SSL_free) \
-    X(SSL_set_fd) \
+    X(SSL_set_bio) \
+    X(SSL_get0_alpn_selected) \
+    X(BIO_get_new_index) \
+    X(BIO_meth_new) \
+    X(BIO_meth_set_write) \
+    X(BIO_meth_set_read) \
+    X(BIO_meth_set_ctrl) \
+    X(BIO_new) \
+    X(BIO_set_data) \
+    X(BIO_get_data) \
+    X(BIO_set_init) \
+    X(BIO_set_flags) \
+    X(BIO_clear_flags) \
     X(SSL_get0_param) \
     X(SSL_ctrl) \
     X(SSL_set1_host) \
@@ -53,6 +65,11 @@ extern struct elector__ssl_api elector__ssl;
 /* Loads libssl (and with it libcrypto) once. Returns 0, or -1 with a message. */
 int elector__ssl_load(char *err, size_t cap);
 
+/* A socket BIO that sends with MSG_NOSIGNAL: OpenSSL's own socket BIO writes with
+ * write(), which raises SIGPIPE when the peer has closed. NULL when out of
+ * memory. SSL_set_bio() hands it to the SSL object, which frees it. */
+BIO *elector__ssl_socket_bio(int fd);
+
 #ifndef ELECTOR_SSL_LAZY_IMPL
 #define TLS_client_method elector__ssl.TLS_client_method
 #define SSL_CTX_new elector__ssl.SSL_CTX_new
@@ -67,7 +84,19 @@ int elector__ssl_load(char *err, size_t cap);
 #define SSL_CTX_check_private_key elector__ssl.SSL_CTX_check_private_key
 #define SSL_new elector__ssl.SSL_new
 #define SSL_free elector__ssl.SSL_free
-#define SSL_set_fd elector__ssl.SSL_set_fd
+#define SSL_set_bio elector__ssl.SSL_set_bio
+#define SSL_get0_alpn_selected elector__ssl.SSL_get0_alpn_selected
+#define BIO_get_new_index elector__ssl.BIO_get_new_index
+#define BIO_meth_new elector__ssl.BIO_meth_new
+#define BIO_meth_set_write elector__ssl.BIO_meth_set_write
+#define BIO_meth_set_read elector__ssl.BIO_meth_set_read
+#define BIO_meth_set_ctrl elector__ssl.BIO_meth_set_ctrl
+#define BIO_new elector__ssl.BIO_new
+#define BIO_set_data elector__ssl.BIO_set_data
+#define BIO_get_data elector__ssl.BIO_get_data
+#define BIO_set_init elector__ssl.BIO_set_init
+#define BIO_set_flags elector__ssl.BIO_set_flags
+#define BIO_clear_flags elector__ssl.BIO_clear_flags
 #define SSL_get0_param elector__ssl.SSL_get0_param
 #define SSL_ctrl elector__ssl.SSL_ctrl
 #define SSL_set1_host elector__ssl.SSL_set1_host

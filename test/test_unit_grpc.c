@@ -515,3 +515,264 @@ TEST(grpc_error_after_percent_decode)
            sizeof(msg));
     ASSERT_EQ(ELECTOR_ECOMPACTED, elector__grpc_error(11, msg));
 }
+
+/* ------------------------------------------------------------------ bounded decoding */
+
+/* A growable byte string for hand-made wire data. */
+typedef struct wbytes {
+    uint8_t *p;
+    size_t n, cap;
+} wbytes;
+
+static void wb_put(wbytes *b, const void *p, size_t n)
+{
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2;
+        b->p = realloc(b->p, b->cap);
+        ASSERT_NOT_NULL(b->p);
+    }
+    memcpy(b->p + b->n, p, n);
+    b->n += n;
+}
+
+static void wb_varint(wbytes *b, uint64_t v)
+{
+    uint8_t t[10];
+    size_t k = 0;
+    do {
+        t[k] = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        if (v) t[k] |= 0x80;
+        k++;
+    } while (v);
+    wb_put(b, t, k);
+}
+
+/* Wraps inner as length-delimited field `field`. */
+static void wb_wrap(wbytes *out, unsigned field, const wbytes *inner)
+{
+    wb_varint(out, (uint64_t)field << 3 | 2);
+    wb_varint(out, inner->n);
+    wb_put(out, inner->p, inner->n);
+}
+
+/* A TxnResponse with `levels` Txn results nested in each other (each level is
+ * TxnResponse.responses[0].response_txn: two messages deep). */
+static wbytes nested_txn(int levels)
+{
+    wbytes cur = {0};
+    for (int i = 0; i < levels; i++) {
+        wbytes op = {0}, txn = {0};
+        wb_wrap(&op, 4, &cur);   /* ResponseOp.response_txn */
+        wb_wrap(&txn, 3, &op);   /* TxnResponse.responses */
+        free(cur.p);
+        free(op.p);
+        cur = txn;
+    }
+    return cur;
+}
+
+TEST(decode_refuses_txn_results_nested_beyond_the_depth_limit)
+{
+    /* What a hostile server sent: 5,000 levels (protobuf-c alone recursed until the
+     * stack ran out). */
+    wbytes deep = nested_txn(5000);
+    tl_log("5000 nested Txn results: %zu bytes", deep.n);
+    int why = 0;
+    ASSERT_NULL(elector__decode(&etcdserverpb__txn_response__descriptor, deep.p, deep.n,
+                                64u << 20, &why));
+    ASSERT_EQ(ELECTOR__DEC_TOO_DEEP, why);
+    ASSERT_EQ(ELECTOR__DEC_TOO_DEEP,
+              elector__pb_check(&etcdserverpb__txn_response__descriptor, deep.p, deep.n));
+    free(deep.p);
+
+    /* Nested Txns that etcd itself would return still decode: 15 levels = 30
+     * messages deep, within the limit of 32. */
+    wbytes ok = nested_txn(ELECTOR__PB_MAX_DEPTH / 2 - 1);
+    ProtobufCMessage *m =
+        elector__decode(&etcdserverpb__txn_response__descriptor, ok.p, ok.n, 1u << 20, &why);
+    ASSERT_NOT_NULL(m);
+    const Etcdserverpb__TxnResponse *t = (const void *)m;
+    int depth = 0;
+    while (t->n_responses) {
+        ASSERT_EQ(ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_TXN,
+                  t->responses[0]->response_case);
+        t = t->responses[0]->response_txn;
+        depth++;
+    }
+    ASSERT_EQ(ELECTOR__PB_MAX_DEPTH / 2 - 1, depth);
+    protobuf_c_message_free_unpacked(m, NULL);
+    free(ok.p);
+}
+
+TEST(decode_budget_stops_a_small_reply_that_expands)
+{
+    /* 8 MiB of empty KeyValues ("12 00": kvs, length 0): protobuf-c made a
+     * KeyValue struct plus bookkeeping for each, 566 MB in all. */
+    size_t n = 8u << 20;
+    uint8_t *p = malloc(n);
+    ASSERT_NOT_NULL(p);
+    for (size_t i = 0; i < n; i += 2) p[i] = 0x12, p[i + 1] = 0;
+    int why = 0;
+    double t0 = tl_now();
+    ASSERT_NULL(elector__decode(&etcdserverpb__range_response__descriptor, p, n, 32u << 20,
+                                &why));
+    tl_log("8 MiB of empty keys refused in %.0f ms", (tl_now() - t0) * 1e3);
+    ASSERT_EQ(ELECTOR__DEC_OVER_BUDGET, why);
+
+    /* The same reply with 1,000 keys fits a small budget. */
+    ProtobufCMessage *m =
+        elector__decode(&etcdserverpb__range_response__descriptor, p, 2000, 1u << 20, &why);
+    ASSERT_NOT_NULL(m);
+    ASSERT_EQ(1000, (long long)((Etcdserverpb__RangeResponse *)m)->n_kvs);
+    protobuf_c_message_free_unpacked(m, NULL); /* malloc'd: the default free works */
+    free(p);
+}
+
+TEST(decode_budget_fits_real_replies_with_room)
+{
+    /* A 1 MiB value (etcd's default request limit is 1.5 MiB) decodes in a budget
+     * of twice its size. */
+    size_t n = 1u << 20;
+    Mvccpb__KeyValue kv = MVCCPB__KEY_VALUE__INIT, *kvs[1] = {&kv};
+    kv.key.data = (uint8_t *)"e/694d7b1c2a4e5f01";
+    kv.key.len = 18;
+    kv.value.data = calloc(1, n);
+    kv.value.len = n;
+    kv.create_revision = 7;
+    Etcdserverpb__RangeResponse r = ETCDSERVERPB__RANGE_RESPONSE__INIT;
+    r.n_kvs = 1;
+    r.kvs = kvs;
+    size_t len = protobuf_c_message_get_packed_size(&r.base);
+    uint8_t *buf = malloc(len);
+    protobuf_c_message_pack(&r.base, buf);
+    int why = 0;
+    ProtobufCMessage *m =
+        elector__decode(&etcdserverpb__range_response__descriptor, buf, len, 2 * n, &why);
+    ASSERT_NOT_NULL(m);
+    ASSERT_EQ(n, ((Etcdserverpb__RangeResponse *)m)->kvs[0]->value.len);
+    protobuf_c_message_free_unpacked(m, NULL);
+    ASSERT_NULL(elector__decode(&etcdserverpb__range_response__descriptor, buf, len, n, &why));
+    ASSERT_EQ(ELECTOR__DEC_OVER_BUDGET, why);
+    free(buf);
+    free(kv.value.data);
+}
+
+TEST(pb_check_refuses_malformed_wire_data)
+{
+    const ProtobufCMessageDescriptor *d = &etcdserverpb__range_response__descriptor;
+    static const uint8_t trunc_len[] = {0x12, 0x05, 0x01};       /* length past the end */
+    static const uint8_t trunc_varint[] = {0x18, 0x80};          /* varint cut short */
+    static const uint8_t long_varint[] = {0x18, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                          0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
+    static const uint8_t group[] = {0x1b};                       /* wire type 3 */
+    static const uint8_t fixed_cut[] = {0x19, 1, 2, 3};          /* fixed64, 3 bytes */
+    static const uint8_t good[] = {0x18, 0x01, 0x20, 0x05};      /* more=1, count=5 */
+    ASSERT_EQ(ELECTOR__DEC_MALFORMED, elector__pb_check(d, trunc_len, sizeof(trunc_len)));
+    ASSERT_EQ(ELECTOR__DEC_MALFORMED, elector__pb_check(d, trunc_varint, sizeof(trunc_varint)));
+    ASSERT_EQ(ELECTOR__DEC_MALFORMED, elector__pb_check(d, long_varint, sizeof(long_varint)));
+    ASSERT_EQ(ELECTOR__DEC_MALFORMED, elector__pb_check(d, group, sizeof(group)));
+    ASSERT_EQ(ELECTOR__DEC_MALFORMED, elector__pb_check(d, fixed_cut, sizeof(fixed_cut)));
+    ASSERT_EQ(0, elector__pb_check(d, good, sizeof(good)));
+    ASSERT_EQ(0, elector__pb_check(d, good, 0));
+}
+
+/* ------------------------------------------------------------------ Txn shape */
+
+static Etcdserverpb__ResponseOp *resp_op(int kind)
+{
+    static Etcdserverpb__RangeResponse rr = ETCDSERVERPB__RANGE_RESPONSE__INIT;
+    static Etcdserverpb__PutResponse pr = ETCDSERVERPB__PUT_RESPONSE__INIT;
+    static Etcdserverpb__DeleteRangeResponse dr = ETCDSERVERPB__DELETE_RANGE_RESPONSE__INIT;
+    Etcdserverpb__ResponseOp *op = calloc(1, sizeof(*op));
+    etcdserverpb__response_op__init(op);
+    op->response_case = (Etcdserverpb__ResponseOp__ResponseCase)kind;
+    if (kind == 1) op->response_range = &rr;
+    if (kind == 2) op->response_put = &pr;
+    if (kind == 3) op->response_delete_range = &dr;
+    return op;
+}
+
+TEST(txn_shape_check_names_the_first_result_that_does_not_match)
+{
+    /* The campaign Txn: success = [Put], failure = [Put, Range]. */
+    Etcdserverpb__RequestOp put = ETCDSERVERPB__REQUEST_OP__INIT,
+                            range = ETCDSERVERPB__REQUEST_OP__INIT;
+    Etcdserverpb__PutRequest pq = ETCDSERVERPB__PUT_REQUEST__INIT;
+    Etcdserverpb__RangeRequest rq = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    put.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
+    put.request_put = &pq;
+    range.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
+    range.request_range = &rq;
+    Etcdserverpb__RequestOp *succ[1] = {&put}, *fail[2] = {&put, &range};
+    Etcdserverpb__TxnRequest req = ETCDSERVERPB__TXN_REQUEST__INIT;
+    req.n_success = 1;
+    req.success = succ;
+    req.n_failure = 2;
+    req.failure = fail;
+
+    Etcdserverpb__ResponseOp *ops[2] = {resp_op(2), resp_op(1)};
+    Etcdserverpb__TxnResponse resp = ETCDSERVERPB__TXN_RESPONSE__INIT;
+    resp.succeeded = 0;
+    resp.n_responses = 2;
+    resp.responses = ops;
+    char why[200];
+    ASSERT_OK(elector__txn_shape_check(&req, &resp, why, sizeof(why)));
+
+    /* The attack: a DeleteRange result where the Range was asked. */
+    free(ops[1]);
+    ops[1] = resp_op(3);
+    ASSERT_EQ(-1, elector__txn_shape_check(&req, &resp, why, sizeof(why)));
+    ASSERT_STREQ("result 2 is a DeleteRange result where a Range was asked", why);
+
+    /* No result at all where one was asked (would read as "no predecessor"). */
+    ops[1]->response_case = ETCDSERVERPB__RESPONSE_OP__RESPONSE__NOT_SET;
+    ASSERT_EQ(-1, elector__txn_shape_check(&req, &resp, why, sizeof(why)));
+    ASSERT_STREQ("result 2 is empty where a Range was asked", why);
+
+    /* The right kind with a count that does not fit the branch that ran. */
+    resp.succeeded = 1;
+    ASSERT_EQ(-1, elector__txn_shape_check(&req, &resp, why, sizeof(why)));
+    ASSERT_STREQ("2 results for the success branch of 1 operations", why);
+    resp.n_responses = 0;
+    ASSERT_EQ(-1, elector__txn_shape_check(&req, &resp, why, sizeof(why)));
+    free(ops[0]);
+    free(ops[1]);
+}
+
+TEST(txn_shape_check_follows_nested_txns)
+{
+    Etcdserverpb__RangeRequest rq = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    Etcdserverpb__RequestOp range = ETCDSERVERPB__REQUEST_OP__INIT, *inner_ops[1] = {&range};
+    range.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
+    range.request_range = &rq;
+    Etcdserverpb__TxnRequest inner = ETCDSERVERPB__TXN_REQUEST__INIT;
+    inner.n_success = 1;
+    inner.success = inner_ops;
+    Etcdserverpb__RequestOp nest = ETCDSERVERPB__REQUEST_OP__INIT, *ops[1] = {&nest};
+    nest.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_TXN;
+    nest.request_txn = &inner;
+    Etcdserverpb__TxnRequest req = ETCDSERVERPB__TXN_REQUEST__INIT;
+    req.n_success = 1;
+    req.success = ops;
+
+    Etcdserverpb__ResponseOp *in_ops[1] = {resp_op(2)}; /* a Put where Range was asked */
+    Etcdserverpb__TxnResponse in_resp = ETCDSERVERPB__TXN_RESPONSE__INIT;
+    in_resp.succeeded = 1;
+    in_resp.n_responses = 1;
+    in_resp.responses = in_ops;
+    Etcdserverpb__ResponseOp out_op = ETCDSERVERPB__RESPONSE_OP__INIT, *out_ops[1] = {&out_op};
+    out_op.response_case = ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_TXN;
+    out_op.response_txn = &in_resp;
+    Etcdserverpb__TxnResponse resp = ETCDSERVERPB__TXN_RESPONSE__INIT;
+    resp.succeeded = 1;
+    resp.n_responses = 1;
+    resp.responses = out_ops;
+    char why[200];
+    ASSERT_EQ(-1, elector__txn_shape_check(&req, &resp, why, sizeof(why)));
+    ASSERT_STREQ("in the Txn at 1: result 1 is a Put result where a Range was asked", why);
+    free(in_ops[0]);
+    in_ops[0] = resp_op(1);
+    ASSERT_OK(elector__txn_shape_check(&req, &resp, why, sizeof(why)));
+    free(in_ops[0]);
+}

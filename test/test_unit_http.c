@@ -731,7 +731,7 @@ TEST(http_timer_while_a_connection_is_open)
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     ASSERT_OK(connect(s, (struct sockaddr *)&a, sizeof(a)));
     /* The pending connection makes the fd readable; processing accepts it and
-     * arms the idle timeout (10 s). */
+     * arms the idle timeout (5 s). */
     struct pollfd p = {.fd = tool_http_fd(h), .events = POLLIN};
     ASSERT_EQ(1, poll(&p, 1, 5000));
     tool_http_process(h);

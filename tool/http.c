@@ -64,6 +64,12 @@ static int mhd_load(char *err, size_t cap)
     return 0;
 }
 
+/* Limits against slow or greedy clients (see tool_http_start). */
+#define HTTP_MAX_CONNS 128
+#define HTTP_PER_IP 16
+#define HTTP_IDLE_S 5
+#define HTTP_CONN_MEM (16 * 1024) /* per connection; our requests are one line */
+
 #if MHD_VERSION < 0x00097002
 typedef int MHD_Result_; /* before 0.9.71 handlers returned int */
 #else
@@ -328,11 +334,18 @@ tool_http *tool_http_start(const char *addr, tool_view_fn fn, void *ud, char *er
     if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
     h->starting = 1;
     errno = 0;
+    /* Slow clients must not starve the probes (a client that sends one header
+     * line every few seconds holds its connection): an idle connection is cut
+     * after HTTP_IDLE_S, and one address may hold at most HTTP_PER_IP of the
+     * HTTP_MAX_CONNS connections, so others (the prober) always find room. */
     h->d = mhd.start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, h,
                             MHD_OPTION_EXTERNAL_LOGGER, on_log, h, /* must come first */
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                            MHD_OPTION_CONNECTION_LIMIT, 64u,
-                            MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNS,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_PER_IP,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_S,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEM,
+                            MHD_OPTION_END);
     int e = errno;
     h->starting = 0;
     if (!h->d) {

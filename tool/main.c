@@ -21,8 +21,10 @@
 #include <time.h>
 #include <unistd.h>
 #include "elector/election.h"
+#include "escape.h"
 #include "http.h"
 #include "opts.h"
+#include "secret.h"
 #include "supervise.h"
 
 #ifndef ELECTOR_VERSION
@@ -129,17 +131,31 @@ struct app {
 };
 
 static enum tool_log g_log = LOG_INFO;
+static bool g_stdout_tty; /* keys and values on a terminal are escaped */
 
+/* One line on stderr. Keys, values and texts from the server end up in these
+ * lines, so control characters are escaped (tool/escape.c): no terminal escape
+ * sequences, no forged second line. */
 static void logmsg(enum tool_log lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void logmsg(enum tool_log lvl, const char *fmt, ...)
 {
     if (lvl > g_log) return;
+    char buf[2048], *msg = buf;
     va_list ap;
     va_start(ap, fmt);
-    fputs("elector: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n >= sizeof(buf) && (msg = malloc((size_t)n + 1))) {
+        va_start(ap, fmt);
+        vsnprintf(msg, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    if (!msg) msg = buf; /* out of memory: the truncated line */
+    char *esc = tool_escape_dup(msg, strlen(msg));
+    fprintf(stderr, "elector: %s\n", esc ? esc : "(out of memory)");
+    free(esc);
+    if (msg != buf) free(msg);
 }
 
 static int64_t now_ms(void)
@@ -179,6 +195,7 @@ static const char *hint(int err)
     case ELECTOR_ETOOLARGE:
         return "the value is larger than etcd accepts (--max-request-bytes, 1.5 MiB by default)";
     case ELECTOR_ENOLEADER: return "the etcd cluster has lost its quorum";
+    case ELECTOR_EPROTO: return "the endpoint does not answer as etcd does; check --endpoints";
     default: return NULL;
     }
 }
@@ -227,7 +244,7 @@ static void jstr(struct jbuf *b, const char *field, const void *s, size_t n)
 }
 
 /* One JSON object per line: what the fault suite and the benchmarks read. */
-static void out_json(struct app *a, const elector_event *ev, const char *event)
+static int out_json(struct app *a, const elector_event *ev, const char *event)
 {
     struct jbuf b = {0};
     jraw(&b, "{\"event\":\"%s\"", event);
@@ -244,17 +261,27 @@ static void out_json(struct app *a, const elector_event *ev, const char *event)
     jraw(&b, "}\n");
     FILE *f = a->events ? a->events : stdout;
     if (b.p) fwrite(b.p, 1, b.len, f);
-    fflush(f);
     free(b.p);
+    return fflush(f) == 0 && !ferror(f) ? 0 : -1;
 }
 
-static void out_simple_kv(const uint8_t *k, size_t kl, const uint8_t *v, size_t vl)
+/* Keys and values are data: written as they are (as etcdctl does) for scripts,
+ * escaped only when stdout is a terminal. Returns 0 or -1 (errno) when stdout
+ * cannot be written. */
+static int out_bytes(const uint8_t *p, size_t n)
 {
-    fwrite(k, 1, kl, stdout);
-    fputc('\n', stdout);
-    fwrite(v, 1, vl, stdout);
-    fputc('\n', stdout);
-    fflush(stdout);
+    char *esc = g_stdout_tty ? tool_escape_dup(p, n) : NULL;
+    if (esc) fputs(esc, stdout);
+    else fwrite(p, 1, n, stdout);
+    free(esc);
+    return fputc('\n', stdout) == EOF ? -1 : 0;
+}
+
+static int out_simple_kv(const uint8_t *k, size_t kl, const uint8_t *v, size_t vl)
+{
+    out_bytes(k, kl);
+    out_bytes(v, vl);
+    return fflush(stdout) == 0 && !ferror(stdout) ? 0 : -1;
 }
 
 static void remember_leader(struct app *a, const elector_event *ev)
@@ -503,6 +530,13 @@ static void on_observe(elector_observer *o, const elector_event *ev, void *ud)
     if (ev->type == ELECTOR_EV_LEADER) {
         if (a->o->fmt == FMT_SIMPLE) out_simple_kv(ev->key, ev->key_len, ev->value, ev->value_len);
         remember_leader(a, ev);
+    } else if (ev->type == ELECTOR_EV_FAILED) {
+        /* The observer ends only when etcd's answers make no sense (EPROTO). */
+        const char *h = hint(ev->reason);
+        logmsg(LOG_ERROR, "observe failed: %s%s%s", ev->detail, h ? "; " : "", h ? h : "");
+        remember_leader(a, NULL);
+        a->exit_code = EXIT_ERROR;
+        a->done = true;
     } else {
         logmsg(LOG_INFO, "no leader");
         remember_leader(a, NULL);
@@ -734,25 +768,6 @@ static void loop(struct app *a)
 
 /* ---------------------------------------------------------------- setup */
 
-static char *read_password(const tool_opts *o, char *err, size_t cap)
-{
-    if (!o->password_file) {
-        const char *p = getenv("ELECTOR_PASSWORD");
-        return p ? strdup(p) : NULL;
-    }
-    FILE *f = fopen(o->password_file, "r");
-    if (!f) {
-        snprintf(err, cap, "cannot read --password-file %s: %s", o->password_file, strerror(errno));
-        return NULL;
-    }
-    char buf[1024];
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    buf[strcspn(buf, "\r\n")] = 0;
-    return strdup(buf);
-}
-
 static elector_etcd *make_client(const tool_opts *o, const char *pw)
 {
     elector_etcd_config cfg;
@@ -804,9 +819,14 @@ static int cmd_leader(struct app *a)
     elector_event ev = {.type = ELECTOR_EV_LEADER, .detail = "", .key = li.key,
                         .key_len = li.key_len, .value = li.value, .value_len = li.value_len,
                         .token = li.token, .lease = li.lease, .mono_ns = mono_ns()};
-    if (a->o->fmt == FMT_JSON) out_json(a, &ev, "leader");
-    else out_simple_kv(li.key, li.key_len, li.value, li.value_len);
+    int w = a->o->fmt == FMT_JSON ? out_json(a, &ev, "leader")
+                                  : out_simple_kv(li.key, li.key_len, li.value, li.value_len);
+    int werr = errno;
     elector_leader_free(&li);
+    if (w) {
+        logmsg(LOG_ERROR, "cannot write to stdout: %s", strerror(werr));
+        return EXIT_ERROR;
+    }
     return EXIT_OK;
 }
 
@@ -873,20 +893,22 @@ static void cleanup(struct app *a)
     }
     free(a->lkey);
     free(a->lval);
-    if (a->pw) {
-        explicit_bzero(a->pw, strlen(a->pw));
-        free(a->pw);
-    }
+    tool_secret_free(a->pw);
     if (a->events && a->events != stderr) fclose(a->events);
     if (a->sfd > 0) close(a->sfd);
 }
 
 int main(int argc, char **argv)
 {
+    /* A peer or a reader that went away is an error to report, not a reason to
+     * die: SIGPIPE is ignored in every command (execve restores it for `run`'s
+     * command, whose dispositions the supervisor resets anyway). */
+    signal(SIGPIPE, SIG_IGN);
+    g_stdout_tty = isatty(STDOUT_FILENO);
     tool_opts o;
     char err[300];
     if (tool_parse_args(argc, argv, &o, err, sizeof(err))) {
-        fprintf(stderr, "elector: %s\n", err);
+        logmsg(LOG_ERROR, "%s", err);
         return EXIT_USAGE;
     }
     if (o.help) {
@@ -904,33 +926,41 @@ int main(int argc, char **argv)
         logmsg(LOG_WARN, "--grace %lldms is at least half the TTL: the command may be stopped "
                "while leadership is still fine", (long long)o.grace_ms);
 
-    char *pw = read_password(&o, err, sizeof(err));
-    if (!pw && o.password_file) {
-        fprintf(stderr, "elector: %s\n", err);
+    /* Secrets: no core dump or ptrace while the password (then the token) is held. */
+    if (o.user || o.password_file || getenv("ELECTOR_PASSWORD")) tool_secret_protect();
+    char warn[600];
+    char *pw = tool_password_read(o.password_file, err, sizeof(err), warn, sizeof(warn));
+    if (*warn) logmsg(LOG_WARN, "%s", warn);
+    if (!pw && *err) {
+        logmsg(LOG_ERROR, "%s", err);
         return EXIT_USAGE;
     }
     /* The command (and anything it starts) must not inherit the password. */
     unsetenv("ELECTOR_PASSWORD");
     if (o.user && !pw)
         logmsg(LOG_WARN, "--user given without a password (set ELECTOR_PASSWORD or --password-file)");
+    if (tool_check_key_file(o.key, "--key", warn, sizeof(warn))) logmsg(LOG_WARN, "%s", warn);
     struct app a = {.o = &o, .sfd = -1};
     a.etcd = make_client(&o, pw);
-    if (pw && o.cmd == CMD_RUN) {
+    bool have_pw = pw != NULL;
+    if (pw && o.cmd == CMD_RUN)
         a.pw = pw; /* the guard's release connection needs it; wiped at exit */
-    } else if (pw) {
-        explicit_bzero(pw, strlen(pw));
-        free(pw);
-    }
-    if (o.cmd == CMD_RUN && o.fmt == FMT_JSON) {
+    else
+        tool_secret_free(pw); /* the client has its own copy */
+    if (a.etcd && o.cmd == CMD_RUN && o.fmt == FMT_JSON) {
         a.events = o.events_fd > 0 ? fdopen(o.events_fd, "w") : stderr;
         if (!a.events) {
             logmsg(LOG_ERROR, "--events-fd %d: %s", o.events_fd, strerror(errno));
             elector_etcd_free(a.etcd);
+            tool_secret_free(a.pw);
             return EXIT_USAGE;
         }
     }
     srandom((unsigned)(elector_now_ns() ^ getpid()));
     if (!a.etcd) return EXIT_ERROR;
+    if (o.user && have_pw && !elector_etcd_err(a.etcd) &&
+        tool_check_cleartext(a.etcd, o.user, warn, sizeof(warn)))
+        logmsg(LOG_WARN, "%s", warn);
     int e = elector_etcd_err(a.etcd);
     if (e) {
         bool usage = e == ELECTOR_EINVAL;

@@ -92,9 +92,10 @@ typedef struct elector_session_config {
 void elector_session_config_init(elector_session_config *cfg);
 
 /* Called once with ELECTOR_EV_SESSION_LOST when the session ends on its own: etcd
- * says the lease is gone (ELECTOR_ELEASE), or no renewal succeeded before the
- * deadline (ELECTOR_ESESSION). Elections on it have been told first. The lease
- * has been revoked then, unless the config asked for manual_release. */
+ * says the lease is gone (ELECTOR_ELEASE), no renewal succeeded before the
+ * deadline (ELECTOR_ESESSION), or the server broke the protocol on the keepalive
+ * stream (ELECTOR_EPROTO). Elections on it have been told first. The lease has
+ * been revoked then, unless the config asked for manual_release. */
 typedef void (*elector_session_cb)(elector_session *s, const elector_event *ev, void *ud);
 
 /* Grants (or adopts) the lease asynchronously and keeps it alive every TTL/3 on the
@@ -171,7 +172,9 @@ void elector_election_set_log(elector_election *el, elector_election_cb log, voi
  * time the predecessor changes), then ELECTED, or FAILED with a reason:
  * ESESSION/ELEASE (the session died while waiting: we never claim leadership on
  * a lease we cannot prove alive), ECANCELED (resigned while waiting), or an
- * error etcd gives that retrying cannot cure (ETOOLARGE, EPERM, EAUTH, ...).
+ * error etcd gives that retrying cannot cure (ETOOLARGE, EPERM, EAUTH, ...),
+ * ELECTOR_EPROTO among them: the server sent what etcd never sends (a malformed
+ * or oversized reply, a result of the wrong kind). A leader loses with it too.
  * Transient errors (no leader, connection lost, etcd busy) are retried while the
  * session lives.
  * A campaign or check that fails for good (EPERM, EAUTH, ...) deletes the key it
@@ -253,8 +256,10 @@ void elector_leader_free(elector_leader_info *info);
  * NO_LEADER events, in order, without duplicates, never an older state after a
  * newer one (events at or below the revision already reported are ignored).
  * Survives compaction, broken watches and reconnects by re-reading the current
- * state. Errors are retried; cb gets no error events. Returns NULL when out of
- * memory or name is empty. */
+ * state. Errors are retried and give no events, except ELECTOR_EPROTO (the server
+ * broke the protocol, which a retry cannot cure): then one ELECTOR_EV_FAILED event
+ * (reason, detail) ends the observer; free it. Returns NULL when out of memory or
+ * name is empty. */
 typedef void (*elector_observe_cb)(elector_observer *o, const elector_event *ev, void *ud);
 elector_observer *elector_observe(elector_etcd *etcd, const char *name,
                                   elector_observe_cb cb, void *ud);

@@ -22,6 +22,17 @@
  * from another thread. Calling elector_stream_close(), elector_watch_cancel() or
  * elector_etcd_free() from inside a callback is allowed; the memory is released
  * once the callback has returned.
+ *
+ * Signals: the library never raises SIGPIPE, whatever the peer does. Plain
+ * connections send with MSG_NOSIGNAL, and TLS goes through a socket BIO that
+ * does the same (OpenSSL's own writes with write()). The application need not
+ * ignore SIGPIPE for the library's sake.
+ *
+ * A broken or hostile server: what it sends is bounded (max_recv_msg_bytes per
+ * message, checked as the bytes arrive; max_decode_bytes per decode; messages at
+ * most 32 deep) and checked (a Txn result of the kind each operation asked for).
+ * A violation resets the stream; the call or stream ends with ELECTOR_EPROTO and
+ * a detail text naming the RPC and the endpoint. See docs/BAD_INPUT.md.
  */
 #ifndef ELECTOR_ETCD_H
 #define ELECTOR_ETCD_H
@@ -57,6 +68,15 @@ typedef struct elector_etcd_config {
     int64_t keepalive_timeout_ms;  /* PING ack deadline, then the connection is dead; 2000 */
     int64_t backoff_min_ms;        /* first reconnect delay after a failed round; 50 */
     int64_t backoff_max_ms;        /* reconnect delay cap; 2000 */
+    /* Bounds on what a server may send (a broken or hostile peer gets
+     * ELECTOR_EPROTO, never unbounded memory). */
+    size_t max_recv_msg_bytes; /* largest gRPC message accepted, checked on its 5-byte
+                                  prefix as DATA arrives; 0: 4 MiB (gRPC's own
+                                  default), at most 64 MiB. A larger message resets
+                                  its stream: a unary call fails, a stream ends. */
+    size_t max_decode_bytes;   /* heap that decoding one message may take (protobuf-c
+                                  allocations); 0: 8 x max_recv_msg_bytes. etcd's
+                                  replies take 1-5 times their size. */
 } elector_etcd_config;
 
 /* Fills defaults. */
@@ -102,6 +122,20 @@ void elector_etcd_wakeup(elector_etcd *etcd);
 /* Endpoint currently connected ("" if none) and its index in the list (-1). */
 const char *elector_etcd_current_endpoint(const elector_etcd *etcd);
 
+/* What endpoint i (0-based) of the configured list is, for callers that want to
+ * check where credentials go. The strings live as long as the client. */
+typedef struct elector_endpoint_info {
+    const char *authority; /* "host:port" as given */
+    const char *host;      /* without brackets */
+    int tls;               /* 1: TLS (https://, or no scheme with TLS files set) */
+    int loopback;          /* host is in 127.0.0.0/8, ::1 or "localhost": the
+                              traffic does not leave this machine */
+} elector_endpoint_info;
+
+/* Returns 0 and fills out, or ELECTOR_EINVAL when i is out of range (or the
+ * endpoint list did not parse). */
+int elector_etcd_endpoint_info(const elector_etcd *etcd, int i, elector_endpoint_info *out);
+
 /* ---- calls ---------------------------------------------------------------------- */
 
 typedef enum elector_rpc {
@@ -133,7 +167,9 @@ typedef struct elector_call_opts {
 
 /* Completion of a unary call: err is 0 and resp the decoded response (of the type
  * that belongs to the rpc), or err < 0 and resp NULL; elector_etcd_errstr() holds
- * the detail during the callback. */
+ * the detail during the callback. ELECTOR_EPROTO: the server's reply broke the
+ * protocol (too large, undecodable, nested too deep, a second message, a Txn
+ * result of the wrong kind). */
 typedef void (*elector_etcd_cb)(elector_etcd *etcd, int err, const ProtobufCMessage *resp,
                                 void *ud);
 
@@ -160,8 +196,9 @@ int elector_etcd_call_sync(elector_etcd *etcd, elector_rpc rpc, const ProtobufCM
 typedef struct elector_stream elector_stream;
 
 /* A received message (err 0, msg set), or the end of the stream (err < 0, msg NULL:
- * the connection broke, etcd returned a status, or the stream was reset). After an
- * end the stream sends and receives nothing more; close it to free it. */
+ * the connection broke, etcd returned a status, or the stream was reset; by us
+ * with ELECTOR_EPROTO when the server broke the protocol). After an end the
+ * stream sends and receives nothing more; close it to free it. */
 typedef void (*elector_stream_cb)(elector_stream *s, int err, const ProtobufCMessage *msg,
                                   void *ud);
 

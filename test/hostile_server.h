@@ -1,0 +1,70 @@
+/* A scripted, hostile etcd for tests: an HTTP/2 (h2c or TLS) gRPC server on
+ * loopback, in a forked process of its own, that plays just enough of etcd for
+ * elector to reach the point of an attack, then attacks.
+ *
+ * Without an attack (HS_NONE) it is a tiny etcd: leases are granted and kept
+ * alive, a campaign Txn creates the key (revision 100), the check Txn finds no
+ * predecessor, a Range finds a leader key "NAME/694d0001" = "v" when
+ * opts.leader is set (else nothing), watches are created and then stay quiet,
+ * Authenticate returns a token. Each attack replaces one of those answers.
+ *
+ * The server runs until hs_stop(); it serves any number of connections, one
+ * after another or at once, and repeats its attack on each. It never uses more
+ * than a few MB itself: endless replies are generated as they are sent. */
+#ifndef ELECTOR_HOSTILE_SERVER_H
+#define ELECTOR_HOSTILE_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef enum hs_attack {
+    HS_NONE,
+    /* Txn replies whose result kinds do not match the request. */
+    HS_TXN_WRONG_KIND,   /* campaign Txn: failure branch, [Put, DeleteRange] (Range asked) */
+    HS_CHECK_WRONG_KIND, /* check Txn: success, [DeleteRange] (Range asked) */
+    HS_CHECK_NO_RESULT,  /* check Txn: success, no results at all */
+    HS_TXN_NESTED,       /* campaign Txn: result 1 is a Txn result nested 5,000 deep */
+    HS_CAMPAIGN_BAD_REV, /* campaign Txn: "key exists" with create revision -1 */
+    /* Unary replies without bound. */
+    HS_RANGE_HUGE,       /* Range: a prefix announcing 768 MiB, then those bytes, never ending */
+    HS_RANGE_ENDLESS,    /* Range: 64 KiB messages one after another, 768 MiB, never ending */
+    HS_RANGE_EMPTY_KEYS, /* Range: one message of 8 MiB of empty keys ("12 00" ...) */
+    HS_RANGE_EMPTY_KEYS_UNDER, /* the same just under the 4 MiB message limit */
+    /* Streams. */
+    HS_WATCH_HUGE,       /* Watch: "created", then a prefix announcing 4 GiB, then bytes */
+    HS_KEEPALIVE_HUGE,   /* LeaseKeepAlive: a prefix announcing 4 GiB, then bytes */
+    /* TLS. */
+    HS_TLS_CLOSE,        /* close the connection right after the TLS handshake */
+    HS_TLS_NO_ALPN,      /* complete the handshake without agreeing to h2 */
+    HS_TLS_CLOSE_AFTER_REPLY,
+    /* Text. */
+    HS_GRPC_MESSAGE_CONTROLS, /* Range: grpc-status 2 with escape sequences and a newline */ /* answer the first call, close the connection 0.3 s later */
+} hs_attack;
+
+typedef struct hs_opts {
+    hs_attack attack;
+    bool leader;          /* Range finds a leader key */
+    const char *value;    /* its value (default "v") */
+    const char *bind_ip;  /* default 127.0.0.1 */
+    /* TLS: PEM files; NULL for h2c. */
+    const char *cert, *key;
+} hs_opts;
+
+typedef struct hs_server {
+    pid_t pid;
+    int port;
+    char endpoint[64]; /* "127.0.0.1:PORT" or "https://127.0.0.1:PORT" */
+} hs_server;
+
+/* Forks the server; 0 or -1 (with a message on stderr). */
+int hs_start(hs_server *s, const hs_opts *o);
+
+/* SIGKILLs and reaps it. */
+void hs_stop(hs_server *s);
+
+/* A TLS CA and a server certificate for 127.0.0.1/localhost made with the openssl
+ * tool in dir: dir/ca.crt, dir/server.crt, dir/server.key. 0 or -1. */
+int hs_make_certs(const char *dir);
+
+#endif

@@ -1,0 +1,1111 @@
+/* A hostile or broken peer gets a clear error: never a crash, a hang or unbounded
+ * memory. Each attack of issue 10 is replayed by the scripted server of
+ * hostile_server.c against the elector tool (a real process: its exit status,
+ * the time to its error and its peak RSS from wait4) and against the library (in
+ * a forked child, measured the same way).
+ *
+ * Bounds asserted everywhere: the error names the RPC and the endpoint; it comes
+ * within the request (or dial) timeout; peak RSS stays under 64 MB; no signal
+ * ends the process. HOSTILE_ELECTOR_BIN=path runs the tool tests against another
+ * elector binary (an older build, to see the attacks succeed). */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "elector/election.h"
+#include "hostile_server.h"
+#include "internal.h"
+#define ELECTOR_SSL_LAZY_IMPL /* OpenSSL's own names here; the table is patched below */
+#include "ssl_lazy.h"
+#include "testlib.h"
+
+#ifndef ELECTOR_BIN
+#error "ELECTOR_BIN must name the built elector binary"
+#endif
+
+#define RSS_LIMIT_KB (64 * 1024)
+/* --dial-timeout 2s; the tool's request timeout is the dial timeout + 2 s. */
+#define DIAL "2s"
+#define REQUEST_S 4.0
+/* Slack for a machine shared with other builds. */
+#define SLACK_S 2.0
+
+static const char *bin(void)
+{
+    const char *b = getenv("HOSTILE_ELECTOR_BIN");
+    return b && *b ? b : ELECTOR_BIN;
+}
+
+/* ---------------------------------------------------------------- running the tool */
+
+typedef struct run_result {
+    int code;       /* exit status, or 128 + signal */
+    int sig;        /* the signal that ended it, 0 if it exited */
+    double secs;
+    long rss_kb;    /* peak RSS (ru_maxrss) */
+    char *out, *err;
+} run_result;
+
+static void rr_free(run_result *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+static void slurp(int fd, char **buf, size_t *len)
+{
+    char tmp[4096];
+    ssize_t n = read(fd, tmp, sizeof(tmp));
+    if (n <= 0) return;
+    /* Keep the first 64 KiB: enough for any message. */
+    if (*len + (size_t)n > 65536) n = (ssize_t)(65536 - *len);
+    if (n <= 0) return;
+    *buf = realloc(*buf, *len + (size_t)n + 1);
+    memcpy(*buf + *len, tmp, (size_t)n);
+    *len += (size_t)n;
+    (*buf)[*len] = 0;
+}
+
+/* Runs the tool with args (NULL-terminated); stdout_closed: its stdout is a pipe
+ * whose read end is already closed. Kills it after timeout_s. */
+static void run_tool_ex(run_result *r, double timeout_s, bool stdout_closed,
+                        const char *const args[])
+{
+    memset(r, 0, sizeof(*r));
+    const char *argv[40] = {bin()};
+    int n = 1;
+    for (int i = 0; args[i] && n < 39; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    int po[2], pe[2];
+    ASSERT_OK(pipe2(po, O_CLOEXEC));
+    ASSERT_OK(pipe2(pe, O_CLOEXEC));
+    double t0 = tl_now();
+    fflush(NULL);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        int dn = open("/dev/null", O_RDONLY);
+        dup2(dn, 0);
+        dup2(po[1], 1);
+        dup2(pe[1], 2);
+        if (stdout_closed) close(po[0]);
+        signal(SIGPIPE, SIG_DFL);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(po[1]);
+    close(pe[1]);
+    if (stdout_closed) {
+        close(po[0]);
+        po[0] = -1;
+    }
+    size_t olen = 0, elen = 0;
+    r->out = calloc(1, 1);
+    r->err = calloc(1, 1);
+    int st = 0;
+    struct rusage ru;
+    bool killed = false;
+    for (;;) {
+        struct pollfd p[2] = {{.fd = po[0], .events = POLLIN}, {.fd = pe[0], .events = POLLIN}};
+        poll(p, 2, 50);
+        if (po[0] >= 0 && p[0].revents) slurp(po[0], &r->out, &olen);
+        if (p[1].revents) slurp(pe[0], &r->err, &elen);
+        pid_t w = wait4(pid, &st, WNOHANG, &ru);
+        if (w == pid) break;
+        if (!killed && tl_now() - t0 > timeout_s) {
+            kill(pid, SIGKILL);
+            killed = true;
+        }
+    }
+    r->secs = tl_now() - t0;
+    /* What is still in the pipes. */
+    for (int i = 0; i < 20; i++) {
+        if (po[0] >= 0) slurp(po[0], &r->out, &olen);
+        slurp(pe[0], &r->err, &elen);
+    }
+    if (po[0] >= 0) close(po[0]);
+    close(pe[0]);
+    r->rss_kb = ru.ru_maxrss;
+    r->sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+    r->code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + r->sig;
+    if (killed) r->code = -1;
+}
+
+static void run_tool(run_result *r, double timeout_s, const char *const args[])
+{
+    run_tool_ex(r, timeout_s, false, args);
+}
+
+static void log_run(const char *what, const run_result *r)
+{
+    char *nl = strchr(r->err, '\n');
+    int first = nl ? (int)(nl - r->err) : (int)strlen(r->err);
+    tl_log("%s: exit %d%s%s after %.2f s, peak RSS %.1f MB: %.*s", what, r->code,
+           r->sig ? " signal " : "", r->sig ? strsignal(r->sig) : "", r->secs,
+           r->rss_kb / 1024.0, first, r->err);
+}
+
+/* The bounds every attack must respect. */
+static void assert_bounded(const run_result *r, double within_s)
+{
+    ASSERT_EQ(0, r->sig);
+    ASSERT_NE(-1, r->code);
+    ASSERT_LT(r->secs, within_s + SLACK_S);
+    ASSERT_LT(r->rss_kb, RSS_LIMIT_KB);
+}
+
+static void start(hs_server *s, hs_attack attack, bool leader)
+{
+    hs_opts *o = calloc(1, sizeof(*o)); /* the forked server reads it */
+    o->attack = attack;
+    o->leader = leader;
+    ASSERT_OK(hs_start(s, o));
+}
+
+/* One tool command against a server playing `attack`: expects exit `code` and
+ * every needle in stderr, within `within_s`. */
+static void tool_attack(const char *what, hs_attack attack, const char *cmd, int code,
+                        double within_s, const char *const needles[])
+{
+    hs_server s;
+    start(&s, attack, true);
+    const char *args[] = {cmd, "e", "--endpoints", s.endpoint, "--dial-timeout", DIAL,
+                          "--ttl", "3s", NULL};
+    run_result r;
+    run_tool(&r, 60, args);
+    log_run(what, &r);
+    assert_bounded(&r, within_s);
+    ASSERT_EQ(code, r.code);
+    char port[16];
+    snprintf(port, sizeof(port), ":%d", s.port);
+    ASSERT_CONTAINS(r.err, port); /* names the endpoint */
+    for (int i = 0; needles[i]; i++) ASSERT_CONTAINS(r.err, needles[i]);
+    rr_free(&r);
+    hs_stop(&s);
+}
+
+/* ---------------------------------------------------------------- tool: Txn replies */
+
+TEST(tool_campaign_txn_result_of_the_wrong_kind)
+{
+    const char *n[] = {"campaign failed", "/etcdserverpb.KV/Txn",
+                       "result 2 is a DeleteRange result where a Range was asked", NULL};
+    tool_attack("campaign, Txn result 2 is DeleteRange", HS_TXN_WRONG_KIND, "campaign", 1,
+                REQUEST_S, n);
+}
+
+TEST(tool_campaign_check_result_of_the_wrong_kind)
+{
+    const char *n[] = {"campaign failed", "/etcdserverpb.KV/Txn",
+                       "result 1 is a DeleteRange result where a Range was asked", NULL};
+    tool_attack("campaign, check Txn result is DeleteRange", HS_CHECK_WRONG_KIND, "campaign",
+                1, REQUEST_S, n);
+}
+
+TEST(tool_campaign_check_without_its_result_is_not_a_win)
+{
+    /* Before: no result read as "no predecessor", i.e. leadership. */
+    const char *n[] = {"campaign failed", "/etcdserverpb.KV/Txn",
+                       "0 results for the success branch of 1 operations", NULL};
+    tool_attack("campaign, check Txn without results", HS_CHECK_NO_RESULT, "campaign", 1,
+                REQUEST_S, n);
+}
+
+TEST(tool_campaign_txn_nested_5000_deep)
+{
+    const char *n[] = {"campaign failed", "/etcdserverpb.KV/Txn",
+                       "nests messages more than 32 deep", NULL};
+    tool_attack("campaign, Txn result nested 5000 deep", HS_TXN_NESTED, "campaign", 1,
+                REQUEST_S, n);
+}
+
+/* ---------------------------------------------------------------- tool: unbounded replies */
+
+TEST(tool_leader_reply_announcing_768_mib)
+{
+    const char *n[] = {"cannot read the leader", "/etcdserverpb.KV/Range",
+                       "message of 805306368 bytes exceeds the limit of 4194304 bytes", NULL};
+    tool_attack("leader, Range reply of 768 MiB", HS_RANGE_HUGE, "leader", 1, REQUEST_S, n);
+}
+
+TEST(tool_leader_reply_of_endless_messages)
+{
+    const char *n[] = {"cannot read the leader", "/etcdserverpb.KV/Range",
+                       "a second message in a unary reply", NULL};
+    tool_attack("leader, Range reply of endless 64 KiB messages", HS_RANGE_ENDLESS, "leader",
+                1, REQUEST_S, n);
+}
+
+TEST(tool_leader_reply_of_8_mib_of_empty_keys)
+{
+    const char *n[] = {"cannot read the leader", "/etcdserverpb.KV/Range",
+                       "message of 8388608 bytes exceeds the limit", NULL};
+    tool_attack("leader, 8 MiB of empty keys", HS_RANGE_EMPTY_KEYS, "leader", 1, REQUEST_S, n);
+}
+
+TEST(tool_leader_reply_of_empty_keys_under_the_size_limit)
+{
+    const char *n[] = {"cannot read the leader", "/etcdserverpb.KV/Range",
+                       "needs more than 33554432 bytes of memory to decode", NULL};
+    tool_attack("leader, 4 MiB - 16 of empty keys", HS_RANGE_EMPTY_KEYS_UNDER, "leader", 1,
+                REQUEST_S, n);
+}
+
+/* ---------------------------------------------------------------- tool: streams */
+
+TEST(tool_observe_watch_message_announcing_4_gib)
+{
+    const char *n[] = {"observe failed", "/etcdserverpb.Watch/Watch",
+                       "message of 4294967295 bytes exceeds the limit", NULL};
+    tool_attack("observe, watch message of 4 GiB", HS_WATCH_HUGE, "observe", 1, REQUEST_S, n);
+}
+
+TEST(tool_campaign_keepalive_message_announcing_4_gib)
+{
+    /* Elected first (the lease was granted), then the first renewal (at TTL/3 =
+     * 1 s) meets the attack: leadership lost, exit 3. */
+    const char *n[] = {"leadership lost", "/etcdserverpb.Lease/LeaseKeepAlive",
+                       "message of 4294967295 bytes exceeds the limit", NULL};
+    tool_attack("campaign, keepalive message of 4 GiB", HS_KEEPALIVE_HUGE, "campaign", 3,
+                1.0 + REQUEST_S, n);
+}
+
+/* ---------------------------------------------------------------- tool: TLS, SIGPIPE */
+
+static char *certs(void)
+{
+    char *dir = tl_tmpdir("certs");
+    ASSERT_NOT_NULL(dir);
+    ASSERT_OK(hs_make_certs(dir));
+    return dir;
+}
+
+static void tls_attack(const char *what, hs_attack attack, const char *needle)
+{
+    char *dir = certs();
+    char cert[512], key[512], ca[512];
+    snprintf(cert, sizeof(cert), "%s/server.crt", dir);
+    snprintf(key, sizeof(key), "%s/server.key", dir);
+    snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+    hs_opts *o = calloc(1, sizeof(*o));
+    o->attack = attack;
+    o->cert = cert;
+    o->key = key;
+    hs_server s;
+    ASSERT_OK(hs_start(&s, o));
+    /* Several rounds: the peer's close races with our first writes. */
+    for (int i = 0; i < 5; i++) {
+        const char *args[] = {"leader", "e", "--endpoints", s.endpoint, "--cacert", ca,
+                              "--dial-timeout", DIAL, NULL};
+        run_result r;
+        run_tool(&r, 60, args);
+        log_run(what, &r);
+        assert_bounded(&r, REQUEST_S);
+        ASSERT_EQ(1, r.code);
+        ASSERT_CONTAINS(r.err, "cannot read the leader");
+        ASSERT_CONTAINS(r.err, s.endpoint);
+        if (needle) ASSERT_CONTAINS(r.err, needle);
+        rr_free(&r);
+    }
+    hs_stop(&s);
+    free(dir);
+}
+
+TEST(tool_leader_tls_peer_closing_after_the_handshake)
+{
+    tls_attack("leader, TLS peer closes after the handshake", HS_TLS_CLOSE, NULL);
+}
+
+TEST(tool_leader_tls_peer_without_h2_in_alpn)
+{
+    tls_attack("leader, TLS peer without ALPN h2", HS_TLS_NO_ALPN,
+               "the server did not agree to HTTP/2 (ALPN h2; it chose none)");
+}
+
+TEST(tool_ignores_sigpipe_in_every_command)
+{
+    /* `elector leader` printing to a pipe nobody reads: before, SIGPIPE (exit 141). */
+    hs_server s;
+    start(&s, HS_NONE, true);
+    const char *args[] = {"leader", "e", "--endpoints", s.endpoint, "--dial-timeout", DIAL,
+                          NULL};
+    run_result r;
+    run_tool_ex(&r, 30, true, args);
+    log_run("leader, stdout closed", &r);
+    ASSERT_EQ(0, r.sig);
+    ASSERT_EQ(1, r.code);
+    ASSERT_CONTAINS(r.err, "cannot write to stdout");
+    rr_free(&r);
+    hs_stop(&s);
+}
+
+/* ---------------------------------------------------------------- library */
+
+/* A library scenario runs in a forked child (default SIGPIPE disposition, so a
+ * SIGPIPE would kill it) and reports through a pipe; the parent takes its peak
+ * RSS from wait4. */
+typedef struct lib_out {
+    int err;
+    double secs;
+    int events; /* scenario-specific count */
+    char msg[700];
+} lib_out;
+
+typedef void (*lib_fn)(const char *endpoint, lib_out *out, void *arg);
+
+static void run_lib(lib_fn fn, const char *endpoint, void *arg, lib_out *out, long *rss_kb,
+                    int *sig)
+{
+    int p[2];
+    ASSERT_OK(pipe(p));
+    fflush(NULL);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        signal(SIGPIPE, SIG_DFL);
+        lib_out o;
+        memset(&o, 0, sizeof(o));
+        double t0 = tl_now();
+        fn(endpoint, &o, arg);
+        if (!o.secs) o.secs = tl_now() - t0;
+        if (write(p[1], &o, sizeof(o)) != (ssize_t)sizeof(o)) _exit(3);
+        _exit(0);
+    }
+    close(p[1]);
+    memset(out, 0, sizeof(*out));
+    ssize_t n = read(p[0], out, sizeof(*out));
+    close(p[0]);
+    int st;
+    struct rusage ru;
+    ASSERT_EQ(pid, wait4(pid, &st, 0, &ru));
+    *rss_kb = ru.ru_maxrss;
+    *sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+    if (!*sig) ASSERT_EQ((ssize_t)sizeof(*out), n);
+}
+
+struct limits {
+    size_t recv, decode;
+};
+
+static elector_etcd *lib_client_ex(const char *endpoint, const struct limits *l)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = endpoint;
+    cfg.dial_timeout_ms = 2000;
+    cfg.request_timeout_ms = 4000;
+    if (l) {
+        cfg.max_recv_msg_bytes = l->recv;
+        cfg.max_decode_bytes = l->decode;
+    }
+    elector_etcd *e = elector_etcd_new(&cfg);
+    if (!e || elector_etcd_err(e)) _exit(4);
+    return e;
+}
+
+static void lib_range(const char *endpoint, lib_out *o, void *arg)
+{
+    elector_etcd *e = lib_client_ex(endpoint, arg);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    q.key.data = (uint8_t *)"e/";
+    q.key.len = 2;
+    ProtobufCMessage *m = NULL;
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    elector_etcd_free(e);
+}
+
+static void lib_attack(const char *what, hs_attack attack, lib_fn fn, void *arg, int want_err,
+                       const char *needle)
+{
+    hs_server s;
+    start(&s, attack, true);
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(fn, s.endpoint, arg, &o, &rss, &sig);
+    tl_log("library, %s: %s after %.2f s, peak RSS %.1f MB%s%s: %s", what,
+           elector_err_name(o.err), o.secs, rss / 1024.0, sig ? ", signal " : "",
+           sig ? strsignal(sig) : "", o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_LT(rss, RSS_LIMIT_KB);
+    ASSERT_LT(o.secs, REQUEST_S + SLACK_S);
+    ASSERT_EQ(want_err, o.err);
+    char port[16];
+    snprintf(port, sizeof(port), ":%d", s.port);
+    if (want_err) ASSERT_CONTAINS(o.msg, port);
+    if (needle) ASSERT_CONTAINS(o.msg, needle);
+    hs_stop(&s);
+}
+
+TEST(lib_unary_reply_announcing_768_mib)
+{
+    lib_attack("Range reply of 768 MiB", HS_RANGE_HUGE, lib_range, NULL, ELECTOR_EPROTO,
+               "/etcdserverpb.KV/Range: message of 805306368 bytes exceeds the limit of "
+               "4194304 bytes (max_recv_msg_bytes)");
+}
+
+TEST(lib_unary_reply_of_endless_messages)
+{
+    lib_attack("Range reply of endless messages", HS_RANGE_ENDLESS, lib_range, NULL,
+               ELECTOR_EPROTO, "a second message in a unary reply");
+}
+
+TEST(lib_reply_of_empty_keys_over_and_under_the_size_limit)
+{
+    lib_attack("8 MiB of empty keys", HS_RANGE_EMPTY_KEYS, lib_range, NULL, ELECTOR_EPROTO,
+               "message of 8388608 bytes exceeds the limit");
+    lib_attack("4 MiB - 16 of empty keys", HS_RANGE_EMPTY_KEYS_UNDER, lib_range, NULL,
+               ELECTOR_EPROTO, "needs more than 33554432 bytes of memory to decode");
+}
+
+TEST(lib_max_recv_msg_bytes_is_configurable)
+{
+    /* 16 MiB lets the 8 MiB message in; a decode budget of 16 MiB then stops
+     * the empty keys. 20 bytes refuses even a small leader reply. */
+    struct limits big = {16u << 20, 16u << 20}, tiny = {20, 0};
+    lib_attack("8 MiB of empty keys, max_recv_msg_bytes 16 MiB, max_decode_bytes 16 MiB",
+               HS_RANGE_EMPTY_KEYS, lib_range, &big, ELECTOR_EPROTO,
+               "needs more than 16777216 bytes of memory to decode");
+    lib_attack("a leader reply, max_recv_msg_bytes 20", HS_NONE, lib_range, &tiny,
+               ELECTOR_EPROTO, "exceeds the limit of 20 bytes");
+    lib_attack("a leader reply, default limits", HS_NONE, lib_range, NULL, 0, NULL);
+}
+
+static char failed_detail[600];
+
+static void el_failed(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el, (void)ud;
+    if (ev->type == ELECTOR_EV_FAILED)
+        snprintf(failed_detail, sizeof(failed_detail), "%s", ev->detail);
+}
+
+static void lib_txn_campaign_shape(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    if (elector_session_wait(s, 4000)) _exit(5);
+    elector_election *el = elector_election_new(s, "e", el_failed, NULL);
+    o->err = elector_campaign_sync(el, "v", 1, 8000);
+    /* The FAILED event's detail: the client's text, or the election's own. */
+    snprintf(o->msg, sizeof(o->msg), "%s", o->err ? failed_detail : "");
+    elector_election_free(el);
+    elector_session_close(s);
+    elector_etcd_free(e);
+}
+
+TEST(lib_campaign_txn_results_of_the_wrong_kind_and_nested)
+{
+    lib_attack("campaign, Txn result 2 is DeleteRange", HS_TXN_WRONG_KIND,
+               lib_txn_campaign_shape, NULL, ELECTOR_EPROTO,
+               "/etcdserverpb.KV/Txn: malformed reply from 127.0.0.1:");
+    lib_attack("campaign, check result is DeleteRange", HS_CHECK_WRONG_KIND,
+               lib_txn_campaign_shape, NULL, ELECTOR_EPROTO,
+               "result 1 is a DeleteRange result where a Range was asked");
+    lib_attack("campaign, check without results", HS_CHECK_NO_RESULT, lib_txn_campaign_shape,
+               NULL, ELECTOR_EPROTO, "0 results for the success branch");
+    lib_attack("campaign, Txn result nested 5000 deep", HS_TXN_NESTED, lib_txn_campaign_shape,
+               NULL, ELECTOR_EPROTO, "nests messages more than 32 deep");
+    lib_attack("campaign, existing key with create revision -1", HS_CAMPAIGN_BAD_REV,
+               lib_txn_campaign_shape, NULL, ELECTOR_EPROTO,
+               "/etcdserverpb.KV/Txn: campaign reply from 127.0.0.1:");
+    lib_attack("campaign, no attack", HS_NONE, lib_txn_campaign_shape, NULL, 0, NULL);
+}
+
+static void pump(elector_etcd *e, int ms, bool (*done)(void *), void *arg)
+{
+    double end = tl_now() + ms / 1e3;
+    while (!done(arg) && tl_now() < end) elector_etcd_run_once(e, 50);
+}
+
+struct wstate {
+    int err, events, ended;
+};
+
+static void w_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r, void *ud)
+{
+    (void)r;
+    struct wstate *s = ud;
+    if (err) {
+        s->err = err;
+        s->ended++;
+        elector_watch_cancel(w);
+    } else {
+        s->events++;
+    }
+}
+
+static bool w_ended(void *a)
+{
+    return ((struct wstate *)a)->ended > 0;
+}
+
+static void lib_watch(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    Etcdserverpb__WatchCreateRequest q = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+    q.key.data = (uint8_t *)"e/";
+    q.key.len = 2;
+    /* The stream is re-created the usual way: a second watch opens a new one
+     * (and meets the attack again). */
+    for (int i = 0; i < 2; i++) {
+        struct wstate ws = {0};
+        if (!elector_etcd_watch(e, &q, w_cb, &ws)) _exit(6);
+        pump(e, 8000, w_ended, &ws);
+        o->err = ws.err;
+        o->events += ws.events;
+        snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+        if (!ws.ended) break;
+    }
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events = (int)st.errors[ELECTOR_RPC_WATCH]; /* streams that ended with an error */
+    elector_etcd_free(e);
+}
+
+TEST(lib_watch_message_announcing_4_gib_ends_the_stream)
+{
+    hs_server s;
+    start(&s, HS_WATCH_HUGE, true);
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(lib_watch, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("library, watch message of 4 GiB: %s after %.2f s (2 watches, %d streams "
+           "ended), peak RSS %.1f MB: %s", elector_err_name(o.err), o.secs, o.events,
+           rss / 1024.0, o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_LT(rss, RSS_LIMIT_KB);
+    ASSERT_LT(o.secs, 2 * REQUEST_S);
+    ASSERT_EQ(ELECTOR_EPROTO, o.err);
+    ASSERT_EQ(2, o.events);
+    ASSERT_CONTAINS(o.msg, "/etcdserverpb.Watch/Watch: message of 4294967295 bytes exceeds");
+    hs_stop(&s);
+}
+
+struct kstate {
+    int err, done;
+};
+
+static void k_cb(elector_etcd *e, int err, int64_t lease, int64_t ttl, void *ud)
+{
+    (void)e, (void)lease, (void)ttl;
+    struct kstate *k = ud;
+    k->err = err;
+    k->done = 1;
+}
+
+static bool k_done(void *a)
+{
+    return ((struct kstate *)a)->done;
+}
+
+static void lib_keepalive(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    struct kstate k = {0};
+    if (elector_etcd_keepalive(e, 0x694d0001, 4000, k_cb, &k)) _exit(7);
+    pump(e, 8000, k_done, &k);
+    o->err = k.err;
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    elector_etcd_free(e);
+}
+
+TEST(lib_keepalive_message_announcing_4_gib)
+{
+    lib_attack("keepalive message of 4 GiB", HS_KEEPALIVE_HUGE, lib_keepalive, NULL,
+               ELECTOR_EPROTO,
+               "/etcdserverpb.Lease/LeaseKeepAlive: message of 4294967295 bytes exceeds");
+}
+
+struct ostate {
+    int failed, reason;
+    char detail[600];
+};
+
+static void o_cb(elector_observer *ob, const elector_event *ev, void *ud)
+{
+    (void)ob;
+    struct ostate *s = ud;
+    if (ev->type == ELECTOR_EV_FAILED) {
+        s->failed++;
+        s->reason = ev->reason;
+        snprintf(s->detail, sizeof(s->detail), "%s", ev->detail);
+    }
+}
+
+static bool o_failed(void *a)
+{
+    return ((struct ostate *)a)->failed > 0;
+}
+
+static void lib_observe(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    struct ostate s = {0};
+    elector_observer *ob = elector_observe(e, "e", o_cb, &s);
+    pump(e, 8000, o_failed, &s);
+    /* Nothing more after the failure: no retry loop. */
+    double t = tl_now() + 0.5;
+    while (tl_now() < t) elector_etcd_run_once(e, 50);
+    o->err = s.reason;
+    o->events = s.failed;
+    snprintf(o->msg, sizeof(o->msg), "%s", s.detail);
+    elector_observer_free(ob);
+    elector_etcd_free(e);
+}
+
+TEST(lib_observe_ends_with_failed_on_a_protocol_error)
+{
+    hs_server s;
+    start(&s, HS_WATCH_HUGE, true);
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(lib_observe, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("library, observe with a watch message of 4 GiB: FAILED %s (%d events), peak RSS "
+           "%.1f MB: %s", elector_err_name(o.err), o.events, rss / 1024.0, o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_LT(rss, RSS_LIMIT_KB);
+    ASSERT_EQ(ELECTOR_EPROTO, o.err);
+    ASSERT_EQ(1, o.events);
+    ASSERT_CONTAINS(o.msg, "/etcdserverpb.Watch/Watch");
+    hs_stop(&s);
+}
+
+/* ---------------------------------------------------------------- library: TLS */
+
+static elector_etcd *tls_client(const char *endpoint, const char *ca)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = endpoint;
+    cfg.cacert = ca;
+    cfg.dial_timeout_ms = 2000;
+    cfg.request_timeout_ms = 4000;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    if (!e || elector_etcd_err(e)) _exit(4);
+    return e;
+}
+
+static void lib_write_after_close(const char *endpoint, lib_out *o, void *arg)
+{
+    elector_etcd *e = tls_client(endpoint, arg);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    q.key.data = (uint8_t *)"e/";
+    q.key.len = 2;
+    ProtobufCMessage *m = NULL;
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    if (o->err) goto out;
+    /* The server closes the connection 0.3 s after its reply; we do not read
+     * (so we do not notice), then write a lot, one TLS record per SSL_write: the
+     * first reaches the closed peer, which answers with a reset, and the next
+     * one meets EPIPE (SIGPIPE, unless sent with MSG_NOSIGNAL). */
+    tl_msleep(800);
+    size_t n = 256u << 10;
+    Etcdserverpb__PutRequest p = ETCDSERVERPB__PUT_REQUEST__INIT;
+    p.key.data = (uint8_t *)"e/big";
+    p.key.len = 5;
+    p.value.data = calloc(1, n);
+    p.value.len = n;
+    for (int i = 0; i < 3; i++) {
+        o->err = elector_etcd_call_sync(e, ELECTOR_RPC_PUT, &p.base, NULL, &m);
+        if (m) protobuf_c_message_free_unpacked(m, NULL);
+        m = NULL;
+        o->events++;
+    }
+    free(p.value.data);
+out:
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    elector_etcd_free(e);
+}
+
+TEST(lib_tls_write_to_a_closed_connection_raises_no_sigpipe)
+{
+    char *dir = certs();
+    char cert[512], key[512], ca[512];
+    snprintf(cert, sizeof(cert), "%s/server.crt", dir);
+    snprintf(key, sizeof(key), "%s/server.key", dir);
+    snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+    hs_opts *ho = calloc(1, sizeof(*ho));
+    ho->attack = HS_TLS_CLOSE_AFTER_REPLY;
+    ho->cert = cert;
+    ho->key = key;
+    hs_server s;
+    ASSERT_OK(hs_start(&s, ho));
+    for (int round = 0; round < 3; round++) {
+        lib_out o;
+        long rss;
+        int sig;
+        run_lib(lib_write_after_close, s.endpoint, ca, &o, &rss, &sig);
+        tl_log("library, TLS writes after the peer closed: %s, %s after %d puts: %s",
+               sig ? strsignal(sig) : "no signal", elector_err_name(o.err), o.events, o.msg);
+        ASSERT_EQ(0, sig);
+        ASSERT_EQ(3, o.events);
+    }
+    hs_stop(&s);
+    free(dir);
+}
+
+static int fail_set1_ip_asc(X509_VERIFY_PARAM *p, const char *ip)
+{
+    (void)p, (void)ip;
+    return 0;
+}
+
+static void lib_tls_unverifiable(const char *endpoint, lib_out *o, void *arg)
+{
+    char why[200];
+    if (elector__ssl_load(why, sizeof(why))) _exit(8);
+    /* The call that makes OpenSSL check the server's IP address fails: before,
+     * its result was ignored and any certificate of the CA was accepted for any
+     * address (127.0.0.2 is not in the server's certificate). */
+    elector__ssl.X509_VERIFY_PARAM_set1_ip_asc = fail_set1_ip_asc;
+    elector_etcd *e = tls_client(endpoint, arg);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    elector_etcd_free(e);
+}
+
+TEST(lib_tls_failing_verification_setup_is_fatal)
+{
+    char *dir = certs();
+    char cert[512], key[512], ca[512];
+    snprintf(cert, sizeof(cert), "%s/server.crt", dir);
+    snprintf(key, sizeof(key), "%s/server.key", dir);
+    snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+    hs_opts *ho = calloc(1, sizeof(*ho));
+    ho->cert = cert;
+    ho->key = key;
+    ho->bind_ip = "127.0.0.2";
+    hs_server s;
+    ASSERT_OK(hs_start(&s, ho));
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(lib_tls_unverifiable, s.endpoint, ca, &o, &rss, &sig);
+    tl_log("library, X509_VERIFY_PARAM_set1_ip_asc failing: %s: %s", elector_err_name(o.err),
+           o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_ETLS, o.err);
+    ASSERT_CONTAINS(o.msg, "cannot set up the check of the server's IP address '127.0.0.2'");
+    hs_stop(&s);
+    free(dir);
+}
+
+/* ---------------------------------------------------------------- tool: --http */
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof(a);
+    ASSERT_OK(bind(fd, (struct sockaddr *)&a, sizeof(a)));
+    ASSERT_OK(getsockname(fd, (struct sockaddr *)&a, &l));
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* A connection from src (an address of 127.0.0.0/8) to 127.0.0.1:port; -1 on
+ * failure. */
+static int dial_from(const char *src, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in s = {.sin_family = AF_INET}, d = {.sin_family = AF_INET};
+    inet_pton(AF_INET, src, &s.sin_addr);
+    d.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    d.sin_port = htons((uint16_t)port);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&s, sizeof(s)) ||
+        connect(fd, (struct sockaddr *)&d, sizeof(d))) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* GET /healthz?leader=1 from 127.0.0.1; returns the HTTP status (0: no answer
+ * within 3 s) and the time it took in *secs. */
+static int probe(int port, double *secs)
+{
+    double t0 = tl_now();
+    int fd = dial_from("127.0.0.1", port);
+    int status = 0;
+    if (fd >= 0) {
+        static const char req[] =
+            "GET /healthz?leader=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+        struct timeval tv = {3, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        char buf[256];
+        ssize_t n = 0;
+        if (send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL) == (ssize_t)sizeof(req) - 1)
+            n = recv(fd, buf, sizeof(buf) - 1, 0);
+        if (n > 12) {
+            buf[n] = 0;
+            sscanf(buf, "HTTP/1.%*d %d", &status);
+        }
+        close(fd);
+    }
+    *secs = tl_now() - t0;
+    return status;
+}
+
+TEST_WITH_TIMEOUT(tool_http_slow_clients_do_not_starve_the_probe, 180)
+{
+    hs_server s;
+    start(&s, HS_NONE, false);
+    int port = free_port();
+    char http[32];
+    snprintf(http, sizeof(http), "127.0.0.1:%d", port);
+    const char *argv[] = {bin(), "campaign", "e", "--endpoints", s.endpoint, "--http", http,
+                          "--dial-timeout", DIAL, "--log-level", "error", NULL};
+    pid_t pid = tl_spawn(argv, NULL);
+    ASSERT_GT(pid, 0);
+    double secs, end = tl_now() + 10;
+    while (probe(port, &secs) != 200) {
+        ASSERT(tl_now() < end); /* elected and serving */
+        tl_msleep(50);
+    }
+
+    /* 64 clients from another address, each sending one header line every 6 s
+     * and reconnecting whenever the server lets go of it. */
+    enum { NSLOW = 64 };
+    static const char first[] = "GET /healthz?leader=1 HTTP/1.1\r\n";
+    int fds[NSLOW];
+    for (int i = 0; i < NSLOW; i++) {
+        fds[i] = dial_from("127.0.0.2", port);
+        if (fds[i] >= 0) send(fds[i], first, sizeof(first) - 1, MSG_NOSIGNAL);
+    }
+    double t_start = tl_now(), next_line = t_start + 6, worst = 0;
+    int probes = 0, answered = 0, reconnects = 0;
+    while (tl_now() - t_start < 14) {
+        for (int i = 0; i < NSLOW; i++) {
+            char junk[512];
+            struct pollfd p = {.fd = fds[i], .events = POLLIN};
+            bool gone = fds[i] < 0 ||
+                        (poll(&p, 1, 0) > 0 && recv(fds[i], junk, sizeof(junk), MSG_DONTWAIT) <= 0);
+            if (gone) {
+                if (fds[i] >= 0) close(fds[i]);
+                fds[i] = dial_from("127.0.0.2", port);
+                if (fds[i] >= 0) send(fds[i], first, sizeof(first) - 1, MSG_NOSIGNAL);
+                reconnects++;
+            }
+        }
+        if (tl_now() >= next_line) {
+            for (int i = 0; i < NSLOW; i++)
+                if (fds[i] >= 0) send(fds[i], "X-Slow: 1\r\n", 11, MSG_NOSIGNAL);
+            next_line += 6;
+        }
+        int st = probe(port, &secs);
+        probes++;
+        if (st == 200) answered++;
+        if (secs > worst) worst = secs;
+        if (st != 200 || secs >= 1.0)
+            tl_log("probe %d at +%.1f s: status %d after %.3f s", probes, tl_now() - t_start,
+                   st, secs);
+        tl_msleep(200);
+    }
+    tl_log("--http with %d slow clients (one header line every 6 s; %d reconnects): %d/%d "
+           "probes answered, slowest %.3f s", NSLOW, reconnects, answered, probes, worst);
+    for (int i = 0; i < NSLOW; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    int st = tl_reap(pid, SIGTERM, 10);
+    ASSERT(WIFEXITED(st));
+    ASSERT_EQ(probes, answered);
+    ASSERT_LT(worst, 1.0);
+    hs_stop(&s);
+}
+
+/* ---------------------------------------------------------------- tool: secrets */
+
+/* This machine's name, if it resolves to a loopback address: an endpoint that
+ * stays on the machine but is not spelled as loopback, so the cleartext warning
+ * can be seen without sending anything off the machine. */
+static bool loopback_alias(char *name, size_t cap)
+{
+    if (gethostname(name, cap) || !*name || !strcmp(name, "localhost")) return false;
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    if (getaddrinfo(name, NULL, &hints, &ai) || !ai) return false;
+    bool lo = (ntohl(((struct sockaddr_in *)ai->ai_addr)->sin_addr.s_addr) >> 24) == 127;
+    freeaddrinfo(ai);
+    return lo;
+}
+
+TEST(tool_warns_about_exposed_secrets)
+{
+    char *dir = certs();
+    char pwfile[512], key[512], cert[512], ca[512];
+    snprintf(pwfile, sizeof(pwfile), "%s/pw", dir);
+    snprintf(cert, sizeof(cert), "%s/server.crt", dir);
+    snprintf(key, sizeof(key), "%s/server.key", dir);
+    snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+    FILE *f = fopen(pwfile, "w");
+    ASSERT_NOT_NULL(f);
+    fputs("pw-from-file\n", f);
+    fclose(f);
+    ASSERT_OK(chmod(pwfile, 0644));
+    ASSERT_OK(chmod(key, 0644));
+    hs_server s;
+    start(&s, HS_NONE, true);
+
+    /* A password file and a key file that others can read: one warning each. */
+    char host[256], ep[300];
+    bool alias = loopback_alias(host, sizeof(host));
+    snprintf(ep, sizeof(ep), "%s:%d", alias ? host : "127.0.0.1", s.port);
+    const char *a1[] = {"leader", "e", "--endpoints", ep, "--user", "root", "--password-file",
+                        pwfile, "--dial-timeout", DIAL, NULL};
+    run_result r;
+    run_tool(&r, 30, a1);
+    tl_log("password file 0644, endpoint %s: exit %d: %s", ep, r.code, r.err);
+    ASSERT_EQ(0, r.code);
+    ASSERT_CONTAINS(r.err, "warning: --password-file '");
+    ASSERT_CONTAINS(r.err, "is accessible by group or others (mode 0644); chmod 600 it");
+    if (alias) { /* sent in cleartext to a name that is not spelled as loopback */
+        ASSERT_CONTAINS(r.err, "warning: the password of 'root' goes in cleartext to");
+        ASSERT_CONTAINS(r.err, ep);
+    } else {
+        tl_log("(no loopback alias for this host: the cleartext warning is unit-tested)");
+    }
+    rr_free(&r);
+
+    /* Over loopback: no cleartext warning; a 0600 file: no mode warning. */
+    ASSERT_OK(chmod(pwfile, 0600));
+    snprintf(ep, sizeof(ep), "127.0.0.1:%d", s.port);
+    run_tool(&r, 30, a1);
+    ASSERT_EQ(0, r.code);
+    ASSERT(!strstr(r.err, "warning"));
+    rr_free(&r);
+
+    const char *a2[] = {"leader", "e", "--endpoints", "https://127.0.0.1:1", "--cacert", ca,
+                        "--cert", cert, "--key", key, "--dial-timeout", "1s", NULL};
+    run_tool(&r, 30, a2);
+    tl_log("key 0644: exit %d: %s", r.code, r.err);
+    ASSERT_CONTAINS(r.err, "warning: --key '");
+    ASSERT_CONTAINS(r.err, "(mode 0644)");
+    rr_free(&r);
+    hs_stop(&s);
+    free(dir);
+}
+
+TEST(tool_wipes_the_password_from_its_environment)
+{
+    hs_server s;
+    start(&s, HS_NONE, true);
+    static const char secret[] = "env-pw-4f9c2a";
+    setenv("ELECTOR_PASSWORD", secret, 1);
+    const char *argv[] = {bin(), "observe", "e", "--endpoints", s.endpoint, "--user", "root",
+                          "--log-level", "error", NULL};
+    int out = -1;
+    pid_t pid = tl_spawn(argv, &out);
+    unsetenv("ELECTOR_PASSWORD");
+    ASSERT_GT(pid, 0);
+    /* The leader line on stdout: authenticated and observing. */
+    char line[256];
+    ssize_t n = 0;
+    struct pollfd p = {.fd = out, .events = POLLIN};
+    ASSERT_EQ(1, poll(&p, 1, 10000));
+    n = read(out, line, sizeof(line) - 1);
+    ASSERT_GT(n, 0);
+    char path[64], env[65536];
+    snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+    int fd = open(path, O_RDONLY);
+    ASSERT(fd >= 0);
+    ssize_t len = read(fd, env, sizeof(env));
+    close(fd);
+    ASSERT_GT(len, 0);
+    ASSERT(!memmem(env, (size_t)len, secret, sizeof(secret) - 1));
+    ASSERT(memmem(env, (size_t)len, "ELECTOR_PASSWORD=", 17)); /* the name, value wiped */
+    tl_log("/proc/PID/environ of elector observe: %zd bytes, no password", len);
+    close(out);
+    tl_reap(pid, SIGTERM, 10);
+    hs_stop(&s);
+}
+
+/* ---------------------------------------------------------------- tool: escaping */
+
+TEST(tool_escapes_server_text_in_its_log_lines)
+{
+    /* Before: the percent-decoded grpc-message reached stderr raw: a red "EVIL"
+     * and a second line "elector: elected: forged". */
+    hs_server s;
+    start(&s, HS_GRPC_MESSAGE_CONTROLS, true);
+    const char *args[] = {"leader", "e", "--endpoints", s.endpoint, "--dial-timeout", DIAL,
+                          NULL};
+    run_result r;
+    run_tool(&r, 30, args);
+    tl_log("grpc-message with controls: exit %d: %s", r.code, r.err);
+    ASSERT_EQ(1, r.code);
+    ASSERT(!strchr(r.err, '\x1b'));
+    ASSERT_EQ(strlen(r.err) - 1, (size_t)(strchr(r.err, '\n') - r.err)); /* one line */
+    ASSERT_CONTAINS(r.err, "\\x1b[31mEVIL\\x1b[0m\\nelector: elected: forged");
+    rr_free(&r);
+    hs_stop(&s);
+}
+
+/* stdout on a terminal: escaped; on a pipe: the bytes as they are (data for
+ * scripts, as etcdctl prints them). */
+TEST(tool_escapes_values_on_a_terminal_only)
+{
+    hs_opts *o = calloc(1, sizeof(*o));
+    o->leader = true;
+    o->value = "\x1b]0;owned\x07ok";
+    hs_server s;
+    ASSERT_OK(hs_start(&s, o));
+    const char *args[] = {"leader", "e", "--endpoints", s.endpoint, "--dial-timeout", DIAL,
+                          NULL};
+    run_result r;
+    run_tool(&r, 30, args);
+    ASSERT_EQ(0, r.code);
+    ASSERT_STREQ("e/694d0001\n\x1b]0;owned\x07ok\n", r.out);
+    rr_free(&r);
+
+    int master = -1;
+    pid_t pid = forkpty(&master, NULL, NULL, NULL);
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        const char *argv[] = {bin(), "leader", "e", "--endpoints", s.endpoint, NULL};
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    char out[1024];
+    size_t len = 0;
+    for (;;) {
+        struct pollfd p = {.fd = master, .events = POLLIN};
+        if (poll(&p, 1, 10000) <= 0) break;
+        ssize_t n = read(master, out + len, sizeof(out) - 1 - len);
+        if (n <= 0) break; /* EIO once the child is gone */
+        len += (size_t)n;
+    }
+    out[len] = 0;
+    close(master);
+    int st;
+    waitpid(pid, &st, 0);
+    tl_log("on a terminal: %s", out);
+    ASSERT(!strchr(out, '\x1b'));
+    ASSERT_CONTAINS(out, "\\x1b]0;owned\\x07ok");
+    hs_stop(&s);
+}

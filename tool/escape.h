@@ -1,0 +1,20 @@
+/* Escaping of untrusted bytes (etcd keys and values, text from the server) before
+ * they reach a terminal or a log: control characters could move the cursor,
+ * recolour or retitle the terminal, or start a forged log line. */
+#ifndef ELECTOR_TOOL_ESCAPE_H
+#define ELECTOR_TOOL_ESCAPE_H
+
+#include <stddef.h>
+
+/* Writes s (n bytes, any bytes) to out (cap bytes, always NUL-terminated when cap
+ * > 0) with these shown as text: \n \r \t, \\ for a backslash, \xNN for other C0
+ * controls, DEL, C1 controls (U+0080-U+009F) and bytes that are not UTF-8, and
+ * \u{XXXX} for the Unicode line separators and bidirectional controls (U+2028,
+ * U+2029, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069). Valid UTF-8 text passes
+ * unchanged. Returns the length of the whole result, as snprintf does. */
+size_t tool_escape(char *out, size_t cap, const void *s, size_t n);
+
+/* The same into a malloc'd string; NULL when out of memory. */
+char *tool_escape_dup(const void *s, size_t n);
+
+#endif

@@ -1,0 +1,40 @@
+/* The tool's handling of secrets: the etcd password (and, in the library, the
+ * auth token it buys), TLS keys. */
+#ifndef ELECTOR_TOOL_SECRET_H
+#define ELECTOR_TOOL_SECRET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/stat.h>
+#include "elector/etcd.h"
+
+/* Keeps secrets out of core dumps and away from ptrace by the same user
+ * (PR_SET_DUMPABLE 0) for as long as the process lives: the client holds the
+ * password and the token to authenticate again. execve() resets the flag, so a
+ * command run by `elector run` is not affected. */
+void tool_secret_protect(void);
+
+/* The password for --user: the first line of path (read with read(2): no stdio
+ * buffer keeps a copy) or, with path NULL, $ELECTOR_PASSWORD, which is then wiped
+ * in place and removed from the environment (so `elector run` does not hand it
+ * to its command). Returns a malloc'd string to free with tool_secret_free(), or
+ * NULL: with *err set if path could not be read, or no password at all. When the
+ * file is readable by group or others, a warning goes to warn (else warn[0] = 0). */
+char *tool_password_read(const char *path, char *err, size_t err_cap, char *warn,
+                         size_t warn_cap);
+
+/* Wipes (explicit_bzero) and frees; NULL is a no-op. */
+void tool_secret_free(char *s);
+
+/* True when st describes a file that group or others may access (ssh's rule
+ * for private keys: any of the 077 bits). */
+bool tool_file_exposed(const struct stat *st);
+
+/* For a private key file: 1 and a warning in warn when it is exposed, else 0. */
+int tool_check_key_file(const char *path, const char *option, char *warn, size_t cap);
+
+/* 1 and a warning in warn when the client would send a password in cleartext to
+ * an endpoint that is not on this machine (no TLS, not loopback); else 0. */
+int tool_check_cleartext(const elector_etcd *etcd, const char *user, char *warn, size_t cap);
+
+#endif
