@@ -6,8 +6,8 @@
  *
  * Several tests make a session die by its validity deadline while etcd keeps
  * the lease: a margin larger than two thirds of the TTL puts the deadline
- * before the first renewal (TTL 30 s, margin 26 s: the session dies 4 s after
- * its grant, the lease lives on in etcd for 26 s more). That is the same code
+ * before the first renewal (TTL 30 s, margin 22 s: the session dies 8 s after
+ * its grant, the lease lives on in etcd for 22 s more). That is the same code
  * path as a renewal that does not come back in time, without depending on how
  * fast a stalled member or process is noticed. */
 #define _GNU_SOURCE /* unshare(CLONE_NEWTIME) */
@@ -160,8 +160,8 @@ TEST_WITH_TIMEOUT(manual_release_keeps_a_dead_sessions_lease_until_close, 60)
     elector_etcd *checker = eu_client(eh_endpoints(c));
     eu_register_client(e);
     struct sess_log auto_log = {0}, manual_log = {0};
-    elector_session *sa = doomed_session(e, 30, 4, false, &auto_log);
-    elector_session *sm = doomed_session(e, 30, 4, true, &manual_log);
+    elector_session *sa = doomed_session(e, 30, 8, false, &auto_log);
+    elector_session *sm = doomed_session(e, 30, 8, true, &manual_log);
     struct beliefs ba = {0}, bm = {0};
     elector_election *ea = elector_election_new(sa, "auto", belief_cb, &ba);
     elector_election *em = elector_election_new(sm, "manual", belief_cb, &bm);
@@ -230,7 +230,7 @@ TEST_WITH_TIMEOUT(lost_callback_may_free_every_election_of_the_session, 60)
     elector_etcd *e = eu_client(eh_endpoints(c));
     eu_register_client(e);
     struct sess_log sl = {0};
-    elector_session *s = doomed_session(e, 30, 4, false, &sl);
+    elector_session *s = doomed_session(e, 30, 8, false, &sl);
     struct two t = {0};
     t.el[0] = elector_election_new(s, "first", free_both_cb, &t);
     t.el[1] = elector_election_new(s, "second", free_both_cb, &t);
@@ -638,18 +638,18 @@ static void boottime_child(const char *endpoints)
     ASSERT_OK(elector_session_close_sync(s, 3000));
 
     /* A LOST capped at the deadline is dated on CLOCK_MONOTONIC too, and so is
-     * SESSION_LOST: a session that dies by its deadline 2 s after its grant. */
+     * SESSION_LOST: a session that dies by its deadline 5 s after its grant. */
     struct stamps st = {0}, lt = {0};
     sc.ttl_s = 30;
-    sc.margin_ms = 28000;
+    sc.margin_ms = 25000;
     s = elector_session_new(e, &sc, stamp_sess_cb, &st);
     ASSERT_OK(elector_session_wait(s, 5000));
     el = elector_election_new(s, "clock", stamp_cb, &lt);
-    ASSERT_OK(elector_campaign_sync(el, "v", 1, 1500));
+    ASSERT_OK(elector_campaign_sync(el, "v", 1, 4000));
     int64_t deadline = elector_session_deadline_ns(s);
     int64_t deadline_mono =
         deadline - (clock_ns(CLOCK_BOOTTIME) - clock_ns(CLOCK_MONOTONIC));
-    ASSERT(eu_pump_until(5000, stamped, &st));
+    ASSERT(eu_pump_until(10000, stamped, &st));
     ASSERT_EQ(ELECTOR_EV_SESSION_LOST, st.type[0]);
     ASSERT_RECENT_MONO(st.mono[0]);
     ASSERT_EQ(ELECTOR_EV_LOST, lt.type[1]);
