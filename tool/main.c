@@ -452,7 +452,7 @@ static void on_event(elector_election *el, const elector_event *ev, void *ud)
     case ELECTOR_EV_FAILED:
         if (a->stopping) {
             a->done = true;
-        } else if (!a->joined) {
+        } else if (!a->joined && !(a->s && elector_session_lease(a->s))) {
             /* Never reached etcd: say so at once (within the dial timeout), as
              * `leader` does, instead of retrying in silence. */
             const char *h = hint(ev->reason);
