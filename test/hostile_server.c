@@ -35,6 +35,7 @@ typedef struct hbuf {
 
 static void hb_put(hbuf *b, const void *p, size_t n)
 {
+    if (!n) return;
     if (b->off && b->off == b->len) b->off = b->len = 0;
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 1024;

@@ -57,7 +57,8 @@ typedef struct hs_server {
     char endpoint[64]; /* "127.0.0.1:PORT" or "https://127.0.0.1:PORT" */
 } hs_server;
 
-/* Forks the server; 0 or -1 (with a message on stderr). */
+/* Forks the server; 0 or -1 (with a message on stderr). The server works on its
+ * own copy of *o and of what it points to (a copy of this process at fork()). */
 int hs_start(hs_server *s, const hs_opts *o);
 
 /* SIGKILLs and reaps it. */

@@ -526,6 +526,7 @@ typedef struct wbytes {
 
 static void wb_put(wbytes *b, const void *p, size_t n)
 {
+    if (!n) return;
     if (b->n + n > b->cap) {
         b->cap = (b->n + n) * 2;
         b->p = realloc(b->p, b->cap);
