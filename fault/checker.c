@@ -71,6 +71,8 @@ typedef struct term {
     char key[KEYMAX];
     int64_t start, end;
     char how[40]; /* what ended it */
+    bool job;     /* an `elector run` job's activity (fault-job), not a belief */
+    int nproc, nended; /* job: processes seen (jstart), ended by themselves (jend) */
 } term;
 
 typedef struct cwrite { /* a candidate's fenced write or guarded Txn */
@@ -243,6 +245,16 @@ static int read_runner(ctx *c)
             round_ *rd = round_get(c, r);
             if (word[6] == 'b') rd->qb = t;
             else rd->qe = t;
+        } else if (!strcmp(word, "expect")) {
+            char res[8] = "";
+            int r;
+            if (sscanf(rest, "%d %7s", &r, res) != 2) continue;
+            if (!strcmp(res, "ok")) {
+                c->r->expect_ok++;
+            } else {
+                c->r->expect_fail++;
+                say(c, "VIOLATION expectation: %s", line);
+            }
         } else if (!strcmp(word, "stuck")) {
             c->r->liveness++;
             say(c, "VIOLATION liveness: %s", line);
@@ -277,8 +289,85 @@ static void end_term(term *tm, int64_t t, const char *how)
     }
 }
 
+/* The job of an `elector run` candidate (fault-job's lines, see job.c). Its term
+ * is its activity: from the main process's start to the last moment any process
+ * of its tree is known to have acted (a line written, a fenced write's reply
+ * received). A tree that is killed acts no more; a tree still alive acts every
+ * ~20 ms. */
+typedef struct jproc {
+    int pid;
+    size_t term; /* index in c->terms */
+} jproc;
+
+static term *job_term(ctx *c, int id, int64_t token)
+{
+    for (size_t i = c->terms.n; i-- > 0;)
+        if (c->terms.v[i].job && c->terms.v[i].cand == id && c->terms.v[i].token == token)
+            return &c->terms.v[i];
+    return NULL;
+}
+
+static void job_touch(term *tm, int64_t t)
+{
+    if (t > tm->end) tm->end = t;
+}
+
+static void job_line(ctx *c, int id, int64_t t, const char *word, const char *rest,
+                     jproc *procs, int *nprocs)
+{
+    int pid = 0;
+    long long token = 0;
+    char role[16] = "", key[KEYMAX] = "";
+    if (!strcmp(word, "jstart")) {
+        if (sscanf(rest, "%d %15s %lld %199s", &pid, role, &token, key) < 4) return;
+        term *tm = job_term(c, id, token);
+        if (!strcmp(role, "main")) {
+            if (tm) {
+                say(c, "ANOMALY cand %d: a second job main with token %lld", id, token);
+            } else {
+                term nt = {.cand = id, .token = token, .start = t, .end = t, .job = true};
+                snprintf(nt.key, sizeof nt.key, "%s", key);
+                snprintf(nt.how, sizeof nt.how, "job");
+                PUSH(c->terms, nt);
+                tm = &c->terms.v[c->terms.n - 1];
+            }
+        }
+        if (!tm) {
+            say(c, "ANOMALY cand %d: job process %d (%s) of token %lld without a main", id,
+                pid, role, token);
+            return;
+        }
+        tm->nproc++;
+        job_touch(tm, t);
+        if (*nprocs < 64) procs[(*nprocs)++] = (jproc){pid, (size_t)(tm - c->terms.v)};
+        return;
+    }
+    if (sscanf(rest, "%d", &pid) != 1) return;
+    term *tm = NULL;
+    for (int i = 0; i < *nprocs; i++)
+        if (procs[i].pid == pid) tm = &c->terms.v[procs[i].term];
+    if (!tm) return;
+    job_touch(tm, t);
+    if (!strcmp(word, "jw")) {
+        /* T jw PID ROLE TOKEN SEQ RES [MAX] T_DONE: acted until the reply */
+        const char *sp = strrchr(rest, ' ');
+        if (sp) job_touch(tm, strtoll(sp + 1, NULL, 10));
+    } else if (!strcmp(word, "jend")) {
+        tm->nended++;
+    } else if (!strcmp(word, "jbusy")) {
+        /* the kernel's account: another job's tree held the lock at our start */
+        c->r->overlaps++;
+        say(c, "VIOLATION overlap of job trees: cand %d's job (token %" PRId64 ") started at "
+               "%+.6fs while a process of another job's tree was still alive (the job lock "
+               "was held)",
+            id, tm->token, rel(c, tm->start));
+    }
+}
+
 static void read_candidate(ctx *c, int id, const char *path)
 {
+    jproc procs[64];
+    int nprocs = 0;
     char *buf = fu_read_file(path, NULL), *p = buf, *line;
     if (!buf) {
         c->r->errors++;
@@ -297,7 +386,9 @@ static void read_candidate(ctx *c, int id, const char *path)
         const char *rest = line + off;
         if (!t_start) t_start = t;
         t_last = t;
-        if (!strcmp(word, "elected")) {
+        if (word[0] == 'j') {
+            job_line(c, id, t, word, rest, procs, &nprocs);
+        } else if (!strcmp(word, "elected")) {
             if (sscanf(rest, "%lld %199s", &token, key) < 1) continue;
             if (open && open->end == NEVER) {
                 end_term(open, t, "elected-again");
@@ -346,6 +437,12 @@ static void read_candidate(ctx *c, int id, const char *path)
     for (size_t i = 0; i < c->terms.n; i++) {
         term *tm = &c->terms.v[i];
         if (tm->cand != id) continue;
+        if (tm->job) {
+            /* elector's death does not end its job: the job's own lines do */
+            snprintf(tm->how, sizeof tm->how, "%s",
+                     tm->nended >= tm->nproc ? "job:exited" : "job:killed");
+            continue;
+        }
         if (d != NEVER && d >= tm->start) end_term(tm, d, "death");
         if (tm->end == NEVER) end_term(tm, c->teardown, "teardown");
     }
@@ -957,5 +1054,5 @@ int fc_check(const char *dir, const fc_opts *o, fc_result *r, FILE *report)
     free(c->gap_lo.v);
     free(c->gap_hi.v);
     free(c);
-    return fc_safety(r) + r->liveness + r->errors;
+    return fc_safety(r) + r->liveness + r->expect_fail + r->errors;
 }

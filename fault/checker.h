@@ -69,6 +69,9 @@ typedef struct fc_result {
     /* memory of candidates (RSS from their logs) */
     int nrss;
     fc_rss rss[4096];
+    /* what a scenario expects of the tool beyond safety and liveness (runner.log
+     * "expect R ok|fail TEXT": an exit status, a lease released by the guard) */
+    int expect_ok, expect_fail;
     int errors; /* unreadable or malformed inputs */
 } fc_result;
 

@@ -4,10 +4,18 @@
  * the restore when etcd was down) and "endround" in runner.log; the checker
  * works from those marks and the logs. See docs/FAULTS.md. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "futil.h"
 
 #include "runner.h"
 
@@ -430,6 +438,255 @@ static int r_churn(fr_world *w, int r)
     return 0;
 }
 
+/* ---------------------------------------------------------------- elector run */
+
+/* What a scenario expects of the tool beyond safety and liveness (an exit
+ * status, a lease released by the guard): "expect R ok|fail TEXT" in runner.log,
+ * counted by the checker; a failed one fails the run. */
+static void expect(fr_world *w, bool ok, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void expect(fr_world *w, bool ok, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fr_log(w, "expect %d %s %s", w->round, ok ? "ok" : "fail", msg);
+    if (!ok) fr_say("   UNEXPECTED: %s", msg);
+}
+
+static double ms_since(int64_t t0, int64_t t)
+{
+    return t ? (double)(t - t0) / 1e6 : -1;
+}
+
+/* A leader whose job tree is complete (main, worker, escapee all started). */
+static int run_leader(fr_world *w)
+{
+    int l = need_leader(w);
+    if (l < 0) return -1;
+    int64_t end = fr_now() + 3000000000LL;
+    while (w->c[l].pid && !w->c[l].escapee_pid && fr_now() < end) fr_sleep(w, 5);
+    if (!w->c[l].escapee_pid) {
+        fr_log(w, "note cand %d's job tree did not start its escapee", l);
+        return -1;
+    }
+    fr_sleep(w, 60); /* a few fenced writes of every process */
+    return l;
+}
+
+/* Did the guard of cand i say that it released the lease (its stderr)? */
+static bool guard_released(fr_world *w, int i)
+{
+    char *s = fu_read_file(w->c[i].err_path, NULL);
+    bool yes = s && strstr(s, "guard: ") && strstr(s, " released");
+    free(s);
+    return yes;
+}
+
+/* True when pid is gone: no process, or a zombie (it cannot act). */
+static bool pid_gone(pid_t pid)
+{
+    if (pid <= 0) return true;
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f) return true;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    return !p || p[1] == '\0' || p[2] == 'Z' || p[2] == 'X';
+}
+
+static bool exited_with(const fr_cand *c, int code)
+{
+    return c->reaped && WIFEXITED(c->status) && WEXITSTATUS(c->status) == code;
+}
+
+static void status_text(const fr_cand *c, char *buf, size_t cap)
+{
+    if (!c->reaped)
+        snprintf(buf, cap, "still running");
+    else if (WIFEXITED(c->status))
+        snprintf(buf, cap, "exit %d", WEXITSTATUS(c->status));
+    else if (WIFSIGNALED(c->status))
+        snprintf(buf, cap, "signal %d", WTERMSIG(c->status));
+    else
+        snprintf(buf, cap, "status %d", c->status);
+}
+
+/* After a fault at t0 on cand l: the successor, and when its job started. */
+static int successor(fr_world *w, int l, int64_t t0, const char *what)
+{
+    int n = fr_wait_leader(w, l, -1, bound() + 3000);
+    if (n < 0) {
+        fr_say("   no successor's job within %d ms", bound() + 3000);
+        return -1;
+    }
+    fr_cand *o = &w->c[l], *s = &w->c[n];
+    fr_log(w, "measure %d %s successor_job_ms %.3f successor_elected_ms %.3f old_tree_last_ms "
+              "%.3f",
+           w->round, what, ms_since(t0, s->job_start), ms_since(t0, s->elected_ns),
+           ms_since(t0, o->job_last));
+    return n;
+}
+
+/* SIGSTOP to elector's process group past the TTL. elector is alone in it (the
+ * guard has a session of its own): the guard stops the job by the deadline, the
+ * successor starts after the tree is gone, the resumed elector exits 3. */
+static int r_run_group_stop(fr_world *w, int r)
+{
+    (void)r;
+    int l = run_leader(w);
+    if (l < 0) return -1;
+    int64_t t = fr_now();
+    fr_mark_fault(w, "SIGSTOP the process group of leader cand %d's elector (token %" PRId64
+                     ") for %d ms, then SIGCONT",
+                  l, w->c[l].token, ttl_ms() + 1000);
+    fr_signal_group(w, l, SIGSTOP);
+    fr_mark_heal(w, "elector frozen: the guard enforces the deadline");
+    int n = successor(w, l, t, "group-stop");
+    fr_sleep_until(w, t + (int64_t)(ttl_ms() + 1000) * 1000000);
+    bool gone = pid_gone(w->c[l].job_pid) && pid_gone(w->c[l].escapee_pid);
+    fr_signal_group(w, l, SIGCONT);
+    fr_reap_wait(w, l, 5000);
+    fr_sleep(w, 300);
+    fr_mark_end(w);
+    char st[40];
+    status_text(&w->c[l], st, sizeof st);
+    expect(w, gone, "cand %d's job tree gone before SIGCONT", l);
+    expect(w, exited_with(&w->c[l], 3), "resumed elector of cand %d exits 3 (%s)", l, st);
+    fr_say("   job SIGTERMed by the guard %.0f ms after SIGSTOP, tree's last act %.0f ms; "
+           "successor cand %d's job at %.0f ms; resumed elector: %s",
+           ms_since(t, w->c[l].job_term_at), ms_since(t, w->c[l].job_last), n,
+           n >= 0 ? ms_since(t, w->c[n].job_start) : -1, st);
+    fr_replace(w, l);
+    return 0;
+}
+
+/* SIGKILL to elector's process group while the job has a descendant outside
+ * its own group: the guard (own session) kills the tree and releases the lease. */
+static int r_run_group_kill(fr_world *w, int r)
+{
+    (void)r;
+    int l = run_leader(w);
+    if (l < 0) return -1;
+    pid_t esc = w->c[l].escapee_pid;
+    int64_t t = fr_now();
+    fr_mark_fault(w, "SIGKILL the process group of leader cand %d's elector (token %" PRId64
+                     "); its job's escapee %d is in another session",
+                  l, w->c[l].token, (int)esc);
+    fr_signal_group(w, l, SIGKILL);
+    fr_mark_heal(w, "elector dead: the guard stops the tree and releases the lease");
+    int n = successor(w, l, t, "group-kill");
+    fr_sleep(w, 300);
+    fr_mark_end(w);
+    expect(w, pid_gone(esc) && pid_gone(w->c[l].job_pid), "cand %d's whole job tree is gone", l);
+    expect(w, guard_released(w, l), "cand %d's guard released the lease", l);
+    fr_say("   handover: SIGKILL -> successor cand %d's job started in %.1f ms (elected %.1f ms; "
+           "old tree's last act %.1f ms)",
+           n, n >= 0 ? ms_since(t, w->c[n].job_start) : -1,
+           n >= 0 ? ms_since(t, w->c[n].elected_ns) : -1, ms_since(t, w->c[l].job_last));
+    fr_replace(w, l);
+    return 0;
+}
+
+/* SIGKILL to the guard alone: the command dies with it (PDEATHSIG), elector (a
+ * subreaper) kills the rest of the tree, resigns, exits 3. */
+static int r_run_guard_kill(fr_world *w, int r)
+{
+    (void)r;
+    int l = run_leader(w);
+    if (l < 0) return -1;
+    pid_t g = w->c[l].guard_pid, esc = w->c[l].escapee_pid;
+    if (g <= 1) return -1;
+    int64_t t = fr_now();
+    fr_mark_fault(w, "SIGKILL the guard %d of leader cand %d (token %" PRId64 ") alone", (int)g,
+                  l, w->c[l].token);
+    kill(g, SIGKILL);
+    fr_mark_heal(w, "guard dead: elector kills the tree and resigns");
+    int n = successor(w, l, t, "guard-kill");
+    fr_reap_wait(w, l, 5000);
+    fr_sleep(w, 300);
+    fr_mark_end(w);
+    char st[40];
+    status_text(&w->c[l], st, sizeof st);
+    expect(w, pid_gone(esc) && pid_gone(w->c[l].job_pid), "cand %d's whole job tree is gone", l);
+    expect(w, exited_with(&w->c[l], 3), "elector of cand %d exits 3 (%s)", l, st);
+    fr_say("   successor cand %d's job started %.1f ms after the guard's SIGKILL; elector: %s", n,
+           n >= 0 ? ms_since(t, w->c[n].job_start) : -1, st);
+    fr_replace(w, l);
+    return 0;
+}
+
+/* SIGKILL to elector alone, the host alive: the guard stops the tree and
+ * revokes the lease on its own connection. */
+static int r_run_elector_kill(fr_world *w, int r)
+{
+    (void)r;
+    int l = run_leader(w);
+    if (l < 0) return -1;
+    pid_t esc = w->c[l].escapee_pid;
+    int64_t t = fr_now();
+    fr_mark_fault(w, "SIGKILL elector of leader cand %d (token %" PRId64 ") alone", l,
+                  w->c[l].token);
+    fr_kill(w, l);
+    fr_mark_heal(w, "elector dead: the guard stops the tree and releases the lease");
+    int n = successor(w, l, t, "elector-kill");
+    fr_sleep(w, 300);
+    fr_mark_end(w);
+    expect(w, pid_gone(esc) && pid_gone(w->c[l].job_pid), "cand %d's whole job tree is gone", l);
+    expect(w, guard_released(w, l), "cand %d's guard released the lease", l);
+    fr_say("   handover: elector SIGKILLed -> successor cand %d's job started in %.1f ms",
+           n, n >= 0 ? ms_since(t, w->c[n].job_start) : -1);
+    fr_replace(w, l);
+    return 0;
+}
+
+/* Leadership ends by the deadline while elector lives: the leader's network
+ * namespace is cut off, and its job ignores SIGTERM. The guard SIGKILLs the tree
+ * at the deadline; the successor's job must start after that. */
+static int r_run_deadline(fr_world *w, int r)
+{
+    (void)r;
+    int a = w->netns_idx;
+    if (a < 0 || !w->c[a].pid) return -1;
+    if (!fr_ensure_leader(w, a)) {
+        fr_log(w, "note cannot make the netns candidate lead");
+        return -1;
+    }
+    if (run_leader(w) != a) return -1;
+    int64_t t = fr_now();
+    fr_mark_fault(w, "veth down for %d ms: leader cand %d (token %" PRId64 ") cut off from "
+                     "etcd; its job ignores SIGTERM",
+                  ttl_ms() + 2000, a, w->c[a].token);
+    fr_link(false);
+    fr_mark_heal(w, "others can take over");
+    int n = successor(w, a, t, "deadline");
+    fr_sleep_until(w, t + (int64_t)(ttl_ms() + 2000) * 1000000);
+    bool gone = pid_gone(w->c[a].job_pid) && pid_gone(w->c[a].escapee_pid);
+    fr_link(true);
+    fr_log(w, "note veth up");
+    fr_reap_wait(w, a, 5000);
+    fr_sleep(w, 300);
+    fr_mark_end(w);
+    char st[40];
+    status_text(&w->c[a], st, sizeof st);
+    expect(w, gone, "cand %d's job tree gone by the end of the partition", a);
+    expect(w, exited_with(&w->c[a], 3), "cut-off elector of cand %d exits 3 (%s)", a, st);
+    double last = ms_since(t, w->c[a].job_last);
+    fr_say("   job SIGTERM (ignored) at %.0f ms, tree's last act %.0f ms (SIGKILL at the "
+           "deadline); successor cand %d elected %.0f ms, its job %.0f ms (%.0f ms after the "
+           "old tree's last act); cut-off elector: %s",
+           ms_since(t, w->c[a].job_term_at), last, n,
+           n >= 0 ? ms_since(t, w->c[n].elected_ns) : -1,
+           n >= 0 ? ms_since(t, w->c[n].job_start) : -1,
+           n >= 0 ? ms_since(t, w->c[n].job_start) - last : -1, st);
+    fr_replace(w, a);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- table */
 
 const fr_scenario fr_scenarios[] = {
@@ -462,6 +719,19 @@ const fr_scenario fr_scenarios[] = {
      .what = "compaction every 10 ms during handovers, 40 ms latency: watches start compacted"},
     {.name = "churn", .ncand = 50, .rounds = 10, .round = r_churn,
      .what = "50 candidates; leaders and waiters killed, terminated, frozen"},
+    /* `elector run` candidates: what is judged is the command's tree */
+    {.name = "run-group-stop", .ncand = 3, .run = true, .rounds = 2, .round = r_run_group_stop,
+     .what = "run: elector's process group SIGSTOPped past the TTL: guard stops the job"},
+    {.name = "run-group-kill", .ncand = 3, .run = true, .rounds = 2, .round = r_run_group_kill,
+     .what = "run: elector's process group SIGKILLed, job has an escapee: tree gone, fast"},
+    {.name = "run-guard-kill", .ncand = 3, .run = true, .rounds = 2, .round = r_run_guard_kill,
+     .what = "run: the guard SIGKILLed alone: elector kills the tree, steps down, exits 3"},
+    {.name = "run-elector-kill", .ncand = 3, .run = true, .rounds = 3,
+     .round = r_run_elector_kill,
+     .what = "run: elector SIGKILLed alone, host alive: guard reaps the tree and revokes"},
+    {.name = "run-deadline", .ncand = 2, .netns = true, .run = true, .rounds = 2,
+     .cand_args = "--ignore-term", .round = r_run_deadline,
+     .what = "run: leader cut off (netns), job ignores SIGTERM: SIGKILLed at the deadline"},
 };
 const int fr_nscenarios = (int)(sizeof fr_scenarios / sizeof fr_scenarios[0]);
 
