@@ -106,6 +106,7 @@ typedef struct round_ {
     int r;
     int64_t tf, th, te;
     int64_t qb, qe; /* no quorum in between: nobody may be elected */
+    int64_t bound_ms; /* this round's liveness bound (heal ... bound_ms=N), 0: the run's */
     char desc[160];
 } round_;
 
@@ -234,6 +235,7 @@ static int read_runner(ctx *c)
                 snprintf(rd->desc, sizeof rd->desc, "%s", rest + n);
             } else if (word[0] == 'h') {
                 rd->th = t;
+                rd->bound_ms = kv_num(line, "bound_ms", 0);
             } else {
                 rd->te = t;
             }
@@ -911,10 +913,11 @@ static void check_rounds(ctx *c)
 {
     fc_result *r = c->r;
     r->bound_ms = c->bound_ms;
-    int64_t bound = c->bound_ms * 1000000;
     for (size_t k = 0; k < c->rounds.n; k++) {
         round_ *rd = &c->rounds.v[k];
         if (!rd->tf) continue;
+        int64_t bound_ms = rd->bound_ms > 0 ? rd->bound_ms : c->bound_ms;
+        int64_t bound = bound_ms * 1000000;
         if (!rd->th) rd->th = rd->tf;
         if (!rd->te) rd->te = c->teardown != NEVER ? c->teardown : rd->th + bound;
         r->rounds++;
@@ -951,7 +954,7 @@ static void check_rounds(ctx *c)
                            "%.0f ms after max(gap start, heal at %+.3fs) > bound %" PRId64 " ms",
                         rd->r, rd->desc, rel(c, lo), rel(c, hi),
                         hi == rd->te ? " (round end)" : "", (double)(hi - from) / 1e6,
-                        rel(c, rd->th), c->bound_ms);
+                        rel(c, rd->th), bound_ms);
                 }
                 if (gl < sizeof gaps - 40)
                     gl += (size_t)snprintf(gaps + gl, sizeof gaps - gl, " [%+.3f,%+.3f)",

@@ -83,6 +83,7 @@ enum {
     PHANTOM = 128,     /* a txn reported ok that etcd never stored */
     NOQUORUM = 256,    /* an election inside a no-quorum window */
     RUN = 512,         /* candidates are `elector run` jobs (fault-job lines) */
+    RAFTBOUND = 2048,  /* the round's heal carries its own, larger bound (6 s) */
     BUSY = 1024,       /* RUN: cand 1's job found the job lock taken (a silent
                           process of cand 0's tree was still alive) */
 };
@@ -111,7 +112,8 @@ static void make_case(const char *name, int flaw, char *dir, size_t cap)
                "history_from=10 seed=1\n",
             T(1), name, E, K);
     fprintf(f, "%lld spawn 0 100\n%lld spawn 1 101\n", T(1), T(1));
-    fprintf(f, "%lld fault 1 SIGTERM leader\n%lld heal 1 resigning\n", T(3), T(3));
+    fprintf(f, "%lld fault 1 SIGTERM leader\n%lld heal 1 %sresigning\n", T(3), T(3),
+            flaw & RAFTBOUND ? "bound_ms=6000 " : "");
     if (flaw & NOQUORUM) fprintf(f, "%lld quiet_begin 1\n%lld quiet_end 1\n", T(3.05), T(3.5));
     double e1 = flaw & LIVENESS ? 8.2 : 3.2;
     fprintf(f, "%lld endround 1\n", T(e1 + 1));
@@ -233,6 +235,7 @@ int main(void)
     expect("order", ORDER, g_stale, 1, 2);
     expect("guard", GUARD, g_guard, 1, 2);
     expect("liveness", LIVENESS, g_live, 1, 1);
+    expect("round-bound", LIVENESS | RAFTBOUND, g_live, 0, 0);
     expect("not-leader", NOT_LEADER, g_nl, 1, 1);
     expect("outside", OUTSIDE, g_out, 1, 1);
     expect("phantom", PHANTOM, g_phantom, 1, 1);

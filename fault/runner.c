@@ -112,6 +112,11 @@ void fr_mark_heal(fr_world *w, const char *what)
     fr_log(w, "heal %d %s", w->round, what);
 }
 
+void fr_mark_heal_bound(fr_world *w, const char *what, int64_t bound_ms)
+{
+    fr_log(w, "heal %d bound_ms=%" PRId64 " %s", w->round, bound_ms, what);
+}
+
 void fr_mark_end(fr_world *w)
 {
     fr_log(w, "endround %d", w->round);

@@ -103,6 +103,8 @@ void fr_log(fr_world *w, const char *fmt, ...) __attribute__((format(printf, 2, 
 void fr_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void fr_mark_fault(fr_world *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void fr_mark_heal(fr_world *w, const char *what);
+/* ... with this round's own liveness bound (a fault whose recovery etcd slows) */
+void fr_mark_heal_bound(fr_world *w, const char *what, int64_t bound_ms);
 void fr_mark_end(fr_world *w);
 void fr_quiet(fr_world *w, bool begin); /* no term may start inside (no quorum) */
 
