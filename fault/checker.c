@@ -6,6 +6,9 @@
  * noticed late), its "notleader" sample for T (the first moment
  * elector_is_leader() said false), its death as recorded by the runner, and the
  * scenario's teardown. A term still open at a death ends at the death.
+ * For an `elector run` candidate the term is its command's tree's activity (see
+ * job_line()): elector's belief is not what acts; a job that found the job lock
+ * held by another tree ("jbusy") is an overlap by the kernel's account.
  *
  * Safety (any count > 0 fails the run):
  *   overlaps        two terms (of different candidates) share a moment
@@ -32,7 +35,10 @@
  * max(gap start, heal). failover = that length for the first gap that ends after
  * the heal (0 if leadership was back before the heal); takeover = the start of
  * the first term that began after the fault, minus the fault. A round without
- * any gap counts as "kept".
+ * any gap counts as "kept". A round's heal may carry its own bound ("heal R
+ * bound_ms=N ...": a heal by a new etcd Raft leader, docs/FAULTS.md "Bounds").
+ * runner.log "expect R ok|fail TEXT" lines are the scenario's expectations of
+ * the tool; a failed one counts (expect_fail) and fails the check.
  */
 #define _GNU_SOURCE
 #include "checker.h"

@@ -5,7 +5,8 @@
  *
  *   runner.log     what the runner did: config, spawn/death of candidates,
  *                  fault/heal/endround marks per round, teardown
- *   cand-N.log     each candidate's beliefs and writes (see candidate.c)
+ *   cand-N.log     each candidate's beliefs and writes (see candidate.c), or, for
+ *                  `elector run` candidates, its command's tree's activity (job.c)
  *   resource.log   each write that reached the fenced resource (see resource.c)
  *   history.jsonl  etcd's own history of the scenario's keys: the output of
  *                  `etcdctl watch --prefix PREFIX --rev=START -w json`

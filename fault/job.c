@@ -3,7 +3,7 @@
  * judges for those candidates is this command's activity, not elector's belief.
  *
  *   fault-job --id N --log FILE --lock FILE [--resource SOCKET] [--write-ms MS]
- *             [--ignore-term]
+ *             [--ignore-term] [--hold-mb N]
  *
  * It reads ELECTOR_TOKEN and ELECTOR_KEY from its environment and runs as a tree
  * of three processes, each of which appends lines to FILE (one write(2) per
@@ -38,6 +38,12 @@
  *
  * On SIGTERM every process exits at once (logging "jterm", then "jend"), unless
  * --ignore-term: then it logs "jterm ... ignored" and goes on until SIGKILLed.
+ *
+ * --hold-mb N: the escapee touches N MiB of private memory at its start, so that
+ * after a SIGKILL it takes a while to die (the kernel tears the address space
+ * down before it closes files: the job lock stays held until then, ~150 ms for
+ * 1 GiB here). A tree that is slow to be reaped, as one with a process in
+ * uninterruptible sleep is.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -51,6 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -63,6 +70,7 @@ static struct {
     const char *log, *lock, *resource;
     int write_ms;
     bool ignore_term;
+    int hold_mb;
 } opt = {.write_ms = 20};
 
 static volatile sig_atomic_t g_term;
@@ -165,6 +173,7 @@ int main(int argc, char **argv)
         {"id", required_argument, 0, 'i'},       {"log", required_argument, 0, 'l'},
         {"lock", required_argument, 0, 'k'},     {"resource", required_argument, 0, 'r'},
         {"write-ms", required_argument, 0, 'w'}, {"ignore-term", no_argument, 0, 'I'},
+        {"hold-mb", required_argument, 0, 'H'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -175,6 +184,7 @@ int main(int argc, char **argv)
         case 'r': opt.resource = optarg; break;
         case 'w': opt.write_ms = atoi(optarg); break;
         case 'I': opt.ignore_term = true; break;
+        case 'H': opt.hold_mb = atoi(optarg); break;
         case 'h': usage(0);
         default: usage(2);
         }
@@ -220,6 +230,11 @@ int main(int argc, char **argv)
             setsid(); /* out of the command's process group and session */
             g_role = "escapee";
             role_no = 2;
+            if (opt.hold_mb > 0) {
+                size_t n = (size_t)opt.hold_mb << 20;
+                char *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                if (m != MAP_FAILED) memset(m, 1, n);
+            }
             log_start();
         }
     }

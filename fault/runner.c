@@ -1245,7 +1245,7 @@ static void fmt_row(FILE *f, const row *x, bool md)
                 r->scenario, r->rounds, r->intervals, r->losses, r->overlaps, r->stale_accepted,
                 tok, r->write_outside, fo, tk, r->kept, r->liveness, r->fenced_rejects, verdict);
     else
-        fprintf(f, "%-14s %6d %5d %6d %8d %5d %5d %7d %20s %13s %4d %8d %6d  %s\n", r->scenario,
+        fprintf(f, "%-19s %6d %5d %6d %8d %5d %5d %7d %20s %13s %4d %8d %6d  %s\n", r->scenario,
                 r->rounds, r->intervals, r->losses, r->overlaps, r->stale_accepted, tok,
                 r->write_outside, fo, tk, r->kept, r->liveness, r->fenced_rejects, verdict);
 }
@@ -1259,7 +1259,7 @@ static void print_table(FILE *f, row *rows, int n, bool md)
                    "fenced rejects | verdict |\n");
         fprintf(f, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
     } else {
-        fprintf(f, "%-14s %6s %5s %6s %8s %5s %5s %7s %20s %13s %4s %8s %6s  %s\n", "scenario",
+        fprintf(f, "%-19s %6s %5s %6s %8s %5s %5s %7s %20s %13s %4s %8s %6s  %s\n", "scenario",
                 "rounds", "terms", "losses", "overlaps", "stale", "token", "outside",
                 "leaderless p50/p99/max", "new ldr p50/max", "kept", "liveness", "fenced",
                 "verdict");
@@ -1390,7 +1390,7 @@ int main(int argc, char **argv)
     } else {
         for (int i = 0; i < fr_nscenarios; i++) {
             const fr_scenario *s = &fr_scenarios[i];
-            bool want = !only;
+            bool want = !only && !s->optional;
             if (only) {
                 char list[512];
                 snprintf(list, sizeof list, "%s", only);

@@ -149,6 +149,7 @@ typedef struct fr_scenario {
     const char *cand_args; /* extra fault-candidate options, space separated */
     bool slow;             /* candidates reach etcd through the delaying proxy */
     bool run;              /* `elector run` candidates; cand_args go to fault-job */
+    bool optional;         /* run only when named in --scenarios */
     int (*round)(fr_world *w, int r); /* 0 ok, -1 could not run the round */
 } fr_scenario;
 

@@ -767,6 +767,54 @@ static int r_run_deadline(fr_world *w, int r)
     return 0;
 }
 
+/* The lease released before the tree is reaped (opt-in: run it by name). The
+ * leader's elector alone is frozen (its guard is not) until just after its
+ * deadline: it resumes with its connection to etcd intact and its session past
+ * the deadline. The job ignores SIGTERM, and its escapee holds 1 GiB, so after the
+ * guard's SIGKILL at the deadline the tree takes ~150 ms to be reaped. A session
+ * that revokes its own lease when it dies (the library without the owner-revokes
+ * `manual_release` change) lets the successor start within the handover (~30 ms)
+ * while the old tree is still there: the job lock counts it as an overlap. With
+ * the release left to the owner after the tree is reaped, it passes. */
+static int r_run_deadline_revoke(fr_world *w, int r)
+{
+    (void)r;
+    int l = run_leader(w);
+    if (l < 0) return -1;
+    fr_cand *c = &w->c[l];
+    int grace = ttl_ms() / 4 < 2000 ? ttl_ms() / 4 : 2000; /* elector's default */
+    int64_t t = fr_now();
+    fr_mark_fault(w, "SIGSTOP elector of leader cand %d (token %" PRId64 ") alone until just "
+                     "after its deadline; its job ignores SIGTERM and dies slowly",
+                  l, c->token);
+    fr_signal(w, l, SIGSTOP);
+    fr_mark_heal(w, "elector frozen: the guard enforces the deadline");
+    /* the guard's SIGTERM comes at deadline - grace: the deadline follows */
+    int64_t end = fr_now() + (int64_t)(ttl_ms() + 1000) * 1000000;
+    while (!c->job_term_at && fr_now() < end) fr_sleep(w, 1);
+    if (!c->job_term_at) {
+        fr_signal(w, l, SIGCONT);
+        fr_log(w, "note cand %d's job got no SIGTERM", l);
+        return -1;
+    }
+    int64_t deadline = c->job_term_at + (int64_t)grace * 1000000;
+    fr_sleep_until(w, deadline + 5000000);
+    fr_signal(w, l, SIGCONT);
+    int n = successor(w, l, t, "deadline-revoke");
+    fr_reap_wait(w, l, 5000);
+    fr_sleep(w, 300);
+    fr_mark_end(w);
+    char st[40];
+    status_text(c, st, sizeof st);
+    expect(w, exited_with(c, 3), "resumed elector of cand %d exits 3 (%s)", l, st);
+    fr_say("   deadline ~%.0f ms after SIGSTOP; elector resumed 5 ms after it; successor cand %d "
+           "elected %.0f ms, its job %.0f ms; the old tree's last line %.0f ms",
+           ms_since(t, deadline), n, n >= 0 ? ms_since(t, w->c[n].elected_ns) : -1,
+           n >= 0 ? ms_since(t, w->c[n].job_start) : -1, ms_since(t, c->job_last));
+    fr_replace(w, l);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- table */
 
 const fr_scenario fr_scenarios[] = {
@@ -814,6 +862,10 @@ const fr_scenario fr_scenarios[] = {
     {.name = "run-deadline", .ncand = 2, .netns = true, .run = true, .rounds = 2,
      .cand_args = "--ignore-term", .round = r_run_deadline,
      .what = "run: leader cut off (netns), job ignores SIGTERM: SIGKILLed at the deadline"},
+    {.name = "run-deadline-revoke", .ncand = 3, .run = true, .rounds = 3, .optional = true,
+     .cand_args = "--ignore-term --hold-mb 1024", .round = r_run_deadline_revoke,
+     .what = "run (opt-in): elector resumes just past its deadline, tree slow to die: "
+             "is the lease released before the tree is reaped?"},
 };
 const int fr_nscenarios = (int)(sizeof fr_scenarios / sizeof fr_scenarios[0]);
 
