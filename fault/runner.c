@@ -254,12 +254,15 @@ static bool known_pid(pid_t p)
     return false;
 }
 
-static void reap_strays(bool kill_them)
+/* Reaps (after SIGKILL if kill_them) the strays that are done; returns how many
+ * are still alive. */
+static int reap_strays(bool kill_them)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
     char *s = fu_read_file(path, NULL);
-    if (!s) return;
+    if (!s) return 0;
+    int alive = 0;
     for (char *p = s, *end; *p; p = end) {
         long pid = strtol(p, &end, 10);
         if (end == p) break;
@@ -268,11 +271,12 @@ static void reap_strays(bool kill_them)
             kill((pid_t)pid, SIGKILL);
             while (waitpid((pid_t)pid, NULL, 0) < 0 && errno == EINTR) {
             }
-        } else {
-            waitpid((pid_t)pid, NULL, WNOHANG);
+        } else if (waitpid((pid_t)pid, NULL, WNOHANG) == 0) {
+            alive++;
         }
     }
     free(s);
+    return alive;
 }
 
 /* Reaps pid (waiting up to timeout_ms, then SIGKILL). Returns the wait status. */
@@ -1167,21 +1171,7 @@ static void world_end(fr_world *w, fc_result *res, int *check_rc)
     if (w->run) {
         /* guards of killed electors finish their trees (and their revokes) */
         end = fr_now() + 5000000000LL;
-        while (fr_now() < end) {
-            reap_strays(false);
-            char p[64];
-            snprintf(p, sizeof p, "/proc/self/task/%d/children", (int)getpid());
-            char *kids = fu_read_file(p, NULL);
-            bool strays = false;
-            for (char *q = kids, *e; q && *q; q = e) {
-                long pid = strtol(q, &e, 10);
-                if (e == q) break;
-                if (pid > 0 && !known_pid((pid_t)pid)) strays = true;
-            }
-            free(kids);
-            if (!strays) break;
-            fr_sleep(w, 20);
-        }
+        while (reap_strays(false) > 0 && fr_now() < end) fr_sleep(w, 20);
         reap_strays(true);
     }
     fr_restore_members(w);

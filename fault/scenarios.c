@@ -545,7 +545,8 @@ static int run_leader(fr_world *w)
 {
     int l = need_leader(w);
     if (l < 0) return -1;
-    int64_t end = fr_now() + 3000000000LL;
+    /* (an escapee with --hold-mb touches its memory first: seconds on a busy host) */
+    int64_t end = fr_now() + 10000000000LL;
     while (w->c[l].pid && !w->c[l].escapee_pid && fr_now() < end) fr_sleep(w, 5);
     if (!w->c[l].escapee_pid) {
         fr_log(w, "note cand %d's job tree did not start its escapee", l);
