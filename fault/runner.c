@@ -1516,7 +1516,8 @@ int main(int argc, char **argv)
     if (f) {
         fprintf(f, "# elector fault-injection results\n\n");
         fprintf(f, "seed %llu, TTL %d s, %s, liveness bound %" PRId64
-                   " ms (TTL + 2 s after each heal), etcd 3-member cluster on loopback\n\n",
+                   " ms (TTL + 2 s after each heal; a heal by a new etcd Raft leader has its own, "
+                   "docs/FAULTS.md \"Bounds\"), etcd 3-member cluster on loopback\n\n",
                 R.seed, R.ttl_s,
                 R.duration_s > 0 ? "random-mix soak" : "fixed rounds per scenario", R.bound_ms);
         print_table(f, rows, nsel, true);
