@@ -551,7 +551,11 @@ void fr_pump(fr_world *w)
         }
     }
     recorder_check(w);
-    if (w->run) reap_strays(false);
+    static int64_t next_strays;
+    if (w->run || fr_now() >= next_strays) { /* orphans: see reap_strays() */
+        reap_strays(false);
+        next_strays = fr_now() + 100000000;
+    }
     int st;
     if (w->resource_pid > 0 && waitpid(w->resource_pid, &st, WNOHANG) == w->resource_pid) {
         untrack(w->resource_pid);
@@ -1322,7 +1326,7 @@ int main(int argc, char **argv)
         case 'b': R.bin_dir = optarg; break;
         case 'l':
             for (int i = 0; i < fr_nscenarios; i++)
-                printf("%-14s %s\n", fr_scenarios[i].name, fr_scenarios[i].what);
+                printf("%-19s %s\n", fr_scenarios[i].name, fr_scenarios[i].what);
             return 0;
         case 'h': usage(0);
         default: usage(2);
