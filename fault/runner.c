@@ -1,6 +1,7 @@
 /* fault-runner: runs the fault-injection scenarios against a real 3-member etcd
  * cluster (test/etcd_harness.c), with candidates as separate processes
- * (fault-candidate), a fenced resource (fault-resource), etcd's own history
+ * (fault-candidate, or for the run-* scenarios `elector run` processes whose
+ * command is fault-job), a fenced resource (fault-resource), etcd's own history
  * recorded live (`etcdctl watch -w json`), and, for the partition scenario, a
  * network namespace joined to the host by a veth pair (fault-proxy forwards to
  * the members, which listen on 127.0.0.1). After each scenario it runs the
@@ -10,7 +11,8 @@
  *                [--duration 30m] [--out DIR] [--tag T] [--bin-dir DIR] [--list]
  *
  * --duration runs the random mix ("soak") for that long instead of the list.
- * Exit status: 0 no violation; 1 a safety or liveness violation; 3 the run could
+ * Exit status: 0 no violation; 1 a safety or liveness violation or an unmet
+ * expectation (a run-* round's "expect ... fail"); 3 the run could
  * not be set up or a scenario could not run; 130 interrupted. Every process it
  * started (by pid), the namespace and the veth pair are removed on every exit. */
 #define _GNU_SOURCE
