@@ -21,6 +21,16 @@
  *       campaign` vs `etcdctl lock --ttl 2` (prints the key once it holds the
  *       lock). Same clocks as above (no "hand": nobody resigns).
  *
+ *   proc_bench runcrash --endpoints E --rounds R --ttl 5 --out DIR
+ *       `elector run` leader SIGKILLed, the host alive: `elector --ttl 5s run
+ *       NAME -- sh -c 'echo started; exec sleep 3600'` vs `etcdctl lock --ttl 5
+ *       NAME sh -c '...'`, same queue scheme. Time: SIGKILL sent to the leader
+ *       (elector / etcdctl alone, not its group) -> the successor's command's
+ *       first line ("started") read by this harness. elector's guard stops the
+ *       dead leader's command (sleep exits on SIGTERM) and revokes the lease;
+ *       etcdctl leaves its command running (killed with its process group after
+ *       the round) and the successor waits for the lease to expire.
+ *
  *   proc_bench footprint --endpoints E --idle-s S --out DIR
  *       RSS (VmRSS, VmHWM, Pss, RssAnon, RssFile), threads and idle CPU of a
  *       waiting candidate: `elector campaign` and `etcdctl elect`, each behind a
@@ -44,6 +54,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/types.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -73,12 +84,18 @@ typedef struct child {
 
 static child *g_children[MAX_CHILDREN];
 
+static void reap_strays(bool kill_them);
+
 static void kill_all_children(void)
 {
     for (int i = 0; i < MAX_CHILDREN; i++)
-        if (g_children[i] && g_children[i]->pid > 0) kill(g_children[i]->pid, SIGKILL);
+        if (g_children[i] && g_children[i]->pid > 0) {
+            kill(-g_children[i]->pid, SIGKILL); /* its group: an orphaned command too */
+            kill(g_children[i]->pid, SIGKILL);
+        }
     for (int i = 0; i < MAX_CHILDREN; i++)
         if (g_children[i] && g_children[i]->pid > 0) waitpid(g_children[i]->pid, NULL, 0);
+    reap_strays(true);
 }
 
 static void on_fatal_signal(int sig)
@@ -184,6 +201,37 @@ static int reap(child *c, int64_t timeout_ms)
     return st;
 }
 
+/* runcrash: this harness is a child subreaper (a SIGKILLed elector's guard, the
+ * command etcdctl leaves behind come to it); reap what is not one of ours. */
+static bool g_subreaper;
+
+static bool tracked(pid_t p)
+{
+    for (int i = 0; i < MAX_CHILDREN; i++)
+        if (g_children[i] && g_children[i]->pid == p) return true;
+    return false;
+}
+
+static void reap_strays(bool kill_them)
+{
+    if (!g_subreaper) return;
+    char path[64], buf[8192];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)getpid());
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0) return;
+    buf[n] = 0;
+    for (char *p = buf, *end; *p; p = end) {
+        long pid = strtol(p, &end, 10);
+        if (end == p) break;
+        if (pid <= 0 || tracked((pid_t)pid)) continue;
+        if (kill_them) kill((pid_t)pid, SIGKILL);
+        waitpid((pid_t)pid, NULL, kill_them ? 0 : WNOHANG);
+    }
+}
+
 static void child_free(child *c)
 {
     for (int i = 0; i < MAX_CHILDREN; i++)
@@ -232,7 +280,10 @@ static void wait_count(const char *prefix, int64_t want, int64_t timeout_ms)
 
 /* ---------------------------------------------------------------- candidates */
 
-enum tool { T_ELECTOR, T_ETCDCTL_ELECT, T_ETCDCTL_LOCK };
+enum tool { T_ELECTOR, T_ETCDCTL_ELECT, T_ETCDCTL_LOCK, T_ELECTOR_RUN, T_ETCDCTL_LOCK_CMD };
+
+/* The command of runcrash: one line once it runs, then idle; SIGTERM ends it. */
+static char g_cmd_sh[] = "sh", g_cmd_c[] = "-c", g_cmd[] = "echo started; exec sleep 3600";
 
 typedef struct queue {
     enum tool tool;
@@ -258,6 +309,16 @@ static child *start_candidate(queue *q)
         c = spawn(argv);
     } else if (q->tool == T_ETCDCTL_ELECT) {
         char *argv[] = {(char *)g_etcdctl, ep, "elect", q->name, value, NULL};
+        c = spawn(argv);
+    } else if (q->tool == T_ELECTOR_RUN) {
+        snprintf(ttl, sizeof(ttl), "%ds", g_ttl);
+        char *argv[] = {(char *)g_elector, ep, "--ttl", ttl, "run", q->name, "--value", value,
+                        "--", g_cmd_sh, g_cmd_c, g_cmd, NULL};
+        c = spawn(argv);
+    } else if (q->tool == T_ETCDCTL_LOCK_CMD) {
+        snprintf(ttl, sizeof(ttl), "%d", g_ttl);
+        char *argv[] = {(char *)g_etcdctl, ep, "lock", "--ttl", ttl, q->name, "--", g_cmd_sh,
+                        g_cmd_c, g_cmd, NULL};
         c = spawn(argv);
     } else {
         snprintf(ttl, sizeof(ttl), "%d", g_ttl);
@@ -286,7 +347,7 @@ static int64_t wait_elected(queue *q, child *c, int64_t timeout_ms, int64_t *mon
         int r = next_line(c, end, line, sizeof(line), &t);
         if (r == 0) bu_die("%s: no successor elected within %lld ms", q->label, (long long)timeout_ms);
         if (r < 0) bu_die("%s: candidate exited before being elected", q->label);
-        if (q->tool != T_ELECTOR) {
+        if (q->tool != T_ELECTOR) { /* the first line: the key, or the command's */
             if (c->lines == 1) {
                 if (mono) *mono = -1;
                 return t;
@@ -315,6 +376,8 @@ static void queue_fill(queue *q, int depth)
 static void queue_stop(queue *q, int sig)
 {
     for (int i = 0; i < q->n; i++) kill(q->c[i]->pid, sig);
+    if (q->tool == T_ETCDCTL_LOCK_CMD) /* its command, in its group, ignores SIGINT's fate */
+        for (int i = 0; i < q->n; i++) kill(-q->c[i]->pid, SIGTERM);
     for (int i = 0; i < q->n; i++) {
         reap(q->c[i], 5000);
         child_free(q->c[i]);
@@ -523,7 +586,14 @@ static void round_once(queue *q, int sig, int64_t timeout_ms, samples *ext, samp
                 break;
             }
     }
+    pid_t lpid = L->pid;
     int st = reap(L, 5000);
+    if (q->tool == T_ETCDCTL_LOCK_CMD || q->tool == T_ELECTOR_RUN) {
+        /* etcdctl's command outlives it in its group; elector's guard (own
+         * session) finishes and comes to us as an orphan */
+        kill(-lpid, SIGKILL);
+        reap_strays(false);
+    }
     if (sig != SIGKILL && !(WIFEXITED(st) && WEXITSTATUS(st) == 0) &&
         !(WIFSIGNALED(st) && WTERMSIG(st) == sig))
         fprintf(stderr, "bench: %s: leader ended with status 0x%x\n", q->label, st);
@@ -532,11 +602,12 @@ static void round_once(queue *q, int sig, int64_t timeout_ms, samples *ext, samp
     q->n--;
 }
 
-static void failover(const char *bench, int rounds, int sig_elector, int sig_etcdctl,
-                     enum tool other, const char *other_label, int64_t timeout_ms)
+static void failover_ex(const char *bench, int rounds, int sig_elector, int sig_etcdctl,
+                        enum tool mine, const char *mine_label, enum tool other,
+                        const char *other_label, int64_t timeout_ms)
 {
     queue qe, qo;
-    queue_init(&qe, T_ELECTOR, "elector", bench);
+    queue_init(&qe, mine, mine_label, bench);
     queue_init(&qo, other, other_label, bench);
     queue_fill(&qe, 3);
     queue_fill(&qo, 3);
@@ -552,7 +623,7 @@ static void failover(const char *bench, int rounds, int sig_elector, int sig_etc
         queue *order[2] = {first, second};
         for (int k = 0; k < 2; k++) {
             queue *q = order[k];
-            int sig = q->tool == T_ELECTOR ? sig_elector : sig_etcdctl;
+            int sig = q == &qe ? sig_elector : sig_etcdctl;
             if (q == &qe) round_once(q, sig, timeout_ms, &e_ext, &e_mono, &e_hand);
             else round_once(q, sig, timeout_ms, &o_ext, &o_mono, NULL);
             queue_fill(q, 3);
@@ -570,8 +641,9 @@ static void failover(const char *bench, int rounds, int sig_elector, int sig_etc
     fprintf(stderr, "\n");
     queue_stop(&qe, SIGTERM);
     queue_stop(&qo, SIGINT);
-    emit(bench, "elector", "ext", &e_ext);
-    emit(bench, "elector", "mono", &e_mono);
+    reap_strays(true);
+    emit(bench, mine_label, "ext", &e_ext);
+    if (e_mono.n) emit(bench, mine_label, "mono", &e_mono);
     if (e_hand.n) emit(bench, "elector", "hand", &e_hand);
     emit(bench, other_label, "ext", &o_ext);
     if (anchors) {
@@ -582,6 +654,13 @@ static void failover(const char *bench, int rounds, int sig_elector, int sig_etc
     }
     free(a_put.v), free(a_ev.v), free(a_chain.v);
     free(e_ext.v), free(e_mono.v), free(e_hand.v), free(o_ext.v), free(o_mono.v);
+}
+
+static void failover(const char *bench, int rounds, int sig_elector, int sig_etcdctl,
+                     enum tool other, const char *other_label, int64_t timeout_ms)
+{
+    failover_ex(bench, rounds, sig_elector, sig_etcdctl, T_ELECTOR, "elector", other,
+                other_label, timeout_ms);
 }
 
 /* ---------------------------------------------------------------- footprint */
@@ -656,7 +735,7 @@ static void put_floor(int n, int warmup, int gap_ms)
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: proc_bench graceful|crash|footprint|put|chain [--endpoints E] [--rounds R] "
+            "usage: proc_bench graceful|crash|runcrash|footprint|put|chain [--endpoints E] [--rounds R] "
             "[--ttl S] [--idle-s S] [--n N] [--warmup W] [--gap-ms G] [--elector PATH] [--etcdctl PATH] "
             "[--log FILE] [--out DIR]\n");
     exit(2);
@@ -700,7 +779,12 @@ int main(int argc, char **argv)
     else if (!strcmp(cmd, "crash"))
         failover("crash", rounds, SIGKILL, SIGKILL, T_ETCDCTL_LOCK, "etcdctl_lock",
                  (int64_t)g_ttl * 1000 * 4 + 5000);
-    else if (!strcmp(cmd, "footprint")) footprint(idle_s);
+    else if (!strcmp(cmd, "runcrash")) {
+        prctl(PR_SET_CHILD_SUBREAPER, 1);
+        g_subreaper = true;
+        failover_ex("runcrash", rounds, SIGKILL, SIGKILL, T_ELECTOR_RUN, "elector_run",
+                    T_ETCDCTL_LOCK_CMD, "etcdctl_lock_cmd", (int64_t)g_ttl * 1000 * 4 + 5000);
+    } else if (!strcmp(cmd, "footprint")) footprint(idle_s);
     else if (!strcmp(cmd, "put")) put_floor(n, warmup, gap_ms);
     else if (!strcmp(cmd, "chain")) chain_floor(n, gap_ms > 0 ? gap_ms : 150);
     else usage();

@@ -63,6 +63,9 @@ PUT_BUSY=$(val '^put tool=libelector measure=busy' p50_ms)
 CHAIN=$(val '^graceful tool=chain measure=floor' p50_ms)
 CR_E99=$(val '^crash tool=elector measure=ext' p99_ms)
 CR_C99=$(val '^crash tool=etcdctl_lock measure=ext' p99_ms)
+RC_MAX=$(val '^runcrash tool=elector_run measure=ext' max_ms)
+RC_P50=$(val '^runcrash tool=elector_run measure=ext' p50_ms)
+RC_C50=$(val '^runcrash tool=etcdctl_lock_cmd measure=ext' p50_ms)
 H_E1000=$(val '^herd mode=elector n=1000 ' req_per_change_mean)
 H_E1000_MAX=$(val '^herd mode=elector n=1000 ' req_per_change_max)
 H_P99_2=$(val '^herd mode=elector n=2 ' failover_p99_ms)
@@ -85,6 +88,9 @@ r2b=$(ratio "$E_P50" "$PUT_BUSY")
 echo "| 1 | graceful: elector p50 ≤ 1.5× one Put | ${r2}× a Put after idle (${PUT_IDLE:-?} ms); ${r2b}× a back-to-back Put (${PUT_BUSY:-?} ms) | $(verdict "$r2" '<=' 1.5) |"
 lim=$(calc "$TTL * 1000 + 600" 0)
 echo "| 2 | crash (TTL ${TTL} s): elector p99 ≤ TTL + 0.6 s | ${CR_E99:-?} ms (etcdctl lock: ${CR_C99:-?} ms) | $(verdict "$CR_E99" '<=' "$lim") |"
+if [ -n "$RC_MAX" ]; then
+echo "| 2 | \`elector run\` leader SIGKILLed (host alive, TTL 5 s): successor's command within 300 ms, worst of $(val '^runcrash tool=elector_run measure=ext' n) | worst ${RC_MAX} ms, p50 ${RC_P50} ms (\`etcdctl lock --ttl 5 NAME CMD\`: p50 ${RC_C50:-?} ms) | $(verdict "$RC_MAX" '<=' 300) |"
+fi
 echo "| 3 | herd: ≤ 6 etcd requests per change at N = 1000, constant in N | mean ${H_E1000:-?}, max ${H_E1000_MAX:-?} | $(verdict "$H_E1000_MAX" '<=' 6) |"
 r3=$(ratio "$H_P99_1000" "$H_P99_2")
 echo "| 3 | herd: failover p99 at N = 1000 ≤ 2× p99 at N = 2 | ${H_P99_1000:-?} ms vs ${H_P99_2:-?} ms = ${r3}× | $(verdict "$r3" '<=' 2) |"
@@ -138,6 +144,31 @@ row "elector: SIGKILL → successor's event mono_ns" '^crash tool=elector measur
 row "etcdctl lock: SIGKILL → successor's line read by the harness" '^crash tool=etcdctl_lock measure=ext'
 echo
 echo "![crash failover CDF](plots/crash_cdf.png)"
+echo
+fi
+
+# ------------------------------------------------------------------ 2b run crash
+rc_env() { awk -F= -v k="$1" '$1 == k { sub(/^[^=]*=/, ""); print; exit }' "$RES/env-runcrash.txt" 2>/dev/null; }
+if have '^runcrash tool=elector_run measure=ext' n; then
+echo "## 2b. \`elector run\` leader SIGKILLed, host alive (TTL $(rc_env ttl_s) s)"
+echo
+echo "Measured $(rc_env date) (elector build $(rc_env elector_commit); load average at start / end"
+echo "$(rc_env loadavg_at_start) / $(rc_env loadavg_at_end); other etcd processes on the machine:"
+echo "$(rc_env other_etcd_processes)); same cluster scheme (3 members, clients on the follower"
+echo "$(rc_env client_endpoint), Raft leader $(rc_env raft_leader))."
+echo "\`elector --ttl 5s run NAME -- sh -c 'echo started; exec sleep 3600'\` vs"
+echo "\`etcdctl lock --ttl 5 NAME sh -c '...'\`, queues of three, alternating. Each round"
+echo "SIGKILLs the leading process alone (not its group) and times until the successor's"
+echo "command has written its first line. elector's guard (its own session) sees elector"
+echo "gone, stops the command (sleep exits on SIGTERM), reaps the tree and revokes the lease"
+echo "on a connection of its own; the successor starts its command at once. etcdctl lock"
+echo "leaves its command running (an orphan; the harness kills its process group after"
+echo "the round), and its successor waits until etcd expires the lease."
+echo
+echo "| measure | rounds | p50 | p90 | p99 | max |"
+echo "|---|---|---|---|---|---|"
+row "elector run: SIGKILL → successor's command's first line" '^runcrash tool=elector_run measure=ext'
+row "etcdctl lock CMD: SIGKILL → successor's command's first line" '^runcrash tool=etcdctl_lock_cmd measure=ext'
 echo
 fi
 

@@ -6,6 +6,9 @@
  * noticed late), its "notleader" sample for T (the first moment
  * elector_is_leader() said false), its death as recorded by the runner, and the
  * scenario's teardown. A term still open at a death ends at the death.
+ * For an `elector run` candidate the term is its command's tree's activity (see
+ * job_line()): elector's belief is not what acts; a job that found the job lock
+ * held by another tree ("jbusy") is an overlap by the kernel's account.
  *
  * Safety (any count > 0 fails the run):
  *   overlaps        two terms (of different candidates) share a moment
@@ -32,7 +35,10 @@
  * max(gap start, heal). failover = that length for the first gap that ends after
  * the heal (0 if leadership was back before the heal); takeover = the start of
  * the first term that began after the fault, minus the fault. A round without
- * any gap counts as "kept".
+ * any gap counts as "kept". A round's heal may carry its own bound ("heal R
+ * bound_ms=N ...": a heal by a new etcd Raft leader, docs/FAULTS.md "Bounds").
+ * runner.log "expect R ok|fail TEXT" lines are the scenario's expectations of
+ * the tool; a failed one counts (expect_fail) and fails the check.
  */
 #define _GNU_SOURCE
 #include "checker.h"
@@ -71,6 +77,8 @@ typedef struct term {
     char key[KEYMAX];
     int64_t start, end;
     char how[40]; /* what ended it */
+    bool job;     /* an `elector run` job's activity (fault-job), not a belief */
+    int nproc, nended; /* job: processes seen (jstart), ended by themselves (jend) */
 } term;
 
 typedef struct cwrite { /* a candidate's fenced write or guarded Txn */
@@ -104,6 +112,7 @@ typedef struct round_ {
     int r;
     int64_t tf, th, te;
     int64_t qb, qe; /* no quorum in between: nobody may be elected */
+    int64_t bound_ms; /* this round's liveness bound (heal ... bound_ms=N), 0: the run's */
     char desc[160];
 } round_;
 
@@ -232,6 +241,7 @@ static int read_runner(ctx *c)
                 snprintf(rd->desc, sizeof rd->desc, "%s", rest + n);
             } else if (word[0] == 'h') {
                 rd->th = t;
+                rd->bound_ms = kv_num(line, "bound_ms", 0);
             } else {
                 rd->te = t;
             }
@@ -243,6 +253,16 @@ static int read_runner(ctx *c)
             round_ *rd = round_get(c, r);
             if (word[6] == 'b') rd->qb = t;
             else rd->qe = t;
+        } else if (!strcmp(word, "expect")) {
+            char res[8] = "";
+            int r;
+            if (sscanf(rest, "%d %7s", &r, res) != 2) continue;
+            if (!strcmp(res, "ok")) {
+                c->r->expect_ok++;
+            } else {
+                c->r->expect_fail++;
+                say(c, "VIOLATION expectation: %s", line);
+            }
         } else if (!strcmp(word, "stuck")) {
             c->r->liveness++;
             say(c, "VIOLATION liveness: %s", line);
@@ -277,8 +297,85 @@ static void end_term(term *tm, int64_t t, const char *how)
     }
 }
 
+/* The job of an `elector run` candidate (fault-job's lines, see job.c). Its term
+ * is its activity: from the main process's start to the last moment any process
+ * of its tree is known to have acted (a line written, a fenced write's reply
+ * received). A tree that is killed acts no more; a tree still alive acts every
+ * ~20 ms. */
+typedef struct jproc {
+    int pid;
+    size_t term; /* index in c->terms */
+} jproc;
+
+static term *job_term(ctx *c, int id, int64_t token)
+{
+    for (size_t i = c->terms.n; i-- > 0;)
+        if (c->terms.v[i].job && c->terms.v[i].cand == id && c->terms.v[i].token == token)
+            return &c->terms.v[i];
+    return NULL;
+}
+
+static void job_touch(term *tm, int64_t t)
+{
+    if (t > tm->end) tm->end = t;
+}
+
+static void job_line(ctx *c, int id, int64_t t, const char *word, const char *rest,
+                     jproc *procs, int *nprocs)
+{
+    int pid = 0;
+    long long token = 0;
+    char role[16] = "", key[KEYMAX] = "";
+    if (!strcmp(word, "jstart")) {
+        if (sscanf(rest, "%d %15s %lld %199s", &pid, role, &token, key) < 4) return;
+        term *tm = job_term(c, id, token);
+        if (!strcmp(role, "main")) {
+            if (tm) {
+                say(c, "ANOMALY cand %d: a second job main with token %lld", id, token);
+            } else {
+                term nt = {.cand = id, .token = token, .start = t, .end = t, .job = true};
+                snprintf(nt.key, sizeof nt.key, "%s", key);
+                snprintf(nt.how, sizeof nt.how, "job");
+                PUSH(c->terms, nt);
+                tm = &c->terms.v[c->terms.n - 1];
+            }
+        }
+        if (!tm) {
+            say(c, "ANOMALY cand %d: job process %d (%s) of token %lld without a main", id,
+                pid, role, token);
+            return;
+        }
+        tm->nproc++;
+        job_touch(tm, t);
+        if (*nprocs < 64) procs[(*nprocs)++] = (jproc){pid, (size_t)(tm - c->terms.v)};
+        return;
+    }
+    if (sscanf(rest, "%d", &pid) != 1) return;
+    term *tm = NULL;
+    for (int i = 0; i < *nprocs; i++)
+        if (procs[i].pid == pid) tm = &c->terms.v[procs[i].term];
+    if (!tm) return;
+    job_touch(tm, t);
+    if (!strcmp(word, "jw")) {
+        /* T jw PID ROLE TOKEN SEQ RES [MAX] T_DONE: acted until the reply */
+        const char *sp = strrchr(rest, ' ');
+        if (sp) job_touch(tm, strtoll(sp + 1, NULL, 10));
+    } else if (!strcmp(word, "jend")) {
+        tm->nended++;
+    } else if (!strcmp(word, "jbusy")) {
+        /* the kernel's account: another job's tree held the lock at our start */
+        c->r->overlaps++;
+        say(c, "VIOLATION overlap of job trees: cand %d's job (token %" PRId64 ") started at "
+               "%+.6fs while a process of another job's tree was still alive (the job lock "
+               "was held)",
+            id, tm->token, rel(c, tm->start));
+    }
+}
+
 static void read_candidate(ctx *c, int id, const char *path)
 {
+    jproc procs[64];
+    int nprocs = 0;
     char *buf = fu_read_file(path, NULL), *p = buf, *line;
     if (!buf) {
         c->r->errors++;
@@ -297,7 +394,9 @@ static void read_candidate(ctx *c, int id, const char *path)
         const char *rest = line + off;
         if (!t_start) t_start = t;
         t_last = t;
-        if (!strcmp(word, "elected")) {
+        if (word[0] == 'j') {
+            job_line(c, id, t, word, rest, procs, &nprocs);
+        } else if (!strcmp(word, "elected")) {
             if (sscanf(rest, "%lld %199s", &token, key) < 1) continue;
             if (open && open->end == NEVER) {
                 end_term(open, t, "elected-again");
@@ -346,6 +445,12 @@ static void read_candidate(ctx *c, int id, const char *path)
     for (size_t i = 0; i < c->terms.n; i++) {
         term *tm = &c->terms.v[i];
         if (tm->cand != id) continue;
+        if (tm->job) {
+            /* elector's death does not end its job: the job's own lines do */
+            snprintf(tm->how, sizeof tm->how, "%s",
+                     tm->nended >= tm->nproc ? "job:exited" : "job:killed");
+            continue;
+        }
         if (d != NEVER && d >= tm->start) end_term(tm, d, "death");
         if (tm->end == NEVER) end_term(tm, c->teardown, "teardown");
     }
@@ -814,10 +919,11 @@ static void check_rounds(ctx *c)
 {
     fc_result *r = c->r;
     r->bound_ms = c->bound_ms;
-    int64_t bound = c->bound_ms * 1000000;
     for (size_t k = 0; k < c->rounds.n; k++) {
         round_ *rd = &c->rounds.v[k];
         if (!rd->tf) continue;
+        int64_t bound_ms = rd->bound_ms > 0 ? rd->bound_ms : c->bound_ms;
+        int64_t bound = bound_ms * 1000000;
         if (!rd->th) rd->th = rd->tf;
         if (!rd->te) rd->te = c->teardown != NEVER ? c->teardown : rd->th + bound;
         r->rounds++;
@@ -854,7 +960,7 @@ static void check_rounds(ctx *c)
                            "%.0f ms after max(gap start, heal at %+.3fs) > bound %" PRId64 " ms",
                         rd->r, rd->desc, rel(c, lo), rel(c, hi),
                         hi == rd->te ? " (round end)" : "", (double)(hi - from) / 1e6,
-                        rel(c, rd->th), c->bound_ms);
+                        rel(c, rd->th), bound_ms);
                 }
                 if (gl < sizeof gaps - 40)
                     gl += (size_t)snprintf(gaps + gl, sizeof gaps - gl, " [%+.3f,%+.3f)",
@@ -957,5 +1063,5 @@ int fc_check(const char *dir, const fc_opts *o, fc_result *r, FILE *report)
     free(c->gap_lo.v);
     free(c->gap_hi.v);
     free(c);
-    return fc_safety(r) + r->liveness + r->errors;
+    return fc_safety(r) + r->liveness + r->expect_fail + r->errors;
 }

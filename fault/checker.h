@@ -5,7 +5,8 @@
  *
  *   runner.log     what the runner did: config, spawn/death of candidates,
  *                  fault/heal/endround marks per round, teardown
- *   cand-N.log     each candidate's beliefs and writes (see candidate.c)
+ *   cand-N.log     each candidate's beliefs and writes (see candidate.c), or, for
+ *                  `elector run` candidates, its command's tree's activity (job.c)
  *   resource.log   each write that reached the fenced resource (see resource.c)
  *   history.jsonl  etcd's own history of the scenario's keys: the output of
  *                  `etcdctl watch --prefix PREFIX --rev=START -w json`
@@ -69,6 +70,9 @@ typedef struct fc_result {
     /* memory of candidates (RSS from their logs) */
     int nrss;
     fc_rss rss[4096];
+    /* what a scenario expects of the tool beyond safety and liveness (runner.log
+     * "expect R ok|fail TEXT": an exit status, a lease released by the guard) */
+    int expect_ok, expect_fail;
     int errors; /* unreadable or malformed inputs */
 } fc_result;
 

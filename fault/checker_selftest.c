@@ -82,7 +82,25 @@ enum {
     OUTSIDE = 64,      /* cand 0 writes after its term ended */
     PHANTOM = 128,     /* a txn reported ok that etcd never stored */
     NOQUORUM = 256,    /* an election inside a no-quorum window */
+    RUN = 512,         /* candidates are `elector run` jobs (fault-job lines) */
+    RAFTBOUND = 2048,  /* the round's heal carries its own, larger bound (6 s) */
+    BUSY = 1024,       /* RUN: cand 1's job found the job lock taken (a silent
+                          process of cand 0's tree was still alive) */
 };
+
+/* cand 0's job (token 10): main, worker and escapee from 2.0; main and worker
+ * end on SIGTERM at 2.95; the escapee is SIGKILLed after its last fenced write
+ * at 2.98, whose reply came at 2.99: the tree acted until 2.99. */
+static void job0(FILE *f, const char *E)
+{
+    fprintf(f, "%lld jstart 200 main 10 %s/a 150 200 150\n", T(2), E);
+    fprintf(f, "%lld jstart 201 worker 10 %s/a 200 200 150\n", T(2.001), E);
+    fprintf(f, "%lld jstart 202 escapee 10 %s/a 201 202 202\n", T(2.002), E);
+    fprintf(f, "%lld jw 200 main 10 4 ok %lld\n", T(2.1), T(2.1001));
+    fprintf(f, "%lld jterm 200 main\n%lld jend 200 main term\n", T(2.95), T(2.9501));
+    fprintf(f, "%lld jterm 201 worker\n%lld jend 201 worker term\n", T(2.95), T(2.9502));
+    fprintf(f, "%lld jw 202 escapee 10 6 ok %lld\n", T(2.98), T(2.99));
+}
 
 static void make_case(const char *name, int flaw, char *dir, size_t cap)
 {
@@ -94,13 +112,36 @@ static void make_case(const char *name, int flaw, char *dir, size_t cap)
                "history_from=10 seed=1\n",
             T(1), name, E, K);
     fprintf(f, "%lld spawn 0 100\n%lld spawn 1 101\n", T(1), T(1));
-    fprintf(f, "%lld fault 1 SIGTERM leader\n%lld heal 1 resigning\n", T(3), T(3));
+    fprintf(f, "%lld fault 1 SIGTERM leader\n%lld heal 1 %sresigning\n", T(3), T(3),
+            flaw & RAFTBOUND ? "bound_ms=6000 " : "");
     if (flaw & NOQUORUM) fprintf(f, "%lld quiet_begin 1\n%lld quiet_end 1\n", T(3.05), T(3.5));
     double e1 = flaw & LIVENESS ? 8.2 : 3.2;
     fprintf(f, "%lld endround 1\n", T(e1 + 1));
     fprintf(f, "%lld teardown\n", T(e1 + 2));
     fclose(f);
 
+    if (flaw & RUN) {
+        /* cand 1's job: token 12 from s1 (before cand 0's tree ended: overlap) */
+        double s1 = flaw & OVERLAP ? 2.9 : e1;
+        f = open_in(dir, "cand-0.log");
+        job0(f, E);
+        fclose(f);
+        f = open_in(dir, "cand-1.log");
+        fprintf(f, "%lld jstart 300 main 12 %s/b 250 300 250\n", T(s1), E);
+        if (flaw & BUSY)
+            fprintf(f, "%lld jbusy 300 main 12\n%lld jlocked 300 main 12\n", T(s1 + 0.001),
+                    T(s1 + 0.002));
+        fprintf(f, "%lld jstart 301 worker 12 %s/b 300 300 250\n", T(s1 + 0.003), E);
+        fprintf(f, "%lld jw 300 main 12 4 ok %lld\n", T(s1 + 0.1), T(s1 + 0.11));
+        fprintf(f, "%lld jw 301 worker 12 5 ok %lld\n", T(e1 + 0.5), T(e1 + 0.51));
+        fclose(f);
+        f = open_in(dir, "resource.log");
+        fprintf(f, "%lld A 10 1 0\n", T(2.1));
+        if (flaw & STALE) fprintf(f, "%lld A 10 9 0\n", T(s1 + 0.05));
+        fprintf(f, "%lld A 12 4 1\n", T(s1 + 0.1));
+        fclose(f);
+        goto history;
+    }
     /* cand 0: token 10, term [2, 3) */
     f = open_in(dir, "cand-0.log");
     fprintf(f, "%lld start 100 0\n", T(1.1));
@@ -130,6 +171,7 @@ static void make_case(const char *name, int flaw, char *dir, size_t cap)
     if (flaw & OUTSIDE) fprintf(f, "%lld R 10 2 0 12\n", T(3.1));
     fclose(f);
 
+history:
     f = open_in(dir, "history.jsonl");
     char ka[64], kb[64];
     snprintf(ka, sizeof ka, "%s/a", E);
@@ -160,7 +202,7 @@ static void expect(const char *name, int flaw, int (*get)(const fc_result *), in
     bool ok = rc >= 0 && got >= want_min && got <= want_max;
     /* flawless parts must stay clean: only the planted flaw may count */
     int total = fc_safety(&r) + r.liveness;
-    if (flaw == OK && total != 0) ok = false;
+    if ((flaw == OK || flaw == RUN) && total != 0) ok = false;
     printf("%-4s %-12s got %d (want %d..%d), all violations %d\n", ok ? "ok" : "FAIL", name,
            got, want_min, want_max, total);
     if (!ok) {
@@ -193,10 +235,17 @@ int main(void)
     expect("order", ORDER, g_stale, 1, 2);
     expect("guard", GUARD, g_guard, 1, 2);
     expect("liveness", LIVENESS, g_live, 1, 1);
+    expect("round-bound", LIVENESS | RAFTBOUND, g_live, 0, 0);
     expect("not-leader", NOT_LEADER, g_nl, 1, 1);
     expect("outside", OUTSIDE, g_out, 1, 1);
     expect("phantom", PHANTOM, g_phantom, 1, 1);
     expect("no-quorum", NOQUORUM, g_noq, 1, 1);
+    /* `elector run` candidates: the job trees' activity is what is judged */
+    expect("run-clean", RUN, g_all, 0, 0);
+    expect("run-rounds", RUN, g_fail, 1, 1);
+    expect("run-overlap", RUN | OVERLAP, g_overlap, 1, 1);
+    expect("run-busy", RUN | BUSY, g_overlap, 1, 1);
+    expect("run-stale", RUN | STALE, g_stale, 1, 1);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
     if (failures == 0 && system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", root);

@@ -31,6 +31,19 @@ typedef struct fr_cand {
     char endpoint[128];
     int nelected;
     int64_t stall_at, stall_done; /* --stall-*: its stall began / its stalled write done */
+    /* `elector run` candidates (fr_world.run): pid is elector's, also its process
+     * group; the job's lines are in log_path, elector's stderr in err_path */
+    char err_path[600];
+    off_t err_off;
+    char err_part[512];
+    size_t err_plen;
+    pid_t job_pid, guard_pid;   /* from the job main's "jstart" (guard = its parent) */
+    pid_t escapee_pid;          /* the job's descendant outside its process group */
+    int64_t job_term_at;        /* the job main's SIGTERM ("jterm"), 0 if none */
+    int64_t job_start, job_last; /* job main's start, last line of any of its tree */
+    int64_t elected_ns;          /* elector's own "elected" event (mono_ns) */
+    int status;                  /* wait status once reaped */
+    bool reaped;
 } fr_cand;
 
 typedef struct fr_world fr_world;
@@ -45,6 +58,7 @@ struct fr_world {
     int64_t recorder_restart_at;
     const char *cand_args; /* extra candidate options of the scenario */
     bool slow;
+    bool run; /* candidates are `elector run ... -- fault-job` processes */
     char res_sock[512];
     int64_t history_from;
     fr_cand c[FR_MAX_CANDS];
@@ -89,6 +103,8 @@ void fr_log(fr_world *w, const char *fmt, ...) __attribute__((format(printf, 2, 
 void fr_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void fr_mark_fault(fr_world *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void fr_mark_heal(fr_world *w, const char *what);
+/* ... with this round's own liveness bound (a fault whose recovery etcd slows) */
+void fr_mark_heal_bound(fr_world *w, const char *what, int64_t bound_ms);
 void fr_mark_end(fr_world *w);
 void fr_quiet(fr_world *w, bool begin); /* no term may start inside (no quorum) */
 
@@ -101,6 +117,8 @@ void fr_sleep_until(fr_world *w, int64_t t);
 int fr_spawn(fr_world *w, bool netns); /* index, or -1 */
 int fr_replace(fr_world *w, int i);    /* a new candidate where i was (netns too) */
 void fr_signal(fr_world *w, int i, int sig);
+void fr_signal_group(fr_world *w, int i, int sig); /* to elector's process group */
+int fr_reap_wait(fr_world *w, int i, int timeout_ms); /* wait for its exit: 0, or -1 */
 void fr_kill(fr_world *w, int i);               /* SIGKILL + reap */
 void fr_term(fr_world *w, int i, int wait_ms);  /* SIGTERM, wait, SIGKILL if needed */
 int fr_leader(fr_world *w);                     /* live, running leader, or -1 */
@@ -130,6 +148,8 @@ typedef struct fr_scenario {
     int rounds;  /* 0: --rounds */
     const char *cand_args; /* extra fault-candidate options, space separated */
     bool slow;             /* candidates reach etcd through the delaying proxy */
+    bool run;              /* `elector run` candidates; cand_args go to fault-job */
+    bool optional;         /* run only when named in --scenarios */
     int (*round)(fr_world *w, int r); /* 0 ok, -1 could not run the round */
 } fr_scenario;
 

@@ -4,13 +4,16 @@
 #
 #   scripts/bench.sh            full run (about 7 minutes on 2 cores)
 #   scripts/bench.sh --quick    fewer rounds (about 2 minutes)
-#   scripts/bench.sh --only graceful,crash,herd,footprint,range,many
+#   scripts/bench.sh --only graceful,crash,runcrash,herd,footprint,range,many
 #
 # Installs what is missing (scripts/deps.sh), builds into build-bench/
 # (RelWithDebInfo), starts a private 3-member etcd cluster on free loopback ports
 # with data in a temporary directory, runs:
 #   graceful   leader resigns (SIGTERM/SIGINT): elector vs `etcdctl elect`, + one Put
 #   crash      leader SIGKILLed, TTL 2 s: elector vs `etcdctl lock --ttl 2`
+#   runcrash   `elector run` leader SIGKILLed (host alive), TTL 5 s, 10 rounds:
+#              SIGKILL -> the successor's command's first line, vs
+#              `etcdctl lock --ttl 5 NAME CMD` (which waits for the TTL)
 #   herd       N waiting candidates: etcd requests per leadership change and
 #              failover latency, elector vs the naive design (bench/herd.c)
 #   footprint  RSS, threads, idle CPU of a waiting candidate: elector vs etcdctl
@@ -28,7 +31,8 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 QUICK=0
-ONLY=graceful,crash,herd,footprint,range,many
+ALL_BENCHES=graceful,crash,runcrash,herd,footprint,range,many
+ONLY=$ALL_BENCHES
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) QUICK=1 ;;
@@ -49,6 +53,7 @@ else
     FOOT_IDLE=10 RANGE_R=5 RANGE_N=2000 MANY_COUNTS="1 100 10000" MANY_IDLE=10 PUT_N=1000
 fi
 TTL_CRASH=2
+RUNCRASH_ROUNDS=10 TTL_RUNCRASH=5
 
 scripts/deps.sh
 echo "== building build-bench (RelWithDebInfo)"
@@ -186,6 +191,22 @@ if want crash; then
     SUM=$RES/sum-crash.txt
     "${PB[@]}" crash "${COMMON[@]}" --rounds "$CRASH_ROUNDS" --ttl "$TTL_CRASH"
 fi
+if want runcrash; then
+    echo "== \`elector run\` leader SIGKILLed, host alive (TTL ${TTL_RUNCRASH}s): $RUNCRASH_ROUNDS rounds each"
+    SUM=$RES/sum-runcrash.txt
+    {
+        echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+        echo "loadavg_at_start=$(cut -d' ' -f1-3 /proc/loadavg)"
+        echo "other_etcd_processes=$(($(pgrep -xc etcd || true) - 3))"
+        echo "raft_leader=$RAFT_LEADER"
+        echo "client_endpoint=$EP_NAME"
+        echo "elector_commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD -- src include tool 2>/dev/null || echo +dirty)"
+        echo "rounds=$RUNCRASH_ROUNDS"
+        echo "ttl_s=$TTL_RUNCRASH"
+    } >"$RES/env-runcrash.txt"
+    "${PB[@]}" runcrash "${COMMON[@]}" --rounds "$RUNCRASH_ROUNDS" --ttl "$TTL_RUNCRASH"
+    echo "loadavg_at_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RES/env-runcrash.txt"
+fi
 if want herd; then
     echo "== thundering herd: N = $HERD_NS, $HERD_CHANGES leadership changes each"
     SUM=$RES/sum-herd.txt
@@ -221,7 +242,10 @@ echo "loadavg_at_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RES/env.txt"
 # Raw results into the repository (a partial run with --only replaces only the
 # files of what it ran), then the report.
 mkdir -p "$ROOT/bench/results"
-if [ "$ONLY" = graceful,crash,herd,footprint,range,many ]; then rm -f "$ROOT"/bench/results/*.txt; fi
+if [ "$ONLY" = "$ALL_BENCHES" ]; then rm -f "$ROOT"/bench/results/*.txt; fi
+# A partial run keeps the full run's env.txt (the conditions of the other
+# sections); what it ran carries its own conditions where it writes them.
+if [ "$ONLY" != "$ALL_BENCHES" ] && [ -f "$ROOT/bench/results/env.txt" ]; then rm -f "$RES/env.txt"; fi
 cp "$RES"/*.txt "$ROOT/bench/results/"
 rm -f "$ROOT/bench/results/children.log"
 bench/report.sh "$ROOT/bench/results" "$ROOT/bench"
