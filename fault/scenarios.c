@@ -567,11 +567,13 @@ static int run_leader(fr_world *w)
     return l;
 }
 
-/* Did the guard of cand i say that it released the lease (its stderr)? */
+/* Did the guard of cand i revoke the lease (its stderr: "guard: ... revoking
+ * lease L", and no "could not be revoked" after it)? */
 static bool guard_released(fr_world *w, int i)
 {
     char *s = fu_read_file(w->c[i].err_path, NULL);
-    bool yes = s && strstr(s, "guard: ") && strstr(s, " released");
+    bool yes = s && strstr(s, "guard: ") && strstr(s, " revoking lease ") &&
+               !strstr(s, "could not be revoked");
     free(s);
     return yes;
 }
