@@ -496,3 +496,30 @@ TEST(run_reports_126_for_a_command_that_cannot_be_executed)
     free(dir);
     eh_stop(c);
 }
+
+/* SIGTERM to elector (a service manager stopping it) is relayed; a command that
+ * ignores it is killed grace later, not left running while elector keeps its
+ * lease alive. */
+TEST_WITH_TIMEOUT(sigterm_to_elector_kills_a_command_that_ignores_it_after_grace, 60)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("ign");
+    const char *job = ticking_job(dir);
+    pid_t e = spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl", "10",
+                                                "--grace", "1s", "run", "ign", "--", "sh", job,
+                                                NULL});
+    pid_t pids[8];
+    int np = read_pids(dir, pids, 8);
+    ASSERT_EQ(3, np);
+    double t0 = tl_now();
+    ASSERT_OK(kill(e, SIGTERM));
+    int rc = wait_exit(e, 8);
+    tl_log("elector exited %d %.0f ms after SIGTERM (grace 1 s, TTL 10 s)", rc,
+           (tl_now() - t0) * 1e3);
+    ASSERT_EQ(128 + SIGKILL, rc); /* the command's status: it had to be killed */
+    ASSERT_LT(tl_now() - t0, 3.0);
+    ASSERT(!any_alive(pids, np));
+    kill_pids(pids, np);
+    free(dir);
+    eh_stop(c);
+}

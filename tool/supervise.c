@@ -313,9 +313,11 @@ static void guard_apply(struct guard *g, const struct msg *m)
         if (at < g->kill_at) g->kill_at = at;
         break;
     case M_SIGNAL:
+        /* A relayed stop: the command gets grace to end, then the tree dies. */
         stop_for(g, TOOL_CHILD_STOPPED);
         if (m->value == SIGKILL) g->kill_at = 0;
         else kill(-g->cmd, (int)m->value);
+        if (now + g->grace < g->kill_at) g->kill_at = now + g->grace;
         break;
     }
 }

@@ -75,7 +75,8 @@ void tool_child_deadline(tool_child *c, int64_t deadline_ns);
  * kill_at_ns (or at the deadline, whichever comes first). */
 void tool_child_stop(tool_child *c, int64_t kill_at_ns);
 
-/* Forwards a signal to the command's process group (SIGKILL: to the whole tree). */
+/* Forwards a signal to the command's process group (SIGKILL: to the whole tree);
+ * the tree is killed grace later if it is still there. */
 void tool_child_signal(tool_child *c, int sig);
 
 /* A descriptor that becomes readable when the guard has news (poll it). */
