@@ -781,7 +781,7 @@ static int r_run_deadline(fr_world *w, int r)
     return 0;
 }
 
-/* The lease released before the tree is reaped (opt-in: run it by name). The
+/* The lease released before the tree is reaped (in the default run). The
  * leader's elector alone is frozen (its guard is not) until just after its
  * deadline: it resumes with its connection to etcd intact and its session past
  * the deadline. The job ignores SIGTERM, and its escapee holds 1 GiB, so after the
@@ -876,9 +876,9 @@ const fr_scenario fr_scenarios[] = {
     {.name = "run-deadline", .ncand = 2, .netns = true, .run = true, .rounds = 2,
      .cand_args = "--ignore-term", .round = r_run_deadline,
      .what = "run: leader cut off (netns), job ignores SIGTERM: SIGKILLed at the deadline"},
-    {.name = "run-deadline-revoke", .ncand = 3, .run = true, .rounds = 3, .optional = true,
+    {.name = "run-deadline-revoke", .ncand = 3, .run = true, .rounds = 2,
      .cand_args = "--ignore-term --hold-mb 1024", .round = r_run_deadline_revoke,
-     .what = "run (opt-in): elector resumes just past its deadline, tree slow to die: "
+     .what = "run: elector resumes just past its deadline, tree slow to die: "
              "is the lease released before the tree is reaped?"},
 };
 const int fr_nscenarios = (int)(sizeof fr_scenarios / sizeof fr_scenarios[0]);
