@@ -7,7 +7,7 @@
 # each libFuzzer target runs for 20 seconds, and the fault-injection suite
 # (scripts/fault.sh, docs/FAULTS.md) runs every scenario 3 times.
 #
-#   ./scripts/test.sh            everything (about 12 minutes on 2 cores)
+#   ./scripts/test.sh            everything (about 20 minutes on 2 cores)
 #   ELECTOR_SKIP_ASAN=1 ./scripts/test.sh     skip the sanitizer pass
 #   ./scripts/test.sh -R election              only tests whose name matches
 set -euo pipefail
