@@ -1,8 +1,10 @@
 /* Helpers shared by the tests that run the elector tool as a process. */
 #define _GNU_SOURCE
 #include "tool_util.h"
+#include "json_check.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,8 +32,22 @@ int tool(char **out, char **err, const char *const args[])
     int n = 1;
     for (int i = 0; args[i]; i++) argv[n++] = args[i];
     argv[n] = NULL;
-    tl_run_opts o = {.err = err, .timeout_s = 30};
-    return tl_run_ex(out, argv, &o);
+    char *e = NULL;
+    tl_run_opts o = {.err = &e, .timeout_s = 30};
+    int rc = tl_run_ex(out, argv, &o);
+    if (out) json_check_text(*out);
+    json_check_text(e);
+    if (err) *err = e;
+    else {
+        if (e && *e) fputs(e, stderr);
+        free(e);
+    }
+    return rc;
+}
+
+static void check_line(const char *line)
+{
+    json_check_text(line);
 }
 
 /* Starts elector in the background; its stdout lines are read with
@@ -46,6 +62,7 @@ void tool_bg(eu_child *ch, const char *const args[])
     pid_t pid = tl_spawn(argv, &fd);
     ASSERT_GT(pid, 0);
     eu_child_wrap(ch, pid, fd);
+    ch->on_line = check_line;
 }
 
 /* Waits for a background elector to exit; returns its exit status. */
@@ -56,6 +73,17 @@ int tool_wait(eu_child *ch, double timeout_s)
     while (waitpid(ch->pid, &st, WNOHANG) == 0) {
         if (tl_now() > end) return -1;
         tl_msleep(20);
+    }
+    /* What it wrote and nobody read yet is checked too. */
+    if (ch->on_line) {
+        ssize_t n;
+        fcntl(ch->fd, F_SETFL, O_NONBLOCK); /* a descendant may hold the pipe open */
+        while (ch->len < sizeof(ch->buf) - 1 &&
+               (n = read(ch->fd, ch->buf + ch->len, sizeof(ch->buf) - 1 - ch->len)) > 0)
+            ch->len += (size_t)n;
+        ch->buf[ch->len] = 0;
+        json_check_text(ch->buf);
+        ch->len = 0;
     }
     close(ch->fd);
     ch->pid = 0;
