@@ -489,3 +489,10 @@ TEST(base64_encodes_and_decodes)
         free(b);
     }
 }
+
+TEST(insecure_transport_false_puts_tls_on_endpoints_without_scheme)
+{
+    char *s = tool_endpoints_https("a:1,http://b:2,https://c:3,d:4");
+    ASSERT_STREQ("https://a:1,http://b:2,https://c:3,https://d:4", s);
+    free(s);
+}

@@ -17,35 +17,14 @@ int64_t app_request_ms(const tool_opts *o)
     return app_dial_ms(o) + (o->command_timeout_ms ? o->command_timeout_ms : 2000);
 }
 
-/* --insecure-transport=false: endpoints without a scheme use TLS. */
-static char *with_https(const char *eps)
-{
-    size_t n = strlen(eps), parts = 1;
-    for (const char *p = eps; *p; p++)
-        parts += *p == ',';
-    char *out = malloc(n + parts * 8 + 1), *o = out;
-    if (!out) return NULL;
-    for (const char *p = eps;;) {
-        size_t len = strcspn(p, ",");
-        bool scheme = memmem(p, len, "://", 3) != NULL;
-        if (!scheme && len) o = stpcpy(o, "https://");
-        memcpy(o, p, len);
-        o += len;
-        if (!p[len]) break;
-        *o++ = ',';
-        p += len + 1;
-    }
-    *o = 0;
-    return out;
-}
-
 elector_etcd *app_make_client(const tool_opts *o, const tool_creds *c)
 {
     elector_etcd_config cfg;
     elector_etcd_config_init(&cfg);
     char *eps = NULL;
     if (o->endpoints) cfg.endpoints = o->endpoints;
-    if (!o->insecure_transport && (eps = with_https(cfg.endpoints))) cfg.endpoints = eps;
+    if (!o->insecure_transport && (eps = tool_endpoints_https(cfg.endpoints)))
+        cfg.endpoints = eps;
     cfg.cacert = o->cacert;
     cfg.cert = o->cert;
     cfg.key = o->key;

@@ -657,6 +657,28 @@ int tool_parse_args_env(int argc, char **argv, tool_getenv_fn env, tool_opts *o,
     return rc;
 }
 
+/* --insecure-transport=false: endpoints without a scheme use TLS. */
+char *tool_endpoints_https(const char *eps)
+{
+    size_t n = strlen(eps), parts = 1;
+    for (const char *p = eps; *p; p++)
+        parts += *p == ',';
+    char *out = malloc(n + parts * 8 + 1), *o = out;
+    if (!out) return NULL;
+    for (const char *p = eps;;) {
+        size_t len = strcspn(p, ",");
+        bool scheme = memmem(p, len, "://", 3) != NULL;
+        if (!scheme && len) o = stpcpy(o, "https://");
+        memcpy(o, p, len);
+        o += len;
+        if (!p[len]) break;
+        *o++ = ',';
+        p += len + 1;
+    }
+    *o = 0;
+    return out;
+}
+
 static const char *real_getenv(const char *name)
 {
     return getenv(name);

@@ -110,6 +110,10 @@ int tool_parse_args_env(int argc, char **argv, tool_getenv_fn env, tool_opts *o,
 /* The same with the process environment (getenv). */
 int tool_parse_args(int argc, char **argv, tool_opts *o, char *err, size_t cap);
 
+/* --insecure-transport=false: the endpoint list with https:// before every
+ * endpoint that has no scheme (malloc'd; NULL when out of memory). */
+char *tool_endpoints_https(const char *eps);
+
 /* The command's name ("run"), or NULL for CMD_NONE. */
 const char *tool_cmd_name(enum tool_cmd c);
 

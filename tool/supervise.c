@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "elector/etcd.h" /* elector_now_ns(): the deadline clock */
+#include "log.h"
 
 extern char **environ;
 
@@ -270,7 +271,7 @@ static void exec_command(const tool_child_spec *sp, pid_t guard, int go)
         putenv(sp->env_add[i]);
     execvp(sp->argv[0], sp->argv);
     int e = errno;
-    fprintf(stderr, "elector: cannot run '%s': %s\n", sp->argv[0], strerror(e));
+    tool_log(LOG_ERROR, "cannot run '%s': %s", sp->argv[0], strerror(e));
     _exit(e == ENOENT ? 127 : 126); /* as shells do */
 }
 
