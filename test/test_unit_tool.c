@@ -496,3 +496,89 @@ TEST(insecure_transport_false_puts_tls_on_endpoints_without_scheme)
     ASSERT_STREQ("https://a:1,http://b:2,https://c:3,https://d:4", s);
     free(s);
 }
+
+/* ---------------------------------------------------------------- documentation */
+
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    ASSERT_NOT_NULL(f);
+    char *buf = NULL;
+    size_t len = 0, k;
+    char tmp[8192];
+    while ((k = fread(tmp, 1, sizeof(tmp), f)) > 0) {
+        buf = realloc(buf, len + k + 1);
+        memcpy(buf + len, tmp, k);
+        len += k;
+        buf[len] = 0;
+    }
+    fclose(f);
+    return buf;
+}
+
+#include "help.h"
+
+/* Every option the parser takes is in the man page (OPTIONS), in the help and
+ * in the bash completion; every variable in the man page (ENVIRONMENT). */
+TEST(every_option_and_variable_is_documented)
+{
+    char *man = read_all(ELECTOR_DOCS_DIR "/elector.1");
+    char *comp = read_all(ELECTOR_DOCS_DIR "/../tool/elector.bash-completion");
+    static const enum tool_cmd cmds[] = {CMD_NONE, CMD_CAMPAIGN, CMD_OBSERVE, CMD_LEADER,
+                                         CMD_RUN, CMD_LOCK};
+    const char *name;
+    char shrt;
+    int env, n = 0;
+    for (int i = 0; (name = tool_option_name(i, &shrt, &env)); i++, n++) {
+        char roff[96], plain[96], var[96];
+        size_t k = (size_t)snprintf(roff, sizeof(roff), "\\-\\-");
+        for (const char *p = name; *p; p++)
+            k += (size_t)snprintf(roff + k, sizeof(roff) - k, *p == '-' ? "\\-" : "%c", *p);
+        snprintf(plain, sizeof(plain), "--%s", name);
+        tl_log("%s (env %d)", plain, env);
+        ASSERT_CONTAINS(man, roff);
+        bool refused = strstr(name, "discovery") != NULL;
+        if (!refused) {
+            bool in_help = false;
+            for (size_t c = 0; c < sizeof(cmds) / sizeof(cmds[0]); c++)
+                in_help |= strstr(tool_help(cmds[c]), plain) != NULL;
+            ASSERT(in_help);
+            char quoted[100];
+            snprintf(quoted, sizeof(quoted), "%s ", plain);
+            ASSERT(strstr(comp, quoted) || strstr(comp, plain));
+        }
+        if (env) {
+            snprintf(var, sizeof(var), "%s", env == 2 ? "ETCDCTL_" : "ELECTOR_");
+            size_t v = strlen(var);
+            for (const char *p = name; *p && v + 1 < sizeof(var); p++)
+                var[v++] = *p == '-' ? '_' : (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+            var[v] = 0;
+            tl_log("  %s", var);
+            ASSERT_CONTAINS(man, var);
+        }
+    }
+    ASSERT_GT(n, 25);
+    ASSERT_CONTAINS(man, ".SH ENVIRONMENT");
+    ASSERT_CONTAINS(man, ".SH EXIT STATUS");
+    ASSERT_CONTAINS(man, ".SS The prefix rule");
+    free(man);
+    free(comp);
+}
+
+/* The completion script, sourced by bash: commands, options, values. */
+TEST(bash_completion_completes_commands_options_and_values)
+{
+    char script[2048];
+    snprintf(script, sizeof(script),
+             "source %s/../tool/elector.bash-completion\n"
+             "t() { COMP_WORDS=(\"$@\"); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); "
+             "COMPREPLY=(); _elector; echo \"${COMPREPLY[*]}\"; }\n"
+             "t elector l; t elector -w js; t elector campaign x --proc; "
+             "t elector --log-format j; t elector run x --res; t elector help ob; "
+             "t elector lock L --gr\n",
+             ELECTOR_DOCS_DIR);
+    char *out = NULL;
+    ASSERT_EQ(0, tl_run(&out, (const char *[]){"bash", "-c", script, NULL}));
+    ASSERT_STREQ("leader lock\njson\n--proclaim-stdin\njson\n--restart\nobserve\n--grace\n", out);
+    free(out);
+}

@@ -679,6 +679,14 @@ char *tool_endpoints_https(const char *eps)
     return out;
 }
 
+const char *tool_option_name(int i, char *shrt, int *env)
+{
+    if (i < 0 || i >= O_COUNT) return NULL;
+    if (shrt) *shrt = defs[i].shrt;
+    if (env) *env = defs[i].env;
+    return defs[i].name;
+}
+
 static const char *real_getenv(const char *name)
 {
     return getenv(name);

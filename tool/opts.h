@@ -114,6 +114,11 @@ int tool_parse_args(int argc, char **argv, tool_opts *o, char *err, size_t cap);
  * endpoint that has no scheme (malloc'd; NULL when out of memory). */
 char *tool_endpoints_https(const char *eps);
 
+/* The options, for documentation checks: the long name of option i (NULL past
+ * the last), its short letter (0: none), and whether it is read from
+ * ELECTOR_<NAME> (1) or from ELECTOR_<NAME> and ETCDCTL_<NAME> (2), or not (0). */
+const char *tool_option_name(int i, char *shrt, int *env);
+
 /* The command's name ("run"), or NULL for CMD_NONE. */
 const char *tool_cmd_name(enum tool_cmd c);
 
