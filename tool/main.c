@@ -307,6 +307,12 @@ int main(int argc, char **argv)
         return EXIT_OK;
     }
     tool_log_setup(o.log, o.log_format);
+    /* A malformed --http address is bad usage, found before anything starts (a
+     * port that cannot be had is found later: exit 1). */
+    if (o.http && tool_http_check_addr(o.http, err, sizeof(err))) {
+        tool_log(LOG_ERROR, "--http: %s", err);
+        return EXIT_USAGE;
+    }
     struct app a = {.o = &o, .sfd = -1, .stdout_tty = isatty(STDOUT_FILENO)};
     int rc = credentials(&a, argv);
     if (rc) return rc;
@@ -323,11 +329,6 @@ int main(int argc, char **argv)
                  "--insecure-skip-tls-verify: etcd's certificate is not checked; "
                  "anyone between here and etcd can pose as it and read the password. For "
                  "tests only");
-    if (o.http && tool_http_check_addr(o.http, err, sizeof(err))) {
-        tool_log(LOG_ERROR, "--http: %s", err);
-        tool_creds_free(&a.creds);
-        return EXIT_USAGE;
-    }
     log_config(&a);
     a.etcd = app_make_client(&o, &a.creds);
     if (!a.etcd) {
