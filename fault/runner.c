@@ -404,13 +404,14 @@ static const char *json_find(const char *line, const char *field, char *out, siz
     return out;
 }
 
-/* elector's own -w json events on its stderr: waiting (behind whom), elected. */
+/* elector's own -w json events on its stderr: waiting (behind whom: the
+ * predecessor; its key is our own), elected. */
 static void err_line(fr_cand *c, char *line)
 {
     if (line[0] != '{') return;
     char ev[32], key[FR_KEYMAX], mono[32];
     if (!json_find(line, "event", ev, sizeof ev)) return;
-    if (!strcmp(ev, "waiting") && json_find(line, "key", key, sizeof key)) {
+    if (!strcmp(ev, "waiting") && json_find(line, "predecessor", key, sizeof key)) {
         if (!c->leading) {
             c->waiting = true;
             snprintf(c->pred, sizeof c->pred, "%s", key);

@@ -246,6 +246,11 @@ int eu_child_expect(eu_child *ch, const char *prefix, char *line, size_t cap, in
         char *nl;
         while ((nl = memchr(ch->buf, '\n', ch->len))) {
             size_t n = (size_t)(nl - ch->buf);
+            if (ch->on_line) {
+                *nl = 0;
+                ch->on_line(ch->buf);
+                *nl = '\n';
+            }
             bool match = strncmp(ch->buf, prefix, strlen(prefix)) == 0;
             if (match) snprintf(line, cap, "%.*s", (int)n, ch->buf);
             memmove(ch->buf, nl + 1, ch->len - n - 1);

@@ -50,6 +50,7 @@ typedef struct eu_child {
     int fd;         /* read end: one event per line */
     char buf[4096];
     size_t len;
+    void (*on_line)(const char *line); /* optional: sees every line read */
 } eu_child;
 
 /* Forks a candidate campaigning for name with value. Its lines:

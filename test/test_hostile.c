@@ -989,10 +989,10 @@ TEST(tool_warns_about_exposed_secrets)
     run_tool(&r, 30, a1);
     tl_log("password file 0644, endpoint %s: exit %d: %s", ep, r.code, r.err);
     ASSERT_EQ(0, r.code);
-    ASSERT_CONTAINS(r.err, "warning: --password-file '");
+    ASSERT_CONTAINS(r.err, "warn elector: --password-file '");
     ASSERT_CONTAINS(r.err, "is accessible by group or others (mode 0644); chmod 600 it");
     if (alias) { /* sent in cleartext to a name that is not spelled as loopback */
-        ASSERT_CONTAINS(r.err, "warning: the password of 'root' goes in cleartext to");
+        ASSERT_CONTAINS(r.err, "warn elector: the password of 'root' goes in cleartext to");
         ASSERT_CONTAINS(r.err, ep);
     } else {
         tl_log("(no loopback alias for this host: the cleartext warning is unit-tested)");
@@ -1004,14 +1004,14 @@ TEST(tool_warns_about_exposed_secrets)
     snprintf(ep, sizeof(ep), "127.0.0.1:%d", s.port);
     run_tool(&r, 30, a1);
     ASSERT_EQ(0, r.code);
-    ASSERT(!strstr(r.err, "warning"));
+    ASSERT(!strstr(r.err, " warn elector: "));
     rr_free(&r);
 
     const char *a2[] = {"leader", "e", "--endpoints", "https://127.0.0.1:1", "--cacert", ca,
                         "--cert", cert, "--key", key, "--dial-timeout", "1s", NULL};
     run_tool(&r, 30, a2);
     tl_log("key 0644: exit %d: %s", r.code, r.err);
-    ASSERT_CONTAINS(r.err, "warning: --key '");
+    ASSERT_CONTAINS(r.err, "warn elector: --key '");
     ASSERT_CONTAINS(r.err, "(mode 0644)");
     rr_free(&r);
     hs_stop(&s);

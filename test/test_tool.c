@@ -61,6 +61,21 @@ TEST(bad_usage_gives_one_clear_line_and_exit_2)
         {{"campaign", "x", "--password-file", "/nonexistent/pw", NULL}, "/nonexistent/pw"},
         {{"campaign", "x", "--http", "nonsense:xx", "--endpoints", "127.0.0.1:1", NULL},
          "invalid HTTP address 'nonsense:xx'"},
+        /* etcdctl's forms (issue 13) */
+        {{"leader", "x", "--dial-timeout", "1m30", NULL}, "invalid duration '1m30'"},
+        {{"--discovery-srv", "example.com", "leader", "x", NULL}, "DNS discovery is not supported"},
+        {{"help", "dance", NULL}, "help: unknown command 'dance'"},
+        {{"lock", NULL}, "missing lock NAME"},
+        {{"lock", "L", "--", NULL}, "lock: missing command after '--'"},
+        {{"lock", "L", "--value", "v", NULL}, "--value is only for campaign and run"},
+        {{"leader", "x", "--user", "u:a", "--password", "b", NULL}, "the password is given twice"},
+        {{"leader", "x", "--user", ":pw", NULL}, "--user: the user name is empty"},
+        {{"leader", "x", "--keepalive", "1s", NULL}, "ambiguous option '--keepalive'"},
+        {{"leader", "x", "--log-format", "yaml", NULL}, "not one of text, json"},
+        {{"campaign", "x", "v", "--value", "w", NULL}, "give the VALUE once"},
+        {{"leader", "x", "--hex=maybe", NULL}, "--hex: 'maybe' is not a boolean"},
+        {{"leader", "x", "-x", NULL}, "unknown option '-x'"},
+        {{"version", "x", NULL}, "unexpected argument 'x'"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char *out = NULL, *err = NULL;

@@ -293,20 +293,6 @@ TEST_WITH_TIMEOUT(guard_killed_alone_elector_kills_the_tree_and_steps_down, 60)
 
 /* ---------------------------------------------------------------- signals */
 
-/* A loopback listener that accepts connections (the kernel does, from the
- * backlog) and never answers: a dial that hangs. */
-static int silent_listener(int *port)
-{
-    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof(a);
-    ASSERT_OK(bind(s, (struct sockaddr *)&a, sizeof(a)));
-    ASSERT_OK(listen(s, 16));
-    ASSERT_OK(getsockname(s, (struct sockaddr *)&a, &l));
-    *port = ntohs(a.sin_port);
-    return s;
-}
-
 /* SIGINT/SIGTERM/SIGHUP while the first connection or lease grant hangs end
  * elector at once, not after the dial timeout (20 s here). */
 TEST_WITH_TIMEOUT(signals_while_connecting_end_elector_at_once, 60)

@@ -129,7 +129,7 @@ TEST(key_file_mode_warning)
     char warn[600];
     char *k = write_file(dir, "k.pem", "-----BEGIN PRIVATE KEY-----\n", 0644);
     ASSERT_EQ(1, tool_check_key_file(k, "--key", warn, sizeof(warn)));
-    ASSERT_CONTAINS(warn, "warning: --key '");
+    ASSERT_CONTAINS(warn, "--key '");
     ASSERT_CONTAINS(warn, "(mode 0644)");
     ASSERT_OK(chmod(k, 0600));
     ASSERT_EQ(0, tool_check_key_file(k, "--key", warn, sizeof(warn)));

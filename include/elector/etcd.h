@@ -37,6 +37,7 @@
 #ifndef ELECTOR_ETCD_H
 #define ELECTOR_ETCD_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
 #include <protobuf-c/protobuf-c.h>
@@ -77,6 +78,10 @@ typedef struct elector_etcd_config {
     size_t max_decode_bytes;   /* heap that decoding one message may take (protobuf-c
                                   allocations); 0: 8 x max_recv_msg_bytes. etcd's
                                   replies take 1-5 times their size. */
+    /* true: accept any server certificate, for any name (etcdctl's
+     * --insecure-skip-tls-verify). The connection is encrypted but anyone in the
+     * path can pose as etcd and read the password. For tests only. */
+    bool insecure_skip_verify;
 } elector_etcd_config;
 
 /* Fills defaults. */
