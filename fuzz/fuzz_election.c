@@ -53,7 +53,7 @@
 #include <unistd.h>
 #include <nghttp2/nghttp2.h>
 #include "elector/election.h"
-#include "internal.h"
+#include "transport_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);

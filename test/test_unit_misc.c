@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "transport_internal.h"
 #include "testlib.h"
 
 /* ------------------------------------------------------------------ backoff */

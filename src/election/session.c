@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "election_internal.h"
+#include "election_private.h"
 
 void elector_session_config_init(elector_session_config *cfg)
 {

@@ -1,8 +1,8 @@
 /* Shared between session.c, election.c and observe.c. */
-#ifndef ELECTOR_ELECTION_INTERNAL_H
-#define ELECTOR_ELECTION_INTERNAL_H
+#ifndef ELECTOR_ELECTION_PRIVATE_H
+#define ELECTOR_ELECTION_PRIVATE_H
 
-#include "internal.h"
+#include "transport_internal.h"
 #include "elector/election.h"
 
 enum session_state { S_GRANTING, S_ALIVE, S_DEAD, S_CLOSED };

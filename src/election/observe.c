@@ -18,7 +18,7 @@
  * comes back older than events seen while it was in flight is read again. */
 #include <stdlib.h>
 #include <string.h>
-#include "election_internal.h"
+#include "election_private.h"
 
 struct elector_observer {
     elector_etcd *etcd;

@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "election_internal.h"
+#include "election_private.h"
 
 enum el_state { E_IDLE, E_CAMPAIGN, E_WAIT, E_LEADER };
 

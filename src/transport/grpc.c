@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "internal.h"
+#include "transport_internal.h"
 
 int elector__grpc_frame(elector__buf *out, const ProtobufCMessage *msg)
 {

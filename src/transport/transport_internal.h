@@ -1,7 +1,7 @@
 /* Internal declarations shared by the files of libelector. Cross-file helpers use
  * the elector__ prefix; nothing here is part of the public API. */
-#ifndef ELECTOR_INTERNAL_H
-#define ELECTOR_INTERNAL_H
+#ifndef ELECTOR_TRANSPORT_INTERNAL_H
+#define ELECTOR_TRANSPORT_INTERNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>

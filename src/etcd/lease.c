@@ -3,7 +3,7 @@
  * oldest pending request for its lease ID. The stream requires a leader: a member
  * cut off from its cluster ends it instead of leaving renewals unanswered. */
 #include <stdlib.h>
-#include "internal.h"
+#include "transport_internal.h"
 
 typedef struct ka_req {
     struct ka_req *next;

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "internal.h"
+#include "transport_internal.h"
 
 static int parse_one(const char *s, size_t n, bool tls_default, elector__endpoint *ep,
                      char *err, size_t cap)

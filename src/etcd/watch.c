@@ -15,7 +15,7 @@
  * watch created opens a fresh stream. */
 #include <stdlib.h>
 #include <string.h>
-#include "internal.h"
+#include "transport_internal.h"
 
 struct elector_watch {
     struct elector_watch *next;

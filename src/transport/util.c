@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "internal.h"
+#include "transport_internal.h"
 #include <etcdserverpb/rpc.pb-c.h>
 
 static int64_t clock_ns(clockid_t id)

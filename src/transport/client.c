@@ -27,7 +27,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <nghttp2/nghttp2.h>
-#include "internal.h"
+#include "transport_internal.h"
 #include "ssl_lazy.h"
 
 enum conn_state { C_IDLE, C_CONNECTING, C_TLS, C_SETTINGS, C_READY };
