@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "transport_internal.h"
+#include "transport_private.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -37,7 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "transport_internal.h"
+#include "transport_private.h"
 #include <etcdserverpb/rpc.pb-c.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

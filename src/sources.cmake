@@ -6,13 +6,23 @@ set(ELECTOR_SRC_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(ELECTOR_LAYERS transport etcd election)
 
 set(ELECTOR_TRANSPORT_SRCS
+  auth.c
   buf.c
-  client.c
+  call.c
+  conn.c
   endpoint.c
+  engine.c
   grpc.c
+  h2.c
+  ping.c
+  reply.c
+  rpc.c
   ssl_lazy.c
+  timer.c
+  tls.c
   util.c)
 set(ELECTOR_ETCD_SRCS
+  keys.c
   lease.c
   watch.c)
 set(ELECTOR_ELECTION_SRCS

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "transport_internal.h"
+#include "transport_private.h"
 #include "testlib.h"
 
 #include <etcdserverpb/rpc.pb-c.h>

@@ -81,7 +81,7 @@ const char *elector_event_name(elector_event_type t)
     return (unsigned)t < sizeof(names) / sizeof(names[0]) ? names[t] : "unknown";
 }
 
-uint8_t *elector__prefix(const char *name, size_t *len)
+uint8_t *elector__name_prefix(const char *name, size_t *len)
 {
     size_t n = strlen(name);
     uint8_t *p = malloc(n + 1);
@@ -948,7 +948,7 @@ elector_election *elector_election_new(elector_session *s, const char *name,
     elector_election *el = calloc(1, sizeof(*el));
     if (!el) return NULL;
     el->name = elector__strdup(name);
-    el->prefix = elector__prefix(name, &el->plen);
+    el->prefix = elector__name_prefix(name, &el->plen);
     if (!el->name || !el->prefix) {
         free(el->name);
         free(el->prefix);

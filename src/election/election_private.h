@@ -2,7 +2,7 @@
 #ifndef ELECTOR_ELECTION_PRIVATE_H
 #define ELECTOR_ELECTION_PRIVATE_H
 
-#include "transport_internal.h"
+#include "etcd_internal.h"
 #include "elector/election.h"
 
 enum session_state { S_GRANTING, S_ALIVE, S_DEAD, S_CLOSED };
@@ -36,7 +36,7 @@ void elector__elections_session_ended(elector_session *s, int reason, const char
 void elector__elections_detach_all(elector_session *s);
 
 /* Builds "name/" into a malloc'd buffer. */
-uint8_t *elector__prefix(const char *name, size_t *len);
+uint8_t *elector__name_prefix(const char *name, size_t *len);
 
 /* Range request for the lowest-create-revision key under prefix (the leader). */
 void elector__leader_range(Etcdserverpb__RangeRequest *r, const uint8_t *prefix, size_t plen,

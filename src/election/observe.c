@@ -253,7 +253,7 @@ elector_observer *elector_observe(elector_etcd *etcd, const char *name, elector_
     o->ud = ud;
     o->refs = 1;
     o->name = elector__strdup(name);
-    o->prefix = elector__prefix(name, &o->plen);
+    o->prefix = elector__name_prefix(name, &o->plen);
     if (!o->name || !o->prefix) {
         obs_unref(o);
         return NULL;
@@ -279,7 +279,7 @@ int elector_leader_sync(elector_etcd *etcd, const char *name, int64_t timeout_ms
     memset(info, 0, sizeof(*info));
     if (!name || !*name) return ELECTOR_EINVAL;
     size_t plen;
-    uint8_t *prefix = elector__prefix(name, &plen);
+    uint8_t *prefix = elector__name_prefix(name, &plen);
     if (!prefix) return ELECTOR_ENOMEM;
     uint8_t end[plen];
     Etcdserverpb__RangeRequest rr;

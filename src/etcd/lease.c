@@ -1,9 +1,17 @@
 /* Lease keepalives on one shared LeaseKeepAlive stream. Each request waits in a
  * FIFO; etcd answers a stream's requests in order, so a response settles the
  * oldest pending request for its lease ID. The stream requires a leader: a member
- * cut off from its cluster ends it instead of leaving renewals unanswered. */
+ * cut off from its cluster ends it instead of leaving renewals unanswered.
+ *
+ * The transport knows nothing of this: the state is an ext of the client, the
+ * requests' deadlines are one timer armed at the earliest of them, and the
+ * stream is marked as awaiting a reply while requests are pending (so the
+ * connection's PING policy watches it closely). */
 #include <stdlib.h>
-#include "transport_internal.h"
+#include "etcd_internal.h"
+
+/* A keepalive without a timeout of its own waits this long for its answer. */
+#define KEEPALIVE_TIMEOUT_MS 5000
 
 typedef struct ka_req {
     struct ka_req *next;
@@ -12,19 +20,50 @@ typedef struct ka_req {
     void *ud;
 } ka_req;
 
-struct elector__ka_state {
+typedef struct ka_state {
+    elector__ext ext; /* first: the client's handle on this state */
+    elector_etcd *etcd;
     elector_stream *s;
     ka_req *head, *tail;
-};
+    elector__timer timer; /* the earliest deadline of the pending requests */
+} ka_state;
 
-static struct elector__ka_state *state(elector_etcd *e)
+static const char kind = 'K';
+
+static void ka_free(elector__ext *x)
 {
-    struct elector__ka_state **p = elector__etcd_ka(e);
-    if (!*p) *p = calloc(1, sizeof(**p));
-    return *p;
+    ka_state *st = (ka_state *)x;
+    while (st->head) {
+        ka_req *r = st->head;
+        st->head = r->next;
+        free(r);
+    }
+    free(st);
 }
 
-static void unlink_req(struct elector__ka_state *st, ka_req *prev, ka_req *r)
+static ka_state *state(elector_etcd *e)
+{
+    ka_state *st = (ka_state *)elector__ext_get(e, &kind, sizeof(*st), ka_free);
+    if (st) st->etcd = e;
+    return st;
+}
+
+static void deadline_fired(elector__timer *t, void *ud);
+
+/* The pending requests changed: the stream awaits a reply while there are any,
+ * and the timer waits for the earliest deadline among them. */
+static void pending_changed(ka_state *st)
+{
+    int64_t t = INT64_MAX;
+    for (ka_req *r = st->head; r; r = r->next)
+        if (r->deadline_ms < t) t = r->deadline_ms;
+    if (st->s) elector__stream_set_awaiting(st->s, st->head != NULL);
+    if (t == INT64_MAX) elector__timer_disarm(st->etcd, &st->timer);
+    else if (!st->timer.armed || st->timer.due_ms != t)
+        elector__timer_arm(st->etcd, &st->timer, t, deadline_fired, st);
+}
+
+static void unlink_req(ka_state *st, ka_req *prev, ka_req *r)
 {
     if (prev) prev->next = r->next;
     else st->head = r->next;
@@ -34,16 +73,16 @@ static void unlink_req(struct elector__ka_state *st, ka_req *prev, ka_req *r)
 /* Calls back and frees one request; returns true if the client is being freed. */
 static bool settle(elector_etcd *e, ka_req *r, int err, int64_t ttl)
 {
-    elector__enter_cb(e);
+    elector__etcd_enter(e);
     if (r->cb) r->cb(e, err, r->lease, ttl, r->ud);
     free(r);
-    return elector__leave_cb(e);
+    return elector__etcd_leave(e);
 }
 
 static void on_msg(elector_stream *s, int err, const ProtobufCMessage *m, void *ud)
 {
     elector_etcd *e = elector_stream_client(s);
-    struct elector__ka_state *st = ud;
+    ka_state *st = ud;
     if (err) {
         /* The stream is over: every pending renewal is unknown. */
         elector_stream_close(s);
@@ -53,6 +92,7 @@ static void on_msg(elector_stream *s, int err, const ProtobufCMessage *m, void *
             unlink_req(st, NULL, r);
             if (settle(e, r, err, 0)) return;
         }
+        pending_changed(st);
         return;
     }
     const Etcdserverpb__LeaseKeepAliveResponse *resp = (const void *)m;
@@ -60,6 +100,7 @@ static void on_msg(elector_stream *s, int err, const ProtobufCMessage *m, void *
     while (r && r->lease != resp->id) prev = r, r = r->next;
     if (!r) return; /* forgotten or timed out already */
     unlink_req(st, prev, r);
+    pending_changed(st);
     if (resp->ttl <= 0) {
         elector__set_err(e, ELECTOR_ELEASE, "lease %llx has expired or was revoked",
                          (unsigned long long)resp->id);
@@ -69,11 +110,35 @@ static void on_msg(elector_stream *s, int err, const ProtobufCMessage *m, void *
     }
 }
 
+/* Settles every request whose deadline has passed. */
+static void deadline_fired(elector__timer *t, void *ud)
+{
+    (void)t;
+    ka_state *st = ud;
+    elector_etcd *e = st->etcd;
+    int64_t now_ms = elector__now_ms();
+    ka_req *prev = NULL, *r = st->head;
+    while (r) {
+        if (r->deadline_ms > now_ms) {
+            prev = r;
+            r = r->next;
+            continue;
+        }
+        ka_req *next = r->next;
+        unlink_req(st, prev, r);
+        elector__set_err(e, ELECTOR_ETIMEDOUT, "lease %llx: no keepalive reply in time",
+                         (unsigned long long)r->lease);
+        if (settle(e, r, ELECTOR_ETIMEDOUT, 0)) return;
+        r = next;
+    }
+    pending_changed(st);
+}
+
 int elector_etcd_keepalive(elector_etcd *e, int64_t lease, int64_t timeout_ms,
                            elector_keepalive_cb cb, void *ud)
 {
     if (!e || !cb) return ELECTOR_EINVAL;
-    struct elector__ka_state *st = state(e);
+    ka_state *st = state(e);
     if (!st) return ELECTOR_ENOMEM;
     if (!st->s) {
         elector_call_opts o = {.require_leader = 1};
@@ -92,58 +157,18 @@ int elector_etcd_keepalive(elector_etcd *e, int64_t lease, int64_t timeout_ms,
     r->lease = lease;
     r->cb = cb;
     r->ud = ud;
-    if (timeout_ms <= 0) timeout_ms = 5000;
+    if (timeout_ms <= 0) timeout_ms = KEEPALIVE_TIMEOUT_MS;
     r->deadline_ms = elector__now_ms() + timeout_ms;
     if (st->tail) st->tail->next = r;
     else st->head = r;
     st->tail = r;
+    pending_changed(st);
     return 0;
 }
 
 void elector_etcd_keepalive_forget(elector_etcd *e, void *ud)
 {
-    struct elector__ka_state *st = *elector__etcd_ka(e);
+    ka_state *st = (ka_state *)elector__ext_find(e, &kind);
     for (ka_req *r = st ? st->head : NULL; r; r = r->next)
         if (r->ud == ud) r->cb = NULL;
-}
-
-int64_t elector__keepalive_next_deadline(elector_etcd *e)
-{
-    struct elector__ka_state *st = *elector__etcd_ka(e);
-    int64_t t = INT64_MAX;
-    for (ka_req *r = st ? st->head : NULL; r; r = r->next)
-        if (r->deadline_ms < t) t = r->deadline_ms;
-    return t;
-}
-
-void elector__keepalive_timers(elector_etcd *e, int64_t now_ms)
-{
-    struct elector__ka_state *st = *elector__etcd_ka(e);
-    ka_req *prev = NULL, *r = st ? st->head : NULL;
-    while (r) {
-        if (r->deadline_ms > now_ms) {
-            prev = r;
-            r = r->next;
-            continue;
-        }
-        ka_req *next = r->next;
-        unlink_req(st, prev, r);
-        elector__set_err(e, ELECTOR_ETIMEDOUT, "lease %llx: no keepalive reply in time",
-                         (unsigned long long)r->lease);
-        if (settle(e, r, ELECTOR_ETIMEDOUT, 0)) return;
-        r = next;
-    }
-}
-
-void elector__keepalive_free_all(elector_etcd *e)
-{
-    struct elector__ka_state **p = elector__etcd_ka(e);
-    if (!*p) return;
-    while ((*p)->head) {
-        ka_req *r = (*p)->head;
-        (*p)->head = r->next;
-        free(r);
-    }
-    free(*p);
-    *p = NULL;
 }

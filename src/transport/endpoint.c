@@ -4,7 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "transport_internal.h"
+#include <strings.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include "transport_private.h"
 
 static int parse_one(const char *s, size_t n, bool tls_default, elector__endpoint *ep,
                      char *err, size_t cap)
@@ -98,4 +101,15 @@ void elector__endpoints_free(elector__endpoint *eps, int n)
         free(eps[i].authority);
     }
     free(eps);
+}
+
+bool elector__endpoint_loopback(const char *host)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, host, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6) ||
+               (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+    return strcasecmp(host, "localhost") == 0 || strcasecmp(host, "localhost.") == 0;
 }

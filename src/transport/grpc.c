@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "transport_internal.h"
+#include "transport_private.h"
 
 int elector__grpc_frame(elector__buf *out, const ProtobufCMessage *msg)
 {

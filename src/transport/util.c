@@ -1,9 +1,8 @@
-/* Small shared helpers: clocks, strings, errors, backoff, the rpc table. */
+/* Small shared helpers: clocks, memory, errors, delays. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "transport_internal.h"
-#include <etcdserverpb/rpc.pb-c.h>
+#include "transport_private.h"
 
 static int64_t clock_ns(clockid_t id)
 {
@@ -45,6 +44,17 @@ char *elector__strdup(const char *s)
     return d;
 }
 
+int elector__memdup(uint8_t **dst, size_t *dlen, const void *p, size_t n)
+{
+    uint8_t *c = malloc(n ? n : 1);
+    if (!c) return ELECTOR_ENOMEM;
+    if (n) memcpy(c, p, n); /* an empty bytes field has data NULL */
+    free(*dst);
+    *dst = c;
+    *dlen = n;
+    return 0;
+}
+
 const char *elector_strerror(int err)
 {
     switch (err) {
@@ -55,6 +65,12 @@ const char *elector_strerror(int err)
 #undef ELECTOR_ERR_STR_
     }
     return "unknown error";
+}
+
+bool elector__transient(int err)
+{
+    return err == ELECTOR_EUNAVAILABLE || err == ELECTOR_ETIMEDOUT || err == ELECTOR_ENOLEADER ||
+           err == ELECTOR_ECONNECT;
 }
 
 const char *elector_err_name(int err)
@@ -79,70 +95,3 @@ int64_t elector__backoff_ms(int failures, int64_t min_ms, int64_t max_ms, uint32
     return d / 2 + (int64_t)((long double)(d - d / 2) * rnd / UINT32_MAX);
 }
 
-size_t elector_prefix_end(const uint8_t *prefix, size_t len, uint8_t *out)
-{
-    if (len) memcpy(out, prefix, len);
-    for (size_t i = len; i > 0; i--) {
-        if (out[i - 1] < 0xff) {
-            out[i - 1]++;
-            return i;
-        }
-    }
-    out[0] = 0;
-    return 1;
-}
-
-#define RPC(path, req, resp, stream) {path, &req##__descriptor, &resp##__descriptor, stream}
-static const elector__rpc_desc rpcs[ELECTOR_RPC_COUNT_] = {
-    [ELECTOR_RPC_RANGE] = RPC("/etcdserverpb.KV/Range", etcdserverpb__range_request,
-                              etcdserverpb__range_response, false),
-    [ELECTOR_RPC_PUT] = RPC("/etcdserverpb.KV/Put", etcdserverpb__put_request,
-                            etcdserverpb__put_response, false),
-    [ELECTOR_RPC_DELETE_RANGE] =
-        RPC("/etcdserverpb.KV/DeleteRange", etcdserverpb__delete_range_request,
-            etcdserverpb__delete_range_response, false),
-    [ELECTOR_RPC_TXN] = RPC("/etcdserverpb.KV/Txn", etcdserverpb__txn_request,
-                            etcdserverpb__txn_response, false),
-    [ELECTOR_RPC_COMPACT] = RPC("/etcdserverpb.KV/Compact", etcdserverpb__compaction_request,
-                                etcdserverpb__compaction_response, false),
-    [ELECTOR_RPC_LEASE_GRANT] =
-        RPC("/etcdserverpb.Lease/LeaseGrant", etcdserverpb__lease_grant_request,
-            etcdserverpb__lease_grant_response, false),
-    [ELECTOR_RPC_LEASE_REVOKE] =
-        RPC("/etcdserverpb.Lease/LeaseRevoke", etcdserverpb__lease_revoke_request,
-            etcdserverpb__lease_revoke_response, false),
-    [ELECTOR_RPC_LEASE_TIME_TO_LIVE] =
-        RPC("/etcdserverpb.Lease/LeaseTimeToLive", etcdserverpb__lease_time_to_live_request,
-            etcdserverpb__lease_time_to_live_response, false),
-    [ELECTOR_RPC_LEASE_KEEPALIVE] =
-        RPC("/etcdserverpb.Lease/LeaseKeepAlive", etcdserverpb__lease_keep_alive_request,
-            etcdserverpb__lease_keep_alive_response, true),
-    [ELECTOR_RPC_WATCH] = RPC("/etcdserverpb.Watch/Watch", etcdserverpb__watch_request,
-                              etcdserverpb__watch_response, true),
-    [ELECTOR_RPC_AUTHENTICATE] =
-        RPC("/etcdserverpb.Auth/Authenticate", etcdserverpb__authenticate_request,
-            etcdserverpb__authenticate_response, false),
-    [ELECTOR_RPC_STATUS] = RPC("/etcdserverpb.Maintenance/Status", etcdserverpb__status_request,
-                               etcdserverpb__status_response, false),
-    [ELECTOR_RPC_MEMBER_LIST] =
-        RPC("/etcdserverpb.Cluster/MemberList", etcdserverpb__member_list_request,
-            etcdserverpb__member_list_response, false),
-};
-
-const elector__rpc_desc *elector__rpc(elector_rpc rpc)
-{
-    if ((unsigned)rpc >= ELECTOR_RPC_COUNT_) return NULL;
-    return &rpcs[rpc];
-}
-
-const char *elector_rpc_name(elector_rpc rpc)
-{
-    const elector__rpc_desc *d = elector__rpc(rpc);
-    return d ? strrchr(d->path, '/') + 1 : NULL;
-}
-
-const char *elector_rpc_path(elector_rpc rpc)
-{
-    const elector__rpc_desc *d = elector__rpc(rpc);
-    return d ? d->path : NULL;
-}
