@@ -27,8 +27,10 @@ set(ELECTOR_ETCD_SRCS
   watch.c)
 set(ELECTOR_ELECTION_SRCS
   election.c
+  leader.c
   observe.c
-  session.c)
+  session.c
+  txn.c)
 
 set(ELECTOR_LAYER_DIRS)
 set(ELECTOR_SRCS)
