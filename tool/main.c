@@ -123,6 +123,8 @@ struct app {
     size_t lklen, lvlen;
     int64_t ltoken, llease, lsince_ms;
     uint64_t changes;
+    elector_session_stats view_ka; /* what fill_view's view points to */
+    elector_etcd_stats view_st;
     char endpoint[256];
     struct line *queue, *queue_tail; /* lines waiting for the proclaim in flight */
     char *stdin_buf; /* grows up to STDIN_MAX for one line */
@@ -548,16 +550,16 @@ static void on_observe(elector_observer *o, const elector_event *ev, void *ud)
 static void fill_view(void *ud, tool_view *v)
 {
     struct app *a = ud;
-    static elector_session_stats ka;
-    static elector_etcd_stats st;
+    elector_session_stats *ka = &a->view_ka;
+    elector_etcd_stats *st = &a->view_st;
     memset(v, 0, sizeof(*v));
-    elector_etcd_get_stats(a->etcd, &st);
-    v->etcd = &st;
+    elector_etcd_get_stats(a->etcd, st);
+    v->etcd = st;
     v->name = a->o->name;
     v->is_leader = a->el && elector_is_leader(a->el);
     if (a->s) {
-        elector_session_get_stats(a->s, &ka);
-        v->ka = &ka;
+        elector_session_get_stats(a->s, ka);
+        v->ka = ka;
         v->session_healthy = elector_session_alive(a->s);
         int64_t left = elector_session_deadline_ns(a->s) - elector_now_ns();
         v->lease_remaining_s = left > 0 ? left / 1e9 : 0;
@@ -965,8 +967,10 @@ int main(int argc, char **argv)
     if (e) {
         bool usage = e == ELECTOR_EINVAL;
         const char *msg = elector_etcd_errstr(a.etcd);
-        const char *h = !usage ? "" : strstr(msg, "endpoint") ? " (check --endpoints or ELECTOR_ENDPOINTS)"
-                                                               : " (check --cacert, --cert and --key)";
+        elector_endpoint_info ep0; /* none when the endpoint list is what failed */
+        bool bad_eps = elector_etcd_endpoint_info(a.etcd, 0, &ep0) != 0;
+        const char *h = !usage ? "" : bad_eps ? " (check --endpoints or ELECTOR_ENDPOINTS)"
+                                              : " (check --cacert, --cert and --key)";
         logmsg(LOG_ERROR, "%s%s", msg, h);
         elector_etcd_free(a.etcd);
         return usage ? EXIT_USAGE : EXIT_ERROR;
