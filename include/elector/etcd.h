@@ -85,8 +85,10 @@ void elector_etcd_config_init(elector_etcd_config *cfg);
 /* Creates a client. No connection is made until the first call or stream.
  * Returns NULL only when memory is exhausted; otherwise check elector_etcd_err():
  * ELECTOR_EINVAL for a malformed endpoint list or unreadable TLS files (the text
- * names the culprit), ELECTOR_ETLS for an unusable TLS setup. A client in error
- * must still be freed with elector_etcd_free(). */
+ * names the culprit; a malformed list leaves no endpoints, so
+ * elector_etcd_endpoint_info(etcd, 0, ...) fails then, and only then),
+ * ELECTOR_ETLS for an unusable TLS setup. A client in error must still be freed
+ * with elector_etcd_free(). */
 elector_etcd *elector_etcd_new(const elector_etcd_config *cfg);
 
 /* Fails every pending call with ELECTOR_ECANCELED, closes the connection, frees.
@@ -119,7 +121,7 @@ int elector_etcd_run_once(elector_etcd *etcd, int64_t max_ms);
  * this library that may be called from another thread. */
 void elector_etcd_wakeup(elector_etcd *etcd);
 
-/* Endpoint currently connected ("" if none) and its index in the list (-1). */
+/* Endpoint currently connected ("" if none). */
 const char *elector_etcd_current_endpoint(const elector_etcd *etcd);
 
 /* What endpoint i (0-based) of the configured list is, for callers that want to
@@ -251,7 +253,7 @@ typedef void (*elector_keepalive_cb)(elector_etcd *etcd, int err, int64_t lease_
                                      int64_t ttl, void *ud);
 
 /* Sends one keepalive for lease_id and calls cb exactly once, at the latest after
- * timeout_ms (0: request_timeout_ms). Returns 0, ELECTOR_EINVAL, ELECTOR_ENOMEM,
+ * timeout_ms (0: 5000 ms). Returns 0, ELECTOR_EINVAL, ELECTOR_ENOMEM,
  * ELECTOR_ECLOSED; on error cb is not called. */
 int elector_etcd_keepalive(elector_etcd *etcd, int64_t lease_id, int64_t timeout_ms,
                            elector_keepalive_cb cb, void *ud);
