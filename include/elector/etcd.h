@@ -56,18 +56,19 @@ typedef struct elector_etcd_config {
      * "https://host:port". An endpoint without scheme uses TLS when a CA or client
      * certificate is configured. Default "127.0.0.1:2379". */
     const char *endpoints;
-    const char *cacert;   /* PEM CA bundle to verify the server; NULL: system store */
-    const char *cert;     /* PEM client certificate (optional) */
-    const char *key;      /* PEM client key (optional, with cert) */
-    const char *user;     /* etcd user for Auth.Authenticate (optional) */
-    const char *password; /* its password */
-    int64_t dial_timeout_ms;       /* connect + TLS + first SETTINGS; default 5000 */
-    int64_t request_timeout_ms;    /* default deadline of unary calls; default 5000 */
-    int64_t keepalive_time_ms;     /* silence before a PING while awaiting a reply; 1000 */
-    int64_t keepalive_idle_ms;     /* silence before a PING with only idle streams; 10000 */
-    int64_t keepalive_timeout_ms;  /* PING ack deadline, then the connection is dead; 2000 */
-    int64_t backoff_min_ms;        /* first reconnect delay after a failed round; 50 */
-    int64_t backoff_max_ms;        /* reconnect delay cap; 2000 */
+    const char *cacert;      /* PEM CA bundle to verify the server; NULL: system store */
+    const char *cert;        /* PEM client certificate (optional) */
+    const char *key;         /* PEM client key (optional, with cert) */
+    const char *user;        /* etcd user for Auth.Authenticate (optional) */
+    const char *password;    /* its password */
+    int64_t dial_timeout_ms; /* connect + TLS + first SETTINGS; default 5000 */
+    int64_t request_timeout_ms; /* default deadline of unary calls; default 5000 */
+    int64_t keepalive_time_ms;  /* silence before a PING while awaiting a reply; 1000 */
+    int64_t keepalive_idle_ms;  /* silence before a PING with only idle streams; 10000 */
+    int64_t
+        keepalive_timeout_ms; /* PING ack deadline, then the connection is dead; 2000 */
+    int64_t backoff_min_ms;   /* first reconnect delay after a failed round; 50 */
+    int64_t backoff_max_ms;   /* reconnect delay cap; 2000 */
     /* Bounds on what a server may send (a broken or hostile peer gets
      * ELECTOR_EPROTO, never unbounded memory). */
     size_t max_recv_msg_bytes; /* largest gRPC message accepted, checked on its 5-byte
@@ -136,7 +137,8 @@ typedef struct elector_endpoint_info {
 
 /* Returns 0 and fills out, or ELECTOR_EINVAL when i is out of range (or the
  * endpoint list did not parse). */
-int elector_etcd_endpoint_info(const elector_etcd *etcd, int i, elector_endpoint_info *out);
+int elector_etcd_endpoint_info(const elector_etcd *etcd, int i,
+                               elector_endpoint_info *out);
 
 /* ---- calls ---------------------------------------------------------------------- */
 
@@ -162,9 +164,9 @@ const char *elector_rpc_path(elector_rpc rpc);
 
 /* Per-call options; a NULL pointer means all defaults. */
 typedef struct elector_call_opts {
-    int64_t timeout_ms;  /* 0: the client's request_timeout_ms; streams: none */
-    int require_leader;  /* send "hasleader: true": fail instead of stalling
-                            on a member that has lost its Raft leader */
+    int64_t timeout_ms; /* 0: the client's request_timeout_ms; streams: none */
+    int require_leader; /* send "hasleader: true": fail instead of stalling
+                           on a member that has lost its Raft leader */
 } elector_call_opts;
 
 /* Completion of a unary call: err is 0 and resp the decoded response (of the type
@@ -190,8 +192,9 @@ int elector_etcd_call(elector_etcd *etcd, elector_rpc rpc, const ProtobufCMessag
  * *resp, NULL). Returns 0 or the call's error (see elector_etcd_call and the
  * grpc status mapping: ENOLEADER, ECOMPACTED, ELEASE, EAUTH, EPERM, ETOOLARGE,
  * ETIMEDOUT, EUNAVAILABLE, ECONNECT, ETLS, EGRPC, ...). */
-int elector_etcd_call_sync(elector_etcd *etcd, elector_rpc rpc, const ProtobufCMessage *req,
-                           const elector_call_opts *opts, ProtobufCMessage **resp);
+int elector_etcd_call_sync(elector_etcd *etcd, elector_rpc rpc,
+                           const ProtobufCMessage *req, const elector_call_opts *opts,
+                           ProtobufCMessage **resp);
 
 /* ---- bidirectional streams ------------------------------------------------------ */
 

@@ -25,8 +25,8 @@ static void send_check(elector_election *el);
 
 const char *elector_event_name(elector_event_type t)
 {
-    static const char *names[] = {"",         "waiting",  "elected", "proclaimed",
-                                  "lost",     "resigned", "failed",  "leader",
+    static const char *names[] = {"",          "waiting",     "elected", "proclaimed",
+                                  "lost",      "resigned",    "failed",  "leader",
                                   "no_leader", "session_lost"};
     return (unsigned)t < sizeof(names) / sizeof(names[0]) ? names[t] : "unknown";
 }
@@ -182,8 +182,10 @@ static void on_session_ended(elector__session_listener *l, int reason, const cha
     elector_election *el = of_listener(l);
     elector__el_hold(el);
     el->keep_key = true;
-    if (el->state == E_LEADER) elector__lose(el, reason, detail, end_ns);
-    else if (el->state != E_IDLE) fail(el, reason, detail);
+    if (el->state == E_LEADER)
+        elector__lose(el, reason, detail, end_ns);
+    else if (el->state != E_IDLE)
+        fail(el, reason, detail);
     elector__el_unhold(el);
 }
 
@@ -193,8 +195,8 @@ static void on_session_detached(elector__session_listener *l)
     of_listener(l)->s = NULL;
 }
 
-static const elector__session_events session_events = {
-    on_session_ready, on_session_ended, on_session_detached};
+static const elector__session_events session_events = {on_session_ready, on_session_ended,
+                                                       on_session_detached};
 
 /* ---------------------------------------------------------------- retry */
 
@@ -202,8 +204,10 @@ static void retry_fired(elector__timer *t, void *ud)
 {
     (void)t;
     elector_election *el = ud;
-    if (el->state == E_CAMPAIGN && el->rev == 0) elector__send_campaign(el);
-    else if (el->state == E_WAIT || el->state == E_LEADER) send_check(el);
+    if (el->state == E_CAMPAIGN && el->rev == 0)
+        elector__send_campaign(el);
+    else if (el->state == E_WAIT || el->state == E_LEADER)
+        send_check(el);
 }
 
 /* A read or watch failed for a reason that may heal (connection, no leader):
@@ -217,7 +221,8 @@ static void schedule_retry(elector_election *el)
 
 /* ---------------------------------------------------------------- watching */
 
-static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r, void *ud)
+static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r,
+                     void *ud)
 {
     (void)w;
     elector_election *el = ud;
@@ -226,12 +231,16 @@ static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchRespons
         elector__stop_watch(el);
         if (err == ELECTOR_EPROTO) {
             /* A server that breaks the protocol will not heal by a retry. */
-            if (el->state == E_LEADER) elector__lose(el, err, elector_etcd_errstr(el->etcd), 0);
-            else fail(el, err, elector_etcd_errstr(el->etcd));
+            if (el->state == E_LEADER)
+                elector__lose(el, err, elector_etcd_errstr(el->etcd), 0);
+            else
+                fail(el, err, elector_etcd_errstr(el->etcd));
             return;
         }
-        if (err == ELECTOR_ECOMPACTED) send_check(el);
-        else schedule_retry(el);
+        if (err == ELECTOR_ECOMPACTED)
+            send_check(el);
+        else
+            schedule_retry(el);
         return;
     }
     for (size_t i = 0; i < r->n_events; i++) {
@@ -239,7 +248,8 @@ static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchRespons
         elector__stop_watch(el);
         if (el->state == E_LEADER) {
             char detail[64 + 256];
-            snprintf(detail, sizeof(detail), "our key %.*s was deleted", (int)el->klen, el->key);
+            snprintf(detail, sizeof(detail), "our key %.*s was deleted", (int)el->klen,
+                     el->key);
             elector__lose(el, ELECTOR_ENOTLEADER, detail, 0);
         } else {
             send_check(el);
@@ -302,8 +312,10 @@ static void check_refused(elector_election *el, int err, const char *detail)
         struct op *d = elector__op_new(el);
         if (d) elector__delete_key(el, el->rev, d, elector__stray_deleted);
     }
-    if (el->state == E_LEADER) elector__lose(el, err, detail, 0);
-    else fail(el, err, detail);
+    if (el->state == E_LEADER)
+        elector__lose(el, err, detail, 0);
+    else
+        fail(el, err, detail);
 }
 
 static void check_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
@@ -369,8 +381,10 @@ static void campaign_done(elector_etcd *e, int err, const ProtobufCMessage *m, v
     if (!err && r->succeeded && r->header) rev = r->header->revision;
     if (!err && !r->succeeded) {
         const Etcdserverpb__RangeResponse *rr = elector__txn_range(e, r, 1);
-        if (!rr) err = ELECTOR_EPROTO;
-        else if (rr->n_kvs) rev = rr->kvs[0]->create_revision;
+        if (!rr)
+            err = ELECTOR_EPROTO;
+        else if (rr->n_kvs)
+            rev = rr->kvs[0]->create_revision;
     }
     if ((rev || elector__transient(err)) && gen != owner->gen &&
         (owner->life.closed || owner->state == E_IDLE) && !owner->keep_key) {
@@ -394,7 +408,8 @@ static void campaign_done(elector_etcd *e, int err, const ProtobufCMessage *m, v
     }
     if (err) {
         char detail[600];
-        snprintf(detail, sizeof(detail), "campaign request failed: %s", elector_etcd_errstr(e));
+        snprintf(detail, sizeof(detail), "campaign request failed: %s",
+                 elector_etcd_errstr(e));
         fail(el, err, detail);
         return;
     }
@@ -450,7 +465,8 @@ void elector__send_campaign(elector_election *el)
  * on this session (one key per name and session). */
 static bool name_busy(const elector_election *el)
 {
-    for (elector__session_listener *l = elector__session_listeners(el->s); l; l = l->next) {
+    for (elector__session_listener *l = elector__session_listeners(el->s); l;
+         l = l->next) {
         if (l->ev != &session_events) continue;
         const elector_election *o = of_listener(l);
         if (o != el && (o->state != E_IDLE || o->resign_pending || o->deletes) &&
@@ -464,7 +480,8 @@ int elector_campaign(elector_election *el, const void *value, size_t len)
 {
     if (!el || el->life.closed) return ELECTOR_EINVAL;
     if (el->state != E_IDLE) return ELECTOR_EBUSY;
-    if (!el->s || elector__session_phase(el->s) >= ELECTOR__S_DEAD) return ELECTOR_ESESSION;
+    if (!el->s || elector__session_phase(el->s) >= ELECTOR__S_DEAD)
+        return ELECTOR_ESESSION;
     if (len > ELECTOR__GRPC_MAX_MSG) return ELECTOR_ETOOLARGE;
     /* A second election object with this name would share (and delete) our key. */
     if (name_busy(el)) return ELECTOR_EBUSY;
@@ -515,7 +532,8 @@ int elector_campaign_sync(elector_election *el, const void *value, size_t len,
 elector_election *elector_election_new(elector_session *s, const char *name,
                                        elector_election_cb cb, void *ud)
 {
-    if (!s || !name || !*name || elector__session_phase(s) == ELECTOR__S_CLOSED) return NULL;
+    if (!s || !name || !*name || elector__session_phase(s) == ELECTOR__S_CLOSED)
+        return NULL;
     elector_election *el = calloc(1, sizeof(*el));
     if (!el) return NULL;
     el->name = elector__strdup(name);
@@ -548,8 +566,10 @@ void elector_election_free(elector_election *el)
      * by campaign_done. Once the session is over the key goes with the lease. */
     if (!session_live(el)) el->keep_key = true;
     int64_t rev = -1;
-    if (el->state != E_IDLE && (el->rev || el->maybe_key)) rev = el->rev;
-    else if (el->resign_pending) rev = el->resign_rev;
+    if (el->state != E_IDLE && (el->rev || el->maybe_key))
+        rev = el->rev;
+    else if (el->resign_pending)
+        rev = el->resign_rev;
     if (rev >= 0 && !el->keep_key) {
         struct op *o = elector__op_new(el);
         if (o) elector__delete_key(el, rev, o, elector__stray_deleted);

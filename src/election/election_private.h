@@ -127,7 +127,8 @@ int elector__send_txn(elector_election *el, Etcdserverpb__TxnRequest *txn, struc
 int elector__delete_key(elector_election *el, int64_t rev, struct op *o,
                         elector_etcd_cb done);
 /* The answer to a delete of our key that nobody waits for. */
-void elector__stray_deleted(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud);
+void elector__stray_deleted(elector_etcd *e, int err, const ProtobufCMessage *m,
+                            void *ud);
 
 /* ---- the protocol's requests (txn.c) ----
  * Each fills caller-owned structures (no allocation); keys and values are
@@ -168,8 +169,7 @@ void elector__op_range_key(Etcdserverpb__RequestOp *op, Etcdserverpb__RangeReque
 
 /* The Range result at position i of a Txn reply, or NULL (with an EPROTO detail
  * on the client) when the server put anything else there. */
-const Etcdserverpb__RangeResponse *elector__txn_range(elector_etcd *e,
-                                                      const Etcdserverpb__TxnResponse *r,
-                                                      size_t i);
+const Etcdserverpb__RangeResponse *
+elector__txn_range(elector_etcd *e, const Etcdserverpb__TxnResponse *r, size_t i);
 
 #endif

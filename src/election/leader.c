@@ -27,7 +27,8 @@ static void proclaim_done(elector_etcd *e, int err, const ProtobufCMessage *m, v
     const Etcdserverpb__TxnResponse *r = (const void *)m;
     if (!err && !r->succeeded) {
         free(v);
-        elector__lose(el, ELECTOR_ENOTLEADER, "proclaim refused: our key is no longer ours", 0);
+        elector__lose(el, ELECTOR_ENOTLEADER,
+                      "proclaim refused: our key is no longer ours", 0);
         return;
     }
     if (!err) {
@@ -63,7 +64,8 @@ int elector_proclaim(elector_election *el, const void *value, size_t len)
  * (rev 0: a campaign Txn was applied but not answered), by our lease: the key
  * is ours by its name (prefix + our lease) and by its lease. Returns 0 or the
  * send error (then `o` is released and `done` is not called). */
-int elector__delete_key(elector_election *el, int64_t rev, struct op *o, elector_etcd_cb done)
+int elector__delete_key(elector_election *el, int64_t rev, struct op *o,
+                        elector_etcd_cb done)
 {
     elector__txn t;
     elector__txn_delete(&t, el->key, el->klen, rev, el->key_lease);
@@ -80,8 +82,8 @@ int elector__delete_key(elector_election *el, int64_t rev, struct op *o, elector
 static void delete_over(elector_election *el)
 {
     el->deletes--;
-    if (!el->deletes && el->state == E_CAMPAIGN && el->campaign_waits && !el->life.closed &&
-        el->s && elector__session_phase(el->s) == ELECTOR__S_ALIVE)
+    if (!el->deletes && el->state == E_CAMPAIGN && el->campaign_waits &&
+        !el->life.closed && el->s && elector__session_phase(el->s) == ELECTOR__S_ALIVE)
         elector__send_campaign(el);
 }
 
@@ -129,8 +131,8 @@ static void resign_settle(elector_election *el, int err, const char *detail)
     if (el->resign_was_leader)
         elector__emit(el, ELECTOR_EV_RESIGNED, err, err ? detail : NULL, t);
     else
-        elector__emit(el, ELECTOR_EV_FAILED, ELECTOR_ECANCELED, "campaign canceled by resign",
-                      t);
+        elector__emit(el, ELECTOR_EV_FAILED, ELECTOR_ECANCELED,
+                      "campaign canceled by resign", t);
 }
 
 static void resign_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
@@ -210,7 +212,8 @@ static void guarded_done(elector_etcd *e, int err, const ProtobufCMessage *m, vo
         /* Our Range of our key is the last failure op. */
         const Etcdserverpb__RangeResponse *rr =
             elector__txn_range(e, r, r->n_responses ? r->n_responses - 1 : 0);
-        if (!rr) err = ELECTOR_EPROTO;
+        if (!rr)
+            err = ELECTOR_EPROTO;
         else if (rr->n_kvs == 0 || rr->kvs[0]->create_revision != el->rev)
             err = ELECTOR_ENOTLEADER;
     }

@@ -69,10 +69,11 @@ static void deliver(elector_observer *o, const elector_event *ev)
 
 static void report(elector_observer *o, const Mvccpb__KeyValue *kv)
 {
-    bool same = o->known && (kv ? o->has_leader && o->token == kv->create_revision &&
-                                      o->vlen == kv->value.len &&
-                                      (!o->vlen || !memcmp(o->value, kv->value.data, o->vlen))
-                                : !o->has_leader);
+    bool same =
+        o->known && (kv ? o->has_leader && o->token == kv->create_revision &&
+                              o->vlen == kv->value.len &&
+                              (!o->vlen || !memcmp(o->value, kv->value.data, o->vlen))
+                        : !o->has_leader);
     if (same) return;
     o->known = true;
     o->has_leader = kv != NULL;
@@ -139,15 +140,19 @@ static bool is_leader_key(const elector_observer *o, const Mvccpb__KeyValue *kv)
            (!o->klen || !memcmp(kv->key.data, o->key, o->klen));
 }
 
-static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r, void *ud)
+static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r,
+                     void *ud)
 {
     (void)w;
     elector_observer *o = ud;
     if (err) {
         stop_watch(o);
-        if (err == ELECTOR_EPROTO) fail_observer(o, err);
-        else if (err == ELECTOR_ECOMPACTED) start_read(o);
-        else schedule_retry(o);
+        if (err == ELECTOR_EPROTO)
+            fail_observer(o, err);
+        else if (err == ELECTOR_ECOMPACTED)
+            start_read(o);
+        else
+            schedule_retry(o);
         return;
     }
     bool need_read = false;
@@ -182,8 +187,10 @@ static void read_done(elector_etcd *e, int err, const ProtobufCMessage *m, void 
         return;
     }
     if (err) {
-        if (err == ELECTOR_EPROTO) fail_observer(o, err);
-        else schedule_retry(o);
+        if (err == ELECTOR_EPROTO)
+            fail_observer(o, err);
+        else
+            schedule_retry(o);
         obs_unhold(o);
         return;
     }
@@ -236,8 +243,8 @@ static void start_read(elector_observer *o)
     o->seen_rev = 0;
 }
 
-elector_observer *elector_observe(elector_etcd *etcd, const char *name, elector_observe_cb cb,
-                                  void *ud)
+elector_observer *elector_observe(elector_etcd *etcd, const char *name,
+                                  elector_observe_cb cb, void *ud)
 {
     if (!etcd || !name || !*name || !cb) return NULL;
     elector_observer *o = calloc(1, sizeof(*o));

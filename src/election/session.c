@@ -73,8 +73,10 @@ void elector__session_unlisten(elector_session *s, elector__session_listener *l)
 {
     for (struct walk *w = s->walks; w; w = w->outer)
         if (w->next == l) w->next = l->next;
-    if (l->prev) l->prev->next = l->next;
-    else s->listeners = l->next;
+    if (l->prev)
+        l->prev->next = l->next;
+    else
+        s->listeners = l->next;
     if (l->next) l->next->prev = l->prev;
     l->next = l->prev = NULL;
 }
@@ -101,8 +103,10 @@ static void notify(elector_session *s, enum what what, int reason, const char *d
     while (w.next) {
         elector__session_listener *l = w.next;
         w.next = l->next;
-        if (what == READY) l->ev->ready(l);
-        else l->ev->ended(l, reason, detail, end_ns);
+        if (what == READY)
+            l->ev->ready(l);
+        else
+            l->ev->ended(l, reason, detail, end_ns);
     }
     s->walks = w.outer;
     session_unhold(s);
@@ -110,7 +114,8 @@ static void notify(elector_session *s, enum what what, int reason, const char *d
 
 /* The session died or was closed: LOST or FAILED for each listener. The belief
  * ended at the validity deadline, or now if that is sooner. */
-static void notify_ended(elector_session *s, int reason, const char *detail, int64_t end_ns)
+static void notify_ended(elector_session *s, int reason, const char *detail,
+                         int64_t end_ns)
 {
     int64_t now = elector_now_ns();
     notify(s, ENDED, reason, detail, end_ns && end_ns < now ? end_ns : now);
@@ -165,7 +170,8 @@ void elector_session_get_stats(const elector_session *s, elector_session_stats *
 static void note_rtt(elector_session *s, int64_t rtt_ns)
 {
     int i = 0;
-    while (i < ELECTOR_RTT_BUCKETS - 1 && rtt_ns > elector_rtt_bounds_us[i] * 1000) i++;
+    while (i < ELECTOR_RTT_BUCKETS - 1 && rtt_ns > elector_rtt_bounds_us[i] * 1000)
+        i++;
     s->stats.rtt_buckets[i]++;
     s->stats.rtt_count++;
     s->stats.rtt_sum_ns += rtt_ns;
@@ -252,8 +258,8 @@ static void extend(elector_session *s, int64_t t_send_ns, int64_t ttl)
     s->ttl_s = ttl;
     arm_deadline(s);
     int64_t every_ms = ttl * 1000 / 3;
-    elector__timer_arm(s->etcd, &s->renew_timer, t_send_ns / 1000000 + every_ms, renew_fired,
-                       s);
+    elector__timer_arm(s->etcd, &s->renew_timer, t_send_ns / 1000000 + every_ms,
+                       renew_fired, s);
 }
 
 static void keepalive_done(elector_etcd *e, int err, int64_t lease, int64_t ttl, void *ud)
@@ -306,7 +312,8 @@ static void renew_fired(elector__timer *t, void *ud)
     int rc = elector_etcd_keepalive(s->etcd, s->lease, tmo, keepalive_done, s);
     if (rc) {
         s->last_err = rc;
-        elector__timer_arm(s->etcd, &s->renew_timer, elector__now_ms() + 250, renew_fired, s);
+        elector__timer_arm(s->etcd, &s->renew_timer, elector__now_ms() + 250, renew_fired,
+                           s);
         return;
     }
     s->ka_in_flight = true;
@@ -332,7 +339,8 @@ static void grant_done(elector_etcd *e, int err, const ProtobufCMessage *m, void
         if (err) {
             s->grant_err = err;
             char detail[600];
-            snprintf(detail, sizeof(detail), "cannot grant lease: %s", elector_etcd_errstr(e));
+            snprintf(detail, sizeof(detail), "cannot grant lease: %s",
+                     elector_etcd_errstr(e));
             session_die(s, err, detail);
         } else {
             granted(s, r->id, r->ttl);
@@ -354,7 +362,8 @@ static void adopt_done(elector_etcd *e, int err, int64_t lease, int64_t ttl, voi
     granted(s, lease, ttl);
 }
 
-elector_session *elector_session_new(elector_etcd *etcd, const elector_session_config *cfg,
+elector_session *elector_session_new(elector_etcd *etcd,
+                                     const elector_session_config *cfg,
                                      elector_session_cb cb, void *ud)
 {
     if (!etcd || elector_etcd_err(etcd) == ELECTOR_ENOMEM) return NULL;
@@ -376,7 +385,8 @@ elector_session *elector_session_new(elector_etcd *etcd, const elector_session_c
     } else {
         Etcdserverpb__LeaseGrantRequest req = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
         req.ttl = s->cfg.ttl_s;
-        rc = elector_etcd_call(etcd, ELECTOR_RPC_LEASE_GRANT, &req.base, NULL, grant_done, s);
+        rc = elector_etcd_call(etcd, ELECTOR_RPC_LEASE_GRANT, &req.base, NULL, grant_done,
+                               s);
         if (!rc) elector__hold(&s->life); /* until grant_done */
     }
     if (rc) {
@@ -395,7 +405,9 @@ int elector_session_wait(elector_session *s, int64_t timeout_ms)
         int rc = elector_etcd_run_once(s->etcd, timeout_ms >= 0 ? left : -1);
         if (rc) return rc;
     }
-    return s->state == ELECTOR__S_ALIVE ? 0 : (s->grant_err ? s->grant_err : ELECTOR_ESESSION);
+    return s->state == ELECTOR__S_ALIVE
+               ? 0
+               : (s->grant_err ? s->grant_err : ELECTOR_ESESSION);
 }
 
 static void revoke_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
@@ -451,7 +463,8 @@ int elector_session_close_sync(elector_session *s, int64_t timeout_ms)
     Etcdserverpb__LeaseRevokeRequest req = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
     req.id = lease;
     elector_call_opts o = {.timeout_ms = timeout_ms > 0 ? timeout_ms : 0};
-    int rc = elector_etcd_call(e, ELECTOR_RPC_LEASE_REVOKE, &req.base, &o, revoke_done, res);
+    int rc =
+        elector_etcd_call(e, ELECTOR_RPC_LEASE_REVOKE, &req.base, &o, revoke_done, res);
     if (rc) return rc;
     while (!res[0]) {
         rc = elector_etcd_run_once(e, -1);

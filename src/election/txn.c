@@ -60,7 +60,8 @@ static void txn_init(elector__txn *t, size_t nsucc)
     t->cmps[0] = &t->cmp;
     t->txn.n_compare = 1;
     t->txn.compare = t->cmps;
-    for (size_t i = 0; i < nsucc; i++) t->ops[i] = &t->op[i];
+    for (size_t i = 0; i < nsucc; i++)
+        t->ops[i] = &t->op[i];
     t->txn.n_success = nsucc;
     t->txn.success = t->ops;
 }
@@ -115,8 +116,10 @@ void elector__txn_proclaim(elector__txn *t, const uint8_t *key, size_t klen, int
 void elector__txn_delete(elector__txn *t, const uint8_t *key, size_t klen, int64_t rev,
                          int64_t lease)
 {
-    if (rev) elector__cmp_create(&t->cmp, key, klen, rev);
-    else cmp_lease(&t->cmp, key, klen, lease);
+    if (rev)
+        elector__cmp_create(&t->cmp, key, klen, rev);
+    else
+        cmp_lease(&t->cmp, key, klen, lease);
     etcdserverpb__delete_range_request__init(&t->del);
     t->del.key.data = (uint8_t *)key;
     t->del.key.len = klen;
@@ -126,15 +129,15 @@ void elector__txn_delete(elector__txn *t, const uint8_t *key, size_t klen, int64
     txn_init(t, 1);
 }
 
-const Etcdserverpb__RangeResponse *elector__txn_range(elector_etcd *e,
-                                                      const Etcdserverpb__TxnResponse *r,
-                                                      size_t i)
+const Etcdserverpb__RangeResponse *
+elector__txn_range(elector_etcd *e, const Etcdserverpb__TxnResponse *r, size_t i)
 {
     const Etcdserverpb__ResponseOp *op = i < r->n_responses ? r->responses[i] : NULL;
     if (op && op->response_case == ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_RANGE &&
         op->response_range)
         return op->response_range;
-    elector__set_err(e, ELECTOR_EPROTO, "%s: malformed reply from %s: no Range result at %zu",
-                     elector_rpc_path(ELECTOR_RPC_TXN), elector_etcd_current_endpoint(e), i + 1);
+    elector__set_err(
+        e, ELECTOR_EPROTO, "%s: malformed reply from %s: no Range result at %zu",
+        elector_rpc_path(ELECTOR_RPC_TXN), elector_etcd_current_endpoint(e), i + 1);
     return NULL;
 }

@@ -58,15 +58,18 @@ static void pending_changed(ka_state *st)
     for (ka_req *r = st->head; r; r = r->next)
         if (r->deadline_ms < t) t = r->deadline_ms;
     if (st->s) elector__stream_set_awaiting(st->s, st->head != NULL);
-    if (t == INT64_MAX) elector__timer_disarm(st->etcd, &st->timer);
+    if (t == INT64_MAX)
+        elector__timer_disarm(st->etcd, &st->timer);
     else if (!st->timer.armed || st->timer.due_ms != t)
         elector__timer_arm(st->etcd, &st->timer, t, deadline_fired, st);
 }
 
 static void unlink_req(ka_state *st, ka_req *prev, ka_req *r)
 {
-    if (prev) prev->next = r->next;
-    else st->head = r->next;
+    if (prev)
+        prev->next = r->next;
+    else
+        st->head = r->next;
     if (st->tail == r) st->tail = prev;
 }
 
@@ -97,7 +100,8 @@ static void on_msg(elector_stream *s, int err, const ProtobufCMessage *m, void *
     }
     const Etcdserverpb__LeaseKeepAliveResponse *resp = (const void *)m;
     ka_req *prev = NULL, *r = st->head;
-    while (r && r->lease != resp->id) prev = r, r = r->next;
+    while (r && r->lease != resp->id)
+        prev = r, r = r->next;
     if (!r) return; /* forgotten or timed out already */
     unlink_req(st, prev, r);
     pending_changed(st);
@@ -147,7 +151,8 @@ int elector_etcd_keepalive(elector_etcd *e, int64_t lease, int64_t timeout_ms,
     }
     ka_req *r = calloc(1, sizeof(*r));
     if (!r) return ELECTOR_ENOMEM;
-    Etcdserverpb__LeaseKeepAliveRequest req = ETCDSERVERPB__LEASE_KEEP_ALIVE_REQUEST__INIT;
+    Etcdserverpb__LeaseKeepAliveRequest req =
+        ETCDSERVERPB__LEASE_KEEP_ALIVE_REQUEST__INIT;
     req.id = lease;
     int rc = elector_stream_send(st->s, &req.base);
     if (rc) {
@@ -159,8 +164,10 @@ int elector_etcd_keepalive(elector_etcd *e, int64_t lease, int64_t timeout_ms,
     r->ud = ud;
     if (timeout_ms <= 0) timeout_ms = KEEPALIVE_TIMEOUT_MS;
     r->deadline_ms = elector__now_ms() + timeout_ms;
-    if (st->tail) st->tail->next = r;
-    else st->head = r;
+    if (st->tail)
+        st->tail->next = r;
+    else
+        st->head = r;
     st->tail = r;
     pending_changed(st);
     return 0;

@@ -37,7 +37,7 @@ struct pending {
 };
 
 typedef struct watch_state {
-    elector__ext ext; /* first: the client's handle on this state */
+    elector__ext ext;    /* first: the client's handle on this state */
     elector_stream *cur; /* where new watches go */
     elector_watch *list;
     struct pending *pending; /* unanswered creates, oldest first: [head, n) */
@@ -102,7 +102,8 @@ static bool call_watch(elector_watch *w, int err, const Etcdserverpb__WatchRespo
 static int pending_push(watch_state *st, elector_stream *s, int64_t id)
 {
     if (st->n == st->cap && st->head > 0) {
-        memmove(st->pending, st->pending + st->head, (st->n - st->head) * sizeof(*st->pending));
+        memmove(st->pending, st->pending + st->head,
+                (st->n - st->head) * sizeof(*st->pending));
         st->n -= st->head;
         st->head = 0;
     }
@@ -122,7 +123,8 @@ static void pending_remove(watch_state *st, size_t i)
     if (i == st->head) {
         st->head++;
     } else {
-        memmove(st->pending + i, st->pending + i + 1, (st->n - i - 1) * sizeof(*st->pending));
+        memmove(st->pending + i, st->pending + i + 1,
+                (st->n - i - 1) * sizeof(*st->pending));
         st->n--;
     }
     if (st->head == st->n) st->head = st->n = 0;
@@ -214,16 +216,16 @@ static int response_err(elector_etcd *e, const Etcdserverpb__WatchResponse *r, i
                          (long long)id, (long long)r->compact_revision);
         return ELECTOR_ECOMPACTED;
     }
-    elector__set_err(e, ELECTOR_ECANCELED, "watch %lld canceled by etcd: %s", (long long)id,
-                     r->cancel_reason && *r->cancel_reason ? r->cancel_reason : "no reason");
+    elector__set_err(
+        e, ELECTOR_ECANCELED, "watch %lld canceled by etcd: %s", (long long)id,
+        r->cancel_reason && *r->cancel_reason ? r->cancel_reason : "no reason");
     int mapped = elector__grpc_error(2, r->cancel_reason);
     return mapped == ELECTOR_EGRPC ? ELECTOR_ECANCELED : mapped;
 }
 
 /* A create refused because the stream's token expired: retire the stream and
  * send the create again on a fresh one. Returns false if that is not possible. */
-static bool retry_on_fresh_stream(elector_etcd *e, watch_state *st,
-                                  elector_watch *w)
+static bool retry_on_fresh_stream(elector_etcd *e, watch_state *st, elector_watch *w)
 {
     if (w->created || w->resent) return false;
     w->resent = true;
@@ -246,7 +248,8 @@ static void on_msg(elector_stream *s, int err, const ProtobufCMessage *m, void *
     const Etcdserverpb__WatchResponse *r = (const void *)m;
     int64_t id = r->created ? pending_settle(st, s, r->watch_id) : r->watch_id;
     elector_watch *w = st->list;
-    while (w && !(w->id == id && w->s == s)) w = w->next;
+    while (w && !(w->id == id && w->s == s))
+        w = w->next;
     if (!w || w->dead || w->canceled) return;
     if (r->canceled) {
         int rc = response_err(e, r, w->id);
@@ -267,13 +270,15 @@ static void on_msg(elector_stream *s, int err, const ProtobufCMessage *m, void *
 
 /* ---------------------------------------------------------------- public */
 
-elector_watch *elector_etcd_watch(elector_etcd *e, const Etcdserverpb__WatchCreateRequest *in,
+elector_watch *elector_etcd_watch(elector_etcd *e,
+                                  const Etcdserverpb__WatchCreateRequest *in,
                                   elector_watch_cb cb, void *ud)
 {
     watch_state *st = e && cb && in ? state(e) : NULL;
     if (!st) {
-        if (e) elector__set_err(e, cb && in ? ELECTOR_ENOMEM : ELECTOR_EINVAL, "watch: %s",
-                                cb && in ? "out of memory" : "bad arguments");
+        if (e)
+            elector__set_err(e, cb && in ? ELECTOR_ENOMEM : ELECTOR_EINVAL, "watch: %s",
+                             cb && in ? "out of memory" : "bad arguments");
         return NULL;
     }
     elector_watch *w = calloc(1, sizeof(*w));
@@ -311,7 +316,8 @@ void elector_watch_cancel(elector_watch *w)
         Etcdserverpb__WatchCancelRequest cr = ETCDSERVERPB__WATCH_CANCEL_REQUEST__INIT;
         cr.watch_id = w->id;
         Etcdserverpb__WatchRequest req = ETCDSERVERPB__WATCH_REQUEST__INIT;
-        req.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CANCEL_REQUEST;
+        req.request_union_case =
+            ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CANCEL_REQUEST;
         req.cancel_request = &cr;
         elector_stream_send(s, &req.base);
     }

@@ -10,9 +10,12 @@
 static void count(call *c, int d)
 {
     elector_etcd *e = c->etcd;
-    if (c->state == CS_QUEUED) e->n_queued += d;
-    else if (c->state == CS_ACTIVE && c->stream) e->n_active_streams += d;
-    else if (c->state == CS_ACTIVE) e->n_active_unary += d;
+    if (c->state == CS_QUEUED)
+        e->n_queued += d;
+    else if (c->state == CS_ACTIVE && c->stream)
+        e->n_active_streams += d;
+    else if (c->state == CS_ACTIVE)
+        e->n_active_unary += d;
 }
 
 void elector__call_set_state(call *c, enum call_state st)
@@ -41,8 +44,10 @@ void elector__call_ready(call *c)
     if (c->queued_ready) return;
     c->queued_ready = true;
     c->ready_next = NULL;
-    if (e->ready_tail) e->ready_tail->ready_next = c;
-    else e->ready_head = c;
+    if (e->ready_tail)
+        e->ready_tail->ready_next = c;
+    else
+        e->ready_head = c;
     e->ready_tail = c;
 }
 
@@ -57,8 +62,10 @@ static void list_add(elector_etcd *e, call *c)
 
 static void list_del(elector_etcd *e, call *c)
 {
-    if (c->prev) c->prev->next = c->next;
-    else e->calls = c->next;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        e->calls = c->next;
     if (c->next) c->next->prev = c->prev;
 }
 
@@ -141,8 +148,9 @@ static void deadline_fired(elector__timer *t, void *ud)
     char msg[600];
     if (c->state == CS_ACTIVE) elector__h2_reset(c);
     if (c->state == CS_QUEUED && e->last_conn_msg[0])
-        snprintf(msg, sizeof(msg), "%s: no connection before the deadline (last error: %s)",
-                 c->rpc->path, e->last_conn_msg);
+        snprintf(msg, sizeof(msg),
+                 "%s: no connection before the deadline (last error: %s)", c->rpc->path,
+                 e->last_conn_msg);
     else
         snprintf(msg, sizeof(msg), "%s: no reply from %s within %lld ms", c->rpc->path,
                  elector__authority(e), (long long)c->timeout_ms);
@@ -185,9 +193,11 @@ int elector__call_start(elector_etcd *e, elector_rpc rpc, const ProtobufCMessage
     if (rc) {
         call_free(c);
         return elector__set_err(e, rc, "%s: request of %zu bytes not sent: %s", d->path,
-                                protobuf_c_message_get_packed_size(req), elector_strerror(rc));
+                                protobuf_c_message_get_packed_size(req),
+                                elector_strerror(rc));
     }
-    int64_t tmo = opts && opts->timeout_ms > 0 ? opts->timeout_ms : e->cfg.request_timeout_ms;
+    int64_t tmo =
+        opts && opts->timeout_ms > 0 ? opts->timeout_ms : e->cfg.request_timeout_ms;
     c->timeout_ms = tmo;
     c->ucb = cb;
     c->ud = ud;
@@ -244,14 +254,16 @@ int elector_etcd_call_sync(elector_etcd *e, elector_rpc rpc, const ProtobufCMess
         rc = elector_etcd_run_once(e, -1);
         if (rc) return rc;
     }
-    if (resp) *resp = s.resp;
-    else if (s.resp) protobuf_c_message_free_unpacked(s.resp, NULL);
+    if (resp)
+        *resp = s.resp;
+    else if (s.resp)
+        protobuf_c_message_free_unpacked(s.resp, NULL);
     return s.err;
 }
 
 elector_stream *elector_etcd_stream_open(elector_etcd *e, elector_rpc rpc,
-                                         const elector_call_opts *opts, elector_stream_cb cb,
-                                         void *ud)
+                                         const elector_call_opts *opts,
+                                         elector_stream_cb cb, void *ud)
 {
     const elector__rpc_desc *d = elector__rpc(rpc);
     if (!e || e->life.closed) return NULL;

@@ -54,8 +54,10 @@ ssize_t elector__io_read(elector_etcd *e, uint8_t *buf, size_t len)
     ssize_t n = recv(e->fd, buf, len, 0);
     if (n > 0) return n;
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
-    if (n == 0) elector__conn_fail(e, ELECTOR_EUNAVAILABLE, "connection closed by the server");
-    else elector__conn_fail(e, ELECTOR_EUNAVAILABLE, "read failed: %s", strerror(errno));
+    if (n == 0)
+        elector__conn_fail(e, ELECTOR_EUNAVAILABLE, "connection closed by the server");
+    else
+        elector__conn_fail(e, ELECTOR_EUNAVAILABLE, "read failed: %s", strerror(errno));
     return -1;
 }
 
@@ -116,9 +118,9 @@ void elector__conn_fail(elector_etcd *e, int err, const char *fmt, ...)
             e->backoffs++;
             elector__calls_fail_queued(e, err, full);
         }
-        e->retry_at_ms = e->now_ms + elector__backoff_ms(e->backoffs, e->cfg.backoff_min_ms,
-                                                         e->cfg.backoff_max_ms,
-                                                         elector__next_rnd(e));
+        e->retry_at_ms =
+            e->now_ms + elector__backoff_ms(e->backoffs, e->cfg.backoff_min_ms,
+                                            e->cfg.backoff_max_ms, elector__next_rnd(e));
     }
     elector__conn_rearm(e);
 }
@@ -132,7 +134,8 @@ static void connect_start(elector_etcd *e)
     elector__conn_rearm(e);
     int rc = getaddrinfo(ep->host, ep->port, &hints, &ai);
     if (rc) {
-        elector__conn_fail(e, ELECTOR_ECONNECT, "cannot resolve host: %s", gai_strerror(rc));
+        elector__conn_fail(e, ELECTOR_ECONNECT, "cannot resolve host: %s",
+                           gai_strerror(rc));
         return;
     }
     e->fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -165,7 +168,8 @@ static void connect_finish(elector_etcd *e)
     e->want_write = false;
     if (e->eps[e->ep].tls) {
         if (!e->ssl_ctx) {
-            elector__conn_fail(e, ELECTOR_ETLS, "TLS is not set up (see the earlier error)");
+            elector__conn_fail(e, ELECTOR_ETLS,
+                               "TLS is not set up (see the earlier error)");
             return;
         }
         elector__tls_start(e);
@@ -230,10 +234,12 @@ static void retry_fired(elector__timer *t, void *ud)
 void elector__conn_rearm(elector_etcd *e)
 {
     bool dialing = e->cstate != C_IDLE && e->cstate != C_READY;
-    if (!dialing) elector__timer_disarm(e, &e->dial_timer);
+    if (!dialing)
+        elector__timer_disarm(e, &e->dial_timer);
     else if (!e->dial_timer.armed || e->dial_timer.due_ms != e->dial_deadline_ms)
         elector__timer_arm(e, &e->dial_timer, e->dial_deadline_ms, dial_fired, e);
-    if (e->cstate != C_IDLE || !have_demand(e)) elector__timer_disarm(e, &e->retry_timer);
+    if (e->cstate != C_IDLE || !have_demand(e))
+        elector__timer_disarm(e, &e->retry_timer);
     else if (!e->retry_timer.armed || e->retry_timer.due_ms != e->retry_at_ms)
         elector__timer_arm(e, &e->retry_timer, e->retry_at_ms, retry_fired, e);
     elector__ping_rearm(e);

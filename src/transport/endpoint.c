@@ -28,7 +28,8 @@ static int parse_one(const char *s, size_t n, bool tls_default, elector__endpoin
         ep->tls = true;
         p += 8;
     } else if (strstr(p, "://")) {
-        snprintf(err, cap, "endpoint '%s': unsupported scheme (use http:// or https://)", item);
+        snprintf(err, cap, "endpoint '%s': unsupported scheme (use http:// or https://)",
+                 item);
         return ELECTOR_EINVAL;
     }
     size_t plen = strlen(p);
@@ -59,8 +60,10 @@ static int parse_one(const char *s, size_t n, bool tls_default, elector__endpoin
     sprintf(ep->authority, strchr(host, ':') ? "[%s]:%s" : "%s:%s", host, port);
     return 0;
 bad:
-    snprintf(err, cap, "endpoint '%.*s': expected host:port, http://host:port or "
-             "https://host:port with a port from 1 to 65535", (int)n, s);
+    snprintf(err, cap,
+             "endpoint '%.*s': expected host:port, http://host:port or "
+             "https://host:port with a port from 1 to 65535",
+             (int)n, s);
     return ELECTOR_EINVAL;
 }
 
@@ -73,15 +76,18 @@ int elector__endpoints_parse(const char *list, bool tls_default, elector__endpoi
         return ELECTOR_EINVAL;
     }
     int n = 1;
-    for (const char *c = list; *c; c++) n += *c == ',';
+    for (const char *c = list; *c; c++)
+        n += *c == ',';
     elector__endpoint *eps = calloc((size_t)n, sizeof(*eps));
     if (!eps) return ELECTOR_ENOMEM;
     const char *s = list;
     for (int i = 0; i < n; i++) {
         const char *comma = strchr(s, ',');
         size_t len = comma ? (size_t)(comma - s) : strlen(s);
-        while (len && (*s == ' ')) s++, len--;
-        while (len && s[len - 1] == ' ') len--;
+        while (len && (*s == ' '))
+            s++, len--;
+        while (len && s[len - 1] == ' ')
+            len--;
         int rc = parse_one(s, len, tls_default, &eps[i], err, cap);
         if (rc) {
             elector__endpoints_free(eps, n);

@@ -127,7 +127,8 @@ static int copy_config(elector_etcd *e, const elector_etcd_config *cfg)
     if (e->cfg.keepalive_timeout_ms <= 0) e->cfg.keepalive_timeout_ms = 2000;
     if (e->cfg.backoff_min_ms <= 0) e->cfg.backoff_min_ms = 50;
     if (e->cfg.backoff_max_ms < e->cfg.backoff_min_ms) e->cfg.backoff_max_ms = 2000;
-    if (e->cfg.max_recv_msg_bytes == 0) e->cfg.max_recv_msg_bytes = ELECTOR__RECV_MSG_DEFAULT;
+    if (e->cfg.max_recv_msg_bytes == 0)
+        e->cfg.max_recv_msg_bytes = ELECTOR__RECV_MSG_DEFAULT;
     if (e->cfg.max_recv_msg_bytes > ELECTOR__GRPC_MAX_MSG)
         e->cfg.max_recv_msg_bytes = ELECTOR__GRPC_MAX_MSG;
     if (e->cfg.max_decode_bytes == 0)
@@ -159,21 +160,23 @@ elector_etcd *elector_etcd_new(const elector_etcd_config *cfg)
     if (e->epfd < 0 || e->evfd < 0 || e->tfd < 0 ||
         epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->evfd, &ev) < 0 ||
         epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->tfd, &tev) < 0) {
-        e->init_err = elector__set_err(e, ELECTOR_ENOMEM,
-                                       "cannot create epoll/eventfd/timerfd: %s",
-                                       strerror(errno));
+        e->init_err =
+            elector__set_err(e, ELECTOR_ENOMEM, "cannot create epoll/eventfd/timerfd: %s",
+                             strerror(errno));
         return e;
     }
     bool tls_default = e->s_cacert || e->s_cert;
     char msg[300];
-    int n = elector__endpoints_parse(e->s_endpoints, tls_default, &e->eps, msg, sizeof(msg));
+    int n =
+        elector__endpoints_parse(e->s_endpoints, tls_default, &e->eps, msg, sizeof(msg));
     if (n < 0) {
         e->init_err = elector__set_err(e, n, "%s", msg);
         return e;
     }
     e->nep = n;
     bool any_tls = false;
-    for (int i = 0; i < n; i++) any_tls |= e->eps[i].tls;
+    for (int i = 0; i < n; i++)
+        any_tls |= e->eps[i].tls;
     if (any_tls) e->init_err = elector__tls_setup(e);
     return e;
 }

@@ -38,8 +38,8 @@ static call *call_of(nghttp2_session *s, int32_t sid)
 }
 
 static int on_header_cb(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name,
-                        size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-                        void *ud)
+                        size_t namelen, const uint8_t *value, size_t valuelen,
+                        uint8_t flags, void *ud)
 {
     (void)flags, (void)ud;
     if (f->hd.type != NGHTTP2_HEADERS) return 0;
@@ -72,12 +72,14 @@ void elector__h2_reset(call *c)
 
 void elector__h2_forget(call *c)
 {
-    if (c->sid && c->etcd->h2) nghttp2_session_set_stream_user_data(c->etcd->h2, c->sid, NULL);
+    if (c->sid && c->etcd->h2)
+        nghttp2_session_set_stream_user_data(c->etcd->h2, c->sid, NULL);
 }
 
 /* The peer broke the protocol on call c: reset its stream, drop what it sent and
  * let dispatch() end the call with ELECTOR_EPROTO. */
-static void rx_violation(call *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void rx_violation(call *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void rx_violation(call *c, const char *fmt, ...)
 {
     char what[200];
@@ -85,8 +87,8 @@ static void rx_violation(call *c, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
-    snprintf(c->rx_msg, sizeof(c->rx_msg), "%s: %s from %s; stream reset", c->rpc->path, what,
-             elector__authority(c->etcd));
+    snprintf(c->rx_msg, sizeof(c->rx_msg), "%s: %s from %s; stream reset", c->rpc->path,
+             what, elector__authority(c->etcd));
     c->rx_err = ELECTOR_EPROTO;
     elector__h2_reset(c);
     elector__buf_free(&c->in);
@@ -104,7 +106,8 @@ static void rx_scan(call *c)
          * checked is never consumed, so it is in the buffer. */
         uint64_t base = c->rx_total - elector__buf_avail(&c->in);
         const uint8_t *p = elector__buf_head(&c->in) + (c->rx_next - base);
-        uint32_t n = (uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 8 | p[4];
+        uint32_t n =
+            (uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 8 | p[4];
         if (!c->stream && c->rx_msgs > 0)
             rx_violation(c, "a second message in a unary reply");
         else if (p[0] != 0)
@@ -229,7 +232,10 @@ const char *elector__h2_strerror(uint32_t code)
     return nghttp2_http2_strerror(code);
 }
 
-#define NV(n, v, vl) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vl), NGHTTP2_NV_FLAG_NONE}
+#define NV(n, v, vl)                                                                     \
+    {                                                                                    \
+        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vl), NGHTTP2_NV_FLAG_NONE        \
+    }
 
 /* Opens c's HTTP/2 stream with the gRPC request headers; the data provider
  * hands it the framed request. */
@@ -250,7 +256,8 @@ void elector__h2_submit(elector_etcd *e, call *c)
         elector__grpc_timeout(c->deadline.due_ms - e->now_ms, tmo);
         nv[n++] = (nghttp2_nv)NV("grpc-timeout", tmo, strlen(tmo));
     }
-    if (e->token && !c->is_auth) nv[n++] = (nghttp2_nv)NV("token", e->token, strlen(e->token));
+    if (e->token && !c->is_auth)
+        nv[n++] = (nghttp2_nv)NV("token", e->token, strlen(e->token));
     if (c->require_leader) nv[n++] = (nghttp2_nv)NV("hasleader", "true", 4);
     nghttp2_data_provider dp = {.source.ptr = c, .read_callback = data_read_cb};
     int32_t sid = nghttp2_submit_request(e->h2, NULL, nv, n, &dp, c);
@@ -281,7 +288,8 @@ void elector__h2_flush(elector_etcd *e)
             const uint8_t *data;
             ssize_t len = nghttp2_session_mem_send(e->h2, &data);
             if (len < 0) {
-                elector__conn_fail(e, ELECTOR_EPROTO, "HTTP/2: %s", nghttp2_strerror((int)len));
+                elector__conn_fail(e, ELECTOR_EPROTO, "HTTP/2: %s",
+                                   nghttp2_strerror((int)len));
                 return;
             }
             if (len == 0) break;
@@ -291,8 +299,8 @@ void elector__h2_flush(elector_etcd *e)
             }
         }
         if (!elector__buf_avail(&e->wbuf)) return;
-        ssize_t n =
-            elector__io_write(e, elector__buf_head(&e->wbuf), elector__buf_avail(&e->wbuf));
+        ssize_t n = elector__io_write(e, elector__buf_head(&e->wbuf),
+                                      elector__buf_avail(&e->wbuf));
         if (n < 0) return;
         if (n == 0) {
             e->want_write = true;
@@ -312,7 +320,8 @@ void elector__h2_read(elector_etcd *e)
         if (n <= 0) return;
         ssize_t rc = nghttp2_session_mem_recv(e->h2, buf, (size_t)n);
         if (rc < 0) {
-            elector__conn_fail(e, ELECTOR_EPROTO, "HTTP/2: %s", nghttp2_strerror((int)rc));
+            elector__conn_fail(e, ELECTOR_EPROTO, "HTTP/2: %s",
+                               nghttp2_strerror((int)rc));
             return;
         }
         if ((size_t)n < sizeof(buf) && !e->ssl) return; /* drained */

@@ -49,7 +49,8 @@ static void ping_fired(elector__timer *t, void *ud)
 void elector__ping_rearm(elector_etcd *e)
 {
     int64_t due = ping_next(e);
-    if (due == INT64_MAX) elector__timer_disarm(e, &e->ping_timer);
+    if (due == INT64_MAX)
+        elector__timer_disarm(e, &e->ping_timer);
     else if (!e->ping_timer.armed || e->ping_timer.due_ms != due)
         elector__timer_arm(e, &e->ping_timer, due, ping_fired, e);
 }

@@ -16,8 +16,10 @@ void elector__call_end(call *c, int err, const char *msg)
     if (err) e->stats.errors[c->rpc_id]++;
     elector__hold(&e->life);
     elector__set_err(e, err, "%s", msg);
-    if (c->stream) c->scb(c, err, NULL, c->ud);
-    else c->ucb(e, err, NULL, c->ud);
+    if (c->stream)
+        c->scb(c, err, NULL, c->ud);
+    else
+        c->ucb(e, err, NULL, c->ud);
     elector__unhold(&e->life); /* the loop holds it too: never the last hold */
 }
 
@@ -32,8 +34,8 @@ static int status_err(call *c, char *msg, size_t cap)
                  c->grpc_msg[0] ? c->grpc_msg : "error", c->grpc_status, ep);
         err = elector__grpc_error(c->grpc_status, c->grpc_msg);
     } else if (c->grpc_status < 0) {
-        snprintf(msg, cap, "%s: stream reset by %s (HTTP/2 %s, status %d)", c->rpc->path, ep,
-                 elector__h2_strerror(c->h2_error), c->http_status);
+        snprintf(msg, cap, "%s: stream reset by %s (HTTP/2 %s, status %d)", c->rpc->path,
+                 ep, elector__h2_strerror(c->h2_error), c->http_status);
     } else {
         snprintf(msg, cap, "%s: stream ended by %s", c->rpc->path, ep);
     }
@@ -43,11 +45,13 @@ static int status_err(call *c, char *msg, size_t cap)
 
 /* Decodes one message within the decode budget; NULL with a message in msg on
  * failure. */
-static ProtobufCMessage *decode(call *c, const uint8_t *p, size_t n, char *msg, size_t cap)
+static ProtobufCMessage *decode(call *c, const uint8_t *p, size_t n, char *msg,
+                                size_t cap)
 {
     const elector_etcd *e = c->etcd;
     int why = 0;
-    ProtobufCMessage *m = elector__decode(c->rpc->resp, p, n, e->cfg.max_decode_bytes, &why);
+    ProtobufCMessage *m =
+        elector__decode(c->rpc->resp, p, n, e->cfg.max_decode_bytes, &why);
     if (m) return m;
     const char *ep = elector__authority(e);
     if (why == ELECTOR__DEC_OVER_BUDGET)
@@ -56,10 +60,12 @@ static ProtobufCMessage *decode(call *c, const uint8_t *p, size_t n, char *msg, 
                  "memory to decode (max_decode_bytes)",
                  c->rpc->path, n, ep, e->cfg.max_decode_bytes);
     else if (why == ELECTOR__DEC_TOO_DEEP)
-        snprintf(msg, cap, "%s: a reply of %zu bytes from %s nests messages more than %d deep",
+        snprintf(msg, cap,
+                 "%s: a reply of %zu bytes from %s nests messages more than %d deep",
                  c->rpc->path, n, ep, ELECTOR__PB_MAX_DEPTH);
     else
-        snprintf(msg, cap, "%s: undecodable reply (%zu bytes) from %s", c->rpc->path, n, ep);
+        snprintf(msg, cap, "%s: undecodable reply (%zu bytes) from %s", c->rpc->path, n,
+                 ep);
     return NULL;
 }
 
@@ -95,7 +101,8 @@ static ProtobufCMessage *unary_reply(call *c, int *err, char *msg, size_t cap)
     int rc = elector__grpc_next(&c->in, &p, &n);
     *err = ELECTOR_EPROTO;
     if (rc != 1 || elector__buf_avail(&c->in) != 5 + n) {
-        snprintf(msg, cap, "%s: reply from %s %s", c->rpc->path, elector__authority(c->etcd),
+        snprintf(msg, cap, "%s: reply from %s %s", c->rpc->path,
+                 elector__authority(c->etcd),
                  rc != 1 ? "without a whole message" : "with bytes after its message");
         return NULL;
     }
@@ -181,9 +188,12 @@ void elector__dispatch(elector_etcd *e)
         if (!e->ready_head) e->ready_tail = NULL;
         c->queued_ready = false;
         if (c->user_closed || c->ended) continue;
-        if (c->rx_err) elector__call_end(c, c->rx_err, c->rx_msg);
-        else if (c->stream) deliver_stream(e, c);
-        else if (c->net_closed) finish_unary(e, c);
+        if (c->rx_err)
+            elector__call_end(c, c->rx_err, c->rx_msg);
+        else if (c->stream)
+            deliver_stream(e, c);
+        else if (c->net_closed)
+            finish_unary(e, c);
         if (e->life.closed) return;
     }
 }

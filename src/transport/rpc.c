@@ -6,7 +6,8 @@
 /* RPC(RANGE, "KV/Range", range, false): path /etcdserverpb.KV/Range, messages
  * Etcdserverpb__RangeRequest and Etcdserverpb__RangeResponse. */
 #define RPC(id, path, msg, stream)                                                       \
-    [ELECTOR_RPC_##id] = {"/etcdserverpb." path, &etcdserverpb__##msg##_request__descriptor, \
+    [ELECTOR_RPC_##id] = {"/etcdserverpb." path,                                         \
+                          &etcdserverpb__##msg##_request__descriptor,                    \
                           &etcdserverpb__##msg##_response__descriptor, stream}
 static const elector__rpc_desc rpcs[ELECTOR_RPC_COUNT_] = {
     RPC(RANGE, "KV/Range", range, false),

@@ -35,9 +35,12 @@ static void swap_up(elector__timers *h, elector__timer *p, elector__timer *c)
     if (sibling) sibling->parent = c;
     if (p->left) p->left->parent = p;
     if (p->right) p->right->parent = p;
-    if (!pp) h->min = c;
-    else if (pp->left == p) pp->left = c;
-    else pp->right = c;
+    if (!pp)
+        h->min = c;
+    else if (pp->left == p)
+        pp->left = c;
+    else
+        pp->right = c;
 }
 
 /* The slot of node number n (1-based, in level order): the root, then the path
@@ -45,7 +48,8 @@ static void swap_up(elector__timers *h, elector__timer *p, elector__timer *c)
 static elector__timer **slot(elector__timers *h, unsigned n, elector__timer **parent)
 {
     unsigned path = 0, k = 0;
-    for (; n >= 2; k++, n /= 2) path = (path << 1) | (n & 1);
+    for (; n >= 2; k++, n /= 2)
+        path = (path << 1) | (n & 1);
     elector__timer **pos = &h->min;
     *parent = NULL;
     for (; k > 0; k--, path >>= 1) {
@@ -63,7 +67,8 @@ static void heap_insert(elector__timers *h, elector__timer *t)
     t->parent = parent;
     *pos = t;
     h->n++;
-    while (t->parent && before(t, t->parent)) swap_up(h, t->parent, t);
+    while (t->parent && before(t, t->parent))
+        swap_up(h, t->parent, t);
 }
 
 static void heap_remove(elector__timers *h, elector__timer *t)
@@ -80,9 +85,12 @@ static void heap_remove(elector__timers *h, elector__timer *t)
     last->parent = t->parent;
     if (last->left) last->left->parent = last;
     if (last->right) last->right->parent = last;
-    if (!t->parent) h->min = last;
-    else if (t->parent->left == t) t->parent->left = last;
-    else t->parent->right = last;
+    if (!t->parent)
+        h->min = last;
+    else if (t->parent->left == t)
+        t->parent->left = last;
+    else
+        t->parent->right = last;
     for (;;) {
         elector__timer *m = last;
         if (last->left && before(last->left, m)) m = last->left;
@@ -90,7 +98,8 @@ static void heap_remove(elector__timers *h, elector__timer *t)
         if (m == last) break;
         swap_up(h, last, m);
     }
-    while (last->parent && before(last, last->parent)) swap_up(h, last->parent, last);
+    while (last->parent && before(last, last->parent))
+        swap_up(h, last->parent, last);
 }
 
 void elector__wake_at(elector_etcd *e, int64_t due_ms)
@@ -122,7 +131,8 @@ void elector__timer_arm(elector_etcd *e, elector__timer *t, int64_t due_ms,
     t->ud = ud;
     t->armed = true;
     heap_insert(&e->timers, t);
-    if (due_ms < e->wake_ms) elector__wake_at(e, due_ms); /* loops that only poll the fd */
+    if (due_ms < e->wake_ms)
+        elector__wake_at(e, due_ms); /* loops that only poll the fd */
 }
 
 int64_t elector__timers_next(const elector_etcd *e)

@@ -28,7 +28,8 @@ int elector__tls_setup(elector_etcd *e)
     if (elector__ssl_load(why, sizeof(why)))
         return elector__set_err(e, ELECTOR_ETLS, "%s", why);
     e->ssl_ctx = SSL_CTX_new(TLS_client_method());
-    if (!e->ssl_ctx) return elector__set_err(e, ELECTOR_ETLS, "cannot create TLS context");
+    if (!e->ssl_ctx)
+        return elector__set_err(e, ELECTOR_ETLS, "cannot create TLS context");
     SSL_CTX_set_verify(e->ssl_ctx, SSL_VERIFY_PEER, NULL);
     SSL_CTX_set_mode(e->ssl_ctx,
                      SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
@@ -44,14 +45,16 @@ int elector__tls_setup(elector_etcd *e)
         return elector__set_err(e, ELECTOR_EINVAL, "cannot load CA file '%s': %s",
                                 e->s_cacert ? e->s_cacert : "(system)", ssl_err_text());
     if (e->s_cert && SSL_CTX_use_certificate_chain_file(e->ssl_ctx, e->s_cert) != 1)
-        return elector__set_err(e, ELECTOR_EINVAL, "cannot load client certificate '%s': %s",
-                                e->s_cert, ssl_err_text());
-    const char *key = e->s_key ? e->s_key : e->s_cert;
-    if (e->s_cert && (SSL_CTX_use_PrivateKey_file(e->ssl_ctx, key, SSL_FILETYPE_PEM) != 1 ||
-                      SSL_CTX_check_private_key(e->ssl_ctx) != 1))
         return elector__set_err(e, ELECTOR_EINVAL,
-                                "cannot use client key '%s' with certificate '%s': %s", key,
-                                e->s_cert, ssl_err_text());
+                                "cannot load client certificate '%s': %s", e->s_cert,
+                                ssl_err_text());
+    const char *key = e->s_key ? e->s_key : e->s_cert;
+    if (e->s_cert &&
+        (SSL_CTX_use_PrivateKey_file(e->ssl_ctx, key, SSL_FILETYPE_PEM) != 1 ||
+         SSL_CTX_check_private_key(e->ssl_ctx) != 1))
+        return elector__set_err(e, ELECTOR_EINVAL,
+                                "cannot use client key '%s' with certificate '%s': %s",
+                                key, e->s_cert, ssl_err_text());
     return 0;
 }
 
@@ -78,8 +81,8 @@ void elector__tls_start(elector_etcd *e)
     }
     SSL_set_bio(e->ssl, bio, bio); /* the SSL object owns it now */
     unsigned char tmp[16];
-    bool is_ip = inet_pton(AF_INET, ep->host, tmp) == 1 ||
-                 inet_pton(AF_INET6, ep->host, tmp) == 1;
+    bool is_ip =
+        inet_pton(AF_INET, ep->host, tmp) == 1 || inet_pton(AF_INET6, ep->host, tmp) == 1;
     /* Without these the certificate is checked against the CA only, not against
      * the endpoint: any certificate of that CA would do. So a failure is fatal. */
     bool ok = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(e->ssl), ep->host) == 1
@@ -107,7 +110,8 @@ static void handshake_done(elector_etcd *e)
                  proto ? (const char *)proto : "");
         elector__conn_fail(
             e, ELECTOR_ETLS,
-            "TLS handshake: the server did not agree to HTTP/2 (ALPN h2; it chose %s)", got);
+            "TLS handshake: the server did not agree to HTTP/2 (ALPN h2; it chose %s)",
+            got);
         return;
     }
     if (elector__h2_start(e)) elector__conn_fail(e, ELECTOR_ENOMEM, "out of memory");
@@ -156,9 +160,11 @@ ssize_t elector__tls_read(elector_etcd *e, uint8_t *buf, size_t len)
         elector__conn_fail(e, ELECTOR_ETLS, "TLS handshake refused by the server: %s",
                            why ? why : "alert");
     } else if (se == SSL_ERROR_SYSCALL && errno) {
-        elector__conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS read failed: %s", strerror(errno));
+        elector__conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS read failed: %s",
+                           strerror(errno));
     } else {
-        elector__conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS read failed: %s", ssl_err_text());
+        elector__conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS read failed: %s",
+                           ssl_err_text());
     }
     return -1;
 }
@@ -172,8 +178,10 @@ ssize_t elector__tls_write(elector_etcd *e, const uint8_t *buf, size_t len)
     int se = SSL_get_error(e->ssl, n);
     if (se == SSL_ERROR_WANT_READ || se == SSL_ERROR_WANT_WRITE) return 0;
     if (se == SSL_ERROR_SYSCALL && errno)
-        elector__conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS write failed: %s", strerror(errno));
+        elector__conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS write failed: %s",
+                           strerror(errno));
     else
-        elector__conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS write failed: %s", ssl_err_text());
+        elector__conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS write failed: %s",
+                           ssl_err_text());
     return -1;
 }

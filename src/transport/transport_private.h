@@ -72,15 +72,16 @@ int elector__pb_check(const ProtobufCMessageDescriptor *desc, const uint8_t *p, 
  * the figure is the real heap in use, temporary tables included). The result is
  * malloc'd as usual: free it with protobuf_c_message_free_unpacked(m, NULL).
  * NULL with *why set to an ELECTOR__DEC_* reason on failure. */
-ProtobufCMessage *elector__decode(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
-                                  size_t n, size_t budget, int *why);
+ProtobufCMessage *elector__decode(const ProtobufCMessageDescriptor *desc,
+                                  const uint8_t *p, size_t n, size_t budget, int *why);
 
 /* Checks that a Txn reply has the shape its request asked for: as many results
  * as the branch that ran has operations, each of the operation's kind (a Range
  * result where a Range was asked, ...), nested Txns likewise. Returns 0, or -1
  * with what is wrong in why (cap bytes). */
 int elector__txn_shape_check(const Etcdserverpb__TxnRequest *req,
-                             const Etcdserverpb__TxnResponse *resp, char *why, size_t cap);
+                             const Etcdserverpb__TxnResponse *resp, char *why,
+                             size_t cap);
 
 /* grpc-timeout header value for ms ("1500m", or in seconds once too long). */
 void elector__grpc_timeout(int64_t ms, char out[16]);
@@ -128,8 +129,8 @@ enum call_state { CS_QUEUED, CS_ACTIVE, CS_DONE };
 
 typedef struct elector_stream call;
 struct elector_stream {
-    call *next, *prev;  /* all live calls of the client */
-    call *ready_next;   /* ready queue link */
+    call *next, *prev; /* all live calls of the client */
+    call *ready_next;  /* ready queue link */
     elector_etcd *etcd;
     const elector__rpc_desc *rpc;
     elector_rpc rpc_id;
@@ -226,7 +227,7 @@ void elector__wake_at(elector_etcd *e, int64_t due_ms);
 /* conn.c */
 void elector__conn_fail(elector_etcd *e, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void elector__conn_io(elector_etcd *e);  /* advance on readiness of the socket */
+void elector__conn_io(elector_etcd *e);    /* advance on readiness of the socket */
 void elector__conn_rearm(elector_etcd *e); /* dial, reconnect and ping timers */
 bool elector__conn_drain_due(const elector_etcd *e);
 void elector__conn_close(elector_etcd *e);

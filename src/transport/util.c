@@ -58,9 +58,11 @@ int elector__memdup(uint8_t **dst, size_t *dlen, const void *p, size_t n)
 const char *elector_strerror(int err)
 {
     switch (err) {
-    case 0: return "success";
+    case 0:
+        return "success";
 #define ELECTOR_ERR_STR_(name, value, text)                                              \
-    case value: return text;
+    case value:                                                                          \
+        return text;
         ELECTOR_ERRNO_MAP(ELECTOR_ERR_STR_)
 #undef ELECTOR_ERR_STR_
     }
@@ -69,16 +71,18 @@ const char *elector_strerror(int err)
 
 bool elector__transient(int err)
 {
-    return err == ELECTOR_EUNAVAILABLE || err == ELECTOR_ETIMEDOUT || err == ELECTOR_ENOLEADER ||
-           err == ELECTOR_ECONNECT;
+    return err == ELECTOR_EUNAVAILABLE || err == ELECTOR_ETIMEDOUT ||
+           err == ELECTOR_ENOLEADER || err == ELECTOR_ECONNECT;
 }
 
 const char *elector_err_name(int err)
 {
     switch (err) {
-    case 0: return "OK";
+    case 0:
+        return "OK";
 #define ELECTOR_ERR_NAME_(name, value, text)                                             \
-    case value: return #name;
+    case value:                                                                          \
+        return #name;
         ELECTOR_ERRNO_MAP(ELECTOR_ERR_NAME_)
 #undef ELECTOR_ERR_NAME_
     }
@@ -89,9 +93,9 @@ int64_t elector__backoff_ms(int failures, int64_t min_ms, int64_t max_ms, uint32
 {
     if (failures <= 0) return 0;
     int64_t d = min_ms;
-    for (int i = 1; i < failures && d < max_ms; i++) d = d > max_ms / 2 ? max_ms : d * 2;
+    for (int i = 1; i < failures && d < max_ms; i++)
+        d = d > max_ms / 2 ? max_ms : d * 2;
     if (d > max_ms) d = max_ms;
     /* Jitter in [0.5, 1.0] spreads reconnecting clients apart. */
     return d / 2 + (int64_t)((long double)(d - d / 2) * rnd / UINT32_MAX);
 }
-
