@@ -227,20 +227,17 @@ static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchRespons
     (void)w;
     elector_election *el = ud;
     if (err) {
-        /* A broken or compacted watch never counts as a win: re-read first. */
+        /* A broken or compacted watch never counts as a win: check again. */
         elector__stop_watch(el);
-        if (err == ELECTOR_EPROTO) {
-            /* A server that breaks the protocol will not heal by a retry. */
-            if (el->state == E_LEADER)
-                elector__lose(el, err, elector_etcd_errstr(el->etcd), 0);
-            else
-                fail(el, err, elector_etcd_errstr(el->etcd));
-            return;
-        }
-        if (err == ELECTOR_ECOMPACTED)
-            send_check(el);
-        else
+        enum elector__watch_next next = elector__watch_next(err);
+        if (next == ELECTOR__WATCH_RETRY)
             schedule_retry(el);
+        else if (next == ELECTOR__WATCH_REREAD)
+            send_check(el);
+        else if (el->state == E_LEADER)
+            elector__lose(el, err, elector_etcd_errstr(el->etcd), 0);
+        else
+            fail(el, err, elector_etcd_errstr(el->etcd));
         return;
     }
     for (size_t i = 0; i < r->n_events; i++) {

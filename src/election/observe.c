@@ -147,12 +147,13 @@ static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchRespons
     elector_observer *o = ud;
     if (err) {
         stop_watch(o);
-        if (err == ELECTOR_EPROTO)
-            fail_observer(o, err);
-        else if (err == ELECTOR_ECOMPACTED)
+        enum elector__watch_next next = elector__watch_next(err);
+        if (next == ELECTOR__WATCH_RETRY)
+            schedule_retry(o);
+        else if (next == ELECTOR__WATCH_REREAD)
             start_read(o);
         else
-            schedule_retry(o);
+            fail_observer(o, err);
         return;
     }
     bool need_read = false;

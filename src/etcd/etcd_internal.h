@@ -20,4 +20,14 @@ typedef struct elector__prefix {
 int elector__prefix_init(elector__prefix *p, const char *name);
 void elector__prefix_free(elector__prefix *p);
 
+/* What a watcher does once its watch ended with err (the callback's error): a
+ * broken or compacted watch never counts as news, the watcher reads the
+ * current state again. */
+enum elector__watch_next {
+    ELECTOR__WATCH_GIVE_UP, /* EPROTO: a server that broke the protocol will not heal */
+    ELECTOR__WATCH_REREAD,  /* ECOMPACTED: read again now, watch from there */
+    ELECTOR__WATCH_RETRY    /* anything else: read again after a pause */
+};
+enum elector__watch_next elector__watch_next(int err);
+
 #endif

@@ -328,6 +328,12 @@ void elector_watch_cancel(elector_watch *w)
     if (!elector__held(&st->fanout)) purge_canceled(st);
 }
 
+enum elector__watch_next elector__watch_next(int err)
+{
+    if (err == ELECTOR_EPROTO) return ELECTOR__WATCH_GIVE_UP;
+    return err == ELECTOR_ECOMPACTED ? ELECTOR__WATCH_REREAD : ELECTOR__WATCH_RETRY;
+}
+
 int64_t elector_watch_id(const elector_watch *w)
 {
     return w->id;

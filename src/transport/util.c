@@ -55,38 +55,39 @@ int elector__memdup(uint8_t **dst, size_t *dlen, const void *p, size_t n)
     return 0;
 }
 
+/* One row per code, from the one X-macro list (elector/error.h). */
+static const struct error_row {
+    int value;
+    const char *name, *text;
+} errors[] = {{0, "OK", "success"},
+#define ELECTOR_ERR_ROW_(name, value, text) {value, #name, text},
+              ELECTOR_ERRNO_MAP(ELECTOR_ERR_ROW_)
+#undef ELECTOR_ERR_ROW_
+};
+
+static const struct error_row *error_row(int err)
+{
+    for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++)
+        if (errors[i].value == err) return &errors[i];
+    return NULL;
+}
+
 const char *elector_strerror(int err)
 {
-    switch (err) {
-    case 0:
-        return "success";
-#define ELECTOR_ERR_STR_(name, value, text)                                              \
-    case value:                                                                          \
-        return text;
-        ELECTOR_ERRNO_MAP(ELECTOR_ERR_STR_)
-#undef ELECTOR_ERR_STR_
-    }
-    return "unknown error";
+    const struct error_row *r = error_row(err);
+    return r ? r->text : "unknown error";
+}
+
+const char *elector_err_name(int err)
+{
+    const struct error_row *r = error_row(err);
+    return r ? r->name : "UNKNOWN";
 }
 
 bool elector__transient(int err)
 {
     return err == ELECTOR_EUNAVAILABLE || err == ELECTOR_ETIMEDOUT ||
            err == ELECTOR_ENOLEADER || err == ELECTOR_ECONNECT;
-}
-
-const char *elector_err_name(int err)
-{
-    switch (err) {
-    case 0:
-        return "OK";
-#define ELECTOR_ERR_NAME_(name, value, text)                                             \
-    case value:                                                                          \
-        return #name;
-        ELECTOR_ERRNO_MAP(ELECTOR_ERR_NAME_)
-#undef ELECTOR_ERR_NAME_
-    }
-    return "UNKNOWN";
 }
 
 int64_t elector__backoff_ms(int failures, int64_t min_ms, int64_t max_ms, uint32_t rnd)
