@@ -1,4 +1,4 @@
-/* libFuzzer target: the election, observe and session layers (src/session.c,
+/* libFuzzer target: the election, observe and session layers (src/election/session.c,
  * election.c, observe.c over the real client engine) against a server whose
  * every answer comes from the fuzz input.
  *

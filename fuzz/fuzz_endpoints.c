@@ -1,4 +1,4 @@
-/* libFuzzer target: endpoint list parsing (src/endpoint.c).
+/* libFuzzer target: endpoint list parsing (src/transport/endpoint.c).
  * Input: byte 0 = tls_default (low bit), the rest = the list (made NUL-terminated;
  * an embedded NUL simply ends the string early, as it would in C). */
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /* Unit tests (no server) for gRPC framing, grpc-timeout, grpc-message decoding and
- * the grpc-status/etcd message mapping in src/grpc.c. */
+ * the grpc-status/etcd message mapping in src/transport/grpc.c. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

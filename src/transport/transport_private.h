@@ -3,7 +3,8 @@
  *   engine.c    the client handle, its epoll set and the process loop
  *   timer.c     the timer heap and the timerfd that wakes the loop
  *   conn.c      sockets and the connection state machine, endpoints
- *   tls.c       TLS on the connection (OpenSSL, loaded by ssl_lazy.c)
+ *   tls.c       TLS on the connection (OpenSSL, loaded by ssl_lazy.c; only
+ *               tls.c and ssl_lazy.c include ssl_lazy.h, OpenSSL's headers)
  *   ping.c      the HTTP/2 PING policy
  *   h2.c        nghttp2 glue: callbacks, request headers, reads and writes
  *   call.c      the call list, the public call and stream API
