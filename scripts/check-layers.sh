@@ -8,9 +8,12 @@
 # never a header of a layer above (an upward arrow), nor the private headers
 # of a layer below. tool/ uses the public headers and its own only. Every .c
 # file of a layer folder must be in that layer's list in src/sources.cmake.
+# Given a build directory, it also checks the compiled objects: no layer refers
+# to a symbol that a layer above it defines (a call up, whatever the headers).
 #
-#   scripts/check-layers.sh [ROOT]       check the tree at ROOT (default: here)
-#   scripts/check-layers.sh --self-test  check that planted violations are found
+#   scripts/check-layers.sh [ROOT [BUILD]]  check the tree at ROOT (default: here)
+#                                           and the objects of the layers in BUILD
+#   scripts/check-layers.sh --self-test     check that planted violations are found
 #
 # Prints one line per violation; exit status 1 if there is any.
 set -euo pipefail
@@ -56,6 +59,7 @@ check() {
             done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
         done
     done
+    [ -n "${2:-}" ] && { check_symbols "$2" "${order[@]}" || bad=1; }
     if [ -d "$root/tool" ]; then
         for f in "$root"/tool/*.[ch]; do
             [ -e "$f" ] || continue
@@ -67,6 +71,37 @@ check() {
             done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
         done
     fi
+    return $bad
+}
+
+# The objects of layer L in build directory B (CMake's layout for an object
+# library elector_L).
+layer_objects() {
+    find "$1/CMakeFiles/elector_$2.dir" -name '*.o' 2>/dev/null | sort
+}
+
+check_symbols() {
+    local b=$1 bad=0 i j sym
+    shift
+    local -a order=("$@")
+    for ((i = 0; i < ${#order[@]}; i++)); do
+        local -a objs
+        mapfile -t objs < <(layer_objects "$b" "${order[i]}")
+        [ ${#objs[@]} -gt 0 ] || { echo "$b: no objects of layer ${order[i]}"; bad=1; continue; }
+        local undef
+        undef=$(nm -u "${objs[@]}" | awk 'NF == 2 {print $2}' | sort -u)
+        for ((j = i + 1; j < ${#order[@]}; j++)); do
+            local -a up
+            mapfile -t up < <(layer_objects "$b" "${order[j]}")
+            [ ${#up[@]} -gt 0 ] || continue
+            while IFS= read -r sym; do
+                [ -n "$sym" ] || continue
+                echo "src/${order[i]}: calls up to $sym, defined in src/${order[j]}"
+                bad=1
+            done < <(comm -12 <(echo "$undef") \
+                <(nm -g --defined-only "${up[@]}" | awk 'NF == 3 {print $3}' | sort -u))
+        done
+    done
     return $bad
 }
 
@@ -91,6 +126,21 @@ EOF
     : >"$t/tool/own.h"
     local out
     out=$(check "$t") || { echo "self-test: a clean tree was refused:"; echo "$out"; return 1; }
+    # Objects: high calls low (fine), then low calls high (an arrow up).
+    mkdir -p "$t/build/CMakeFiles/elector_low.dir" "$t/build/CMakeFiles/elector_high.dir"
+    echo 'int low_fn(void); int low_fn(void) { return 0; }' >"$t/low.c"
+    echo 'int low_fn(void); int high_fn(void); int high_fn(void) { return low_fn(); }' >"$t/high.c"
+    cc -c "$t/low.c" -o "$t/build/CMakeFiles/elector_low.dir/a.c.o"
+    cc -c "$t/high.c" -o "$t/build/CMakeFiles/elector_high.dir/b.c.o"
+    out=$(check "$t" "$t/build") ||
+        { echo "self-test: clean objects were refused:"; echo "$out"; return 1; }
+    echo 'int high_fn(void); int low_fn(void); int low_fn(void) { return high_fn(); }' >"$t/low.c"
+    cc -c "$t/low.c" -o "$t/build/CMakeFiles/elector_low.dir/a.c.o"
+    if out=$(check "$t" "$t/build"); then
+        echo "self-test: not caught: a call from low up to high"; return 1
+    fi
+    grep -q "calls up to high_fn" <<<"$out" || { echo "self-test: wrong report: $out"; return 1; }
+    rm -rf "$t/build"
     # Each planted flaw must be reported on its own.
     local -a flaws=(
         "src/low/a.c|#include \"high_private.h\"|a layer above"
@@ -111,12 +161,12 @@ EOF
             { echo "self-test: wrong report for $line in $file: $out"; rm -rf "$t.copy"; return 1; }
         rm -rf "$t.copy"
     done
-    echo "check-layers self-test: ${#flaws[@]} planted violations caught"
+    echo "check-layers self-test: $((${#flaws[@]} + 1)) planted violations caught"
 }
 
 if [ "${1:-}" = --self-test ]; then
     self_test
 else
     root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
-    if check "$root"; then echo "check-layers: ok"; else exit 1; fi
+    if check "$root" "${2:-}"; then echo "check-layers: ok"; else exit 1; fi
 fi
