@@ -202,7 +202,7 @@ int elector__call_start(elector_etcd *e, elector_rpc rpc, const ProtobufCMessage
     c->ucb = cb;
     c->ud = ud;
     list_add(e, c);
-    elector__timer_arm(e, &c->deadline, elector__now_ms() + tmo, deadline_fired, c);
+    elector__timer_set(e, &c->deadline, elector__now_ms() + tmo, deadline_fired, c);
     elector__conn_rearm(e);
     if (out) *out = c;
     return 0;
@@ -248,7 +248,7 @@ int elector_etcd_call_sync(elector_etcd *e, elector_rpc rpc, const ProtobufCMess
         if (e->h2) elector__h2_flush(e);
         elector__unhold(&e->life);
         elector__set_interest(e);
-        elector__conn_rearm(e);
+        elector__ping_rearm(e);
     }
     while (!s.done) {
         rc = elector_etcd_run_once(e, -1);

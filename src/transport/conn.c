@@ -123,6 +123,7 @@ void elector__conn_fail(elector_etcd *e, int err, const char *fmt, ...)
                                             e->cfg.backoff_max_ms, elector__next_rnd(e));
     }
     elector__conn_rearm(e);
+    elector__ping_rearm(e);
 }
 
 static void connect_start(elector_etcd *e)
@@ -230,17 +231,17 @@ static void retry_fired(elector__timer *t, void *ud)
 }
 
 /* The dial timeout runs while connecting; the reconnect timer while idle with
- * calls that need a connection (at once, or after the backoff). */
+ * calls that need a connection (at once, or after the backoff). Called where
+ * the state or the demand changes (the PING timer has its own). */
 void elector__conn_rearm(elector_etcd *e)
 {
     bool dialing = e->cstate != C_IDLE && e->cstate != C_READY;
     if (!dialing)
         elector__timer_disarm(e, &e->dial_timer);
     else if (!e->dial_timer.armed || e->dial_timer.due_ms != e->dial_deadline_ms)
-        elector__timer_arm(e, &e->dial_timer, e->dial_deadline_ms, dial_fired, e);
+        elector__timer_set(e, &e->dial_timer, e->dial_deadline_ms, dial_fired, e);
     if (e->cstate != C_IDLE || !have_demand(e))
         elector__timer_disarm(e, &e->retry_timer);
     else if (!e->retry_timer.armed || e->retry_timer.due_ms != e->retry_at_ms)
-        elector__timer_arm(e, &e->retry_timer, e->retry_at_ms, retry_fired, e);
-    elector__ping_rearm(e);
+        elector__timer_set(e, &e->retry_timer, e->retry_at_ms, retry_fired, e);
 }

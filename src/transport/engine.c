@@ -259,6 +259,7 @@ static int process_events(elector_etcd *e, struct epoll_event *evs, int nev)
     if (e->life.closed) return ELECTOR_ECLOSED;
     elector__calls_reap(e);
     elector__conn_rearm(e);
+    elector__ping_rearm(e);
     elector__set_interest(e);
     elector__wake_at(e, next_due(e, elector__now_ms()));
     return 0;

@@ -160,6 +160,7 @@ static int on_frame_cb(nghttp2_session *s, const nghttp2_frame *f, void *ud)
             e->round_failures = 0;
             e->backoffs = 0;
             elector__conn_rearm(e);
+            elector__ping_rearm(e);
         }
         break;
     case NGHTTP2_PING:

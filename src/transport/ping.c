@@ -44,13 +44,16 @@ static void ping_fired(elector__timer *t, void *ud)
 }
 
 /* The time of the next PING moves with every frame received and every call
- * that starts or ends: the timer is armed again after each pass of the loop
- * (and when a stream's owner starts or stops awaiting a reply). */
+ * that starts or ends. It is checked after each pass of the loop (and when the
+ * connection is up, a blocking call was sent, or a stream's owner starts or
+ * stops awaiting a reply), and the timer armed again only when it must fire
+ * sooner: a timer that fires early finds the PING not yet due and re-arms
+ * itself, which is cheaper than moving it in the heap at every frame. */
 void elector__ping_rearm(elector_etcd *e)
 {
     int64_t due = ping_next(e);
     if (due == INT64_MAX)
         elector__timer_disarm(e, &e->ping_timer);
-    else if (!e->ping_timer.armed || e->ping_timer.due_ms != due)
-        elector__timer_arm(e, &e->ping_timer, due, ping_fired, e);
+    else if (!e->ping_timer.armed || due < e->ping_timer.due_ms)
+        elector__timer_set(e, &e->ping_timer, due, ping_fired, e);
 }

@@ -121,7 +121,7 @@ void elector__timer_disarm(elector_etcd *e, elector__timer *t)
     t->armed = false;
 }
 
-void elector__timer_arm(elector_etcd *e, elector__timer *t, int64_t due_ms,
+void elector__timer_set(elector_etcd *e, elector__timer *t, int64_t due_ms,
                         elector__timer_fn fn, void *ud)
 {
     elector__timer_disarm(e, t);
@@ -131,8 +131,14 @@ void elector__timer_arm(elector_etcd *e, elector__timer *t, int64_t due_ms,
     t->ud = ud;
     t->armed = true;
     heap_insert(&e->timers, t);
-    if (due_ms < e->wake_ms)
-        elector__wake_at(e, due_ms); /* loops that only poll the fd */
+}
+
+void elector__timer_arm(elector_etcd *e, elector__timer *t, int64_t due_ms,
+                        elector__timer_fn fn, void *ud)
+{
+    elector__timer_set(e, t, due_ms, fn, ud);
+    if (due_ms < e->wake_ms) /* loops that only poll the fd */
+        elector__wake_at(e, due_ms);
 }
 
 int64_t elector__timers_next(const elector_etcd *e)

@@ -219,6 +219,12 @@ struct elector_etcd {
 uint32_t elector__next_rnd(elector_etcd *e);
 
 /* timer.c */
+/* elector__timer_arm() without moving the timerfd: for the transport's own
+ * timers, armed where the end of the pass or elector_etcd_timeout() (which the
+ * application calls before it waits) sets the timerfd anyway. Saves a
+ * timerfd_settime() per call. */
+void elector__timer_set(elector_etcd *e, elector__timer *t, int64_t due_ms,
+                        elector__timer_fn fn, void *ud);
 void elector__timers_run(elector_etcd *e);
 int64_t elector__timers_next(const elector_etcd *e); /* INT64_MAX: none armed */
 /* Arms the timerfd at due_ms (INT64_MAX disarms), so that the client's fd
