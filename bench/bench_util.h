@@ -1,6 +1,8 @@
 /* bench_util.h — helpers shared by the side-by-side benchmark programs
- * (proc_bench.c, herd.c, many.c): statistics, /proc readers, and a scraper for
+ * (proc_bench.c, herd.c, many.c): summaries, /proc readers, and a scraper for
  * etcd's Prometheus /metrics (grpc_server_msg_received_total per method).
+ * Statistics and the per-call report are in bench_stats.h, which the
+ * client-overhead programs (bench_range.c, bare_range.c) share.
  *
  * Header-only (static inline), because bench/CMakeLists.txt builds every .c file of bench/
  * into its own program.
@@ -24,6 +26,7 @@
 #include <unistd.h>
 
 #include "elector/etcd.h"
+#include "bench_stats.h"
 
 static inline void bu_die(const char *fmt, ...)
 {
@@ -42,26 +45,6 @@ static inline void *bu_xcalloc(size_t n, size_t sz)
     if (!p) bu_die("out of memory");
     return p;
 }
-
-/* ---- statistics over int64 samples (nanoseconds) ---- */
-
-static inline int bu_cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile (p in 0..1) of a sorted array. */
-static inline int64_t bu_pct(const int64_t *v, size_t n, double p)
-{
-    if (!n) return 0;
-    size_t i = (size_t)(p * (double)n + 0.999999);
-    if (i > 0) i--;
-    if (i >= n) i = n - 1;
-    return v[i];
-}
-
-static inline double bu_ms(int64_t ns) { return (double)ns / 1e6; }
 
 /* CLOCK_MONOTONIC, the clock of events' mono_ns (elector_now_ns() is the
  * deadline clock, CLOCK_BOOTTIME: the two differ by the host's suspended time). */
@@ -97,44 +80,6 @@ static inline void bu_write_samples(const char *path, const int64_t *v, size_t n
 }
 
 /* ---- /proc ---- */
-
-/* A "Field:  N kB" value of /proc/PID/status (pid 0: self); -1 if absent. */
-static inline long bu_status_field(pid_t pid, const char *field)
-{
-    char path[64];
-    if (pid) snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    else snprintf(path, sizeof(path), "/proc/self/status");
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    char line[256];
-    long v = -1;
-    size_t fl = strlen(field);
-    while (fgets(line, sizeof(line), f))
-        if (!strncmp(line, field, fl) && line[fl] == ':') {
-            v = strtol(line + fl + 1, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return v;
-}
-
-/* Pss of /proc/PID/smaps_rollup in kB (shared pages divided among their users). */
-static inline long bu_pss_kb(pid_t pid)
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/smaps_rollup", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    char line[256];
-    long v = -1;
-    while (fgets(line, sizeof(line), f))
-        if (!strncmp(line, "Pss:", 4)) {
-            v = strtol(line + 4, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return v;
-}
 
 /* CPU time of a process (all its threads) in nanoseconds from
  * /proc/PID/task/TID/schedstat (exact, unlike the tick-based /proc/PID/stat). */

@@ -410,15 +410,15 @@ static void read_candidate(ctx *c, int id, const char *path)
             open = &c->terms.v[c->terms.n - 1];
         } else if (!strcmp(word, "lost") || !strcmp(word, "resigned") ||
                    !strcmp(word, "notleader")) {
-            char reason[40] = "";
-            if (sscanf(rest, "%lld %199s %39s", &token, key, reason) < 1) continue;
+            char reason[34] = ""; /* fits in how[] after "lost:" */
+            if (sscanf(rest, "%lld %199s %33s", &token, key, reason) < 1) continue;
             term *tm = find_term(c, id, token);
             if (!tm) {
                 say(c, "ANOMALY cand %d: %s for token %lld it never was elected with", id,
                     word, token);
                 continue;
             }
-            char how[40];
+            char how[40]; /* "lost:" + reason */
             if (!strcmp(word, "lost"))
                 snprintf(how, sizeof how, "lost:%s", reason);
             else

@@ -1,4 +1,4 @@
-/* libFuzzer target: the election, observe and session layers (src/session.c,
+/* libFuzzer target: the election, observe and session layers (src/election/session.c,
  * election.c, observe.c over the real client engine) against a server whose
  * every answer comes from the fuzz input.
  *
@@ -53,7 +53,7 @@
 #include <unistd.h>
 #include <nghttp2/nghttp2.h>
 #include "elector/election.h"
-#include "internal.h"
+#include "transport_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);

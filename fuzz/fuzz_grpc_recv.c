@@ -15,7 +15,7 @@
  *     the input;
  *   - elector__grpc_timeout on an int64 from the input.
  *
- * fuzz_grpc_engine (-DFUZZ_ENGINE): the real engine (src/client.c, lease.c,
+ * fuzz_grpc_engine (-DFUZZ_ENGINE): the real engine (src/transport/, src/etcd/lease.c,
  *   watch.c) reading a fuzzed server byte stream, no etcd needed. The process
  *   listens on 127.0.0.1:0; per input a client is created with calls in flight,
  *   connects there, gets the server's SETTINGS (so it is READY and has sent its
@@ -37,7 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "internal.h"
+#include "transport_private.h"
 #include <etcdserverpb/rpc.pb-c.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

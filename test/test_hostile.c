@@ -28,7 +28,7 @@
 
 #include "elector/election.h"
 #include "hostile_server.h"
-#include "internal.h"
+#include "transport_private.h"
 #define ELECTOR_SSL_LAZY_IMPL /* OpenSSL's own names here; the table is patched below */
 #include "ssl_lazy.h"
 #include "testlib.h"

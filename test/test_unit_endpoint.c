@@ -1,11 +1,11 @@
-/* Unit tests (no server) for endpoint list parsing (src/endpoint.c) and for the
+/* Unit tests (no server) for endpoint list parsing (src/transport/endpoint.c) and for the
  * way elector_etcd_new() reports bad endpoints and TLS files. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "transport_private.h"
 #include "testlib.h"
 
 #include <etcdserverpb/rpc.pb-c.h>

@@ -1,10 +1,10 @@
 /* Unit tests (no server) for gRPC framing, grpc-timeout, grpc-message decoding and
- * the grpc-status/etcd message mapping in src/grpc.c. */
+ * the grpc-status/etcd message mapping in src/transport/grpc.c. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "transport_private.h"
 #include "testlib.h"
 
 #include <etcdserverpb/rpc.pb-c.h>

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "transport_private.h"
 #include "testlib.h"
 
 /* ------------------------------------------------------------------ backoff */
@@ -408,6 +408,60 @@ TEST(client_fd_becomes_readable_when_a_timer_is_due)
     elector__timer_disarm(e, &t);
     ASSERT_EQ(-1, elector_etcd_timeout(e));
     ASSERT_EQ(0, poll(&p, 1, 300));
+    elector_etcd_free(e);
+}
+
+/* The timers are a heap: whatever the order of arming, disarming and
+ * re-arming, due timers fire by due time, and timers due at the same time in
+ * the order they were (last) armed. */
+#define NTIMERS 300
+struct order {
+    int fired[NTIMERS];
+    int n;
+};
+static struct order *g_order;
+
+static void record_fire(elector__timer *t, void *ud)
+{
+    (void)t;
+    g_order->fired[g_order->n++] = (int)(intptr_t)ud;
+}
+
+TEST(timers_fire_by_due_time_then_arming_order)
+{
+    elector_etcd *e = elector_etcd_new(NULL);
+    ASSERT_NOT_NULL(e);
+    static elector__timer t[NTIMERS];
+    static int64_t due[NTIMERS];
+    static uint64_t stamp[NTIMERS];
+    static bool armed[NTIMERS];
+    struct order o = {.n = 0};
+    g_order = &o;
+    uint64_t clock = 0;
+    unsigned seed = 12345;
+    int64_t base = elector__now_ms() - 1000; /* all in the past: due now */
+    for (int step = 0; step < 4000; step++) {
+        int i = (int)(rand_r(&seed) % NTIMERS);
+        if (rand_r(&seed) % 4 == 0) {
+            elector__timer_disarm(e, &t[i]);
+            armed[i] = false;
+        } else {
+            due[i] = base + (int64_t)(rand_r(&seed) % 50); /* many ties */
+            stamp[i] = clock++;
+            armed[i] = true;
+            elector__timer_arm(e, &t[i], due[i], record_fire, (void *)(intptr_t)i);
+        }
+    }
+    int want = 0;
+    for (int i = 0; i < NTIMERS; i++) want += armed[i];
+    ASSERT_OK(elector_etcd_process(e));
+    ASSERT_EQ(want, o.n);
+    for (int k = 1; k < o.n; k++) {
+        int a = o.fired[k - 1], b = o.fired[k];
+        ASSERT(due[a] < due[b] || (due[a] == due[b] && stamp[a] < stamp[b]));
+    }
+    for (int k = 0; k < o.n; k++) ASSERT(armed[o.fired[k]] && !t[o.fired[k]].armed);
+    ASSERT_EQ(-1, elector_etcd_timeout(e));
     elector_etcd_free(e);
 }
 
