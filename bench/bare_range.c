@@ -203,13 +203,15 @@ static void conn_open(conn *c, const char *endpoint)
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai;
     if (getaddrinfo(host, colon + 1, &hints, &ai)) die("cannot resolve endpoint");
     c->fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (c->fd < 0 || connect(c->fd, ai->ai_addr, ai->ai_addrlen) < 0) die("cannot connect");
+    if (c->fd < 0 || connect(c->fd, ai->ai_addr, ai->ai_addrlen) < 0)
+        die("cannot connect");
     freeaddrinfo(ai);
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     /* Blocking connect above; non-blocking from here on, waits are poll(). */
     int fl = fcntl(c->fd, F_GETFL);
-    if (fl < 0 || fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) < 0) die("cannot set O_NONBLOCK");
+    if (fl < 0 || fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) < 0)
+        die("cannot set O_NONBLOCK");
 
     nghttp2_session_callbacks *cbs;
     if (nghttp2_session_callbacks_new(&cbs)) die("out of memory");
@@ -223,7 +225,10 @@ static void conn_open(conn *c, const char *endpoint)
     flush(c); /* preface + SETTINGS; the server's SETTINGS is read with the first reply */
 }
 
-#define NV(n, v, vl) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vl), NGHTTP2_NV_FLAG_NONE}
+#define NV(n, v, vl)                                                                     \
+    {                                                                                    \
+        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vl), NGHTTP2_NV_FLAG_NONE        \
+    }
 
 /* One unary call. Returns the unpacked response (free with
  * protobuf_c_message_free_unpacked), dies on any failure. */
@@ -259,7 +264,8 @@ static ProtobufCMessage *unary(conn *c, const char *path, const ProtobufCMessage
     c->h2_err = 0;
     c->grpc_status = -1;
     c->resp_len = 0;
-    c->sid = nghttp2_submit_request(c->h2, NULL, nv, sizeof(nv) / sizeof(nv[0]), &dp, NULL);
+    c->sid =
+        nghttp2_submit_request(c->h2, NULL, nv, sizeof(nv) / sizeof(nv[0]), &dp, NULL);
     if (c->sid < 0) die(nghttp2_strerror(c->sid));
     while (!c->closed) {
         flush(c);
@@ -271,8 +277,8 @@ static ProtobufCMessage *unary(conn *c, const char *path, const ProtobufCMessage
      * piggybacking it on the next request. */
     flush(c);
     if (c->h2_err || c->grpc_status != 0) {
-        fprintf(stderr, "bare_range: %s failed: h2 error %u, grpc-status %d\n", path, c->h2_err,
-                c->grpc_status);
+        fprintf(stderr, "bare_range: %s failed: h2 error %u, grpc-status %d\n", path,
+                c->h2_err, c->grpc_status);
         exit(1);
     }
     if (c->resp_len < 5 || c->resp[0] != 0) die("bad gRPC reply framing");
@@ -286,7 +292,8 @@ static ProtobufCMessage *unary(conn *c, const char *path, const ProtobufCMessage
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: bare_range [--endpoint HOST:PORT] [--n N] [--warmup W] [--key K]\n");
+    fprintf(stderr,
+            "usage: bare_range [--endpoint HOST:PORT] [--n N] [--warmup W] [--key K]\n");
     exit(2);
 }
 
@@ -302,9 +309,9 @@ int main(int argc, char **argv)
     Etcdserverpb__PutRequest put;
     Etcdserverpb__RangeRequest req;
     bu_range_requests(o.key, &put, &req);
-    protobuf_c_message_free_unpacked(
-        unary(&c, "/etcdserverpb.KV/Put", &put.base, &etcdserverpb__put_response__descriptor),
-        NULL);
+    protobuf_c_message_free_unpacked(unary(&c, "/etcdserverpb.KV/Put", &put.base,
+                                           &etcdserverpb__put_response__descriptor),
+                                     NULL);
 
     int64_t *lat = malloc(sizeof(int64_t) * (size_t)n);
     if (!lat) die("out of memory");
@@ -316,7 +323,8 @@ int main(int argc, char **argv)
         }
         int64_t t0 = now_ns();
         Etcdserverpb__RangeResponse *r = (Etcdserverpb__RangeResponse *)unary(
-            &c, "/etcdserverpb.KV/Range", &req.base, &etcdserverpb__range_response__descriptor);
+            &c, "/etcdserverpb.KV/Range", &req.base,
+            &etcdserverpb__range_response__descriptor);
         if (r->n_kvs != 1) die("Range did not return exactly one kv");
         protobuf_c_message_free_unpacked(&r->base, NULL);
         int64_t t1 = now_ns();

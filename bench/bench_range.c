@@ -82,8 +82,10 @@ static void run(const char *name, elector_etcd *e, const Etcdserverpb__RangeRequ
             c_start = bu_cpu_us();
         }
         int64_t t0 = elector_now_ns();
-        if (async) range_async(e, req);
-        else range_sync(e, req);
+        if (async)
+            range_async(e, req);
+        else
+            range_sync(e, req);
         int64_t t1 = elector_now_ns();
         if (i >= warmup) lat[i - warmup] = t1 - t0;
     }
@@ -94,8 +96,9 @@ static void run(const char *name, elector_etcd *e, const Etcdserverpb__RangeRequ
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: bench_range [--endpoint HOST:PORT] [--n N] [--warmup W] [--key K] "
-                    "[--mode sync|async|both]\n");
+    fprintf(stderr,
+            "usage: bench_range [--endpoint HOST:PORT] [--n N] [--warmup W] [--key K] "
+            "[--mode sync|async|both]\n");
     exit(2);
 }
 

@@ -63,8 +63,10 @@ static inline long bu_proc_field(const char *path, const char *field)
 static inline long bu_status_field(pid_t pid, const char *field)
 {
     char path[64];
-    if (pid) snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    else snprintf(path, sizeof(path), "/proc/self/status");
+    if (pid)
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    else
+        snprintf(path, sizeof(path), "/proc/self/status");
     return bu_proc_field(path, field);
 }
 
@@ -81,8 +83,8 @@ static inline int64_t bu_cpu_us(void)
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 + ru.ru_utime.tv_usec +
-           ru.ru_stime.tv_usec;
+    return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 +
+           ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
 }
 
 /* ---- the client-overhead report ---- */
@@ -91,19 +93,21 @@ static inline int64_t bu_cpu_us(void)
  * time and cpu_us of this process's CPU:
  *   bench=NAME calls=N us_mean=.. us_p50=.. us_p90=.. us_p99=.. us_max=..
  *   total_ms=.. cpu_us_per_call=.. rss_kb=.. threads=.. */
-static inline void bu_report_calls(const char *name, int64_t *lat, int n, int64_t total_ns,
-                                   int64_t cpu_us)
+static inline void bu_report_calls(const char *name, int64_t *lat, int n,
+                                   int64_t total_ns, int64_t cpu_us)
 {
     double sum = 0;
-    for (int i = 0; i < n; i++) sum += (double)lat[i];
+    for (int i = 0; i < n; i++)
+        sum += (double)lat[i];
     qsort(lat, (size_t)n, sizeof(lat[0]), bu_cmp_i64);
-    printf("bench=%s calls=%d us_mean=%.1f us_p50=%.1f us_p90=%.1f us_p99=%.1f us_max=%.1f "
-           "total_ms=%.1f cpu_us_per_call=%.2f rss_kb=%ld threads=%ld\n",
-           name, n, sum / n / 1000.0, (double)bu_pct(lat, (size_t)n, 0.50) / 1000.0,
-           (double)bu_pct(lat, (size_t)n, 0.90) / 1000.0,
-           (double)bu_pct(lat, (size_t)n, 0.99) / 1000.0, (double)lat[n - 1] / 1000.0,
-           (double)total_ns / 1e6, (double)cpu_us / n, bu_status_field(0, "VmRSS"),
-           bu_status_field(0, "Threads"));
+    printf(
+        "bench=%s calls=%d us_mean=%.1f us_p50=%.1f us_p90=%.1f us_p99=%.1f us_max=%.1f "
+        "total_ms=%.1f cpu_us_per_call=%.2f rss_kb=%ld threads=%ld\n",
+        name, n, sum / n / 1000.0, (double)bu_pct(lat, (size_t)n, 0.50) / 1000.0,
+        (double)bu_pct(lat, (size_t)n, 0.90) / 1000.0,
+        (double)bu_pct(lat, (size_t)n, 0.99) / 1000.0, (double)lat[n - 1] / 1000.0,
+        (double)total_ns / 1e6, (double)cpu_us / n, bu_status_field(0, "VmRSS"),
+        bu_status_field(0, "Threads"));
     fflush(stdout);
 }
 

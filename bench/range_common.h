@@ -28,12 +28,18 @@ static inline bool bu_range_args(int argc, char **argv, bu_range_opts *o)
     o->warmup = 200;
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc) return false;
-        if (!strcmp(argv[i], "--endpoint")) o->endpoint = argv[++i];
-        else if (!strcmp(argv[i], "--n")) o->n = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--warmup")) o->warmup = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--key")) o->key = argv[++i];
-        else if (o->mode && !strcmp(argv[i], "--mode")) o->mode = argv[++i];
-        else return false;
+        if (!strcmp(argv[i], "--endpoint"))
+            o->endpoint = argv[++i];
+        else if (!strcmp(argv[i], "--n"))
+            o->n = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--warmup"))
+            o->warmup = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--key"))
+            o->key = argv[++i];
+        else if (o->mode && !strcmp(argv[i], "--mode"))
+            o->mode = argv[++i];
+        else
+            return false;
     }
     return o->n > 0 && o->warmup >= 0;
 }

@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (void)total;
         elector__endpoints_free(eps, n);
     } else {
-        if (eps) abort();                       /* *out must be NULL on error */
+        if (eps) abort(); /* *out must be NULL on error */
         if (n != ELECTOR_EINVAL && n != ELECTOR_ENOMEM) abort();
         if (strlen(err) >= sizeof(err)) abort(); /* message NUL-terminated */
     }

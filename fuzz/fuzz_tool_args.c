@@ -22,8 +22,9 @@ static size_t t0;
 
 static const char *fake_env(const char *name)
 {
-    static const char *const names[] = {"ETCDCTL_USER", "ELECTOR_PASSWORD", "ETCDCTL_DIAL_TIMEOUT",
-                                        "ELECTOR_TTL", "ETCDCTL_HEX", "ETCDCTL_WRITE_OUT"};
+    static const char *const names[] = {"ETCDCTL_USER",         "ELECTOR_PASSWORD",
+                                        "ETCDCTL_DIAL_TIMEOUT", "ELECTOR_TTL",
+                                        "ETCDCTL_HEX",          "ETCDCTL_WRITE_OUT"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         int k = g_argc - 1 - (int)i;
         if (!strcmp(name, names[i]) && k > 1) return g_argv[k];
@@ -47,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         argv[argc++] = p;
         int64_t ms = -12345;
         int rc = tool_parse_duration_ms(p, &ms);
-        if (rc == 0 && ms < 0) abort();           /* documented: negative refused */
+        if (rc == 0 && ms < 0) abort(); /* documented: negative refused */
         if (rc != 0 && rc != -1) abort();
         p += strlen(p) + 1;
     }
@@ -60,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     g_argv = argv;
     int rc = tool_parse_args_env(argc, argv, fake_env, &o, err, sizeof(err));
     if (rc != 0 && rc != EXIT_USAGE) abort();
-    if (rc == EXIT_USAGE && !err[0]) abort();      /* usage errors carry a message */
+    if (rc == EXIT_USAGE && !err[0]) abort(); /* usage errors carry a message */
     if (rc == 0 && !o.help && !o.version && o.cmd != CMD_HELP && o.cmd != CMD_VERSION) {
         if (o.cmd == CMD_NONE || !o.name || !*o.name) abort();
         if (o.cmd == CMD_RUN && (!o.argv || !o.argv[0])) abort();
@@ -72,7 +73,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t t = strlen(o.name);
         if (o.value) t += strlen(o.value);
         if (o.endpoints) t += strlen(o.endpoints);
-        for (char **a = o.argv; a && *a; a++) t += strlen(*a);
+        for (char **a = o.argv; a && *a; a++)
+            t += strlen(*a);
         (void)t;
         if (o.ttl_s < 0 || o.dial_timeout_ms < 0) abort();
         if (o.grace_ms < (o.argv && o.argv[0] ? -1 : 0)) abort(); /* -1: run's default */

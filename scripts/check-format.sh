@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Checks that the library's sources and public headers are formatted with the
 # repository's .clang-format (clang-format --dry-run --Werror). The scope is
-# what has been formatted so far: src/ and include/.
+# every C file of the project (generated protobuf code is not in the tree).
 #
 #   scripts/check-format.sh          check (exit 1 and clang-format's report if not)
 #   scripts/check-format.sh --fix    format them in place
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SCOPE=(src include)
+SCOPE=(src include tool test fault bench fuzz examples)
 command -v clang-format >/dev/null ||
     { echo "check-format: clang-format not found (scripts/deps.sh installs it)" >&2; exit 1; }
 mapfile -t files < <(find "${SCOPE[@]}" -name '*.[ch]' | sort)

@@ -24,13 +24,15 @@ struct parser {
 
 static jv *perr(struct parser *p, const char *what)
 {
-    if (p->err && !p->err[0]) snprintf(p->err, p->cap, "%s at offset %td", what, p->end - p->s);
+    if (p->err && !p->err[0])
+        snprintf(p->err, p->cap, "%s at offset %td", what, p->end - p->s);
     return NULL;
 }
 
 static void ws(struct parser *p)
 {
-    while (p->s < p->end && (*p->s == ' ' || *p->s == '\t' || *p->s == '\n' || *p->s == '\r'))
+    while (p->s < p->end &&
+           (*p->s == ' ' || *p->s == '\t' || *p->s == '\n' || *p->s == '\r'))
         p->s++;
 }
 
@@ -65,8 +67,10 @@ static int hex4(const char *s, uint32_t *v)
     *v = 0;
     for (int i = 0; i < 4; i++) {
         char c = s[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
         if (d < 0) return -1;
         *v = *v << 4 | (uint32_t)d;
     }
@@ -99,8 +103,8 @@ static char *pstring(struct parser *p, size_t *len)
         p->s += 4;
         if (cp >= 0xd800 && cp <= 0xdbff) {
             uint32_t lo;
-            if (p->end - p->s < 6 || p->s[0] != '\\' || p->s[1] != 'u' || hex4(p->s + 2, &lo) ||
-                lo < 0xdc00 || lo > 0xdfff)
+            if (p->end - p->s < 6 || p->s[0] != '\\' || p->s[1] != 'u' ||
+                hex4(p->s + 2, &lo) || lo < 0xdc00 || lo > 0xdfff)
                 break;
             p->s += 6;
             cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
@@ -207,7 +211,8 @@ static jv *pvalue(struct parser *p)
         const char *word;
         jtype t;
         bool b;
-    } words[] = {{"true", J_BOOL, true}, {"false", J_BOOL, false}, {"null", J_NULL, false}};
+    } words[] = {
+        {"true", J_BOOL, true}, {"false", J_BOOL, false}, {"null", J_NULL, false}};
     for (size_t i = 0; i < 3; i++) {
         size_t wl = strlen(words[i].word);
         if ((size_t)(p->end - p->s) >= wl && !strncmp(p->s, words[i].word, wl)) {
@@ -221,21 +226,25 @@ static jv *pvalue(struct parser *p)
     const char *q = p->s;
     if (q < p->end && *q == '-') q++;
     if (q >= p->end || *q < '0' || *q > '9') return perr(p, "bad value");
-    if (*q == '0') q++;
+    if (*q == '0')
+        q++;
     else
-        while (q < p->end && *q >= '0' && *q <= '9') q++;
+        while (q < p->end && *q >= '0' && *q <= '9')
+            q++;
     bool is_int = true;
     if (q < p->end && *q == '.') {
         is_int = false;
         if (++q >= p->end || *q < '0' || *q > '9') return perr(p, "bad number");
-        while (q < p->end && *q >= '0' && *q <= '9') q++;
+        while (q < p->end && *q >= '0' && *q <= '9')
+            q++;
     }
     if (q < p->end && (*q == 'e' || *q == 'E')) {
         is_int = false;
         q++;
         if (q < p->end && (*q == '+' || *q == '-')) q++;
         if (q >= p->end || *q < '0' || *q > '9') return perr(p, "bad number");
-        while (q < p->end && *q >= '0' && *q <= '9') q++;
+        while (q < p->end && *q >= '0' && *q <= '9')
+            q++;
     }
     char buf[64];
     if ((size_t)(q - p->s) >= sizeof(buf)) return perr(p, "number too long");
@@ -288,10 +297,14 @@ static bool json_equal(const jv *a, const jv *b)
 {
     if (a->t != b->t) return false;
     switch (a->t) {
-    case J_NULL: return true;
-    case J_BOOL: return a->b == b->b;
-    case J_NUM: return a->num == b->num;
-    case J_STR: return a->len == b->len && !memcmp(a->str, b->str, a->len);
+    case J_NULL:
+        return true;
+    case J_BOOL:
+        return a->b == b->b;
+    case J_NUM:
+        return a->num == b->num;
+    case J_STR:
+        return a->len == b->len && !memcmp(a->str, b->str, a->len);
     default:
         if (a->n != b->n) return false;
         for (size_t i = 0; i < a->n; i++) {
@@ -318,7 +331,8 @@ static bool type_is(const jv *inst, const char *t)
 static size_t cps(const jv *s)
 {
     size_t n = 0;
-    for (size_t i = 0; i < s->len; i++) n += ((unsigned char)s->str[i] & 0xc0) != 0x80;
+    for (size_t i = 0; i < s->len; i++)
+        n += ((unsigned char)s->str[i] & 0xc0) != 0x80;
     return n;
 }
 
@@ -343,7 +357,8 @@ int json_validate(const jv *root, const jv *sc, const jv *inst, char *err, size_
             continue;
         if (!strcmp(kw, "$ref")) {
             const char *pfx = "#/$defs/";
-            if (a->t != J_STR || strncmp(a->str, pfx, strlen(pfx))) FAIL("unsupported $ref");
+            if (a->t != J_STR || strncmp(a->str, pfx, strlen(pfx)))
+                FAIL("unsupported $ref");
             const jv *def = json_get(json_get(root, "$defs"), a->str + strlen(pfx));
             if (!def) FAIL("$ref %s not found", a->str);
             if (json_validate(root, def, inst, err, cap)) return -1;
@@ -355,26 +370,30 @@ int json_validate(const jv *root, const jv *sc, const jv *inst, char *err, size_
             if (!ok) FAIL("wrong type");
         } else if (!strcmp(kw, "enum")) {
             bool ok = false;
-            for (size_t k = 0; k < a->n; k++) ok |= json_equal(a->items[k], inst);
+            for (size_t k = 0; k < a->n; k++)
+                ok |= json_equal(a->items[k], inst);
             if (!ok) FAIL("%s not in enum", inst->t == J_STR ? inst->str : "value");
         } else if (!strcmp(kw, "const")) {
             if (!json_equal(a, inst)) FAIL("not the const");
         } else if (!strcmp(kw, "pattern")) {
             if (inst->t != J_STR) continue;
             regex_t re;
-            if (regcomp(&re, a->str, REG_EXTENDED | REG_NOSUB)) FAIL("bad pattern %s", a->str);
+            if (regcomp(&re, a->str, REG_EXTENDED | REG_NOSUB))
+                FAIL("bad pattern %s", a->str);
             int m = regexec(&re, inst->str, 0, NULL, 0);
             regfree(&re);
             if (m || strlen(inst->str) != inst->len)
                 FAIL("'%s' does not match %s", inst->str, a->str);
         } else if (!strcmp(kw, "minimum")) {
-            if (inst->t == J_NUM && inst->num < a->num) FAIL("%g below %g", inst->num, a->num);
+            if (inst->t == J_NUM && inst->num < a->num)
+                FAIL("%g below %g", inst->num, a->num);
         } else if (!strcmp(kw, "minLength")) {
             if (inst->t == J_STR && cps(inst) < (size_t)a->num) FAIL("string too short");
         } else if (!strcmp(kw, "required")) {
             if (inst->t != J_OBJ) continue;
             for (size_t k = 0; k < a->n; k++)
-                if (!json_get(inst, a->items[k]->str)) FAIL("\"%s\" missing", a->items[k]->str);
+                if (!json_get(inst, a->items[k]->str))
+                    FAIL("\"%s\" missing", a->items[k]->str);
         } else if (!strcmp(kw, "dependentRequired")) {
             if (inst->t != J_OBJ) continue;
             for (size_t k = 0; k < a->n; k++) {
@@ -407,13 +426,15 @@ int json_validate(const jv *root, const jv *sc, const jv *inst, char *err, size_
             char sub[256] = "";
             for (size_t k = 0; k < a->n; k++) {
                 char e2[256];
-                if (json_validate(root, a->items[k], inst, e2, sizeof(e2)) == 0) ok++;
-                else if (!sub[0]) snprintf(sub, sizeof(sub), "%s", e2);
+                if (json_validate(root, a->items[k], inst, e2, sizeof(e2)) == 0)
+                    ok++;
+                else if (!sub[0])
+                    snprintf(sub, sizeof(sub), "%s", e2);
             }
             if (!strcmp(kw, "allOf") && ok != (int)a->n) FAIL("allOf: %s", sub);
             if (!strcmp(kw, "oneOf") && ok != 1)
-                FAIL("oneOf: %d of %zu branches match%s%s", ok, a->n, ok ? "" : "; first: ",
-                     ok ? "" : sub);
+                FAIL("oneOf: %d of %zu branches match%s%s", ok, a->n,
+                     ok ? "" : "; first: ", ok ? "" : sub);
         } else {
             FAIL("unsupported keyword %s", kw);
         }
@@ -434,9 +455,13 @@ unsigned char *json_b64_decode(const char *s, size_t *out_len)
         int pad = 0;
         for (int j = 0; j < 4; j++) {
             char c = s[i + j];
-            int d = c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26
-                    : c >= '0' && c <= '9' ? c - '0' + 52 : c == '+' ? 62 : c == '/' ? 63
-                    : c == '=' && i + 4 == n && j >= 2 ? (pad++, 0) : -1;
+            int d = c >= 'A' && c <= 'Z'               ? c - 'A'
+                    : c >= 'a' && c <= 'z'             ? c - 'a' + 26
+                    : c >= '0' && c <= '9'             ? c - '0' + 52
+                    : c == '+'                         ? 62
+                    : c == '/'                         ? 63
+                    : c == '=' && i + 4 == n && j >= 2 ? (pad++, 0)
+                                                       : -1;
             if (d < 0 || (pad && c != '=')) {
                 free(o);
                 return NULL;
@@ -532,8 +557,8 @@ int json_check_line(const char *line, size_t n, char *err, size_t cap)
                 snprintf(err, cap, "%s is not base64", b64);
                 rc = -1;
             } else if (utf8_ok(d, dl) != (t != NULL)) {
-                snprintf(err, cap, "\"%s\" must be there exactly when %s is UTF-8", pairs[i],
-                         b64);
+                snprintf(err, cap, "\"%s\" must be there exactly when %s is UTF-8",
+                         pairs[i], b64);
                 rc = -1;
             } else if (t && (t->len != dl || memcmp(t->str, d, dl))) {
                 snprintf(err, cap, "\"%s\" and %s differ", pairs[i], b64);
@@ -554,11 +579,12 @@ int json_check_text(const char *text)
     for (const char *p = text; p && *p;) {
         const char *nl = strchr(p, '\n');
         size_t len = nl ? (size_t)(nl - p) : strlen(p);
-        if ((len > 9 && !strncmp(p, "{\"event\":", 9)) || (len > 8 && !strncmp(p, "{\"time\":", 8))) {
+        if ((len > 9 && !strncmp(p, "{\"event\":", 9)) ||
+            (len > 8 && !strncmp(p, "{\"time\":", 8))) {
             char err[400];
             if (json_check_line(p, len, err, sizeof(err))) {
-                tl_log("schema violation: %s\n  line: %.*s", err, (int)(len > 2000 ? 2000 : len),
-                       p);
+                tl_log("schema violation: %s\n  line: %.*s", err,
+                       (int)(len > 2000 ? 2000 : len), p);
                 ASSERT(!"a line of the tool's JSON output violates its schema");
             }
             n++;

@@ -34,7 +34,8 @@ void json_free(jv *v);
 const jv *json_get(const jv *obj, const char *key);
 
 /* 0 if inst is valid against schema (root: for $ref), else -1 with a message. */
-int json_validate(const jv *root, const jv *schema, const jv *inst, char *err, size_t cap);
+int json_validate(const jv *root, const jv *schema, const jv *inst, char *err,
+                  size_t cap);
 
 /* Checks one line the tool wrote: an event (it has "event") against
  * docs/elector-events.schema.json, plus what a schema cannot say (each text

@@ -57,19 +57,21 @@ TEST(go_durations_and_every_option_form)
     eh_cluster *c = start1();
     const char *eps = eh_endpoints(c);
     char *out = NULL, *err = NULL;
-    ASSERT_EQ(4, tool(&out, NULL, (const char *[]){"--dial-timeout", "1m30s", "leader", "x",
-                                                   "--endpoints", eps, NULL}));
+    ASSERT_EQ(4, tool(&out, NULL,
+                      (const char *[]){"--dial-timeout", "1m30s", "leader", "x",
+                                       "--endpoints", eps, NULL}));
     free(out);
     char epeq[300];
     snprintf(epeq, sizeof(epeq), "--endpoints=%s", eps);
-    ASSERT_EQ(4, tool(&out, NULL, (const char *[]){"-wjson", "leader", epeq, "x",
-                                                   "--command-timeout=1.5s",
-                                                   "--keepalive-time", "250ms",
-                                                   "--keepalive-timeout=1.5s", NULL}));
+    ASSERT_EQ(4, tool(&out, NULL,
+                      (const char *[]){"-wjson", "leader", epeq, "x",
+                                       "--command-timeout=1.5s", "--keepalive-time",
+                                       "250ms", "--keepalive-timeout=1.5s", NULL}));
     ASSERT_CONTAINS(out, "{\"event\":\"no_leader\",\"name\":\"x\"");
     free(out);
-    ASSERT_EQ(2, tool(&out, &err, (const char *[]){"leader", "x", epeq, "--dial-timeout",
-                                                   "1m30", NULL}));
+    ASSERT_EQ(
+        2, tool(&out, &err,
+                (const char *[]){"leader", "x", epeq, "--dial-timeout", "1m30", NULL}));
     ASSERT_CONTAINS(err, "--dial-timeout: invalid duration '1m30'");
     free(out);
     free(err);
@@ -86,8 +88,8 @@ TEST(etcdctl_variables_are_read_and_elector_ones_win)
     snprintf(bad, sizeof(bad), "127.0.0.1:1");
     char *out = NULL, *err = NULL;
     snprintf(ctl, sizeof(ctl), "ETCDCTL_ENDPOINTS=%s", good);
-    const char *e1[] = {ctl, "ETCDCTL_WRITE_OUT=json", "ETCDCTL_COMMAND_TIMEOUT=3s", PATH_ENV,
-                        NULL};
+    const char *e1[] = {ctl, "ETCDCTL_WRITE_OUT=json", "ETCDCTL_COMMAND_TIMEOUT=3s",
+                        PATH_ENV, NULL};
     ASSERT_EQ(4, tool_with_env(&out, NULL, e1, (const char *[]){"leader", "v", NULL}));
     ASSERT_CONTAINS(out, "\"event\":\"no_leader\"");
     free(out);
@@ -99,8 +101,9 @@ TEST(etcdctl_variables_are_read_and_elector_ones_win)
     free(out);
     snprintf(el, sizeof(el), "ELECTOR_ENDPOINTS=%s", bad);
     const char *e3[] = {el, PATH_ENV, NULL};
-    ASSERT_EQ(4, tool_with_env(&out, NULL, e3,
-                               (const char *[]){"leader", "v", "--endpoints", good, NULL}));
+    ASSERT_EQ(4,
+              tool_with_env(&out, NULL, e3,
+                            (const char *[]){"leader", "v", "--endpoints", good, NULL}));
     free(out);
     int port;
     int ls = silent_listener(&port);
@@ -110,15 +113,17 @@ TEST(etcdctl_variables_are_read_and_elector_ones_win)
     double t0 = tl_now();
     ASSERT_EQ(1, tool_with_env(&out, &err, e4, (const char *[]){"leader", "v", NULL}));
     double dt = tl_now() - t0;
-    tl_log("ETCDCTL_DIAL_TIMEOUT=500ms, a silent member: exit 1 after %.2f s: %s", dt, err);
+    tl_log("ETCDCTL_DIAL_TIMEOUT=500ms, a silent member: exit 1 after %.2f s: %s", dt,
+           err);
     ASSERT_LT(dt, 2.5);
     free(out);
     free(err);
     const char *e5[] = {"ETCDCTL_DIAL_TIMEOUT=soon", PATH_ENV, NULL};
     ASSERT_EQ(2, tool_with_env(&out, &err, e5, (const char *[]){"leader", "v", NULL}));
-    ASSERT_STREQ("elector: $ETCDCTL_DIAL_TIMEOUT: invalid duration 'soon' (use e.g. 500ms, "
-                 "10s, 1m30s, 1.5h)\n",
-                 err);
+    ASSERT_STREQ(
+        "elector: $ETCDCTL_DIAL_TIMEOUT: invalid duration 'soon' (use e.g. 500ms, "
+        "10s, 1m30s, 1.5h)\n",
+        err);
     free(out);
     free(err);
     close(ls);
@@ -137,45 +142,52 @@ TEST(etcdctl_user_forms_authenticate)
     snprintf(user, sizeof(user), "ETCDCTL_USER=root:%s", EH_ROOT_PASSWORD);
     char *out = NULL, *err = NULL;
     const char *e1[] = {user, PATH_ENV, NULL};
-    ASSERT_EQ(4, tool_with_env(&out, &err, e1,
-                               (const char *[]){"leader", "x", "--endpoints", eps, NULL}));
+    ASSERT_EQ(4,
+              tool_with_env(&out, &err, e1,
+                            (const char *[]){"leader", "x", "--endpoints", eps, NULL}));
     ASSERT(!strstr(err, "warn"));
     free(out);
     free(err);
-    ASSERT_EQ(4, tool(&out, &err, (const char *[]){"leader", "x", "--endpoints", eps, "--user",
-                                                   rootpw, NULL}));
-    ASSERT_CONTAINS(err, "warn elector: the password given by --user NAME:PASSWORD is visible "
-                         "to other users");
+    ASSERT_EQ(4, tool(&out, &err,
+                      (const char *[]){"leader", "x", "--endpoints", eps, "--user",
+                                       rootpw, NULL}));
+    ASSERT_CONTAINS(err,
+                    "warn elector: the password given by --user NAME:PASSWORD is visible "
+                    "to other users");
     free(out);
     free(err);
     snprintf(pass, sizeof(pass), "ETCDCTL_PASSWORD=%s", EH_ROOT_PASSWORD);
     const char *e2[] = {"ETCDCTL_USER=root", pass, PATH_ENV, NULL};
-    ASSERT_EQ(4, tool_with_env(&out, NULL, e2,
-                               (const char *[]){"leader", "x", "--endpoints", eps, NULL}));
+    ASSERT_EQ(4,
+              tool_with_env(&out, NULL, e2,
+                            (const char *[]){"leader", "x", "--endpoints", eps, NULL}));
     free(out);
     snprintf(eluser, sizeof(eluser), "ELECTOR_USER=%s", EH_USER);
     snprintf(elpass, sizeof(elpass), "ELECTOR_PASSWORD=%s", EH_USER_PASSWORD);
     const char *e3[] = {eluser, elpass, "ETCDCTL_USER=root:wrong", PATH_ENV, NULL};
     char name[64];
     snprintf(name, sizeof(name), "%sx", EH_USER_PREFIX); /* alice may read only there */
-    ASSERT_EQ(4, tool_with_env(&out, NULL, e3,
-                               (const char *[]){"leader", name, "--endpoints", eps, NULL}));
+    ASSERT_EQ(4,
+              tool_with_env(&out, NULL, e3,
+                            (const char *[]){"leader", name, "--endpoints", eps, NULL}));
     free(out);
-    ASSERT_EQ(4, tool(&out, NULL, (const char *[]){"leader", "x", "--endpoints", eps, "--user",
-                                                   "root", "--password", EH_ROOT_PASSWORD,
-                                                   NULL}));
+    ASSERT_EQ(4, tool(&out, NULL,
+                      (const char *[]){"leader", "x", "--endpoints", eps, "--user",
+                                       "root", "--password", EH_ROOT_PASSWORD, NULL}));
     free(out);
     /* A wrong password names where it came from. */
     const char *e4[] = {"ETCDCTL_USER=root", "ETCDCTL_PASSWORD=wrong", PATH_ENV, NULL};
-    ASSERT_EQ(1, tool_with_env(&out, &err, e4,
-                               (const char *[]){"leader", "x", "--endpoints", eps, NULL}));
+    ASSERT_EQ(1,
+              tool_with_env(&out, &err, e4,
+                            (const char *[]){"leader", "x", "--endpoints", eps, NULL}));
     ASSERT_CONTAINS(err, "authentication failed");
     ASSERT_CONTAINS(err, "(from $ETCDCTL_PASSWORD)");
     free(out);
     free(err);
     /* Two passwords at one level. */
-    ASSERT_EQ(2, tool(&out, &err, (const char *[]){"leader", "x", "--endpoints", eps, "--user",
-                                                   rootpw, "--password", "p", NULL}));
+    ASSERT_EQ(2, tool(&out, &err,
+                      (const char *[]){"leader", "x", "--endpoints", eps, "--user",
+                                       rootpw, "--password", "p", NULL}));
     ASSERT_CONTAINS(err, "the password is given twice, by --password and by --user "
                          "NAME:PASSWORD");
     free(out);
@@ -242,7 +254,8 @@ TEST(commands_never_see_a_password)
     char *dir = tl_tmpdir("pwenv");
     char script[1024], user[160], pass[160], elpass[160], rootpw[160];
     snprintf(script, sizeof(script),
-             "{ env; tr '\\0' '\\n' < /proc/$PPID/environ; tr '\\0' ' ' < /proc/$PPID/cmdline; "
+             "{ env; tr '\\0' '\\n' < /proc/$PPID/environ; tr '\\0' ' ' < "
+             "/proc/$PPID/cmdline; "
              "} > %s/seen",
              dir);
     snprintf(user, sizeof(user), "ETCDCTL_USER=root:%s", EH_ROOT_PASSWORD);
@@ -259,7 +272,8 @@ TEST(commands_never_see_a_password)
         const char *const *env = envs[i / 2];
         char name[32];
         snprintf(name, sizeof(name), "pw%d", i);
-        const char *args[12] = {"--endpoints", eh_endpoints(c), lock ? "lock" : "run", name};
+        const char *args[12] = {"--endpoints", eh_endpoints(c), lock ? "lock" : "run",
+                                name};
         int n = 4;
         if (i / 2 == 2) { /* the password on the command line */
             args[n++] = "--user";
@@ -299,18 +313,30 @@ TEST(insecure_skip_tls_verify_connects_with_a_loud_warning)
     eh_cluster *c = eh_start(&eo);
     ASSERT_NOT_NULL(c);
     char *out = NULL, *err = NULL;
-    const char *base[] = {"leader", "x", "--endpoints", eh_endpoints(c), "--cacert",
-                          eh_wrong_cacert(c), "--cert", eh_cert(c), "--key", eh_key(c), NULL};
+    const char *base[] = {"leader",        "x",        "--endpoints",
+                          eh_endpoints(c), "--cacert", eh_wrong_cacert(c),
+                          "--cert",        eh_cert(c), "--key",
+                          eh_key(c),       NULL};
     ASSERT_EQ(1, tool(&out, &err, base));
     ASSERT_CONTAINS(err, "not trusted");
     free(out);
     free(err);
-    const char *skip[] = {"leader", "x", "--endpoints", eh_endpoints(c), "--cacert",
-                          eh_wrong_cacert(c), "--cert", eh_cert(c), "--key", eh_key(c),
-                          "--insecure-skip-tls-verify", NULL};
+    const char *skip[] = {"leader",
+                          "x",
+                          "--endpoints",
+                          eh_endpoints(c),
+                          "--cacert",
+                          eh_wrong_cacert(c),
+                          "--cert",
+                          eh_cert(c),
+                          "--key",
+                          eh_key(c),
+                          "--insecure-skip-tls-verify",
+                          NULL};
     ASSERT_EQ(4, tool(&out, &err, skip));
-    ASSERT_CONTAINS(err, "warn elector: --insecure-skip-tls-verify: etcd's certificate is not "
-                         "checked");
+    ASSERT_CONTAINS(err,
+                    "warn elector: --insecure-skip-tls-verify: etcd's certificate is not "
+                    "checked");
     free(out);
     free(err);
     /* The same from etcdctl's variables, TLS files included. */
@@ -319,8 +345,8 @@ TEST(insecure_skip_tls_verify_connects_with_a_loud_warning)
     snprintf(cert, sizeof(cert), "ETCDCTL_CERT=%s", eh_cert(c));
     snprintf(key, sizeof(key), "ETCDCTL_KEY=%s", eh_key(c));
     snprintf(ep, sizeof(ep), "ETCDCTL_ENDPOINTS=%s", eh_endpoints(c));
-    const char *env[] = {ca, cert, key, ep, "ETCDCTL_INSECURE_SKIP_TLS_VERIFY=true", PATH_ENV,
-                         NULL};
+    const char *env[] = {ca,       cert, key, ep, "ETCDCTL_INSECURE_SKIP_TLS_VERIFY=true",
+                         PATH_ENV, NULL};
     ASSERT_EQ(4, tool_with_env(&out, &err, env, (const char *[]){"leader", "x", NULL}));
     ASSERT_CONTAINS(err, "--insecure-skip-tls-verify");
     free(out);
@@ -340,7 +366,8 @@ static pid_t ctl_spawn(eh_cluster *c, eu_child *ch, const char *const args[])
 {
     const char *argv[20] = {"etcdctl", "--endpoints", eh_endpoints(c)};
     int n = 3;
-    for (int i = 0; args[i]; i++) argv[n++] = args[i];
+    for (int i = 0; args[i]; i++)
+        argv[n++] = args[i];
     argv[n] = NULL;
     int fd;
     pid_t pid = tl_spawn(argv, &fd);
@@ -370,7 +397,8 @@ TEST(lock_prints_its_key_holds_it_and_etcdctl_lock_waits)
     ASSERT_EQ(-1, eu_child_expect(&ctl, "L/", line, sizeof(line), 1500)); /* waits */
     kill(a.pid, SIGINT);
     ASSERT_EQ(0, tool_wait(&a, 10));
-    ASSERT_OK(eu_child_expect(&ctl, "L/", line, sizeof(line), 5000)); /* released: its turn */
+    ASSERT_OK(
+        eu_child_expect(&ctl, "L/", line, sizeof(line), 5000)); /* released: its turn */
     ASSERT(strcmp(line, key) != 0);
     tl_reap(p, SIGINT, 5);
     eh_stop(c);
@@ -384,11 +412,13 @@ TEST(lock_runs_the_command_with_etcdctls_variables_after_etcdctl_releases)
     char ckey[256], line[512];
     pid_t p = ctl_spawn(c, &ctl, (const char *[]){"lock", "L2", NULL});
     ASSERT_OK(eu_child_expect(&ctl, "L2/", ckey, sizeof(ckey), 10000));
-    tool_bg(&a, (const char *[]){"--endpoints", eps, "lock", "L2", "sh", "-c",
-                                 "echo \"got $ETCD_LOCK_KEY $ETCD_LOCK_REV $ELECTOR_TOKEN "
-                                 "$ELECTOR_KEY\"; exit 7",
-                                 NULL});
-    ASSERT_EQ(-1, eu_child_expect(&a, "got", line, sizeof(line), 1500)); /* etcdctl holds it */
+    tool_bg(&a,
+            (const char *[]){"--endpoints", eps, "lock", "L2", "sh", "-c",
+                             "echo \"got $ETCD_LOCK_KEY $ETCD_LOCK_REV $ELECTOR_TOKEN "
+                             "$ELECTOR_KEY\"; exit 7",
+                             NULL});
+    ASSERT_EQ(
+        -1, eu_child_expect(&a, "got", line, sizeof(line), 1500)); /* etcdctl holds it */
     kill(p, SIGINT);
     ASSERT_OK(eu_child_expect(&a, "got", line, sizeof(line), 5000));
     char k[256], k2[256];
@@ -406,15 +436,16 @@ TEST(lock_runs_the_command_with_etcdctls_variables_after_etcdctl_releases)
     ASSERT_STREQ("", out);
     free(out);
     /* 127 not found, 126 not executable, as shells do. */
-    ASSERT_EQ(127, tool(NULL, NULL, (const char *[]){"--endpoints", eps, "lock", "L2", "--",
-                                                     "/nonexistent/cmd", NULL}));
+    ASSERT_EQ(127, tool(NULL, NULL,
+                        (const char *[]){"--endpoints", eps, "lock", "L2", "--",
+                                         "/nonexistent/cmd", NULL}));
     char *dir = tl_tmpdir("noexec"), path[512];
     snprintf(path, sizeof(path), "%s/script", dir);
     FILE *f = fopen(path, "w");
     fputs("#!/bin/sh\nexit 0\n", f);
     fclose(f);
-    ASSERT_EQ(126, tool(NULL, NULL, (const char *[]){"--endpoints", eps, "lock", "L2", path,
-                                                     NULL}));
+    ASSERT_EQ(126, tool(NULL, NULL,
+                        (const char *[]){"--endpoints", eps, "lock", "L2", path, NULL}));
     free(dir);
     eh_stop(c);
 }
@@ -429,8 +460,9 @@ TEST(etcdctl_lock_command_waits_for_an_elector_lock)
     ASSERT_OK(eu_child_expect(&a, "{\"event\":\"elected\"", line, sizeof(line), 10000));
     ASSERT_CONTAINS(line, "\"key\":\"L3/");
     ASSERT_CONTAINS(line, "\"value\":\"\",\"value_base64\":\"\"");
-    pid_t p = ctl_spawn(c, &ctl, (const char *[]){"lock", "L3", "--", "sh", "-c",
-                                                  "echo \"ctl $ETCD_LOCK_KEY\"", NULL});
+    pid_t p = ctl_spawn(c, &ctl,
+                        (const char *[]){"lock", "L3", "--", "sh", "-c",
+                                         "echo \"ctl $ETCD_LOCK_KEY\"", NULL});
     ASSERT_EQ(-1, eu_child_expect(&ctl, "ctl", key, sizeof(key), 1500));
     kill(a.pid, SIGTERM);
     ASSERT_OK(eu_child_expect(&a, "{\"event\":\"resigned\"", line, sizeof(line), 5000));
@@ -450,8 +482,9 @@ TEST(lock_command_is_stopped_when_the_lock_is_lost)
     snprintf(errp, sizeof(errp), "%s/err", dir);
     eu_child b;
     tool_bg_opts bo = {.err_path = errp, .in_fd = -1};
-    tool_bg_ex(&b, &bo, (const char *[]){"--endpoints", eh_endpoints(c), "lock", "LL", "--",
-                                         "sh", "-c", script, NULL});
+    tool_bg_ex(&b, &bo,
+               (const char *[]){"--endpoints", eh_endpoints(c), "lock", "LL", "--", "sh",
+                                "-c", script, NULL});
     pid_t cmd = read_pid(dir);
     char *out = NULL;
     ASSERT_OK(eh_etcdctl(c, &out, "get", "--prefix", "--keys-only", "LL/", NULL));
@@ -483,14 +516,15 @@ TEST(election_a_waits_behind_keys_of_election_a_slash_b)
     char key[256], line[1024];
     tool_bg(&ab, (const char *[]){"--endpoints", eps, "campaign", "a/b", "inner", NULL});
     ASSERT_OK(eu_child_expect(&ab, "a/b/", key, sizeof(key), 10000));
-    tool_bg(&a, (const char *[]){"--endpoints", eps, "-w", "json", "campaign", "a", "outer",
-                                 NULL});
+    tool_bg(&a, (const char *[]){"--endpoints", eps, "-w", "json", "campaign", "a",
+                                 "outer", NULL});
     ASSERT_OK(eu_child_expect(&a, "{\"event\":\"waiting\"", line, sizeof(line), 10000));
     char want[300];
     snprintf(want, sizeof(want), "\"predecessor\":\"%s\"", key);
     ASSERT_CONTAINS(line, want);
     char *out = NULL;
-    ASSERT_EQ(0, tool(&out, NULL, (const char *[]){"leader", "a", "--endpoints", eps, NULL}));
+    ASSERT_EQ(
+        0, tool(&out, NULL, (const char *[]){"leader", "a", "--endpoints", eps, NULL}));
     ASSERT_CONTAINS(out, "inner");
     free(out);
     kill(ab.pid, SIGTERM);

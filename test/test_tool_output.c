@@ -38,8 +38,10 @@ static char *field(const char *line, const char *name)
     ASSERT_NOT_NULL(v);
     const jv *f = json_get(v, name);
     char *r = NULL;
-    if (f && f->t == J_STR) r = strdup(f->str);
-    else if (f && f->t == J_NUM && asprintf(&r, "%.0f", f->num) < 0) r = NULL;
+    if (f && f->t == J_STR)
+        r = strdup(f->str);
+    else if (f && f->t == J_NUM && asprintf(&r, "%.0f", f->num) < 0)
+        r = NULL;
     json_free(v);
     return r;
 }
@@ -52,14 +54,16 @@ static void assert_field(const char *line, const char *name, const char *want)
     free(v);
 }
 
-/* ---------------------------------------------------------------- observe fails loudly */
+/* ---------------------------------------------------------------- observe fails loudly
+ */
 
 TEST(observe_fails_within_the_dial_timeout_when_etcd_is_unreachable)
 {
     char *out = NULL, *err = NULL;
     double t0 = tl_now();
-    int rc = tool(&out, &err, (const char *[]){"--endpoints", "127.0.0.1:1", "observe", "x",
-                                               "--dial-timeout", "1s", NULL});
+    int rc = tool(&out, &err,
+                  (const char *[]){"--endpoints", "127.0.0.1:1", "observe", "x",
+                                   "--dial-timeout", "1s", NULL});
     double dt = tl_now() - t0;
     tl_log("refused: exit %d after %.2f s: %s", rc, dt, err);
     ASSERT_EQ(1, rc);
@@ -75,8 +79,9 @@ TEST(observe_fails_within_the_dial_timeout_when_etcd_is_unreachable)
     char ep[64];
     snprintf(ep, sizeof(ep), "127.0.0.1:%d", port);
     t0 = tl_now();
-    rc = tool(&out, &err, (const char *[]){"--endpoints", ep, "observe", "x", "--dial-timeout",
-                                           "1s", "--command-timeout", "1s", NULL});
+    rc = tool(&out, &err,
+              (const char *[]){"--endpoints", ep, "observe", "x", "--dial-timeout", "1s",
+                               "--command-timeout", "1s", NULL});
     dt = tl_now() - t0;
     tl_log("silent: exit %d after %.2f s: %s", rc, dt, err);
     ASSERT_EQ(1, rc);
@@ -93,18 +98,20 @@ TEST(observe_fails_when_authentication_is_refused)
     eh_cluster *c = eh_start(&eo);
     ASSERT_NOT_NULL(c);
     char *out = NULL, *err = NULL;
-    int rc = tool(&out, &err, (const char *[]){"--endpoints", eh_endpoints(c), "observe", "x",
-                                               NULL});
+    int rc = tool(&out, &err,
+                  (const char *[]){"--endpoints", eh_endpoints(c), "observe", "x", NULL});
     tl_log("no credentials: exit %d: %s", rc, err);
     ASSERT_EQ(1, rc);
-    ASSERT_CONTAINS(err, "cannot observe: /etcdserverpb.KV/Range: etcdserver: user name is "
-                         "empty");
+    ASSERT_CONTAINS(err,
+                    "cannot observe: /etcdserverpb.KV/Range: etcdserver: user name is "
+                    "empty");
     ASSERT_CONTAINS(err, "the cluster has authentication enabled: give --user");
     free(out);
     free(err);
     const char *env[] = {"ETCDCTL_USER=root:wrong", "PATH=/usr/bin:/bin", NULL};
-    rc = tool_with_env(&out, &err, env, (const char *[]){"--endpoints", eh_endpoints(c),
-                                                         "observe", "x", NULL});
+    rc = tool_with_env(
+        &out, &err, env,
+        (const char *[]){"--endpoints", eh_endpoints(c), "observe", "x", NULL});
     tl_log("wrong password: exit %d: %s", rc, err);
     ASSERT_EQ(1, rc);
     ASSERT_CONTAINS(err, "authentication failed");
@@ -123,8 +130,8 @@ TEST_WITH_TIMEOUT(observe_reports_the_connection_lost_and_back, 90)
     snprintf(errp, sizeof(errp), "%s/err", dir);
     eu_child obs;
     tool_bg_opts bo = {.err_path = errp, .in_fd = -1};
-    tool_bg_ex(&obs, &bo, (const char *[]){"--endpoints", eh_endpoints(c), "observe", "oc",
-                                           NULL});
+    tool_bg_ex(&obs, &bo,
+               (const char *[]){"--endpoints", eh_endpoints(c), "observe", "oc", NULL});
     tl_msleep(500);
     ASSERT_OK(eh_member_kill(c, 0));
     ASSERT(wait_contains(errp, "warn elector: connection to 127.0.0.1:", 10));
@@ -185,14 +192,16 @@ TEST(json_events_keep_their_documented_contract)
     char la[2048], lb[2048], lo[2048];
     /* Two values that the old output could not tell apart: the byte 0xff and
      * U+00FF ("ÿ", two bytes in UTF-8). */
-    tool_bg(&obs, (const char *[]){"--endpoints", eps, "-w", "json", "observe", "j", NULL});
+    tool_bg(&obs,
+            (const char *[]){"--endpoints", eps, "-w", "json", "observe", "j", NULL});
     ASSERT_OK(eu_child_expect(&obs, "{\"event\":\"no_leader\"", lo, sizeof(lo), 10000));
-    tool_bg(&a, (const char *[]){"--endpoints", eps, "-w", "json", "campaign", "j", "\xff",
-                                 NULL});
+    tool_bg(&a, (const char *[]){"--endpoints", eps, "-w", "json", "campaign", "j",
+                                 "\xff", NULL});
     ASSERT_OK(eu_child_expect(&a, "{\"event\":\"elected\"", la, sizeof(la), 10000));
     ASSERT(!strstr(la, "\"value\":"));
     assert_field(la, "value_base64", "/w==");
-    char *akey = field(la, "key"), *alease = field(la, "lease"), *atoken = field(la, "token");
+    char *akey = field(la, "key"), *alease = field(la, "lease"),
+         *atoken = field(la, "token");
     char want[300];
     snprintf(want, sizeof(want), "j/%s", alease); /* the lease is the key's */
     ASSERT_STREQ(want, akey);
@@ -219,8 +228,9 @@ TEST(json_events_keep_their_documented_contract)
 
     /* leader -w json: the same fields. */
     char *out = NULL;
-    ASSERT_EQ(0, tool(&out, NULL, (const char *[]){"leader", "j", "-w", "json", "--endpoints",
-                                                   eps, NULL}));
+    ASSERT_EQ(
+        0, tool(&out, NULL,
+                (const char *[]){"leader", "j", "-w", "json", "--endpoints", eps, NULL}));
     assert_field(out, "event", "leader");
     assert_field(out, "key", akey);
     free(out);
@@ -245,9 +255,9 @@ TEST(json_events_keep_their_documented_contract)
 
     /* failed: etcd unreachable. */
     char *err = NULL;
-    ASSERT_EQ(1, tool(&out, &err, (const char *[]){"-w", "json", "campaign", "j", "--endpoints",
-                                                   "127.0.0.1:1", "--dial-timeout", "1s",
-                                                   NULL}));
+    ASSERT_EQ(1, tool(&out, &err,
+                      (const char *[]){"-w", "json", "campaign", "j", "--endpoints",
+                                       "127.0.0.1:1", "--dial-timeout", "1s", NULL}));
     assert_field(out, "event", "failed");
     assert_field(out, "error", "ECONNECT");
     free(out);
@@ -271,7 +281,8 @@ TEST(proclaim_failed_is_its_own_event)
     snprintf(big, sizeof(big), "%s/big", dir);
     snprintf(fifo, sizeof(fifo), "%s/in", dir);
     FILE *f = fopen(big, "w");
-    for (int i = 0; i < 2 * 1024 * 1024; i++) fputc('x', f);
+    for (int i = 0; i < 2 * 1024 * 1024; i++)
+        fputc('x', f);
     fputc('\n', f);
     fclose(f);
     ASSERT_OK(mkfifo(fifo, 0600));
@@ -279,18 +290,21 @@ TEST(proclaim_failed_is_its_own_event)
     eu_child a;
     char line[4096];
     tool_bg_opts bo = {.in_fd = in};
-    tool_bg_ex(&a, &bo, (const char *[]){"--endpoints", eh_endpoints(c), "-w", "json",
-                                         "campaign", "pf", "v0", "--proclaim-stdin", NULL});
+    tool_bg_ex(&a, &bo,
+               (const char *[]){"--endpoints", eh_endpoints(c), "-w", "json", "campaign",
+                                "pf", "v0", "--proclaim-stdin", NULL});
     ASSERT_OK(eu_child_expect(&a, "{\"event\":\"elected\"", line, sizeof(line), 10000));
     int w = open(fifo, O_WRONLY);
     char cmd[1200];
     snprintf(cmd, sizeof(cmd), "cat %s > %s", big, fifo);
     ASSERT_EQ(0, tl_run(NULL, (const char *[]){"sh", "-c", cmd, NULL}));
-    ASSERT_OK(eu_child_expect(&a, "{\"event\":\"proclaim_failed\"", line, sizeof(line), 10000));
+    ASSERT_OK(
+        eu_child_expect(&a, "{\"event\":\"proclaim_failed\"", line, sizeof(line), 10000));
     assert_field(line, "error", "ETOOLARGE");
     assert_field(line, "value", "v0"); /* what etcd still holds */
     ASSERT_EQ(5, (int)write(w, "next\n", 5));
-    ASSERT_OK(eu_child_expect(&a, "{\"event\":\"proclaimed\"", line, sizeof(line), 10000));
+    ASSERT_OK(
+        eu_child_expect(&a, "{\"event\":\"proclaimed\"", line, sizeof(line), 10000));
     assert_field(line, "value", "next");
     close(w);
     close(in);
@@ -314,11 +328,13 @@ TEST(proclaim_stdin_proclaims_the_latest_line_once_elected)
     char line[1024];
     tool_bg(&a, (const char *[]){"--endpoints", eps, "campaign", "ps", "A", NULL});
     ASSERT_OK(eu_child_expect(&a, "ps/", line, sizeof(line), 10000));
-    tool_bg(&obs, (const char *[]){"--endpoints", eps, "-w", "json", "observe", "ps", NULL});
+    tool_bg(&obs,
+            (const char *[]){"--endpoints", eps, "-w", "json", "observe", "ps", NULL});
     ASSERT_OK(eu_child_expect(&obs, "{\"event\":\"leader\"", line, sizeof(line), 10000));
     tool_bg_opts bo = {.in_fd = in};
-    tool_bg_ex(&b, &bo, (const char *[]){"--endpoints", eps, "-w", "json", "campaign", "ps", "B",
-                                         "--proclaim-stdin", NULL});
+    tool_bg_ex(&b, &bo,
+               (const char *[]){"--endpoints", eps, "-w", "json", "campaign", "ps", "B",
+                                "--proclaim-stdin", NULL});
     ASSERT_OK(eu_child_expect(&b, "{\"event\":\"waiting\"", line, sizeof(line), 10000));
     int w = open(fifo, O_WRONLY);
     ASSERT_EQ(9, (int)write(w, "l1\nl2\nl3\n", 9));
@@ -327,14 +343,17 @@ TEST(proclaim_stdin_proclaims_the_latest_line_once_elected)
     ASSERT_EQ(0, tool_wait(&a, 10));
     ASSERT_OK(eu_child_expect(&b, "{\"event\":\"elected\"", line, sizeof(line), 10000));
     assert_field(line, "value", "B");
-    ASSERT_OK(eu_child_expect(&b, "{\"event\":\"proclaimed\"", line, sizeof(line), 10000));
+    ASSERT_OK(
+        eu_child_expect(&b, "{\"event\":\"proclaimed\"", line, sizeof(line), 10000));
     assert_field(line, "value", "l3");
     /* The observer saw B, then l3; never l1 or l2. */
     ASSERT_OK(eu_child_expect(&obs, "{\"event\":\"leader\"", line, sizeof(line), 5000));
     if (strstr(line, "\"value\":\"B\"")) /* B's election, then its proclaim */
-        ASSERT_OK(eu_child_expect(&obs, "{\"event\":\"leader\"", line, sizeof(line), 5000));
+        ASSERT_OK(
+            eu_child_expect(&obs, "{\"event\":\"leader\"", line, sizeof(line), 5000));
     assert_field(line, "value", "l3");
-    ASSERT_EQ(-1, eu_child_expect(&obs, "{\"event\":\"leader\"", line, sizeof(line), 500));
+    ASSERT_EQ(-1,
+              eu_child_expect(&obs, "{\"event\":\"leader\"", line, sizeof(line), 500));
     close(w);
     close(in);
     kill(b.pid, SIGTERM);
@@ -352,19 +371,23 @@ TEST(stderr_lines_carry_a_time_and_a_level)
     eh_cluster *c = start1();
     const char *eps = eh_endpoints(c);
     char *out = NULL, *err = NULL;
-    ASSERT_EQ(4, tool(&out, &err, (const char *[]){"leader", "nobody", "--endpoints", eps, NULL}));
+    ASSERT_EQ(4, tool(&out, &err,
+                      (const char *[]){"leader", "nobody", "--endpoints", eps, NULL}));
     regex_t re;
-    ASSERT_OK(regcomp(&re, "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z "
-                           "info elector: no leader for nobody\n$",
-                      REG_EXTENDED | REG_NOSUB));
+    ASSERT_OK(
+        regcomp(&re,
+                "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z "
+                "info elector: no leader for nobody\n$",
+                REG_EXTENDED | REG_NOSUB));
     tl_log("%s", err);
     ASSERT_OK(regexec(&re, err, 0, NULL, 0));
     regfree(&re);
     free(out);
     free(err);
     /* --log-format json (or ELECTOR_LOG_FORMAT): every line checked by the schema. */
-    ASSERT_EQ(4, tool(&out, &err, (const char *[]){"leader", "nobody", "--endpoints", eps,
-                                                   "--log-format", "json", NULL}));
+    ASSERT_EQ(4, tool(&out, &err,
+                      (const char *[]){"leader", "nobody", "--endpoints", eps,
+                                       "--log-format", "json", NULL}));
     ASSERT_EQ(1, json_check_text(err));
     ASSERT_CONTAINS(err, "\"level\":\"info\",\"msg\":\"no leader for nobody\"}");
     free(out);
@@ -372,8 +395,9 @@ TEST(stderr_lines_carry_a_time_and_a_level)
     char epv[300];
     snprintf(epv, sizeof(epv), "ELECTOR_ENDPOINTS=%s", eps);
     const char *env[] = {epv, "ELECTOR_LOG_FORMAT=json", "PATH=/usr/bin:/bin", NULL};
-    ASSERT_EQ(0, tool_with_env(&out, &err, env, (const char *[]){"--debug", "run", "lf", "--",
-                                                                 "true", NULL}));
+    ASSERT_EQ(
+        0, tool_with_env(&out, &err, env,
+                         (const char *[]){"--debug", "run", "lf", "--", "true", NULL}));
     int n = json_check_text(err);
     tl_log("run --debug --log-format json: %d lines:\n%s", n, err);
     ASSERT_GE(n, 8); /* config, connected, lease, campaigning, elected, started, ... */
@@ -389,7 +413,8 @@ TEST(stderr_lines_carry_a_time_and_a_level)
 TEST(http_port_taken_is_a_runtime_error)
 {
     int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t l = sizeof(a);
     ASSERT_OK(bind(s, (struct sockaddr *)&a, sizeof(a)));
     ASSERT_OK(listen(s, 4));
@@ -398,15 +423,17 @@ TEST(http_port_taken_is_a_runtime_error)
     char addr[64];
     snprintf(addr, sizeof(addr), "127.0.0.1:%d", ntohs(a.sin_port));
     char *out = NULL, *err = NULL;
-    ASSERT_EQ(1, tool(&out, &err, (const char *[]){"--endpoints", eh_endpoints(c), "--http",
-                                                   addr, "campaign", "hp", NULL}));
+    ASSERT_EQ(1, tool(&out, &err,
+                      (const char *[]){"--endpoints", eh_endpoints(c), "--http", addr,
+                                       "campaign", "hp", NULL}));
     tl_log("%s", err);
     ASSERT_CONTAINS(err, "error elector: --http: cannot listen on ");
     ASSERT_CONTAINS(err, "Address already in use");
     free(out);
     free(err);
-    ASSERT_EQ(1, tool(&out, &err, (const char *[]){"--endpoints", eh_endpoints(c), "--http",
-                                                   addr, "observe", "hp", NULL}));
+    ASSERT_EQ(1, tool(&out, &err,
+                      (const char *[]){"--endpoints", eh_endpoints(c), "--http", addr,
+                                       "observe", "hp", NULL}));
     free(out);
     free(err);
     close(s);
@@ -419,8 +446,9 @@ TEST(hex_prints_bytes_as_etcdctl_does)
     eu_cand *x = eu_cand_new(eh_endpoints(c), "hx", 5);
     ASSERT_OK(elector_campaign_sync(x->el, "\x01v", 2, 10000));
     char *out = NULL;
-    ASSERT_EQ(0, tool(&out, NULL, (const char *[]){"--hex", "leader", "hx", "--endpoints",
-                                                   eh_endpoints(c), NULL}));
+    ASSERT_EQ(0, tool(&out, NULL,
+                      (const char *[]){"--hex", "leader", "hx", "--endpoints",
+                                       eh_endpoints(c), NULL}));
     tl_log("%s", out);
     ASSERT_CONTAINS(out, "\\x68\\x78\\x2f"); /* "hx/" */
     ASSERT_CONTAINS(out, "\n\\x01\\x76\n");

@@ -32,14 +32,16 @@ int tool(char **out, char **err, const char *const args[])
 {
     const char *argv[32] = {ELECTOR_BIN};
     int n = 1;
-    for (int i = 0; args[i]; i++) argv[n++] = args[i];
+    for (int i = 0; args[i]; i++)
+        argv[n++] = args[i];
     argv[n] = NULL;
     char *e = NULL;
     tl_run_opts o = {.err = &e, .timeout_s = 30};
     int rc = tl_run_ex(out, argv, &o);
     if (out) json_check_text(*out);
     json_check_text(e);
-    if (err) *err = e;
+    if (err)
+        *err = e;
     else {
         if (e && *e) fputs(e, stderr);
         free(e);
@@ -58,7 +60,8 @@ void tool_bg(eu_child *ch, const char *const args[])
 {
     const char *argv[32] = {ELECTOR_BIN};
     int n = 1;
-    for (int i = 0; args[i]; i++) argv[n++] = args[i];
+    for (int i = 0; args[i]; i++)
+        argv[n++] = args[i];
     argv[n] = NULL;
     int fd;
     pid_t pid = tl_spawn(argv, &fd);
@@ -92,18 +95,21 @@ int tool_wait(eu_child *ch, double timeout_s)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-int tool_with_env(char **out, char **err, const char *const envp[], const char *const args[])
+int tool_with_env(char **out, char **err, const char *const envp[],
+                  const char *const args[])
 {
     const char *argv[40] = {ELECTOR_BIN};
     int n = 1;
-    for (int i = 0; args[i]; i++) argv[n++] = args[i];
+    for (int i = 0; args[i]; i++)
+        argv[n++] = args[i];
     argv[n] = NULL;
     char *e = NULL;
     tl_run_opts o = {.err = &e, .timeout_s = 30, .envp = envp};
     int rc = tl_run_ex(out, argv, &o);
     if (out) json_check_text(*out);
     json_check_text(e);
-    if (err) *err = e;
+    if (err)
+        *err = e;
     else {
         if (e && *e) fputs(e, stderr);
         free(e);
@@ -115,7 +121,8 @@ void tool_bg_ex(eu_child *ch, const tool_bg_opts *o, const char *const args[])
 {
     const char *argv[40] = {ELECTOR_BIN};
     int n = 1;
-    for (int i = 0; args[i]; i++) argv[n++] = args[i];
+    for (int i = 0; args[i]; i++)
+        argv[n++] = args[i];
     argv[n] = NULL;
     int p[2];
     ASSERT_OK(pipe2(p, O_CLOEXEC));
@@ -130,7 +137,8 @@ void tool_bg_ex(eu_child *ch, const tool_bg_opts *o, const char *const args[])
             int e = open(o->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
             dup2(e, 2);
         }
-        for (int i = 0; o->set && o->set[i]; i++) putenv((char *)o->set[i]);
+        for (int i = 0; o->set && o->set[i]; i++)
+            putenv((char *)o->set[i]);
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
@@ -158,11 +166,15 @@ char *check_file(const char *path)
     /* Only complete lines: the writer may still be at work. */
     char *last = strrchr(buf, '\n');
     char save = last ? last[1] : buf[0];
-    if (last) last[1] = 0;
-    else buf[0] = 0;
+    if (last)
+        last[1] = 0;
+    else
+        buf[0] = 0;
     json_check_text(buf);
-    if (last) last[1] = save;
-    else buf[0] = save;
+    if (last)
+        last[1] = save;
+    else
+        buf[0] = save;
     return buf;
 }
 
@@ -182,7 +194,8 @@ bool wait_contains(const char *path, const char *needle, double timeout_s)
 int silent_listener(int *port)
 {
     int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t l = sizeof(a);
     ASSERT_OK(bind(s, (struct sockaddr *)&a, sizeof(a)));
     ASSERT_OK(listen(s, 16));
@@ -238,4 +251,3 @@ pid_t read_pid(const char *dir)
     ASSERT(wait_file(p, 10));
     return (pid_t)atoi(slurp(p));
 }
-

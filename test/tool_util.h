@@ -24,7 +24,8 @@ int tool_wait(eu_child *ch, double timeout_s);
 
 /* tool() with an environment of its own (envp: "NAME=VALUE" entries, NULL-ended;
  * it replaces the test's environment). */
-int tool_with_env(char **out, char **err, const char *const envp[], const char *const args[]);
+int tool_with_env(char **out, char **err, const char *const envp[],
+                  const char *const args[]);
 
 /* tool_bg with more: stderr to err_path (if set), variables added to the
  * inherited environment (set: "NAME=VALUE", NULL-ended), stdin from in_fd

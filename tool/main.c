@@ -279,11 +279,10 @@ static int client_error(struct app *a)
     const char *msg = elector_etcd_errstr(a->etcd);
     elector_endpoint_info ep0; /* none when the endpoint list is what failed */
     bool bad_eps = elector_etcd_endpoint_info(a->etcd, 0, &ep0) != 0;
-    const char *h = !usage ? ""
-                    : bad_eps
-                        ? " (check --endpoints, $ELECTOR_ENDPOINTS or "
-                          "$ETCDCTL_ENDPOINTS)"
-                        : " (check --cacert, --cert and --key)";
+    const char *h = !usage    ? ""
+                    : bad_eps ? " (check --endpoints, $ELECTOR_ENDPOINTS or "
+                                "$ETCDCTL_ENDPOINTS)"
+                              : " (check --cacert, --cert and --key)";
     tool_log(LOG_ERROR, "%s%s", msg, h);
     return usage ? EXIT_USAGE : EXIT_ERROR;
 }
