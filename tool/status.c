@@ -5,7 +5,7 @@
  *   waits (the election itself only knows its predecessor). While this process
  *   leads, its own belief is what counts and the follower's events are ignored.
  * - systemd (sd_notify's protocol, notify.c): READY=1 once the campaign reached
- *   etcd (observe: once the first read succeeded), STATUS= on every change of
+ *   etcd (observe: once the observer reported the leader), STATUS= on every change of
  *   what the tool does, WATCHDOG=1 every $WATCHDOG_USEC/2 from the event loop,
  *   STOPPING=1 when it begins to stop. */
 #define _GNU_SOURCE
@@ -95,7 +95,9 @@ static void status_line(const struct app *a, char *out, size_t cap)
     if (a->stopping || a->done) {
         snprintf(out, cap, "stopping");
     } else if (a->o->cmd == CMD_OBSERVE) {
-        if (a->has_leader)
+        if (!a->leader_looked)
+            snprintf(out, cap, "observing %s: reading the leader", name);
+        else if (a->has_leader)
             snprintf(out, cap, "observing %s: leader %s (token %lld) since %s%s", name,
                      key, (long long)a->ltoken, since,
                      a->lsince_kind == TOOL_SINCE_FIRST_SEEN ? " or before" : "");
@@ -131,7 +133,9 @@ void app_notify_update(struct app *a)
     int64_t now = app_now_ms();
     char st[sizeof(a->notified_status)], msg[sizeof(st) + 64];
     status_line(a, st, sizeof(st));
-    bool ready = !a->notified_ready && (a->o->cmd == CMD_OBSERVE || a->joined);
+    /* Ready: the campaign reached etcd; observe: the observer's first answer. */
+    bool ready =
+        !a->notified_ready && (a->o->cmd == CMD_OBSERVE ? a->leader_looked : a->joined);
     bool stopping = !a->notified_stopping && (a->stopping || a->done);
     if (ready || stopping || strcmp(st, a->notified_status) != 0) {
         snprintf(msg, sizeof(msg), "%s%sSTATUS=%s", ready ? "READY=1\n" : "",
