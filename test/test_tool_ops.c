@@ -342,6 +342,30 @@ TEST_WITH_TIMEOUT(sd_notify_ready_status_watchdog_and_stopping, 120)
     eh_stop(c);
 }
 
+TEST(a_malformed_notify_socket_is_a_warning_and_the_campaign_goes_on)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("badnotify"), errp[512], line[256];
+    snprintf(errp, sizeof(errp), "%s/err", dir);
+    const char *set[] = {"NOTIFY_SOCKET=relative/sock", NULL};
+    tool_bg_opts bo = {.err_path = errp, .set = set, .in_fd = -1};
+    eu_child ch;
+    tool_bg_ex(
+        &ch, &bo,
+        (const char *[]){"--endpoints", eh_endpoints(c), "campaign", "bn", "V", NULL});
+    ASSERT_OK(eu_child_expect(&ch, "bn/", line, sizeof(line), 10000)); /* elected */
+    ASSERT(
+        wait_contains(errp,
+                      " warn elector: $NOTIFY_SOCKET 'relative/sock' is not an absolute "
+                      "path or an abstract name (@NAME) that fits a unix socket address; "
+                      "systemd is not told anything",
+                      5));
+    kill(ch.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&ch, 10));
+    free(dir);
+    eh_stop(c);
+}
+
 /* ---------------------------------------------------------------- examples */
 
 TEST(example_unit_passes_systemd_analyze_verify)
