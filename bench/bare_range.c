@@ -32,12 +32,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 #include <nghttp2/nghttp2.h>
 #include <etcdserverpb/rpc.pb-c.h>
+#include "range_common.h"
 
 typedef struct conn {
     int fd;
@@ -203,13 +203,15 @@ static void conn_open(conn *c, const char *endpoint)
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai;
     if (getaddrinfo(host, colon + 1, &hints, &ai)) die("cannot resolve endpoint");
     c->fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (c->fd < 0 || connect(c->fd, ai->ai_addr, ai->ai_addrlen) < 0) die("cannot connect");
+    if (c->fd < 0 || connect(c->fd, ai->ai_addr, ai->ai_addrlen) < 0)
+        die("cannot connect");
     freeaddrinfo(ai);
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     /* Blocking connect above; non-blocking from here on, waits are poll(). */
     int fl = fcntl(c->fd, F_GETFL);
-    if (fl < 0 || fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) < 0) die("cannot set O_NONBLOCK");
+    if (fl < 0 || fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) < 0)
+        die("cannot set O_NONBLOCK");
 
     nghttp2_session_callbacks *cbs;
     if (nghttp2_session_callbacks_new(&cbs)) die("out of memory");
@@ -223,7 +225,10 @@ static void conn_open(conn *c, const char *endpoint)
     flush(c); /* preface + SETTINGS; the server's SETTINGS is read with the first reply */
 }
 
-#define NV(n, v, vl) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vl), NGHTTP2_NV_FLAG_NONE}
+#define NV(n, v, vl)                                                                     \
+    {                                                                                    \
+        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vl), NGHTTP2_NV_FLAG_NONE        \
+    }
 
 /* One unary call. Returns the unpacked response (free with
  * protobuf_c_message_free_unpacked), dies on any failure. */
@@ -259,7 +264,8 @@ static ProtobufCMessage *unary(conn *c, const char *path, const ProtobufCMessage
     c->h2_err = 0;
     c->grpc_status = -1;
     c->resp_len = 0;
-    c->sid = nghttp2_submit_request(c->h2, NULL, nv, sizeof(nv) / sizeof(nv[0]), &dp, NULL);
+    c->sid =
+        nghttp2_submit_request(c->h2, NULL, nv, sizeof(nv) / sizeof(nv[0]), &dp, NULL);
     if (c->sid < 0) die(nghttp2_strerror(c->sid));
     while (!c->closed) {
         flush(c);
@@ -271,8 +277,8 @@ static ProtobufCMessage *unary(conn *c, const char *path, const ProtobufCMessage
      * piggybacking it on the next request. */
     flush(c);
     if (c->h2_err || c->grpc_status != 0) {
-        fprintf(stderr, "bare_range: %s failed: h2 error %u, grpc-status %d\n", path, c->h2_err,
-                c->grpc_status);
+        fprintf(stderr, "bare_range: %s failed: h2 error %u, grpc-status %d\n", path,
+                c->h2_err, c->grpc_status);
         exit(1);
     }
     if (c->resp_len < 5 || c->resp[0] != 0) die("bad gRPC reply framing");
@@ -284,116 +290,48 @@ static ProtobufCMessage *unary(conn *c, const char *path, const ProtobufCMessage
     return r;
 }
 
-/* ---- statistics (same code in bench_range.c) ---- */
-
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile of a sorted array. */
-static double pct_us(const int64_t *v, int n, double p)
-{
-    int i = (int)((p * n) + 0.999999) - 1;
-    if (i < 0) i = 0;
-    if (i >= n) i = n - 1;
-    return (double)v[i] / 1000.0;
-}
-
-static long status_field(const char *field)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return -1;
-    char line[256];
-    long v = -1;
-    size_t fl = strlen(field);
-    while (fgets(line, sizeof(line), f))
-        if (!strncmp(line, field, fl) && line[fl] == ':') {
-            v = strtol(line + fl + 1, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return v;
-}
-
-/* user + system CPU time of this process so far, in microseconds */
-static int64_t cpu_us(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 + ru.ru_utime.tv_usec +
-           ru.ru_stime.tv_usec;
-}
-
-static void report(const char *name, int64_t *lat, int n, int64_t total_ns, int64_t cpu)
-{
-    double sum = 0;
-    for (int i = 0; i < n; i++) sum += (double)lat[i];
-    qsort(lat, (size_t)n, sizeof(lat[0]), cmp_i64);
-    printf("bench=%s calls=%d us_mean=%.1f us_p50=%.1f us_p90=%.1f us_p99=%.1f us_max=%.1f "
-           "total_ms=%.1f cpu_us_per_call=%.2f rss_kb=%ld threads=%ld\n",
-           name, n, sum / n / 1000.0, pct_us(lat, n, 0.50), pct_us(lat, n, 0.90),
-           pct_us(lat, n, 0.99), (double)lat[n - 1] / 1000.0, (double)total_ns / 1e6,
-           (double)cpu / n, status_field("VmRSS"), status_field("Threads"));
-    fflush(stdout);
-}
-
 static void usage(void)
 {
-    fprintf(stderr, "usage: bare_range [--endpoint HOST:PORT] [--n N] [--warmup W] [--key K]\n");
+    fprintf(stderr,
+            "usage: bare_range [--endpoint HOST:PORT] [--n N] [--warmup W] [--key K]\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
-    const char *endpoint = "127.0.0.1:2379", *key = "bench-key";
-    int n = 2000, warmup = 200;
-    for (int i = 1; i < argc; i++) {
-        if (i + 1 >= argc) usage();
-        if (!strcmp(argv[i], "--endpoint")) endpoint = argv[++i];
-        else if (!strcmp(argv[i], "--n")) n = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--key")) key = argv[++i];
-        else usage();
-    }
-    if (n <= 0 || warmup < 0) usage();
+    bu_range_opts o = {.mode = NULL};
+    if (!bu_range_args(argc, argv, &o)) usage();
+    int n = o.n, warmup = o.warmup;
 
     conn c;
-    conn_open(&c, endpoint);
+    conn_open(&c, o.endpoint);
 
-    /* The key holds one small value, so every Range returns one kv. */
-    Etcdserverpb__PutRequest put = ETCDSERVERPB__PUT_REQUEST__INIT;
-    static const char value[] = "bench-value-0123456789";
-    put.key.data = (uint8_t *)key;
-    put.key.len = strlen(key);
-    put.value.data = (uint8_t *)value;
-    put.value.len = sizeof(value) - 1;
-    protobuf_c_message_free_unpacked(
-        unary(&c, "/etcdserverpb.KV/Put", &put.base, &etcdserverpb__put_response__descriptor),
-        NULL);
+    Etcdserverpb__PutRequest put;
+    Etcdserverpb__RangeRequest req;
+    bu_range_requests(o.key, &put, &req);
+    protobuf_c_message_free_unpacked(unary(&c, "/etcdserverpb.KV/Put", &put.base,
+                                           &etcdserverpb__put_response__descriptor),
+                                     NULL);
 
-    Etcdserverpb__RangeRequest req = ETCDSERVERPB__RANGE_REQUEST__INIT;
-    req.key.data = (uint8_t *)key;
-    req.key.len = strlen(key);
     int64_t *lat = malloc(sizeof(int64_t) * (size_t)n);
     if (!lat) die("out of memory");
     int64_t t_start = 0, c_start = 0;
     for (int i = 0; i < warmup + n; i++) {
         if (i == warmup) {
             t_start = now_ns();
-            c_start = cpu_us();
+            c_start = bu_cpu_us();
         }
         int64_t t0 = now_ns();
         Etcdserverpb__RangeResponse *r = (Etcdserverpb__RangeResponse *)unary(
-            &c, "/etcdserverpb.KV/Range", &req.base, &etcdserverpb__range_response__descriptor);
+            &c, "/etcdserverpb.KV/Range", &req.base,
+            &etcdserverpb__range_response__descriptor);
         if (r->n_kvs != 1) die("Range did not return exactly one kv");
         protobuf_c_message_free_unpacked(&r->base, NULL);
         int64_t t1 = now_ns();
         if (i >= warmup) lat[i - warmup] = t1 - t0;
     }
-    int64_t total = now_ns() - t_start, cpu = cpu_us() - c_start;
-    report("bare", lat, n, total, cpu);
+    int64_t total = now_ns() - t_start, cpu = bu_cpu_us() - c_start;
+    bu_report_calls("bare", lat, n, total, cpu);
 
     nghttp2_session_del(c.h2);
     close(c.fd);

@@ -1,9 +1,11 @@
 /* bench_util.h — helpers shared by the side-by-side benchmark programs
- * (proc_bench.c, herd.c, many.c): statistics, /proc readers, and a scraper for
+ * (proc_bench.c, herd.c, many.c): summaries, /proc readers, and a scraper for
  * etcd's Prometheus /metrics (grpc_server_msg_received_total per method).
+ * Statistics and the per-call report are in bench_stats.h, which the
+ * client-overhead programs (bench_range.c, bare_range.c) share.
  *
- * Header-only (static inline), because bench/CMakeLists.txt builds every .c file of bench/
- * into its own program.
+ * Header-only (static inline), because bench/CMakeLists.txt builds every .c file of
+ * bench/ into its own program.
  */
 #ifndef ELECTOR_BENCH_UTIL_H
 #define ELECTOR_BENCH_UTIL_H
@@ -24,6 +26,7 @@
 #include <unistd.h>
 
 #include "elector/etcd.h"
+#include "bench_stats.h"
 
 static inline void bu_die(const char *fmt, ...)
 {
@@ -43,26 +46,6 @@ static inline void *bu_xcalloc(size_t n, size_t sz)
     return p;
 }
 
-/* ---- statistics over int64 samples (nanoseconds) ---- */
-
-static inline int bu_cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile (p in 0..1) of a sorted array. */
-static inline int64_t bu_pct(const int64_t *v, size_t n, double p)
-{
-    if (!n) return 0;
-    size_t i = (size_t)(p * (double)n + 0.999999);
-    if (i > 0) i--;
-    if (i >= n) i = n - 1;
-    return v[i];
-}
-
-static inline double bu_ms(int64_t ns) { return (double)ns / 1e6; }
-
 /* CLOCK_MONOTONIC, the clock of events' mono_ns (elector_now_ns() is the
  * deadline clock, CLOCK_BOOTTIME: the two differ by the host's suspended time). */
 static inline int64_t bu_mono_ns(void)
@@ -74,16 +57,20 @@ static inline int64_t bu_mono_ns(void)
 
 /* "<fp>n=.. <fp>min_ms=.. <fp>p50_ms=.. ..." (fp: a field-name prefix, may be
  * ""), in milliseconds; sorts v. */
-static inline void bu_summary_ms(FILE *f, const char *lead, const char *fp, int64_t *v, size_t n)
+static inline void bu_summary_ms(FILE *f, const char *lead, const char *fp, int64_t *v,
+                                 size_t n)
 {
     qsort(v, n, sizeof(*v), bu_cmp_i64);
     double sum = 0;
-    for (size_t i = 0; i < n; i++) sum += (double)v[i];
-    fprintf(f, "%s%sn=%zu %smin_ms=%.3f %sp50_ms=%.3f %sp90_ms=%.3f %sp99_ms=%.3f %smax_ms=%.3f "
-               "%smean_ms=%.3f",
-            lead, fp, n, fp, n ? bu_ms(v[0]) : 0.0, fp, bu_ms(bu_pct(v, n, 0.5)), fp,
-            bu_ms(bu_pct(v, n, 0.9)), fp, bu_ms(bu_pct(v, n, 0.99)), fp,
-            n ? bu_ms(v[n - 1]) : 0.0, fp, n ? sum / (double)n / 1e6 : 0.0);
+    for (size_t i = 0; i < n; i++)
+        sum += (double)v[i];
+    fprintf(
+        f,
+        "%s%sn=%zu %smin_ms=%.3f %sp50_ms=%.3f %sp90_ms=%.3f %sp99_ms=%.3f %smax_ms=%.3f "
+        "%smean_ms=%.3f",
+        lead, fp, n, fp, n ? bu_ms(v[0]) : 0.0, fp, bu_ms(bu_pct(v, n, 0.5)), fp,
+        bu_ms(bu_pct(v, n, 0.9)), fp, bu_ms(bu_pct(v, n, 0.99)), fp,
+        n ? bu_ms(v[n - 1]) : 0.0, fp, n ? sum / (double)n / 1e6 : 0.0);
 }
 
 /* One sample per line, in milliseconds: what the CDF plots read. */
@@ -92,49 +79,12 @@ static inline void bu_write_samples(const char *path, const int64_t *v, size_t n
     if (!path) return;
     FILE *f = fopen(path, "w");
     if (!f) bu_die("cannot write %s: %s", path, strerror(errno));
-    for (size_t i = 0; i < n; i++) fprintf(f, "%.3f\n", bu_ms(v[i]));
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%.3f\n", bu_ms(v[i]));
     fclose(f);
 }
 
 /* ---- /proc ---- */
-
-/* A "Field:  N kB" value of /proc/PID/status (pid 0: self); -1 if absent. */
-static inline long bu_status_field(pid_t pid, const char *field)
-{
-    char path[64];
-    if (pid) snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    else snprintf(path, sizeof(path), "/proc/self/status");
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    char line[256];
-    long v = -1;
-    size_t fl = strlen(field);
-    while (fgets(line, sizeof(line), f))
-        if (!strncmp(line, field, fl) && line[fl] == ':') {
-            v = strtol(line + fl + 1, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return v;
-}
-
-/* Pss of /proc/PID/smaps_rollup in kB (shared pages divided among their users). */
-static inline long bu_pss_kb(pid_t pid)
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/smaps_rollup", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    char line[256];
-    long v = -1;
-    while (fgets(line, sizeof(line), f))
-        if (!strncmp(line, "Pss:", 4)) {
-            v = strtol(line + 4, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return v;
-}
 
 /* CPU time of a process (all its threads) in nanoseconds from
  * /proc/PID/task/TID/schedstat (exact, unlike the tick-based /proc/PID/stat). */
@@ -181,7 +131,8 @@ static inline void bu_rss_by_mapping(pid_t pid, char *out, size_t outsz, int top
         int off = 0;
         if (sscanf(line, "%lx-%lx %7s %*s %*s %*s%n", &a, &b, perms, &off) == 3) {
             const char *nm = line + off;
-            while (*nm == ' ') nm++;
+            while (*nm == ' ')
+                nm++;
             char name[64];
             const char *base = strrchr(nm, '/');
             snprintf(name, sizeof(name), "%s", *nm ? (base ? base + 1 : nm) : "anon");
@@ -206,7 +157,8 @@ static inline void bu_rss_by_mapping(pid_t pid, char *out, size_t outsz, int top
         for (int i = 0; i < n; i++)
             if (kb[i] >= 0 && (best < 0 || kb[i] > kb[best])) best = i;
         if (best < 0 || kb[best] <= 0) break;
-        int w = snprintf(out + len, outsz - len, "%s%s=%ld", len ? "," : "", names[best], kb[best]);
+        int w = snprintf(out + len, outsz - len, "%s%s=%ld", len ? "," : "", names[best],
+                         kb[best]);
         if (w < 0 || (size_t)w >= outsz - len) break;
         len += (size_t)w;
         kb[best] = -1;
@@ -217,8 +169,8 @@ static inline int64_t bu_self_cpu_us(void)
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 + ru.ru_utime.tv_usec +
-           ru.ru_stime.tv_usec;
+    return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 +
+           ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
 }
 
 /* ---- etcd /metrics: grpc_server_msg_received_total ---- */
@@ -237,7 +189,8 @@ static inline void bu_msgs_add(bu_msgs *m, const char *method, double v)
             m->count[i] += v;
             return;
         }
-    if (m->n == BU_MAX_METHODS) bu_die("more than %d gRPC methods in /metrics", BU_MAX_METHODS);
+    if (m->n == BU_MAX_METHODS)
+        bu_die("more than %d gRPC methods in /metrics", BU_MAX_METHODS);
     snprintf(m->method[m->n], sizeof(m->method[0]), "%s", method);
     m->count[m->n++] = v;
 }
@@ -281,7 +234,8 @@ static inline int bu_scrape_one(const char *hostport, bu_msgs *m)
     }
     freeaddrinfo(ai);
     char req[512];
-    int rl = snprintf(req, sizeof(req), "GET /metrics HTTP/1.0\r\nHost: %s:%s\r\n\r\n", host, port);
+    int rl = snprintf(req, sizeof(req), "GET /metrics HTTP/1.0\r\nHost: %s:%s\r\n\r\n",
+                      host, port);
     if (write(fd, req, (size_t)rl) != rl) {
         close(fd);
         return -1;
@@ -340,7 +294,8 @@ static inline void bu_msgs_diff(const bu_msgs *after, const bu_msgs *before, bu_
 {
     memset(out, 0, sizeof(*out));
     for (int i = 0; i < after->n; i++)
-        bu_msgs_add(out, after->method[i], after->count[i] - bu_msgs_get(before, after->method[i]));
+        bu_msgs_add(out, after->method[i],
+                    after->count[i] - bu_msgs_get(before, after->method[i]));
 }
 
 /* Client-side requests of one or more clients, without keepalives. */

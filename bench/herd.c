@@ -52,9 +52,9 @@ static bool g_naive;
 static int g_n, g_k;
 static elector_etcd **g_clients;
 static cand *g_c;
-static char g_name[128];   /* election name (elector) */
-static char g_key[160];    /* the one leader key (naive) */
-static cand *g_leader;     /* current leader */
+static char g_name[128]; /* election name (elector) */
+static char g_key[160];  /* the one leader key (naive) */
+static cand *g_leader;   /* current leader */
 static int64_t g_t_elected;
 static int g_waiting;      /* candidates currently waiting */
 static int g_resigned;     /* RESIGNED events / naive deletes answered */
@@ -74,7 +74,8 @@ static void loop_once(int max_ms)
         if (t >= 0 && t < tmo) tmo = t;
     }
     poll(pfd, (nfds_t)g_k, (int)tmo);
-    for (int i = 0; i < g_k; i++) elector_etcd_process(g_clients[i]);
+    for (int i = 0; i < g_k; i++)
+        elector_etcd_process(g_clients[i]);
 }
 
 /* Runs the loop until done() holds and no client has sent a request (keepalives
@@ -98,12 +99,15 @@ static void settle(bool (*done)(void), int quiet_ms, int timeout_ms, const char 
                 leased += elector_session_lease(g_c[i].s) != 0;
                 alive += elector_session_alive(g_c[i].s);
             }
-            fprintf(stderr, "herd: %d of %d sessions have a lease, %d alive; waiting %d, races %d\n",
-                    leased, g_n, alive, g_waiting, g_races);
+            fprintf(
+                stderr,
+                "herd: %d of %d sessions have a lease, %d alive; waiting %d, races %d\n",
+                leased, g_n, alive, g_waiting, g_races);
             for (int i = 0; i < g_k; i++)
-                fprintf(stderr, "herd: client %d: %s\n", i, elector_etcd_errstr(g_clients[i]));
-            bu_die("%s: timeout (%d ms) waiting for %s", g_naive ? "naive" : "elector", timeout_ms,
-                   what);
+                fprintf(stderr, "herd: client %d: %s\n", i,
+                        elector_etcd_errstr(g_clients[i]));
+            bu_die("%s: timeout (%d ms) waiting for %s", g_naive ? "naive" : "elector",
+                   timeout_ms, what);
         }
     }
 }
@@ -129,8 +133,8 @@ static void on_event(elector_election *el, const elector_event *ev, void *ud)
         g_resigned++;
         break;
     default:
-        bu_die("candidate %d: unexpected event %s: %s", c->idx, elector_event_name(ev->type),
-               ev->detail ? ev->detail : "");
+        bu_die("candidate %d: unexpected event %s: %s", c->idx,
+               elector_event_name(ev->type), ev->detail ? ev->detail : "");
     }
 }
 
@@ -186,8 +190,8 @@ static void race(cand *c)
     if (rc) bu_die("naive Txn: %s", elector_strerror(rc));
 }
 
-static void naive_watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r,
-                           void *ud)
+static void naive_watch_cb(elector_watch *w, int err,
+                           const Etcdserverpb__WatchResponse *r, void *ud)
 {
     (void)w;
     cand *c = ud;
@@ -197,8 +201,8 @@ static void naive_watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchR
         g_watches_live++;
     }
     for (size_t i = 0; i < r->n_events; i++)
-        if (r->events[i]->type == MVCCPB__EVENT__EVENT_TYPE__DELETE && c->state == C_WAITING &&
-            !c->racing)
+        if (r->events[i]->type == MVCCPB__EVENT__EVENT_TYPE__DELETE &&
+            c->state == C_WAITING && !c->racing)
             race(c);
 }
 
@@ -215,7 +219,8 @@ static void naive_watch(cand *c)
 static void naive_deleted(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
 {
     (void)m, (void)ud;
-    if (err) bu_die("naive delete: %s (%s)", elector_strerror(err), elector_etcd_errstr(e));
+    if (err)
+        bu_die("naive delete: %s (%s)", elector_strerror(err), elector_etcd_errstr(e));
     g_resigned++;
 }
 
@@ -244,7 +249,8 @@ static void naive_resign(cand *c)
     txn.compare = cmps;
     txn.n_success = 1;
     txn.success = ops;
-    int rc = elector_etcd_call(c->etcd, ELECTOR_RPC_TXN, &txn.base, NULL, naive_deleted, c);
+    int rc =
+        elector_etcd_call(c->etcd, ELECTOR_RPC_TXN, &txn.base, NULL, naive_deleted, c);
     if (rc) bu_die("naive delete: %s", elector_strerror(rc));
 }
 
@@ -277,7 +283,10 @@ static void resign(cand *c)
 
 static int g_want_waiting;
 static int g_want_resigned;
-static bool have_leader(void) { return g_leader != NULL; }
+static bool have_leader(void)
+{
+    return g_leader != NULL;
+}
 static bool all_waiting(void)
 {
     return g_waiting == g_want_waiting && g_races == 0 &&
@@ -294,7 +303,10 @@ static bool sessions_ready(void)
     return true;
 }
 
-static void scrape_total(const char *metrics, bu_msgs *m) { bu_scrape(metrics, m); }
+static void scrape_total(const char *metrics, bu_msgs *m)
+{
+    bu_scrape(metrics, m);
+}
 
 /* A session that ends on its own (its grant failed, or etcd dropped the lease)
  * spoils the measurement: say so. */
@@ -302,34 +314,46 @@ static void on_session(elector_session *s, const elector_event *ev, void *ud)
 {
     (void)s;
     cand *c = ud;
-    bu_die("candidate %d: session lost: %s (%s)", c->idx, elector_err_name(ev->reason), ev->detail);
+    bu_die("candidate %d: session lost: %s (%s)", c->idx, elector_err_name(ev->reason),
+           ev->detail);
 }
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: herd --endpoints E --metrics M1,M2,.. --mode elector|naive --n N "
-                    "[--changes C] [--clients K] [--ttl S] [--out DIR]\n");
+    fprintf(stderr,
+            "usage: herd --endpoints E --metrics M1,M2,.. --mode elector|naive --n N "
+            "[--changes C] [--clients K] [--ttl S] [--out DIR]\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
-    const char *endpoints = "127.0.0.1:2379", *metrics = NULL, *mode = "elector", *out = NULL;
+    const char *endpoints = "127.0.0.1:2379", *metrics = NULL, *mode = "elector",
+               *out = NULL;
     int changes = 20, ttl = 10;
     g_n = 10;
     g_k = 0;
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc) usage();
         const char *o = argv[i], *v = argv[++i];
-        if (!strcmp(o, "--endpoints")) endpoints = v;
-        else if (!strcmp(o, "--metrics")) metrics = v;
-        else if (!strcmp(o, "--mode")) mode = v;
-        else if (!strcmp(o, "--n")) g_n = atoi(v);
-        else if (!strcmp(o, "--changes")) changes = atoi(v);
-        else if (!strcmp(o, "--clients")) g_k = atoi(v);
-        else if (!strcmp(o, "--ttl")) ttl = atoi(v);
-        else if (!strcmp(o, "--out")) out = v;
-        else usage();
+        if (!strcmp(o, "--endpoints"))
+            endpoints = v;
+        else if (!strcmp(o, "--metrics"))
+            metrics = v;
+        else if (!strcmp(o, "--mode"))
+            mode = v;
+        else if (!strcmp(o, "--n"))
+            g_n = atoi(v);
+        else if (!strcmp(o, "--changes"))
+            changes = atoi(v);
+        else if (!strcmp(o, "--clients"))
+            g_k = atoi(v);
+        else if (!strcmp(o, "--ttl"))
+            ttl = atoi(v);
+        else if (!strcmp(o, "--out"))
+            out = v;
+        else
+            usage();
     }
     if (!metrics || g_n < 2 || changes < 1) usage();
     g_naive = !strcmp(mode, "naive");
@@ -380,7 +404,8 @@ int main(int argc, char **argv)
         join(&g_c[0]);
     }
     settle(have_leader, 0, 30000, "the first leader");
-    for (int i = 1; i < g_n; i++) join(&g_c[i]);
+    for (int i = 1; i < g_n; i++)
+        join(&g_c[i]);
     g_want_waiting = g_n - 1;
     settle(all_waiting, 200, 120000, "all candidates waiting");
     double setup_s = (double)(bu_mono_ns() - t_setup) / 1e9;
@@ -430,13 +455,15 @@ int main(int argc, char **argv)
         snprintf(path, sizeof(path), "%s/herd_%s_%d.txt", out, mode, g_n);
         bu_write_samples(path, fo, (size_t)changes);
     }
-    printf("herd mode=%s n=%d changes=%d clients=%d ttl_s=%d setup_s=%.2f req_per_change_mean=%.2f "
+    printf("herd mode=%s n=%d changes=%d clients=%d ttl_s=%d setup_s=%.2f "
+           "req_per_change_mean=%.2f "
            "req_per_change_min=%.0f req_per_change_max=%.0f client_req_per_change=%.2f "
            "req_per_join=%.2f methods=",
            mode, g_n, changes, g_k, ttl, setup_s, ssum / changes, smin, smax,
            (double)cli_sum / changes, jsum / changes);
     for (int i = 0; i < per_method.n; i++)
-        printf("%s%s:%.2f", i ? "," : "", per_method.method[i], per_method.count[i] / changes);
+        printf("%s%s:%.2f", i ? "," : "", per_method.method[i],
+               per_method.count[i] / changes);
     bu_summary_ms(stdout, " ", "failover_", fo, (size_t)changes);
     printf("\n");
     fflush(stdout);
@@ -446,9 +473,11 @@ int main(int argc, char **argv)
         if (g_c[i].el) elector_election_free(g_c[i].el);
         if (g_c[i].w) elector_watch_cancel(g_c[i].w);
     }
-    for (int i = 0; i < g_n; i++) elector_session_close(g_c[i].s);
+    for (int i = 0; i < g_n; i++)
+        elector_session_close(g_c[i].s);
     settle(NULL, 300, 60000, "the leases to be revoked");
-    for (int i = 0; i < g_k; i++) elector_etcd_free(g_clients[i]);
+    for (int i = 0; i < g_k; i++)
+        elector_etcd_free(g_clients[i]);
     free(g_c), free(g_clients), free(fo), free(srv), free(jn);
     return 0;
 }

@@ -29,8 +29,10 @@ static char g_first_failure[256];
 static void on_event(elector_election *el, const elector_event *ev, void *ud)
 {
     (void)ud;
-    if (ev->type == ELECTOR_EV_ELECTED) g_elected++;
-    else if (ev->type == ELECTOR_EV_RESIGNED) g_resigned++;
+    if (ev->type == ELECTOR_EV_ELECTED)
+        g_elected++;
+    else if (ev->type == ELECTOR_EV_RESIGNED)
+        g_resigned++;
     else if (ev->type == ELECTOR_EV_FAILED && ev->reason == ELECTOR_EUNAVAILABLE) {
         /* e.g. "etcdserver: too many requests" when 10000 campaigns arrive at
          * once: what an application does, campaign again a little later */
@@ -45,7 +47,8 @@ static void on_event(elector_election *el, const elector_event *ev, void *ud)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: many --endpoints E --metrics M1,M2,.. --count N [--idle-s S] [--ttl T]\n");
+    fprintf(stderr, "usage: many --endpoints E --metrics M1,M2,.. --count N [--idle-s S] "
+                    "[--ttl T]\n");
     exit(2);
 }
 
@@ -55,7 +58,8 @@ static uint64_t reqs(elector_etcd *e, int rpc)
     elector_etcd_get_stats(e, &st);
     if (rpc >= 0) return st.requests[rpc];
     uint64_t s = 0;
-    for (int r = 0; r < ELECTOR_RPC_COUNT_; r++) s += st.requests[r];
+    for (int r = 0; r < ELECTOR_RPC_COUNT_; r++)
+        s += st.requests[r];
     return s;
 }
 
@@ -66,12 +70,18 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc) usage();
         const char *o = argv[i], *v = argv[++i];
-        if (!strcmp(o, "--endpoints")) endpoints = v;
-        else if (!strcmp(o, "--metrics")) metrics = v;
-        else if (!strcmp(o, "--count")) count = atoi(v);
-        else if (!strcmp(o, "--idle-s")) idle_s = atoi(v);
-        else if (!strcmp(o, "--ttl")) ttl = atoi(v);
-        else usage();
+        if (!strcmp(o, "--endpoints"))
+            endpoints = v;
+        else if (!strcmp(o, "--metrics"))
+            metrics = v;
+        else if (!strcmp(o, "--count"))
+            count = atoi(v);
+        else if (!strcmp(o, "--idle-s"))
+            idle_s = atoi(v);
+        else if (!strcmp(o, "--ttl"))
+            ttl = atoi(v);
+        else
+            usage();
     }
     if (!metrics || count < 1 || idle_s < 1) usage();
     signal(SIGPIPE, SIG_IGN);
@@ -108,15 +118,18 @@ int main(int argc, char **argv)
         if (g_nretry && !retry_at) retry_at = elector_now_ns() + 200000000;
         if (g_nretry && elector_now_ns() >= retry_at) {
             for (int i = 0; i < g_nretry; i++)
-                if ((rc = elector_campaign(g_retry[i], "v", 1))) bu_die("campaign: %s", elector_strerror(rc));
+                if ((rc = elector_campaign(g_retry[i], "v", 1)))
+                    bu_die("campaign: %s", elector_strerror(rc));
             g_nretry = 0;
             retry_at = 0;
         }
-        if (elector_now_ns() - t0 > 300 * 1000000000LL) bu_die("not all elected after 300 s");
+        if (elector_now_ns() - t0 > 300 * 1000000000LL)
+            bu_die("not all elected after 300 s");
     }
     double setup_ms = (double)(elector_now_ns() - t0) / 1e6;
     int64_t q = elector_now_ns() + 1000000000LL;
-    while (elector_now_ns() < q) elector_etcd_run_once(e, 100);
+    while (elector_now_ns() < q)
+        elector_etcd_run_once(e, 100);
 
     /* the idle window */
     bu_msgs m0, m1, d;
@@ -134,26 +147,34 @@ int main(int argc, char **argv)
     bu_msgs_diff(&m1, &m0, &d);
     double secs = (double)(w1 - w0) / 1e9;
     double srv_all = 0;
-    for (int i = 0; i < d.n; i++) srv_all += d.count[i];
+    for (int i = 0; i < d.n; i++)
+        srv_all += d.count[i];
     int alive = 0;
-    for (int i = 0; i < count; i++) alive += elector_is_leader(els[i]);
-    printf("many count=%d ttl_s=%d setup_ms=%.1f campaign_retries=%d leaders=%d rss_base_kb=%ld rss_kb=%ld hwm_kb=%ld "
-           "threads=%ld idle_s=%.1f cpu_ms_per_s=%.3f client_req_per_s=%.3f client_ka_per_s=%.3f "
+    for (int i = 0; i < count; i++)
+        alive += elector_is_leader(els[i]);
+    printf("many count=%d ttl_s=%d setup_ms=%.1f campaign_retries=%d leaders=%d "
+           "rss_base_kb=%ld rss_kb=%ld hwm_kb=%ld "
+           "threads=%ld idle_s=%.1f cpu_ms_per_s=%.3f client_req_per_s=%.3f "
+           "client_ka_per_s=%.3f "
            "server_msgs_per_s=%.3f server_ka_per_s=%.3f server_other_per_s=%.3f\n",
            count, ttl, setup_ms, g_retries, alive, rss_base, bu_status_field(0, "VmRSS"),
            bu_status_field(0, "VmHWM"), bu_status_field(0, "Threads"), secs,
-           (double)(c1 - c0) / 1000.0 / secs, (double)(r1 - r0) / secs, (double)(k1 - k0) / secs,
-           srv_all / secs, bu_msgs_get(&d, "LeaseKeepAlive") / secs,
-           bu_msgs_total_no_ka(&d) / secs);
+           (double)(c1 - c0) / 1000.0 / secs, (double)(r1 - r0) / secs,
+           (double)(k1 - k0) / secs, srv_all / secs,
+           bu_msgs_get(&d, "LeaseKeepAlive") / secs, bu_msgs_total_no_ka(&d) / secs);
     printf("many_methods count=%d server_msgs_per_s_by_method=", count);
     for (int i = 0, k = 0; i < d.n; i++)
-        if (d.count[i] > 0) printf("%s%s:%.3f", k++ ? "," : "", d.method[i], d.count[i] / secs);
+        if (d.count[i] > 0)
+            printf("%s%s:%.3f", k++ ? "," : "", d.method[i], d.count[i] / secs);
     printf("\n");
-    if (g_first_failure[0]) printf("many_note count=%d first_campaign_failure=\"%s\"\n", count, g_first_failure);
+    if (g_first_failure[0])
+        printf("many_note count=%d first_campaign_failure=\"%s\"\n", count,
+               g_first_failure);
     fflush(stdout);
 
     /* clean up: resign everything, revoke the lease */
-    for (int i = 0; i < count; i++) elector_election_free(els[i]);
+    for (int i = 0; i < count; i++)
+        elector_election_free(els[i]);
     elector_session_close_sync(s, 30000);
     elector_etcd_free(e);
     free(els);

@@ -166,7 +166,8 @@ static child *spawn(char *const argv[])
 /* Next complete line of the child's stdout, waiting until deadline_ns.
  * *t_read: CLOCK_MONOTONIC right after the read() that completed the line.
  * Returns 1 (line), 0 (timeout), -1 (EOF). */
-static int next_line(child *c, int64_t deadline_ns, char *out, size_t outsz, int64_t *t_read)
+static int next_line(child *c, int64_t deadline_ns, char *out, size_t outsz,
+                     int64_t *t_read)
 {
     for (;;) {
         char *nl = memchr(c->buf, '\n', c->len);
@@ -264,7 +265,8 @@ static void child_free(child *c)
 static void sleep_ms(int64_t ms)
 {
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
-    while (nanosleep(&ts, &ts) && errno == EINTR) {}
+    while (nanosleep(&ts, &ts) && errno == EINTR) {
+    }
 }
 
 /* ---------------------------------------------------------------- etcd helpers */
@@ -282,7 +284,9 @@ static int64_t count_prefix(const char *prefix)
     r.count_only = 1;
     ProtobufCMessage *m;
     int rc = elector_etcd_call_sync(g_etcd, ELECTOR_RPC_RANGE, &r.base, NULL, &m);
-    if (rc) bu_die("Range %s: %s (%s)", prefix, elector_strerror(rc), elector_etcd_errstr(g_etcd));
+    if (rc)
+        bu_die("Range %s: %s (%s)", prefix, elector_strerror(rc),
+               elector_etcd_errstr(g_etcd));
     int64_t c = ((Etcdserverpb__RangeResponse *)m)->count;
     protobuf_c_message_free_unpacked(m, NULL);
     return c;
@@ -293,18 +297,26 @@ static void wait_count(const char *prefix, int64_t want, int64_t timeout_ms)
     int64_t end = bu_mono_ns() + timeout_ms * 1000000;
     while (count_prefix(prefix) != want) {
         if (bu_mono_ns() > end)
-            bu_die("timeout: %s has %lld keys, want %lld", prefix, (long long)count_prefix(prefix),
-                   (long long)want);
+            bu_die("timeout: %s has %lld keys, want %lld", prefix,
+                   (long long)count_prefix(prefix), (long long)want);
         sleep_ms(5);
     }
 }
 
 /* ---------------------------------------------------------------- candidates */
 
-enum tool { T_ELECTOR, T_ETCDCTL_ELECT, T_ETCDCTL_LOCK, T_ELECTOR_RUN, T_ETCDCTL_LOCK_CMD, T_ETCD3 };
+enum tool {
+    T_ELECTOR,
+    T_ETCDCTL_ELECT,
+    T_ETCDCTL_LOCK,
+    T_ELECTOR_RUN,
+    T_ETCDCTL_LOCK_CMD,
+    T_ETCD3
+};
 
 /* The command of runcrash: one line once it runs, then idle; SIGTERM ends it. */
-static char g_cmd_sh[] = "sh", g_cmd_c[] = "-c", g_cmd[] = "echo started; exec sleep 3600";
+static char g_cmd_sh[] = "sh", g_cmd_c[] = "-c",
+            g_cmd[] = "echo started; exec sleep 3600";
 
 typedef struct queue {
     enum tool tool;
@@ -325,24 +337,26 @@ static child *start_candidate(queue *q)
     child *c;
     if (q->tool == T_ELECTOR) {
         snprintf(ttl, sizeof(ttl), "%ds", g_ttl);
-        char *argv[] = {(char *)g_elector, ep, "--ttl", ttl, "-w", "json", "campaign",
-                        q->name, value, NULL};
+        char *argv[] = {(char *)g_elector, ep,      "--ttl", ttl, "-w", "json",
+                        "campaign",        q->name, value,   NULL};
         c = spawn(argv);
     } else if (q->tool == T_ETCDCTL_ELECT) {
         char *argv[] = {(char *)g_etcdctl, ep, "elect", q->name, value, NULL};
         c = spawn(argv);
     } else if (q->tool == T_ELECTOR_RUN) {
         snprintf(ttl, sizeof(ttl), "%ds", g_ttl);
-        char *argv[] = {(char *)g_elector, ep, "--ttl", ttl, "run", q->name, "--value", value,
-                        "--", g_cmd_sh, g_cmd_c, g_cmd, NULL};
+        char *argv[] = {(char *)g_elector, ep,        "--ttl", ttl,  "run",
+                        q->name,           "--value", value,   "--", g_cmd_sh,
+                        g_cmd_c,           g_cmd,     NULL};
         c = spawn(argv);
     } else if (q->tool == T_ETCD3) {
-        char *argv[] = {(char *)g_node, (char *)g_etcd3, (char *)g_endpoints, q->name, value, NULL};
+        char *argv[] = {(char *)g_node, (char *)g_etcd3, (char *)g_endpoints,
+                        q->name,        value,           NULL};
         c = spawn(argv);
     } else if (q->tool == T_ETCDCTL_LOCK_CMD) {
         snprintf(ttl, sizeof(ttl), "%d", g_ttl);
-        char *argv[] = {(char *)g_etcdctl, ep, "lock", "--ttl", ttl, q->name, "--", g_cmd_sh,
-                        g_cmd_c, g_cmd, NULL};
+        char *argv[] = {(char *)g_etcdctl, ep,      "lock", "--ttl", ttl, q->name, "--",
+                        g_cmd_sh,          g_cmd_c, g_cmd,  NULL};
         c = spawn(argv);
     } else {
         snprintf(ttl, sizeof(ttl), "%d", g_ttl);
@@ -369,7 +383,9 @@ static int64_t wait_elected(queue *q, child *c, int64_t timeout_ms, int64_t *mon
     char line[4096];
     for (;;) {
         int r = next_line(c, end, line, sizeof(line), &t);
-        if (r == 0) bu_die("%s: no successor elected within %lld ms", q->label, (long long)timeout_ms);
+        if (r == 0)
+            bu_die("%s: no successor elected within %lld ms", q->label,
+                   (long long)timeout_ms);
         if (r < 0) bu_die("%s: candidate exited before being elected", q->label);
         if (q->tool != T_ELECTOR) { /* the first line: the key, or the command's */
             if (c->lines == 1) {
@@ -399,9 +415,12 @@ static void queue_fill(queue *q, int depth)
 
 static void queue_stop(queue *q, int sig)
 {
-    for (int i = 0; i < q->n; i++) kill(q->c[i]->pid, sig);
-    if (q->tool == T_ETCDCTL_LOCK_CMD) /* its command, in its group, ignores SIGINT's fate */
-        for (int i = 0; i < q->n; i++) kill(-q->c[i]->pid, SIGTERM);
+    for (int i = 0; i < q->n; i++)
+        kill(q->c[i]->pid, sig);
+    if (q->tool ==
+        T_ETCDCTL_LOCK_CMD) /* its command, in its group, ignores SIGINT's fate */
+        for (int i = 0; i < q->n; i++)
+            kill(-q->c[i]->pid, SIGTERM);
     for (int i = 0; i < q->n; i++) {
         reap(q->c[i], 5000);
         child_free(q->c[i]);
@@ -416,8 +435,10 @@ static void queue_init(queue *q, enum tool t, const char *label, const char *kin
     q->label = label;
     snprintf(q->name, sizeof(q->name), "bench-%s-%s-%d-%lld", kind, label, (int)getpid(),
              (long long)(bu_mono_ns() / 1000000 % 100000));
-    if (t == T_ETCD3) snprintf(q->prefix, sizeof(q->prefix), "election/%s/", q->name);
-    else snprintf(q->prefix, sizeof(q->prefix), "%s/", q->name);
+    if (t == T_ETCD3)
+        snprintf(q->prefix, sizeof(q->prefix), "election/%s/", q->name);
+    else
+        snprintf(q->prefix, sizeof(q->prefix), "%s/", q->name);
 }
 
 typedef struct samples {
@@ -469,7 +490,7 @@ static int64_t g_chain_ev, g_chain_done, g_chain_del;
 static Etcdserverpb__TxnRequest *g_chain_txn, *g_chain_txn_ser;
 static bool g_chain_closing;
 static enum chain_mode g_chain_mode;
-static int64_t g_chain_R;                       /* the DELETE event's revision */
+static int64_t g_chain_R;                        /* the DELETE event's revision */
 static uint64_t g_chain_member, g_chain_cluster; /* who delivered it */
 /* serializable rounds: accepted, and the fallbacks by reason */
 static struct {
@@ -489,11 +510,14 @@ static void chain_ser_cb(elector_etcd *e, int err, const ProtobufCMessage *m, vo
     (void)ud;
     const Etcdserverpb__TxnResponse *r = (const void *)m;
     const Etcdserverpb__ResponseHeader *h = !err && r ? r->header : NULL;
-    if (err) g_ser.error++;
-    else if (!h) g_ser.no_header++;
+    if (err)
+        g_ser.error++;
+    else if (!h)
+        g_ser.no_header++;
     else if (h->member_id != g_chain_member || h->cluster_id != g_chain_cluster)
         g_ser.other_member++;
-    else if (h->revision < g_chain_R) g_ser.stale++;
+    else if (h->revision < g_chain_R)
+        g_ser.stale++;
     else {
         g_ser.fast++;
         g_ser.ahead += h->revision - g_chain_R;
@@ -501,19 +525,21 @@ static void chain_ser_cb(elector_etcd *e, int err, const ProtobufCMessage *m, vo
         return;
     }
     /* the fallback: today's linearizable read */
-    if (elector_etcd_call(e, ELECTOR_RPC_TXN, &g_chain_txn->base, NULL, chain_txn_cb, NULL))
+    if (elector_etcd_call(e, ELECTOR_RPC_TXN, &g_chain_txn->base, NULL, chain_txn_cb,
+                          NULL))
         bu_die("chain Txn (fallback)");
 }
 
 static void chain_del_cb(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
 {
     (void)m, (void)ud;
-    if (err) bu_die("chain Delete: %s (%s)", elector_strerror(err), elector_etcd_errstr(e));
+    if (err)
+        bu_die("chain Delete: %s (%s)", elector_strerror(err), elector_etcd_errstr(e));
     g_chain_del = bu_mono_ns();
 }
 
-static void chain_watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r,
-                           void *ud)
+static void chain_watch_cb(elector_watch *w, int err,
+                           const Etcdserverpb__WatchResponse *r, void *ud)
 {
     (void)w, (void)ud;
     if (err) {
@@ -527,11 +553,12 @@ static void chain_watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchR
             g_chain_R = kv ? kv->mod_revision : INT64_MAX; /* no kv: never "fresh" */
             g_chain_member = r->header ? r->header->member_id : 0;
             g_chain_cluster = r->header ? r->header->cluster_id : 0;
-            int rc = g_chain_mode == CHAIN_SER
-                         ? elector_etcd_call(g_chain_b, ELECTOR_RPC_TXN, &g_chain_txn_ser->base,
-                                             NULL, chain_ser_cb, NULL)
-                         : elector_etcd_call(g_chain_b, ELECTOR_RPC_TXN, &g_chain_txn->base,
-                                             NULL, chain_txn_cb, NULL);
+            int rc =
+                g_chain_mode == CHAIN_SER
+                    ? elector_etcd_call(g_chain_b, ELECTOR_RPC_TXN,
+                                        &g_chain_txn_ser->base, NULL, chain_ser_cb, NULL)
+                    : elector_etcd_call(g_chain_b, ELECTOR_RPC_TXN, &g_chain_txn->base,
+                                        NULL, chain_txn_cb, NULL);
             if (rc) bu_die("chain Txn");
         }
 }
@@ -548,12 +575,13 @@ static void chain_loop(int max_ms)
         if (x >= 0 && x < t) t = x;
     }
     poll(p, 2, (int)t);
-    for (int i = 0; i < 2; i++) elector_etcd_process(c[i]);
+    for (int i = 0; i < 2; i++)
+        elector_etcd_process(c[i]);
 }
 
-
 static Etcdserverpb__TxnRequest g_ctxn = ETCDSERVERPB__TXN_REQUEST__INIT;
-static Etcdserverpb__RequestOp g_cop = ETCDSERVERPB__REQUEST_OP__INIT, *g_cops[1] = {&g_cop};
+static Etcdserverpb__RequestOp g_cop = ETCDSERVERPB__REQUEST_OP__INIT,
+                               *g_cops[1] = {&g_cop};
 static Etcdserverpb__RangeRequest g_crr = ETCDSERVERPB__RANGE_REQUEST__INIT;
 static Etcdserverpb__TxnRequest g_ctxn_ser = ETCDSERVERPB__TXN_REQUEST__INIT;
 static Etcdserverpb__RequestOp g_cop_ser = ETCDSERVERPB__REQUEST_OP__INIT,
@@ -602,14 +630,16 @@ static void chain_once(int gap_ms, enum chain_mode mode, samples *ev, samples *t
     if (rc) bu_die("Put: %s", elector_strerror(rc));
     protobuf_c_message_free_unpacked(m, NULL);
     int64_t end = bu_mono_ns() + (int64_t)gap_ms * 1000000;
-    while (bu_mono_ns() < end) chain_loop(5);
+    while (bu_mono_ns() < end)
+        chain_loop(5);
     g_chain_ev = g_chain_done = g_chain_del = 0;
     g_chain_mode = mode;
     int64_t t0 = bu_mono_ns();
-    if (elector_etcd_call(g_etcd, ELECTOR_RPC_DELETE_RANGE, &g_cdel.base, NULL, chain_del_cb,
-                          NULL))
+    if (elector_etcd_call(g_etcd, ELECTOR_RPC_DELETE_RANGE, &g_cdel.base, NULL,
+                          chain_del_cb, NULL))
         bu_die("chain Delete");
-    while (!g_chain_done || !g_chain_del) chain_loop(5);
+    while (!g_chain_done || !g_chain_del)
+        chain_loop(5);
     push(total, g_chain_done - t0);
     push(ev, g_chain_ev - t0);
 }
@@ -641,7 +671,8 @@ static void put_once(int gap_ms, samples *s)
     put.value.data = (uint8_t *)"cand-0";
     put.value.len = 6;
     int64_t end = bu_mono_ns() + (int64_t)gap_ms * 1000000;
-    while (bu_mono_ns() < end) elector_etcd_run_once(g_etcd, gap_ms);
+    while (bu_mono_ns() < end)
+        elector_etcd_run_once(g_etcd, gap_ms);
     int64_t t0 = bu_mono_ns();
     ProtobufCMessage *m;
     int rc = elector_etcd_call_sync(g_etcd, ELECTOR_RPC_PUT, &put.base, NULL, &m);
@@ -662,8 +693,10 @@ static void anchors_round(anchors *a, int r, unsigned *seed)
     put_once(100 + rand_r(seed) % 100, &a->put);
     for (int k = 0; k < 2; k++) {
         enum chain_mode m = ((r + k) % 2) ? CHAIN_SER : CHAIN_LIN;
-        if (m == CHAIN_LIN) chain_once(100 + rand_r(seed) % 100, m, &a->ev, &a->floor);
-        else chain_once(100 + rand_r(seed) % 100, m, &a->ser_ev, &a->ser_floor);
+        if (m == CHAIN_LIN)
+            chain_once(100 + rand_r(seed) % 100, m, &a->ev, &a->floor);
+        else
+            chain_once(100 + rand_r(seed) % 100, m, &a->ser_ev, &a->ser_floor);
     }
 }
 
@@ -675,7 +708,8 @@ static void anchors_emit(const char *bench, anchors *a)
     emit(bench, "chain_ser", "event", &a->ser_ev);
     emit(bench, "chain_ser", "floor", &a->ser_floor);
     chain_ser_summary(bench);
-    free(a->put.v), free(a->ev.v), free(a->floor.v), free(a->ser_ev.v), free(a->ser_floor.v);
+    free(a->put.v), free(a->ev.v), free(a->floor.v), free(a->ser_ev.v),
+        free(a->ser_floor.v);
 }
 
 static void chain_floor(int n, int gap_ms)
@@ -685,8 +719,10 @@ static void chain_floor(int n, int gap_ms)
     for (int i = 0; i < n; i++) {
         for (int k = 0; k < 2; k++) {
             enum chain_mode m = ((i + k) % 2) ? CHAIN_SER : CHAIN_LIN;
-            if (m == CHAIN_LIN) chain_once(gap_ms, m, &a.ev, &a.floor);
-            else chain_once(gap_ms, m, &a.ser_ev, &a.ser_floor);
+            if (m == CHAIN_LIN)
+                chain_once(gap_ms, m, &a.ev, &a.floor);
+            else
+                chain_once(gap_ms, m, &a.ser_ev, &a.ser_floor);
         }
     }
     anchors_emit("chain", &a);
@@ -755,7 +791,8 @@ static void failover_ex(const char *bench, int rounds, int sig_elector, int sig_
         queue_init(&cs[nc].q, T_ETCD3, "etcd3", bench);
         cs[nc].sig = SIGINT, cs[nc++].label = "etcd3";
     }
-    for (int i = 0; i < nc; i++) queue_fill(&cs[i].q, 3);
+    for (int i = 0; i < nc; i++)
+        queue_fill(&cs[i].q, 3);
     sleep_ms(500);
     anchors a = {0}; /* graceful only */
     if (graceful) chain_setup();
@@ -765,7 +802,8 @@ static void failover_ex(const char *bench, int rounds, int sig_elector, int sig_
         for (int k = 0; k < nc; k++) {
             contender *c = &cs[(r + k) % nc];
             bool hand = c->q.tool == T_ELECTOR && graceful;
-            round_once(&c->q, c->sig, timeout_ms, &c->ext, &c->mono, hand ? &c->hand : NULL);
+            round_once(&c->q, c->sig, timeout_ms, &c->ext, &c->mono,
+                       hand ? &c->hand : NULL);
             queue_fill(&c->q, 3);
             /* let the newcomer settle; random gap against phase-locking with
              * keepalive timers */
@@ -809,8 +847,8 @@ static void footprint_one(const char *label, pid_t pid, int idle_s, int64_t cpu0
     printf("footprint tool=%s pid=%d rss_kb=%ld hwm_kb=%ld pss_kb=%ld rss_anon_kb=%ld "
            "rss_file_kb=%ld threads=%ld idle_s=%d cpu_ms_per_s=%.4f\n",
            label, (int)pid, bu_status_field(pid, "VmRSS"), bu_status_field(pid, "VmHWM"),
-           bu_pss_kb(pid), bu_status_field(pid, "RssAnon"), bu_status_field(pid, "RssFile"),
-           bu_status_field(pid, "Threads"), idle_s,
+           bu_pss_kb(pid), bu_status_field(pid, "RssAnon"),
+           bu_status_field(pid, "RssFile"), bu_status_field(pid, "Threads"), idle_s,
            (double)(cpu1 - cpu0) / 1e6 / (double)idle_s);
     char maps[2048];
     bu_rss_by_mapping(pid, maps, sizeof(maps), 14);
@@ -854,7 +892,8 @@ static void put_floor(int n, int warmup, int gap_ms)
         /* gap_ms > 0: the Put follows an idle pause, as a failover does */
         if (gap_ms > 0 && i >= warmup) {
             int64_t end = bu_mono_ns() + (int64_t)gap_ms * 1000000;
-            while (bu_mono_ns() < end) elector_etcd_run_once(g_etcd, gap_ms);
+            while (bu_mono_ns() < end)
+                elector_etcd_run_once(g_etcd, gap_ms);
         }
         int64_t t0 = bu_mono_ns();
         ProtobufCMessage *m;
@@ -872,11 +911,12 @@ static void put_floor(int n, int warmup, int gap_ms)
 
 static void usage(void)
 {
-    fprintf(stderr,
-            "usage: proc_bench graceful|crash|runcrash|footprint|put|chain [--endpoints E] [--rounds R] "
-            "[--ttl S] [--idle-s S] [--n N] [--warmup W] [--gap-ms G] [--elector PATH] [--etcdctl PATH] "
-            "[--node PATH] [--etcd3 SCRIPT] "
-            "[--log FILE] [--out DIR]\n");
+    fprintf(stderr, "usage: proc_bench graceful|crash|runcrash|footprint|put|chain "
+                    "[--endpoints E] [--rounds R] "
+                    "[--ttl S] [--idle-s S] [--n N] [--warmup W] [--gap-ms G] [--elector "
+                    "PATH] [--etcdctl PATH] "
+                    "[--node PATH] [--etcd3 SCRIPT] "
+                    "[--log FILE] [--out DIR]\n");
     exit(2);
 }
 
@@ -888,20 +928,34 @@ int main(int argc, char **argv)
     for (int i = 2; i < argc; i++) {
         if (i + 1 >= argc) usage();
         const char *o = argv[i], *v = argv[++i];
-        if (!strcmp(o, "--endpoints")) g_endpoints = v;
-        else if (!strcmp(o, "--rounds")) rounds = atoi(v);
-        else if (!strcmp(o, "--ttl")) g_ttl = atoi(v);
-        else if (!strcmp(o, "--idle-s")) idle_s = atoi(v);
-        else if (!strcmp(o, "--n")) n = atoi(v);
-        else if (!strcmp(o, "--warmup")) warmup = atoi(v);
-        else if (!strcmp(o, "--gap-ms")) gap_ms = atoi(v);
-        else if (!strcmp(o, "--elector")) g_elector = v;
-        else if (!strcmp(o, "--etcdctl")) g_etcdctl = v;
-        else if (!strcmp(o, "--node")) g_node = v;
-        else if (!strcmp(o, "--etcd3")) g_etcd3 = v;
-        else if (!strcmp(o, "--log")) g_log = v;
-        else if (!strcmp(o, "--out")) g_out = v;
-        else usage();
+        if (!strcmp(o, "--endpoints"))
+            g_endpoints = v;
+        else if (!strcmp(o, "--rounds"))
+            rounds = atoi(v);
+        else if (!strcmp(o, "--ttl"))
+            g_ttl = atoi(v);
+        else if (!strcmp(o, "--idle-s"))
+            idle_s = atoi(v);
+        else if (!strcmp(o, "--n"))
+            n = atoi(v);
+        else if (!strcmp(o, "--warmup"))
+            warmup = atoi(v);
+        else if (!strcmp(o, "--gap-ms"))
+            gap_ms = atoi(v);
+        else if (!strcmp(o, "--elector"))
+            g_elector = v;
+        else if (!strcmp(o, "--etcdctl"))
+            g_etcdctl = v;
+        else if (!strcmp(o, "--node"))
+            g_node = v;
+        else if (!strcmp(o, "--etcd3"))
+            g_etcd3 = v;
+        else if (!strcmp(o, "--log"))
+            g_log = v;
+        else if (!strcmp(o, "--out"))
+            g_out = v;
+        else
+            usage();
     }
     signal(SIGINT, on_fatal_signal);
     signal(SIGTERM, on_fatal_signal);
@@ -924,11 +978,16 @@ int main(int argc, char **argv)
         prctl(PR_SET_CHILD_SUBREAPER, 1);
         g_subreaper = true;
         failover_ex("runcrash", rounds, SIGKILL, SIGKILL, T_ELECTOR_RUN, "elector_run",
-                    T_ETCDCTL_LOCK_CMD, "etcdctl_lock_cmd", (int64_t)g_ttl * 1000 * 4 + 5000);
-    } else if (!strcmp(cmd, "footprint")) footprint(idle_s);
-    else if (!strcmp(cmd, "put")) put_floor(n, warmup, gap_ms);
-    else if (!strcmp(cmd, "chain")) chain_floor(n, gap_ms > 0 ? gap_ms : 150);
-    else usage();
+                    T_ETCDCTL_LOCK_CMD, "etcdctl_lock_cmd",
+                    (int64_t)g_ttl * 1000 * 4 + 5000);
+    } else if (!strcmp(cmd, "footprint"))
+        footprint(idle_s);
+    else if (!strcmp(cmd, "put"))
+        put_floor(n, warmup, gap_ms);
+    else if (!strcmp(cmd, "chain"))
+        chain_floor(n, gap_ms > 0 ? gap_ms : 150);
+    else
+        usage();
     elector_etcd_free(g_etcd);
     return 0;
 }

@@ -126,7 +126,8 @@ static void log_hook(elector_election *el, const elector_event *ev, void *ud)
                 elector_err_name(ev->reason));
         break;
     case ELECTOR_EV_RESIGNED:
-        fu_line(g_log, "%" PRId64 " resigned %" PRId64 " %s", ev->mono_ns, ev->token, key);
+        fu_line(g_log, "%" PRId64 " resigned %" PRId64 " %s", ev->mono_ns, ev->token,
+                key);
         break;
     default:
         break;
@@ -156,13 +157,18 @@ static void el_cb(elector_election *el, const elector_event *ev, void *ud)
         C.restarts_in_row = 0;
         break;
     case ELECTOR_EV_FAILED:
-        fu_line(g_log, "%" PRId64 " failed %s", ev->mono_ns, elector_err_name(ev->reason));
-        if (C.terminating) C.resign_done = true;
-        else schedule_restart();
+        fu_line(g_log, "%" PRId64 " failed %s", ev->mono_ns,
+                elector_err_name(ev->reason));
+        if (C.terminating)
+            C.resign_done = true;
+        else
+            schedule_restart();
         break;
     case ELECTOR_EV_LOST:
-        if (C.terminating) C.resign_done = true;
-        else schedule_restart();
+        if (C.terminating)
+            C.resign_done = true;
+        else
+            schedule_restart();
         break;
     case ELECTOR_EV_RESIGNED:
         C.resign_done = true;
@@ -175,7 +181,8 @@ static void el_cb(elector_election *el, const elector_event *ev, void *ud)
 static void session_cb(elector_session *s, const elector_event *ev, void *ud)
 {
     (void)s, (void)ud;
-    fu_line(g_log, "%" PRId64 " session_lost %s", ev->mono_ns, elector_err_name(ev->reason));
+    fu_line(g_log, "%" PRId64 " session_lost %s", ev->mono_ns,
+            elector_err_name(ev->reason));
     if (!C.terminating) schedule_restart();
 }
 
@@ -230,7 +237,8 @@ static int resource_connect(void)
 static void resource_write(int64_t t0, int64_t token, uint64_t seq)
 {
     if (resource_connect() != 0) {
-        fu_line(g_log, "%" PRId64 " rw %" PRId64 " %" PRIu64 " err noconn", t0, token, seq);
+        fu_line(g_log, "%" PRId64 " rw %" PRId64 " %" PRIu64 " err noconn", t0, token,
+                seq);
         return;
     }
     char msg[96], rep[64];
@@ -260,8 +268,8 @@ static void txn_done(elector_election *el, int err, const Etcdserverpb__TxnRespo
                      void *ud)
 {
     (void)el, (void)ud;
-    const char *res = err == 0 ? (resp && resp->succeeded ? "ok" : "cmpfail")
-                               : elector_err_name(err);
+    const char *res =
+        err == 0 ? (resp && resp->succeeded ? "ok" : "cmpfail") : elector_err_name(err);
     fu_line(g_log, "%" PRId64 " txn %" PRId64 " %" PRIu64 " %s %" PRId64, C.txn_sent,
             C.txn_token, C.txn_seq, res, fu_now_ns());
     C.txn_busy = false;
@@ -305,7 +313,8 @@ static void leader_writes(void)
         /* A pause at the worst moment: leadership checked, Txn queued, the
          * resource write not yet sent. Nothing runs meanwhile, not even renewals. */
         C.stalled = true;
-        fu_line(g_log, "%" PRId64 " stall %" PRId64 " %d", fu_now_ns(), token, opt.stall_ms);
+        fu_line(g_log, "%" PRId64 " stall %" PRId64 " %d", fu_now_ns(), token,
+                opt.stall_ms);
         fu_msleep(opt.stall_ms);
         fu_line(g_log, "%" PRId64 " stall_end %" PRId64, fu_now_ns(), token);
     }
@@ -336,8 +345,8 @@ static void sample(void)
             C.logged_deadline = d;
         }
     } else if (C.was_leader) {
-        fu_line(g_log, "%" PRId64 " notleader %" PRId64 " %s %" PRId64, t1, C.token, C.key,
-                C.last_true_ns);
+        fu_line(g_log, "%" PRId64 " notleader %" PRId64 " %s %" PRId64, t1, C.token,
+                C.key, C.last_true_ns);
         C.logged_deadline = 0;
     }
     C.was_leader = lead;
@@ -359,8 +368,9 @@ static void log_stats(void)
 {
     elector_etcd_stats st;
     elector_etcd_get_stats(C.etcd, &st);
-    fu_line(g_log, "%" PRId64 " stats txn %" PRIu64 " watch %" PRIu64 " keepalive %" PRIu64
-                   " connects %" PRIu64,
+    fu_line(g_log,
+            "%" PRId64 " stats txn %" PRIu64 " watch %" PRIu64 " keepalive %" PRIu64
+            " connects %" PRIu64,
             fu_now_ns(), st.requests[ELECTOR_RPC_TXN], st.requests[ELECTOR_RPC_WATCH],
             st.requests[ELECTOR_RPC_LEASE_KEEPALIVE], st.connects);
 }
@@ -369,41 +379,74 @@ static void log_stats(void)
 
 static _Noreturn void usage(const char *argv0, int status)
 {
-    fprintf(status ? stderr : stdout,
-            "usage: %s --id N --endpoints LIST --election NAME --log FILE\n"
-            "          [--resource SOCKET] [--txn-key KEY] [--ttl S] [--write-ms MS]\n"
-            "          [--dial-ms MS] [--request-ms MS] [--stall-after N --stall-ms MS]\n",
-            argv0);
+    fprintf(
+        status ? stderr : stdout,
+        "usage: %s --id N --endpoints LIST --election NAME --log FILE\n"
+        "          [--resource SOCKET] [--txn-key KEY] [--ttl S] [--write-ms MS]\n"
+        "          [--dial-ms MS] [--request-ms MS] [--stall-after N --stall-ms MS]\n",
+        argv0);
     exit(status);
 }
 
 static void parse(int argc, char **argv)
 {
-    static const struct option lo[] = {
-        {"id", required_argument, 0, 'i'},       {"endpoints", required_argument, 0, 'e'},
-        {"election", required_argument, 0, 'n'}, {"log", required_argument, 0, 'l'},
-        {"resource", required_argument, 0, 'r'}, {"txn-key", required_argument, 0, 'k'},
-        {"ttl", required_argument, 0, 't'},      {"write-ms", required_argument, 0, 'w'},
-        {"dial-ms", required_argument, 0, 'd'},  {"request-ms", required_argument, 0, 'q'},
-        {"stall-after", required_argument, 0, 'A'}, {"stall-ms", required_argument, 0, 'M'},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+    static const struct option lo[] = {{"id", required_argument, 0, 'i'},
+                                       {"endpoints", required_argument, 0, 'e'},
+                                       {"election", required_argument, 0, 'n'},
+                                       {"log", required_argument, 0, 'l'},
+                                       {"resource", required_argument, 0, 'r'},
+                                       {"txn-key", required_argument, 0, 'k'},
+                                       {"ttl", required_argument, 0, 't'},
+                                       {"write-ms", required_argument, 0, 'w'},
+                                       {"dial-ms", required_argument, 0, 'd'},
+                                       {"request-ms", required_argument, 0, 'q'},
+                                       {"stall-after", required_argument, 0, 'A'},
+                                       {"stall-ms", required_argument, 0, 'M'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
-        case 'i': opt.id = atoi(optarg); break;
-        case 'e': opt.endpoints = optarg; break;
-        case 'n': opt.election = optarg; break;
-        case 'l': opt.log_path = optarg; break;
-        case 'r': opt.resource = optarg; break;
-        case 'k': opt.txn_key = optarg; break;
-        case 't': opt.ttl_s = atoi(optarg); break;
-        case 'w': opt.write_ms = atoi(optarg); break;
-        case 'd': opt.dial_ms = atoi(optarg); break;
-        case 'q': opt.request_ms = atoi(optarg); break;
-        case 'A': opt.stall_after = atoi(optarg); break;
-        case 'M': opt.stall_ms = atoi(optarg); break;
-        case 'h': usage(argv[0], 0);
-        default: usage(argv[0], 2);
+        case 'i':
+            opt.id = atoi(optarg);
+            break;
+        case 'e':
+            opt.endpoints = optarg;
+            break;
+        case 'n':
+            opt.election = optarg;
+            break;
+        case 'l':
+            opt.log_path = optarg;
+            break;
+        case 'r':
+            opt.resource = optarg;
+            break;
+        case 'k':
+            opt.txn_key = optarg;
+            break;
+        case 't':
+            opt.ttl_s = atoi(optarg);
+            break;
+        case 'w':
+            opt.write_ms = atoi(optarg);
+            break;
+        case 'd':
+            opt.dial_ms = atoi(optarg);
+            break;
+        case 'q':
+            opt.request_ms = atoi(optarg);
+            break;
+        case 'A':
+            opt.stall_after = atoi(optarg);
+            break;
+        case 'M':
+            opt.stall_ms = atoi(optarg);
+            break;
+        case 'h':
+            usage(argv[0], 0);
+        default:
+            usage(argv[0], 2);
         }
     }
     if (!opt.endpoints || !opt.election || !opt.log_path || opt.ttl_s <= 0 ||

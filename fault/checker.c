@@ -76,8 +76,8 @@ typedef struct term {
     int64_t token;
     char key[KEYMAX];
     int64_t start, end;
-    char how[40]; /* what ended it */
-    bool job;     /* an `elector run` job's activity (fault-job), not a belief */
+    char how[40];      /* what ended it */
+    bool job;          /* an `elector run` job's activity (fault-job), not a belief */
     int nproc, nended; /* job: processes seen (jstart), ended by themselves (jend) */
 } term;
 
@@ -112,7 +112,8 @@ typedef struct round_ {
     int r;
     int64_t tf, th, te;
     int64_t qb, qe; /* no quorum in between: nobody may be elected */
-    int64_t bound_ms; /* this round's liveness bound (heal ... bound_ms=N), 0: the run's */
+    int64_t
+        bound_ms; /* this round's liveness bound (heal ... bound_ms=N), 0: the run's */
     char desc[160];
 } round_;
 
@@ -251,8 +252,10 @@ static int read_runner(ctx *c)
             int r;
             if (sscanf(rest, "%d", &r) != 1) continue;
             round_ *rd = round_get(c, r);
-            if (word[6] == 'b') rd->qb = t;
-            else rd->qe = t;
+            if (word[6] == 'b')
+                rd->qb = t;
+            else
+                rd->qe = t;
         } else if (!strcmp(word, "expect")) {
             char res[8] = "";
             int r;
@@ -285,7 +288,8 @@ static int64_t death_of(const ctx *c, int id)
 static term *find_term(ctx *c, int cand, int64_t token)
 {
     for (size_t i = c->terms.n; i-- > 0;)
-        if (c->terms.v[i].cand == cand && c->terms.v[i].token == token) return &c->terms.v[i];
+        if (c->terms.v[i].cand == cand && c->terms.v[i].token == token)
+            return &c->terms.v[i];
     return NULL;
 }
 
@@ -341,8 +345,8 @@ static void job_line(ctx *c, int id, int64_t t, const char *word, const char *re
             }
         }
         if (!tm) {
-            say(c, "ANOMALY cand %d: job process %d (%s) of token %lld without a main", id,
-                pid, role, token);
+            say(c, "ANOMALY cand %d: job process %d (%s) of token %lld without a main",
+                id, pid, role, token);
             return;
         }
         tm->nproc++;
@@ -365,9 +369,11 @@ static void job_line(ctx *c, int id, int64_t t, const char *word, const char *re
     } else if (!strcmp(word, "jbusy")) {
         /* the kernel's account: another job's tree held the lock at our start */
         c->r->overlaps++;
-        say(c, "VIOLATION overlap of job trees: cand %d's job (token %" PRId64 ") started at "
-               "%+.6fs while a process of another job's tree was still alive (the job lock "
-               "was held)",
+        say(c,
+            "VIOLATION overlap of job trees: cand %d's job (token %" PRId64
+            ") started at "
+            "%+.6fs while a process of another job's tree was still alive (the job lock "
+            "was held)",
             id, tm->token, rel(c, tm->start));
     }
 }
@@ -400,8 +406,9 @@ static void read_candidate(ctx *c, int id, const char *path)
             if (sscanf(rest, "%lld %199s", &token, key) < 1) continue;
             if (open && open->end == NEVER) {
                 end_term(open, t, "elected-again");
-                say(c, "ANOMALY cand %d: elected (token %lld) while its term %" PRId64
-                       " was still open",
+                say(c,
+                    "ANOMALY cand %d: elected (token %lld) while its term %" PRId64
+                    " was still open",
                     id, token, open->token);
             }
             term tm = {.cand = id, .token = token, .start = t, .end = NEVER};
@@ -410,15 +417,15 @@ static void read_candidate(ctx *c, int id, const char *path)
             open = &c->terms.v[c->terms.n - 1];
         } else if (!strcmp(word, "lost") || !strcmp(word, "resigned") ||
                    !strcmp(word, "notleader")) {
-            char reason[40] = "";
-            if (sscanf(rest, "%lld %199s %39s", &token, key, reason) < 1) continue;
+            char reason[34] = ""; /* fits in how[] after "lost:" */
+            if (sscanf(rest, "%lld %199s %33s", &token, key, reason) < 1) continue;
             term *tm = find_term(c, id, token);
             if (!tm) {
                 say(c, "ANOMALY cand %d: %s for token %lld it never was elected with", id,
                     word, token);
                 continue;
             }
-            char how[40];
+            char how[40]; /* "lost:" + reason */
             if (!strcmp(word, "lost"))
                 snprintf(how, sizeof how, "lost:%s", reason);
             else
@@ -426,7 +433,8 @@ static void read_candidate(ctx *c, int id, const char *path)
             end_term(tm, t, how);
         } else if (!strcmp(word, "rw") || !strcmp(word, "txn")) {
             if (sscanf(rest, "%lld %ld %23s", &token, &seq, res) < 3) continue;
-            cwrite w = {.cand = id, .t = t, .token = token, .seq = seq, .txn = word[0] == 't'};
+            cwrite w = {
+                .cand = id, .t = t, .token = token, .seq = seq, .txn = word[0] == 't'};
             snprintf(w.res, sizeof w.res, "%s", res);
             PUSH(c->cw, w);
         } else if (!strcmp(word, "stats")) {
@@ -490,12 +498,15 @@ static void read_resource(ctx *c)
             }
             continue;
         }
-        rwrite w = {.t = t, .token = token, .seq = seq, .cand = cand, .accepted = kind[0] == 'A'};
+        rwrite w = {
+            .t = t, .token = token, .seq = seq, .cand = cand, .accepted = kind[0] == 'A'};
         if (w.accepted) {
             if (token < highest) {
                 c->r->stale_accepted++;
-                say(c, "VIOLATION stale write accepted by the resource: cand %d token %lld seq %ld "
-                       "at %+.6fs after token %" PRId64 " was accepted",
+                say(c,
+                    "VIOLATION stale write accepted by the resource: cand %d token %lld "
+                    "seq %ld "
+                    "at %+.6fs after token %" PRId64 " was accepted",
                     cand, token, seq, rel(c, t), highest);
             }
             if (token > highest) highest = token;
@@ -581,8 +592,9 @@ static void read_history(ctx *c)
             PUSH(c->gap_lo, last + 1);
             PUSH(c->gap_hi, cr > last ? cr : last + 1);
             c->r->history_gaps++;
-            say(c, "NOTE etcd history gap: revisions %" PRId64 "..%" PRId64
-                   " compacted before the recorder saw them",
+            say(c,
+                "NOTE etcd history gap: revisions %" PRId64 "..%" PRId64
+                " compacted before the recorder saw them",
                 last + 1, cr);
             continue;
         }
@@ -616,8 +628,10 @@ static creation *find_creation(ctx *c, int64_t crev)
     size_t lo = 0, hi = c->cr.n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (c->cr.v[mid].crev < crev) lo = mid + 1;
-        else hi = mid;
+        if (c->cr.v[mid].crev < crev)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return lo < c->cr.n && c->cr.v[lo].crev == crev ? &c->cr.v[lo] : NULL;
 }
@@ -652,7 +666,8 @@ static void build_creations(ctx *c)
         if (!e->del) continue;
         creation *best = NULL;
         for (size_t k = 0; k < c->cr.n; k++)
-            if (c->cr.v[k].crev < e->mrev && !strcmp(c->cr.v[k].key, e->key)) best = &c->cr.v[k];
+            if (c->cr.v[k].crev < e->mrev && !strcmp(c->cr.v[k].key, e->key))
+                best = &c->cr.v[k];
         if (best && best->drev == NEVER) best->drev = e->mrev;
     }
 }
@@ -691,16 +706,20 @@ static void check_terms(ctx *c)
             if (b->start >= a->end) continue;
             if (b->cand == a->cand && b->token == a->token) continue;
             r->overlaps++;
-            say(c, "VIOLATION overlap: cand %d token %" PRId64 " [%+.6fs, %+.6fs) ended by %s "
-                   "and cand %d token %" PRId64 " [%+.6fs, %+.6fs) ended by %s overlap %.3f ms",
-                a->cand, a->token, rel(c, a->start), rel(c, a->end), a->how, b->cand, b->token,
-                rel(c, b->start), rel(c, b->end), b->how,
+            say(c,
+                "VIOLATION overlap: cand %d token %" PRId64
+                " [%+.6fs, %+.6fs) ended by %s "
+                "and cand %d token %" PRId64
+                " [%+.6fs, %+.6fs) ended by %s overlap %.3f ms",
+                a->cand, a->token, rel(c, a->start), rel(c, a->end), a->how, b->cand,
+                b->token, rel(c, b->start), rel(c, b->end), b->how,
                 (double)((a->end < b->end ? a->end : b->end) - b->start) / 1e6);
         }
         if (i > 0 && a->token <= c->terms.v[i - 1].token) {
             r->token_order++;
-            say(c, "VIOLATION token order: cand %d elected at %+.6fs with token %" PRId64
-                   " after cand %d's token %" PRId64,
+            say(c,
+                "VIOLATION token order: cand %d elected at %+.6fs with token %" PRId64
+                " after cand %d's token %" PRId64,
                 a->cand, rel(c, a->start), a->token, c->terms.v[i - 1].cand,
                 c->terms.v[i - 1].token);
         }
@@ -708,13 +727,14 @@ static void check_terms(ctx *c)
         if (k && !strcmp(k->key, a->key)) continue;
         if (!k && rev_unknown(c, a->token)) {
             r->token_unverified++;
-            say(c, "NOTE token %" PRId64 " of cand %d not verifiable (history gap)", a->token,
-                a->cand);
+            say(c, "NOTE token %" PRId64 " of cand %d not verifiable (history gap)",
+                a->token, a->cand);
             continue;
         }
         r->token_mismatch++;
-        say(c, "VIOLATION token %" PRId64 " of cand %d (key %s) is not the create revision "
-               "of that key in etcd's history (%s)",
+        say(c,
+            "VIOLATION token %" PRId64 " of cand %d (key %s) is not the create revision "
+            "of that key in etcd's history (%s)",
             a->token, a->cand, a->key, k ? k->key : "no key created at that revision");
     }
 }
@@ -748,13 +768,17 @@ static void check_writes(ctx *c)
         if (tm && w->t >= tm->start && w->t <= tm->end) continue;
         r->write_outside++;
         if (tm)
-            say(c, "VIOLATION cand %d sent %s token %" PRId64 " seq %ld at %+.6fs outside its "
-                   "term [%+.6fs, %+.6fs) (ended by %s)",
+            say(c,
+                "VIOLATION cand %d sent %s token %" PRId64
+                " seq %ld at %+.6fs outside its "
+                "term [%+.6fs, %+.6fs) (ended by %s)",
                 w->cand, w->txn ? "a guarded txn" : "a fenced write", w->token, w->seq,
                 rel(c, w->t), rel(c, tm->start), rel(c, tm->end), tm->how);
         else
-            say(c, "VIOLATION cand %d sent a write with token %" PRId64 " it never was elected "
-                   "with (seq %ld at %+.6fs)",
+            say(c,
+                "VIOLATION cand %d sent a write with token %" PRId64
+                " it never was elected "
+                "with (seq %ld at %+.6fs)",
                 w->cand, w->token, w->seq, rel(c, w->t));
     }
     for (size_t i = 0; i < c->rw.n; i++) {
@@ -763,8 +787,10 @@ static void check_writes(ctx *c)
         term *tm = term_of_token(c, w->token);
         if (!tm) {
             r->unknown_token++;
-            say(c, "VIOLATION resource accepted token %" PRId64 " (cand %d seq %ld at %+.6fs) "
-                   "that no term had",
+            say(c,
+                "VIOLATION resource accepted token %" PRId64
+                " (cand %d seq %ld at %+.6fs) "
+                "that no term had",
                 w->token, w->cand, w->seq, rel(c, w->t));
             continue;
         }
@@ -772,15 +798,19 @@ static void check_writes(ctx *c)
         term *o = other_active(c, w->t, w->token);
         if (o) {
             r->stale_accepted++;
-            say(c, "VIOLATION stale write accepted: cand %d token %" PRId64 " seq %ld arrived at "
-                   "%+.6fs, its term ended at %+.6fs (%s), while cand %d leads with token %" PRId64
-                   " since %+.6fs",
-                w->cand, w->token, w->seq, rel(c, w->t), rel(c, tm->end), tm->how, o->cand,
-                o->token, rel(c, o->start));
+            say(c,
+                "VIOLATION stale write accepted: cand %d token %" PRId64
+                " seq %ld arrived at "
+                "%+.6fs, its term ended at %+.6fs (%s), while cand %d leads with token "
+                "%" PRId64 " since %+.6fs",
+                w->cand, w->token, w->seq, rel(c, w->t), rel(c, tm->end), tm->how,
+                o->cand, o->token, rel(c, o->start));
         } else {
             r->late_writes++;
-            say(c, "NOTE late write: cand %d token %" PRId64 " seq %ld arrived %.3f ms after its "
-                   "term ended (%s); nobody else led then",
+            say(c,
+                "NOTE late write: cand %d token %" PRId64
+                " seq %ld arrived %.3f ms after its "
+                "term ended (%s); nobody else led then",
                 w->cand, w->token, w->seq, (double)(w->t - tm->end) / 1e6, tm->how);
         }
     }
@@ -798,8 +828,9 @@ static void check_txn_history(ctx *c)
         r->txn_puts++;
         if (token < prev) {
             r->txn_order++;
-            say(c, "VIOLATION guarded put at revision %" PRId64 " carries token %lld after "
-                   "token %" PRId64 " at revision %" PRId64,
+            say(c,
+                "VIOLATION guarded put at revision %" PRId64 " carries token %lld after "
+                "token %" PRId64 " at revision %" PRId64,
                 e->mrev, token, prev, prev_rev);
         }
         if (token > prev) {
@@ -810,15 +841,19 @@ static void check_txn_history(ctx *c)
         if (!k) {
             if (rev_unknown(c, token)) continue;
             r->unknown_token++;
-            say(c, "VIOLATION guarded put at revision %" PRId64 " with token %lld: no key was "
-                   "created at that revision",
+            say(c,
+                "VIOLATION guarded put at revision %" PRId64
+                " with token %lld: no key was "
+                "created at that revision",
                 e->mrev, token);
             continue;
         }
         if (e->mrev > k->crev && e->mrev < k->drev) continue;
         r->txn_guard++;
-        say(c, "VIOLATION guarded put at revision %" PRId64 " with token %lld committed while "
-               "its key %s did not exist (created %" PRId64 ", deleted %" PRId64 ")",
+        say(c,
+            "VIOLATION guarded put at revision %" PRId64
+            " with token %lld committed while "
+            "its key %s did not exist (created %" PRId64 ", deleted %" PRId64 ")",
             e->mrev, token, k->key, k->crev, k->drev);
     }
 }
@@ -839,13 +874,17 @@ static void check_etcd_leader(ctx *c)
             creation *p = &c->cr.v[j];
             if (strncmp(p->key, pfx, pl) != 0) continue;
             if (p->drev < k->drev) continue;
-            if (p->drev == NEVER && k->drev == NEVER) continue; /* both outlive the history */
+            if (p->drev == NEVER && k->drev == NEVER)
+                continue; /* both outlive the history */
             r->not_etcd_leader++;
-            say(c, "VIOLATION cand %d led with token %" PRId64 " (key %s) but key %s, created "
-                   "before it at revision %" PRId64 ", was deleted only at %s%" PRId64
-                   " (ours at %" PRId64 "): we never had the lowest create revision",
+            say(c,
+                "VIOLATION cand %d led with token %" PRId64
+                " (key %s) but key %s, created "
+                "before it at revision %" PRId64 ", was deleted only at %s%" PRId64
+                " (ours at %" PRId64 "): we never had the lowest create revision",
                 tm->cand, tm->token, tm->key, p->key, p->crev,
-                p->drev == NEVER ? "never " : "", p->drev == NEVER ? 0 : p->drev, k->drev);
+                p->drev == NEVER ? "never " : "", p->drev == NEVER ? 0 : p->drev,
+                k->drev);
             break;
         }
     }
@@ -887,8 +926,9 @@ static void check_txn_phantom(ctx *c)
         if (puts.n && bsearch(&key, puts.v, puts.n, sizeof key, cmp_tsq)) continue;
         if (c->gap_lo.n) continue; /* it may be in a compacted gap */
         r->txn_phantom++;
-        say(c, "VIOLATION cand %d's guarded txn (token %" PRId64 " seq %ld, sent at %+.6fs) "
-               "reported success but etcd's history has no such put",
+        say(c,
+            "VIOLATION cand %d's guarded txn (token %" PRId64 " seq %ld, sent at %+.6fs) "
+            "reported success but etcd's history has no such put",
             w->cand, w->token, w->seq, rel(c, w->t));
     }
     free(puts.v);
@@ -932,9 +972,12 @@ static void check_rounds(ctx *c)
                 term *tm = &c->terms.v[i];
                 if (tm->start <= rd->qb || tm->start >= rd->qe) continue;
                 r->no_quorum_elections++;
-                say(c, "VIOLATION cand %d elected (token %" PRId64 ") at %+.6fs while etcd had "
-                       "no quorum (%+.3fs to %+.3fs)",
-                    tm->cand, tm->token, rel(c, tm->start), rel(c, rd->qb), rel(c, rd->qe));
+                say(c,
+                    "VIOLATION cand %d elected (token %" PRId64
+                    ") at %+.6fs while etcd had "
+                    "no quorum (%+.3fs to %+.3fs)",
+                    tm->cand, tm->token, rel(c, tm->start), rel(c, rd->qb),
+                    rel(c, rd->qe));
             }
         /* leaderless gaps in [tf, te] */
         int64_t cur = rd->tf, first_fail = -1, takeover = -1;
@@ -956,8 +999,11 @@ static void check_rounds(ctx *c)
                 if (hi > rd->th && first_fail < 0) first_fail = hi - from;
                 if (hi - from > bound) {
                     viol++;
-                    say(c, "VIOLATION liveness: round %d (%s): no leader from %+.3fs to %+.3fs%s, "
-                           "%.0f ms after max(gap start, heal at %+.3fs) > bound %" PRId64 " ms",
+                    say(c,
+                        "VIOLATION liveness: round %d (%s): no leader from %+.3fs to "
+                        "%+.3fs%s, "
+                        "%.0f ms after max(gap start, heal at %+.3fs) > bound %" PRId64
+                        " ms",
                         rd->r, rd->desc, rel(c, lo), rel(c, hi),
                         hi == rd->te ? " (round end)" : "", (double)(hi - from) / 1e6,
                         rel(c, rd->th), bound_ms);
@@ -972,15 +1018,19 @@ static void check_rounds(ctx *c)
         r->liveness += viol;
         if (ngaps == 0) {
             r->kept++;
-            say(c, "round %d: %s: leadership kept (no leaderless moment)", rd->r, rd->desc);
+            say(c, "round %d: %s: leadership kept (no leaderless moment)", rd->r,
+                rd->desc);
         } else {
             double f = first_fail >= 0 ? (double)first_fail / 1e6 : 0;
             if (r->nfailover < (int)(sizeof r->failover_ms / sizeof r->failover_ms[0]))
                 r->failover_ms[r->nfailover++] = f;
-            if (takeover >= 0 && r->ntakeover < (int)(sizeof r->takeover_ms / sizeof r->takeover_ms[0]))
+            if (takeover >= 0 &&
+                r->ntakeover < (int)(sizeof r->takeover_ms / sizeof r->takeover_ms[0]))
                 r->takeover_ms[r->ntakeover++] = (double)takeover / 1e6;
-            say(c, "round %d: %s: fault %+.3fs heal %+.3fs end %+.3fs; leaderless %.1f ms after "
-                   "the heal; first new term %.1f ms after the fault; leaderless:%s",
+            say(c,
+                "round %d: %s: fault %+.3fs heal %+.3fs end %+.3fs; leaderless %.1f ms "
+                "after "
+                "the heal; first new term %.1f ms after the fault; leaderless:%s",
                 rd->r, rd->desc, rel(c, rd->tf), rel(c, rd->th), rel(c, rd->te), f,
                 takeover >= 0 ? (double)takeover / 1e6 : -1.0, gaps);
         }
@@ -1043,17 +1093,21 @@ int fc_check(const char *dir, const fc_opts *o, fc_result *r, FILE *report)
     }
     say(c,
         "summary %s: rounds %d terms %d losses %d | overlaps %d token_order %d "
-        "token_mismatch %d (unverified %d) write_outside %d stale_accepted %d txn_order %d "
-        "txn_guard %d unknown_token %d no_quorum_elections %d not_etcd_leader %d txn_phantom "
+        "token_mismatch %d (unverified %d) write_outside %d stale_accepted %d txn_order "
+        "%d "
+        "txn_guard %d unknown_token %d no_quorum_elections %d not_etcd_leader %d "
+        "txn_phantom "
         "%d | late_writes %d fenced_rejects %d accepted %ld "
-        "txn_puts %ld history_gaps %d watch_requests %ld | liveness %d kept %d failover p50 %.0f p99 %.0f max "
+        "txn_puts %ld history_gaps %d watch_requests %ld | liveness %d kept %d failover "
+        "p50 %.0f p99 %.0f max "
         "%.0f ms (bound %" PRId64 " ms) takeover p50 %.0f max %.0f ms",
         r->scenario, r->rounds, r->intervals, r->losses, r->overlaps, r->token_order,
         r->token_mismatch, r->token_unverified, r->write_outside, r->stale_accepted,
         r->txn_order, r->txn_guard, r->unknown_token, r->no_quorum_elections,
         r->not_etcd_leader, r->txn_phantom, r->late_writes, r->fenced_rejects,
-        r->accepted_writes, r->txn_puts, r->history_gaps, r->watch_requests, r->liveness, r->kept, r->p50_ms,
-        r->p99_ms, r->max_ms, r->bound_ms, r->take_p50_ms, r->take_max_ms);
+        r->accepted_writes, r->txn_puts, r->history_gaps, r->watch_requests, r->liveness,
+        r->kept, r->p50_ms, r->p99_ms, r->max_ms, r->bound_ms, r->take_p50_ms,
+        r->take_max_ms);
     free(c->terms.v);
     free(c->cw.v);
     free(c->rw.v);

@@ -32,35 +32,35 @@ typedef struct fc_rss {
 typedef struct fc_result {
     char scenario[64];
     int rounds;
-    int intervals;   /* leadership terms seen */
-    int losses;      /* terms that ended by LOST (not resign, not death) */
+    int intervals; /* leadership terms seen */
+    int losses;    /* terms that ended by LOST (not resign, not death) */
     /* safety */
-    int overlaps;        /* pairs of terms that overlap in time */
-    int token_order;     /* token not strictly above the previous term's */
-    int token_mismatch;  /* token is not the create revision etcd holds for the key */
-    int token_unverified;/* no etcd history for that revision (compaction gap) */
-    int stale_accepted;  /* resource accepted a write while another term was active,
-                            or a token below one it had accepted (self-check) */
-    int write_outside;   /* a candidate wrote while not within its own term */
-    int txn_order;       /* guarded Txn puts in etcd history with decreasing token */
-    int txn_guard;       /* guarded Txn put at a revision where the token's key
-                            was already gone */
-    int unknown_token;   /* accepted write or Txn with a token no term had */
-    int not_etcd_leader; /* a term's key was deleted while a key created before it
-                            still existed: it never was the lowest (etcd's leader) */
-    int txn_phantom;     /* a guarded Txn reported success but etcd has no such put */
+    int overlaps;            /* pairs of terms that overlap in time */
+    int token_order;         /* token not strictly above the previous term's */
+    int token_mismatch;      /* token is not the create revision etcd holds for the key */
+    int token_unverified;    /* no etcd history for that revision (compaction gap) */
+    int stale_accepted;      /* resource accepted a write while another term was active,
+                                or a token below one it had accepted (self-check) */
+    int write_outside;       /* a candidate wrote while not within its own term */
+    int txn_order;           /* guarded Txn puts in etcd history with decreasing token */
+    int txn_guard;           /* guarded Txn put at a revision where the token's key
+                                was already gone */
+    int unknown_token;       /* accepted write or Txn with a token no term had */
+    int not_etcd_leader;     /* a term's key was deleted while a key created before it
+                                still existed: it never was the lowest (etcd's leader) */
+    int txn_phantom;         /* a guarded Txn reported success but etcd has no such put */
     int no_quorum_elections; /* a term began while etcd had no quorum */
     /* information */
-    int late_writes;     /* accepted after the writer's term ended, nobody else leading */
-    int fenced_rejects;  /* writes the resource refused (fencing at work) */
+    int late_writes;    /* accepted after the writer's term ended, nobody else leading */
+    int fenced_rejects; /* writes the resource refused (fencing at work) */
     long accepted_writes;
-    long txn_puts;       /* guarded puts found in etcd history */
+    long txn_puts; /* guarded puts found in etcd history */
     int history_gaps;
     long watch_requests; /* watch create/cancel messages the candidates sent */
     /* liveness */
-    int liveness;        /* leaderless longer than the bound after a heal */
-    int kept;            /* rounds without any leaderless moment */
-    int nfailover;       /* rounds with a leaderless moment */
+    int liveness;             /* leaderless longer than the bound after a heal */
+    int kept;                 /* rounds without any leaderless moment */
+    int nfailover;            /* rounds with a leaderless moment */
     double failover_ms[4096]; /* leaderless time after the heal (the bounded one) */
     double p50_ms, p99_ms, max_ms;
     int ntakeover;

@@ -35,8 +35,8 @@ int main(int argc, char **argv)
             bad = 1;
             continue;
         }
-        printf("%s: %s: safety violations %d, liveness violations %d\n", argv[i], r.scenario,
-               fc_safety(&r), r.liveness);
+        printf("%s: %s: safety violations %d, liveness violations %d\n", argv[i],
+               r.scenario, fc_safety(&r), r.liveness);
         if (v > 0) status = 1;
     }
     if (ndirs == 0) {

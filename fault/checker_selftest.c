@@ -19,7 +19,8 @@ static int failures;
 
 static void b64(const char *in, char *out)
 {
-    static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    static const char t[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     size_t n = strlen(in), o = 0;
     for (size_t i = 0; i < n; i += 3) {
         unsigned v = (unsigned char)in[i] << 16;
@@ -39,8 +40,10 @@ static void put(FILE *h, long rev, long crev, const char *key, const char *val)
     b64(key, k);
     b64(val, v);
     fprintf(h,
-            "{\"Header\":{\"revision\":%ld},\"Events\":[{\"kv\":{\"key\":\"%s\",\"create_revision\":"
-            "%ld,\"mod_revision\":%ld,\"version\":1,\"value\":\"%s\"}}],\"CompactRevision\":0,"
+            "{\"Header\":{\"revision\":%ld},\"Events\":[{\"kv\":{\"key\":\"%s\",\"create_"
+            "revision\":"
+            "%ld,\"mod_revision\":%ld,\"version\":1,\"value\":\"%s\"}}],"
+            "\"CompactRevision\":0,"
             "\"Canceled\":false,\"Created\":false}\n",
             rev, k, crev, rev, v);
 }
@@ -49,10 +52,12 @@ static void del(FILE *h, long rev, const char *key)
 {
     char k[256];
     b64(key, k);
-    fprintf(h,
-            "{\"Header\":{\"revision\":%ld},\"Events\":[{\"type\":1,\"kv\":{\"key\":\"%s\","
-            "\"mod_revision\":%ld}}],\"CompactRevision\":0,\"Canceled\":false,\"Created\":false}\n",
-            rev, k, rev);
+    fprintf(
+        h,
+        "{\"Header\":{\"revision\":%ld},\"Events\":[{\"type\":1,\"kv\":{\"key\":\"%s\","
+        "\"mod_revision\":%ld}}],\"CompactRevision\":0,\"Canceled\":false,\"Created\":"
+        "false}\n",
+        rev, k, rev);
 }
 
 static FILE *open_in(const char *dir, const char *name)
@@ -68,24 +73,24 @@ static FILE *open_in(const char *dir, const char *name)
 }
 
 #define S 1000000000LL /* one second in ns; times below are in seconds */
-#define T(x) ((long long)((x) * S))
+#define T(x) ((long long)((x)*S))
 
 /* Flaws that can be planted into the base history. */
 enum {
     OK = 0,
-    OVERLAP = 1,       /* cand 1 elected before cand 0's term ended */
-    STALE = 2,         /* resource accepts cand 0's token while cand 1 leads */
-    ORDER = 4,         /* resource accepts a lower token after a higher one */
-    GUARD = 8,         /* guarded put with token 10 after its key was deleted */
-    LIVENESS = 16,     /* no leader for 5 s after a heal, bound 4 s */
-    NOT_LEADER = 32,   /* cand 1's predecessor key outlives cand 1's key */
-    OUTSIDE = 64,      /* cand 0 writes after its term ended */
-    PHANTOM = 128,     /* a txn reported ok that etcd never stored */
-    NOQUORUM = 256,    /* an election inside a no-quorum window */
-    RUN = 512,         /* candidates are `elector run` jobs (fault-job lines) */
-    RAFTBOUND = 2048,  /* the round's heal carries its own, larger bound (6 s) */
-    BUSY = 1024,       /* RUN: cand 1's job found the job lock taken (a silent
-                          process of cand 0's tree was still alive) */
+    OVERLAP = 1,      /* cand 1 elected before cand 0's term ended */
+    STALE = 2,        /* resource accepts cand 0's token while cand 1 leads */
+    ORDER = 4,        /* resource accepts a lower token after a higher one */
+    GUARD = 8,        /* guarded put with token 10 after its key was deleted */
+    LIVENESS = 16,    /* no leader for 5 s after a heal, bound 4 s */
+    NOT_LEADER = 32,  /* cand 1's predecessor key outlives cand 1's key */
+    OUTSIDE = 64,     /* cand 0 writes after its term ended */
+    PHANTOM = 128,    /* a txn reported ok that etcd never stored */
+    NOQUORUM = 256,   /* an election inside a no-quorum window */
+    RUN = 512,        /* candidates are `elector run` jobs (fault-job lines) */
+    RAFTBOUND = 2048, /* the round's heal carries its own, larger bound (6 s) */
+    BUSY = 1024,      /* RUN: cand 1's job found the job lock taken (a silent
+                         process of cand 0's tree was still alive) */
 };
 
 /* cand 0's job (token 10): main, worker and escapee from 2.0; main and worker
@@ -108,13 +113,15 @@ static void make_case(const char *name, int flaw, char *dir, size_t cap)
     mkdir(dir, 0755);
     const char *E = "fault/x/election", *K = "fault/x/resource";
     FILE *f = open_in(dir, "runner.log");
-    fprintf(f, "%lld config scenario=%s ttl_ms=2000 bound_ms=4000 election=%s txn_key=%s "
-               "history_from=10 seed=1\n",
+    fprintf(f,
+            "%lld config scenario=%s ttl_ms=2000 bound_ms=4000 election=%s txn_key=%s "
+            "history_from=10 seed=1\n",
             T(1), name, E, K);
     fprintf(f, "%lld spawn 0 100\n%lld spawn 1 101\n", T(1), T(1));
     fprintf(f, "%lld fault 1 SIGTERM leader\n%lld heal 1 %sresigning\n", T(3), T(3),
             flaw & RAFTBOUND ? "bound_ms=6000 " : "");
-    if (flaw & NOQUORUM) fprintf(f, "%lld quiet_begin 1\n%lld quiet_end 1\n", T(3.05), T(3.5));
+    if (flaw & NOQUORUM)
+        fprintf(f, "%lld quiet_begin 1\n%lld quiet_end 1\n", T(3.05), T(3.5));
     double e1 = flaw & LIVENESS ? 8.2 : 3.2;
     fprintf(f, "%lld endround 1\n", T(e1 + 1));
     fprintf(f, "%lld teardown\n", T(e1 + 2));
@@ -129,8 +136,8 @@ static void make_case(const char *name, int flaw, char *dir, size_t cap)
         f = open_in(dir, "cand-1.log");
         fprintf(f, "%lld jstart 300 main 12 %s/b 250 300 250\n", T(s1), E);
         if (flaw & BUSY)
-            fprintf(f, "%lld jbusy 300 main 12\n%lld jlocked 300 main 12\n", T(s1 + 0.001),
-                    T(s1 + 0.002));
+            fprintf(f, "%lld jbusy 300 main 12\n%lld jlocked 300 main 12\n",
+                    T(s1 + 0.001), T(s1 + 0.002));
         fprintf(f, "%lld jstart 301 worker 12 %s/b 300 300 250\n", T(s1 + 0.003), E);
         fprintf(f, "%lld jw 300 main 12 4 ok %lld\n", T(s1 + 0.1), T(s1 + 0.11));
         fprintf(f, "%lld jw 301 worker 12 5 ok %lld\n", T(e1 + 0.5), T(e1 + 0.51));
@@ -187,8 +194,8 @@ history:
     fclose(f);
 }
 
-static void expect(const char *name, int flaw, int (*get)(const fc_result *), int want_min,
-                   int want_max)
+static void expect(const char *name, int flaw, int (*get)(const fc_result *),
+                   int want_min, int want_max)
 {
     char dir[512];
     make_case(name, flaw, dir, sizeof dir);
@@ -203,8 +210,8 @@ static void expect(const char *name, int flaw, int (*get)(const fc_result *), in
     /* flawless parts must stay clean: only the planted flaw may count */
     int total = fc_safety(&r) + r.liveness;
     if ((flaw == OK || flaw == RUN) && total != 0) ok = false;
-    printf("%-4s %-12s got %d (want %d..%d), all violations %d\n", ok ? "ok" : "FAIL", name,
-           got, want_min, want_max, total);
+    printf("%-4s %-12s got %d (want %d..%d), all violations %d\n", ok ? "ok" : "FAIL",
+           name, got, want_min, want_max, total);
     if (!ok) {
         failures++;
         char cmd[700];
@@ -213,16 +220,46 @@ static void expect(const char *name, int flaw, int (*get)(const fc_result *), in
     }
 }
 
-static int g_all(const fc_result *r) { return fc_safety(r) + r->liveness; }
-static int g_overlap(const fc_result *r) { return r->overlaps; }
-static int g_stale(const fc_result *r) { return r->stale_accepted; }
-static int g_guard(const fc_result *r) { return r->txn_guard + r->txn_order; }
-static int g_live(const fc_result *r) { return r->liveness; }
-static int g_nl(const fc_result *r) { return r->not_etcd_leader; }
-static int g_out(const fc_result *r) { return r->write_outside; }
-static int g_phantom(const fc_result *r) { return r->txn_phantom; }
-static int g_noq(const fc_result *r) { return r->no_quorum_elections; }
-static int g_fail(const fc_result *r) { return r->nfailover; }
+static int g_all(const fc_result *r)
+{
+    return fc_safety(r) + r->liveness;
+}
+static int g_overlap(const fc_result *r)
+{
+    return r->overlaps;
+}
+static int g_stale(const fc_result *r)
+{
+    return r->stale_accepted;
+}
+static int g_guard(const fc_result *r)
+{
+    return r->txn_guard + r->txn_order;
+}
+static int g_live(const fc_result *r)
+{
+    return r->liveness;
+}
+static int g_nl(const fc_result *r)
+{
+    return r->not_etcd_leader;
+}
+static int g_out(const fc_result *r)
+{
+    return r->write_outside;
+}
+static int g_phantom(const fc_result *r)
+{
+    return r->txn_phantom;
+}
+static int g_noq(const fc_result *r)
+{
+    return r->no_quorum_elections;
+}
+static int g_fail(const fc_result *r)
+{
+    return r->nfailover;
+}
 
 int main(void)
 {

@@ -87,8 +87,9 @@ static void on_term(int sig)
 
 static void log_start(void)
 {
-    fu_line(g_log, "%" PRId64 " jstart %d %s %lld %s %d %d %d", fu_now_ns(), (int)getpid(), g_role,
-            g_token, g_key, (int)getppid(), (int)getpgrp(), (int)getsid(0));
+    fu_line(g_log, "%" PRId64 " jstart %d %s %lld %s %d %d %d", fu_now_ns(),
+            (int)getpid(), g_role, g_token, g_key, (int)getppid(), (int)getpgrp(),
+            (int)getsid(0));
 }
 
 static void res_connect(void)
@@ -120,16 +121,16 @@ static void fenced_write(uint64_t seq)
     }
     int64_t t1 = fu_now_ns();
     if (got <= 0) {
-        fu_line(g_log, "%" PRId64 " jw %d %s %lld %" PRIu64 " err %" PRId64, t0, (int)getpid(),
-                g_role, g_token, seq, t1);
+        fu_line(g_log, "%" PRId64 " jw %d %s %lld %" PRIu64 " err %" PRId64, t0,
+                (int)getpid(), g_role, g_token, seq, t1);
         if (g_res >= 0) close(g_res);
         g_res = -1;
         return;
     }
     rep[got] = '\0';
     if (rep[0] == 'A')
-        fu_line(g_log, "%" PRId64 " jw %d %s %lld %" PRIu64 " ok %" PRId64, t0, (int)getpid(),
-                g_role, g_token, seq, t1);
+        fu_line(g_log, "%" PRId64 " jw %d %s %lld %" PRIu64 " ok %" PRId64, t0,
+                (int)getpid(), g_role, g_token, seq, t1);
     else
         fu_line(g_log, "%" PRId64 " jw %d %s %lld %" PRIu64 " rej %s %" PRId64, t0,
                 (int)getpid(), g_role, g_token, seq,
@@ -144,11 +145,13 @@ static void activity(int role_no)
     for (;;) {
         if (g_term) {
             if (!opt.ignore_term) {
-                fu_line(g_log, "%" PRId64 " jterm %d %s", fu_now_ns(), (int)getpid(), g_role);
+                fu_line(g_log, "%" PRId64 " jterm %d %s", fu_now_ns(), (int)getpid(),
+                        g_role);
                 return;
             }
-            if (!said) fu_line(g_log, "%" PRId64 " jterm %d %s ignored", fu_now_ns(),
-                               (int)getpid(), g_role);
+            if (!said)
+                fu_line(g_log, "%" PRId64 " jterm %d %s ignored", fu_now_ns(),
+                        (int)getpid(), g_role);
             said = true;
         }
         /* sequence numbers unique per job: role in the low bits */
@@ -169,24 +172,43 @@ static _Noreturn void usage(int st)
 
 int main(int argc, char **argv)
 {
-    static const struct option lo[] = {
-        {"id", required_argument, 0, 'i'},       {"log", required_argument, 0, 'l'},
-        {"lock", required_argument, 0, 'k'},     {"resource", required_argument, 0, 'r'},
-        {"write-ms", required_argument, 0, 'w'}, {"ignore-term", no_argument, 0, 'I'},
-        {"hold-mb", required_argument, 0, 'H'},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+    static const struct option lo[] = {{"id", required_argument, 0, 'i'},
+                                       {"log", required_argument, 0, 'l'},
+                                       {"lock", required_argument, 0, 'k'},
+                                       {"resource", required_argument, 0, 'r'},
+                                       {"write-ms", required_argument, 0, 'w'},
+                                       {"ignore-term", no_argument, 0, 'I'},
+                                       {"hold-mb", required_argument, 0, 'H'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
-        case 'i': opt.id = atoi(optarg); break;
-        case 'l': opt.log = optarg; break;
-        case 'k': opt.lock = optarg; break;
-        case 'r': opt.resource = optarg; break;
-        case 'w': opt.write_ms = atoi(optarg); break;
-        case 'I': opt.ignore_term = true; break;
-        case 'H': opt.hold_mb = atoi(optarg); break;
-        case 'h': usage(0);
-        default: usage(2);
+        case 'i':
+            opt.id = atoi(optarg);
+            break;
+        case 'l':
+            opt.log = optarg;
+            break;
+        case 'k':
+            opt.lock = optarg;
+            break;
+        case 'r':
+            opt.resource = optarg;
+            break;
+        case 'w':
+            opt.write_ms = atoi(optarg);
+            break;
+        case 'I':
+            opt.ignore_term = true;
+            break;
+        case 'H':
+            opt.hold_mb = atoi(optarg);
+            break;
+        case 'h':
+            usage(0);
+        default:
+            usage(2);
         }
     }
     if (!opt.log || !opt.lock || opt.write_ms <= 0 || optind != argc) usage(2);
@@ -211,13 +233,15 @@ int main(int argc, char **argv)
         return 1;
     }
     bool busy = flock(lk, LOCK_EX | LOCK_NB) != 0;
-    fu_line(g_log, "%" PRId64 " jstart %d main %lld %s %d %d %d", t_start, (int)getpid(), g_token,
-            g_key, (int)getppid(), (int)getpgrp(), (int)getsid(0));
+    fu_line(g_log, "%" PRId64 " jstart %d main %lld %s %d %d %d", t_start, (int)getpid(),
+            g_token, g_key, (int)getppid(), (int)getpgrp(), (int)getsid(0));
     if (busy) {
-        fu_line(g_log, "%" PRId64 " jbusy %d main %lld", fu_now_ns(), (int)getpid(), g_token);
+        fu_line(g_log, "%" PRId64 " jbusy %d main %lld", fu_now_ns(), (int)getpid(),
+                g_token);
         while (flock(lk, LOCK_EX) != 0 && errno == EINTR) {
         }
-        fu_line(g_log, "%" PRId64 " jlocked %d main %lld", fu_now_ns(), (int)getpid(), g_token);
+        fu_line(g_log, "%" PRId64 " jlocked %d main %lld", fu_now_ns(), (int)getpid(),
+                g_token);
     }
     int role_no = 0;
     pid_t w = fork();
@@ -232,7 +256,8 @@ int main(int argc, char **argv)
             role_no = 2;
             if (opt.hold_mb > 0) {
                 size_t n = (size_t)opt.hold_mb << 20;
-                char *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                char *m = mmap(NULL, n, PROT_READ | PROT_WRITE,
+                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
                 if (m != MAP_FAILED) memset(m, 1, n);
             }
             log_start();

@@ -82,7 +82,8 @@ static void pair_close(pair *p)
         if (p->fd[s] >= 0) close(p->fd[s]);
         p->fd[s] = -1;
         dir *d = &p->d[s];
-        for (int k = 0; k < d->n; k++) free(d->q[(d->head + k) % QLEN]);
+        for (int k = 0; k < d->n; k++)
+            free(d->q[(d->head + k) % QLEN]);
         d->n = 0;
     }
 }
@@ -179,15 +180,18 @@ int main(int argc, char **argv)
     while (!g_stop) {
         int64_t now = fu_now_ns(), next = now + 500000000;
         int n = 0;
-        for (int i = 0; i < nl; i++) pf[n++] = (struct pollfd){.fd = lfd[i], .events = POLLIN};
+        for (int i = 0; i < nl; i++)
+            pf[n++] = (struct pollfd){.fd = lfd[i], .events = POLLIN};
         for (int p = 0; p < np; p++)
             for (int s = 0; s < 2; s++) {
                 short ev = 0;
                 dir *in = &pairs[p].d[s], *out = &pairs[p].d[1 - s];
                 if (!in->eof && in->n < QLEN) ev |= POLLIN; /* read from side s */
-                if (out->n > 0) {                            /* write to side s */
-                    if (out->q[out->head]->due <= now) ev |= POLLOUT;
-                    else if (out->q[out->head]->due < next) next = out->q[out->head]->due;
+                if (out->n > 0) {                           /* write to side s */
+                    if (out->q[out->head]->due <= now)
+                        ev |= POLLOUT;
+                    else if (out->q[out->head]->due < next)
+                        next = out->q[out->head]->due;
                 }
                 if (out->eof && !out->shut && out->n == 0 && out->eof_due < next)
                     next = out->eof_due;
@@ -226,7 +230,8 @@ int main(int argc, char **argv)
                 short re = pf[nl + 2 * p + s].revents;
                 if (re & (POLLIN | POLLHUP | POLLERR)) dead = pump_in(pr, s, now) != 0;
             }
-            for (int s = 0; s < 2 && !dead; s++) dead = pump_out(pr, s, now) != 0;
+            for (int s = 0; s < 2 && !dead; s++)
+                dead = pump_out(pr, s, now) != 0;
             if (dead || (pr->d[0].shut && pr->d[1].shut)) pair_close(pr);
         }
         int k = 0;
@@ -237,6 +242,7 @@ int main(int argc, char **argv)
             }
         np = k;
     }
-    for (int p = 0; p < np; p++) pair_close(&pairs[p]);
+    for (int p = 0; p < np; p++)
+        pair_close(&pairs[p]);
     return 0;
 }

@@ -67,7 +67,8 @@ int main(int argc, char **argv)
     }
     strcpy(a.sun_path, argv[1]);
     unlink(argv[1]);
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof a) != 0 || listen(lfd, 128) != 0) {
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        listen(lfd, 128) != 0) {
         perror("fault-resource: socket");
         return 1;
     }
@@ -116,15 +117,16 @@ int main(int argc, char **argv)
                 rl = snprintf(rep, sizeof rep, "A");
             } else {
                 rejected++;
-                fu_line(log, "%" PRId64 " R %lld %llu %d %" PRId64, t, token, seq, id, max_token);
+                fu_line(log, "%" PRId64 " R %lld %llu %d %" PRId64, t, token, seq, id,
+                        max_token);
                 rl = snprintf(rep, sizeof rep, "R %" PRId64, max_token);
             }
             send(pf[i].fd, rep, (size_t)rl, MSG_NOSIGNAL);
         }
     }
     fu_line(log,
-            "%" PRId64 " summary accepted %" PRIu64 " rejected %" PRIu64 " max_token %" PRId64
-            " stale_accepted %" PRIu64,
+            "%" PRId64 " summary accepted %" PRIu64 " rejected %" PRIu64
+            " max_token %" PRId64 " stale_accepted %" PRIu64,
             fu_now_ns(), accepted, rejected, max_token, stale_accepted);
     unlink(argv[1]);
     return 0;

@@ -161,8 +161,8 @@ static _Noreturn void interrupted(void)
 /* fork + exec with PDEATHSIG, stdin /dev/null, stdout/stderr to files (append),
  * optionally inside the network namespace, optionally in a process group of its
  * own (as a shell starts a job). */
-static pid_t spawn_ex(const char *const argv[], const char *out_path, const char *err_path,
-                      const char *netns, bool pgrp)
+static pid_t spawn_ex(const char *const argv[], const char *out_path,
+                      const char *err_path, const char *netns, bool pgrp)
 {
     int out = out_path ? fu_open_log(out_path) : -1;
     int err = err_path ? fu_open_log(err_path) : -1;
@@ -306,7 +306,8 @@ static void status_str(int st, char *buf, size_t cap)
     if (WIFEXITED(st))
         snprintf(buf, cap, "exit:%d", WEXITSTATUS(st));
     else if (WIFSIGNALED(st))
-        snprintf(buf, cap, "signal:%s", sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st)) : "?");
+        snprintf(buf, cap, "signal:%s",
+                 sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st)) : "?");
     else
         snprintf(buf, cap, "status:%d", st);
 }
@@ -359,7 +360,8 @@ static void job_line(fr_cand *c, char *line)
     if (sscanf(line, "%lld %23s %n", &t, word, &off) < 2) return;
     const char *rest = line + off;
     if (!strcmp(word, "jstart")) {
-        if (sscanf(rest, "%d %15s %lld %199s %d", &pid, role, &token, key, &ppid) < 5) return;
+        if (sscanf(rest, "%d %15s %lld %199s %d", &pid, role, &token, key, &ppid) < 5)
+            return;
         if (!strcmp(role, "escapee")) c->escapee_pid = pid;
         if (strcmp(role, "main")) return;
         c->leading = true;
@@ -404,13 +406,14 @@ static const char *json_find(const char *line, const char *field, char *out, siz
     return out;
 }
 
-/* elector's own -w json events on its stderr: waiting (behind whom), elected. */
+/* elector's own -w json events on its stderr: waiting (behind whom: the
+ * predecessor; its key is our own), elected. */
 static void err_line(fr_cand *c, char *line)
 {
     if (line[0] != '{') return;
     char ev[32], key[FR_KEYMAX], mono[32];
     if (!json_find(line, "event", ev, sizeof ev)) return;
-    if (!strcmp(ev, "waiting") && json_find(line, "key", key, sizeof key)) {
+    if (!strcmp(ev, "waiting") && json_find(line, "predecessor", key, sizeof key)) {
         if (!c->leading) {
             c->waiting = true;
             snprintf(c->pred, sizeof c->pred, "%s", key);
@@ -421,8 +424,8 @@ static void err_line(fr_cand *c, char *line)
     }
 }
 
-static void read_lines(const char *path, off_t *offp, char *part, size_t *plen, size_t cap,
-                       fr_cand *c, void (*fn)(fr_cand *, char *))
+static void read_lines(const char *path, off_t *offp, char *part, size_t *plen,
+                       size_t cap, fr_cand *c, void (*fn)(fr_cand *, char *))
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return;
@@ -470,7 +473,8 @@ static int64_t history_scan(fr_world *w, int64_t *compacted)
     struct stat st;
     fstat(fd, &st);
     static char buf[262144];
-    off_t from = st.st_size > (off_t)sizeof buf - 1 ? st.st_size - (off_t)sizeof buf + 1 : 0;
+    off_t from =
+        st.st_size > (off_t)sizeof buf - 1 ? st.st_size - (off_t)sizeof buf + 1 : 0;
     ssize_t n = pread(fd, buf, sizeof buf - 1, from);
     close(fd);
     if (n <= 0) return 0;
@@ -483,9 +487,11 @@ static int64_t history_scan(fr_world *w, int64_t *compacted)
     const char *last = strstr(buf, "\"Canceled\":true");
     if (last && compacted) {
         const char *lc = NULL;
-        for (const char *p = buf; (p = strstr(p, "\"Canceled\":true")) != NULL; p++) lc = p;
+        for (const char *p = buf; (p = strstr(p, "\"Canceled\":true")) != NULL; p++)
+            lc = p;
         const char *line = lc;
-        while (line > buf && line[-1] != '\n') line--;
+        while (line > buf && line[-1] != '\n')
+            line--;
         const char *cr = strstr(line, "\"CompactRevision\":");
         if (cr && cr < lc) *compacted = strtoll(cr + 18, NULL, 10);
     }
@@ -499,8 +505,9 @@ static void recorder_start(fr_world *w, int64_t from)
     snprintf(rev, sizeof rev, "--rev=%" PRId64, from);
     snprintf(out, sizeof out, "%s/history.jsonl", w->dir);
     snprintf(err, sizeof err, "%s/recorder.err", w->dir);
-    const char *argv[] = {"etcdctl", eps,  "--dial-timeout=1s", "watch", "--prefix",
-                          w->prefix, rev,  "-w",                "json",  NULL};
+    const char *argv[] = {
+        "etcdctl", eps, "--dial-timeout=1s", "watch", "--prefix", w->prefix, rev, "-w",
+        "json",    NULL};
     w->recorder_pid = spawn(argv, out, err, NULL);
     fr_log(w, "recorder %d from %" PRId64, (int)w->recorder_pid, from);
 }
@@ -517,7 +524,8 @@ static void recorder_check(fr_world *w)
         recorder_start(w, from);
         return;
     }
-    if (w->recorder_pid <= 0 || waitpid(w->recorder_pid, &st, WNOHANG) != w->recorder_pid) return;
+    if (w->recorder_pid <= 0 || waitpid(w->recorder_pid, &st, WNOHANG) != w->recorder_pid)
+        return;
     untrack(w->recorder_pid);
     w->recorder_pid = -1;
     w->recorder_restart_at = fr_now() + 300000000;
@@ -559,7 +567,8 @@ void fr_pump(fr_world *w)
         next_strays = fr_now() + 100000000;
     }
     int st;
-    if (w->resource_pid > 0 && waitpid(w->resource_pid, &st, WNOHANG) == w->resource_pid) {
+    if (w->resource_pid > 0 &&
+        waitpid(w->resource_pid, &st, WNOHANG) == w->resource_pid) {
         untrack(w->resource_pid);
         w->resource_pid = 0;
         fr_log(w, "note the resource server died (status %d)", st);
@@ -599,7 +608,8 @@ static void endpoints_for(int id, bool netns, bool slow, char *out, size_t cap)
             n += (size_t)snprintf(out + n, cap - n, "%s%s:%d", k ? "," : "", R.host_ip,
                                   eh_client_port(R.cl, i));
         else
-            n += (size_t)snprintf(out + n, cap - n, "%s%s", k ? "," : "", eh_endpoint(R.cl, i));
+            n += (size_t)snprintf(out + n, cap - n, "%s%s", k ? "," : "",
+                                  eh_endpoint(R.cl, i));
         if (n >= cap) break;
     }
 }
@@ -626,12 +636,29 @@ int fr_spawn(fr_world *w, bool netns)
         snprintf(value, sizeof value, "cand-%d", i);
         snprintf(lock, sizeof lock, "%s/job.lock", w->dir);
         snprintf(c->err_path, sizeof c->err_path, "%s", err);
-        const char *argv[40] = {g_elector_bin, "--endpoints", eps,        "--ttl",
-                                ttl_s,         "--dial-timeout", "1s",    "-w",
-                                "json",        "run",         w->election, "--value",
-                                value,         "--",          g_job_bin,  "--id",
-                                id,            "--log",       c->log_path, "--lock",
-                                lock,          "--resource",  w->res_sock};
+        const char *argv[40] = {g_elector_bin,
+                                "--endpoints",
+                                eps,
+                                "--ttl",
+                                ttl_s,
+                                "--dial-timeout",
+                                "1s",
+                                "-w",
+                                "json",
+                                "run",
+                                w->election,
+                                "--value",
+                                value,
+                                "--",
+                                g_job_bin,
+                                "--id",
+                                id,
+                                "--log",
+                                c->log_path,
+                                "--lock",
+                                lock,
+                                "--resource",
+                                w->res_sock};
         int na = 23;
         char extra[256];
         snprintf(extra, sizeof extra, "%s", w->cand_args ? w->cand_args : "");
@@ -648,9 +675,10 @@ int fr_spawn(fr_world *w, bool netns)
         fr_log(w, "spawn %d %d%s run", i, (int)c->pid, netns ? " netns" : "");
         return i;
     }
-    const char *argv[32] = {g_cand_bin, "--id",      id,         "--endpoints", eps,
-                            "--election", w->election, "--log",  c->log_path,   "--resource",
-                            w->res_sock, "--txn-key", w->txn_key, "--ttl",      ttl};
+    const char *argv[32] = {g_cand_bin,  "--id",       id,          "--endpoints",
+                            eps,         "--election", w->election, "--log",
+                            c->log_path, "--resource", w->res_sock, "--txn-key",
+                            w->txn_key,  "--ttl",      ttl};
     int na = 15;
     char extra[256];
     snprintf(extra, sizeof extra, "%s", w->cand_args ? w->cand_args : "");
@@ -707,7 +735,8 @@ void fr_signal_group(fr_world *w, int i, int sig)
 int fr_reap_wait(fr_world *w, int i, int timeout_ms)
 {
     int64_t end = fr_now() + (int64_t)timeout_ms * 1000000;
-    while (w->c[i].pid && fr_now() < end) fr_sleep(w, 2);
+    while (w->c[i].pid && fr_now() < end)
+        fr_sleep(w, 2);
     return w->c[i].pid ? -1 : 0;
 }
 
@@ -794,7 +823,8 @@ int fr_wait_leader(fr_world *w, int ex1, int ex2, int timeout_ms)
 int fr_live_count(fr_world *w)
 {
     int n = 0;
-    for (int i = 0; i < w->nc; i++) n += w->c[i].pid != 0;
+    for (int i = 0; i < w->nc; i++)
+        n += w->c[i].pid != 0;
     return n;
 }
 
@@ -824,7 +854,8 @@ bool fr_ensure_leader(fr_world *w, int want)
         if (l < 0) return false;
         if (l == want) return true;
         int64_t end = fr_now() + 8000000000LL;
-        while (!w->c[want].waiting && w->c[want].pid && fr_now() < end) fr_sleep(w, 10);
+        while (!w->c[want].waiting && w->c[want].pid && fr_now() < end)
+            fr_sleep(w, 10);
         if (!w->c[want].pid) return false;
         fr_log(w, "note rotating: SIGTERM cand %d so that cand %d leads", l, want);
         fr_term(w, l, 5000);
@@ -862,7 +893,8 @@ int fr_restore_members(fr_world *w)
     return rc;
 }
 
-static int admin_call(elector_rpc rpc, const ProtobufCMessage *req, ProtobufCMessage **resp)
+static int admin_call(elector_rpc rpc, const ProtobufCMessage *req,
+                      ProtobufCMessage **resp)
 {
     elector_call_opts o = {.timeout_ms = 3000};
     return elector_etcd_call_sync(g_admin, rpc, req, &o, resp);
@@ -931,7 +963,8 @@ bool fr_sync_recorder(fr_world *w)
 {
     int64_t rev = put_marker(w, "sync");
     int64_t end = fr_now() + 5000000000LL;
-    while (rev > 0 && history_scan(w, NULL) < rev && fr_now() < end) fr_sleep(w, 10);
+    while (rev > 0 && history_scan(w, NULL) < rev && fr_now() < end)
+        fr_sleep(w, 10);
     bool ok = rev > 0 && history_scan(w, NULL) >= rev;
     if (!ok) fr_log(w, "note the recorder did not catch up with revision %" PRId64, rev);
     return ok;
@@ -951,7 +984,8 @@ static int run_loud(const char *const argv[])
     int rc = tl_run_ex(NULL, argv, &o);
     if (rc != 0) {
         fprintf(stderr, "fault-runner: failed (%d):", rc);
-        for (int i = 0; argv[i]; i++) fprintf(stderr, " %s", argv[i]);
+        for (int i = 0; argv[i]; i++)
+            fprintf(stderr, " %s", argv[i]);
         fputc('\n', stderr);
     }
     return rc;
@@ -985,7 +1019,8 @@ static int netns_setup(void)
     snprintf(ns_cidr, sizeof ns_cidr, "%s/30", R.ns_ip);
     const char *steps[][12] = {
         {"ip", "netns", "add", R.ns, NULL},
-        {"ip", "link", "add", R.veth_host, "type", "veth", "peer", "name", R.veth_ns, NULL},
+        {"ip", "link", "add", R.veth_host, "type", "veth", "peer", "name", R.veth_ns,
+         NULL},
         {"ip", "link", "set", R.veth_ns, "netns", R.ns, NULL},
         {"ip", "addr", "add", host_cidr, "dev", R.veth_host, NULL},
         {"ip", "link", "set", R.veth_host, "up", NULL},
@@ -1057,7 +1092,8 @@ static void cleanup_all(void)
 {
     if (g_cleaned) return;
     g_cleaned = true;
-    for (int i = 0; i < g_npids; i++) kill(g_pids[i], SIGKILL);
+    for (int i = 0; i < g_npids; i++)
+        kill(g_pids[i], SIGKILL);
     for (int i = 0; i < g_npids; i++)
         while (waitpid(g_pids[i], NULL, 0) < 0 && errno == EINTR) {
         }
@@ -1131,7 +1167,8 @@ static int world_begin(fr_world *w, const fr_scenario *s)
     snprintf(rlog, sizeof rlog, "%s/resource.log", w->dir);
     const char *rargv[] = {g_res_bin, w->res_sock, rlog, NULL};
     w->resource_pid = spawn(rargv, NULL, NULL, NULL);
-    for (int i = 0; i < 200 && access(w->res_sock, F_OK) != 0; i++) fu_msleep(5);
+    for (int i = 0; i < 200 && access(w->res_sock, F_OK) != 0; i++)
+        fu_msleep(5);
     recorder_start(w, w->history_from);
     fu_msleep(100);
     if (s->netns && R.have_netns) {
@@ -1139,7 +1176,8 @@ static int world_begin(fr_world *w, const fr_scenario *s)
         if (fr_wait_leader(w, -1, -1, 15000) != w->netns_idx)
             fr_log(w, "note the netns candidate did not lead first");
     }
-    for (int i = 0; i < s->ncand; i++) fr_spawn(w, false);
+    for (int i = 0; i < s->ncand; i++)
+        fr_spawn(w, false);
     /* wait until every candidate campaigns (leads or waits) */
     int64_t end = fr_now() + 30000000000LL;
     for (;;) {
@@ -1171,19 +1209,22 @@ static void world_end(fr_world *w, fc_result *res, int *check_rc)
         kill(c->pid, SIGTERM);
     }
     int64_t end = fr_now() + 6000000000LL;
-    while (fr_live_count(w) > 0 && fr_now() < end) fr_sleep(w, 10);
+    while (fr_live_count(w) > 0 && fr_now() < end)
+        fr_sleep(w, 10);
     for (int i = 0; i < w->nc; i++)
         if (w->c[i].pid) fr_kill(w, i);
     if (w->run) {
         /* guards of killed electors finish their trees (and their revokes) */
         end = fr_now() + 5000000000LL;
-        while (reap_strays(false) > 0 && fr_now() < end) fr_sleep(w, 20);
+        while (reap_strays(false) > 0 && fr_now() < end)
+            fr_sleep(w, 20);
         reap_strays(true);
     }
     fr_restore_members(w);
     int64_t rev = put_marker(w, "end");
     end = fr_now() + 15000000000LL;
-    while (rev > 0 && history_scan(w, NULL) < rev && fr_now() < end) fr_sleep(w, 20);
+    while (rev > 0 && history_scan(w, NULL) < rev && fr_now() < end)
+        fr_sleep(w, 20);
     if (rev < 0 || history_scan(w, NULL) < rev)
         fr_log(w, "note the recorder did not reach the sentinel revision %" PRId64, rev);
     if (w->recorder_pid > 0) {
@@ -1219,7 +1260,8 @@ static void fmt_row(FILE *f, const row *x, bool md)
 {
     const fc_result *r = &x->r;
     int tok = r->token_order + r->token_mismatch + r->txn_order + r->txn_guard +
-              r->unknown_token + r->not_etcd_leader + r->txn_phantom + r->no_quorum_elections;
+              r->unknown_token + r->not_etcd_leader + r->txn_phantom +
+              r->no_quorum_elections;
     int unsafe = fc_safety(r);
     const char *verdict = x->check_rc < 0                 ? "NO DATA"
                           : unsafe                        ? "UNSAFE"
@@ -1237,28 +1279,35 @@ static void fmt_row(FILE *f, const row *x, bool md)
     else
         snprintf(tk, sizeof tk, "-");
     if (md)
-        fprintf(f, "| %s | %d | %d | %d | %d | %d | %d | %d | %s | %s | %d | %d | %d | %s |\n",
-                r->scenario, r->rounds, r->intervals, r->losses, r->overlaps, r->stale_accepted,
-                tok, r->write_outside, fo, tk, r->kept, r->liveness, r->fenced_rejects, verdict);
+        fprintf(
+            f,
+            "| %s | %d | %d | %d | %d | %d | %d | %d | %s | %s | %d | %d | %d | %s |\n",
+            r->scenario, r->rounds, r->intervals, r->losses, r->overlaps,
+            r->stale_accepted, tok, r->write_outside, fo, tk, r->kept, r->liveness,
+            r->fenced_rejects, verdict);
     else
-        fprintf(f, "%-19s %6d %5d %6d %8d %5d %5d %7d %20s %13s %4d %8d %6d  %s\n", r->scenario,
-                r->rounds, r->intervals, r->losses, r->overlaps, r->stale_accepted, tok,
-                r->write_outside, fo, tk, r->kept, r->liveness, r->fenced_rejects, verdict);
+        fprintf(f, "%-19s %6d %5d %6d %8d %5d %5d %7d %20s %13s %4d %8d %6d  %s\n",
+                r->scenario, r->rounds, r->intervals, r->losses, r->overlaps,
+                r->stale_accepted, tok, r->write_outside, fo, tk, r->kept, r->liveness,
+                r->fenced_rejects, verdict);
 }
 
 static void print_table(FILE *f, row *rows, int n, bool md)
 {
     if (md) {
-        fprintf(f, "| scenario | rounds | terms | losses | overlaps | stale writes accepted | "
-                   "token violations | writes outside term | leaderless after heal p50 / p99 / "
-                   "max (ms) | fault to new leader p50 / max (ms) | kept | liveness violations | "
-                   "fenced rejects | verdict |\n");
+        fprintf(
+            f,
+            "| scenario | rounds | terms | losses | overlaps | stale writes accepted | "
+            "token violations | writes outside term | leaderless after heal p50 / p99 / "
+            "max (ms) | fault to new leader p50 / max (ms) | kept | liveness violations "
+            "| "
+            "fenced rejects | verdict |\n");
         fprintf(f, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
     } else {
-        fprintf(f, "%-19s %6s %5s %6s %8s %5s %5s %7s %20s %13s %4s %8s %6s  %s\n", "scenario",
-                "rounds", "terms", "losses", "overlaps", "stale", "token", "outside",
-                "leaderless p50/p99/max", "new ldr p50/max", "kept", "liveness", "fenced",
-                "verdict");
+        fprintf(f, "%-19s %6s %5s %6s %8s %5s %5s %7s %20s %13s %4s %8s %6s  %s\n",
+                "scenario", "rounds", "terms", "losses", "overlaps", "stale", "token",
+                "outside", "leaderless p50/p99/max", "new ldr p50/max", "kept",
+                "liveness", "fenced", "verdict");
     }
     for (int i = 0; i < n; i++)
         if (rows[i].ran) fmt_row(f, &rows[i], md);
@@ -1267,10 +1316,13 @@ static void print_table(FILE *f, row *rows, int n, bool md)
 static void print_rss(FILE *f, const row *x, double min_life)
 {
     const fc_result *r = &x->r;
-    fprintf(f, "\nRSS of candidate processes in %s that lived at least %.0f s (kB, first "
-               "sample ~1 s after start, last at exit):\n\n",
+    fprintf(f,
+            "\nRSS of candidate processes in %s that lived at least %.0f s (kB, first "
+            "sample ~1 s after start, last at exit):\n\n",
             r->scenario, min_life);
-    fprintf(f, "| cand | lived (s) | RSS start | RSS end | growth |\n|--:|--:|--:|--:|--:|\n");
+    fprintf(
+        f,
+        "| cand | lived (s) | RSS start | RSS end | growth |\n|--:|--:|--:|--:|--:|\n");
     long worst = 0;
     for (int i = 0; i < r->nrss; i++) {
         const fc_rss *s = &r->rss[i];
@@ -1298,40 +1350,65 @@ static double parse_duration(const char *s)
 
 static _Noreturn void usage(int st)
 {
-    fprintf(st ? stderr : stdout,
-            "usage: fault-runner [--rounds N] [--seed N] [--ttl S] [--scenarios a,b,...]\n"
-            "                    [--duration 30m] [--out DIR] [--tag T] [--bin-dir DIR] [--list]\n");
+    fprintf(
+        st ? stderr : stdout,
+        "usage: fault-runner [--rounds N] [--seed N] [--ttl S] [--scenarios a,b,...]\n"
+        "                    [--duration 30m] [--out DIR] [--tag T] [--bin-dir DIR] "
+        "[--list]\n");
     exit(st);
 }
 
 int main(int argc, char **argv)
 {
-    static const struct option lo[] = {
-        {"rounds", required_argument, 0, 'r'},   {"seed", required_argument, 0, 's'},
-        {"ttl", required_argument, 0, 't'},      {"scenarios", required_argument, 0, 'S'},
-        {"duration", required_argument, 0, 'd'}, {"out", required_argument, 0, 'o'},
-        {"tag", required_argument, 0, 'T'},      {"bin-dir", required_argument, 0, 'b'},
-        {"list", no_argument, 0, 'l'},           {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+    static const struct option lo[] = {{"rounds", required_argument, 0, 'r'},
+                                       {"seed", required_argument, 0, 's'},
+                                       {"ttl", required_argument, 0, 't'},
+                                       {"scenarios", required_argument, 0, 'S'},
+                                       {"duration", required_argument, 0, 'd'},
+                                       {"out", required_argument, 0, 'o'},
+                                       {"tag", required_argument, 0, 'T'},
+                                       {"bin-dir", required_argument, 0, 'b'},
+                                       {"list", no_argument, 0, 'l'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
     const char *only = NULL;
     bool seeded = false;
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
-        case 'r': R.rounds = atoi(optarg); break;
-        case 's': R.seed = strtoull(optarg, NULL, 0); seeded = true; break;
-        case 't': R.ttl_s = atoi(optarg); break;
-        case 'S': only = optarg; break;
-        case 'd': R.duration_s = parse_duration(optarg); break;
-        case 'o': R.out = optarg; break;
-        case 'T': snprintf(R.tag, sizeof R.tag, "%s", optarg); break;
-        case 'b': R.bin_dir = optarg; break;
+        case 'r':
+            R.rounds = atoi(optarg);
+            break;
+        case 's':
+            R.seed = strtoull(optarg, NULL, 0);
+            seeded = true;
+            break;
+        case 't':
+            R.ttl_s = atoi(optarg);
+            break;
+        case 'S':
+            only = optarg;
+            break;
+        case 'd':
+            R.duration_s = parse_duration(optarg);
+            break;
+        case 'o':
+            R.out = optarg;
+            break;
+        case 'T':
+            snprintf(R.tag, sizeof R.tag, "%s", optarg);
+            break;
+        case 'b':
+            R.bin_dir = optarg;
+            break;
         case 'l':
             for (int i = 0; i < fr_nscenarios; i++)
                 printf("%-19s %s\n", fr_scenarios[i].name, fr_scenarios[i].what);
             return 0;
-        case 'h': usage(0);
-        default: usage(2);
+        case 'h':
+            usage(0);
+        default:
+            usage(2);
         }
     }
     if (optind != argc || R.rounds <= 0 || R.ttl_s <= 0 || R.duration_s < 0) usage(2);
@@ -1379,8 +1456,11 @@ int main(int argc, char **argv)
     int nsel = 0;
     static fr_scenario mix;
     if (R.duration_s > 0) {
-        mix = (fr_scenario){.name = "mix", .what = "random mix of all faults (soak)",
-                            .ncand = 5, .netns = true, .round = fr_round_mix};
+        mix = (fr_scenario){.name = "mix",
+                            .what = "random mix of all faults (soak)",
+                            .ncand = 5,
+                            .netns = true,
+                            .round = fr_round_mix};
         /* (the mix's candidates talk to etcd directly: no added latency) */
         sel[nsel++] = &mix;
     } else {
@@ -1397,8 +1477,11 @@ int main(int argc, char **argv)
             if (want) sel[nsel++] = s;
         }
         if (only && strstr(only, "mix")) {
-            mix = (fr_scenario){.name = "mix", .what = "random mix of all faults", .ncand = 5,
-                                .netns = true, .round = fr_round_mix};
+            mix = (fr_scenario){.name = "mix",
+                                .what = "random mix of all faults",
+                                .ncand = 5,
+                                .netns = true,
+                                .round = fr_round_mix};
             sel[nsel++] = &mix;
         }
     }
@@ -1420,8 +1503,10 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     atexit(cleanup_all);
 
-    fr_say("fault run: seed %llu, ttl %ds, rounds %d%s, liveness bound %" PRId64 " ms, out %s",
-           R.seed, R.ttl_s, R.rounds, R.duration_s > 0 ? " (soak)" : "", R.bound_ms, R.out);
+    fr_say("fault run: seed %llu, ttl %ds, rounds %d%s, liveness bound %" PRId64
+           " ms, out %s",
+           R.seed, R.ttl_s, R.rounds, R.duration_s > 0 ? " (soak)" : "", R.bound_ms,
+           R.out);
     eh_opts eo = {.members = 3};
     R.cl = eh_start(&eo);
     if (!R.cl) {
@@ -1441,19 +1526,22 @@ int main(int argc, char **argv)
     }
     if (need_slow) {
         if (slow_proxy_setup() != 0)
-            fr_say("WARNING: the delaying proxy did not start: compact runs without latency");
+            fr_say("WARNING: the delaying proxy did not start: compact runs without "
+                   "latency");
         else
             fr_say("delaying proxy: %d ms each way, ports %d,%d,%d", R.slow_delay_ms,
                    R.slow_port[0], R.slow_port[1], R.slow_port[2]);
     }
     if (need_netns) {
         if (geteuid() != 0)
-            fr_say("WARNING: not root: the partition scenario is skipped (needs a netns)");
+            fr_say(
+                "WARNING: not root: the partition scenario is skipped (needs a netns)");
         else if (netns_setup() != 0)
-            fr_say("WARNING: network namespace setup failed: the partition scenario is skipped");
+            fr_say("WARNING: network namespace setup failed: the partition scenario is "
+                   "skipped");
         else
-            fr_say("netns %s: candidate side %s, host side %s (%s)", R.ns, R.ns_ip, R.host_ip,
-                   R.veth_host);
+            fr_say("netns %s: candidate side %s, host side %s (%s)", R.ns, R.ns_ip,
+                   R.host_ip, R.veth_host);
     }
 
     static row rows[64];
@@ -1479,7 +1567,8 @@ int main(int argc, char **argv)
             w->round = r;
             /* a round starts from a running cluster with a leader */
             bool all_up = true;
-            for (int i = 0; i < eh_members(R.cl); i++) all_up &= eh_member_running(R.cl, i) != 0;
+            for (int i = 0; i < eh_members(R.cl); i++)
+                all_up &= eh_member_running(R.cl, i) != 0;
             if (!all_up && fr_restore_members(w) != 0)
                 fr_say("WARNING: cluster not healthy before round %d", r);
             if (fr_wait_leader(w, -1, -1, (int)R.bound_ms + 5000) < 0) {
@@ -1502,7 +1591,8 @@ int main(int argc, char **argv)
         line[strcspn(line, "\n")] = '\0';
         fr_say("%s (%.0f s) -> %s", s->name, x->secs, line);
         if (fc_safety(&x->r) || x->r.liveness || x->r.expect_fail)
-            fr_say("   violations: see %s/check.txt (lines starting with VIOLATION)", w->dir);
+            fr_say("   violations: see %s/check.txt (lines starting with VIOLATION)",
+                   w->dir);
     }
 
     /* report */
@@ -1521,15 +1611,20 @@ int main(int argc, char **argv)
     FILE *f = fopen(path, "we");
     if (f) {
         fprintf(f, "# elector fault-injection results\n\n");
-        fprintf(f, "seed %llu, TTL %d s, %s, liveness bound %" PRId64
-                   " ms (TTL + 2 s after each heal; a heal by a new etcd Raft leader has its own, "
-                   "docs/FAULTS.md \"Bounds\"), etcd 3-member cluster on loopback\n\n",
+        fprintf(f,
+                "seed %llu, TTL %d s, %s, liveness bound %" PRId64
+                " ms (TTL + 2 s after each heal; a heal by a new etcd Raft leader has "
+                "its own, "
+                "docs/FAULTS.md \"Bounds\"), etcd 3-member cluster on loopback\n\n",
                 R.seed, R.ttl_s,
-                R.duration_s > 0 ? "random-mix soak" : "fixed rounds per scenario", R.bound_ms);
+                R.duration_s > 0 ? "random-mix soak" : "fixed rounds per scenario",
+                R.bound_ms);
         print_table(f, rows, nsel, true);
-        fprintf(f, "\nsafety violations: %d, liveness violations: %d, unmet expectations: %d, "
-                   "incomplete: %d\n",
-                unsafe, liveness, unexpected, incomplete);
+        fprintf(
+            f,
+            "\nsafety violations: %d, liveness violations: %d, unmet expectations: %d, "
+            "incomplete: %d\n",
+            unsafe, liveness, unexpected, incomplete);
         for (int k = 0; k < nsel; k++)
             if (rows[k].ran && R.duration_s > 0) print_rss(f, &rows[k], 60);
         fclose(f);

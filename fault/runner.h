@@ -19,8 +19,8 @@ typedef struct fr_cand {
     bool stopped;
     int64_t stopped_at;
     char log_path[512];
-    off_t off;        /* how far its log has been read */
-    char part[512];   /* an incomplete last line */
+    off_t off;      /* how far its log has been read */
+    char part[512]; /* an incomplete last line */
     size_t plen;
     /* what its log says */
     bool leading;
@@ -30,16 +30,17 @@ typedef struct fr_cand {
     char pred[FR_KEYMAX];
     char endpoint[128];
     int nelected;
-    int64_t stall_at, stall_done; /* --stall-*: its stall began / its stalled write done */
+    int64_t stall_at,
+        stall_done; /* --stall-*: its stall began / its stalled write done */
     /* `elector run` candidates (fr_world.run): pid is elector's, also its process
      * group; the job's lines are in log_path, elector's stderr in err_path */
     char err_path[600];
     off_t err_off;
     char err_part[512];
     size_t err_plen;
-    pid_t job_pid, guard_pid;   /* from the job main's "jstart" (guard = its parent) */
-    pid_t escapee_pid;          /* the job's descendant outside its process group */
-    int64_t job_term_at;        /* the job main's SIGTERM ("jterm"), 0 if none */
+    pid_t job_pid, guard_pid;    /* from the job main's "jstart" (guard = its parent) */
+    pid_t escapee_pid;           /* the job's descendant outside its process group */
+    int64_t job_term_at;         /* the job main's SIGTERM ("jterm"), 0 if none */
     int64_t job_start, job_last; /* job main's start, last line of any of its tree */
     int64_t elected_ns;          /* elector's own "elected" event (mono_ns) */
     int status;                  /* wait status once reaped */
@@ -53,7 +54,7 @@ struct fr_world {
     const char *scenario;
     char dir[256];
     char election[128], txn_key[160], prefix[128];
-    int rlog; /* runner.log */
+    int rlog;                         /* runner.log */
     pid_t resource_pid, recorder_pid; /* recorder_pid -1: restart due */
     int64_t recorder_restart_at;
     const char *cand_args; /* extra candidate options of the scenario */
@@ -101,7 +102,8 @@ int fr_rand_int(int n); /* 0..n-1 */
 /* ---- the runner's log (runner.log) and console ---- */
 void fr_log(fr_world *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void fr_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void fr_mark_fault(fr_world *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void fr_mark_fault(fr_world *w, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 void fr_mark_heal(fr_world *w, const char *what);
 /* ... with this round's own liveness bound (a fault whose recovery etcd slows) */
 void fr_mark_heal_bound(fr_world *w, const char *what, int64_t bound_ms);
@@ -117,24 +119,24 @@ void fr_sleep_until(fr_world *w, int64_t t);
 int fr_spawn(fr_world *w, bool netns); /* index, or -1 */
 int fr_replace(fr_world *w, int i);    /* a new candidate where i was (netns too) */
 void fr_signal(fr_world *w, int i, int sig);
-void fr_signal_group(fr_world *w, int i, int sig); /* to elector's process group */
+void fr_signal_group(fr_world *w, int i, int sig);    /* to elector's process group */
 int fr_reap_wait(fr_world *w, int i, int timeout_ms); /* wait for its exit: 0, or -1 */
-void fr_kill(fr_world *w, int i);               /* SIGKILL + reap */
-void fr_term(fr_world *w, int i, int wait_ms);  /* SIGTERM, wait, SIGKILL if needed */
-int fr_leader(fr_world *w);                     /* live, running leader, or -1 */
+void fr_kill(fr_world *w, int i);                     /* SIGKILL + reap */
+void fr_term(fr_world *w, int i, int wait_ms); /* SIGTERM, wait, SIGKILL if needed */
+int fr_leader(fr_world *w);                    /* live, running leader, or -1 */
 int fr_wait_leader(fr_world *w, int exclude, int exclude2, int timeout_ms);
 int fr_live_count(fr_world *w);
 int fr_random_waiter(fr_world *w);
 int fr_next_in_line(fr_world *w, int leader);
 bool fr_ensure_leader(fr_world *w, int want); /* rotate with SIGTERM until want leads */
-int fr_member_of(const char *endpoint);        /* member index of an endpoint, -1 */
+int fr_member_of(const char *endpoint);       /* member index of an endpoint, -1 */
 
 /* ---- etcd ---- */
 int fr_restore_members(fr_world *w); /* restart/resume every member, wait healthy */
 int64_t fr_revision(void);           /* current store revision, -1 on error */
 int fr_compact(int64_t rev);
-int64_t fr_noise(void);
-bool fr_sync_recorder(fr_world *w);  /* wait until etcd's history is recorded to now */              /* a put outside the scenario: a new revision */
+int64_t fr_noise(void);             /* a put outside the scenario: a new revision */
+bool fr_sync_recorder(fr_world *w); /* wait until etcd's history is recorded to now */
 
 /* ---- network namespace ---- */
 int fr_link(bool up);
@@ -143,9 +145,9 @@ int fr_link(bool up);
 typedef struct fr_scenario {
     const char *name;
     const char *what;
-    int ncand;   /* candidates on the host */
-    bool netns;  /* plus one in the network namespace */
-    int rounds;  /* 0: --rounds */
+    int ncand;             /* candidates on the host */
+    bool netns;            /* plus one in the network namespace */
+    int rounds;            /* 0: --rounds */
     const char *cand_args; /* extra fault-candidate options, space separated */
     bool slow;             /* candidates reach etcd through the delaying proxy */
     bool run;              /* `elector run` candidates; cand_args go to fault-job */

@@ -40,8 +40,10 @@ static int finish(fr_world *w, int exclude, int exclude2)
     int l = fr_wait_leader(w, exclude, exclude2, bound() + 3000);
     fr_sleep(w, 300);
     fr_mark_end(w);
-    if (l < 0) fr_say("   no new leader within %d ms", bound() + 3000);
-    else fr_say("   leader now cand %d (token %" PRId64 ")", l, w->c[l].token);
+    if (l < 0)
+        fr_say("   no new leader within %d ms", bound() + 3000);
+    else
+        fr_say("   leader now cand %d (token %" PRId64 ")", l, w->c[l].token);
     return 0;
 }
 
@@ -80,9 +82,11 @@ static int need_leader(fr_world *w)
 static void heal_at_raft_leader(fr_world *w, const char *what, int64_t resume_at)
 {
     int64_t end = fr_now() + 15000000000LL;
-    while (eh_leader(R.cl) < 0 && fr_now() < end) fr_sleep(w, 20);
+    while (eh_leader(R.cl) < 0 && fr_now() < end)
+        fr_sleep(w, 20);
     int64_t ms = R.ttl_s * 1000 + ETCD_ELECTION_MS;
-    int64_t after_resume = resume_at ? (resume_at - fr_now()) / 1000000 + R.ttl_s * 1000 : 0;
+    int64_t after_resume =
+        resume_at ? (resume_at - fr_now()) / 1000000 + R.ttl_s * 1000 : 0;
     if (after_resume > ms) ms = after_resume;
     fr_mark_heal_bound(w, what, ms + (R.bound_ms - R.ttl_s * 1000));
 }
@@ -107,7 +111,8 @@ static int r_term(fr_world *w, int r)
     (void)r;
     int l = need_leader(w);
     if (l < 0) return -1;
-    fr_mark_fault(w, "SIGTERM leader cand %d (token %" PRId64 "): resign", l, w->c[l].token);
+    fr_mark_fault(w, "SIGTERM leader cand %d (token %" PRId64 "): resign", l,
+                  w->c[l].token);
     fr_mark_heal(w, "resigning");
     fr_term(w, l, 5000);
     finish(w, l, -1);
@@ -121,8 +126,8 @@ static int r_stop(fr_world *w, int r)
     int l = need_leader(w);
     if (l < 0) return -1;
     int64_t t = fr_now();
-    fr_mark_fault(w, "SIGSTOP leader cand %d (token %" PRId64 ") for %d ms, then SIGCONT", l,
-                  w->c[l].token, ttl_ms() + 1000);
+    fr_mark_fault(w, "SIGSTOP leader cand %d (token %" PRId64 ") for %d ms, then SIGCONT",
+                  l, w->c[l].token, ttl_ms() + 1000);
     fr_signal(w, l, SIGSTOP);
     fr_mark_heal(w, "leader frozen");
     int n = fr_wait_leader(w, l, -1, bound() + 3000);
@@ -130,8 +135,10 @@ static int r_stop(fr_world *w, int r)
     fr_signal(w, l, SIGCONT);
     /* the resumed one must report the loss at once (its log is read here) */
     int64_t end = fr_now() + 2000000000LL;
-    while (w->c[l].leading && fr_now() < end) fr_sleep(w, 5);
-    if (w->c[l].leading) fr_log(w, "note cand %d still believes it leads 2 s after SIGCONT", l);
+    while (w->c[l].leading && fr_now() < end)
+        fr_sleep(w, 5);
+    if (w->c[l].leading)
+        fr_log(w, "note cand %d still believes it leads 2 s after SIGCONT", l);
     fr_sleep(w, 300);
     fr_mark_end(w);
     fr_say("   leader now cand %d; resumed cand %d %s", n, l,
@@ -146,7 +153,8 @@ static int r_waiter(fr_world *w, int r)
     if (l < 0) return -1;
     int64_t end = fr_now() + 5000000000LL;
     int next;
-    while ((next = fr_next_in_line(w, l)) < 0 && fr_now() < end) fr_sleep(w, 10);
+    while ((next = fr_next_in_line(w, l)) < 0 && fr_now() < end)
+        fr_sleep(w, 10);
     if (next < 0) {
         fr_log(w, "note nobody waits right behind cand %d", l);
         return -1;
@@ -154,8 +162,8 @@ static int r_waiter(fr_world *w, int r)
     int64_t t = fr_now();
     fr_signal(w, next, SIGSTOP);
     fr_sleep(w, 300);
-    fr_mark_fault(w, "SIGSTOP next-in-line cand %d for %d ms, SIGTERM leader cand %d", next,
-                  ttl_ms() + 1000, l);
+    fr_mark_fault(w, "SIGSTOP next-in-line cand %d for %d ms, SIGTERM leader cand %d",
+                  next, ttl_ms() + 1000, l);
     fr_mark_heal(w, "leader resigning, next in line frozen");
     fr_term(w, l, 5000);
     /* the frozen waiter's key blocks until its lease expires; then another leads */
@@ -181,18 +189,21 @@ static int r_stall(fr_world *w, int r)
     int l = need_leader(w);
     if (l < 0) return -1;
     int64_t end = fr_now() + 5000000000LL;
-    while (!w->c[l].stall_at && w->c[l].pid && fr_now() < end) fr_sleep(w, 5);
+    while (!w->c[l].stall_at && w->c[l].pid && fr_now() < end)
+        fr_sleep(w, 5);
     if (!w->c[l].stall_at) {
         fr_log(w, "note cand %d did not stall", l);
         return -1;
     }
-    fr_mark_fault(w, "leader cand %d (token %" PRId64 ") stalls 3.5 s between its check and "
-                     "its writes",
+    fr_mark_fault(w,
+                  "leader cand %d (token %" PRId64 ") stalls 3.5 s between its check and "
+                  "its writes",
                   l, w->c[l].token);
     fr_mark_heal(w, "others can take over");
     int n = fr_wait_leader(w, l, -1, bound() + 3000);
     end = fr_now() + 8000000000LL;
-    while (!w->c[l].stall_done && w->c[l].pid && fr_now() < end) fr_sleep(w, 5);
+    while (!w->c[l].stall_done && w->c[l].pid && fr_now() < end)
+        fr_sleep(w, 5);
     fr_sleep(w, 300);
     fr_mark_end(w);
     fr_say("   leader now cand %d; the stalled write of cand %d was %s", n, l,
@@ -212,8 +223,9 @@ static int r_partition(fr_world *w, int r)
         return -1;
     }
     int64_t t = fr_now();
-    fr_mark_fault(w, "veth down for %d ms: leader cand %d (token %" PRId64 ") cut off from etcd",
-                  ttl_ms() + 2000, a, w->c[a].token);
+    fr_mark_fault(
+        w, "veth down for %d ms: leader cand %d (token %" PRId64 ") cut off from etcd",
+        ttl_ms() + 2000, a, w->c[a].token);
     fr_link(false);
     fr_mark_heal(w, "others can take over");
     int n = fr_wait_leader(w, a, -1, bound() + 3000);
@@ -248,8 +260,9 @@ static int r_minority(fr_world *w, int r)
     if (keep < 0) keep = fr_rand_int(3);
     int x, y;
     pick_two_others(keep, &x, &y);
-    fr_mark_fault(w, "SIGKILL members m%d m%d; leader cand %d stays connected to m%d (minority)",
-                  x, y, l, keep);
+    fr_mark_fault(
+        w, "SIGKILL members m%d m%d; leader cand %d stays connected to m%d (minority)", x,
+        y, l, keep);
     eh_member_kill(R.cl, x);
     eh_member_kill(R.cl, y);
     fr_sleep(w, QUIET_SLACK_MS);
@@ -281,7 +294,8 @@ static int r_endpoint_pause(fr_world *w, int r)
                   m == raft ? " (also the Raft leader)" : "", l, ttl_ms() + 2000);
     eh_member_pause(R.cl, m);
     if (m == raft)
-        heal_at_raft_leader(w, "a new Raft leader", t + (int64_t)(ttl_ms() + 2000) * 1000000);
+        heal_at_raft_leader(w, "a new Raft leader",
+                            t + (int64_t)(ttl_ms() + 2000) * 1000000);
     else
         fr_mark_heal(w, "two members keep quorum");
     fr_sleep_until(w, t + (int64_t)(ttl_ms() + 2000) * 1000000);
@@ -341,14 +355,17 @@ static int r_endpoint_raft_pause(fr_world *w, int r)
         return -1;
     }
     fr_sleep(w, 1500); /* leases renewed under the new Raft leader; no fault yet */
-    if (fr_leader(w) != l || fr_member_of(w->c[l].endpoint) != m || eh_leader(R.cl) != m) {
+    if (fr_leader(w) != l || fr_member_of(w->c[l].endpoint) != m ||
+        eh_leader(R.cl) != m) {
         fr_log(w, "note the setup moved (leader cand %d, endpoint, Raft leader)", l);
         return -1;
     }
     int64_t t = fr_now();
-    fr_mark_fault(w, "SIGSTOP m%d (also the Raft leader), the endpoint of leader cand %d, for "
-                     "%d ms",
-                  m, l, ttl_ms() + 2000);
+    fr_mark_fault(
+        w,
+        "SIGSTOP m%d (also the Raft leader), the endpoint of leader cand %d, for "
+        "%d ms",
+        m, l, ttl_ms() + 2000);
     eh_member_pause(R.cl, m);
     heal_at_raft_leader(w, "a new Raft leader", t + (int64_t)(ttl_ms() + 2000) * 1000000);
     fr_sleep_until(w, t + (int64_t)(ttl_ms() + 2000) * 1000000);
@@ -365,8 +382,8 @@ static int r_quorum(fr_world *w, int r)
     int x = fr_rand_int(3), y = (x + 1 + fr_rand_int(2)) % 3;
     bool pause = r % 2 == 0;
     int l = need_leader(w);
-    fr_mark_fault(w, "%s members m%d m%d for %d ms (quorum lost)", pause ? "SIGSTOP" : "SIGKILL",
-                  x, y, ttl_ms() + 2000);
+    fr_mark_fault(w, "%s members m%d m%d for %d ms (quorum lost)",
+                  pause ? "SIGSTOP" : "SIGKILL", x, y, ttl_ms() + 2000);
     if (pause) {
         eh_member_pause(R.cl, x);
         eh_member_pause(R.cl, y);
@@ -423,7 +440,8 @@ static int r_restart(fr_world *w, int r)
 {
     int down_ms = r % 2 ? 1000 : ttl_ms() + 1000;
     fr_mark_fault(w, "SIGKILL all 3 members, restart after %d ms", down_ms);
-    for (int i = 0; i < eh_members(R.cl); i++) eh_member_kill(R.cl, i);
+    for (int i = 0; i < eh_members(R.cl); i++)
+        eh_member_kill(R.cl, i);
     fr_quiet(w, true); /* nothing can commit: every member is dead */
     fr_sleep(w, down_ms);
     fr_quiet(w, false);
@@ -465,7 +483,8 @@ static int r_compact(fr_world *w, int r)
     w->tick_next = 0;
     n_compactions = n_compact_fail = 0;
     fr_sleep(w, 300);
-    fr_mark_fault(w, "compaction every 10 ms; SIGTERM leader cand %d so waiters re-watch", l);
+    fr_mark_fault(w, "compaction every 10 ms; SIGTERM leader cand %d so waiters re-watch",
+                  l);
     fr_mark_heal(w, "resigning");
     fr_term(w, l, 5000);
     int n = fr_wait_leader(w, l, -1, bound() + 3000);
@@ -478,8 +497,8 @@ static int r_compact(fr_world *w, int r)
     }
     finish(w, l, n);
     w->tick = NULL;
-    fr_log(w, "note %d compactions (last at revision %" PRId64 "), %d failed", n_compactions,
-           last_compacted, n_compact_fail);
+    fr_log(w, "note %d compactions (last at revision %" PRId64 "), %d failed",
+           n_compactions, last_compacted, n_compact_fail);
     fr_say("   %d compactions (up to revision %" PRId64 "), %d failed", n_compactions,
            last_compacted, n_compact_fail);
     fr_replace(w, l);
@@ -512,8 +531,9 @@ static int r_churn(fr_world *w, int r)
         t = fr_random_waiter(w);
         if (t >= 0) fr_term(w, t, 5000);
         s = fr_random_waiter(w);
-        fr_mark_fault(w, "churn: waiters: SIGKILL cand %d, SIGTERM cand %d, SIGSTOP cand %d "
-                         "for %d ms",
+        fr_mark_fault(w,
+                      "churn: waiters: SIGKILL cand %d, SIGTERM cand %d, SIGSTOP cand %d "
+                      "for %d ms",
                       k, t, s, ttl_ms() + 500);
         if (s >= 0) fr_signal(w, s, SIGSTOP);
         fr_mark_heal(w, "leader unaffected");
@@ -525,7 +545,8 @@ static int r_churn(fr_world *w, int r)
     }
     /* keep 50 candidates */
     int respawn = v >= 0 ? v : 1;
-    for (int i = 0; i < respawn; i++) fr_spawn(w, false);
+    for (int i = 0; i < respawn; i++)
+        fr_spawn(w, false);
     return 0;
 }
 
@@ -534,7 +555,8 @@ static int r_churn(fr_world *w, int r)
 /* What a scenario expects of the tool beyond safety and liveness (an exit
  * status, a lease released by the guard): "expect R ok|fail TEXT" in runner.log,
  * counted by the checker; a failed one fails the run. */
-static void expect(fr_world *w, bool ok, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void expect(fr_world *w, bool ok, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void expect(fr_world *w, bool ok, const char *fmt, ...)
 {
     char msg[400];
@@ -558,7 +580,8 @@ static int run_leader(fr_world *w)
     if (l < 0) return -1;
     /* (an escapee with --hold-mb touches its memory first: seconds on a busy host) */
     int64_t end = fr_now() + 10000000000LL;
-    while (w->c[l].pid && !w->c[l].escapee_pid && fr_now() < end) fr_sleep(w, 5);
+    while (w->c[l].pid && !w->c[l].escapee_pid && fr_now() < end)
+        fr_sleep(w, 5);
     if (!w->c[l].escapee_pid) {
         fr_log(w, "note cand %d's job tree did not start its escapee", l);
         return -1;
@@ -619,10 +642,12 @@ static int successor(fr_world *w, int l, int64_t t0, const char *what)
         return -1;
     }
     fr_cand *o = &w->c[l], *s = &w->c[n];
-    fr_log(w, "measure %d %s successor_job_ms %.3f successor_elected_ms %.3f old_tree_last_ms "
-              "%.3f",
-           w->round, what, ms_since(t0, s->job_start), ms_since(t0, s->elected_ns),
-           ms_since(t0, o->job_last));
+    fr_log(
+        w,
+        "measure %d %s successor_job_ms %.3f successor_elected_ms %.3f old_tree_last_ms "
+        "%.3f",
+        w->round, what, ms_since(t0, s->job_start), ms_since(t0, s->elected_ns),
+        ms_since(t0, o->job_last));
     return n;
 }
 
@@ -635,8 +660,9 @@ static int r_run_group_stop(fr_world *w, int r)
     int l = run_leader(w);
     if (l < 0) return -1;
     int64_t t = fr_now();
-    fr_mark_fault(w, "SIGSTOP the process group of leader cand %d's elector (token %" PRId64
-                     ") for %d ms, then SIGCONT",
+    fr_mark_fault(w,
+                  "SIGSTOP the process group of leader cand %d's elector (token %" PRId64
+                  ") for %d ms, then SIGCONT",
                   l, w->c[l].token, ttl_ms() + 1000);
     fr_signal_group(w, l, SIGSTOP);
     fr_mark_heal(w, "elector frozen: the guard enforces the deadline");
@@ -651,10 +677,11 @@ static int r_run_group_stop(fr_world *w, int r)
     status_text(&w->c[l], st, sizeof st);
     expect(w, gone, "cand %d's job tree gone before SIGCONT", l);
     expect(w, exited_with(&w->c[l], 3), "resumed elector of cand %d exits 3 (%s)", l, st);
-    fr_say("   job SIGTERMed by the guard %.0f ms after SIGSTOP, tree's last act %.0f ms; "
-           "successor cand %d's job at %.0f ms; resumed elector: %s",
-           ms_since(t, w->c[l].job_term_at), ms_since(t, w->c[l].job_last), n,
-           n >= 0 ? ms_since(t, w->c[n].job_start) : -1, st);
+    fr_say(
+        "   job SIGTERMed by the guard %.0f ms after SIGSTOP, tree's last act %.0f ms; "
+        "successor cand %d's job at %.0f ms; resumed elector: %s",
+        ms_since(t, w->c[l].job_term_at), ms_since(t, w->c[l].job_last), n,
+        n >= 0 ? ms_since(t, w->c[n].job_start) : -1, st);
     fr_replace(w, l);
     return 0;
 }
@@ -668,17 +695,20 @@ static int r_run_group_kill(fr_world *w, int r)
     if (l < 0) return -1;
     pid_t esc = w->c[l].escapee_pid;
     int64_t t = fr_now();
-    fr_mark_fault(w, "SIGKILL the process group of leader cand %d's elector (token %" PRId64
-                     "); its job's escapee %d is in another session",
+    fr_mark_fault(w,
+                  "SIGKILL the process group of leader cand %d's elector (token %" PRId64
+                  "); its job's escapee %d is in another session",
                   l, w->c[l].token, (int)esc);
     fr_signal_group(w, l, SIGKILL);
     fr_mark_heal(w, "elector dead: the guard stops the tree and releases the lease");
     int n = successor(w, l, t, "group-kill");
     fr_sleep(w, 300);
     fr_mark_end(w);
-    expect(w, pid_gone(esc) && pid_gone(w->c[l].job_pid), "cand %d's whole job tree is gone", l);
+    expect(w, pid_gone(esc) && pid_gone(w->c[l].job_pid),
+           "cand %d's whole job tree is gone", l);
     expect(w, guard_released(w, l), "cand %d's guard released the lease", l);
-    fr_say("   handover: SIGKILL -> successor cand %d's job started in %.1f ms (elected %.1f ms; "
+    fr_say("   handover: SIGKILL -> successor cand %d's job started in %.1f ms (elected "
+           "%.1f ms; "
            "old tree's last act %.1f ms)",
            n, n >= 0 ? ms_since(t, w->c[n].job_start) : -1,
            n >= 0 ? ms_since(t, w->c[n].elected_ns) : -1, ms_since(t, w->c[l].job_last));
@@ -696,8 +726,8 @@ static int r_run_guard_kill(fr_world *w, int r)
     pid_t g = w->c[l].guard_pid, esc = w->c[l].escapee_pid;
     if (g <= 1) return -1;
     int64_t t = fr_now();
-    fr_mark_fault(w, "SIGKILL the guard %d of leader cand %d (token %" PRId64 ") alone", (int)g,
-                  l, w->c[l].token);
+    fr_mark_fault(w, "SIGKILL the guard %d of leader cand %d (token %" PRId64 ") alone",
+                  (int)g, l, w->c[l].token);
     kill(g, SIGKILL);
     fr_mark_heal(w, "guard dead: elector kills the tree and resigns");
     int n = successor(w, l, t, "guard-kill");
@@ -706,10 +736,12 @@ static int r_run_guard_kill(fr_world *w, int r)
     fr_mark_end(w);
     char st[40];
     status_text(&w->c[l], st, sizeof st);
-    expect(w, pid_gone(esc) && pid_gone(w->c[l].job_pid), "cand %d's whole job tree is gone", l);
+    expect(w, pid_gone(esc) && pid_gone(w->c[l].job_pid),
+           "cand %d's whole job tree is gone", l);
     expect(w, exited_with(&w->c[l], 3), "elector of cand %d exits 3 (%s)", l, st);
-    fr_say("   successor cand %d's job started %.1f ms after the guard's SIGKILL; elector: %s", n,
-           n >= 0 ? ms_since(t, w->c[n].job_start) : -1, st);
+    fr_say("   successor cand %d's job started %.1f ms after the guard's SIGKILL; "
+           "elector: %s",
+           n, n >= 0 ? ms_since(t, w->c[n].job_start) : -1, st);
     fr_replace(w, l);
     return 0;
 }
@@ -730,7 +762,8 @@ static int r_run_elector_kill(fr_world *w, int r)
     int n = successor(w, l, t, "elector-kill");
     fr_sleep(w, 300);
     fr_mark_end(w);
-    expect(w, pid_gone(esc) && pid_gone(w->c[l].job_pid), "cand %d's whole job tree is gone", l);
+    expect(w, pid_gone(esc) && pid_gone(w->c[l].job_pid),
+           "cand %d's whole job tree is gone", l);
     expect(w, guard_released(w, l), "cand %d's guard released the lease", l);
     fr_say("   handover: elector SIGKILLed -> successor cand %d's job started in %.1f ms",
            n, n >= 0 ? ms_since(t, w->c[n].job_start) : -1);
@@ -752,8 +785,9 @@ static int r_run_deadline(fr_world *w, int r)
     }
     if (run_leader(w) != a) return -1;
     int64_t t = fr_now();
-    fr_mark_fault(w, "veth down for %d ms: leader cand %d (token %" PRId64 ") cut off from "
-                     "etcd; its job ignores SIGTERM",
+    fr_mark_fault(w,
+                  "veth down for %d ms: leader cand %d (token %" PRId64 ") cut off from "
+                  "etcd; its job ignores SIGTERM",
                   ttl_ms() + 2000, a, w->c[a].token);
     fr_link(false);
     fr_mark_heal(w, "others can take over");
@@ -771,7 +805,8 @@ static int r_run_deadline(fr_world *w, int r)
     expect(w, exited_with(&w->c[a], 3), "cut-off elector of cand %d exits 3 (%s)", a, st);
     double last = ms_since(t, w->c[a].job_last);
     fr_say("   job SIGTERM (ignored) at %.0f ms, tree's last act %.0f ms (SIGKILL at the "
-           "deadline); successor cand %d elected %.0f ms, its job %.0f ms (%.0f ms after the "
+           "deadline); successor cand %d elected %.0f ms, its job %.0f ms (%.0f ms after "
+           "the "
            "old tree's last act); cut-off elector: %s",
            ms_since(t, w->c[a].job_term_at), last, n,
            n >= 0 ? ms_since(t, w->c[n].elected_ns) : -1,
@@ -798,14 +833,17 @@ static int r_run_deadline_revoke(fr_world *w, int r)
     fr_cand *c = &w->c[l];
     int grace = ttl_ms() / 4 < 2000 ? ttl_ms() / 4 : 2000; /* elector's default */
     int64_t t = fr_now();
-    fr_mark_fault(w, "SIGSTOP elector of leader cand %d (token %" PRId64 ") alone until just "
-                     "after its deadline; its job ignores SIGTERM and dies slowly",
+    fr_mark_fault(w,
+                  "SIGSTOP elector of leader cand %d (token %" PRId64
+                  ") alone until just "
+                  "after its deadline; its job ignores SIGTERM and dies slowly",
                   l, c->token);
     fr_signal(w, l, SIGSTOP);
     fr_mark_heal(w, "elector frozen: the guard enforces the deadline");
     /* the guard's SIGTERM comes at deadline - grace: the deadline follows */
     int64_t end = fr_now() + (int64_t)(ttl_ms() + 1000) * 1000000;
-    while (!c->job_term_at && fr_now() < end) fr_sleep(w, 1);
+    while (!c->job_term_at && fr_now() < end)
+        fr_sleep(w, 1);
     if (!c->job_term_at) {
         fr_signal(w, l, SIGCONT);
         fr_log(w, "note cand %d's job got no SIGTERM", l);
@@ -821,7 +859,8 @@ static int r_run_deadline_revoke(fr_world *w, int r)
     char st[40];
     status_text(c, st, sizeof st);
     expect(w, exited_with(c, 3), "resumed elector of cand %d exits 3 (%s)", l, st);
-    fr_say("   deadline ~%.0f ms after SIGSTOP; elector resumed 5 ms after it; successor cand %d "
+    fr_say("   deadline ~%.0f ms after SIGSTOP; elector resumed 5 ms after it; successor "
+           "cand %d "
            "elected %.0f ms, its job %.0f ms; the old tree's last line %.0f ms",
            ms_since(t, deadline), n, n >= 0 ? ms_since(t, w->c[n].elected_ns) : -1,
            n >= 0 ? ms_since(t, w->c[n].job_start) : -1, ms_since(t, c->job_last));
@@ -832,52 +871,118 @@ static int r_run_deadline_revoke(fr_world *w, int r)
 /* ---------------------------------------------------------------- table */
 
 const fr_scenario fr_scenarios[] = {
-    {.name = "kill", .ncand = 3, .round = r_kill,
+    {.name = "kill",
+     .ncand = 3,
+     .round = r_kill,
      .what = "leader SIGKILLed: successor after the lease expires (TTL + <= 0.6 s)"},
-    {.name = "term", .ncand = 3, .round = r_term,
+    {.name = "term",
+     .ncand = 3,
+     .round = r_term,
      .what = "leader SIGTERMed: resigns, successor in milliseconds"},
-    {.name = "stop", .ncand = 3, .round = r_stop,
-     .what = "leader SIGSTOPped past its TTL, then SIGCONT: must report the loss at once"},
-    {.name = "stall", .ncand = 3, .round = r_stall,
+    {.name = "stop",
+     .ncand = 3,
+     .round = r_stop,
+     .what =
+         "leader SIGSTOPped past its TTL, then SIGCONT: must report the loss at once"},
+    {.name = "stall",
+     .ncand = 3,
+     .round = r_stall,
      .cand_args = "--stall-after 40 --stall-ms 3500 --request-ms 6000",
      .what = "leader stalls 3.5 s between its leadership check and its writes: fenced"},
-    {.name = "partition", .ncand = 2, .netns = true, .round = r_partition,
+    {.name = "partition",
+     .ncand = 2,
+     .netns = true,
+     .round = r_partition,
      .what = "leader in a netns, veth taken down: steps down by its deadline"},
-    {.name = "minority", .ncand = 3, .round = r_minority,
-     .what = "2 of 3 members killed, the leader's endpoint survives: step down, no election"},
-    {.name = "endpoint-pause", .ncand = 3, .round = r_endpoint_pause,
-     .what = "the leader's etcd member SIGSTOPped for TTL + 2 s; the other two keep quorum"},
-    {.name = "raft-kill", .ncand = 3, .round = r_raft_kill,
+    {.name = "minority",
+     .ncand = 3,
+     .round = r_minority,
+     .what =
+         "2 of 3 members killed, the leader's endpoint survives: step down, no election"},
+    {.name = "endpoint-pause",
+     .ncand = 3,
+     .round = r_endpoint_pause,
+     .what =
+         "the leader's etcd member SIGSTOPped for TTL + 2 s; the other two keep quorum"},
+    {.name = "raft-kill",
+     .ncand = 3,
+     .round = r_raft_kill,
      .what = "etcd Raft leader SIGKILLed, restarted 2.5 s later"},
-    {.name = "raft-pause", .ncand = 3, .round = r_raft_pause,
+    {.name = "raft-pause",
+     .ncand = 3,
+     .round = r_raft_pause,
      .what = "etcd Raft leader SIGSTOPped for 3 s"},
-    {.name = "endpoint-raft-pause", .ncand = 3, .rounds = 2, .round = r_endpoint_raft_pause,
+    {.name = "endpoint-raft-pause",
+     .ncand = 3,
+     .rounds = 2,
+     .round = r_endpoint_raft_pause,
      .what = "the leader's endpoint, made etcd's Raft leader, SIGSTOPped for TTL + 2 s"},
-    {.name = "quorum", .ncand = 3, .round = r_quorum,
+    {.name = "quorum",
+     .ncand = 3,
+     .round = r_quorum,
      .what = "2 random members killed or paused for TTL + 2 s, then restored"},
-    {.name = "restart", .ncand = 3, .round = r_restart,
+    {.name = "restart",
+     .ncand = 3,
+     .round = r_restart,
      .what = "whole cluster SIGKILLed and restarted (1 s or TTL + 1 s down)"},
-    {.name = "waiter", .ncand = 3, .round = r_waiter,
+    {.name = "waiter",
+     .ncand = 3,
+     .round = r_waiter,
      .what = "next-in-line waiter frozen past its TTL while the leader resigns"},
-    {.name = "compact", .ncand = 4, .slow = true, .round = r_compact,
-     .what = "compaction every 10 ms during handovers, 40 ms latency: watches start compacted"},
-    {.name = "churn", .ncand = 50, .rounds = 10, .round = r_churn,
+    {.name = "compact",
+     .ncand = 4,
+     .slow = true,
+     .round = r_compact,
+     .what = "compaction every 10 ms during handovers, 40 ms latency: watches start "
+             "compacted"},
+    {.name = "churn",
+     .ncand = 50,
+     .rounds = 10,
+     .round = r_churn,
      .what = "50 candidates; leaders and waiters killed, terminated, frozen"},
     /* `elector run` candidates: what is judged is the command's tree */
-    {.name = "run-group-stop", .ncand = 3, .run = true, .rounds = 2, .round = r_run_group_stop,
+    {.name = "run-group-stop",
+     .ncand = 3,
+     .run = true,
+     .rounds = 2,
+     .round = r_run_group_stop,
      .what = "run: elector's process group SIGSTOPped past the TTL: guard stops the job"},
-    {.name = "run-group-kill", .ncand = 3, .run = true, .rounds = 2, .round = r_run_group_kill,
-     .what = "run: elector's process group SIGKILLed, job has an escapee: tree gone, fast"},
-    {.name = "run-guard-kill", .ncand = 3, .run = true, .rounds = 2, .round = r_run_guard_kill,
-     .what = "run: the guard SIGKILLed alone: elector kills the tree, steps down, exits 3"},
-    {.name = "run-elector-kill", .ncand = 3, .run = true, .rounds = 3,
+    {.name = "run-group-kill",
+     .ncand = 3,
+     .run = true,
+     .rounds = 2,
+     .round = r_run_group_kill,
+     .what =
+         "run: elector's process group SIGKILLed, job has an escapee: tree gone, fast"},
+    {.name = "run-guard-kill",
+     .ncand = 3,
+     .run = true,
+     .rounds = 2,
+     .round = r_run_guard_kill,
+     .what =
+         "run: the guard SIGKILLed alone: elector kills the tree, steps down, exits 3"},
+    {.name = "run-elector-kill",
+     .ncand = 3,
+     .run = true,
+     .rounds = 3,
      .round = r_run_elector_kill,
-     .what = "run: elector SIGKILLed alone, host alive: guard reaps the tree and revokes"},
-    {.name = "run-deadline", .ncand = 2, .netns = true, .run = true, .rounds = 2,
-     .cand_args = "--ignore-term", .round = r_run_deadline,
-     .what = "run: leader cut off (netns), job ignores SIGTERM: SIGKILLed at the deadline"},
-    {.name = "run-deadline-revoke", .ncand = 3, .run = true, .rounds = 2,
-     .cand_args = "--ignore-term --hold-mb 1024", .round = r_run_deadline_revoke,
+     .what =
+         "run: elector SIGKILLed alone, host alive: guard reaps the tree and revokes"},
+    {.name = "run-deadline",
+     .ncand = 2,
+     .netns = true,
+     .run = true,
+     .rounds = 2,
+     .cand_args = "--ignore-term",
+     .round = r_run_deadline,
+     .what =
+         "run: leader cut off (netns), job ignores SIGTERM: SIGKILLed at the deadline"},
+    {.name = "run-deadline-revoke",
+     .ncand = 3,
+     .run = true,
+     .rounds = 2,
+     .cand_args = "--ignore-term --hold-mb 1024",
+     .round = r_run_deadline_revoke,
      .what = "run: elector resumes just past its deadline, tree slow to die: "
              "is the lease released before the tree is reaped?"},
 };
@@ -886,8 +991,18 @@ const int fr_nscenarios = (int)(sizeof fr_scenarios / sizeof fr_scenarios[0]);
 int fr_round_mix(fr_world *w, int r)
 {
     static int (*const fns[])(fr_world *, int) = {
-        r_kill,     r_term,      r_stop,       r_partition, r_minority, r_raft_kill,
-        r_raft_pause, r_quorum,  r_restart,    r_waiter,    r_compact, r_endpoint_pause,
+        r_kill,
+        r_term,
+        r_stop,
+        r_partition,
+        r_minority,
+        r_raft_kill,
+        r_raft_pause,
+        r_quorum,
+        r_restart,
+        r_waiter,
+        r_compact,
+        r_endpoint_pause,
         r_endpoint_raft_pause,
     };
     int n = (int)(sizeof fns / sizeof fns[0]);

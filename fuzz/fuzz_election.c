@@ -1,4 +1,4 @@
-/* libFuzzer target: the election, observe and session layers (src/session.c,
+/* libFuzzer target: the election, observe and session layers (src/election/session.c,
  * election.c, observe.c over the real client engine) against a server whose
  * every answer comes from the fuzz input.
  *
@@ -53,7 +53,7 @@
 #include <unistd.h>
 #include <nghttp2/nghttp2.h>
 #include "elector/election.h"
-#include "internal.h"
+#include "transport_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -66,7 +66,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argc, (void)argv;
     signal(SIGPIPE, SIG_IGN);
     lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t al = sizeof(a);
     if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof(a)) || listen(lfd, 64) ||
         getsockname(lfd, (struct sockaddr *)&a, &al))
@@ -113,7 +114,8 @@ static void sb_put(sbuf *b, const void *p, size_t n)
     if (b->off && b->off == b->len) b->off = b->len = 0;
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n) cap *= 2;
+        while (cap < b->len + n)
+            cap *= 2;
         b->p = realloc(b->p, cap);
         if (!b->p) abort();
         b->cap = cap;
@@ -124,7 +126,8 @@ static void sb_put(sbuf *b, const void *p, size_t n)
 
 static void sb_prefix(sbuf *b, uint32_t n)
 {
-    uint8_t p[5] = {0, (uint8_t)(n >> 24), (uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n};
+    uint8_t p[5] = {0, (uint8_t)(n >> 24), (uint8_t)(n >> 16), (uint8_t)(n >> 8),
+                    (uint8_t)n};
     sb_put(b, p, 5);
 }
 
@@ -208,8 +211,9 @@ static void kick(server *s, sstream *st)
     if (st->closed) return;
     if (!st->responded) {
         st->responded = true;
-        nghttp2_nv hd[] = {{(uint8_t *)":status", (uint8_t *)"200", 7, 3, 0},
-                           {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, 0}};
+        nghttp2_nv hd[] = {
+            {(uint8_t *)":status", (uint8_t *)"200", 7, 3, 0},
+            {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, 0}};
         nghttp2_data_provider dp = {.source.ptr = st, .read_callback = s_read_cb};
         nghttp2_submit_response(s->h2, st->id, hd, 2, &dp);
     } else if (st->deferred) {
@@ -267,7 +271,8 @@ static void sane_reply(server *s, sstream *st, const uint8_t *msg, size_t len, k
     } else if (!strcmp(m, "LeaseKeepAlive")) {
         Etcdserverpb__LeaseKeepAliveRequest *q =
             etcdserverpb__lease_keep_alive_request__unpack(NULL, len, msg);
-        Etcdserverpb__LeaseKeepAliveResponse r = ETCDSERVERPB__LEASE_KEEP_ALIVE_RESPONSE__INIT;
+        Etcdserverpb__LeaseKeepAliveResponse r =
+            ETCDSERVERPB__LEASE_KEEP_ALIVE_RESPONSE__INIT;
         r.header = &hdr;
         r.id = q ? q->id : 0;
         r.ttl = (int64_t)(k8(k) % 12) - 1;
@@ -286,7 +291,8 @@ static void sane_reply(server *s, sstream *st, const uint8_t *msg, size_t len, k
         uint8_t keybufs[8][64];
         size_t nops = 0;
         if (q) {
-            for (size_t i = 0; i < q->n_compare; i++) note_key(s, &q->compare[i]->key);
+            for (size_t i = 0; i < q->n_compare; i++)
+                note_key(s, &q->compare[i]->key);
             Etcdserverpb__RequestOp **req = r.succeeded ? q->success : q->failure;
             size_t nreq = r.succeeded ? q->n_success : q->n_failure;
             nops = nreq < 8 ? nreq : 8;
@@ -323,7 +329,8 @@ static void sane_reply(server *s, sstream *st, const uint8_t *msg, size_t len, k
         st->end = true;
         if (q) etcdserverpb__txn_request__free_unpacked(q, NULL);
     } else if (!strcmp(m, "Range")) {
-        Etcdserverpb__RangeRequest *q = etcdserverpb__range_request__unpack(NULL, len, msg);
+        Etcdserverpb__RangeRequest *q =
+            etcdserverpb__range_request__unpack(NULL, len, msg);
         if (q) {
             note_key(s, &q->key);
             etcdserverpb__range_request__free_unpacked(q, NULL);
@@ -343,7 +350,8 @@ static void sane_reply(server *s, sstream *st, const uint8_t *msg, size_t len, k
         sb_msg(&st->out, &r.base);
         st->end = true;
     } else if (!strcmp(m, "Watch")) {
-        Etcdserverpb__WatchRequest *q = etcdserverpb__watch_request__unpack(NULL, len, msg);
+        Etcdserverpb__WatchRequest *q =
+            etcdserverpb__watch_request__unpack(NULL, len, msg);
         Etcdserverpb__WatchResponse r = ETCDSERVERPB__WATCH_RESPONSE__INIT;
         r.header = &hdr;
         if (q && q->request_union_case ==
@@ -394,7 +402,8 @@ static void watch_events(server *s, knobs *k)
     for (size_t i = 0; i < n; i++) {
         mvccpb__event__init(&evs[i]);
         evp[i] = &evs[i];
-        evs[i].type = k8(k) & 1 ? MVCCPB__EVENT__EVENT_TYPE__DELETE : MVCCPB__EVENT__EVENT_TYPE__PUT;
+        evs[i].type = k8(k) & 1 ? MVCCPB__EVENT__EVENT_TYPE__DELETE
+                                : MVCCPB__EVENT__EVENT_TYPE__PUT;
         if (k8(k) != 0xff) {
             make_kv(s, k, &kvs[i], keybufs[i]);
             evs[i].kv = &kvs[i];
@@ -440,7 +449,8 @@ static void apply(server *s, pending *pq, uint8_t op, const uint8_t *pl, size_t 
         char status[8], text[3 * 255 + 1];
         snprintf(status, sizeof(status), "%u", k8(&k) % 17);
         size_t t = 0;
-        for (size_t i = 0; i < plen; i++) t += (size_t)sprintf(text + t, "%%%02X", pl[i]);
+        for (size_t i = 0; i < plen; i++)
+            t += (size_t)sprintf(text + t, "%%%02X", pl[i]);
         text[t] = 0;
         nghttp2_nv hd[] = {
             {(uint8_t *)":status", (uint8_t *)"200", 7, 3, 0},
@@ -481,7 +491,8 @@ static void apply(server *s, pending *pq, uint8_t op, const uint8_t *pl, size_t 
 }
 
 static int s_on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t *name,
-                       size_t nl, const uint8_t *value, size_t vl, uint8_t flags, void *ud)
+                       size_t nl, const uint8_t *value, size_t vl, uint8_t flags,
+                       void *ud)
 {
     (void)h2, (void)flags;
     server *s = ud;
@@ -513,15 +524,18 @@ static int s_on_data(nghttp2_session *h2, uint8_t flags, int32_t sid, const uint
         size_t avail = st->req.len - st->req.off;
         if (avail < 5) break;
         const uint8_t *p = st->req.p + st->req.off;
-        uint32_t n = (uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 8 | p[4];
+        uint32_t n =
+            (uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 8 | p[4];
         if (avail - 5 < n) break;
         pending *pq = calloc(1, sizeof(*pq));
         pq->st = st;
         pq->msg = malloc(n ? n : 1);
         memcpy(pq->msg, p + 5, n);
         pq->len = n;
-        if (s->tail) s->tail->next = pq;
-        else s->head = pq;
+        if (s->tail)
+            s->tail->next = pq;
+        else
+            s->head = pq;
         s->tail = pq;
         st->req.off += 5 + n;
     }
@@ -604,7 +618,8 @@ static bool server_step(server *s)
         }
         size_t avail = s->wout.len - s->wout.off;
         if (!avail) break;
-        ssize_t w = send(s->fd, s->wout.p + s->wout.off, avail, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t w =
+            send(s->fd, s->wout.p + s->wout.off, avail, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w <= 0) break;
         s->wout.off += (size_t)w;
     }
@@ -614,8 +629,14 @@ static bool server_step(server *s)
 /* ---------------------------------------------------------------- client side */
 
 enum {
-    F_CAMPAIGN = 1, F_OBSERVE = 2, F_TWO = 4, F_PROCLAIM = 8, F_GUARDED = 16,
-    F_RESIGN = 32, F_FREE_IN_CB = 64, F_CLOSE_FROM_OBS = 128
+    F_CAMPAIGN = 1,
+    F_OBSERVE = 2,
+    F_TWO = 4,
+    F_PROCLAIM = 8,
+    F_GUARDED = 16,
+    F_RESIGN = 32,
+    F_FREE_IN_CB = 64,
+    F_CLOSE_FROM_OBS = 128
 };
 
 typedef struct cand {
@@ -654,8 +675,8 @@ static void el_cb(elector_election *el, const elector_event *ev, void *ud)
     run *r = c->r;
     c->events++;
     if (getenv("FUZZ_ELECTION_VERBOSE"))
-        fprintf(stderr, "election: event %s reason %s: %s\n", elector_event_name(ev->type),
-                elector_err_name(ev->reason), ev->detail);
+        fprintf(stderr, "election: event %s reason %s: %s\n",
+                elector_event_name(ev->type), elector_err_name(ev->reason), ev->detail);
     if (c->el != el) abort();
     switch (ev->type) {
     case ELECTOR_EV_WAITING:
@@ -690,7 +711,8 @@ static void el_cb(elector_election *el, const elector_event *ev, void *ud)
         abort();
     }
     /* RESIGNED (if leading) or FAILED (if waiting) follows a resign. */
-    if ((r->flags & F_RESIGN) && c->events == 1 && c->phase != 3 && elector_resign(el) == 0)
+    if ((r->flags & F_RESIGN) && c->events == 1 && c->phase != 3 &&
+        elector_resign(el) == 0)
         c->resigned = true;
     if ((r->flags & F_FREE_IN_CB) && c->phase == 3) {
         elector_election_free(el);
@@ -712,7 +734,8 @@ static void obs_cb(elector_observer *o, const elector_event *ev, void *ud)
         r->obs_last = 1;
         r->obs_token = ev->token;
         r->obs_vlen = ev->value_len;
-        if (ev->value_len <= sizeof(r->obs_value)) memcpy(r->obs_value, ev->value, ev->value_len);
+        if (ev->value_len <= sizeof(r->obs_value))
+            memcpy(r->obs_value, ev->value, ev->value_len);
     } else if (ev->type == ELECTOR_EV_NO_LEADER) {
         if (r->obs_last == 2) abort();
         r->obs_last = 2;
@@ -830,10 +853,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     if (getenv("FUZZ_ELECTION_VERBOSE"))
-        fprintf(stderr, "election: flags %#x: candidates phase %d/%d (%d/%d events), observer "
-                "%d, session lost %d, %zu of %zu input bytes used\n", r.flags, r.c[0].phase,
-                r.c[1].phase, r.c[0].events, r.c[1].events, r.obs_last, r.session_lost, i,
-                in.n);
+        fprintf(stderr,
+                "election: flags %#x: candidates phase %d/%d (%d/%d events), observer "
+                "%d, session lost %d, %zu of %zu input bytes used\n",
+                r.flags, r.c[0].phase, r.c[1].phase, r.c[0].events, r.c[1].events,
+                r.obs_last, r.session_lost, i, in.n);
     /* The end: the server goes away; every object is freed, some from the
      * loop's point of view mid-operation. */
     server_free(&s);

@@ -1,10 +1,10 @@
-/* libFuzzer target: endpoint list parsing (src/endpoint.c).
+/* libFuzzer target: endpoint list parsing (src/transport/endpoint.c).
  * Input: byte 0 = tls_default (low bit), the rest = the list (made NUL-terminated;
  * an embedded NUL simply ends the string early, as it would in C). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "internal.h"
+#include "transport_private.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (void)total;
         elector__endpoints_free(eps, n);
     } else {
-        if (eps) abort();                       /* *out must be NULL on error */
+        if (eps) abort(); /* *out must be NULL on error */
         if (n != ELECTOR_EINVAL && n != ELECTOR_ENOMEM) abort();
         if (strlen(err) >= sizeof(err)) abort(); /* message NUL-terminated */
     }

@@ -15,7 +15,7 @@
  *     the input;
  *   - elector__grpc_timeout on an int64 from the input.
  *
- * fuzz_grpc_engine (-DFUZZ_ENGINE): the real engine (src/client.c, lease.c,
+ * fuzz_grpc_engine (-DFUZZ_ENGINE): the real engine (src/transport/, src/etcd/lease.c,
  *   watch.c) reading a fuzzed server byte stream, no etcd needed. The process
  *   listens on 127.0.0.1:0; per input a client is created with calls in flight,
  *   connects there, gets the server's SETTINGS (so it is READY and has sent its
@@ -37,7 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "internal.h"
+#include "transport_private.h"
 #include <etcdserverpb/rpc.pb-c.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -176,8 +176,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #include <unistd.h>
 
 enum {
-    F_RANGE = 1, F_TXN = 2, F_GRANT = 4, F_WATCH = 8, F_KEEPALIVE = 16,
-    F_RESET = 32, F_FREE_IN_CB = 64, F_AUTH = 128
+    F_RANGE = 1,
+    F_TXN = 2,
+    F_GRANT = 4,
+    F_WATCH = 8,
+    F_KEEPALIVE = 16,
+    F_RESET = 32,
+    F_FREE_IN_CB = 64,
+    F_AUTH = 128
 };
 
 static int lfd = -1;
@@ -198,7 +204,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     verbose = getenv("FUZZ_ENGINE_VERBOSE") != NULL;
     lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (lfd < 0) die("socket");
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t al = sizeof(a);
     if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) || listen(lfd, 64) ||
         getsockname(lfd, (struct sockaddr *)&a, &al))
@@ -328,7 +335,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
         q.key.data = (uint8_t *)"k";
         q.key.len = 1;
-        if (elector_etcd_call(r.e, ELECTOR_RPC_RANGE, &q.base, NULL, unary_cb, &r)) abort();
+        if (elector_etcd_call(r.e, ELECTOR_RPC_RANGE, &q.base, NULL, unary_cb, &r))
+            abort();
     }
     if (r.flags & F_TXN) {
         Etcdserverpb__TxnRequest q = ETCDSERVERPB__TXN_REQUEST__INIT;
@@ -393,8 +401,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (verbose) {
         elector_etcd_stats st;
         if (!r.freed) elector_etcd_get_stats(r.e, &st);
-        fprintf(stderr, "engine: flags %#x: unary callbacks %d, keepalive callbacks %d, watch "
-                "callbacks %d, %s%s%s\n", r.flags, r.unary_done, r.ka_done, r.watch_events,
+        fprintf(stderr,
+                "engine: flags %#x: unary callbacks %d, keepalive callbacks %d, watch "
+                "callbacks %d, %s%s%s\n",
+                r.flags, r.unary_done, r.ka_done, r.watch_events,
                 r.freed ? "freed in a callback" : "last error: ",
                 r.freed ? "" : elector_strerror(elector_etcd_err(r.e)),
                 r.freed ? "" : (st.disconnects ? " (disconnected)" : ""));

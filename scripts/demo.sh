@@ -75,10 +75,12 @@ etcdctl --endpoints "$ENDPOINTS" endpoint health >/dev/null
 echo "== starting 4 candidates: elector run $NAME --ttl ${TTL}s -- <job that ticks>"
 JOB='while :; do echo "    tick from $ELECTOR_VALUE, fencing token $ELECTOR_TOKEN" >&2; sleep 0.5; done'
 for i in 1 2 3 4; do
-    # -w json events go to fd 3 (stdout is the job's), elector's messages to stderr.
+    # -w json events go to fd 3 (stdout is the job's), elector's messages to stderr
+    # (shown without their time and level, to keep the lines short).
     ELECTOR_VALUE=candidate-$i "$ELECTOR" --endpoints "$ENDPOINTS" --ttl "$TTL" -w json \
         run "$NAME" --value "candidate-$i" --events-fd 3 -- sh -c "$JOB" \
-        3>"$DIR/events-$i.log" 2> >(sed -u "s/^/[candidate-$i] /" >&2) &
+        3>"$DIR/events-$i.log" \
+        2> >(sed -u -E "s/^[0-9]{4}-[0-9-]+T[0-9:.]+Z [a-z]+ //; s/^/[candidate-$i] /" >&2) &
     CAND_PIDS+=($!)
     disown $! # no "Killed" notice from bash when the demo kills it
     sleep 0.3

@@ -65,7 +65,8 @@ static void cand_cb(elector_election *el, const elector_event *ev, void *ud)
         c->delivered[c->n] = elector_now_ns();
         c->n++;
     }
-    snprintf(c->last_key, sizeof(c->last_key), "%.*s", (int)ev->key_len, (const char *)ev->key);
+    snprintf(c->last_key, sizeof(c->last_key), "%.*s", (int)ev->key_len,
+             (const char *)ev->key);
     snprintf(c->last_value, sizeof(c->last_value), "%.*s", (int)ev->value_len,
              (const char *)ev->value);
 }
@@ -81,7 +82,9 @@ eu_cand *eu_cand_new(const char *endpoints, const char *name, int ttl_s)
     c->s = elector_session_new(c->etcd, &sc, NULL, NULL);
     ASSERT_NOT_NULL(c->s);
     int rc = elector_session_wait(c->s, 10000);
-    if (rc) tl_log("session_wait: %s (%s)", elector_strerror(rc), elector_etcd_errstr(c->etcd));
+    if (rc)
+        tl_log("session_wait: %s (%s)", elector_strerror(rc),
+               elector_etcd_errstr(c->etcd));
     ASSERT_OK(rc);
     c->el = elector_election_new(c->s, name, cand_cb, c);
     ASSERT_NOT_NULL(c->el);
@@ -127,7 +130,8 @@ bool eu_pump_until(int ms, bool (*pred)(void *), void *arg)
         }
         if (wait > 20) wait = 20;
         poll(pfd, (nfds_t)n, (int)wait);
-        for (int i = 0; i < n; i++) elector_etcd_process(who[i]);
+        for (int i = 0; i < n; i++)
+            elector_etcd_process(who[i]);
         note_deadlines();
     }
 }
@@ -183,7 +187,8 @@ static void child_cb(elector_election *el, const elector_event *ev, void *ud)
                      (long long)ev->mono_ns, elector_proclaim(el, "x", 1));
         break;
     case ELECTOR_EV_FAILED:
-        n = snprintf(line, sizeof(line), "failed %d %lld\n", ev->reason, (long long)ev->mono_ns);
+        n = snprintf(line, sizeof(line), "failed %d %lld\n", ev->reason,
+                     (long long)ev->mono_ns);
         break;
     case ELECTOR_EV_WAITING:
         n = snprintf(line, sizeof(line), "waiting %.*s\n", (int)ev->key_len, ev->key);
@@ -194,7 +199,8 @@ static void child_cb(elector_election *el, const elector_event *ev, void *ud)
     if (write(child_fd, line, (size_t)n) < 0) _exit(3);
 }
 
-static void child_main(const char *endpoints, const char *name, const char *value, int ttl)
+static void child_main(const char *endpoints, const char *name, const char *value,
+                       int ttl)
 {
     elector_etcd *e = eu_client(endpoints);
     elector_session_config sc;
@@ -210,7 +216,8 @@ static void child_main(const char *endpoints, const char *name, const char *valu
         bool l = elector_is_leader(child_el);
         if (l != child_was_leader) {
             char line[64];
-            int n = snprintf(line, sizeof(line), "leader %d %lld\n", l, (long long)tl_now_ns());
+            int n = snprintf(line, sizeof(line), "leader %d %lld\n", l,
+                             (long long)tl_now_ns());
             if (write(child_fd, line, (size_t)n) < 0) _exit(3);
             child_was_leader = l;
         }
@@ -218,8 +225,8 @@ static void child_main(const char *endpoints, const char *name, const char *valu
     }
 }
 
-int eu_child_start(eu_child *ch, const char *endpoints, const char *name, const char *value,
-                   int ttl_s)
+int eu_child_start(eu_child *ch, const char *endpoints, const char *name,
+                   const char *value, int ttl_s)
 {
     int p[2];
     if (pipe(p)) return -1;
@@ -246,6 +253,11 @@ int eu_child_expect(eu_child *ch, const char *prefix, char *line, size_t cap, in
         char *nl;
         while ((nl = memchr(ch->buf, '\n', ch->len))) {
             size_t n = (size_t)(nl - ch->buf);
+            if (ch->on_line) {
+                *nl = 0;
+                ch->on_line(ch->buf);
+                *nl = '\n';
+            }
             bool match = strncmp(ch->buf, prefix, strlen(prefix)) == 0;
             if (match) snprintf(line, cap, "%.*s", (int)n, ch->buf);
             memmove(ch->buf, nl + 1, ch->len - n - 1);

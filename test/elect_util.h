@@ -15,14 +15,14 @@ typedef struct eu_cand {
     elector_etcd *etcd;
     elector_session *s;
     elector_election *el;
-    int n;                           /* events received */
+    int n; /* events received */
     elector_event_type types[EU_MAX_EVENTS];
     int reasons[EU_MAX_EVENTS];
     int64_t tokens[EU_MAX_EVENTS];
     int64_t mono[EU_MAX_EVENTS];      /* ev->mono_ns: when the belief changed */
     int64_t delivered[EU_MAX_EVENTS]; /* when the callback ran (deadline clock) */
     int64_t deadline_seen;            /* last session deadline observed by pumping */
-    char last_key[256];              /* key of the last event */
+    char last_key[256];               /* key of the last event */
     char last_value[256];
 } eu_cand;
 
@@ -47,17 +47,18 @@ int eu_wait_event(eu_cand *c, int from, elector_event_type type, int ms);
 /* ---- candidates in child processes ---- */
 typedef struct eu_child {
     pid_t pid;
-    int fd;         /* read end: one event per line */
+    int fd; /* read end: one event per line */
     char buf[4096];
     size_t len;
+    void (*on_line)(const char *line); /* optional: sees every line read */
 } eu_child;
 
 /* Forks a candidate campaigning for name with value. Its lines:
  *   "elected TOKEN MONO_NS", "lost REASON MONO_NS", "failed REASON MONO_NS",
  *   "waiting KEY", "leader 0|1 MONO_NS" (each change of elector_is_leader()),
  *   "proclaim RC" (after a loss it tries to proclaim once and reports rc). */
-int eu_child_start(eu_child *ch, const char *endpoints, const char *name, const char *value,
-                   int ttl_s);
+int eu_child_start(eu_child *ch, const char *endpoints, const char *name,
+                   const char *value, int ttl_s);
 /* Reads the next line that starts with prefix (others are skipped) into line;
  * returns 0, or -1 on timeout/EOF. */
 int eu_child_expect(eu_child *ch, const char *prefix, char *line, size_t cap, int ms);

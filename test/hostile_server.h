@@ -21,32 +21,39 @@
 typedef enum hs_attack {
     HS_NONE,
     /* Txn replies whose result kinds do not match the request. */
-    HS_TXN_WRONG_KIND,   /* campaign Txn: failure branch, [Put, DeleteRange] (Range asked) */
+    HS_TXN_WRONG_KIND,   /* campaign Txn: failure branch, [Put, DeleteRange] (Range asked)
+                          */
     HS_CHECK_WRONG_KIND, /* check Txn: success, [DeleteRange] (Range asked) */
     HS_CHECK_NO_RESULT,  /* check Txn: success, no results at all */
     HS_TXN_NESTED,       /* campaign Txn: result 1 is a Txn result nested 5,000 deep */
     HS_CAMPAIGN_BAD_REV, /* campaign Txn: "key exists" with create revision -1 */
     /* Unary replies without bound. */
-    HS_RANGE_HUGE,       /* Range: a prefix announcing 768 MiB, then those bytes, never ending */
-    HS_RANGE_ENDLESS,    /* Range: 64 KiB messages one after another, 768 MiB, never ending */
+    HS_RANGE_HUGE, /* Range: a prefix announcing 768 MiB, then those bytes, never ending
+                    */
+    HS_RANGE_ENDLESS, /* Range: 64 KiB messages one after another, 768 MiB, never ending
+                       */
     HS_RANGE_EMPTY_KEYS, /* Range: one message of 8 MiB of empty keys ("12 00" ...) */
     HS_RANGE_EMPTY_KEYS_UNDER, /* the same just under the 4 MiB message limit */
     /* Streams. */
-    HS_WATCH_HUGE,       /* Watch: "created", then a prefix announcing 4 GiB, then bytes */
-    HS_KEEPALIVE_HUGE,   /* LeaseKeepAlive: a prefix announcing 4 GiB, then bytes */
+    HS_WATCH_HUGE,     /* Watch: "created", then a prefix announcing 4 GiB, then bytes */
+    HS_KEEPALIVE_HUGE, /* LeaseKeepAlive: a prefix announcing 4 GiB, then bytes */
     /* TLS. */
-    HS_TLS_CLOSE,        /* close the connection right after the TLS handshake */
-    HS_TLS_NO_ALPN,      /* complete the handshake without agreeing to h2 */
+    HS_TLS_CLOSE,   /* close the connection right after the TLS handshake */
+    HS_TLS_NO_ALPN, /* complete the handshake without agreeing to h2 */
     HS_TLS_CLOSE_AFTER_REPLY,
     /* Text. */
-    HS_GRPC_MESSAGE_CONTROLS, /* Range: grpc-status 2 with escape sequences and a newline */ /* answer the first call, close the connection 0.3 s later */
+    HS_GRPC_MESSAGE_CONTROLS,
+    /* Range: grpc-status 2 with escape sequences and a newline */ /* answer the first
+                                                                      call, close the
+                                                                      connection 0.3 s
+                                                                      later */
 } hs_attack;
 
 typedef struct hs_opts {
     hs_attack attack;
-    bool leader;          /* Range finds a leader key */
-    const char *value;    /* its value (default "v") */
-    const char *bind_ip;  /* default 127.0.0.1 */
+    bool leader;         /* Range finds a leader key */
+    const char *value;   /* its value (default "v") */
+    const char *bind_ip; /* default 127.0.0.1 */
     /* TLS: PEM files; NULL for h2c. */
     const char *cert, *key;
 } hs_opts;

@@ -31,7 +31,8 @@ TEST(campaign_alone_is_elected_with_etcd_compatible_key)
     ASSERT_OK(elector_campaign_sync(a->el, "alpha", 5, 5000));
     ASSERT(elector_is_leader(a->el));
     char want[64], key[256];
-    snprintf(want, sizeof(want), "svc/%llx", (unsigned long long)elector_session_lease(a->s));
+    snprintf(want, sizeof(want), "svc/%llx",
+             (unsigned long long)elector_session_lease(a->s));
     ASSERT_STREQ(want, key_of(a, key, sizeof(key)));
 
     /* The token is the key's create revision as etcd holds it. */
@@ -98,7 +99,8 @@ TEST(candidates_lead_in_campaign_order)
 {
     eh_cluster *c = start1();
     eu_cand *k[4];
-    for (int i = 0; i < 4; i++) k[i] = eu_cand_new(eh_endpoints(c), "fifo", 5);
+    for (int i = 0; i < 4; i++)
+        k[i] = eu_cand_new(eh_endpoints(c), "fifo", 5);
     ASSERT_OK(elector_campaign_sync(k[0]->el, "0", 1, 5000));
     for (int i = 1; i < 4; i++) {
         ASSERT_OK(elector_campaign(k[i]->el, "x", 1));
@@ -106,13 +108,16 @@ TEST(candidates_lead_in_campaign_order)
     }
     /* Each waits on its direct predecessor only. */
     char buf[256];
-    for (int i = 1; i < 4; i++) ASSERT_STREQ(key_of(k[i - 1], buf, sizeof(buf)), k[i]->last_key);
+    for (int i = 1; i < 4; i++)
+        ASSERT_STREQ(key_of(k[i - 1], buf, sizeof(buf)), k[i]->last_key);
     for (int i = 0; i < 3; i++) {
         ASSERT_OK(elector_resign(k[i]->el));
         ASSERT_GE(eu_wait_event(k[i + 1], 0, ELECTOR_EV_ELECTED, 3000), 0);
-        for (int j = i + 2; j < 4; j++) ASSERT(!elector_is_leader(k[j]->el));
+        for (int j = i + 2; j < 4; j++)
+            ASSERT(!elector_is_leader(k[j]->el));
     }
-    for (int i = 0; i < 4; i++) eu_cand_free(k[i]);
+    for (int i = 0; i < 4; i++)
+        eu_cand_free(k[i]);
     eh_stop(c);
 }
 
@@ -273,7 +278,8 @@ TEST(leader_loses_when_its_key_is_deleted)
     eh_stop(c);
 }
 
-static void txn_cb(elector_election *el, int err, const Etcdserverpb__TxnResponse *r, void *ud)
+static void txn_cb(elector_election *el, int err, const Etcdserverpb__TxnResponse *r,
+                   void *ud)
 {
     (void)el;
     int *res = ud;

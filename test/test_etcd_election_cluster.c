@@ -50,7 +50,8 @@ TEST_WITH_TIMEOUT(leader_keeps_leadership_when_its_member_is_killed, 90)
     eh_stop(c);
 }
 
-TEST_WITH_TIMEOUT(quorum_loss_steps_leader_down_by_its_deadline_then_election_resumes, 120)
+TEST_WITH_TIMEOUT(quorum_loss_steps_leader_down_by_its_deadline_then_election_resumes,
+                  120)
 {
     eh_cluster *c = start(3);
     char eps[512];
@@ -97,8 +98,9 @@ static void obs_cb(elector_observer *o, const elector_event *ev, void *ud)
     (void)o;
     struct obs_state *s = ud;
     if (s->n < 16)
-        snprintf(s->value[s->n++], 32, "%s%.*s", ev->type == ELECTOR_EV_NO_LEADER ? "-" : "",
-                 (int)ev->value_len, (const char *)ev->value);
+        snprintf(s->value[s->n++], 32, "%s%.*s",
+                 ev->type == ELECTOR_EV_NO_LEADER ? "-" : "", (int)ev->value_len,
+                 (const char *)ev->value);
 }
 
 static bool obs_says(void *p)
@@ -143,7 +145,8 @@ TEST_WITH_TIMEOUT(observer_follows_leader_across_its_member_dying, 90)
 static pid_t spawn_etcdctl(eh_cluster *c, int *fd, const char *a1, const char *a2,
                            const char *a3)
 {
-    const char *argv[] = {"etcdctl", "--endpoints", eh_endpoints(c), "elect", a1, a2, a3, NULL};
+    const char *argv[] = {"etcdctl", "--endpoints", eh_endpoints(c), "elect", a1, a2,
+                          a3,        NULL};
     pid_t pid = tl_spawn(argv, fd);
     ASSERT_GT(pid, 0);
     return pid;

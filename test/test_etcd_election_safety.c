@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "elect_util.h"
-#include "internal.h" /* elector__timer: the client's wake-up timer */
+#include "transport_internal.h" /* elector__timer: the client's wake-up timer */
 #include "tproxy.h"
 #include "testlib.h"
 

@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <nghttp2/nghttp2.h>
 #include "elector/etcd.h"
-#include "internal.h" /* elector__grpc_error: the status mapping */
+#include "transport_internal.h" /* elector__grpc_error: the status mapping */
 #include "etcd_harness.h"
 #include "testlib.h"
 

@@ -28,7 +28,7 @@
 
 #include "elector/election.h"
 #include "hostile_server.h"
-#include "internal.h"
+#include "transport_private.h"
 #define ELECTOR_SSL_LAZY_IMPL /* OpenSSL's own names here; the table is patched below */
 #include "ssl_lazy.h"
 #include "testlib.h"
@@ -60,10 +60,10 @@ static const char *bin(void)
 /* ---------------------------------------------------------------- running the tool */
 
 typedef struct run_result {
-    int code;       /* exit status, or 128 + signal */
-    int sig;        /* the signal that ended it, 0 if it exited */
+    int code; /* exit status, or 128 + signal */
+    int sig;  /* the signal that ended it, 0 if it exited */
     double secs;
-    long rss_kb;    /* peak RSS (ru_maxrss) */
+    long rss_kb; /* peak RSS (ru_maxrss) */
     char *out, *err;
 } run_result;
 
@@ -95,7 +95,8 @@ static void run_tool_ex(run_result *r, double timeout_s, bool stdout_closed,
     memset(r, 0, sizeof(*r));
     const char *argv[40] = {bin()};
     int n = 1;
-    for (int i = 0; args[i] && n < 39; i++) argv[n++] = args[i];
+    for (int i = 0; args[i] && n < 39; i++)
+        argv[n++] = args[i];
     argv[n] = NULL;
     int po[2], pe[2];
     ASSERT_OK(pipe2(po, O_CLOEXEC));
@@ -127,7 +128,8 @@ static void run_tool_ex(run_result *r, double timeout_s, bool stdout_closed,
     struct rusage ru;
     bool killed = false;
     for (;;) {
-        struct pollfd p[2] = {{.fd = po[0], .events = POLLIN}, {.fd = pe[0], .events = POLLIN}};
+        struct pollfd p[2] = {{.fd = po[0], .events = POLLIN},
+                              {.fd = pe[0], .events = POLLIN}};
         poll(p, 2, 50);
         if (po[0] >= 0 && p[0].revents) slurp(po[0], &r->out, &olen);
         if (p[1].revents) slurp(pe[0], &r->err, &elen);
@@ -190,8 +192,8 @@ static void tool_attack(const char *what, hs_attack attack, const char *cmd, int
 {
     hs_server s;
     start(&s, attack, true);
-    const char *args[] = {cmd, "e", "--endpoints", s.endpoint, "--dial-timeout", DIAL,
-                          "--ttl", "3s", NULL};
+    const char *args[] = {cmd,  "e",     "--endpoints", s.endpoint, "--dial-timeout",
+                          DIAL, "--ttl", "3s",          NULL};
     run_result r;
     run_tool(&r, 60, args);
     log_run(what, &r);
@@ -200,7 +202,8 @@ static void tool_attack(const char *what, hs_attack attack, const char *cmd, int
     char port[16];
     snprintf(port, sizeof(port), ":%d", s.port);
     ASSERT_CONTAINS(r.err, port); /* names the endpoint */
-    for (int i = 0; needles[i]; i++) ASSERT_CONTAINS(r.err, needles[i]);
+    for (int i = 0; needles[i]; i++)
+        ASSERT_CONTAINS(r.err, needles[i]);
     rr_free(&r);
     hs_stop(&s);
 }
@@ -219,8 +222,8 @@ TEST(tool_campaign_check_result_of_the_wrong_kind)
 {
     const char *n[] = {"campaign failed", "/etcdserverpb.KV/Txn",
                        "result 1 is a DeleteRange result where a Range was asked", NULL};
-    tool_attack("campaign, check Txn result is DeleteRange", HS_CHECK_WRONG_KIND, "campaign",
-                1, REQUEST_S, n);
+    tool_attack("campaign, check Txn result is DeleteRange", HS_CHECK_WRONG_KIND,
+                "campaign", 1, REQUEST_S, n);
 }
 
 TEST(tool_campaign_check_without_its_result_is_not_a_win)
@@ -240,36 +243,40 @@ TEST(tool_campaign_txn_nested_5000_deep)
                 REQUEST_S, n);
 }
 
-/* ---------------------------------------------------------------- tool: unbounded replies */
+/* ---------------------------------------------------------------- tool: unbounded
+ * replies */
 
 TEST(tool_leader_reply_announcing_768_mib)
 {
     const char *n[] = {"cannot read the leader", "/etcdserverpb.KV/Range",
-                       "message of 805306368 bytes exceeds the limit of 4194304 bytes", NULL};
-    tool_attack("leader, Range reply of 768 MiB", HS_RANGE_HUGE, "leader", 1, REQUEST_S, n);
+                       "message of 805306368 bytes exceeds the limit of 4194304 bytes",
+                       NULL};
+    tool_attack("leader, Range reply of 768 MiB", HS_RANGE_HUGE, "leader", 1, REQUEST_S,
+                n);
 }
 
 TEST(tool_leader_reply_of_endless_messages)
 {
     const char *n[] = {"cannot read the leader", "/etcdserverpb.KV/Range",
                        "a second message in a unary reply", NULL};
-    tool_attack("leader, Range reply of endless 64 KiB messages", HS_RANGE_ENDLESS, "leader",
-                1, REQUEST_S, n);
+    tool_attack("leader, Range reply of endless 64 KiB messages", HS_RANGE_ENDLESS,
+                "leader", 1, REQUEST_S, n);
 }
 
 TEST(tool_leader_reply_of_8_mib_of_empty_keys)
 {
     const char *n[] = {"cannot read the leader", "/etcdserverpb.KV/Range",
                        "message of 8388608 bytes exceeds the limit", NULL};
-    tool_attack("leader, 8 MiB of empty keys", HS_RANGE_EMPTY_KEYS, "leader", 1, REQUEST_S, n);
+    tool_attack("leader, 8 MiB of empty keys", HS_RANGE_EMPTY_KEYS, "leader", 1,
+                REQUEST_S, n);
 }
 
 TEST(tool_leader_reply_of_empty_keys_under_the_size_limit)
 {
     const char *n[] = {"cannot read the leader", "/etcdserverpb.KV/Range",
                        "needs more than 33554432 bytes of memory to decode", NULL};
-    tool_attack("leader, 4 MiB - 16 of empty keys", HS_RANGE_EMPTY_KEYS_UNDER, "leader", 1,
-                REQUEST_S, n);
+    tool_attack("leader, 4 MiB - 16 of empty keys", HS_RANGE_EMPTY_KEYS_UNDER, "leader",
+                1, REQUEST_S, n);
 }
 
 /* ---------------------------------------------------------------- tool: streams */
@@ -278,7 +285,8 @@ TEST(tool_observe_watch_message_announcing_4_gib)
 {
     const char *n[] = {"observe failed", "/etcdserverpb.Watch/Watch",
                        "message of 4294967295 bytes exceeds the limit", NULL};
-    tool_attack("observe, watch message of 4 GiB", HS_WATCH_HUGE, "observe", 1, REQUEST_S, n);
+    tool_attack("observe, watch message of 4 GiB", HS_WATCH_HUGE, "observe", 1, REQUEST_S,
+                n);
 }
 
 TEST(tool_campaign_keepalive_message_announcing_4_gib)
@@ -316,8 +324,9 @@ static void tls_attack(const char *what, hs_attack attack, const char *needle)
     ASSERT_OK(hs_start(&s, o));
     /* Several rounds: the peer's close races with our first writes. */
     for (int i = 0; i < 5; i++) {
-        const char *args[] = {"leader", "e", "--endpoints", s.endpoint, "--cacert", ca,
-                              "--dial-timeout", DIAL, NULL};
+        const char *args[] = {"leader",         "e",        "--endpoints",
+                              s.endpoint,       "--cacert", ca,
+                              "--dial-timeout", DIAL,       NULL};
         run_result r;
         run_tool(&r, 60, args);
         log_run(what, &r);
@@ -348,8 +357,8 @@ TEST(tool_ignores_sigpipe_in_every_command)
     /* `elector leader` printing to a pipe nobody reads: before, SIGPIPE (exit 141). */
     hs_server s;
     start(&s, HS_NONE, true);
-    const char *args[] = {"leader", "e", "--endpoints", s.endpoint, "--dial-timeout", DIAL,
-                          NULL};
+    const char *args[] = {"leader",         "e",  "--endpoints", s.endpoint,
+                          "--dial-timeout", DIAL, NULL};
     run_result r;
     run_tool_ex(&r, 30, true, args);
     log_run("leader, stdout closed", &r);
@@ -374,8 +383,8 @@ typedef struct lib_out {
 
 typedef void (*lib_fn)(const char *endpoint, lib_out *out, void *arg);
 
-static void run_lib(lib_fn fn, const char *endpoint, void *arg, lib_out *out, long *rss_kb,
-                    int *sig)
+static void run_lib(lib_fn fn, const char *endpoint, void *arg, lib_out *out,
+                    long *rss_kb, int *sig)
 {
     int p[2];
     ASSERT_OK(pipe(p));
@@ -438,8 +447,8 @@ static void lib_range(const char *endpoint, lib_out *o, void *arg)
     elector_etcd_free(e);
 }
 
-static void lib_attack(const char *what, hs_attack attack, lib_fn fn, void *arg, int want_err,
-                       const char *needle)
+static void lib_attack(const char *what, hs_attack attack, lib_fn fn, void *arg,
+                       int want_err, const char *needle)
 {
     hs_server s;
     start(&s, attack, true);
@@ -476,8 +485,8 @@ TEST(lib_unary_reply_of_endless_messages)
 
 TEST(lib_reply_of_empty_keys_over_and_under_the_size_limit)
 {
-    lib_attack("8 MiB of empty keys", HS_RANGE_EMPTY_KEYS, lib_range, NULL, ELECTOR_EPROTO,
-               "message of 8388608 bytes exceeds the limit");
+    lib_attack("8 MiB of empty keys", HS_RANGE_EMPTY_KEYS, lib_range, NULL,
+               ELECTOR_EPROTO, "message of 8388608 bytes exceeds the limit");
     lib_attack("4 MiB - 16 of empty keys", HS_RANGE_EMPTY_KEYS_UNDER, lib_range, NULL,
                ELECTOR_EPROTO, "needs more than 33554432 bytes of memory to decode");
 }
@@ -527,10 +536,12 @@ TEST(lib_campaign_txn_results_of_the_wrong_kind_and_nested)
     lib_attack("campaign, check result is DeleteRange", HS_CHECK_WRONG_KIND,
                lib_txn_campaign_shape, NULL, ELECTOR_EPROTO,
                "result 1 is a DeleteRange result where a Range was asked");
-    lib_attack("campaign, check without results", HS_CHECK_NO_RESULT, lib_txn_campaign_shape,
-               NULL, ELECTOR_EPROTO, "0 results for the success branch");
-    lib_attack("campaign, Txn result nested 5000 deep", HS_TXN_NESTED, lib_txn_campaign_shape,
-               NULL, ELECTOR_EPROTO, "nests messages more than 32 deep");
+    lib_attack("campaign, check without results", HS_CHECK_NO_RESULT,
+               lib_txn_campaign_shape, NULL, ELECTOR_EPROTO,
+               "0 results for the success branch");
+    lib_attack("campaign, Txn result nested 5000 deep", HS_TXN_NESTED,
+               lib_txn_campaign_shape, NULL, ELECTOR_EPROTO,
+               "nests messages more than 32 deep");
     lib_attack("campaign, existing key with create revision -1", HS_CAMPAIGN_BAD_REV,
                lib_txn_campaign_shape, NULL, ELECTOR_EPROTO,
                "/etcdserverpb.KV/Txn: campaign reply from 127.0.0.1:");
@@ -540,14 +551,16 @@ TEST(lib_campaign_txn_results_of_the_wrong_kind_and_nested)
 static void pump(elector_etcd *e, int ms, bool (*done)(void *), void *arg)
 {
     double end = tl_now() + ms / 1e3;
-    while (!done(arg) && tl_now() < end) elector_etcd_run_once(e, 50);
+    while (!done(arg) && tl_now() < end)
+        elector_etcd_run_once(e, 50);
 }
 
 struct wstate {
     int err, events, ended;
 };
 
-static void w_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r, void *ud)
+static void w_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r,
+                 void *ud)
 {
     (void)r;
     struct wstate *s = ud;
@@ -598,14 +611,15 @@ TEST(lib_watch_message_announcing_4_gib_ends_the_stream)
     int sig;
     run_lib(lib_watch, s.endpoint, NULL, &o, &rss, &sig);
     tl_log("library, watch message of 4 GiB: %s after %.2f s (2 watches, %d streams "
-           "ended), peak RSS %.1f MB: %s", elector_err_name(o.err), o.secs, o.events,
-           rss / 1024.0, o.msg);
+           "ended), peak RSS %.1f MB: %s",
+           elector_err_name(o.err), o.secs, o.events, rss / 1024.0, o.msg);
     ASSERT_EQ(0, sig);
     ASSERT_LT(rss, RSS_LIMIT_KB);
     ASSERT_LT(o.secs, 2 * REQUEST_S);
     ASSERT_EQ(ELECTOR_EPROTO, o.err);
     ASSERT_EQ(2, o.events);
-    ASSERT_CONTAINS(o.msg, "/etcdserverpb.Watch/Watch: message of 4294967295 bytes exceeds");
+    ASSERT_CONTAINS(o.msg,
+                    "/etcdserverpb.Watch/Watch: message of 4294967295 bytes exceeds");
     hs_stop(&s);
 }
 
@@ -675,7 +689,8 @@ static void lib_observe(const char *endpoint, lib_out *o, void *arg)
     pump(e, 8000, o_failed, &s);
     /* Nothing more after the failure: no retry loop. */
     double t = tl_now() + 0.5;
-    while (tl_now() < t) elector_etcd_run_once(e, 50);
+    while (tl_now() < t)
+        elector_etcd_run_once(e, 50);
     o->err = s.reason;
     o->events = s.failed;
     snprintf(o->msg, sizeof(o->msg), "%s", s.detail);
@@ -691,8 +706,10 @@ TEST(lib_observe_ends_with_failed_on_a_protocol_error)
     long rss;
     int sig;
     run_lib(lib_observe, s.endpoint, NULL, &o, &rss, &sig);
-    tl_log("library, observe with a watch message of 4 GiB: FAILED %s (%d events), peak RSS "
-           "%.1f MB: %s", elector_err_name(o.err), o.events, rss / 1024.0, o.msg);
+    tl_log(
+        "library, observe with a watch message of 4 GiB: FAILED %s (%d events), peak RSS "
+        "%.1f MB: %s",
+        elector_err_name(o.err), o.events, rss / 1024.0, o.msg);
     ASSERT_EQ(0, sig);
     ASSERT_LT(rss, RSS_LIMIT_KB);
     ASSERT_EQ(ELECTOR_EPROTO, o.err);
@@ -768,7 +785,8 @@ TEST(lib_tls_write_to_a_closed_connection_raises_no_sigpipe)
         int sig;
         run_lib(lib_write_after_close, s.endpoint, ca, &o, &rss, &sig);
         tl_log("library, TLS writes after the peer closed: %s, %s after %d puts: %s",
-               sig ? strsignal(sig) : "no signal", elector_err_name(o.err), o.events, o.msg);
+               sig ? strsignal(sig) : "no signal", elector_err_name(o.err), o.events,
+               o.msg);
         ASSERT_EQ(0, sig);
         ASSERT_EQ(3, o.events);
     }
@@ -816,11 +834,12 @@ TEST(lib_tls_failing_verification_setup_is_fatal)
     long rss;
     int sig;
     run_lib(lib_tls_unverifiable, s.endpoint, ca, &o, &rss, &sig);
-    tl_log("library, X509_VERIFY_PARAM_set1_ip_asc failing: %s: %s", elector_err_name(o.err),
-           o.msg);
+    tl_log("library, X509_VERIFY_PARAM_set1_ip_asc failing: %s: %s",
+           elector_err_name(o.err), o.msg);
     ASSERT_EQ(0, sig);
     ASSERT_EQ(ELECTOR_ETLS, o.err);
-    ASSERT_CONTAINS(o.msg, "cannot set up the check of the server's IP address '127.0.0.2'");
+    ASSERT_CONTAINS(o.msg,
+                    "cannot set up the check of the server's IP address '127.0.0.2'");
     hs_stop(&s);
     free(dir);
 }
@@ -830,7 +849,8 @@ TEST(lib_tls_failing_verification_setup_is_fatal)
 static int free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t l = sizeof(a);
     ASSERT_OK(bind(fd, (struct sockaddr *)&a, sizeof(a)));
     ASSERT_OK(getsockname(fd, (struct sockaddr *)&a, &l));
@@ -863,8 +883,8 @@ static int probe(int port, double *secs)
     int fd = dial_from("127.0.0.1", port);
     int status = 0;
     if (fd >= 0) {
-        static const char req[] =
-            "GET /healthz?leader=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+        static const char req[] = "GET /healthz?leader=1 HTTP/1.1\r\nHost: "
+                                  "127.0.0.1\r\nConnection: close\r\n\r\n";
         struct timeval tv = {3, 0};
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
         char buf[256];
@@ -888,8 +908,9 @@ TEST_WITH_TIMEOUT(tool_http_slow_clients_do_not_starve_the_probe, 180)
     int port = free_port();
     char http[32];
     snprintf(http, sizeof(http), "127.0.0.1:%d", port);
-    const char *argv[] = {bin(), "campaign", "e", "--endpoints", s.endpoint, "--http", http,
-                          "--dial-timeout", DIAL, "--log-level", "error", NULL};
+    const char *argv[] = {bin(),      "campaign",    "e",     "--endpoints",
+                          s.endpoint, "--http",      http,    "--dial-timeout",
+                          DIAL,       "--log-level", "error", NULL};
     pid_t pid = tl_spawn(argv, NULL);
     ASSERT_GT(pid, 0);
     double secs, end = tl_now() + 10;
@@ -913,8 +934,9 @@ TEST_WITH_TIMEOUT(tool_http_slow_clients_do_not_starve_the_probe, 180)
         for (int i = 0; i < NSLOW; i++) {
             char junk[512];
             struct pollfd p = {.fd = fds[i], .events = POLLIN};
-            bool gone = fds[i] < 0 ||
-                        (poll(&p, 1, 0) > 0 && recv(fds[i], junk, sizeof(junk), MSG_DONTWAIT) <= 0);
+            bool gone =
+                fds[i] < 0 || (poll(&p, 1, 0) > 0 &&
+                               recv(fds[i], junk, sizeof(junk), MSG_DONTWAIT) <= 0);
             if (gone) {
                 if (fds[i] >= 0) close(fds[i]);
                 fds[i] = dial_from("127.0.0.2", port);
@@ -932,12 +954,14 @@ TEST_WITH_TIMEOUT(tool_http_slow_clients_do_not_starve_the_probe, 180)
         if (st == 200) answered++;
         if (secs > worst) worst = secs;
         if (st != 200 || secs >= 1.0)
-            tl_log("probe %d at +%.1f s: status %d after %.3f s", probes, tl_now() - t_start,
-                   st, secs);
+            tl_log("probe %d at +%.1f s: status %d after %.3f s", probes,
+                   tl_now() - t_start, st, secs);
         tl_msleep(200);
     }
-    tl_log("--http with %d slow clients (one header line every 6 s; %d reconnects): %d/%d "
-           "probes answered, slowest %.3f s", NSLOW, reconnects, answered, probes, worst);
+    tl_log(
+        "--http with %d slow clients (one header line every 6 s; %d reconnects): %d/%d "
+        "probes answered, slowest %.3f s",
+        NSLOW, reconnects, answered, probes, worst);
     for (int i = 0; i < NSLOW; i++)
         if (fds[i] >= 0) close(fds[i]);
     int st = tl_reap(pid, SIGTERM, 10);
@@ -955,7 +979,8 @@ TEST_WITH_TIMEOUT(tool_http_slow_clients_do_not_starve_the_probe, 180)
 static bool loopback_alias(char *name, size_t cap)
 {
     if (gethostname(name, cap) || !*name || !strcmp(name, "localhost")) return false;
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM},
+                    *ai = NULL;
     if (getaddrinfo(name, NULL, &hints, &ai) || !ai) return false;
     bool lo = (ntohl(((struct sockaddr_in *)ai->ai_addr)->sin_addr.s_addr) >> 24) == 127;
     freeaddrinfo(ai);
@@ -983,16 +1008,18 @@ TEST(tool_warns_about_exposed_secrets)
     char host[256], ep[300];
     bool alias = loopback_alias(host, sizeof(host));
     snprintf(ep, sizeof(ep), "%s:%d", alias ? host : "127.0.0.1", s.port);
-    const char *a1[] = {"leader", "e", "--endpoints", ep, "--user", "root", "--password-file",
-                        pwfile, "--dial-timeout", DIAL, NULL};
+    const char *a1[] = {
+        "leader",          "e",    "--endpoints",    ep,   "--user", "root",
+        "--password-file", pwfile, "--dial-timeout", DIAL, NULL};
     run_result r;
     run_tool(&r, 30, a1);
     tl_log("password file 0644, endpoint %s: exit %d: %s", ep, r.code, r.err);
     ASSERT_EQ(0, r.code);
-    ASSERT_CONTAINS(r.err, "warning: --password-file '");
+    ASSERT_CONTAINS(r.err, "warn elector: --password-file '");
     ASSERT_CONTAINS(r.err, "is accessible by group or others (mode 0644); chmod 600 it");
     if (alias) { /* sent in cleartext to a name that is not spelled as loopback */
-        ASSERT_CONTAINS(r.err, "warning: the password of 'root' goes in cleartext to");
+        ASSERT_CONTAINS(r.err,
+                        "warn elector: the password of 'root' goes in cleartext to");
         ASSERT_CONTAINS(r.err, ep);
     } else {
         tl_log("(no loopback alias for this host: the cleartext warning is unit-tested)");
@@ -1004,14 +1031,16 @@ TEST(tool_warns_about_exposed_secrets)
     snprintf(ep, sizeof(ep), "127.0.0.1:%d", s.port);
     run_tool(&r, 30, a1);
     ASSERT_EQ(0, r.code);
-    ASSERT(!strstr(r.err, "warning"));
+    ASSERT(!strstr(r.err, " warn elector: "));
     rr_free(&r);
 
-    const char *a2[] = {"leader", "e", "--endpoints", "https://127.0.0.1:1", "--cacert", ca,
-                        "--cert", cert, "--key", key, "--dial-timeout", "1s", NULL};
+    const char *a2[] = {"leader",   "e", "--endpoints",    "https://127.0.0.1:1",
+                        "--cacert", ca,  "--cert",         cert,
+                        "--key",    key, "--dial-timeout", "1s",
+                        NULL};
     run_tool(&r, 30, a2);
     tl_log("key 0644: exit %d: %s", r.code, r.err);
-    ASSERT_CONTAINS(r.err, "warning: --key '");
+    ASSERT_CONTAINS(r.err, "warn elector: --key '");
     ASSERT_CONTAINS(r.err, "(mode 0644)");
     rr_free(&r);
     hs_stop(&s);
@@ -1024,8 +1053,8 @@ TEST(tool_wipes_the_password_from_its_environment)
     start(&s, HS_NONE, true);
     static const char secret[] = "env-pw-4f9c2a";
     setenv("ELECTOR_PASSWORD", secret, 1);
-    const char *argv[] = {bin(), "observe", "e", "--endpoints", s.endpoint, "--user", "root",
-                          "--log-level", "error", NULL};
+    const char *argv[] = {bin(),    "observe", "e",           "--endpoints", s.endpoint,
+                          "--user", "root",    "--log-level", "error",       NULL};
     int out = -1;
     pid_t pid = tl_spawn(argv, &out);
     unsetenv("ELECTOR_PASSWORD");
@@ -1060,8 +1089,8 @@ TEST(tool_escapes_server_text_in_its_log_lines)
      * and a second line "elector: elected: forged". */
     hs_server s;
     start(&s, HS_GRPC_MESSAGE_CONTROLS, true);
-    const char *args[] = {"leader", "e", "--endpoints", s.endpoint, "--dial-timeout", DIAL,
-                          NULL};
+    const char *args[] = {"leader",         "e",  "--endpoints", s.endpoint,
+                          "--dial-timeout", DIAL, NULL};
     run_result r;
     run_tool(&r, 30, args);
     tl_log("grpc-message with controls: exit %d: %s", r.code, r.err);
@@ -1082,8 +1111,8 @@ TEST(tool_escapes_values_on_a_terminal_only)
     o->value = "\x1b]0;owned\x07ok";
     hs_server s;
     ASSERT_OK(hs_start(&s, o));
-    const char *args[] = {"leader", "e", "--endpoints", s.endpoint, "--dial-timeout", DIAL,
-                          NULL};
+    const char *args[] = {"leader",         "e",  "--endpoints", s.endpoint,
+                          "--dial-timeout", DIAL, NULL};
     run_result r;
     run_tool(&r, 30, args);
     ASSERT_EQ(0, r.code);

@@ -52,15 +52,36 @@ TEST(bad_usage_gives_one_clear_line_and_exit_2)
         {{"campaign", "x", "--endpoints", "h:99999", NULL}, "port from 1 to 65535"},
         {{"observe", "x", "--restart", NULL}, "only for `elector run`"},
         {{"campaign", "x", "--cert", "a.pem", NULL}, "--cert and --key go together"},
-        {{"campaign", "x", "--cacert", "/nonexistent/ca.pem", NULL}, "/nonexistent/ca.pem"},
+        {{"campaign", "x", "--cacert", "/nonexistent/ca.pem", NULL},
+         "/nonexistent/ca.pem"},
         {{"leader", "x", "-w", "yaml", NULL}, "not one of simple, json"},
         {{"campaign", "x", "--ttl", "1.5s", NULL}, "whole number of seconds"},
         {{"campaign", "x", "--endpoints", "ftp://h:1", NULL}, "unsupported scheme"},
-        {{"campaign", "x", "--endpoints", "a:1,,b:2", NULL}, "empty or overlong endpoint"},
-        {{"leader", "x", "--log-level", "loud", NULL}, "not one of error, warn, info, debug"},
-        {{"campaign", "x", "--password-file", "/nonexistent/pw", NULL}, "/nonexistent/pw"},
+        {{"campaign", "x", "--endpoints", "a:1,,b:2", NULL},
+         "empty or overlong endpoint"},
+        {{"leader", "x", "--log-level", "loud", NULL},
+         "not one of error, warn, info, debug"},
+        {{"campaign", "x", "--password-file", "/nonexistent/pw", NULL},
+         "/nonexistent/pw"},
         {{"campaign", "x", "--http", "nonsense:xx", "--endpoints", "127.0.0.1:1", NULL},
          "invalid HTTP address 'nonsense:xx'"},
+        /* etcdctl's forms (issue 13) */
+        {{"leader", "x", "--dial-timeout", "1m30", NULL}, "invalid duration '1m30'"},
+        {{"--discovery-srv", "example.com", "leader", "x", NULL},
+         "DNS discovery is not supported"},
+        {{"help", "dance", NULL}, "help: unknown command 'dance'"},
+        {{"lock", NULL}, "missing lock NAME"},
+        {{"lock", "L", "--", NULL}, "lock: missing command after '--'"},
+        {{"lock", "L", "--value", "v", NULL}, "--value is only for campaign and run"},
+        {{"leader", "x", "--user", "u:a", "--password", "b", NULL},
+         "the password is given twice"},
+        {{"leader", "x", "--user", ":pw", NULL}, "--user: the user name is empty"},
+        {{"leader", "x", "--keepalive", "1s", NULL}, "ambiguous option '--keepalive'"},
+        {{"leader", "x", "--log-format", "yaml", NULL}, "not one of text, json"},
+        {{"campaign", "x", "v", "--value", "w", NULL}, "give the VALUE once"},
+        {{"leader", "x", "--hex=maybe", NULL}, "--hex: 'maybe' is not a boolean"},
+        {{"leader", "x", "-x", NULL}, "unknown option '-x'"},
+        {{"version", "x", NULL}, "unexpected argument 'x'"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char *out = NULL, *err = NULL;
@@ -80,9 +101,10 @@ TEST(unreachable_cluster_fails_within_the_dial_timeout)
 {
     char *out = NULL, *err = NULL;
     double t0 = tl_now();
-    int rc = tool(&out, &err,
-                  (const char *[]){"campaign", "x", "--endpoints", "127.0.0.1:1,127.0.0.1:2",
-                                   "--dial-timeout", "1s", NULL});
+    int rc =
+        tool(&out, &err,
+             (const char *[]){"campaign", "x", "--endpoints", "127.0.0.1:1,127.0.0.1:2",
+                              "--dial-timeout", "1s", NULL});
     double dt = tl_now() - t0;
     tl_log("exit %d after %.2f s: %s", rc, dt, err);
     ASSERT_EQ(1, rc);
@@ -91,7 +113,8 @@ TEST(unreachable_cluster_fails_within_the_dial_timeout)
     ASSERT_CONTAINS(err, "check --endpoints");
     free(out);
     free(err);
-    rc = tool(&out, &err, (const char *[]){"leader", "x", "--endpoints", "127.0.0.1:1", NULL});
+    rc = tool(&out, &err,
+              (const char *[]){"leader", "x", "--endpoints", "127.0.0.1:1", NULL});
     ASSERT_EQ(1, rc);
     free(out);
     free(err);
@@ -111,7 +134,8 @@ TEST(campaign_prints_key_and_value_then_resigns_on_sigterm)
     ASSERT_STREQ("node-a", line);
 
     char *out = NULL;
-    ASSERT_EQ(0, tool(&out, NULL, (const char *[]){"leader", "svc", "--endpoints", eps, NULL}));
+    ASSERT_EQ(
+        0, tool(&out, NULL, (const char *[]){"leader", "svc", "--endpoints", eps, NULL}));
     char want[300];
     snprintf(want, sizeof(want), "%s\nnode-a\n", key);
     ASSERT_STREQ(want, out);
@@ -120,7 +144,8 @@ TEST(campaign_prints_key_and_value_then_resigns_on_sigterm)
     kill(a.pid, SIGTERM);
     ASSERT_EQ(0, tool_wait(&a, 10));
     /* Resigned and revoked: nobody leads, and no lease lingers. */
-    ASSERT_EQ(4, tool(&out, NULL, (const char *[]){"leader", "svc", "--endpoints", eps, NULL}));
+    ASSERT_EQ(
+        4, tool(&out, NULL, (const char *[]){"leader", "svc", "--endpoints", eps, NULL}));
     free(out);
     ASSERT_OK(eh_etcdctl(c, &out, "lease", "list", NULL));
     ASSERT_CONTAINS(out, "found 0 leases");
@@ -134,13 +159,15 @@ TEST(json_lines_carry_event_key_token_and_mono_ns)
     const char *eps = eh_endpoints(c);
     eu_child a, b;
     char line[1024];
-    tool_bg(&a, (const char *[]){"--endpoints", eps, "-w", "json", "campaign", "j", "A", NULL});
+    tool_bg(&a, (const char *[]){"--endpoints", eps, "-w", "json", "campaign", "j", "A",
+                                 NULL});
     ASSERT_OK(eu_child_expect(&a, "{\"event\":\"elected\"", line, sizeof(line), 10000));
     ASSERT_CONTAINS(line, "\"name\":\"j\"");
     ASSERT_CONTAINS(line, "\"value\":\"A\"");
     ASSERT_CONTAINS(line, "\"token\":");
     ASSERT_CONTAINS(line, "\"mono_ns\":");
-    tool_bg(&b, (const char *[]){"campaign", "j", "B", "-w", "json", "--endpoints", eps, NULL});
+    tool_bg(&b, (const char *[]){"campaign", "j", "B", "-w", "json", "--endpoints", eps,
+                                 NULL});
     ASSERT_OK(eu_child_expect(&b, "{\"event\":\"waiting\"", line, sizeof(line), 10000));
     kill(a.pid, SIGINT);
     ASSERT_OK(eu_child_expect(&a, "{\"event\":\"resigned\"", line, sizeof(line), 5000));
@@ -157,7 +184,8 @@ TEST(campaign_exits_3_when_leadership_is_lost)
     eh_cluster *c = start1();
     eu_child a;
     char key[256];
-    tool_bg(&a, (const char *[]){"--endpoints", eh_endpoints(c), "campaign", "lost", "v", NULL});
+    tool_bg(&a, (const char *[]){"--endpoints", eh_endpoints(c), "campaign", "lost", "v",
+                                 NULL});
     ASSERT_OK(eu_child_expect(&a, "lost/", key, sizeof(key), 10000));
     ASSERT_OK(eh_etcdctl(c, NULL, "del", key, NULL));
     ASSERT_EQ(3, tool_wait(&a, 10));
@@ -181,8 +209,9 @@ TEST(proclaim_stdin_updates_the_value)
     double end = tl_now() + 10;
     char *out = NULL;
     for (;;) {
-        ASSERT_EQ(0, tool(&out, NULL, (const char *[]){"leader", "pr", "--endpoints",
-                                                        eh_endpoints(c), NULL}));
+        ASSERT_EQ(0, tool(&out, NULL,
+                          (const char *[]){"leader", "pr", "--endpoints", eh_endpoints(c),
+                                           NULL}));
         if (strstr(out, "\nthird\n")) break;
         free(out);
         out = NULL;
@@ -202,15 +231,17 @@ TEST(run_starts_the_command_only_when_elected_with_its_environment)
     char *dir = tl_tmpdir("run");
     char file[512], script[2048];
     snprintf(file, sizeof(file), "%s/started", dir);
-    snprintf(script, sizeof(script),
-             "echo \"$ELECTOR_NAME $ELECTOR_TOKEN $ELECTOR_LEASE $ELECTOR_KEY\" > %s.tmp; "
-             "mv %s.tmp %s; exec sleep 60", file, file, file);
+    snprintf(
+        script, sizeof(script),
+        "echo \"$ELECTOR_NAME $ELECTOR_TOKEN $ELECTOR_LEASE $ELECTOR_KEY\" > %s.tmp; "
+        "mv %s.tmp %s; exec sleep 60",
+        file, file, file);
     eu_child a, b;
     char key[256];
     tool_bg(&a, (const char *[]){"--endpoints", eps, "campaign", "r", "A", NULL});
     ASSERT_OK(eu_child_expect(&a, "r/", key, sizeof(key), 10000));
-    tool_bg(&b, (const char *[]){"--endpoints", eps, "run", "r", "--value", "B", "--", "sh",
-                                 "-c", script, NULL});
+    tool_bg(&b, (const char *[]){"--endpoints", eps, "run", "r", "--value", "B", "--",
+                                 "sh", "-c", script, NULL});
     tl_msleep(1000);
     ASSERT(!file_exists(file)); /* not while a leads */
     kill(a.pid, SIGTERM);
@@ -239,22 +270,24 @@ TEST(run_passes_on_the_exit_status_and_resigns)
 {
     eh_cluster *c = start1();
     char *out = NULL;
-    int rc = tool(&out, NULL, (const char *[]){"--endpoints", eh_endpoints(c), "run", "ex", "--",
-                                               "sh", "-c", "exit 7", NULL});
+    int rc = tool(&out, NULL,
+                  (const char *[]){"--endpoints", eh_endpoints(c), "run", "ex", "--",
+                                   "sh", "-c", "exit 7", NULL});
     ASSERT_EQ(7, rc);
     free(out);
-    ASSERT_EQ(4, tool(&out, NULL, (const char *[]){"leader", "ex", "--endpoints",
-                                                   eh_endpoints(c), NULL}));
+    ASSERT_EQ(
+        4, tool(&out, NULL,
+                (const char *[]){"leader", "ex", "--endpoints", eh_endpoints(c), NULL}));
     free(out);
-    rc = tool(&out, NULL, (const char *[]){"--endpoints", eh_endpoints(c), "run", "ex", "--",
-                                           "/nonexistent/cmd", NULL});
+    rc = tool(&out, NULL,
+              (const char *[]){"--endpoints", eh_endpoints(c), "run", "ex", "--",
+                               "/nonexistent/cmd", NULL});
     ASSERT_EQ(127, rc);
     free(out);
     eh_stop(c);
 }
 
 /* A command that records its pid and, on SIGTERM, that it was asked to stop. */
-
 
 TEST(run_stops_the_command_when_leadership_is_lost)
 {
@@ -264,8 +297,8 @@ TEST(run_stops_the_command_when_leadership_is_lost)
     stoppable(script, sizeof(script), dir);
     snprintf(term, sizeof(term), "%s/term", dir);
     eu_child b;
-    tool_bg(&b, (const char *[]){"--endpoints", eh_endpoints(c), "run", "loss", "--", "sh", "-c",
-                                 script, NULL});
+    tool_bg(&b, (const char *[]){"--endpoints", eh_endpoints(c), "run", "loss", "--",
+                                 "sh", "-c", script, NULL});
     pid_t cmd = read_pid(dir);
     char *out = NULL;
     ASSERT_EQ(0, eh_etcdctl(c, &out, "get", "--prefix", "--keys-only", "loss/", NULL));
@@ -292,7 +325,8 @@ TEST(run_command_dies_when_elector_is_sigkilled)
     kill(b.pid, SIGKILL);
     tool_wait(&b, 5);
     double end = tl_now() + 3;
-    while (pid_alive(cmd) && tl_now() < end) tl_msleep(20);
+    while (pid_alive(cmd) && tl_now() < end)
+        tl_msleep(20);
     ASSERT(!pid_alive(cmd));
     free(dir);
     eh_stop(c);
@@ -305,14 +339,16 @@ TEST_WITH_TIMEOUT(run_command_is_gone_by_the_deadline_while_elector_is_frozen, 6
     char script[1024], line[1024];
     stoppable(script, sizeof(script), dir);
     eu_child b;
-    tool_bg(&b, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl", "2", "-w", "json", "--events-fd", "1", "run",
-                                 "fz", "--", "sh", "-c", script, NULL});
+    tool_bg(&b, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl", "2", "-w",
+                                 "json", "--events-fd", "1", "run", "fz", "--", "sh",
+                                 "-c", script, NULL});
     ASSERT_OK(eu_child_expect(&b, "{\"event\":\"elected\"", line, sizeof(line), 10000));
     pid_t cmd = read_pid(dir);
     double t0 = tl_now();
     kill(b.pid, SIGSTOP);
     /* TTL 2 s: the deadline is at most 2 s after the last renewal. */
-    while (pid_alive(cmd) && tl_now() - t0 < 5) tl_msleep(10);
+    while (pid_alive(cmd) && tl_now() - t0 < 5)
+        tl_msleep(10);
     double gone = tl_now() - t0;
     tl_log("command gone %.2f s after elector froze", gone);
     ASSERT(!pid_alive(cmd));
@@ -335,15 +371,16 @@ TEST(run_forwards_sigterm_to_the_command_first)
     stoppable(script, sizeof(script), dir);
     snprintf(term, sizeof(term), "%s/term", dir);
     eu_child b;
-    tool_bg(&b, (const char *[]){"--endpoints", eh_endpoints(c), "run", "fwd", "--", "sh", "-c",
-                                 script, NULL});
+    tool_bg(&b, (const char *[]){"--endpoints", eh_endpoints(c), "run", "fwd", "--", "sh",
+                                 "-c", script, NULL});
     read_pid(dir);
     kill(b.pid, SIGTERM);
     ASSERT_EQ(0, tool_wait(&b, 10)); /* the trap exits 0 */
     ASSERT(file_exists(term));
     char *out = NULL;
-    ASSERT_EQ(4, tool(&out, NULL, (const char *[]){"leader", "fwd", "--endpoints",
-                                                   eh_endpoints(c), NULL}));
+    ASSERT_EQ(
+        4, tool(&out, NULL,
+                (const char *[]){"leader", "fwd", "--endpoints", eh_endpoints(c), NULL}));
     free(out);
     free(dir);
     eh_stop(c);
@@ -354,7 +391,8 @@ TEST(run_forwards_sigterm_to_the_command_first)
 static int free_port(void)
 {
     int s = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t l = sizeof(a);
     bind(s, (struct sockaddr *)&a, sizeof(a));
     getsockname(s, (struct sockaddr *)&a, &l);
@@ -365,7 +403,8 @@ static int free_port(void)
 static int curl(char **out, const char *url)
 {
     char *body = NULL;
-    int rc = tl_run(&body, (const char *[]){"curl", "-s", "-w", "\n%{http_code}", url, NULL});
+    int rc =
+        tl_run(&body, (const char *[]){"curl", "-s", "-w", "\n%{http_code}", url, NULL});
     ASSERT_EQ(0, rc);
     char *nl = strrchr(body, '\n');
     int code = atoi(nl + 1);
@@ -383,9 +422,11 @@ TEST(http_endpoint_reports_leader_health_and_metrics)
     snprintf(addr_b, sizeof(addr_b), "127.0.0.1:%d", free_port());
     eu_child a, b;
     char key[256], line[256];
-    tool_bg(&a, (const char *[]){"--endpoints", eps, "--http", addr_a, "campaign", "h", "A", NULL});
+    tool_bg(&a, (const char *[]){"--endpoints", eps, "--http", addr_a, "campaign", "h",
+                                 "A", NULL});
     ASSERT_OK(eu_child_expect(&a, "h/", key, sizeof(key), 10000));
-    tool_bg(&b, (const char *[]){"--endpoints", eps, "--http", addr_b, "campaign", "h", "B", NULL});
+    tool_bg(&b, (const char *[]){"--endpoints", eps, "--http", addr_b, "campaign", "h",
+                                 "B", NULL});
     tl_msleep(500);
 
     char *body;
@@ -442,9 +483,9 @@ TEST(tool_and_etcdctl_elect_share_an_election)
     eh_cluster *c = start1();
     const char *eps = eh_endpoints(c);
     int fd;
-    pid_t ctl = tl_spawn((const char *[]){"etcdctl", "--endpoints", eps, "elect", "mix", "ctl",
-                                          NULL},
-                         &fd);
+    pid_t ctl = tl_spawn(
+        (const char *[]){"etcdctl", "--endpoints", eps, "elect", "mix", "ctl", NULL},
+        &fd);
     eu_child ctl_ch, a, obs;
     eu_child_wrap(&ctl_ch, ctl, fd);
     char ctl_key[256], line[256];
@@ -475,11 +516,13 @@ TEST(tool_and_etcdctl_elect_share_an_election)
 
 /* ---------------------------------------------------------------- more bad input */
 
-static int tool_env(char **out, char **err, const char *const env[], const char *const args[])
+static int tool_env(char **out, char **err, const char *const env[],
+                    const char *const args[])
 {
     const char *argv[32] = {ELECTOR_BIN};
     int n = 1;
-    for (int i = 0; args[i]; i++) argv[n++] = args[i];
+    for (int i = 0; args[i]; i++)
+        argv[n++] = args[i];
     argv[n] = NULL;
     tl_run_opts o = {.err = err, .timeout_s = 30, .envp = env};
     return tl_run_ex(out, argv, &o);
@@ -492,10 +535,10 @@ TEST(wrong_ca_is_a_clear_error_within_the_dial_timeout)
     ASSERT_NOT_NULL(c);
     char *out = NULL, *err = NULL;
     double t0 = tl_now();
-    int rc = tool(&out, &err, (const char *[]){"leader", "x", "--endpoints", eh_endpoints(c),
-                                               "--cacert", eh_wrong_cacert(c), "--cert",
-                                               eh_cert(c), "--key", eh_key(c), "--dial-timeout",
-                                               "2s", NULL});
+    int rc = tool(&out, &err,
+                  (const char *[]){"leader", "x", "--endpoints", eh_endpoints(c),
+                                   "--cacert", eh_wrong_cacert(c), "--cert", eh_cert(c),
+                                   "--key", eh_key(c), "--dial-timeout", "2s", NULL});
     tl_log("exit %d after %.2f s: %s", rc, tl_now() - t0, err);
     ASSERT_EQ(1, rc);
     ASSERT_LT(tl_now() - t0, 3.0);
@@ -504,9 +547,10 @@ TEST(wrong_ca_is_a_clear_error_within_the_dial_timeout)
     free(out);
     free(err);
     /* The right CA works. */
-    rc = tool(&out, &err, (const char *[]){"leader", "x", "--endpoints", eh_endpoints(c),
-                                           "--cacert", eh_cacert(c), "--cert", eh_cert(c),
-                                           "--key", eh_key(c), NULL});
+    rc = tool(&out, &err,
+              (const char *[]){"leader", "x", "--endpoints", eh_endpoints(c), "--cacert",
+                               eh_cacert(c), "--cert", eh_cert(c), "--key", eh_key(c),
+                               NULL});
     ASSERT_EQ(4, rc);
     free(out);
     free(err);
@@ -520,8 +564,9 @@ TEST(wrong_password_is_a_clear_error_and_the_right_one_works)
     ASSERT_NOT_NULL(c);
     char *out = NULL, *err = NULL;
     const char *bad[] = {"ELECTOR_PASSWORD=wrong", "PATH=/usr/bin:/bin", NULL};
-    int rc = tool_env(&out, &err, bad, (const char *[]){"leader", "x", "--endpoints",
-                                                        eh_endpoints(c), "--user", "root", NULL});
+    int rc = tool_env(&out, &err, bad,
+                      (const char *[]){"leader", "x", "--endpoints", eh_endpoints(c),
+                                       "--user", "root", NULL});
     tl_log("exit %d: %s", rc, err);
     ASSERT_EQ(1, rc);
     ASSERT_CONTAINS(err, "authentication failed");
@@ -533,8 +578,9 @@ TEST(wrong_password_is_a_clear_error_and_the_right_one_works)
     FILE *f = fopen(path, "w");
     fprintf(f, "%s\n", EH_ROOT_PASSWORD);
     fclose(f);
-    rc = tool(&out, &err, (const char *[]){"leader", "x", "--endpoints", eh_endpoints(c), "--user",
-                                           "root", "--password-file", path, NULL});
+    rc = tool(&out, &err,
+              (const char *[]){"leader", "x", "--endpoints", eh_endpoints(c), "--user",
+                               "root", "--password-file", path, NULL});
     ASSERT_EQ(4, rc);
     free(out);
     free(err);
@@ -548,13 +594,16 @@ TEST(value_over_the_request_limit_is_refused_with_a_hint)
     char *dir = tl_tmpdir("big"), path[512], cmd[1024];
     snprintf(path, sizeof(path), "%s/big", dir);
     FILE *f = fopen(path, "w");
-    for (int i = 0; i < 2 * 1024 * 1024; i++) fputc('x', f);
+    for (int i = 0; i < 2 * 1024 * 1024; i++)
+        fputc('x', f);
     fputc('\n', f);
     fputs("small\n", f);
     fclose(f);
     /* A 2 MiB line, then a small one: the first is refused, the second lands. */
-    snprintf(cmd, sizeof(cmd), "(sleep 1; cat %s; sleep 30) | %s --endpoints %s campaign big v "
-             "--proclaim-stdin", path, ELECTOR_BIN, eh_endpoints(c));
+    snprintf(cmd, sizeof(cmd),
+             "(sleep 1; cat %s; sleep 30) | %s --endpoints %s campaign big v "
+             "--proclaim-stdin",
+             path, ELECTOR_BIN, eh_endpoints(c));
     int fd;
     pid_t pid = tl_spawn((const char *[]){"sh", "-c", cmd, NULL}, &fd);
     eu_child sh;
@@ -562,8 +611,9 @@ TEST(value_over_the_request_limit_is_refused_with_a_hint)
     double end = tl_now() + 10;
     char *out = NULL;
     for (;;) {
-        int rc = tool(&out, NULL, (const char *[]){"leader", "big", "--endpoints",
-                                                   eh_endpoints(c), NULL});
+        int rc =
+            tool(&out, NULL,
+                 (const char *[]){"leader", "big", "--endpoints", eh_endpoints(c), NULL});
         ASSERT(rc == 0 || rc == 4); /* 4: not elected yet */
         if (rc == 0 && strstr(out, "\nsmall\n")) break;
         free(out);
@@ -598,8 +648,8 @@ TEST(run_restart_campaigns_again_after_the_command_exits)
     /* Each run appends its token; exits at once. */
     snprintf(script, sizeof(script), "echo $ELECTOR_TOKEN >> %s; sleep 0.2", count);
     eu_child b;
-    tool_bg(&b, (const char *[]){"--endpoints", eh_endpoints(c), "run", "rs", "--restart", "--",
-                                 "sh", "-c", script, NULL});
+    tool_bg(&b, (const char *[]){"--endpoints", eh_endpoints(c), "run", "rs", "--restart",
+                                 "--", "sh", "-c", script, NULL});
     double end = tl_now() + 15;
     int lines = 0;
     long long last = 0, prev = 0;

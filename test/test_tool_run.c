@@ -36,7 +36,8 @@ static pid_t spawn_group(const char *dir, const char *const args[])
 {
     const char *argv[40] = {ELECTOR_BIN};
     int n = 1;
-    for (int i = 0; args[i]; i++) argv[n++] = args[i];
+    for (int i = 0; args[i]; i++)
+        argv[n++] = args[i];
     argv[n] = NULL;
     char out[512], err[512];
     snprintf(out, sizeof(out), "%s/elector.out", dir);
@@ -86,14 +87,16 @@ static const char *ticking_job(const char *dir)
 {
     FILE *f = fopen(dir_file(dir, "w.sh"), "w");
     ASSERT_NOT_NULL(f);
-    fprintf(f, "trap '' TERM; echo $$ >> %s/pids\n"
-               "while :; do echo \"$1 $$ $(date +%%s%%N)\" >> %s/ticks; sleep 0.02; done\n",
+    fprintf(f,
+            "trap '' TERM; echo $$ >> %s/pids\n"
+            "while :; do echo \"$1 $$ $(date +%%s%%N)\" >> %s/ticks; sleep 0.02; done\n",
             dir, dir);
     fclose(f);
     f = fopen(dir_file(dir, "job.sh"), "w");
     ASSERT_NOT_NULL(f);
-    fprintf(f, "trap '' TERM\nsh %s/w.sh worker &\nsetsid sh %s/w.sh daemon &\n"
-               "echo $$ > %s/cmdpid\nexec sh %s/w.sh cmd\n",
+    fprintf(f,
+            "trap '' TERM\nsh %s/w.sh worker &\nsetsid sh %s/w.sh daemon &\n"
+            "echo $$ > %s/cmdpid\nexec sh %s/w.sh cmd\n",
             dir, dir, dir, dir);
     fclose(f);
     static char p[512];
@@ -127,7 +130,8 @@ static int read_pids(const char *dir, pid_t *pids, int cap)
         FILE *f = fopen(dir_file(dir, "pids"), "r");
         int n = 0;
         long p;
-        while (f && n < cap && fscanf(f, "%ld", &p) == 1) pids[n++] = (pid_t)p;
+        while (f && n < cap && fscanf(f, "%ld", &p) == 1)
+            pids[n++] = (pid_t)p;
         if (f) fclose(f);
         if (n >= 3 || tl_now() > end) return n;
         tl_msleep(20);
@@ -178,8 +182,8 @@ TEST_WITH_TIMEOUT(group_stop_the_guard_stops_the_job_by_the_deadline, 90)
     eh_cluster *c = start1();
     char *dir = tl_tmpdir("gstop");
     const char *job = ticking_job(dir);
-    pid_t e = spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl", "2",
-                                                "run", "gs", "--", "sh", job, NULL});
+    pid_t e = spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl",
+                                                "2", "run", "gs", "--", "sh", job, NULL});
     pid_t pids[8];
     int np = read_pids(dir, pids, 8);
     ASSERT_EQ(3, np);
@@ -188,12 +192,12 @@ TEST_WITH_TIMEOUT(group_stop_the_guard_stops_the_job_by_the_deadline, 90)
     ASSERT_OK(kill(-e, SIGSTOP));
     int64_t t0 = wall_ns(), t_el;
     ASSERT(wait_elected(x, 0, 10000, &t_el) >= 0);
-    tl_log("successor elected %.0f ms after the group stop",
-           (double)(t_el - t0) / 1e6);
+    tl_log("successor elected %.0f ms after the group stop", (double)(t_el - t0) / 1e6);
     ASSERT(wait_all_dead(pids, np, 1));
     int n;
     int64_t last = last_tick(dir, &n);
-    tl_log("%d ticks; the last %.1f ms before the successor", n, (double)(t_el - last) / 1e6);
+    tl_log("%d ticks; the last %.1f ms before the successor", n,
+           (double)(t_el - last) / 1e6);
     ASSERT_GT(n, 3);
     ASSERT_LT(last, t_el); /* never two acting leaders */
     kill_pids(pids, np);
@@ -216,9 +220,9 @@ TEST_WITH_TIMEOUT(group_kill_takes_the_whole_tree_and_hands_over_at_once, 90)
     eh_cluster *c = start1();
     char *dir = tl_tmpdir("gkill");
     const char *job = ticking_job(dir);
-    pid_t e = spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl", "5",
-                                                "--grace", "500ms", "run", "gk", "--", "sh",
-                                                job, NULL});
+    pid_t e = spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl",
+                                                "5", "--grace", "500ms", "run", "gk",
+                                                "--", "sh", job, NULL});
     pid_t pids[8];
     int np = read_pids(dir, pids, 8);
     ASSERT_EQ(3, np);
@@ -229,7 +233,8 @@ TEST_WITH_TIMEOUT(group_kill_takes_the_whole_tree_and_hands_over_at_once, 90)
     ASSERT_OK(kill(-e, SIGKILL));
     ASSERT(wait_elected(x, 0, 10000, &t_el) >= 0);
     double ms = (double)(t_el - t0) / 1e6;
-    tl_log("successor elected %.0f ms after kill -9 of the group (TTL 5 s, grace 0.5 s)", ms);
+    tl_log("successor elected %.0f ms after kill -9 of the group (TTL 5 s, grace 0.5 s)",
+           ms);
     ASSERT_LT(ms, 2500); /* the guard released the lease; the TTL would be >= 5000 */
     ASSERT(!any_alive(pids, np));
     int n;
@@ -266,8 +271,8 @@ TEST_WITH_TIMEOUT(guard_killed_alone_elector_kills_the_tree_and_steps_down, 60)
     eh_cluster *c = start1();
     char *dir = tl_tmpdir("guard");
     const char *job = ticking_job(dir);
-    pid_t e = spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl", "5",
-                                                "run", "gd", "--", "sh", job, NULL});
+    pid_t e = spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl",
+                                                "5", "run", "gd", "--", "sh", job, NULL});
     pid_t pids[8];
     int np = read_pids(dir, pids, 8);
     ASSERT_EQ(3, np);
@@ -282,7 +287,8 @@ TEST_WITH_TIMEOUT(guard_killed_alone_elector_kills_the_tree_and_steps_down, 60)
     ASSERT(!any_alive(pids, np));
     ASSERT_CONTAINS(slurp(dir_file(dir, "elector.err")), "guard process died");
     ASSERT(wait_elected(x, 0, 3000, &t_el) >= 0); /* it resigned: no TTL to wait */
-    tl_log("successor elected %.0f ms after the guard was killed", (double)(t_el - t0) / 1e6);
+    tl_log("successor elected %.0f ms after the guard was killed",
+           (double)(t_el - t0) / 1e6);
     int n;
     ASSERT_LT(last_tick(dir, &n), t_el);
     kill_pids(pids, np);
@@ -292,20 +298,6 @@ TEST_WITH_TIMEOUT(guard_killed_alone_elector_kills_the_tree_and_steps_down, 60)
 }
 
 /* ---------------------------------------------------------------- signals */
-
-/* A loopback listener that accepts connections (the kernel does, from the
- * backlog) and never answers: a dial that hangs. */
-static int silent_listener(int *port)
-{
-    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof(a);
-    ASSERT_OK(bind(s, (struct sockaddr *)&a, sizeof(a)));
-    ASSERT_OK(listen(s, 16));
-    ASSERT_OK(getsockname(s, (struct sockaddr *)&a, &l));
-    *port = ntohs(a.sin_port);
-    return s;
-}
 
 /* SIGINT/SIGTERM/SIGHUP while the first connection or lease grant hangs end
  * elector at once, not after the dial timeout (20 s here). */
@@ -319,16 +311,18 @@ TEST_WITH_TIMEOUT(signals_while_connecting_end_elector_at_once, 60)
     int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGTERM};
     for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
         bool run = i != 3;
-        pid_t e = run ? spawn_group(dir, (const char *[]){"--endpoints", ep, "--dial-timeout", "20s",
-                                                          "run", "cx", "--", "true", NULL})
-                      : spawn_group(dir, (const char *[]){"--endpoints", ep, "--dial-timeout", "20s",
-                                                          "campaign", "cx", NULL});
+        pid_t e =
+            run ? spawn_group(dir,
+                              (const char *[]){"--endpoints", ep, "--dial-timeout", "20s",
+                                               "run", "cx", "--", "true", NULL})
+                : spawn_group(dir, (const char *[]){"--endpoints", ep, "--dial-timeout",
+                                                    "20s", "campaign", "cx", NULL});
         tl_msleep(500);
         double t0 = tl_now();
         ASSERT_OK(kill(e, sigs[i]));
         int rc = wait_exit(e, 5);
-        tl_log("%s while connecting: exit %d %.0f ms after %s", run ? "run" : "campaign", rc,
-               (tl_now() - t0) * 1e3, strsignal(sigs[i]));
+        tl_log("%s while connecting: exit %d %.0f ms after %s", run ? "run" : "campaign",
+               rc, (tl_now() - t0) * 1e3, strsignal(sigs[i]));
         ASSERT(rc >= 0 && rc < 128); /* exited, not killed by the signal */
         ASSERT_LT(tl_now() - t0, 2.0);
     }
@@ -345,8 +339,9 @@ TEST_WITH_TIMEOUT(sighup_stops_the_command_and_resigns, 60)
     char *dir = tl_tmpdir("hup");
     char script[1024];
     stoppable(script, sizeof(script), dir);
-    pid_t e = spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl", "10",
-                                                "run", "hup", "--", "sh", "-c", script, NULL});
+    pid_t e =
+        spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl", "10",
+                                          "run", "hup", "--", "sh", "-c", script, NULL});
     pid_t cmd = read_pid(dir);
     eu_cand *x = eu_cand_new(eh_endpoints(c), "hup", 5);
     ASSERT_OK(elector_campaign(x->el, "x", 1));
@@ -372,14 +367,15 @@ TEST_WITH_TIMEOUT(restart_backs_off_when_the_command_fails_at_once, 60)
 {
     eh_cluster *c = start1();
     char *dir = tl_tmpdir("backoff");
-    pid_t e = spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "run", "bo",
-                                                "--restart", "--", "false", NULL});
+    pid_t e = spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "run",
+                                                "bo", "--restart", "--", "false", NULL});
     tl_msleep(3000);
     kill(e, SIGTERM);
     ASSERT(wait_exit(e, 10) >= 0);
     const char *err = slurp(dir_file(dir, "elector.err"));
     int starts = 0;
-    for (const char *p = err; (p = strstr(p, "started false")); p++) starts++;
+    for (const char *p = err; (p = strstr(p, "started false")); p++)
+        starts++;
     tl_log("%d starts in 3 s", starts);
     ASSERT_GT(starts, 1);
     ASSERT_LT(starts, 9);
@@ -402,8 +398,8 @@ TEST_WITH_TIMEOUT(command_reads_the_terminal_without_being_stopped, 60)
     pid_t e = forkpty(&master, NULL, NULL, NULL);
     ASSERT(e >= 0);
     if (e == 0) {
-        execl(ELECTOR_BIN, ELECTOR_BIN, "--endpoints", eh_endpoints(c), "run", "tty", "--", "sh",
-              "-c", script, (char *)NULL);
+        execl(ELECTOR_BIN, ELECTOR_BIN, "--endpoints", eh_endpoints(c), "run", "tty",
+              "--", "sh", "-c", script, (char *)NULL);
         _exit(127);
     }
     /* Drain the terminal in the background of the test: read what elector says. */
@@ -443,14 +439,16 @@ TEST(run_leaves_stdout_to_the_command)
 {
     eh_cluster *c = start1();
     char *out = NULL, *err = NULL;
-    ASSERT_EQ(0, tool(&out, &err, (const char *[]){"--endpoints", eh_endpoints(c), "run", "so",
-                                                    "--", "echo", "only-me", NULL}));
+    ASSERT_EQ(0, tool(&out, &err,
+                      (const char *[]){"--endpoints", eh_endpoints(c), "run", "so", "--",
+                                       "echo", "only-me", NULL}));
     ASSERT_STREQ("only-me\n", out);
     ASSERT_CONTAINS(err, "elected: so/");
     free(out);
     free(err);
-    ASSERT_EQ(0, tool(&out, &err, (const char *[]){"--endpoints", eh_endpoints(c), "-w", "json",
-                                                    "run", "so", "--", "echo", "only-me", NULL}));
+    ASSERT_EQ(0, tool(&out, &err,
+                      (const char *[]){"--endpoints", eh_endpoints(c), "-w", "json",
+                                       "run", "so", "--", "echo", "only-me", NULL}));
     ASSERT_STREQ("only-me\n", out);
     ASSERT_CONTAINS(err, "{\"event\":\"elected\"");
     free(out);
@@ -466,8 +464,8 @@ TEST(run_does_not_pass_the_password_to_the_command)
     char script[1024];
     snprintf(script, sizeof(script), "env > %s/env", dir);
     const char *envp[] = {"ELECTOR_PASSWORD=s3cret-pw", "PATH=/usr/bin:/bin", NULL};
-    const char *argv[] = {ELECTOR_BIN, "--endpoints", eh_endpoints(c), "run", "pw", "--", "sh",
-                          "-c", script, NULL};
+    const char *argv[] = {ELECTOR_BIN, "--endpoints", eh_endpoints(c), "run", "pw", "--",
+                          "sh",        "-c",          script,          NULL};
     tl_run_opts o = {.envp = envp, .quiet_stderr = 1, .timeout_s = 30};
     ASSERT_EQ(0, tl_run_ex(NULL, argv, &o));
     const char *env = slurp(dir_file(dir, "env"));
@@ -489,8 +487,9 @@ TEST(run_reports_126_for_a_command_that_cannot_be_executed)
     fputs("#!/bin/sh\nexit 0\n", f);
     fclose(f); /* mode 0600: not executable */
     char *err = NULL;
-    ASSERT_EQ(126, tool(NULL, &err, (const char *[]){"--endpoints", eh_endpoints(c), "run", "nx",
-                                                     "--", path, NULL}));
+    ASSERT_EQ(126, tool(NULL, &err,
+                        (const char *[]){"--endpoints", eh_endpoints(c), "run", "nx",
+                                         "--", path, NULL}));
     ASSERT_CONTAINS(err, "Permission denied");
     free(err);
     free(dir);
@@ -505,9 +504,9 @@ TEST_WITH_TIMEOUT(sigterm_to_elector_kills_a_command_that_ignores_it_after_grace
     eh_cluster *c = start1();
     char *dir = tl_tmpdir("ign");
     const char *job = ticking_job(dir);
-    pid_t e = spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl", "10",
-                                                "--grace", "1s", "run", "ign", "--", "sh", job,
-                                                NULL});
+    pid_t e = spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl",
+                                                "10", "--grace", "1s", "run", "ign", "--",
+                                                "sh", job, NULL});
     pid_t pids[8];
     int np = read_pids(dir, pids, 8);
     ASSERT_EQ(3, np);

@@ -1,11 +1,11 @@
-/* Unit tests (no server) for endpoint list parsing (src/endpoint.c) and for the
+/* Unit tests (no server) for endpoint list parsing (src/transport/endpoint.c) and for the
  * way elector_etcd_new() reports bad endpoints and TLS files. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "transport_private.h"
 #include "testlib.h"
 
 #include <etcdserverpb/rpc.pb-c.h>
@@ -34,7 +34,8 @@ TEST(endpoints_schemes_set_tls)
 {
     elector__endpoint *eps = NULL;
     char err[256] = "";
-    int n = elector__endpoints_parse("http://h:1,https://h:2", false, &eps, err, sizeof(err));
+    int n =
+        elector__endpoints_parse("http://h:1,https://h:2", false, &eps, err, sizeof(err));
     ASSERT_EQ(2, n);
     check_ep(&eps[0], "h", "1", "h:1", false);
     check_ep(&eps[1], "h", "2", "h:2", true);
@@ -60,7 +61,8 @@ TEST(endpoints_tls_default_applies_to_schemeless_only)
     check_ep(&eps[2], "c", "3", "c:3", true);
     elector__endpoints_free(eps, n);
 
-    n = elector__endpoints_parse("a:1,http://b:2,https://c:3", false, &eps, err, sizeof(err));
+    n = elector__endpoints_parse("a:1,http://b:2,https://c:3", false, &eps, err,
+                                 sizeof(err));
     ASSERT_EQ(3, n);
     ASSERT_EQ(false, eps[0].tls);
     ASSERT_EQ(false, eps[1].tls);
@@ -188,7 +190,8 @@ TEST(endpoints_overlong_entry_einval)
     memcpy(list + 600, ":2379", 6);
     elector__endpoint *eps = NULL;
     char err[256] = "";
-    ASSERT_EQ(ELECTOR_EINVAL, elector__endpoints_parse(list, false, &eps, err, sizeof(err)));
+    ASSERT_EQ(ELECTOR_EINVAL,
+              elector__endpoints_parse(list, false, &eps, err, sizeof(err)));
     ASSERT_NULL(eps);
     ASSERT(err[0] != 0);
 }
@@ -248,8 +251,8 @@ TEST(etcd_new_bad_endpoints_reports_einval)
         req.key.len = 1;
         cb_calls = 0;
         double t0 = tl_now();
-        ASSERT_EQ(ELECTOR_EINVAL,
-                  elector_etcd_call(e, ELECTOR_RPC_RANGE, &req.base, NULL, never_cb, NULL));
+        ASSERT_EQ(ELECTOR_EINVAL, elector_etcd_call(e, ELECTOR_RPC_RANGE, &req.base, NULL,
+                                                    never_cb, NULL));
         ProtobufCMessage *resp = (ProtobufCMessage *)&resp;
         ASSERT_EQ(ELECTOR_EINVAL,
                   elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &req.base, NULL, &resp));
@@ -345,15 +348,16 @@ TEST(etcd_call_wrong_message_type_einval_no_callback)
               elector_etcd_call(e, ELECTOR_RPC_WATCH, &watch.base, NULL, never_cb, NULL));
     ASSERT_EQ(ELECTOR_EINVAL, elector_etcd_call(e, ELECTOR_RPC_COUNT_, &range.base, NULL,
                                                 never_cb, NULL));
-    ASSERT_EQ(ELECTOR_EINVAL, elector_etcd_call(e, (elector_rpc)-1, &range.base, NULL,
-                                                never_cb, NULL));
+    ASSERT_EQ(ELECTOR_EINVAL,
+              elector_etcd_call(e, (elector_rpc)-1, &range.base, NULL, never_cb, NULL));
     ProtobufCMessage *resp = (ProtobufCMessage *)&resp;
     ASSERT_EQ(ELECTOR_EINVAL,
               elector_etcd_call_sync(e, ELECTOR_RPC_PUT, &range.base, NULL, &resp));
     ASSERT_NULL(resp);
 
     /* Nothing was queued: processing runs no callback. */
-    for (int i = 0; i < 3; i++) ASSERT_OK(elector_etcd_run_once(e, 0));
+    for (int i = 0; i < 3; i++)
+        ASSERT_OK(elector_etcd_run_once(e, 0));
     ASSERT_EQ(0, cb_calls);
     elector_etcd_free(e);
     ASSERT_EQ(0, cb_calls);

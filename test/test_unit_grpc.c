@@ -1,10 +1,10 @@
 /* Unit tests (no server) for gRPC framing, grpc-timeout, grpc-message decoding and
- * the grpc-status/etcd message mapping in src/grpc.c. */
+ * the grpc-status/etcd message mapping in src/transport/grpc.c. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "transport_private.h"
 #include "testlib.h"
 
 #include <etcdserverpb/rpc.pb-c.h>
@@ -28,7 +28,8 @@ static void make_range(Etcdserverpb__RangeRequest *r)
 
 static void check_range(const uint8_t *payload, size_t len)
 {
-    Etcdserverpb__RangeRequest *got = etcdserverpb__range_request__unpack(NULL, len, payload);
+    Etcdserverpb__RangeRequest *got =
+        etcdserverpb__range_request__unpack(NULL, len, payload);
     ASSERT_NOT_NULL(got);
     ASSERT_EQ(sizeof(bin_key), got->key.len);
     ASSERT(memcmp(got->key.data, bin_key, sizeof(bin_key)) == 0);
@@ -157,7 +158,8 @@ TEST(grpc_next_consumes_merged_frames_one_by_one)
 
         ASSERT_EQ(1, elector__grpc_next(&b, &payload, &len));
         ASSERT_EQ(protobuf_c_message_get_packed_size(&p.base), len);
-        Etcdserverpb__PutRequest *got = etcdserverpb__put_request__unpack(NULL, len, payload);
+        Etcdserverpb__PutRequest *got =
+            etcdserverpb__put_request__unpack(NULL, len, payload);
         ASSERT_NOT_NULL(got);
         ASSERT_EQ(2, got->key.len);
         ASSERT(memcmp(got->key.data, "\0k", 2) == 0);
@@ -216,7 +218,8 @@ TEST(grpc_zero_length_message)
 
     ASSERT_EQ(1, elector__grpc_next(&b, &payload, &len));
     ASSERT_EQ(0, len);
-    Etcdserverpb__RangeRequest *got = etcdserverpb__range_request__unpack(NULL, len, payload);
+    Etcdserverpb__RangeRequest *got =
+        etcdserverpb__range_request__unpack(NULL, len, payload);
     ASSERT_NOT_NULL(got);
     ASSERT_EQ(0, got->key.len);
     etcdserverpb__range_request__free_unpacked(got, NULL);
@@ -266,7 +269,8 @@ TEST(grpc_frame_one_mib_payload)
     size_t n = 1u << 20;
     uint8_t *val = malloc(n);
     ASSERT_NOT_NULL(val);
-    for (size_t i = 0; i < n; i++) val[i] = (uint8_t)(i * 131u + (i >> 8));
+    for (size_t i = 0; i < n; i++)
+        val[i] = (uint8_t)(i * 131u + (i >> 8));
     Etcdserverpb__PutRequest p = ETCDSERVERPB__PUT_REQUEST__INIT;
     p.key.data = (uint8_t *)"big";
     p.key.len = 3;
@@ -333,7 +337,8 @@ static void check_timeout_shape(const char *s)
     size_t n = strlen(s);
     ASSERT_GE(n, 2);
     ASSERT_LE(n, 9);
-    for (size_t i = 0; i + 1 < n; i++) ASSERT(s[i] >= '0' && s[i] <= '9');
+    for (size_t i = 0; i + 1 < n; i++)
+        ASSERT(s[i] >= '0' && s[i] <= '9');
     ASSERT(strchr("HMSmun", s[n - 1]) != NULL);
 }
 
@@ -353,8 +358,16 @@ TEST(grpc_timeout_huge_uses_seconds_and_8_digits)
     check_timeout_shape(out);
     ASSERT_STREQ("99999999S", out);
 
-    const int64_t samples[] = {1, 9, 10, 99999999, 100000000, 999999999, 1000000000000LL,
-                               (int64_t)1 << 40, (int64_t)1 << 62, INT64_MAX};
+    const int64_t samples[] = {1,
+                               9,
+                               10,
+                               99999999,
+                               100000000,
+                               999999999,
+                               1000000000000LL,
+                               (int64_t)1 << 40,
+                               (int64_t)1 << 62,
+                               INT64_MAX};
     for (size_t i = 0; i < sizeof(samples) / sizeof(samples[0]); i++) {
         elector__grpc_timeout(samples[i], out);
         check_timeout_shape(out);
@@ -454,11 +467,14 @@ TEST(grpc_error_etcd_messages)
         int want;
     } cases[] = {
         {14, "etcdserver: no leader", ELECTOR_ENOLEADER},
-        {11, "etcdserver: mvcc: required revision has been compacted", ELECTOR_ECOMPACTED},
-        {11, "etcdserver: mvcc: required revision is a future revision", ELECTOR_EFUTUREREV},
+        {11, "etcdserver: mvcc: required revision has been compacted",
+         ELECTOR_ECOMPACTED},
+        {11, "etcdserver: mvcc: required revision is a future revision",
+         ELECTOR_EFUTUREREV},
         {5, "etcdserver: requested lease not found", ELECTOR_ELEASE},
         {16, "etcdserver: invalid auth token", ELECTOR_ETOKEN},
-        {3, "etcdserver: authentication failed, invalid user ID or password", ELECTOR_EAUTH},
+        {3, "etcdserver: authentication failed, invalid user ID or password",
+         ELECTOR_EAUTH},
         {3, "etcdserver: user name is empty", ELECTOR_EAUTH},
         {9, "etcdserver: user name not found", ELECTOR_EAUTH},
         {9, "etcdserver: authentication is not enabled", ELECTOR_EAUTH},
@@ -469,15 +485,16 @@ TEST(grpc_error_etcd_messages)
         {14, "etcdserver: request timed out", ELECTOR_ETIMEDOUT},
         {14, "etcdserver: leader changed", ELECTOR_EUNAVAILABLE},
         /* Other prefixes ("rpc error: ...") still match. */
-        {14, "rpc error: code = Unavailable desc = etcdserver: no leader", ELECTOR_ENOLEADER},
+        {14, "rpc error: code = Unavailable desc = etcdserver: no leader",
+         ELECTOR_ENOLEADER},
         /* The message wins over the status code. */
         {2, "etcdserver: no leader", ELECTOR_ENOLEADER},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         int got = elector__grpc_error(cases[i].status, cases[i].msg);
         if (got != cases[i].want)
-            tl_log("case %zu: (%d, \"%s\") -> %s, want %s", i, cases[i].status, cases[i].msg,
-                   elector_err_name(got), elector_err_name(cases[i].want));
+            tl_log("case %zu: (%d, \"%s\") -> %s, want %s", i, cases[i].status,
+                   cases[i].msg, elector_err_name(got), elector_err_name(cases[i].want));
         ASSERT_EQ(cases[i].want, got);
     }
 }
@@ -488,10 +505,10 @@ TEST(grpc_error_unknown_message_by_status)
         int status;
         int want;
     } cases[] = {
-        {1, ELECTOR_ECANCELED},     {2, ELECTOR_EGRPC},     {3, ELECTOR_EGRPC},
-        {4, ELECTOR_ETIMEDOUT},     {5, ELECTOR_EGRPC},     {7, ELECTOR_EPERM},
-        {8, ELECTOR_EGRPC},         {13, ELECTOR_EGRPC},    {14, ELECTOR_EUNAVAILABLE},
-        {16, ELECTOR_ETOKEN},       {99, ELECTOR_EGRPC},    {-5, ELECTOR_EGRPC},
+        {1, ELECTOR_ECANCELED}, {2, ELECTOR_EGRPC},  {3, ELECTOR_EGRPC},
+        {4, ELECTOR_ETIMEDOUT}, {5, ELECTOR_EGRPC},  {7, ELECTOR_EPERM},
+        {8, ELECTOR_EGRPC},     {13, ELECTOR_EGRPC}, {14, ELECTOR_EUNAVAILABLE},
+        {16, ELECTOR_ETOKEN},   {99, ELECTOR_EGRPC}, {-5, ELECTOR_EGRPC},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         ASSERT_EQ(cases[i].want, elector__grpc_error(cases[i].status, "something else"));
@@ -564,8 +581,8 @@ static wbytes nested_txn(int levels)
     wbytes cur = {0};
     for (int i = 0; i < levels; i++) {
         wbytes op = {0}, txn = {0};
-        wb_wrap(&op, 4, &cur);   /* ResponseOp.response_txn */
-        wb_wrap(&txn, 3, &op);   /* TxnResponse.responses */
+        wb_wrap(&op, 4, &cur); /* ResponseOp.response_txn */
+        wb_wrap(&txn, 3, &op); /* TxnResponse.responses */
         free(cur.p);
         free(op.p);
         cur = txn;
@@ -590,8 +607,8 @@ TEST(decode_refuses_txn_results_nested_beyond_the_depth_limit)
     /* Nested Txns that etcd itself would return still decode: 15 levels = 30
      * messages deep, within the limit of 32. */
     wbytes ok = nested_txn(ELECTOR__PB_MAX_DEPTH / 2 - 1);
-    ProtobufCMessage *m =
-        elector__decode(&etcdserverpb__txn_response__descriptor, ok.p, ok.n, 1u << 20, &why);
+    ProtobufCMessage *m = elector__decode(&etcdserverpb__txn_response__descriptor, ok.p,
+                                          ok.n, 1u << 20, &why);
     ASSERT_NOT_NULL(m);
     const Etcdserverpb__TxnResponse *t = (const void *)m;
     int depth = 0;
@@ -613,17 +630,18 @@ TEST(decode_budget_stops_a_small_reply_that_expands)
     size_t n = 8u << 20;
     uint8_t *p = malloc(n);
     ASSERT_NOT_NULL(p);
-    for (size_t i = 0; i < n; i += 2) p[i] = 0x12, p[i + 1] = 0;
+    for (size_t i = 0; i < n; i += 2)
+        p[i] = 0x12, p[i + 1] = 0;
     int why = 0;
     double t0 = tl_now();
-    ASSERT_NULL(elector__decode(&etcdserverpb__range_response__descriptor, p, n, 32u << 20,
-                                &why));
+    ASSERT_NULL(elector__decode(&etcdserverpb__range_response__descriptor, p, n,
+                                32u << 20, &why));
     tl_log("8 MiB of empty keys refused in %.0f ms", (tl_now() - t0) * 1e3);
     ASSERT_EQ(ELECTOR__DEC_OVER_BUDGET, why);
 
     /* The same reply with 1,000 keys fits a small budget. */
-    ProtobufCMessage *m =
-        elector__decode(&etcdserverpb__range_response__descriptor, p, 2000, 1u << 20, &why);
+    ProtobufCMessage *m = elector__decode(&etcdserverpb__range_response__descriptor, p,
+                                          2000, 1u << 20, &why);
     ASSERT_NOT_NULL(m);
     ASSERT_EQ(1000, (long long)((Etcdserverpb__RangeResponse *)m)->n_kvs);
     protobuf_c_message_free_unpacked(m, NULL); /* malloc'd: the default free works */
@@ -653,7 +671,8 @@ TEST(decode_budget_fits_real_replies_with_room)
     ASSERT_NOT_NULL(m);
     ASSERT_EQ(n, ((Etcdserverpb__RangeResponse *)m)->kvs[0]->value.len);
     protobuf_c_message_free_unpacked(m, NULL);
-    ASSERT_NULL(elector__decode(&etcdserverpb__range_response__descriptor, buf, len, n, &why));
+    ASSERT_NULL(
+        elector__decode(&etcdserverpb__range_response__descriptor, buf, len, n, &why));
     ASSERT_EQ(ELECTOR__DEC_OVER_BUDGET, why);
     free(buf);
     free(kv.value.data);
@@ -662,16 +681,18 @@ TEST(decode_budget_fits_real_replies_with_room)
 TEST(pb_check_refuses_malformed_wire_data)
 {
     const ProtobufCMessageDescriptor *d = &etcdserverpb__range_response__descriptor;
-    static const uint8_t trunc_len[] = {0x12, 0x05, 0x01};       /* length past the end */
-    static const uint8_t trunc_varint[] = {0x18, 0x80};          /* varint cut short */
+    static const uint8_t trunc_len[] = {0x12, 0x05, 0x01}; /* length past the end */
+    static const uint8_t trunc_varint[] = {0x18, 0x80};    /* varint cut short */
     static const uint8_t long_varint[] = {0x18, 0xff, 0xff, 0xff, 0xff, 0xff,
                                           0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
-    static const uint8_t group[] = {0x1b};                       /* wire type 3 */
-    static const uint8_t fixed_cut[] = {0x19, 1, 2, 3};          /* fixed64, 3 bytes */
-    static const uint8_t good[] = {0x18, 0x01, 0x20, 0x05};      /* more=1, count=5 */
+    static const uint8_t group[] = {0x1b};                  /* wire type 3 */
+    static const uint8_t fixed_cut[] = {0x19, 1, 2, 3};     /* fixed64, 3 bytes */
+    static const uint8_t good[] = {0x18, 0x01, 0x20, 0x05}; /* more=1, count=5 */
     ASSERT_EQ(ELECTOR__DEC_MALFORMED, elector__pb_check(d, trunc_len, sizeof(trunc_len)));
-    ASSERT_EQ(ELECTOR__DEC_MALFORMED, elector__pb_check(d, trunc_varint, sizeof(trunc_varint)));
-    ASSERT_EQ(ELECTOR__DEC_MALFORMED, elector__pb_check(d, long_varint, sizeof(long_varint)));
+    ASSERT_EQ(ELECTOR__DEC_MALFORMED,
+              elector__pb_check(d, trunc_varint, sizeof(trunc_varint)));
+    ASSERT_EQ(ELECTOR__DEC_MALFORMED,
+              elector__pb_check(d, long_varint, sizeof(long_varint)));
     ASSERT_EQ(ELECTOR__DEC_MALFORMED, elector__pb_check(d, group, sizeof(group)));
     ASSERT_EQ(ELECTOR__DEC_MALFORMED, elector__pb_check(d, fixed_cut, sizeof(fixed_cut)));
     ASSERT_EQ(0, elector__pb_check(d, good, sizeof(good)));
@@ -684,7 +705,8 @@ static Etcdserverpb__ResponseOp *resp_op(int kind)
 {
     static Etcdserverpb__RangeResponse rr = ETCDSERVERPB__RANGE_RESPONSE__INIT;
     static Etcdserverpb__PutResponse pr = ETCDSERVERPB__PUT_RESPONSE__INIT;
-    static Etcdserverpb__DeleteRangeResponse dr = ETCDSERVERPB__DELETE_RANGE_RESPONSE__INIT;
+    static Etcdserverpb__DeleteRangeResponse dr =
+        ETCDSERVERPB__DELETE_RANGE_RESPONSE__INIT;
     Etcdserverpb__ResponseOp *op = calloc(1, sizeof(*op));
     etcdserverpb__response_op__init(op);
     op->response_case = (Etcdserverpb__ResponseOp__ResponseCase)kind;
@@ -744,7 +766,8 @@ TEST(txn_shape_check_names_the_first_result_that_does_not_match)
 TEST(txn_shape_check_follows_nested_txns)
 {
     Etcdserverpb__RangeRequest rq = ETCDSERVERPB__RANGE_REQUEST__INIT;
-    Etcdserverpb__RequestOp range = ETCDSERVERPB__REQUEST_OP__INIT, *inner_ops[1] = {&range};
+    Etcdserverpb__RequestOp range = ETCDSERVERPB__REQUEST_OP__INIT,
+                            *inner_ops[1] = {&range};
     range.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
     range.request_range = &rq;
     Etcdserverpb__TxnRequest inner = ETCDSERVERPB__TXN_REQUEST__INIT;
@@ -762,7 +785,8 @@ TEST(txn_shape_check_follows_nested_txns)
     in_resp.succeeded = 1;
     in_resp.n_responses = 1;
     in_resp.responses = in_ops;
-    Etcdserverpb__ResponseOp out_op = ETCDSERVERPB__RESPONSE_OP__INIT, *out_ops[1] = {&out_op};
+    Etcdserverpb__ResponseOp out_op = ETCDSERVERPB__RESPONSE_OP__INIT,
+                             *out_ops[1] = {&out_op};
     out_op.response_case = ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_TXN;
     out_op.response_txn = &in_resp;
     Etcdserverpb__TxnResponse resp = ETCDSERVERPB__TXN_RESPONSE__INIT;
@@ -771,7 +795,8 @@ TEST(txn_shape_check_follows_nested_txns)
     resp.responses = out_ops;
     char why[200];
     ASSERT_EQ(-1, elector__txn_shape_check(&req, &resp, why, sizeof(why)));
-    ASSERT_STREQ("in the Txn at 1: result 1 is a Put result where a Range was asked", why);
+    ASSERT_STREQ("in the Txn at 1: result 1 is a Put result where a Range was asked",
+                 why);
     free(in_ops[0]);
     in_ops[0] = resp_op(1);
     ASSERT_OK(elector__txn_shape_check(&req, &resp, why, sizeof(why)));

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "transport_private.h"
 #include "testlib.h"
 
 /* ------------------------------------------------------------------ backoff */
@@ -51,7 +51,8 @@ TEST(backoff_jitter_range)
 {
     for (int f = 1; f <= 8; f++) {
         int64_t d = 50;
-        for (int i = 1; i < f; i++) d *= 2;
+        for (int i = 1; i < f; i++)
+            d *= 2;
         if (d > 2000) d = 2000;
         ASSERT_EQ(d / 2, elector__backoff_ms(f, 50, 2000, 0));
         ASSERT_EQ(d, elector__backoff_ms(f, 50, 2000, UINT32_MAX));
@@ -80,7 +81,8 @@ TEST(backoff_jitter_no_overflow_above_2pow32_ms)
 {
     const int64_t big = (int64_t)1 << 42; /* ~140 years in ms */
     int64_t d = 50;
-    for (int i = 1; i < 36; i++) d *= 2; /* 50 * 2^35 < 2^42 */
+    for (int i = 1; i < 36; i++)
+        d *= 2; /* 50 * 2^35 < 2^42 */
     ASSERT_EQ(d / 2, elector__backoff_ms(36, 50, big, 0));
     ASSERT_EQ(d, elector__backoff_ms(36, 50, big, UINT32_MAX));
     ASSERT_EQ(big, elector__backoff_ms(40, 50, big, UINT32_MAX));
@@ -256,7 +258,7 @@ TEST(buf_compaction_keeps_contents)
     uint8_t *chunk = malloc(4096);
     ASSERT_NOT_NULL(model);
     ASSERT_NOT_NULL(chunk);
-    size_t mlen = 0; /* bytes in the model */
+    size_t mlen = 0;   /* bytes in the model */
     uint64_t next = 0; /* next byte value generator */
     uint32_t x = 88172645u;
     int compactions = 0;
@@ -267,7 +269,8 @@ TEST(buf_compaction_keeps_contents)
         size_t add = x % 700;
         if (round % 1000 == 999) add = 4000; /* occasional big append: growth */
         if (mlen + add > cap) add = cap - mlen;
-        for (size_t i = 0; i < add; i++) chunk[i] = (uint8_t)(next++ * 2654435761u >> 24);
+        for (size_t i = 0; i < add; i++)
+            chunk[i] = (uint8_t)(next++ * 2654435761u >> 24);
         size_t off_before = b.off;
         ASSERT_OK(elector__buf_append(&b, chunk, add));
         if (off_before > 0 && b.off == 0) compactions++;
@@ -319,7 +322,8 @@ TEST(rpc_table_paths_and_types)
     ASSERT_STREQ("/etcdserverpb.Lease/LeaseKeepAlive",
                  elector_rpc_path(ELECTOR_RPC_LEASE_KEEPALIVE));
     ASSERT_STREQ("/etcdserverpb.Watch/Watch", elector_rpc_path(ELECTOR_RPC_WATCH));
-    ASSERT_STREQ("/etcdserverpb.Cluster/MemberList", elector_rpc_path(ELECTOR_RPC_MEMBER_LIST));
+    ASSERT_STREQ("/etcdserverpb.Cluster/MemberList",
+                 elector_rpc_path(ELECTOR_RPC_MEMBER_LIST));
     ASSERT_NULL(elector_rpc_path(ELECTOR_RPC_COUNT_));
     ASSERT_NULL(elector_rpc_path((elector_rpc)-1));
     ASSERT_NULL(elector__rpc(ELECTOR_RPC_COUNT_));
@@ -339,9 +343,12 @@ TEST(rpc_table_paths_and_types)
         ASSERT_CONTAINS(d->req->short_name, "Request");
         ASSERT_CONTAINS(d->resp->short_name, "Response");
     }
-    ASSERT(elector__rpc(ELECTOR_RPC_RANGE)->req == &etcdserverpb__range_request__descriptor);
-    ASSERT(elector__rpc(ELECTOR_RPC_RANGE)->resp == &etcdserverpb__range_response__descriptor);
-    ASSERT(elector__rpc(ELECTOR_RPC_WATCH)->req == &etcdserverpb__watch_request__descriptor);
+    ASSERT(elector__rpc(ELECTOR_RPC_RANGE)->req ==
+           &etcdserverpb__range_request__descriptor);
+    ASSERT(elector__rpc(ELECTOR_RPC_RANGE)->resp ==
+           &etcdserverpb__range_response__descriptor);
+    ASSERT(elector__rpc(ELECTOR_RPC_WATCH)->req ==
+           &etcdserverpb__watch_request__descriptor);
 }
 
 TEST(strdup_and_clock)
@@ -385,7 +392,7 @@ TEST(client_fd_becomes_readable_when_a_timer_is_due)
     elector__timer t = {0};
     int64_t t0 = elector__now_ms();
     elector__timer_arm(e, &t, t0 + 150, count_fire, &fired);
-    ASSERT_EQ(0, poll(&p, 1, 50)); /* not yet */
+    ASSERT_EQ(0, poll(&p, 1, 50));   /* not yet */
     ASSERT_EQ(1, poll(&p, 1, 5000)); /* no timeout given: the fd alone */
     int64_t woke = elector__now_ms();
     ASSERT_GE(woke, t0 + 150);
@@ -408,6 +415,62 @@ TEST(client_fd_becomes_readable_when_a_timer_is_due)
     elector__timer_disarm(e, &t);
     ASSERT_EQ(-1, elector_etcd_timeout(e));
     ASSERT_EQ(0, poll(&p, 1, 300));
+    elector_etcd_free(e);
+}
+
+/* The timers are a heap: whatever the order of arming, disarming and
+ * re-arming, due timers fire by due time, and timers due at the same time in
+ * the order they were (last) armed. */
+#define NTIMERS 300
+struct order {
+    int fired[NTIMERS];
+    int n;
+};
+static struct order *g_order;
+
+static void record_fire(elector__timer *t, void *ud)
+{
+    (void)t;
+    g_order->fired[g_order->n++] = (int)(intptr_t)ud;
+}
+
+TEST(timers_fire_by_due_time_then_arming_order)
+{
+    elector_etcd *e = elector_etcd_new(NULL);
+    ASSERT_NOT_NULL(e);
+    static elector__timer t[NTIMERS];
+    static int64_t due[NTIMERS];
+    static uint64_t stamp[NTIMERS];
+    static bool armed[NTIMERS];
+    struct order o = {.n = 0};
+    g_order = &o;
+    uint64_t clock = 0;
+    unsigned seed = 12345;
+    int64_t base = elector__now_ms() - 1000; /* all in the past: due now */
+    for (int step = 0; step < 4000; step++) {
+        int i = (int)(rand_r(&seed) % NTIMERS);
+        if (rand_r(&seed) % 4 == 0) {
+            elector__timer_disarm(e, &t[i]);
+            armed[i] = false;
+        } else {
+            due[i] = base + (int64_t)(rand_r(&seed) % 50); /* many ties */
+            stamp[i] = clock++;
+            armed[i] = true;
+            elector__timer_arm(e, &t[i], due[i], record_fire, (void *)(intptr_t)i);
+        }
+    }
+    int want = 0;
+    for (int i = 0; i < NTIMERS; i++)
+        want += armed[i];
+    ASSERT_OK(elector_etcd_process(e));
+    ASSERT_EQ(want, o.n);
+    for (int k = 1; k < o.n; k++) {
+        int a = o.fired[k - 1], b = o.fired[k];
+        ASSERT(due[a] < due[b] || (due[a] == due[b] && stamp[a] < stamp[b]));
+    }
+    for (int k = 0; k < o.n; k++)
+        ASSERT(armed[o.fired[k]] && !t[o.fired[k]].armed);
+    ASSERT_EQ(-1, elector_etcd_timeout(e));
     elector_etcd_free(e);
 }
 

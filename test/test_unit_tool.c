@@ -1,6 +1,14 @@
-/* The tool's command-line parsing: durations, commands, options anywhere. */
+/* The tool's pure parts: command-line parsing (durations, commands, options
+ * anywhere, etcdctl's forms and variables), credentials, the -w json events and
+ * log lines against their schemas (docs/elector-*.schema.json), the schema checker. */
+#define _GNU_SOURCE
+#include <stdlib.h>
 #include <string.h>
+#include "json_check.h"
+#include "log.h"
 #include "opts.h"
+#include "output.h"
+#include "secret.h"
 #include "testlib.h"
 
 TEST(durations_accept_units_and_bare_seconds)
@@ -24,8 +32,20 @@ TEST(durations_accept_units_and_bare_seconds)
 
 TEST(durations_reject_garbage)
 {
-    static const char *bad[] = {"", "-1s", "+1s", " 1s", "5x", "s", "ms", "1 s", "1e400",
-                                "nan", "inf", "1sec", "99999999999999h", "0x10"};
+    static const char *bad[] = {"",
+                                "-1s",
+                                "+1s",
+                                " 1s",
+                                "5x",
+                                "s",
+                                "ms",
+                                "1 s",
+                                "1e400",
+                                "nan",
+                                "inf",
+                                "1sec",
+                                "99999999999999h",
+                                "0x10"};
     int64_t ms;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         tl_log("'%s'", bad[i]);
@@ -39,7 +59,8 @@ static int parse(tool_opts *o, char *err, const char **args)
     static char *argv[32]; /* o->argv points into it after we return */
     argv[0] = "elector";
     int n = 1;
-    for (int i = 0; args[i]; i++) argv[n++] = (char *)args[i];
+    for (int i = 0; args[i]; i++)
+        argv[n++] = (char *)args[i];
     argv[n] = NULL;
     return tool_parse_args(n, argv, o, err, 256);
 }
@@ -48,16 +69,18 @@ TEST(global_options_before_or_after_the_command)
 {
     tool_opts o;
     char err[256];
-    ASSERT_OK(parse(&o, err, (const char *[]){"--endpoints", "E", "--ttl", "2", "-w", "json",
-                                              "campaign", "N", "V", NULL}));
+    ASSERT_OK(parse(&o, err,
+                    (const char *[]){"--endpoints", "E", "--ttl", "2", "-w", "json",
+                                     "campaign", "N", "V", NULL}));
     ASSERT_EQ(CMD_CAMPAIGN, o.cmd);
     ASSERT_STREQ("N", o.name);
     ASSERT_STREQ("V", o.value);
     ASSERT_STREQ("E", o.endpoints);
     ASSERT_EQ(2, o.ttl_s);
     ASSERT_EQ(FMT_JSON, o.fmt);
-    ASSERT_OK(parse(&o, err, (const char *[]){"campaign", "N", "--endpoints=E2", "--ttl=3s",
-                                              "--write-out", "simple", NULL}));
+    ASSERT_OK(parse(&o, err,
+                    (const char *[]){"campaign", "N", "--endpoints=E2", "--ttl=3s",
+                                     "--write-out", "simple", NULL}));
     ASSERT_STREQ("E2", o.endpoints);
     ASSERT_EQ(3, o.ttl_s);
     ASSERT_EQ(FMT_SIMPLE, o.fmt);
@@ -67,8 +90,9 @@ TEST(run_takes_the_command_after_double_dash)
 {
     tool_opts o;
     char err[256];
-    ASSERT_OK(parse(&o, err, (const char *[]){"run", "N", "--grace", "500ms", "--restart", "--",
-                                              "cmd", "--endpoints", "x", NULL}));
+    ASSERT_OK(parse(&o, err,
+                    (const char *[]){"run", "N", "--grace", "500ms", "--restart", "--",
+                                     "cmd", "--endpoints", "x", NULL}));
     ASSERT_EQ(CMD_RUN, o.cmd);
     ASSERT_STREQ("cmd", o.argv[0]);
     ASSERT_STREQ("--endpoints", o.argv[1]); /* the command's own args stay its own */
@@ -81,15 +105,575 @@ TEST(usage_errors_say_what_is_wrong)
 {
     tool_opts o;
     char err[256];
-    ASSERT_EQ(EXIT_USAGE, parse(&o, err, (const char *[]){"campaign", "N", "--ttl", "1.5s", NULL}));
+    ASSERT_EQ(EXIT_USAGE,
+              parse(&o, err, (const char *[]){"campaign", "N", "--ttl", "1.5s", NULL}));
     ASSERT_CONTAINS(err, "whole number of seconds");
-    ASSERT_EQ(EXIT_USAGE, parse(&o, err, (const char *[]){"campaign", "N", "--restart=1", NULL}));
+    ASSERT_EQ(EXIT_USAGE,
+              parse(&o, err, (const char *[]){"campaign", "N", "--restart=1", NULL}));
     ASSERT_CONTAINS(err, "takes no value");
-    ASSERT_EQ(EXIT_USAGE, parse(&o, err, (const char *[]){"leader", "N", "--http", ":1", NULL}));
+    ASSERT_EQ(EXIT_USAGE,
+              parse(&o, err, (const char *[]){"leader", "N", "--http", ":1", NULL}));
     ASSERT_EQ(EXIT_USAGE, parse(&o, err, (const char *[]){"leader", "N", "extra", NULL}));
     ASSERT_CONTAINS(err, "unexpected argument 'extra'");
-    ASSERT_EQ(EXIT_USAGE, parse(&o, err, (const char *[]){"observe", "N", "--", "x", NULL}));
-    ASSERT_EQ(EXIT_USAGE, parse(&o, err, (const char *[]){"campaign", "N", "--log-level", "loud", NULL}));
+    ASSERT_EQ(EXIT_USAGE,
+              parse(&o, err, (const char *[]){"observe", "N", "--", "x", NULL}));
+    ASSERT_EQ(
+        EXIT_USAGE,
+        parse(&o, err, (const char *[]){"campaign", "N", "--log-level", "loud", NULL}));
     ASSERT_OK(parse(&o, err, (const char *[]){"--help", NULL}));
     ASSERT(o.help);
+}
+
+/* ---------------------------------------------------------------- etcdctl's forms */
+
+TEST(durations_take_go_syntax)
+{
+    static const struct {
+        const char *s;
+        int64_t ns;
+    } ok[] = {
+        {"1m30s", 90000000000LL},
+        {"1.5h", 5400000000000LL},
+        {"250ms", 250000000LL},
+        {"300us", 300000LL},
+        {"300\xc2\xb5s", 300000LL},
+        {"300\xce\xbcs", 300000LL},
+        {"42ns", 42},
+        {"2h45m", 9900000000000LL},
+        {"1h2m3s4ms5us6ns", 3723004005006LL},
+        {".5s", 500000000LL},
+        {"1.s", 1000000000LL},
+        {"0", 0},
+        {"2562047h", 2562047LL * 3600 * 1000000000},
+        {"10", 10000000000LL},
+    };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        int64_t ns = -1;
+        tl_log("'%s'", ok[i].s);
+        ASSERT_OK(tool_parse_duration_ns(ok[i].s, &ns));
+        ASSERT_EQ(ok[i].ns, ns);
+    }
+    static const char *bad[] = {"1m30",  "2562048h", "1.2.3",
+                                ".",     "1x",       "h",
+                                "1s-2s", "1 m",      "9223372036854775808ns",
+                                "1.5.s", "-0"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int64_t ns;
+        tl_log("bad '%s'", bad[i]);
+        ASSERT_EQ(-1, tool_parse_duration_ns(bad[i], &ns));
+    }
+    int64_t ms;
+    ASSERT_OK(tool_parse_duration_ms("300us", &ms));
+    ASSERT_EQ(1, ms); /* rounded up: never a zero timeout from a non-zero duration */
+    ASSERT_OK(tool_parse_duration_ms("1m30s", &ms));
+    ASSERT_EQ(90000, ms);
+}
+
+/* A fake environment for the parser. */
+static const char *const *g_env;
+
+static const char *fake_env(const char *name)
+{
+    size_t n = strlen(name);
+    for (int i = 0; g_env && g_env[i]; i++)
+        if (!strncmp(g_env[i], name, n) && g_env[i][n] == '=') return g_env[i] + n + 1;
+    return NULL;
+}
+
+static int parse_env(tool_opts *o, char *err, const char *const *env, const char **args)
+{
+    static char *argv[32];
+    argv[0] = "elector";
+    int n = 1;
+    for (int i = 0; args[i]; i++)
+        argv[n++] = (char *)args[i];
+    argv[n] = NULL;
+    g_env = env;
+    return tool_parse_args_env(n, argv, fake_env, o, err, 256);
+}
+
+TEST(options_take_every_getopt_form)
+{
+    tool_opts o;
+    char err[256];
+    ASSERT_OK(parse(&o, err, (const char *[]){"-wjson", "leader", "N", NULL}));
+    ASSERT_EQ(FMT_JSON, o.fmt);
+    ASSERT_OK(parse(
+        &o, err,
+        (const char *[]){"leader", "-w", "json", "N", "--dial-timeout=1m30s", NULL}));
+    ASSERT_EQ(FMT_JSON, o.fmt);
+    ASSERT_EQ(90000, o.dial_timeout_ms);
+    ASSERT_STREQ("N", o.name);
+    ASSERT_OK(parse(&o, err,
+                    (const char *[]){"--hex", "--insecure-skip-tls-verify=true",
+                                     "observe", "N", "--debug", NULL}));
+    ASSERT(o.hex);
+    ASSERT(o.insecure_skip_verify);
+    ASSERT_EQ(LOG_DEBUG, o.log);
+    ASSERT_OK(parse(&o, err,
+                    (const char *[]){"--hex=false", "--insecure-transport=false",
+                                     "observe", "N", NULL}));
+    ASSERT(!o.hex);
+    ASSERT(!o.insecure_transport);
+    /* --debug and --log-level: the level decides. */
+    ASSERT_OK(
+        parse(&o, err,
+              (const char *[]){"--log-level", "warn", "--debug", "leader", "N", NULL}));
+    ASSERT_EQ(LOG_WARN, o.log);
+    ASSERT_EQ(EXIT_USAGE,
+              parse(&o, err, (const char *[]){"--hex=maybe", "leader", "N", NULL}));
+    ASSERT_CONTAINS(err, "--hex: 'maybe' is not a boolean");
+    ASSERT_EQ(EXIT_USAGE, parse(&o, err, (const char *[]){"leader", "N", "-x", NULL}));
+    ASSERT_CONTAINS(err, "unknown option '-x'");
+    ASSERT_EQ(EXIT_USAGE, parse(&o, err, (const char *[]){"leader", "N", "-w", NULL}));
+    ASSERT_CONTAINS(err, "needs a value");
+    ASSERT_EQ(EXIT_USAGE, parse(&o, err,
+                                (const char *[]){"--discovery-srv", "example.com",
+                                                 "leader", "N", NULL}));
+    ASSERT_CONTAINS(err, "DNS discovery is not supported");
+    ASSERT_EQ(EXIT_USAGE,
+              parse(&o, err, (const char *[]){"--keepalive", "1s", "leader", "N", NULL}));
+    ASSERT_CONTAINS(err, "ambiguous option '--keepalive'");
+}
+
+TEST(help_and_version_as_commands_and_flags)
+{
+    tool_opts o;
+    char err[256];
+    ASSERT_OK(parse(&o, err, (const char *[]){"help", NULL}));
+    ASSERT_EQ(CMD_HELP, o.cmd);
+    ASSERT_EQ(CMD_NONE, o.help_cmd);
+    ASSERT_OK(parse(&o, err, (const char *[]){"help", "lock", NULL}));
+    ASSERT_EQ(CMD_LOCK, o.help_cmd);
+    ASSERT_OK(parse(&o, err, (const char *[]){"run", "--help", NULL}));
+    ASSERT(o.help);
+    ASSERT_EQ(CMD_RUN, o.help_cmd);
+    ASSERT_OK(parse(&o, err, (const char *[]){"version", NULL}));
+    ASSERT_EQ(CMD_VERSION, o.cmd);
+    ASSERT_EQ(EXIT_USAGE, parse(&o, err, (const char *[]){"help", "dance", NULL}));
+    ASSERT_CONTAINS(err, "help: unknown command 'dance'");
+    ASSERT_EQ(EXIT_USAGE, parse(&o, err, (const char *[]){"version", "x", NULL}));
+}
+
+TEST(lock_takes_an_optional_command)
+{
+    tool_opts o;
+    char err[256];
+    ASSERT_OK(parse(&o, err, (const char *[]){"lock", "L", NULL}));
+    ASSERT_EQ(CMD_LOCK, o.cmd);
+    ASSERT_NULL(o.argv);
+    ASSERT_OK(
+        parse(&o, err, (const char *[]){"lock", "L", "echo", "-n", "--ttl", "x", NULL}));
+    ASSERT_STREQ("echo", o.argv[0]);
+    ASSERT_STREQ("--ttl", o.argv[2]); /* the command's own */
+    ASSERT_EQ(0, o.ttl_s);
+    ASSERT_EQ(-1, o.grace_ms); /* the supervisor's default follows */
+    ASSERT_OK(parse(&o, err,
+                    (const char *[]){"--ttl", "5", "lock", "--grace", "1s", "L", "--",
+                                     "sh", "-c", "x", NULL}));
+    ASSERT_STREQ("sh", o.argv[0]);
+    ASSERT(o.cmd_after_dashes);
+    ASSERT_EQ(5, o.ttl_s);
+    ASSERT_EQ(1000, o.grace_ms);
+    ASSERT_EQ(EXIT_USAGE, parse(&o, err, (const char *[]){"lock", "L", "--", NULL}));
+    ASSERT_CONTAINS(err, "lock: missing command after '--'");
+    ASSERT_EQ(EXIT_USAGE,
+              parse(&o, err, (const char *[]){"lock", "L", "--restart", NULL}));
+    ASSERT_EQ(EXIT_USAGE,
+              parse(&o, err, (const char *[]){"lock", "L", "--value", "v", NULL}));
+    ASSERT_EQ(EXIT_USAGE, parse(&o, err, (const char *[]){"lock", NULL}));
+    ASSERT_CONTAINS(err, "missing lock NAME");
+    /* run: the command without `--` too; its options stay its own. */
+    ASSERT_OK(
+        parse(&o, err, (const char *[]){"run", "N", "./job", "--value", "x", NULL}));
+    ASSERT_STREQ("./job", o.argv[0]);
+    ASSERT_NULL(o.value);
+}
+
+TEST(environment_fills_what_the_command_line_leaves)
+{
+    tool_opts o;
+    char err[256];
+    const char *env[] = {"ETCDCTL_ENDPOINTS=ctl:1",
+                         "ETCDCTL_DIAL_TIMEOUT=1m30s",
+                         "ETCDCTL_USER=root:pw",
+                         "ETCDCTL_INSECURE_SKIP_TLS_VERIFY=true",
+                         "ETCDCTL_COMMAND_TIMEOUT=3s",
+                         "ELECTOR_TTL=7s",
+                         "ETCDCTL_HEX=1",
+                         NULL};
+    ASSERT_OK(parse_env(&o, err, env, (const char *[]){"leader", "N", NULL}));
+    ASSERT_STREQ("ctl:1", o.endpoints);
+    ASSERT_EQ(90000, o.dial_timeout_ms);
+    ASSERT_EQ(3000, o.command_timeout_ms);
+    ASSERT_STREQ("root:pw", o.user.value);
+    ASSERT_EQ(ORIGIN_ETCDCTL, o.user.origin);
+    ASSERT_STREQ("$ETCDCTL_USER", o.user.from);
+    ASSERT(o.insecure_skip_verify);
+    ASSERT(o.hex);
+    ASSERT_EQ(7, o.ttl_s);
+    ASSERT_CONTAINS(o.env_used, "ETCDCTL_DIAL_TIMEOUT");
+    /* ELECTOR_ wins over ETCDCTL_; the command line over both. */
+    const char *env2[] = {"ETCDCTL_ENDPOINTS=ctl:1", "ELECTOR_ENDPOINTS=el:1",
+                          "ELECTOR_DIAL_TIMEOUT=2s", "ETCDCTL_DIAL_TIMEOUT=9s", NULL};
+    ASSERT_OK(parse_env(&o, err, env2, (const char *[]){"leader", "N", NULL}));
+    ASSERT_STREQ("el:1", o.endpoints);
+    ASSERT_EQ(2000, o.dial_timeout_ms);
+    ASSERT_OK(parse_env(&o, err, env2,
+                        (const char *[]){"leader", "N", "--endpoints", "cli:1", NULL}));
+    ASSERT_STREQ("cli:1", o.endpoints);
+    /* A bad variable is named. */
+    const char *env3[] = {"ETCDCTL_DIAL_TIMEOUT=soon", NULL};
+    ASSERT_EQ(EXIT_USAGE,
+              parse_env(&o, err, env3, (const char *[]){"leader", "N", NULL}));
+    ASSERT_STREQ(
+        "$ETCDCTL_DIAL_TIMEOUT: invalid duration 'soon' (use e.g. 500ms, 10s, 1m30s, "
+        "1.5h)",
+        err);
+    const char *env4[] = {"ETCDCTL_WRITE_OUT=table", NULL};
+    ASSERT_EQ(EXIT_USAGE,
+              parse_env(&o, err, env4, (const char *[]){"leader", "N", NULL}));
+    ASSERT_CONTAINS(err, "$ETCDCTL_WRITE_OUT: 'table' is not one of simple, json");
+    /* An empty discovery variable (etcdctl's default) is no request for it. */
+    const char *env5[] = {"ETCDCTL_DISCOVERY_SRV=", NULL};
+    ASSERT_OK(parse_env(&o, err, env5, (const char *[]){"leader", "N", NULL}));
+}
+
+/* ---------------------------------------------------------------- credentials */
+
+static int creds(tool_creds *c, char *err, char *warn, const char *const *env,
+                 const char **args)
+{
+    tool_opts o;
+    if (parse_env(&o, err, env, args)) return -1;
+    return tool_creds_resolve(&o, c, err, 400, warn, 600);
+}
+
+TEST(credentials_as_etcdctl_takes_them)
+{
+    tool_creds c;
+    char err[400], warn[600];
+    /* --user NAME:PASSWORD: accepted, with a warning (ps shows it). */
+    ASSERT_OK(creds(&c, err, warn, NULL,
+                    (const char *[]){"--user", "root:pw", "leader", "N", NULL}));
+    ASSERT_STREQ("root", c.user);
+    ASSERT_STREQ("pw", c.password);
+    ASSERT(c.on_argv);
+    ASSERT_CONTAINS(warn, "visible to other users");
+    tool_creds_free(&c);
+    /* ETCDCTL_USER=NAME:PASSWORD */
+    const char *e1[] = {"ETCDCTL_USER=root:p:w", NULL};
+    ASSERT_OK(creds(&c, err, warn, e1, (const char *[]){"leader", "N", NULL}));
+    ASSERT_STREQ("root", c.user);
+    ASSERT_STREQ("p:w", c.password); /* split at the first ':' */
+    ASSERT_STREQ("$ETCDCTL_USER NAME:PASSWORD", c.from);
+    ASSERT_STREQ("", warn);
+    tool_creds_free(&c);
+    /* ETCDCTL_USER + ETCDCTL_PASSWORD; ELECTOR_PASSWORD wins over ETCDCTL_PASSWORD. */
+    const char *e2[] = {"ETCDCTL_USER=root", "ETCDCTL_PASSWORD=ctl", NULL};
+    ASSERT_OK(creds(&c, err, warn, e2, (const char *[]){"leader", "N", NULL}));
+    ASSERT_STREQ("ctl", c.password);
+    ASSERT_STREQ("$ETCDCTL_PASSWORD", c.from);
+    tool_creds_free(&c);
+    const char *e3[] = {"ETCDCTL_USER=root:ctl", "ELECTOR_PASSWORD=el", NULL};
+    ASSERT_OK(creds(&c, err, warn, e3, (const char *[]){"leader", "N", NULL}));
+    ASSERT_STREQ("root", c.user);
+    ASSERT_STREQ("el", c.password);
+    tool_creds_free(&c);
+    /* The command line wins over variables. */
+    ASSERT_OK(creds(&c, err, warn, e3,
+                    (const char *[]){"--user", "u:cli", "leader", "N", NULL}));
+    ASSERT_STREQ("u", c.user);
+    ASSERT_STREQ("cli", c.password);
+    tool_creds_free(&c);
+    /* Two passwords at one level: an error naming both. */
+    ASSERT_EQ(EXIT_USAGE, creds(&c, err, warn, NULL,
+                                (const char *[]){"--user", "u:a", "--password", "b",
+                                                 "leader", "N", NULL}));
+    ASSERT_STREQ(
+        "the password is given twice, by --password and by --user NAME:PASSWORD: "
+        "give it once",
+        err);
+    const char *e4[] = {"ELECTOR_USER=u:a", "ELECTOR_PASSWORD=b", NULL};
+    ASSERT_EQ(EXIT_USAGE,
+              creds(&c, err, warn, e4, (const char *[]){"leader", "N", NULL}));
+    ASSERT_EQ(EXIT_USAGE, creds(&c, err, warn, NULL,
+                                (const char *[]){"--user", ":pw", "leader", "N", NULL}));
+    ASSERT_STREQ("--user: the user name is empty", err);
+    /* No user, no authentication (an empty ETCDCTL_USER is etcdctl's default). */
+    const char *e5[] = {"ETCDCTL_USER=", NULL};
+    ASSERT_OK(creds(&c, err, warn, e5, (const char *[]){"leader", "N", NULL}));
+    ASSERT_NULL(c.user);
+    tool_creds_free(&c);
+}
+
+TEST(scrub_removes_every_password_from_environment_and_argv)
+{
+    setenv("ELECTOR_PASSWORD", "e1", 1);
+    setenv("ETCDCTL_PASSWORD", "e2", 1);
+    setenv("ETCDCTL_USER", "root:e3", 1);
+    setenv("ELECTOR_USER", "plain", 1);
+    char *v1 = getenv("ETCDCTL_PASSWORD"), *v2 = getenv("ETCDCTL_USER");
+    char a1[] = "--user=root:argvpw", a2[] = "--password", a3[] = "pw2";
+    char *argv[] = {"elector", a1, a2, a3, "leader", "N", NULL};
+    tool_opts o;
+    char err[256];
+    ASSERT_OK(tool_parse_args(6, argv, &o, err, sizeof(err)));
+    tool_creds_scrub(&o, argv);
+    ASSERT_NULL(getenv("ELECTOR_PASSWORD"));
+    ASSERT_NULL(getenv("ETCDCTL_PASSWORD"));
+    ASSERT_NULL(getenv("ETCDCTL_USER"));
+    ASSERT_STREQ("plain", getenv("ELECTOR_USER")); /* no password in it: kept */
+    ASSERT_EQ(0, v1[0]);
+    ASSERT_EQ(0, v2[0]); /* wiped where it lay */
+    ASSERT_STREQ("--user=root:", a1);
+    ASSERT_EQ(0, a3[0]);
+    unsetenv("ELECTOR_USER");
+}
+
+/* ---------------------------------------------------------------- events, logs */
+
+static void check_json(const char *line)
+{
+    char err[400];
+    int rc = json_check_line(line, strlen(line), err, sizeof(err));
+    if (rc) tl_log("%s: %s", line, err);
+    ASSERT_OK(rc);
+}
+
+static void check_json_fails(const char *line, const char *why)
+{
+    char err[400];
+    ASSERT_EQ(-1, json_check_line(line, strlen(line), err, sizeof(err)));
+    tl_log("refused as it should: %s", err);
+    ASSERT_CONTAINS(err, why);
+}
+
+TEST(event_values_are_text_and_base64)
+{
+    /* 0xff and "\u00ff" (U+00FF, two bytes in UTF-8) used to print the same. */
+    tool_event_out e = {.event = "leader",
+                        .name = "n",
+                        .key = (const uint8_t *)"n/1",
+                        .key_len = 3,
+                        .value = (const uint8_t *)"\xff",
+                        .value_len = 1,
+                        .token = 5,
+                        .lease = 1,
+                        .mono_ns = 1,
+                        .unix_ms = 2};
+    char *a = tool_event_json(&e);
+    ASSERT_STREQ("{\"event\":\"leader\",\"name\":\"n\",\"key\":\"n/1\",\"key_base64\":"
+                 "\"bi8x\",\"lease\":\"1\",\"token\":5,\"value_base64\":\"/w==\","
+                 "\"mono_ns\":1,\"unix_ms\":2}",
+                 a);
+    check_json(a);
+    e.value = (const uint8_t *)"\xc3\xbf";
+    e.value_len = 2;
+    char *b = tool_event_json(&e);
+    ASSERT_CONTAINS(b, "\"value\":\"\xc3\xbf\",\"value_base64\":\"w78=\"");
+    check_json(b);
+    free(a);
+    free(b);
+    /* Every event kind, as the tool fills them. */
+    tool_event_out w = {.event = "waiting",
+                        .name = "n",
+                        .key = (const uint8_t *)"n/2",
+                        .key_len = 3,
+                        .value = (const uint8_t *)"",
+                        .predecessor = (const uint8_t *)"n/1",
+                        .predecessor_len = 3,
+                        .token = 9,
+                        .lease = 2,
+                        .mono_ns = 1,
+                        .unix_ms = 2};
+    char *c = tool_event_json(&w);
+    check_json(c);
+    free(c);
+    tool_event_out f = {.event = "failed",
+                        .name = "n",
+                        .error = "ECONNECT",
+                        .reason = "refused",
+                        .mono_ns = 1,
+                        .unix_ms = 2};
+    c = tool_event_json(&f);
+    check_json(c);
+    free(c);
+    tool_event_out pf = {.event = "proclaim_failed",
+                         .name = "n",
+                         .key = (const uint8_t *)"n/2",
+                         .key_len = 3,
+                         .value = (const uint8_t *)"old",
+                         .value_len = 3,
+                         .token = 9,
+                         .lease = 2,
+                         .error = "ETOOLARGE",
+                         .reason = "too large",
+                         .mono_ns = 1,
+                         .unix_ms = 2};
+    c = tool_event_json(&pf);
+    check_json(c);
+    free(c);
+    check_json("{\"event\":\"no_leader\",\"name\":\"n\",\"mono_ns\":1,\"unix_ms\":2}");
+}
+
+TEST(schema_checker_refuses_what_the_contract_excludes)
+{
+    check_json_fails(
+        "{\"event\":\"proclaimed\",\"name\":\"n\",\"key\":\"n/1\",\"key_base64\":"
+        "\"bi8x\",\"lease\":\"1\",\"token\":5,\"value_base64\":\"\",\"error\":"
+        "\"ETOOLARGE\",\"reason\":\"x\",\"mono_ns\":1,\"unix_ms\":2}",
+        "oneOf");
+    check_json_fails(
+        "{\"event\":\"leader\",\"name\":\"n\",\"key\":\"n/1\",\"key_base64\":\"bi8x\","
+        "\"lease\":\"1\",\"token\":5,\"value_base64\":\"/w==\",\"value\":\"x\","
+        "\"mono_ns\":1,\"unix_ms\":2}",
+        "\"value\" must be there exactly when value_base64 is UTF-8");
+    check_json_fails("{\"event\":\"leader\",\"name\":\"n\",\"key_base64\":\"bi8x\","
+                     "\"lease\":\"0x1\",\"token\":5,\"value_base64\":\"\",\"mono_ns\":1,"
+                     "\"unix_ms\":2}",
+                     "does not match");
+    check_json_fails("{\"event\":\"elected\",\"name\":\"n\",\"mono_ns\":1,\"unix_ms\":2,"
+                     "\"extra\":1}",
+                     "not allowed");
+    check_json_fails("{\"event\":\"dance\",\"name\":\"n\",\"mono_ns\":1,\"unix_ms\":2}",
+                     "not in enum");
+    check_json_fails(
+        "{\"event\":\"no_leader\",\"name\":\"n\",\"mono_ns\":1.5,\"unix_ms\":2}",
+        "wrong type");
+    check_json_fails("{\"time\":\"yesterday\",\"level\":\"info\",\"msg\":\"x\"}",
+                     "does not match");
+    check_json_fails("{\"event\":\"no_leader\",\"name\":\"n\",\"name\":\"m\"}",
+                     "duplicate");
+}
+
+TEST(log_lines_carry_time_and_level)
+{
+    char *t =
+        tool_log_format(LOGFMT_TEXT, LOG_WARN, 1795424910897LL, "bad \x1b[31m\nthing");
+    ASSERT_STREQ("2026-11-23T09:08:30.897Z warn elector: bad \\x1b[31m\\nthing", t);
+    free(t);
+    char *j = tool_log_format(LOGFMT_JSON, LOG_INFO, 1795424910897LL, "say \"hi\"\t\xff");
+    ASSERT_STREQ("{\"time\":\"2026-11-23T09:08:30.897Z\",\"level\":\"info\",\"msg\":"
+                 "\"say \\\"hi\\\"\\\\t\\\\xff\"}",
+                 j);
+    check_json(j);
+    free(j);
+}
+
+TEST(base64_encodes_and_decodes)
+{
+    static const char *const cases[][2] = {{"", ""},
+                                           {"f", "Zg=="},
+                                           {"fo", "Zm8="},
+                                           {"foo", "Zm9v"},
+                                           {"foob", "Zm9vYg=="},
+                                           {"fooba", "Zm9vYmE="},
+                                           {"foobar", "Zm9vYmFy"}};
+    for (size_t i = 0; i < 7; i++) {
+        char *b = tool_base64(cases[i][0], strlen(cases[i][0]));
+        ASSERT_STREQ(cases[i][1], b);
+        size_t n;
+        unsigned char *d = json_b64_decode(b, &n);
+        ASSERT_EQ(strlen(cases[i][0]), n);
+        ASSERT(!memcmp(d, cases[i][0], n));
+        free(d);
+        free(b);
+    }
+}
+
+TEST(insecure_transport_false_puts_tls_on_endpoints_without_scheme)
+{
+    char *s = tool_endpoints_https("a:1,http://b:2,https://c:3,d:4");
+    ASSERT_STREQ("https://a:1,http://b:2,https://c:3,https://d:4", s);
+    free(s);
+}
+
+/* ---------------------------------------------------------------- documentation */
+
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    ASSERT_NOT_NULL(f);
+    char *buf = NULL;
+    size_t len = 0, k;
+    char tmp[8192];
+    while ((k = fread(tmp, 1, sizeof(tmp), f)) > 0) {
+        buf = realloc(buf, len + k + 1);
+        memcpy(buf + len, tmp, k);
+        len += k;
+        buf[len] = 0;
+    }
+    fclose(f);
+    return buf;
+}
+
+#include "help.h"
+
+/* Every option the parser takes is in the man page (OPTIONS), in the help and
+ * in the bash completion; every variable in the man page (ENVIRONMENT). */
+TEST(every_option_and_variable_is_documented)
+{
+    char *man = read_all(ELECTOR_DOCS_DIR "/elector.1");
+    char *comp = read_all(ELECTOR_DOCS_DIR "/../tool/elector.bash-completion");
+    static const enum tool_cmd cmds[] = {CMD_NONE,   CMD_CAMPAIGN, CMD_OBSERVE,
+                                         CMD_LEADER, CMD_RUN,      CMD_LOCK};
+    const char *name;
+    char shrt;
+    int env, n = 0;
+    for (int i = 0; (name = tool_option_name(i, &shrt, &env)); i++, n++) {
+        char roff[96], plain[96], var[96];
+        size_t k = (size_t)snprintf(roff, sizeof(roff), "\\-\\-");
+        for (const char *p = name; *p; p++)
+            k += (size_t)snprintf(roff + k, sizeof(roff) - k, *p == '-' ? "\\-" : "%c",
+                                  *p);
+        snprintf(plain, sizeof(plain), "--%s", name);
+        tl_log("%s (env %d)", plain, env);
+        ASSERT_CONTAINS(man, roff);
+        bool refused = strstr(name, "discovery") != NULL;
+        if (!refused) {
+            bool in_help = false;
+            for (size_t c = 0; c < sizeof(cmds) / sizeof(cmds[0]); c++)
+                in_help |= strstr(tool_help(cmds[c]), plain) != NULL;
+            ASSERT(in_help);
+            char quoted[100];
+            snprintf(quoted, sizeof(quoted), "%s ", plain);
+            ASSERT(strstr(comp, quoted) || strstr(comp, plain));
+        }
+        if (env) {
+            snprintf(var, sizeof(var), "%s", env == 2 ? "ETCDCTL_" : "ELECTOR_");
+            size_t v = strlen(var);
+            for (const char *p = name; *p && v + 1 < sizeof(var); p++)
+                var[v++] =
+                    *p == '-' ? '_' : (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+            var[v] = 0;
+            tl_log("  %s", var);
+            ASSERT_CONTAINS(man, var);
+        }
+    }
+    ASSERT_GT(n, 25);
+    ASSERT_CONTAINS(man, ".SH ENVIRONMENT");
+    ASSERT_CONTAINS(man, ".SH EXIT STATUS");
+    ASSERT_CONTAINS(man, ".SS The prefix rule");
+    free(man);
+    free(comp);
+}
+
+/* The completion script, sourced by bash: commands, options, values. */
+TEST(bash_completion_completes_commands_options_and_values)
+{
+    char script[2048];
+    snprintf(script, sizeof(script),
+             "source %s/../tool/elector.bash-completion\n"
+             "t() { COMP_WORDS=(\"$@\"); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); "
+             "COMPREPLY=(); _elector; echo \"${COMPREPLY[*]}\"; }\n"
+             "t elector l; t elector -w js; t elector campaign x --proc; "
+             "t elector --log-format j; t elector run x --res; t elector help ob; "
+             "t elector lock L --gr\n",
+             ELECTOR_DOCS_DIR);
+    char *out = NULL;
+    ASSERT_EQ(0, tl_run(&out, (const char *[]){"bash", "-c", script, NULL}));
+    ASSERT_STREQ(
+        "leader lock\njson\n--proclaim-stdin\njson\n--restart\nobserve\n--grace\n", out);
+    free(out);
 }

@@ -32,7 +32,8 @@ TEST(escape_shows_terminal_controls_as_text)
     /* Colour, title, clear screen: none of it reaches the terminal. */
     ESC_EQ("\\x1b[31mred\\x1b[0m", "\x1b[31mred\x1b[0m");
     ESC_EQ("\\x1b]0;pwned\\x07", "\x1b]0;pwned\x07");
-    ESC_EQ("a\\x00b\\x7fc", "a\0b\x7f" "c");
+    ESC_EQ("a\\x00b\\x7fc", "a\0b\x7f"
+                            "c");
     /* A forged second log line stays on the first. */
     ESC_EQ("key\\nelector: elected: forged", "key\nelector: elected: forged");
     ESC_EQ("cr\\rtab\\tback\\\\slash", "cr\rtab\tback\\slash");
@@ -40,16 +41,21 @@ TEST(escape_shows_terminal_controls_as_text)
 
 TEST(escape_keeps_utf8_text_and_shows_the_rest_in_hex)
 {
-    ESC_EQ("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x90\xa7", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x90\xa7");
+    ESC_EQ("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x90\xa7",
+           "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x90\xa7");
     /* C1 controls (CSI is U+009B), invalid bytes, overlongs, surrogates. */
-    ESC_EQ("\\xc2\\x9b2J", "\xc2\x9b" "2J");
-    ESC_EQ("\\x9b2J", "\x9b" "2J");
+    ESC_EQ("\\xc2\\x9b2J", "\xc2\x9b"
+                           "2J");
+    ESC_EQ("\\x9b2J", "\x9b"
+                      "2J");
     ESC_EQ("\\xff\\xfe", "\xff\xfe");
     ESC_EQ("\\xc0\\xaf", "\xc0\xaf");
     ESC_EQ("\\xed\\xa0\\x80", "\xed\xa0\x80");
     ESC_EQ("cut\\xe2\\x82", "cut\xe2\x82");
     /* Bidirectional overrides and line separators ("Trojan Source"). */
-    ESC_EQ("a\\u{202e}b\\u{2028}c", "a\xe2\x80\xae" "b\xe2\x80\xa8" "c");
+    ESC_EQ("a\\u{202e}b\\u{2028}c", "a\xe2\x80\xae"
+                                    "b\xe2\x80\xa8"
+                                    "c");
 }
 
 TEST(escape_reports_the_full_length_and_truncates_safely)
@@ -105,7 +111,8 @@ TEST(password_file_first_line_and_mode_warning)
 
     pw = tool_password_read("/nonexistent/pw", err, sizeof(err), warn, sizeof(warn));
     ASSERT_NULL(pw);
-    ASSERT_STREQ("cannot read --password-file /nonexistent/pw: No such file or directory", err);
+    ASSERT_STREQ("cannot read --password-file /nonexistent/pw: No such file or directory",
+                 err);
     free(dir);
 }
 
@@ -129,7 +136,7 @@ TEST(key_file_mode_warning)
     char warn[600];
     char *k = write_file(dir, "k.pem", "-----BEGIN PRIVATE KEY-----\n", 0644);
     ASSERT_EQ(1, tool_check_key_file(k, "--key", warn, sizeof(warn)));
-    ASSERT_CONTAINS(warn, "warning: --key '");
+    ASSERT_CONTAINS(warn, "--key '");
     ASSERT_CONTAINS(warn, "(mode 0644)");
     ASSERT_OK(chmod(k, 0600));
     ASSERT_EQ(0, tool_check_key_file(k, "--key", warn, sizeof(warn)));
@@ -158,12 +165,14 @@ TEST(cleartext_password_warning_only_off_this_machine)
 {
     char warn[600];
     ASSERT_EQ(0, cleartext("127.0.0.1:2379,127.9.9.9:1,[::1]:2,localhost:3,"
-                           "http://[::ffff:127.0.0.1]:4", warn, sizeof(warn)));
+                           "http://[::ffff:127.0.0.1]:4",
+                           warn, sizeof(warn)));
     ASSERT_EQ(1, cleartext("127.0.0.1:2379,10.0.0.7:2379,http://etcd.example:2379", warn,
                            sizeof(warn)));
     tl_log("%s", warn);
-    ASSERT_CONTAINS(warn, "the password of 'root' goes in cleartext to 10.0.0.7:2379 (and 1 "
-                          "more endpoints)");
+    ASSERT_CONTAINS(warn,
+                    "the password of 'root' goes in cleartext to 10.0.0.7:2379 (and 1 "
+                    "more endpoints)");
     ASSERT_EQ(0, cleartext("https://10.0.0.7:2379", warn, sizeof(warn)));
 }
 

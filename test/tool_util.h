@@ -22,6 +22,32 @@ void tool_bg(eu_child *ch, const char *const args[]);
 /* Waits for a background elector to exit; returns its exit status (-1: timeout). */
 int tool_wait(eu_child *ch, double timeout_s);
 
+/* tool() with an environment of its own (envp: "NAME=VALUE" entries, NULL-ended;
+ * it replaces the test's environment). */
+int tool_with_env(char **out, char **err, const char *const envp[],
+                  const char *const args[]);
+
+/* tool_bg with more: stderr to err_path (if set), variables added to the
+ * inherited environment (set: "NAME=VALUE", NULL-ended), stdin from in_fd
+ * (if >= 0; else /dev/null). */
+typedef struct tool_bg_opts {
+    const char *err_path;
+    const char *const *set;
+    int in_fd;
+} tool_bg_opts;
+void tool_bg_ex(eu_child *ch, const tool_bg_opts *o, const char *const args[]);
+
+/* Checks the JSON lines of a file the tool wrote (json_check_text); returns
+ * the file's contents (malloc'd) or NULL. */
+char *check_file(const char *path);
+
+/* Waits until the file at path contains needle; false after timeout_s. */
+bool wait_contains(const char *path, const char *needle, double timeout_s);
+
+/* A loopback listener that accepts connections (the kernel does, from the
+ * backlog) and never answers; its port in *port. */
+int silent_listener(int *port);
+
 bool file_exists(const char *p);
 bool wait_file(const char *p, double timeout_s);
 char *slurp(const char *p); /* a static buffer: the file's first 4 KiB */

@@ -57,10 +57,14 @@ size_t tool_escape(char *out, size_t cap, const void *src, size_t n)
         size_t len = utf8(s + i, n - i, &cp);
         const char *rep = NULL;
         if (len == 1) {
-            if (cp == '\n') rep = "\\n";
-            else if (cp == '\r') rep = "\\r";
-            else if (cp == '\t') rep = "\\t";
-            else if (cp == '\\') rep = "\\\\";
+            if (cp == '\n')
+                rep = "\\n";
+            else if (cp == '\r')
+                rep = "\\r";
+            else if (cp == '\t')
+                rep = "\\t";
+            else if (cp == '\\')
+                rep = "\\\\";
         }
         if (rep) {
             EMIT(rep, strlen(rep));
@@ -91,4 +95,16 @@ char *tool_escape_dup(const void *s, size_t n)
     char *out = malloc(need + 1);
     if (out) tool_escape(out, need + 1, s, n);
     return out;
+}
+
+bool tool_utf8_valid(const void *src, size_t n)
+{
+    const uint8_t *s = src;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        size_t len = utf8(s + i, n - i, &cp);
+        if (!len) return false;
+        i += len;
+    }
+    return true;
 }

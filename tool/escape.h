@@ -4,6 +4,7 @@
 #ifndef ELECTOR_TOOL_ESCAPE_H
 #define ELECTOR_TOOL_ESCAPE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Writes s (n bytes, any bytes) to out (cap bytes, always NUL-terminated when cap
@@ -16,5 +17,9 @@ size_t tool_escape(char *out, size_t cap, const void *s, size_t n);
 
 /* The same into a malloc'd string; NULL when out of memory. */
 char *tool_escape_dup(const void *s, size_t n);
+
+/* True when s (n bytes) is valid UTF-8 (RFC 3629: no overlongs, no surrogates,
+ * at most U+10FFFF). */
+bool tool_utf8_valid(const void *s, size_t n);
 
 #endif

@@ -32,22 +32,25 @@ static struct {
     __typeof__(MHD_stop_daemon) *stop_daemon;
 } mhd;
 
+static const char *const mhd_names[] = {"libmicrohttpd.so.12", "libmicrohttpd.so"};
+
 static int mhd_load(char *err, size_t cap)
 {
     if (mhd.handle) return 0;
-    static const char *names[] = {"libmicrohttpd.so.12", "libmicrohttpd.so"};
+    const char *const *names = mhd_names;
     void *h = NULL;
-    for (size_t i = 0; !h && i < sizeof(names) / sizeof(names[0]); i++)
+    for (size_t i = 0; !h && i < sizeof(mhd_names) / sizeof(mhd_names[0]); i++)
         h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-        snprintf(err, cap, "--http needs libmicrohttpd (Debian: libmicrohttpd12): %s", dlerror());
+        snprintf(err, cap, "--http needs libmicrohttpd (Debian: libmicrohttpd12): %s",
+                 dlerror());
         return -1;
     }
 #define LOAD(f)                                                                          \
-    if (!(*(void **)&mhd.f = dlsym(h, "MHD_" #f))) {                                      \
-        snprintf(err, cap, "libmicrohttpd lacks MHD_%s", #f);                             \
-        dlclose(h);                                                                       \
-        return -1;                                                                        \
+    if (!(*(void **)&mhd.f = dlsym(h, "MHD_" #f))) {                                     \
+        snprintf(err, cap, "libmicrohttpd lacks MHD_%s", #f);                            \
+        dlclose(h);                                                                      \
+        return -1;                                                                       \
     }
     LOAD(add_response_header)
     LOAD(create_response_from_buffer)
@@ -242,12 +245,14 @@ static MHD_Result_ reply(struct MHD_Connection *c, unsigned status, const char *
 
 #define TEXT "text/plain; charset=utf-8"
 
+/* *con_cls once the request's headers have been seen: its address is the mark. */
+static char seen;
+
 static MHD_Result_ on_request(void *cls, struct MHD_Connection *c, const char *url,
                               const char *method, const char *version,
                               const char *upload_data, size_t *upload_data_size,
                               void **con_cls)
 {
-    static char seen; /* *con_cls once the request's headers have been seen */
     (void)version;
     (void)upload_data;
     tool_http *h = cls;
@@ -314,6 +319,14 @@ static void on_log(void *cls, const char *fmt, va_list ap)
         h->log[--n] = 0;
 }
 
+int tool_http_check_addr(const char *addr, char *err, size_t cap)
+{
+    struct sockaddr_storage ss;
+    socklen_t sslen;
+    int port;
+    return parse_addr(addr, &ss, &sslen, &port, err, cap);
+}
+
 tool_http *tool_http_start(const char *addr, tool_view_fn fn, void *ud, char *err,
                            size_t cap)
 {
@@ -338,14 +351,13 @@ tool_http *tool_http_start(const char *addr, tool_view_fn fn, void *ud, char *er
      * line every few seconds holds its connection): an idle connection is cut
      * after HTTP_IDLE_S, and one address may hold at most HTTP_PER_IP of the
      * HTTP_MAX_CONNS connections, so others (the prober) always find room. */
-    h->d = mhd.start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, h,
-                            MHD_OPTION_EXTERNAL_LOGGER, on_log, h, /* must come first */
-                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNS,
-                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_PER_IP,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_S,
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEM,
-                            MHD_OPTION_END);
+    h->d = mhd.start_daemon(
+        flags, (uint16_t)port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER,
+        on_log, h, /* must come first */
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)HTTP_MAX_CONNS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)HTTP_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_S,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEM, MHD_OPTION_END);
     int e = errno;
     h->starting = 0;
     if (!h->d) {

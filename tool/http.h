@@ -11,17 +11,17 @@
 
 /* A snapshot of what the endpoints report, filled by the tool on each request. */
 typedef struct tool_view {
-    const char *name;       /* election name */
-    bool session_healthy;   /* we hold a live session (or, observe: connected) */
-    bool is_leader;         /* elector_is_leader() now */
-    bool has_leader;        /* a leader is known (ours or observed) */
-    const uint8_t *key;     /* the leader's key, value, token, lease */
+    const char *name;     /* election name */
+    bool session_healthy; /* we hold a live session (or, observe: connected) */
+    bool is_leader;       /* elector_is_leader() now */
+    bool has_leader;      /* a leader is known (ours or observed) */
+    const uint8_t *key;   /* the leader's key, value, token, lease */
     size_t key_len;
     const uint8_t *value;
     size_t value_len;
     int64_t token;
     int64_t lease;
-    int64_t since_unix_ms;  /* wall time when this process learned of this leader */
+    int64_t since_unix_ms;       /* wall time when this process learned of this leader */
     uint64_t leadership_changes; /* times this process became or stopped being leader */
     double lease_remaining_s;    /* validity deadline - now, 0 if none */
     const elector_session_stats *ka; /* NULL without a session */
@@ -35,7 +35,12 @@ typedef struct tool_http tool_http;
 /* Listens on addr: "HOST:PORT", ":PORT" or "PORT" (host defaults to 127.0.0.1;
  * "[::1]:PORT" for IPv6). Returns NULL with a message in err (e.g. "cannot listen
  * on 127.0.0.1:80: Permission denied") on failure. */
-tool_http *tool_http_start(const char *addr, tool_view_fn fn, void *ud, char *err, size_t cap);
+tool_http *tool_http_start(const char *addr, tool_view_fn fn, void *ud, char *err,
+                           size_t cap);
+
+/* 0 when addr is a valid address for tool_http_start (the host resolves), else
+ * -1 with a message in err: a usage error, unlike a port already taken. */
+int tool_http_check_addr(const char *addr, char *err, size_t cap);
 
 /* One fd to poll for POLLIN, the ms until tool_http_process() must run (-1: none). */
 int tool_http_fd(const tool_http *h);

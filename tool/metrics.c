@@ -107,10 +107,11 @@ static size_t utf8_seq(const uint8_t *s, size_t n)
 
 /* Writes s as the inside of a JSON string to out (if non-NULL); returns the
  * number of bytes it takes. */
+static const char hex[] = "0123456789abcdef";
+static const char short_esc[] = "\"\\\b\f\n\r\t", short_rep[] = "\"\\bfnrt";
+
 static size_t json_escape(char *out, const uint8_t *s, size_t n)
 {
-    static const char hex[] = "0123456789abcdef";
-    static const char short_esc[] = "\"\\\b\f\n\r\t", short_rep[] = "\"\\bfnrt";
     size_t o = 0;
     for (size_t i = 0; i < n;) {
         uint8_t c = s[i];
@@ -244,7 +245,7 @@ static void seconds_us(mbuf *b, int64_t us)
 
 static void rtt_histogram(mbuf *b, const elector_session_stats *ka)
 {
-    static const char *h = "elector_keepalive_rtt_seconds";
+    const char *const h = "elector_keepalive_rtt_seconds";
     family(b, h, "histogram", "Round-trip time of lease keepalives.");
     uint64_t cum = 0;
     for (int i = 0; i < ELECTOR_RTT_BUCKETS - 1; i++) {

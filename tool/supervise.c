@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "elector/etcd.h" /* elector_now_ns(): the deadline clock */
+#include "log.h"
 
 extern char **environ;
 
@@ -165,7 +166,8 @@ static void cgroup_kill(const char *cg)
     FILE *f = fopen(path, "re");
     if (!f) return;
     long pid;
-    while (fscanf(f, "%ld", &pid) == 1) kill((pid_t)pid, SIGKILL);
+    while (fscanf(f, "%ld", &pid) == 1)
+        kill((pid_t)pid, SIGKILL);
     fclose(f);
 }
 
@@ -246,7 +248,8 @@ static void cgroup_sweep_stale(const char *base)
 
 static void cgroup_remove(const char *cg)
 {
-    for (int i = 0; *cg && i < 100 && rmdir(cg) && errno == EBUSY; i++) usleep(2000);
+    for (int i = 0; *cg && i < 100 && rmdir(cg) && errno == EBUSY; i++)
+        usleep(2000);
 }
 
 /* ---------------------------------------------------------------- the command */
@@ -259,14 +262,16 @@ static void exec_command(const tool_child_spec *sp, pid_t guard, int go)
     char b;
     if (read(go, &b, 1) != 1) _exit(127); /* the guard died before placing us */
     close(go);
-    for (int s = 1; s < NSIG; s++) signal(s, SIG_DFL);
+    for (int s = 1; s < NSIG; s++)
+        signal(s, SIG_DFL);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    for (int i = 0; sp->env_add[i]; i++) putenv(sp->env_add[i]);
+    for (int i = 0; sp->env_add[i]; i++)
+        putenv(sp->env_add[i]);
     execvp(sp->argv[0], sp->argv);
     int e = errno;
-    fprintf(stderr, "elector: cannot run '%s': %s\n", sp->argv[0], strerror(e));
+    tool_log(LOG_ERROR, "cannot run '%s': %s", sp->argv[0], strerror(e));
     _exit(e == ENOENT ? 127 : 126); /* as shells do */
 }
 
@@ -315,8 +320,10 @@ static void guard_apply(struct guard *g, const struct msg *m)
     case M_SIGNAL:
         /* A relayed stop: the command gets grace to end, then the tree dies. */
         stop_for(g, TOOL_CHILD_STOPPED);
-        if (m->value == SIGKILL) g->kill_at = 0;
-        else kill(-g->cmd, (int)m->value);
+        if (m->value == SIGKILL)
+            g->kill_at = 0;
+        else
+            kill(-g->cmd, (int)m->value);
         if (now + g->grace < g->kill_at) g->kill_at = now + g->grace;
         break;
     }
@@ -382,7 +389,8 @@ static _Noreturn void guard_main(struct guard *g)
     for (;;) {
         int st;
         pid_t p;
-        while ((p = waitpid(-1, &st, WNOHANG)) > 0) note_reaped(g, p, st);
+        while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+            note_reaped(g, p, st);
         if (g->cmd_done && !g->killing) {
             stop_for(g, TOOL_CHILD_EXITED);
             g->killing = true; /* what it left behind must not act as leader */
@@ -413,7 +421,8 @@ static _Noreturn void guard_main(struct guard *g)
     if (!g->cmd_done) kill(-g->cmd, SIGKILL);
     kill_tree(getpid(), g->cg, g->sfd, -1, note_reaped, g);
     cgroup_remove(g->cg);
-    if ((g->cause == TOOL_CHILD_ORPHANED || g->cause == TOOL_CHILD_DEADLINE) && g->sp->release)
+    if ((g->cause == TOOL_CHILD_ORPHANED || g->cause == TOOL_CHILD_DEADLINE) &&
+        g->sp->release)
         g->sp->release(g->sp->ud);
     report(g, R_DONE, g->cause, g->cmd_done ? g->cmd_status : 128 + SIGKILL);
     _exit(0);
@@ -427,7 +436,8 @@ static int contain(struct guard *g, const char *base)
     snprintf(g->cg, sizeof(g->cg), "%s/elector-run.%d", base, (int)getpid());
     char pid[32];
     snprintf(pid, sizeof(pid), "%d\n", (int)g->cmd);
-    if ((mkdir(g->cg, 0755) && errno != EEXIST) || write_str(g->cg, "cgroup.procs", pid)) {
+    if ((mkdir(g->cg, 0755) && errno != EEXIST) ||
+        write_str(g->cg, "cgroup.procs", pid)) {
         rmdir(g->cg);
         g->cg[0] = 0;
         return MODE_SUBREAPER;
@@ -435,14 +445,16 @@ static int contain(struct guard *g, const char *base)
     return MODE_CGROUP;
 }
 
-static _Noreturn void guard_start(const tool_child_spec *sp, int in, int out, const char *base)
+static _Noreturn void guard_start(const tool_child_spec *sp, int in, int out,
+                                  const char *base)
 {
     /* Dispositions first, then the mask, so that no signal meant for elector
      * lands in the gap. The guard stops the command only on elector's word or by
      * the clock; SIGKILL and SIGSTOP aimed at it alone are the only ways around. */
-    int ign[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE, SIGUSR1,
-                 SIGUSR2};
-    for (size_t i = 0; i < sizeof(ign) / sizeof(ign[0]); i++) signal(ign[i], SIG_IGN);
+    int ign[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT, SIGTSTP,
+                 SIGTTIN, SIGTTOU, SIGPIPE, SIGUSR1, SIGUSR2};
+    for (size_t i = 0; i < sizeof(ign) / sizeof(ign[0]); i++)
+        signal(ign[i], SIG_IGN);
     sigset_t chld;
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
@@ -454,8 +466,12 @@ static _Noreturn void guard_start(const tool_child_spec *sp, int in, int out, co
      * close when elector exits, not live on in the guard. */
     if (dup2(in, 3) < 0 || dup2(out, 4) < 0) _exit(126);
     close_range(5, ~0U, 0);
-    struct guard g = {.sp = sp, .in = 3, .out = 4, .deadline = sp->deadline_ns,
-                      .grace = sp->grace_ns, .term_at = sp->deadline_ns - sp->grace_ns,
+    struct guard g = {.sp = sp,
+                      .in = 3,
+                      .out = 4,
+                      .deadline = sp->deadline_ns,
+                      .grace = sp->grace_ns,
+                      .term_at = sp->deadline_ns - sp->grace_ns,
                       .kill_at = sp->deadline_ns};
     g.sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
     g.tfd = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC | TFD_NONBLOCK);
@@ -576,7 +592,9 @@ int tool_child_fd(const tool_child *c)
 
 const char *tool_child_containment(const tool_child *c)
 {
-    return c->mode == MODE_CGROUP ? "cgroup" : c->mode == MODE_SUBREAPER ? "subreaper" : "";
+    return c->mode == MODE_CGROUP      ? "cgroup"
+           : c->mode == MODE_SUBREAPER ? "subreaper"
+                                       : "";
 }
 
 static void read_reports(tool_child *c)

@@ -46,11 +46,11 @@ typedef struct tool_child tool_child;
 /* Why the command ended. */
 typedef enum tool_child_cause {
     TOOL_CHILD_RUNNING = 0,
-    TOOL_CHILD_EXITED,     /* it ended on its own */
-    TOOL_CHILD_STOPPED,    /* elector asked (tool_child_stop/_signal/_free) */
-    TOOL_CHILD_DEADLINE,   /* the guard stopped it: the deadline came first */
-    TOOL_CHILD_ORPHANED,   /* elector was gone (only the guard sees this) */
-    TOOL_CHILD_GUARD_DIED  /* the guard died; elector killed the tree itself */
+    TOOL_CHILD_EXITED,    /* it ended on its own */
+    TOOL_CHILD_STOPPED,   /* elector asked (tool_child_stop/_signal/_free) */
+    TOOL_CHILD_DEADLINE,  /* the guard stopped it: the deadline came first */
+    TOOL_CHILD_ORPHANED,  /* elector was gone (only the guard sees this) */
+    TOOL_CHILD_GUARD_DIED /* the guard died; elector killed the tree itself */
 } tool_child_cause;
 
 typedef struct tool_child_spec {

@@ -60,25 +60,26 @@ const char *elector_event_name(elector_event_type type);
 /* Everything an event carries. Pointers are valid during the callback only. */
 typedef struct elector_event {
     elector_event_type type;
-    int reason;           /* LOST/FAILED/SESSION_LOST: an ELECTOR_E* code; else 0 */
-    const char *detail;   /* human text for reason, "" otherwise */
-    const char *name;     /* election name */
-    const uint8_t *key;   /* our key; the predecessor for WAITING; the leader's key */
+    int reason;         /* LOST/FAILED/SESSION_LOST: an ELECTOR_E* code; else 0 */
+    const char *detail; /* human text for reason, "" otherwise */
+    const char *name;   /* election name */
+    const uint8_t *key; /* our key; the predecessor for WAITING; the leader's key */
     size_t key_len;
     const uint8_t *value; /* the value proclaimed or observed */
     size_t value_len;
-    int64_t token;        /* fencing token: the leader key's create revision */
-    int64_t lease;        /* lease ID of that key */
-    int64_t mono_ns;      /* CLOCK_MONOTONIC when the belief changed (comparable
-                             across processes; not the deadline clock) */
+    int64_t token;   /* fencing token: the leader key's create revision */
+    int64_t lease;   /* lease ID of that key */
+    int64_t mono_ns; /* CLOCK_MONOTONIC when the belief changed (comparable
+                        across processes; not the deadline clock) */
 } elector_event;
 
 /* ---- sessions ------------------------------------------------------------------- */
 
 typedef struct elector_session_config {
-    int64_t ttl_s;     /* requested TTL in seconds; default 10. etcd may grant more. */
-    int64_t margin_ms; /* safety margin before the proven expiry; 0 = max(ttl/10, 200ms) */
-    int64_t lease_id;  /* keep alive an existing lease instead of granting one; 0 = new */
+    int64_t ttl_s; /* requested TTL in seconds; default 10. etcd may grant more. */
+    int64_t
+        margin_ms;    /* safety margin before the proven expiry; 0 = max(ttl/10, 200ms) */
+    int64_t lease_id; /* keep alive an existing lease instead of granting one; 0 = new */
     /* false (default): a session that ends on its own (ELECTOR_ESESSION) revokes
      * its lease at once, so its keys stop blocking other candidates.
      * true: it does not; LOST and SESSION_LOST come as usual, renewals stop, and
@@ -101,7 +102,8 @@ typedef void (*elector_session_cb)(elector_session *s, const elector_event *ev, 
 /* Grants (or adopts) the lease asynchronously and keeps it alive every TTL/3 on the
  * client's shared LeaseKeepAlive stream. Returns NULL only when out of memory or
  * when etcd is a handle in error (see elector_etcd_err()). cb may be NULL. */
-elector_session *elector_session_new(elector_etcd *etcd, const elector_session_config *cfg,
+elector_session *elector_session_new(elector_etcd *etcd,
+                                     const elector_session_config *cfg,
                                      elector_session_cb cb, void *ud);
 
 /* Blocks (running the loop) until the lease is granted. Returns 0, ELECTOR_ETIMEDOUT,
@@ -125,11 +127,11 @@ int elector_session_close_sync(elector_session *s, int64_t timeout_ms);
 
 /* The lease ID: 0 until granted; still set after the session ended. */
 int64_t elector_session_lease(const elector_session *s);
-int64_t elector_session_ttl(const elector_session *s);        /* granted TTL, seconds */
+int64_t elector_session_ttl(const elector_session *s); /* granted TTL, seconds */
 /* The validity deadline, on elector_now_ns()'s clock (CLOCK_BOOTTIME); 0 unless
  * the session is alive. */
 int64_t elector_session_deadline_ns(const elector_session *s);
-bool elector_session_alive(const elector_session *s);         /* now < deadline */
+bool elector_session_alive(const elector_session *s); /* now < deadline */
 
 /* Keepalive statistics of a session. rtt_buckets[i] counts round trips of at
  * most elector_rtt_bounds_us[i] microseconds (and more than the bound before);
@@ -149,7 +151,8 @@ void elector_session_get_stats(const elector_session *s, elector_session_stats *
 
 /* ---- elections ------------------------------------------------------------------ */
 
-typedef void (*elector_election_cb)(elector_election *el, const elector_event *ev, void *ud);
+typedef void (*elector_election_cb)(elector_election *el, const elector_event *ev,
+                                    void *ud);
 
 /* An election handle for `name` on a session. name is copied; it must be
  * non-empty. Many elections may share one session. Returns NULL when out of
@@ -239,7 +242,7 @@ typedef struct elector_leader_info {
     size_t key_len;
     uint8_t *value;
     size_t value_len;
-    int64_t token;    /* create revision */
+    int64_t token; /* create revision */
     int64_t lease;
     int64_t revision; /* store revision of the read */
 } elector_leader_info;
@@ -260,7 +263,8 @@ void elector_leader_free(elector_leader_info *info);
  * broke the protocol, which a retry cannot cure): then one ELECTOR_EV_FAILED event
  * (reason, detail) ends the observer; free it. Returns NULL when out of memory or
  * name is empty. */
-typedef void (*elector_observe_cb)(elector_observer *o, const elector_event *ev, void *ud);
+typedef void (*elector_observe_cb)(elector_observer *o, const elector_event *ev,
+                                   void *ud);
 elector_observer *elector_observe(elector_etcd *etcd, const char *name,
                                   elector_observe_cb cb, void *ud);
 void elector_observer_free(elector_observer *o);

@@ -37,6 +37,7 @@
 #ifndef ELECTOR_ETCD_H
 #define ELECTOR_ETCD_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
 #include <protobuf-c/protobuf-c.h>
@@ -56,18 +57,19 @@ typedef struct elector_etcd_config {
      * "https://host:port". An endpoint without scheme uses TLS when a CA or client
      * certificate is configured. Default "127.0.0.1:2379". */
     const char *endpoints;
-    const char *cacert;   /* PEM CA bundle to verify the server; NULL: system store */
-    const char *cert;     /* PEM client certificate (optional) */
-    const char *key;      /* PEM client key (optional, with cert) */
-    const char *user;     /* etcd user for Auth.Authenticate (optional) */
-    const char *password; /* its password */
-    int64_t dial_timeout_ms;       /* connect + TLS + first SETTINGS; default 5000 */
-    int64_t request_timeout_ms;    /* default deadline of unary calls; default 5000 */
-    int64_t keepalive_time_ms;     /* silence before a PING while awaiting a reply; 1000 */
-    int64_t keepalive_idle_ms;     /* silence before a PING with only idle streams; 10000 */
-    int64_t keepalive_timeout_ms;  /* PING ack deadline, then the connection is dead; 2000 */
-    int64_t backoff_min_ms;        /* first reconnect delay after a failed round; 50 */
-    int64_t backoff_max_ms;        /* reconnect delay cap; 2000 */
+    const char *cacert;      /* PEM CA bundle to verify the server; NULL: system store */
+    const char *cert;        /* PEM client certificate (optional) */
+    const char *key;         /* PEM client key (optional, with cert) */
+    const char *user;        /* etcd user for Auth.Authenticate (optional) */
+    const char *password;    /* its password */
+    int64_t dial_timeout_ms; /* connect + TLS + first SETTINGS; default 5000 */
+    int64_t request_timeout_ms; /* default deadline of unary calls; default 5000 */
+    int64_t keepalive_time_ms;  /* silence before a PING while awaiting a reply; 1000 */
+    int64_t keepalive_idle_ms;  /* silence before a PING with only idle streams; 10000 */
+    int64_t
+        keepalive_timeout_ms; /* PING ack deadline, then the connection is dead; 2000 */
+    int64_t backoff_min_ms;   /* first reconnect delay after a failed round; 50 */
+    int64_t backoff_max_ms;   /* reconnect delay cap; 2000 */
     /* Bounds on what a server may send (a broken or hostile peer gets
      * ELECTOR_EPROTO, never unbounded memory). */
     size_t max_recv_msg_bytes; /* largest gRPC message accepted, checked on its 5-byte
@@ -77,6 +79,10 @@ typedef struct elector_etcd_config {
     size_t max_decode_bytes;   /* heap that decoding one message may take (protobuf-c
                                   allocations); 0: 8 x max_recv_msg_bytes. etcd's
                                   replies take 1-5 times their size. */
+    /* true: accept any server certificate, for any name (etcdctl's
+     * --insecure-skip-tls-verify). The connection is encrypted but anyone in the
+     * path can pose as etcd and read the password. For tests only. */
+    bool insecure_skip_verify;
 } elector_etcd_config;
 
 /* Fills defaults. */
@@ -85,8 +91,10 @@ void elector_etcd_config_init(elector_etcd_config *cfg);
 /* Creates a client. No connection is made until the first call or stream.
  * Returns NULL only when memory is exhausted; otherwise check elector_etcd_err():
  * ELECTOR_EINVAL for a malformed endpoint list or unreadable TLS files (the text
- * names the culprit), ELECTOR_ETLS for an unusable TLS setup. A client in error
- * must still be freed with elector_etcd_free(). */
+ * names the culprit; a malformed list leaves no endpoints, so
+ * elector_etcd_endpoint_info(etcd, 0, ...) fails then, and only then),
+ * ELECTOR_ETLS for an unusable TLS setup. A client in error must still be freed
+ * with elector_etcd_free(). */
 elector_etcd *elector_etcd_new(const elector_etcd_config *cfg);
 
 /* Fails every pending call with ELECTOR_ECANCELED, closes the connection, frees.
@@ -119,7 +127,7 @@ int elector_etcd_run_once(elector_etcd *etcd, int64_t max_ms);
  * this library that may be called from another thread. */
 void elector_etcd_wakeup(elector_etcd *etcd);
 
-/* Endpoint currently connected ("" if none) and its index in the list (-1). */
+/* Endpoint currently connected ("" if none). */
 const char *elector_etcd_current_endpoint(const elector_etcd *etcd);
 
 /* What endpoint i (0-based) of the configured list is, for callers that want to
@@ -134,7 +142,8 @@ typedef struct elector_endpoint_info {
 
 /* Returns 0 and fills out, or ELECTOR_EINVAL when i is out of range (or the
  * endpoint list did not parse). */
-int elector_etcd_endpoint_info(const elector_etcd *etcd, int i, elector_endpoint_info *out);
+int elector_etcd_endpoint_info(const elector_etcd *etcd, int i,
+                               elector_endpoint_info *out);
 
 /* ---- calls ---------------------------------------------------------------------- */
 
@@ -160,9 +169,9 @@ const char *elector_rpc_path(elector_rpc rpc);
 
 /* Per-call options; a NULL pointer means all defaults. */
 typedef struct elector_call_opts {
-    int64_t timeout_ms;  /* 0: the client's request_timeout_ms; streams: none */
-    int require_leader;  /* send "hasleader: true": fail instead of stalling
-                            on a member that has lost its Raft leader */
+    int64_t timeout_ms; /* 0: the client's request_timeout_ms; streams: none */
+    int require_leader; /* send "hasleader: true": fail instead of stalling
+                           on a member that has lost its Raft leader */
 } elector_call_opts;
 
 /* Completion of a unary call: err is 0 and resp the decoded response (of the type
@@ -188,8 +197,9 @@ int elector_etcd_call(elector_etcd *etcd, elector_rpc rpc, const ProtobufCMessag
  * *resp, NULL). Returns 0 or the call's error (see elector_etcd_call and the
  * grpc status mapping: ENOLEADER, ECOMPACTED, ELEASE, EAUTH, EPERM, ETOOLARGE,
  * ETIMEDOUT, EUNAVAILABLE, ECONNECT, ETLS, EGRPC, ...). */
-int elector_etcd_call_sync(elector_etcd *etcd, elector_rpc rpc, const ProtobufCMessage *req,
-                           const elector_call_opts *opts, ProtobufCMessage **resp);
+int elector_etcd_call_sync(elector_etcd *etcd, elector_rpc rpc,
+                           const ProtobufCMessage *req, const elector_call_opts *opts,
+                           ProtobufCMessage **resp);
 
 /* ---- bidirectional streams ------------------------------------------------------ */
 
@@ -251,7 +261,7 @@ typedef void (*elector_keepalive_cb)(elector_etcd *etcd, int err, int64_t lease_
                                      int64_t ttl, void *ud);
 
 /* Sends one keepalive for lease_id and calls cb exactly once, at the latest after
- * timeout_ms (0: request_timeout_ms). Returns 0, ELECTOR_EINVAL, ELECTOR_ENOMEM,
+ * timeout_ms (0: 5000 ms). Returns 0, ELECTOR_EINVAL, ELECTOR_ENOMEM,
  * ELECTOR_ECLOSED; on error cb is not called. */
 int elector_etcd_keepalive(elector_etcd *etcd, int64_t lease_id, int64_t timeout_ms,
                            elector_keepalive_cb cb, void *ud);

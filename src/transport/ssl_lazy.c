@@ -23,10 +23,10 @@ int elector__ssl_load(char *err, size_t cap)
     }
     /* dlsym searches libssl's dependencies too, so libcrypto's symbols resolve. */
 #define ELECTOR__SSL_LOAD(f)                                                             \
-    if (!(*(void **)&elector__ssl.f = dlsym(h, #f))) {                                    \
-        snprintf(err, cap, "OpenSSL lacks %s", #f);                                       \
-        dlclose(h);                                                                       \
-        return -1;                                                                        \
+    if (!(*(void **)&elector__ssl.f = dlsym(h, #f))) {                                   \
+        snprintf(err, cap, "OpenSSL lacks %s", #f);                                      \
+        dlclose(h);                                                                      \
+        return -1;                                                                       \
     }
     ELECTOR__SSL_FUNCS(ELECTOR__SSL_LOAD)
 #undef ELECTOR__SSL_LOAD

@@ -1,10 +1,137 @@
 /* Sessions: a lease, kept alive every TTL/3, and the validity deadline that says
  * until when we can prove it alive. States: GRANTING -> ALIVE -> DEAD (lease gone
- * or unprovable), or CLOSED by the owner from any state. */
+ * or unprovable), or CLOSED by the owner from any state.
+ *
+ * A session tells what depends on it (elections) through a list of listeners;
+ * it knows nothing else of them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "election_internal.h"
+#include "election_private.h"
+
+/* An event under way over the listeners: the next one to call. Listeners that
+ * leave the list meanwhile move the cursor on; walks nest (a listener may close
+ * the session, which walks again), so the cursors form a stack. */
+struct walk {
+    elector__session_listener *next;
+    struct walk *outer;
+};
+
+struct elector_session {
+    elector_etcd *etcd;
+    elector_session_config cfg;
+    enum elector__session_phase state;
+    int64_t lease, ttl_s;
+    int64_t deadline_ns; /* proven lease expiry minus the margin */
+    int64_t ka_sent_ns;  /* when the keepalive in flight (or the grant) was sent */
+    bool ka_in_flight;
+    bool revoke_owed; /* we hold a lease that nobody revoked and etcd did not drop */
+    int last_err, grant_err;
+    elector_session_stats stats;
+    /* Holds: the grant in flight, events under way; closed: by the owner. */
+    elector__life life;
+    elector__timer renew_timer, deadline_timer;
+    elector__session_listener *listeners;
+    struct walk *walks;
+    elector_session_cb cb;
+    void *ud;
+};
+
+enum elector__session_phase elector__session_phase(const elector_session *s)
+{
+    return s->state;
+}
+
+elector_etcd *elector__session_etcd(const elector_session *s)
+{
+    return s->etcd;
+}
+
+bool elector__session_manual_release(const elector_session *s)
+{
+    return s->cfg.manual_release;
+}
+
+int64_t elector__session_deadline_raw_ns(const elector_session *s)
+{
+    return s->deadline_ns;
+}
+
+/* ---------------------------------------------------------------- listeners */
+
+void elector__session_listen(elector_session *s, elector__session_listener *l,
+                             const elector__session_events *ev)
+{
+    l->ev = ev;
+    l->prev = NULL;
+    l->next = s->listeners;
+    if (l->next) l->next->prev = l;
+    s->listeners = l;
+}
+
+void elector__session_unlisten(elector_session *s, elector__session_listener *l)
+{
+    for (struct walk *w = s->walks; w; w = w->outer)
+        if (w->next == l) w->next = l->next;
+    if (l->prev)
+        l->prev->next = l->next;
+    else
+        s->listeners = l->next;
+    if (l->next) l->next->prev = l->prev;
+    l->next = l->prev = NULL;
+}
+
+elector__session_listener *elector__session_listeners(const elector_session *s)
+{
+    return s->listeners;
+}
+
+static void session_unhold(elector_session *s)
+{
+    if (elector__unhold(&s->life)) free(s);
+}
+
+enum what { READY, ENDED };
+
+/* Tells every listener, holding the session: a listener may close it. */
+static void notify(elector_session *s, enum what what, int reason, const char *detail,
+                   int64_t end_ns)
+{
+    struct walk w = {s->listeners, s->walks};
+    s->walks = &w;
+    elector__hold(&s->life);
+    while (w.next) {
+        elector__session_listener *l = w.next;
+        w.next = l->next;
+        if (what == READY)
+            l->ev->ready(l);
+        else
+            l->ev->ended(l, reason, detail, end_ns);
+    }
+    s->walks = w.outer;
+    session_unhold(s);
+}
+
+/* The session died or was closed: LOST or FAILED for each listener. The belief
+ * ended at the validity deadline, or now if that is sooner. */
+static void notify_ended(elector_session *s, int reason, const char *detail,
+                         int64_t end_ns)
+{
+    int64_t now = elector_now_ns();
+    notify(s, ENDED, reason, detail, end_ns && end_ns < now ? end_ns : now);
+}
+
+/* The session is closing: every listener forgets it and leaves the list. */
+static void detach_all(elector_session *s)
+{
+    elector__hold(&s->life);
+    while (s->listeners) {
+        elector__session_listener *l = s->listeners;
+        elector__session_unlisten(s, l);
+        l->ev->detached(l);
+    }
+    session_unhold(s);
+}
 
 void elector_session_config_init(elector_session_config *cfg)
 {
@@ -24,12 +151,12 @@ int64_t elector_session_ttl(const elector_session *s)
 
 int64_t elector_session_deadline_ns(const elector_session *s)
 {
-    return s->state == S_ALIVE ? s->deadline_ns : 0;
+    return s->state == ELECTOR__S_ALIVE ? s->deadline_ns : 0;
 }
 
 bool elector_session_alive(const elector_session *s)
 {
-    return s->state == S_ALIVE && elector_now_ns() < s->deadline_ns;
+    return s->state == ELECTOR__S_ALIVE && elector_now_ns() < s->deadline_ns;
 }
 
 const int64_t elector_rtt_bounds_us[ELECTOR_RTT_BUCKETS - 1] = {
@@ -43,16 +170,12 @@ void elector_session_get_stats(const elector_session *s, elector_session_stats *
 static void note_rtt(elector_session *s, int64_t rtt_ns)
 {
     int i = 0;
-    while (i < ELECTOR_RTT_BUCKETS - 1 && rtt_ns > elector_rtt_bounds_us[i] * 1000) i++;
+    while (i < ELECTOR_RTT_BUCKETS - 1 && rtt_ns > elector_rtt_bounds_us[i] * 1000)
+        i++;
     s->stats.rtt_buckets[i]++;
     s->stats.rtt_count++;
     s->stats.rtt_sum_ns += rtt_ns;
     s->stats.last_rtt_ns = rtt_ns;
-}
-
-static void session_unref(elector_session *s)
-{
-    if (--s->refs == 0 && s->state == S_CLOSED) free(s);
 }
 
 static int64_t margin_ns(const elector_session *s)
@@ -81,9 +204,9 @@ static void fire_revoke(elector_etcd *e, int64_t lease);
 /* The session is over: tell elections, then the owner; let the lease go. */
 static void session_die(elector_session *s, int reason, const char *detail)
 {
-    if (s->state == S_DEAD || s->state == S_CLOSED) return;
+    if (s->state == ELECTOR__S_DEAD || s->state == ELECTOR__S_CLOSED) return;
     int64_t end_ns = s->deadline_ns;
-    s->state = S_DEAD;
+    s->state = ELECTOR__S_DEAD;
     elector__timer_disarm(s->etcd, &s->renew_timer);
     elector__timer_disarm(s->etcd, &s->deadline_timer);
     elector_etcd_keepalive_forget(s->etcd, s);
@@ -96,9 +219,9 @@ static void session_die(elector_session *s, int reason, const char *detail)
         s->revoke_owed = false;
         fire_revoke(s->etcd, s->lease);
     }
-    s->refs++;
-    elector__elections_session_ended(s, reason, detail, end_ns);
-    if (s->cb && s->state == S_DEAD) {
+    elector__hold(&s->life);
+    notify_ended(s, reason, detail, end_ns);
+    if (s->cb && s->state == ELECTOR__S_DEAD) {
         elector_event ev = {.type = ELECTOR_EV_SESSION_LOST,
                             .reason = reason,
                             .detail = detail,
@@ -106,7 +229,7 @@ static void session_die(elector_session *s, int reason, const char *detail)
                             .mono_ns = elector__mono_ns()};
         s->cb(s, &ev, s->ud);
     }
-    session_unref(s);
+    session_unhold(s);
 }
 
 /* The validity deadline has passed: the session is over, whatever comes later. */
@@ -135,8 +258,8 @@ static void extend(elector_session *s, int64_t t_send_ns, int64_t ttl)
     s->ttl_s = ttl;
     arm_deadline(s);
     int64_t every_ms = ttl * 1000 / 3;
-    elector__timer_arm(s->etcd, &s->renew_timer, t_send_ns / 1000000 + every_ms, renew_fired,
-                       s);
+    elector__timer_arm(s->etcd, &s->renew_timer, t_send_ns / 1000000 + every_ms,
+                       renew_fired, s);
 }
 
 static void keepalive_done(elector_etcd *e, int err, int64_t lease, int64_t ttl, void *ud)
@@ -144,7 +267,7 @@ static void keepalive_done(elector_etcd *e, int err, int64_t lease, int64_t ttl,
     (void)lease;
     elector_session *s = ud;
     s->ka_in_flight = false;
-    if (s->state != S_ALIVE) return;
+    if (s->state != ELECTOR__S_ALIVE) return;
     if (err == ELECTOR_ELEASE || err == ELECTOR_EPROTO) {
         /* Gone, or a server that breaks the protocol: a retry cannot help. */
         session_die(s, err, elector_etcd_errstr(e));
@@ -177,7 +300,7 @@ static void renew_fired(elector__timer *t, void *ud)
 {
     (void)t;
     elector_session *s = ud;
-    if (s->state != S_ALIVE || s->ka_in_flight) return;
+    if (s->state != ELECTOR__S_ALIVE || s->ka_in_flight) return;
     s->ka_sent_ns = elector_now_ns();
     if (s->ka_sent_ns >= s->deadline_ns) {
         expire(s); /* too late to renew: the loop ran after the deadline */
@@ -189,7 +312,8 @@ static void renew_fired(elector__timer *t, void *ud)
     int rc = elector_etcd_keepalive(s->etcd, s->lease, tmo, keepalive_done, s);
     if (rc) {
         s->last_err = rc;
-        elector__timer_arm(s->etcd, &s->renew_timer, elector__now_ms() + 250, renew_fired, s);
+        elector__timer_arm(s->etcd, &s->renew_timer, elector__now_ms() + 250, renew_fired,
+                           s);
         return;
     }
     s->ka_in_flight = true;
@@ -198,37 +322,38 @@ static void renew_fired(elector__timer *t, void *ud)
 static void granted(elector_session *s, int64_t id, int64_t ttl)
 {
     s->lease = id;
-    s->state = S_ALIVE;
+    s->state = ELECTOR__S_ALIVE;
     s->revoke_owed = true;
     s->deadline_ns = 0;
     extend(s, s->ka_sent_ns, ttl);
-    elector__elections_session_ready(s);
+    notify(s, READY, 0, NULL, 0);
 }
 
 static void grant_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
 {
     elector_session *s = ud;
-    if (s->state == S_GRANTING) {
+    if (s->state == ELECTOR__S_GRANTING) {
         const Etcdserverpb__LeaseGrantResponse *r = (const void *)m;
         if (!err && r->error && *r->error) err = ELECTOR_EGRPC;
         if (!err && r->ttl <= 0) err = ELECTOR_ELEASE;
         if (err) {
             s->grant_err = err;
             char detail[600];
-            snprintf(detail, sizeof(detail), "cannot grant lease: %s", elector_etcd_errstr(e));
+            snprintf(detail, sizeof(detail), "cannot grant lease: %s",
+                     elector_etcd_errstr(e));
             session_die(s, err, detail);
         } else {
             granted(s, r->id, r->ttl);
         }
     }
-    session_unref(s);
+    session_unhold(s);
 }
 
 static void adopt_done(elector_etcd *e, int err, int64_t lease, int64_t ttl, void *ud)
 {
     elector_session *s = ud;
     s->ka_in_flight = false;
-    if (s->state != S_GRANTING) return;
+    if (s->state != ELECTOR__S_GRANTING) return;
     if (err) {
         s->grant_err = err;
         session_die(s, err, elector_etcd_errstr(e));
@@ -237,7 +362,8 @@ static void adopt_done(elector_etcd *e, int err, int64_t lease, int64_t ttl, voi
     granted(s, lease, ttl);
 }
 
-elector_session *elector_session_new(elector_etcd *etcd, const elector_session_config *cfg,
+elector_session *elector_session_new(elector_etcd *etcd,
+                                     const elector_session_config *cfg,
                                      elector_session_cb cb, void *ud)
 {
     if (!etcd || elector_etcd_err(etcd) == ELECTOR_ENOMEM) return NULL;
@@ -250,7 +376,7 @@ elector_session *elector_session_new(elector_etcd *etcd, const elector_session_c
     s->ttl_s = s->cfg.ttl_s;
     s->cb = cb;
     s->ud = ud;
-    s->state = S_GRANTING;
+    s->state = ELECTOR__S_GRANTING;
     s->ka_sent_ns = elector_now_ns();
     int rc;
     if (s->cfg.lease_id) {
@@ -259,27 +385,29 @@ elector_session *elector_session_new(elector_etcd *etcd, const elector_session_c
     } else {
         Etcdserverpb__LeaseGrantRequest req = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
         req.ttl = s->cfg.ttl_s;
-        rc = elector_etcd_call(etcd, ELECTOR_RPC_LEASE_GRANT, &req.base, NULL, grant_done, s);
-        if (!rc) s->refs++;
+        rc = elector_etcd_call(etcd, ELECTOR_RPC_LEASE_GRANT, &req.base, NULL, grant_done,
+                               s);
+        if (!rc) elector__hold(&s->life); /* until grant_done */
     }
     if (rc) {
         free(s);
         return NULL;
     }
-    s->refs++; /* the owner's reference */
     return s;
 }
 
 int elector_session_wait(elector_session *s, int64_t timeout_ms)
 {
     int64_t end = elector__now_ms() + timeout_ms;
-    while (s->state == S_GRANTING) {
+    while (s->state == ELECTOR__S_GRANTING) {
         int64_t left = end - elector__now_ms();
         if (timeout_ms >= 0 && left <= 0) return ELECTOR_ETIMEDOUT;
         int rc = elector_etcd_run_once(s->etcd, timeout_ms >= 0 ? left : -1);
         if (rc) return rc;
     }
-    return s->state == S_ALIVE ? 0 : (s->grant_err ? s->grant_err : ELECTOR_ESESSION);
+    return s->state == ELECTOR__S_ALIVE
+               ? 0
+               : (s->grant_err ? s->grant_err : ELECTOR_ESESSION);
 }
 
 static void revoke_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
@@ -307,35 +435,36 @@ static int64_t close_common(elector_session *s)
     s->revoke_owed = false;
     /* Closed before the elections hear of it: a callback that closes the
      * session again (say, on LOST) finds it closed and does nothing. */
-    s->state = S_CLOSED;
+    s->state = ELECTOR__S_CLOSED;
     elector__timer_disarm(s->etcd, &s->renew_timer);
     elector__timer_disarm(s->etcd, &s->deadline_timer);
     elector_etcd_keepalive_forget(s->etcd, s);
-    elector__elections_session_ended(s, ELECTOR_ECLOSED, "session closed", 0);
-    elector__elections_detach_all(s);
+    notify_ended(s, ELECTOR_ECLOSED, "session closed", 0);
+    detach_all(s);
     return lease;
 }
 
 void elector_session_close(elector_session *s)
 {
-    if (!s || s->state == S_CLOSED) return;
+    if (!s || s->state == ELECTOR__S_CLOSED) return;
     int64_t lease = close_common(s);
     if (lease) fire_revoke(s->etcd, lease);
-    session_unref(s);
+    if (elector__close(&s->life)) free(s);
 }
 
 int elector_session_close_sync(elector_session *s, int64_t timeout_ms)
 {
-    if (!s || s->state == S_CLOSED) return 0;
+    if (!s || s->state == ELECTOR__S_CLOSED) return 0;
     elector_etcd *e = s->etcd;
     int64_t lease = close_common(s);
-    session_unref(s);
+    if (elector__close(&s->life)) free(s);
     if (!lease) return 0;
     int res[2] = {0, 0};
     Etcdserverpb__LeaseRevokeRequest req = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
     req.id = lease;
     elector_call_opts o = {.timeout_ms = timeout_ms > 0 ? timeout_ms : 0};
-    int rc = elector_etcd_call(e, ELECTOR_RPC_LEASE_REVOKE, &req.base, &o, revoke_done, res);
+    int rc =
+        elector_etcd_call(e, ELECTOR_RPC_LEASE_REVOKE, &req.base, &o, revoke_done, res);
     if (rc) return rc;
     while (!res[0]) {
         rc = elector_etcd_run_once(e, -1);

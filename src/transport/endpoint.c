@@ -4,7 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "internal.h"
+#include <strings.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include "transport_private.h"
 
 static int parse_one(const char *s, size_t n, bool tls_default, elector__endpoint *ep,
                      char *err, size_t cap)
@@ -25,7 +28,8 @@ static int parse_one(const char *s, size_t n, bool tls_default, elector__endpoin
         ep->tls = true;
         p += 8;
     } else if (strstr(p, "://")) {
-        snprintf(err, cap, "endpoint '%s': unsupported scheme (use http:// or https://)", item);
+        snprintf(err, cap, "endpoint '%s': unsupported scheme (use http:// or https://)",
+                 item);
         return ELECTOR_EINVAL;
     }
     size_t plen = strlen(p);
@@ -56,8 +60,10 @@ static int parse_one(const char *s, size_t n, bool tls_default, elector__endpoin
     sprintf(ep->authority, strchr(host, ':') ? "[%s]:%s" : "%s:%s", host, port);
     return 0;
 bad:
-    snprintf(err, cap, "endpoint '%.*s': expected host:port, http://host:port or "
-             "https://host:port with a port from 1 to 65535", (int)n, s);
+    snprintf(err, cap,
+             "endpoint '%.*s': expected host:port, http://host:port or "
+             "https://host:port with a port from 1 to 65535",
+             (int)n, s);
     return ELECTOR_EINVAL;
 }
 
@@ -70,15 +76,18 @@ int elector__endpoints_parse(const char *list, bool tls_default, elector__endpoi
         return ELECTOR_EINVAL;
     }
     int n = 1;
-    for (const char *c = list; *c; c++) n += *c == ',';
+    for (const char *c = list; *c; c++)
+        n += *c == ',';
     elector__endpoint *eps = calloc((size_t)n, sizeof(*eps));
     if (!eps) return ELECTOR_ENOMEM;
     const char *s = list;
     for (int i = 0; i < n; i++) {
         const char *comma = strchr(s, ',');
         size_t len = comma ? (size_t)(comma - s) : strlen(s);
-        while (len && (*s == ' ')) s++, len--;
-        while (len && s[len - 1] == ' ') len--;
+        while (len && (*s == ' '))
+            s++, len--;
+        while (len && s[len - 1] == ' ')
+            len--;
         int rc = parse_one(s, len, tls_default, &eps[i], err, cap);
         if (rc) {
             elector__endpoints_free(eps, n);
@@ -98,4 +107,15 @@ void elector__endpoints_free(elector__endpoint *eps, int n)
         free(eps[i].authority);
     }
     free(eps);
+}
+
+bool elector__endpoint_loopback(const char *host)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, host, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6) ||
+               (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+    return strcasecmp(host, "localhost") == 0 || strcasecmp(host, "localhost.") == 0;
 }

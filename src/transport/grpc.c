@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "internal.h"
+#include "transport_private.h"
 
 int elector__grpc_frame(elector__buf *out, const ProtobufCMessage *msg)
 {
@@ -56,7 +56,8 @@ static bool varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v)
     return false; /* truncated, or longer than 10 bytes */
 }
 
-static int pb_walk(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t n, int depth)
+static int pb_walk(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t n,
+                   int depth)
 {
     if (depth > ELECTOR__PB_MAX_DEPTH) return ELECTOR__DEC_TOO_DEEP;
     size_t i = 0;
@@ -79,8 +80,9 @@ static int pb_walk(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t
             if (!varint(p, n, &i, &v) || v > n - i) return ELECTOR__DEC_MALFORMED;
             uint64_t num = tag >> 3;
             const ProtobufCFieldDescriptor *f =
-                num <= UINT32_MAX ? protobuf_c_message_descriptor_get_field(d, (unsigned)num)
-                                  : NULL;
+                num <= UINT32_MAX
+                    ? protobuf_c_message_descriptor_get_field(d, (unsigned)num)
+                    : NULL;
             if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
                 int rc = pb_walk(f->descriptor, p + i, (size_t)v, depth + 1);
                 if (rc) return rc;
@@ -141,8 +143,8 @@ static void budget_free(void *ud, void *p)
     free(p);
 }
 
-ProtobufCMessage *elector__decode(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
-                                  size_t n, size_t budget, int *why)
+ProtobufCMessage *elector__decode(const ProtobufCMessageDescriptor *desc,
+                                  const uint8_t *p, size_t n, size_t budget, int *why)
 {
     int rc = elector__pb_check(desc, p, n);
     if (rc) {
@@ -161,16 +163,22 @@ ProtobufCMessage *elector__decode(const ProtobufCMessageDescriptor *desc, const 
 static const char *op_kind(int c)
 {
     switch (c) {
-    case 1: return "a Range";
-    case 2: return "a Put";
-    case 3: return "a DeleteRange";
-    case 4: return "a Txn";
-    default: return "nothing";
+    case 1:
+        return "a Range";
+    case 2:
+        return "a Put";
+    case 3:
+        return "a DeleteRange";
+    case 4:
+        return "a Txn";
+    default:
+        return "nothing";
     }
 }
 
-static int shape(const Etcdserverpb__TxnRequest *req, const Etcdserverpb__TxnResponse *resp,
-                 const char *where, char *why, size_t cap)
+static int shape(const Etcdserverpb__TxnRequest *req,
+                 const Etcdserverpb__TxnResponse *resp, const char *where, char *why,
+                 size_t cap)
 {
     size_t nops = resp->succeeded ? req->n_success : req->n_failure;
     Etcdserverpb__RequestOp **ops = resp->succeeded ? req->success : req->failure;
@@ -193,8 +201,8 @@ static int shape(const Etcdserverpb__TxnRequest *req, const Etcdserverpb__TxnRes
                 snprintf(why, cap, "%sresult %zu is %s result where %s was asked", where,
                          i + 1, op_kind(got), op_kind(want));
             else
-                snprintf(why, cap, "%sresult %zu is empty where %s was asked", where, i + 1,
-                         op_kind(want));
+                snprintf(why, cap, "%sresult %zu is empty where %s was asked", where,
+                         i + 1, op_kind(want));
             return -1;
         }
         if (want == 4) {
@@ -221,7 +229,8 @@ void elector__grpc_timeout(int64_t ms, char out[16])
     if (ms <= 99999999)
         snprintf(out, 16, "%lldm", (long long)ms);
     else
-        snprintf(out, 16, "%lldS", (long long)(ms / 1000 > 99999999 ? 99999999 : ms / 1000));
+        snprintf(out, 16, "%lldS",
+                 (long long)(ms / 1000 > 99999999 ? 99999999 : ms / 1000));
 }
 
 static int hexval(char c)
@@ -238,8 +247,8 @@ void elector__percent_decode(const char *in, size_t len, char *out, size_t cap)
     if (cap == 0) return;
     for (size_t i = 0; i < len && o + 1 < cap; i++) {
         int hi, lo;
-        if (in[i] == '%' && i + 2 < len &&
-            (hi = hexval(in[i + 1])) >= 0 && (lo = hexval(in[i + 2])) >= 0) {
+        if (in[i] == '%' && i + 2 < len && (hi = hexval(in[i + 1])) >= 0 &&
+            (lo = hexval(in[i + 2])) >= 0) {
             out[o++] = (char)(hi << 4 | lo);
             i += 2;
         } else {
@@ -280,11 +289,17 @@ int elector__grpc_error(int status, const char *message)
     for (size_t i = 0; message && i < sizeof(etcd_msgs) / sizeof(etcd_msgs[0]); i++)
         if (strstr(message, etcd_msgs[i].text)) return etcd_msgs[i].err;
     switch (status) {
-    case 1: return ELECTOR_ECANCELED;
-    case 4: return ELECTOR_ETIMEDOUT;
-    case 7: return ELECTOR_EPERM;
-    case 14: return ELECTOR_EUNAVAILABLE;
-    case 16: return ELECTOR_ETOKEN;
-    default: return ELECTOR_EGRPC;
+    case 1:
+        return ELECTOR_ECANCELED;
+    case 4:
+        return ELECTOR_ETIMEDOUT;
+    case 7:
+        return ELECTOR_EPERM;
+    case 14:
+        return ELECTOR_EUNAVAILABLE;
+    case 16:
+        return ELECTOR_ETOKEN;
+    default:
+        return ELECTOR_EGRPC;
     }
 }

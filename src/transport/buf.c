@@ -2,7 +2,7 @@
  * messages off the front costs no memmove until the buffer is compacted. */
 #include <stdlib.h>
 #include <string.h>
-#include "internal.h"
+#include "transport_private.h"
 
 int elector__buf_reserve(elector__buf *b, size_t extra)
 {

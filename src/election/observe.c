@@ -18,20 +18,21 @@
  * comes back older than events seen while it was in flight is read again. */
 #include <stdlib.h>
 #include <string.h>
-#include "election_internal.h"
+#include "election_private.h"
 
 struct elector_observer {
     elector_etcd *etcd;
     char *name;
-    uint8_t *prefix;
-    size_t plen;
+    elector__prefix prefix;
     elector_watch *watch;
-    bool reading, reread, freed;
+    bool reading, reread;
     bool failed;      /* ended by a protocol error: no more reads */
     int64_t rev;      /* the reported state is that of this revision (or later) */
     int64_t seen_rev; /* newest event seen while the read in flight was out */
-    int refs, retries;
+    int retries;
     elector__timer retry;
+    /* Holds: the read in flight, callbacks running; closed: the owner let go. */
+    elector__life life;
     /* What was last reported: nothing yet (known = false), nobody, or a leader. */
     bool known, has_leader;
     uint8_t *key, *value;
@@ -43,34 +44,36 @@ struct elector_observer {
 
 static void start_read(elector_observer *o);
 
-static void obs_unref(elector_observer *o)
+static void obs_release(elector_observer *o)
 {
-    if (--o->refs > 0) return;
     elector__timer_disarm(o->etcd, &o->retry);
     free(o->name);
-    free(o->prefix);
+    elector__prefix_free(&o->prefix);
     free(o->key);
     free(o->value);
     free(o);
 }
 
-static int dup_bytes(uint8_t **dst, size_t *dlen, const uint8_t *p, size_t n)
+static void obs_unhold(elector_observer *o)
 {
-    uint8_t *c = malloc(n ? n : 1);
-    if (!c) return ELECTOR_ENOMEM;
-    if (n) memcpy(c, p, n);
-    free(*dst);
-    *dst = c;
-    *dlen = n;
-    return 0;
+    if (elector__unhold(&o->life)) obs_release(o);
+}
+
+/* Calls back, holding the observer: the callback may free it. */
+static void deliver(elector_observer *o, const elector_event *ev)
+{
+    elector__hold(&o->life);
+    if (!o->life.closed) o->cb(o, ev, o->ud);
+    obs_unhold(o);
 }
 
 static void report(elector_observer *o, const Mvccpb__KeyValue *kv)
 {
-    bool same = o->known && (kv ? o->has_leader && o->token == kv->create_revision &&
-                                      o->vlen == kv->value.len &&
-                                      (!o->vlen || !memcmp(o->value, kv->value.data, o->vlen))
-                                : !o->has_leader);
+    bool same =
+        o->known && (kv ? o->has_leader && o->token == kv->create_revision &&
+                              o->vlen == kv->value.len &&
+                              (!o->vlen || !memcmp(o->value, kv->value.data, o->vlen))
+                        : !o->has_leader);
     if (same) return;
     o->known = true;
     o->has_leader = kv != NULL;
@@ -79,8 +82,8 @@ static void report(elector_observer *o, const Mvccpb__KeyValue *kv)
                         .name = o->name,
                         .mono_ns = elector__mono_ns()};
     if (kv) {
-        if (dup_bytes(&o->key, &o->klen, kv->key.data, kv->key.len) ||
-            dup_bytes(&o->value, &o->vlen, kv->value.data, kv->value.len)) {
+        if (elector__memdup(&o->key, &o->klen, kv->key.data, kv->key.len) ||
+            elector__memdup(&o->value, &o->vlen, kv->value.data, kv->value.len)) {
             o->known = false; /* report again on the next read */
             return;
         }
@@ -93,9 +96,7 @@ static void report(elector_observer *o, const Mvccpb__KeyValue *kv)
         ev.token = o->token;
         ev.lease = o->lease;
     }
-    o->refs++;
-    if (!o->freed) o->cb(o, &ev, o->ud);
-    obs_unref(o);
+    deliver(o, &ev);
 }
 
 static void retry_fired(elector__timer *t, void *ud)
@@ -118,15 +119,12 @@ static void fail_observer(elector_observer *o, int err)
                         .detail = elector_etcd_errstr(o->etcd),
                         .name = o->name,
                         .mono_ns = elector_now_ns()};
-    o->refs++;
-    if (!o->freed) o->cb(o, &ev, o->ud);
-    obs_unref(o);
+    deliver(o, &ev);
 }
 
 static void schedule_retry(elector_observer *o)
 {
-    int64_t d = 50 << (o->retries < 5 ? o->retries : 5);
-    o->retries++;
+    int64_t d = elector__retry_ms(o->retries++);
     elector__timer_arm(o->etcd, &o->retry, elector__now_ms() + d, retry_fired, o);
 }
 
@@ -142,20 +140,25 @@ static bool is_leader_key(const elector_observer *o, const Mvccpb__KeyValue *kv)
            (!o->klen || !memcmp(kv->key.data, o->key, o->klen));
 }
 
-static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r, void *ud)
+static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r,
+                     void *ud)
 {
     (void)w;
     elector_observer *o = ud;
     if (err) {
         stop_watch(o);
-        if (err == ELECTOR_EPROTO) fail_observer(o, err);
-        else if (err == ELECTOR_ECOMPACTED) start_read(o);
-        else schedule_retry(o);
+        enum elector__watch_next next = elector__watch_next(err);
+        if (next == ELECTOR__WATCH_RETRY)
+            schedule_retry(o);
+        else if (next == ELECTOR__WATCH_REREAD)
+            start_read(o);
+        else
+            fail_observer(o, err);
         return;
     }
     bool need_read = false;
-    o->refs++;
-    for (size_t i = 0; i < r->n_events && !o->freed; i++) {
+    elector__hold(&o->life);
+    for (size_t i = 0; i < r->n_events && !o->life.closed; i++) {
         const Mvccpb__Event *ev = r->events[i];
         if (!ev->kv) continue;
         int64_t mod = ev->kv->mod_revision;
@@ -171,8 +174,8 @@ static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchRespons
             need_read = true;
         }
     }
-    if (need_read && !o->freed) start_read(o);
-    obs_unref(o);
+    if (need_read && !o->life.closed) start_read(o);
+    obs_unhold(o);
 }
 
 static void read_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
@@ -180,14 +183,16 @@ static void read_done(elector_etcd *e, int err, const ProtobufCMessage *m, void 
     (void)e;
     elector_observer *o = ud;
     o->reading = false;
-    if (o->freed) {
-        obs_unref(o);
+    if (o->life.closed) {
+        obs_unhold(o);
         return;
     }
     if (err) {
-        if (err == ELECTOR_EPROTO) fail_observer(o, err);
-        else schedule_retry(o);
-        obs_unref(o);
+        if (err == ELECTOR_EPROTO)
+            fail_observer(o, err);
+        else
+            schedule_retry(o);
+        obs_unhold(o);
         return;
     }
     const Etcdserverpb__RangeResponse *r = (const void *)m;
@@ -203,21 +208,20 @@ static void read_done(elector_etcd *e, int err, const ProtobufCMessage *m, void 
          * may have changed who leads without our noticing then. */
         if (o->seen_rev > rrev) o->reread = true;
     }
-    if (!o->freed && o->reread) {
+    if (!o->life.closed && o->reread) {
         o->reread = false;
         start_read(o);
-    } else if (!o->freed && !o->watch) {
+    } else if (!o->life.closed && !o->watch) {
         Etcdserverpb__WatchCreateRequest wc = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
-        uint8_t end[o->plen];
-        wc.key.data = o->prefix;
-        wc.key.len = o->plen;
-        wc.range_end.data = end;
-        wc.range_end.len = elector_prefix_end(o->prefix, o->plen, end);
+        wc.key.data = o->prefix.key;
+        wc.key.len = o->prefix.len;
+        wc.range_end.data = o->prefix.end;
+        wc.range_end.len = o->prefix.end_len;
         wc.start_revision = r->header ? r->header->revision + 1 : 0;
         o->watch = elector_etcd_watch(o->etcd, &wc, watch_cb, o);
         if (!o->watch) schedule_retry(o);
     }
-    obs_unref(o);
+    obs_unhold(o);
 }
 
 /* A read while the watch keeps running: events that arrive meanwhile either
@@ -229,21 +233,19 @@ static void start_read(elector_observer *o)
         o->reread = true;
         return;
     }
-    uint8_t end[o->plen];
     Etcdserverpb__RangeRequest rr;
-    elector__leader_range(&rr, o->prefix, o->plen, end);
-    o->refs++;
+    elector__leader_range(&rr, &o->prefix);
     if (elector_etcd_call(o->etcd, ELECTOR_RPC_RANGE, &rr.base, NULL, read_done, o)) {
-        o->refs--;
         schedule_retry(o);
         return;
     }
+    elector__hold(&o->life); /* until read_done */
     o->reading = true;
     o->seen_rev = 0;
 }
 
-elector_observer *elector_observe(elector_etcd *etcd, const char *name, elector_observe_cb cb,
-                                  void *ud)
+elector_observer *elector_observe(elector_etcd *etcd, const char *name,
+                                  elector_observe_cb cb, void *ud)
 {
     if (!etcd || !name || !*name || !cb) return NULL;
     elector_observer *o = calloc(1, sizeof(*o));
@@ -251,11 +253,9 @@ elector_observer *elector_observe(elector_etcd *etcd, const char *name, elector_
     o->etcd = etcd;
     o->cb = cb;
     o->ud = ud;
-    o->refs = 1;
     o->name = elector__strdup(name);
-    o->prefix = elector__prefix(name, &o->plen);
-    if (!o->name || !o->prefix) {
-        obs_unref(o);
+    if (!o->name || elector__prefix_init(&o->prefix, name)) {
+        obs_release(o);
         return NULL;
     }
     start_read(o);
@@ -264,11 +264,10 @@ elector_observer *elector_observe(elector_etcd *etcd, const char *name, elector_
 
 void elector_observer_free(elector_observer *o)
 {
-    if (!o || o->freed) return;
-    o->freed = true;
+    if (!o || o->life.closed) return;
     stop_watch(o);
     elector__timer_disarm(o->etcd, &o->retry);
-    obs_unref(o);
+    if (elector__close(&o->life)) obs_release(o);
 }
 
 /* ---------------------------------------------------------------- leader query */
@@ -278,16 +277,14 @@ int elector_leader_sync(elector_etcd *etcd, const char *name, int64_t timeout_ms
 {
     memset(info, 0, sizeof(*info));
     if (!name || !*name) return ELECTOR_EINVAL;
-    size_t plen;
-    uint8_t *prefix = elector__prefix(name, &plen);
-    if (!prefix) return ELECTOR_ENOMEM;
-    uint8_t end[plen];
+    elector__prefix prefix;
+    if (elector__prefix_init(&prefix, name)) return ELECTOR_ENOMEM;
     Etcdserverpb__RangeRequest rr;
-    elector__leader_range(&rr, prefix, plen, end);
+    elector__leader_range(&rr, &prefix);
     elector_call_opts opts = {.timeout_ms = timeout_ms};
     ProtobufCMessage *m = NULL;
     int rc = elector_etcd_call_sync(etcd, ELECTOR_RPC_RANGE, &rr.base, &opts, &m);
-    free(prefix);
+    elector__prefix_free(&prefix);
     if (rc) return rc;
     const Etcdserverpb__RangeResponse *r = (const void *)m;
     info->revision = r->header ? r->header->revision : 0;
@@ -296,8 +293,8 @@ int elector_leader_sync(elector_etcd *etcd, const char *name, int64_t timeout_ms
         return 1;
     }
     const Mvccpb__KeyValue *kv = r->kvs[0];
-    if (dup_bytes(&info->key, &info->key_len, kv->key.data, kv->key.len) ||
-        dup_bytes(&info->value, &info->value_len, kv->value.data, kv->value.len))
+    if (elector__memdup(&info->key, &info->key_len, kv->key.data, kv->key.len) ||
+        elector__memdup(&info->value, &info->value_len, kv->value.data, kv->value.len))
         rc = ELECTOR_ENOMEM;
     info->token = kv->create_revision;
     info->lease = kv->lease;

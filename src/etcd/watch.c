@@ -15,7 +15,7 @@
  * watch created opens a fresh stream. */
 #include <stdlib.h>
 #include <string.h>
-#include "internal.h"
+#include "etcd_internal.h"
 
 struct elector_watch {
     struct elector_watch *next;
@@ -36,23 +36,21 @@ struct pending {
     int64_t id;
 };
 
-struct elector__watch_state {
+typedef struct watch_state {
+    elector__ext ext;    /* first: the client's handle on this state */
     elector_stream *cur; /* where new watches go */
     elector_watch *list;
     struct pending *pending; /* unanswered creates, oldest first: [head, n) */
     size_t head, n, cap;
     int64_t next_id;
-    int fanout; /* > 0 while callbacks run over the list */
-};
+    /* Held while callbacks run over the list: a watch canceled meanwhile is only
+     * marked, and leaves the list when the last hold goes. */
+    elector__life fanout;
+} watch_state;
+
+static const char kind = 'W';
 
 static void on_msg(elector_stream *s, int err, const ProtobufCMessage *m, void *ud);
-
-static struct elector__watch_state *state(elector_etcd *e)
-{
-    struct elector__watch_state **p = elector__etcd_watch(e);
-    if (!*p) *p = calloc(1, sizeof(**p));
-    return *p;
-}
 
 static void watch_free(elector_watch *w)
 {
@@ -60,7 +58,24 @@ static void watch_free(elector_watch *w)
     free(w);
 }
 
-static void purge_canceled(struct elector__watch_state *st)
+static void state_free(elector__ext *x)
+{
+    watch_state *st = (watch_state *)x;
+    while (st->list) {
+        elector_watch *w = st->list;
+        st->list = w->next;
+        watch_free(w);
+    }
+    free(st->pending);
+    free(st);
+}
+
+static watch_state *state(elector_etcd *e)
+{
+    return (watch_state *)elector__ext_get(e, &kind, sizeof(watch_state), state_free);
+}
+
+static void purge_canceled(watch_state *st)
 {
     elector_watch **pp = &st->list;
     while (*pp) {
@@ -77,17 +92,18 @@ static void purge_canceled(struct elector__watch_state *st)
 static bool call_watch(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r)
 {
     elector_etcd *e = w->etcd;
-    elector__enter_cb(e);
+    elector__etcd_enter(e);
     w->cb(w, err, r, w->ud);
-    return elector__leave_cb(e);
+    return elector__etcd_leave(e);
 }
 
 /* ---------------------------------------------------------------- pending creates */
 
-static int pending_push(struct elector__watch_state *st, elector_stream *s, int64_t id)
+static int pending_push(watch_state *st, elector_stream *s, int64_t id)
 {
     if (st->n == st->cap && st->head > 0) {
-        memmove(st->pending, st->pending + st->head, (st->n - st->head) * sizeof(*st->pending));
+        memmove(st->pending, st->pending + st->head,
+                (st->n - st->head) * sizeof(*st->pending));
         st->n -= st->head;
         st->head = 0;
     }
@@ -102,12 +118,13 @@ static int pending_push(struct elector__watch_state *st, elector_stream *s, int6
     return 0;
 }
 
-static void pending_remove(struct elector__watch_state *st, size_t i)
+static void pending_remove(watch_state *st, size_t i)
 {
     if (i == st->head) {
         st->head++;
     } else {
-        memmove(st->pending + i, st->pending + i + 1, (st->n - i - 1) * sizeof(*st->pending));
+        memmove(st->pending + i, st->pending + i + 1,
+                (st->n - i - 1) * sizeof(*st->pending));
         st->n--;
     }
     if (st->head == st->n) st->head = st->n = 0;
@@ -115,7 +132,7 @@ static void pending_remove(struct elector__watch_state *st, size_t i)
 
 /* The create that a "created" answer on stream s settles: the one with its ID,
  * or, for a -1 answer, the oldest on that stream. Returns the watch ID. */
-static int64_t pending_settle(struct elector__watch_state *st, elector_stream *s, int64_t id)
+static int64_t pending_settle(watch_state *st, elector_stream *s, int64_t id)
 {
     for (size_t i = st->head; i < st->n; i++) {
         if (st->pending[i].s != s || (id != -1 && st->pending[i].id != id)) continue;
@@ -126,7 +143,7 @@ static int64_t pending_settle(struct elector__watch_state *st, elector_stream *s
     return id;
 }
 
-static void pending_drop_stream(struct elector__watch_state *st, elector_stream *s)
+static void pending_drop_stream(watch_state *st, elector_stream *s)
 {
     for (size_t i = st->n; i-- > st->head;)
         if (st->pending[i].s == s) pending_remove(st, i);
@@ -134,7 +151,7 @@ static void pending_drop_stream(struct elector__watch_state *st, elector_stream 
 
 /* ---------------------------------------------------------------- streams */
 
-static bool stream_in_use(const struct elector__watch_state *st, const elector_stream *s)
+static bool stream_in_use(const watch_state *st, const elector_stream *s)
 {
     for (const elector_watch *w = st->list; w; w = w->next)
         if (w->s == s && !w->dead && !w->canceled) return true;
@@ -142,7 +159,7 @@ static bool stream_in_use(const struct elector__watch_state *st, const elector_s
 }
 
 /* A retired stream is closed once its last watch is gone. */
-static void maybe_close_retired(struct elector__watch_state *st, elector_stream *s)
+static void maybe_close_retired(watch_state *st, elector_stream *s)
 {
     if (s && s != st->cur && !stream_in_use(st, s)) {
         pending_drop_stream(st, s);
@@ -150,24 +167,24 @@ static void maybe_close_retired(struct elector__watch_state *st, elector_stream 
     }
 }
 
-static void stream_ended(struct elector__watch_state *st, elector_stream *s, int err)
+static void stream_ended(watch_state *st, elector_stream *s, int err)
 {
     if (st->cur == s) st->cur = NULL;
     pending_drop_stream(st, s);
     elector_stream_close(s);
-    st->fanout++;
+    elector__hold(&st->fanout);
     for (elector_watch *w = st->list; w; w = w->next) {
         if (w->s != s || w->dead || w->canceled) continue;
         w->dead = true;
         w->s = NULL;
         if (call_watch(w, err, NULL)) break;
     }
-    st->fanout--;
-    if (!st->fanout) purge_canceled(st);
+    elector__unhold(&st->fanout);
+    if (!elector__held(&st->fanout)) purge_canceled(st);
 }
 
 /* Sends w's create request on the current stream, opening one if needed. */
-static int send_create(elector_etcd *e, struct elector__watch_state *st, elector_watch *w)
+static int send_create(elector_etcd *e, watch_state *st, elector_watch *w)
 {
     if (!st->cur) {
         elector_call_opts o = {.require_leader = 1};
@@ -199,16 +216,16 @@ static int response_err(elector_etcd *e, const Etcdserverpb__WatchResponse *r, i
                          (long long)id, (long long)r->compact_revision);
         return ELECTOR_ECOMPACTED;
     }
-    elector__set_err(e, ELECTOR_ECANCELED, "watch %lld canceled by etcd: %s", (long long)id,
-                     r->cancel_reason && *r->cancel_reason ? r->cancel_reason : "no reason");
+    elector__set_err(
+        e, ELECTOR_ECANCELED, "watch %lld canceled by etcd: %s", (long long)id,
+        r->cancel_reason && *r->cancel_reason ? r->cancel_reason : "no reason");
     int mapped = elector__grpc_error(2, r->cancel_reason);
     return mapped == ELECTOR_EGRPC ? ELECTOR_ECANCELED : mapped;
 }
 
 /* A create refused because the stream's token expired: retire the stream and
  * send the create again on a fresh one. Returns false if that is not possible. */
-static bool retry_on_fresh_stream(elector_etcd *e, struct elector__watch_state *st,
-                                  elector_watch *w)
+static bool retry_on_fresh_stream(elector_etcd *e, watch_state *st, elector_watch *w)
 {
     if (w->created || w->resent) return false;
     w->resent = true;
@@ -222,7 +239,7 @@ static bool retry_on_fresh_stream(elector_etcd *e, struct elector__watch_state *
 
 static void on_msg(elector_stream *s, int err, const ProtobufCMessage *m, void *ud)
 {
-    struct elector__watch_state *st = ud;
+    watch_state *st = ud;
     elector_etcd *e = elector_stream_client(s);
     if (err) {
         stream_ended(st, s, err);
@@ -231,7 +248,8 @@ static void on_msg(elector_stream *s, int err, const ProtobufCMessage *m, void *
     const Etcdserverpb__WatchResponse *r = (const void *)m;
     int64_t id = r->created ? pending_settle(st, s, r->watch_id) : r->watch_id;
     elector_watch *w = st->list;
-    while (w && !(w->id == id && w->s == s)) w = w->next;
+    while (w && !(w->id == id && w->s == s))
+        w = w->next;
     if (!w || w->dead || w->canceled) return;
     if (r->canceled) {
         int rc = response_err(e, r, w->id);
@@ -252,13 +270,15 @@ static void on_msg(elector_stream *s, int err, const ProtobufCMessage *m, void *
 
 /* ---------------------------------------------------------------- public */
 
-elector_watch *elector_etcd_watch(elector_etcd *e, const Etcdserverpb__WatchCreateRequest *in,
+elector_watch *elector_etcd_watch(elector_etcd *e,
+                                  const Etcdserverpb__WatchCreateRequest *in,
                                   elector_watch_cb cb, void *ud)
 {
-    struct elector__watch_state *st = e && cb && in ? state(e) : NULL;
+    watch_state *st = e && cb && in ? state(e) : NULL;
     if (!st) {
-        if (e) elector__set_err(e, cb && in ? ELECTOR_ENOMEM : ELECTOR_EINVAL, "watch: %s",
-                                cb && in ? "out of memory" : "bad arguments");
+        if (e)
+            elector__set_err(e, cb && in ? ELECTOR_ENOMEM : ELECTOR_EINVAL, "watch: %s",
+                             cb && in ? "out of memory" : "bad arguments");
         return NULL;
     }
     elector_watch *w = calloc(1, sizeof(*w));
@@ -290,13 +310,14 @@ elector_watch *elector_etcd_watch(elector_etcd *e, const Etcdserverpb__WatchCrea
 void elector_watch_cancel(elector_watch *w)
 {
     if (!w) return;
-    struct elector__watch_state *st = *elector__etcd_watch(w->etcd);
+    watch_state *st = (watch_state *)elector__ext_find(w->etcd, &kind);
     elector_stream *s = w->s;
     if (!w->dead && s) {
         Etcdserverpb__WatchCancelRequest cr = ETCDSERVERPB__WATCH_CANCEL_REQUEST__INIT;
         cr.watch_id = w->id;
         Etcdserverpb__WatchRequest req = ETCDSERVERPB__WATCH_REQUEST__INIT;
-        req.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CANCEL_REQUEST;
+        req.request_union_case =
+            ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CANCEL_REQUEST;
         req.cancel_request = &cr;
         elector_stream_send(s, &req.base);
     }
@@ -304,24 +325,16 @@ void elector_watch_cancel(elector_watch *w)
     w->canceled = true;
     w->s = NULL;
     maybe_close_retired(st, s);
-    if (!st->fanout) purge_canceled(st);
+    if (!elector__held(&st->fanout)) purge_canceled(st);
+}
+
+enum elector__watch_next elector__watch_next(int err)
+{
+    if (err == ELECTOR_EPROTO) return ELECTOR__WATCH_GIVE_UP;
+    return err == ELECTOR_ECOMPACTED ? ELECTOR__WATCH_REREAD : ELECTOR__WATCH_RETRY;
 }
 
 int64_t elector_watch_id(const elector_watch *w)
 {
     return w->id;
-}
-
-void elector__watch_free_all(elector_etcd *e)
-{
-    struct elector__watch_state **p = elector__etcd_watch(e);
-    if (!*p) return;
-    while ((*p)->list) {
-        elector_watch *w = (*p)->list;
-        (*p)->list = w->next;
-        watch_free(w);
-    }
-    free((*p)->pending);
-    free(*p);
-    *p = NULL;
 }

@@ -1,0 +1,614 @@
+/* Elections: campaign, wait for the predecessor, lead. (What a leader does, and
+ * how a resign ends a campaign, is in leader.c.)
+ *
+ * States: IDLE -> CAMPAIGN (campaign Txn, or waiting for the session's lease)
+ * -> WAIT (checking or watching the predecessor) -> LEADER -> IDLE. Every state
+ * change bumps `gen`; replies that belong to an older generation are ignored, so
+ * a resign never races with an old check that would make us leader again.
+ *
+ * The check Txn joins the two questions of the protocol in one round trip:
+ * "does our key still exist with our create revision?" (compare) and "who is
+ * the nearest key created before ours?" (Range in the success branch). Leadership
+ * is declared only when the key is ours at that revision, no predecessor exists,
+ * and the session's validity deadline has not passed.
+ *
+ * An election hears of its session through a listener (session.c) and reads it
+ * only through functions. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "election_private.h"
+
+static void send_check(elector_election *el);
+
+/* ---------------------------------------------------------------- helpers */
+
+const char *elector_event_name(elector_event_type t)
+{
+    static const char *names[] = {"",          "waiting",     "elected", "proclaimed",
+                                  "lost",      "resigned",    "failed",  "leader",
+                                  "no_leader", "session_lost"};
+    return (unsigned)t < sizeof(names) / sizeof(names[0]) ? names[t] : "unknown";
+}
+
+void elector__el_hold(elector_election *el)
+{
+    elector__hold(&el->life);
+}
+
+static void el_release(elector_election *el)
+{
+    elector__timer_disarm(el->etcd, &el->retry);
+    elector__timer_disarm(el->etcd, &el->notify);
+    elector__timer_disarm(el->etcd, &el->resign_timer);
+    free(el->name);
+    elector__prefix_free(&el->prefix);
+    free(el->key);
+    free(el->value);
+    free(el->pred);
+    free(el);
+}
+
+void elector__el_unhold(elector_election *el)
+{
+    if (elector__unhold(&el->life)) el_release(el);
+}
+
+static int64_t session_lease(const elector_election *el)
+{
+    return el->s ? elector_session_lease(el->s) : 0;
+}
+
+/* The session is alive and its lease granted: requests that need it may go. */
+static bool session_live(const elector_election *el)
+{
+    return el->s && elector__session_phase(el->s) == ELECTOR__S_ALIVE;
+}
+
+/* Delivers an event to the log hook and the callback; mono_ns: CLOCK_MONOTONIC,
+ * 0 = now. Returns false if the election was freed meanwhile (the caller must
+ * stop touching it). */
+bool elector__emit(elector_election *el, elector_event_type type, int reason,
+                   const char *detail, int64_t mono_ns)
+{
+    elector_event ev = {.type = type,
+                        .reason = reason,
+                        .detail = detail ? detail : "",
+                        .name = el->name,
+                        .key = type == ELECTOR_EV_WAITING ? el->pred : el->key,
+                        .key_len = type == ELECTOR_EV_WAITING ? el->pred_len : el->klen,
+                        .value = el->value,
+                        .value_len = el->vlen,
+                        .token = el->rev,
+                        .lease = session_lease(el),
+                        .mono_ns = mono_ns ? mono_ns : elector__mono_ns()};
+    elector__el_hold(el);
+    bool logged = type == ELECTOR_EV_ELECTED || type == ELECTOR_EV_LOST ||
+                  type == ELECTOR_EV_RESIGNED || type == ELECTOR_EV_PROCLAIMED;
+    if (el->log && logged && !el->life.closed) el->log(el, &ev, el->log_ud);
+    if (el->cb && !el->life.closed) el->cb(el, &ev, el->ud);
+    bool alive = !el->life.closed;
+    elector__el_unhold(el);
+    return alive;
+}
+
+struct op *elector__op_new(elector_election *el)
+{
+    struct op *o = calloc(1, sizeof(*o));
+    if (!o) return NULL;
+    o->el = el;
+    o->gen = el->gen;
+    elector__el_hold(el);
+    return o;
+}
+
+/* Ends an operation's hold; returns the election if the reply is still current.
+ * A current election is not closed, so dropping the hold cannot free it. */
+elector_election *elector__op_end(struct op *o)
+{
+    elector_election *el = o->el;
+    bool current = !el->life.closed && o->gen == el->gen;
+    free(o->value);
+    free(o);
+    elector__el_unhold(el);
+    return current ? el : NULL;
+}
+
+void elector__stop_watch(elector_election *el)
+{
+    if (el->watch) elector_watch_cancel(el->watch);
+    el->watch = NULL;
+}
+
+int elector__send_txn(elector_election *el, Etcdserverpb__TxnRequest *txn, struct op *o,
+                      elector_etcd_cb done)
+{
+    int rc = elector_etcd_call(el->etcd, ELECTOR_RPC_TXN, &txn->base, NULL, done, o);
+    if (rc) elector__op_end(o);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- endings */
+
+/* Our campaign is over without leadership. */
+static void fail(elector_election *el, int reason, const char *detail)
+{
+    el->campaign_waits = false;
+    elector__stop_watch(el);
+    elector__timer_disarm(el->etcd, &el->retry);
+    el->state = E_IDLE;
+    el->gen++;
+    el->outcome = reason ? reason : ELECTOR_ECANCELED;
+    elector__emit(el, ELECTOR_EV_FAILED, reason, detail, 0);
+}
+
+/* We led and no longer do. at_ns: when the belief ended, on the deadline clock
+ * (0 = now). It is never later than the validity deadline: elector_is_leader()
+ * turned false then, even if this process was frozen and only notices now. The
+ * event carries that instant on CLOCK_MONOTONIC. */
+void elector__lose(elector_election *el, int reason, const char *detail, int64_t at_ns)
+{
+    if (!at_ns) at_ns = elector_now_ns();
+    int64_t deadline = el->s ? elector__session_deadline_raw_ns(el->s) : 0;
+    if (deadline && deadline < at_ns) at_ns = deadline;
+    int64_t mono_ns = elector__mono_of(at_ns);
+    elector__stop_watch(el);
+    elector__timer_disarm(el->etcd, &el->retry);
+    el->state = E_IDLE;
+    el->gen++;
+    el->outcome = reason;
+    elector__emit(el, ELECTOR_EV_LOST, reason, detail, mono_ns);
+}
+
+/* ---------------------------------------------------------------- the session */
+
+static elector_election *of_listener(elector__session_listener *l)
+{
+    return (elector_election *)((char *)l - offsetof(elector_election, listener));
+}
+
+static void on_session_ready(elector__session_listener *l)
+{
+    elector_election *el = of_listener(l);
+    elector__el_hold(el);
+    if (el->state == E_CAMPAIGN && el->campaign_waits && !el->deletes)
+        elector__send_campaign(el);
+    elector__el_unhold(el);
+}
+
+static void on_session_ended(elector__session_listener *l, int reason, const char *detail,
+                             int64_t end_ns)
+{
+    elector_election *el = of_listener(l);
+    elector__el_hold(el);
+    el->keep_key = true;
+    if (el->state == E_LEADER)
+        elector__lose(el, reason, detail, end_ns);
+    else if (el->state != E_IDLE)
+        fail(el, reason, detail);
+    elector__el_unhold(el);
+}
+
+/* The session is closing: elections forget it (they report ESESSION). */
+static void on_session_detached(elector__session_listener *l)
+{
+    of_listener(l)->s = NULL;
+}
+
+static const elector__session_events session_events = {on_session_ready, on_session_ended,
+                                                       on_session_detached};
+
+/* ---------------------------------------------------------------- retry */
+
+static void retry_fired(elector__timer *t, void *ud)
+{
+    (void)t;
+    elector_election *el = ud;
+    if (el->state == E_CAMPAIGN && el->rev == 0)
+        elector__send_campaign(el);
+    else if (el->state == E_WAIT || el->state == E_LEADER)
+        send_check(el);
+}
+
+/* A read or watch failed for a reason that may heal (connection, no leader):
+ * check again after a short, growing pause. The session's deadline bounds how
+ * long this can go on. */
+static void schedule_retry(elector_election *el)
+{
+    int64_t d = elector__retry_ms(el->retries++);
+    elector__timer_arm(el->etcd, &el->retry, elector__now_ms() + d, retry_fired, el);
+}
+
+/* ---------------------------------------------------------------- watching */
+
+static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r,
+                     void *ud)
+{
+    (void)w;
+    elector_election *el = ud;
+    if (err) {
+        /* A broken or compacted watch never counts as a win: check again. */
+        elector__stop_watch(el);
+        enum elector__watch_next next = elector__watch_next(err);
+        if (next == ELECTOR__WATCH_RETRY)
+            schedule_retry(el);
+        else if (next == ELECTOR__WATCH_REREAD)
+            send_check(el);
+        else if (el->state == E_LEADER)
+            elector__lose(el, err, elector_etcd_errstr(el->etcd), 0);
+        else
+            fail(el, err, elector_etcd_errstr(el->etcd));
+        return;
+    }
+    for (size_t i = 0; i < r->n_events; i++) {
+        if (r->events[i]->type != MVCCPB__EVENT__EVENT_TYPE__DELETE) continue;
+        elector__stop_watch(el);
+        if (el->state == E_LEADER) {
+            char detail[64 + 256];
+            snprintf(detail, sizeof(detail), "our key %.*s was deleted", (int)el->klen,
+                     el->key);
+            elector__lose(el, ELECTOR_ENOTLEADER, detail, 0);
+        } else {
+            send_check(el);
+        }
+        return;
+    }
+}
+
+/* Watches `key` for its deletion from revision `from`. */
+static void watch_key(elector_election *el, const uint8_t *key, size_t klen, int64_t from)
+{
+    Etcdserverpb__WatchCreateRequest wc = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+    Etcdserverpb__WatchCreateRequest__FilterType f =
+        ETCDSERVERPB__WATCH_CREATE_REQUEST__FILTER_TYPE__NOPUT;
+    wc.key.data = (uint8_t *)key;
+    wc.key.len = klen;
+    wc.start_revision = from;
+    wc.n_filters = 1;
+    wc.filters = &f;
+    elector__stop_watch(el);
+    el->watch = elector_etcd_watch(el->etcd, &wc, watch_cb, el);
+    if (!el->watch) schedule_retry(el);
+}
+
+/* ---------------------------------------------------------------- check */
+
+/* Our predecessor is k; false if it was already (or cannot be stored). */
+static bool set_pred(elector_election *el, const uint8_t *k, size_t n)
+{
+    if (el->pred && el->pred_len == n && (!n || !memcmp(el->pred, k, n))) return false;
+    return elector__memdup(&el->pred, &el->pred_len, k, n) == 0;
+}
+
+static void become_leader(elector_election *el, int64_t header_rev)
+{
+    if (!elector_session_alive(el->s)) {
+        /* Our lease cannot be proven alive: this is exactly the phantom
+         * leadership the re-check exists to prevent. */
+        fail(el, ELECTOR_ESESSION, "session not provably alive when our turn came");
+        return;
+    }
+    el->state = E_LEADER;
+    el->gen++;
+    el->retries = 0;
+    el->outcome = 1;
+    if (!elector__emit(el, ELECTOR_EV_ELECTED, 0, NULL, 0)) return;
+    if (el->state == E_LEADER) watch_key(el, el->key, el->klen, header_rev + 1);
+}
+
+/* The check was refused for good (EPERM, EAUTH, EPROTO). Our key exists (the
+ * campaign made it) and would make every later candidate wait for our session:
+ * try to delete it (we may be allowed to write our key, not to read the
+ * prefix). A leader whose owner releases by hand (manual_release) keeps it:
+ * the successor must not start before the owner has stopped acting. */
+static void check_refused(elector_election *el, int err, const char *detail)
+{
+    bool owner_releases =
+        el->state == E_LEADER && el->s && elector__session_manual_release(el->s);
+    if (!el->keep_key && !owner_releases) {
+        struct op *d = elector__op_new(el);
+        if (d) elector__delete_key(el, el->rev, d, elector__stray_deleted);
+    }
+    if (el->state == E_LEADER)
+        elector__lose(el, err, detail, 0);
+    else
+        fail(el, err, detail);
+}
+
+static void check_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    elector_election *el = elector__op_end(ud);
+    if (!el) return;
+    const Etcdserverpb__TxnResponse *r = (const void *)m;
+    const Etcdserverpb__RangeResponse *rr =
+        !err && r->succeeded ? elector__txn_range(e, r, 0) : NULL;
+    if (!err && r->succeeded && !rr) err = ELECTOR_EPROTO;
+    if (err == ELECTOR_EPERM || err == ELECTOR_EAUTH || err == ELECTOR_EPROTO) {
+        check_refused(el, err, elector_etcd_errstr(e));
+        return;
+    }
+    if (err) {
+        schedule_retry(el);
+        return;
+    }
+    if (!r->succeeded) {
+        if (el->state == E_LEADER)
+            elector__lose(el, ELECTOR_ENOTLEADER, "our key is gone", 0);
+        else
+            fail(el, ELECTOR_ESESSION,
+                 "our key vanished while waiting (lease expired or key deleted)");
+        return;
+    }
+    int64_t hrev = r->header ? r->header->revision : 0;
+    el->retries = 0;
+    if (el->state == E_LEADER) {
+        watch_key(el, el->key, el->klen, hrev + 1);
+        return;
+    }
+    if (rr->n_kvs == 0) {
+        become_leader(el, hrev);
+        return;
+    }
+    const Mvccpb__KeyValue *kv = rr->kvs[0];
+    el->state = E_WAIT;
+    if (set_pred(el, kv->key.data, kv->key.len) &&
+        !elector__emit(el, ELECTOR_EV_WAITING, 0, NULL, 0))
+        return;
+    if (el->state == E_WAIT) watch_key(el, kv->key.data, kv->key.len, hrev + 1);
+}
+
+static void send_check(elector_election *el)
+{
+    elector__txn t;
+    elector__txn_check(&t, el->key, el->klen, el->rev, &el->prefix);
+    struct op *o = elector__op_new(el);
+    if (!o || elector__send_txn(el, &t.txn, o, check_done)) schedule_retry(el);
+}
+
+/* ---------------------------------------------------------------- campaign */
+
+/* The campaign Txn was answered (rev: our key's create revision, 0 if unknown). */
+static void campaign_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    struct op *o = ud;
+    elector_election *owner = o->el;
+    unsigned gen = o->gen;
+    const Etcdserverpb__TxnResponse *r = (const void *)m;
+    int64_t rev = 0;
+    if (!err && r->succeeded && r->header) rev = r->header->revision;
+    if (!err && !r->succeeded) {
+        const Etcdserverpb__RangeResponse *rr = elector__txn_range(e, r, 1);
+        if (!rr)
+            err = ELECTOR_EPROTO;
+        else if (rr->n_kvs)
+            rev = rr->kvs[0]->create_revision;
+    }
+    if ((rev || elector__transient(err)) && gen != owner->gen &&
+        (owner->life.closed || owner->state == E_IDLE) && !owner->keep_key) {
+        /* Resigned or freed while the campaign Txn was in flight: remove the key it
+         * made (or may have made: a transient error leaves that unknown), so it
+         * does not block the election until the lease ends. The op keeps the
+         * (possibly freed) election's memory, and its key, alive. */
+        struct op *d = elector__op_new(owner);
+        if (d) elector__delete_key(owner, rev, d, elector__stray_deleted);
+    }
+    elector_election *el = elector__op_end(o);
+    if (!el) return;
+    if (elector__transient(err) && session_live(el)) {
+        /* The campaign Txn is safe to repeat: if the first one was applied, the
+         * repeat finds our key and reads its create revision. The session's
+         * deadline bounds the retries. Until then our key may exist at a
+         * revision we do not know: a resign or free deletes it by name. */
+        el->maybe_key = true;
+        schedule_retry(el);
+        return;
+    }
+    if (err) {
+        char detail[600];
+        snprintf(detail, sizeof(detail), "campaign request failed: %s",
+                 elector_etcd_errstr(e));
+        fail(el, err, detail);
+        return;
+    }
+    if (rev <= 0) {
+        /* A fencing token must be a real revision (etcd's start at 1). */
+        char detail[200];
+        snprintf(detail, sizeof(detail),
+                 "%s: campaign reply from %s without a valid revision (%lld)",
+                 elector_rpc_path(ELECTOR_RPC_TXN), elector_etcd_current_endpoint(e),
+                 (long long)rev);
+        fail(el, ELECTOR_EPROTO, detail);
+        return;
+    }
+    el->rev = rev;
+    el->state = E_WAIT;
+    send_check(el);
+}
+
+/* Our key: the prefix and our lease in lowercase hex. */
+static int make_key(elector_election *el)
+{
+    char hex[17];
+    int64_t lease = session_lease(el);
+    int n = snprintf(hex, sizeof(hex), "%llx", (unsigned long long)lease);
+    uint8_t *k = malloc(el->prefix.len + (size_t)n);
+    if (!k) return ELECTOR_ENOMEM;
+    memcpy(k, el->prefix.key, el->prefix.len);
+    memcpy(k + el->prefix.len, hex, (size_t)n);
+    free(el->key);
+    el->key = k;
+    el->key_lease = lease;
+    el->klen = el->prefix.len + (size_t)n;
+    return 0;
+}
+
+/* Campaign Txn: create our key if absent; if present (same lease: a second
+ * campaign, or etcdctl's), overwrite its value and read its create revision. */
+void elector__send_campaign(elector_election *el)
+{
+    el->campaign_waits = false;
+    if (make_key(el)) {
+        fail(el, ELECTOR_ENOMEM, "out of memory");
+        return;
+    }
+    elector__txn t;
+    elector__txn_campaign(&t, el->key, el->klen, el->value, el->vlen, el->key_lease);
+    struct op *o = elector__op_new(el);
+    int rc = o ? elector__send_txn(el, &t.txn, o, campaign_done) : ELECTOR_ENOMEM;
+    if (rc) fail(el, rc, elector_etcd_errstr(el->etcd));
+}
+
+/* Another election object with el's name campaigns, leads or deletes our key
+ * on this session (one key per name and session). */
+static bool name_busy(const elector_election *el)
+{
+    for (elector__session_listener *l = elector__session_listeners(el->s); l;
+         l = l->next) {
+        if (l->ev != &session_events) continue;
+        const elector_election *o = of_listener(l);
+        if (o != el && (o->state != E_IDLE || o->resign_pending || o->deletes) &&
+            !strcmp(o->name, el->name))
+            return true;
+    }
+    return false;
+}
+
+int elector_campaign(elector_election *el, const void *value, size_t len)
+{
+    if (!el || el->life.closed) return ELECTOR_EINVAL;
+    if (el->state != E_IDLE) return ELECTOR_EBUSY;
+    if (!el->s || elector__session_phase(el->s) >= ELECTOR__S_DEAD)
+        return ELECTOR_ESESSION;
+    if (len > ELECTOR__GRPC_MAX_MSG) return ELECTOR_ETOOLARGE;
+    /* A second election object with this name would share (and delete) our key. */
+    if (name_busy(el)) return ELECTOR_EBUSY;
+    if (elector__memdup(&el->value, &el->vlen, value, len)) return ELECTOR_ENOMEM;
+    /* Our key, if an old resign still waits to retry its delete, is reused by
+     * the new campaign (same lease, same key): stop deleting it. A delete
+     * already sent cannot be called back: the campaign Txn waits for its
+     * answer, so that it cannot remove the key this campaign makes. */
+    el->resign_pending = false;
+    elector__timer_disarm(el->etcd, &el->resign_timer);
+    el->state = E_CAMPAIGN;
+    el->campaign_waits = true;
+    el->maybe_key = false;
+    el->gen++;
+    el->rev = 0;
+    el->outcome = 0;
+    el->retries = 0;
+    free(el->pred);
+    el->pred = NULL;
+    el->pred_len = 0;
+    if (session_live(el) && !el->deletes) elector__send_campaign(el);
+    return 0;
+}
+
+int elector_campaign_sync(elector_election *el, const void *value, size_t len,
+                          int64_t timeout_ms)
+{
+    int rc = elector_campaign(el, value, len);
+    if (rc) return rc;
+    int64_t end = elector__now_ms() + timeout_ms;
+    elector__el_hold(el);
+    while (el->outcome == 0 && !el->life.closed) {
+        int64_t left = end - elector__now_ms();
+        if (timeout_ms >= 0 && left <= 0) {
+            rc = ELECTOR_ETIMEDOUT;
+            break;
+        }
+        rc = elector_etcd_run_once(el->etcd, timeout_ms >= 0 ? left : -1);
+        if (rc) break;
+    }
+    if (!rc) rc = el->life.closed ? ELECTOR_ECLOSED : el->outcome == 1 ? 0 : el->outcome;
+    elector__el_unhold(el);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- lifecycle */
+
+elector_election *elector_election_new(elector_session *s, const char *name,
+                                       elector_election_cb cb, void *ud)
+{
+    if (!s || !name || !*name || elector__session_phase(s) == ELECTOR__S_CLOSED)
+        return NULL;
+    elector_election *el = calloc(1, sizeof(*el));
+    if (!el) return NULL;
+    el->name = elector__strdup(name);
+    if (!el->name || elector__prefix_init(&el->prefix, name)) {
+        free(el->name);
+        free(el);
+        return NULL;
+    }
+    el->s = s;
+    el->etcd = elector__session_etcd(s);
+    el->cb = cb;
+    el->ud = ud;
+    elector__session_listen(s, &el->listener, &session_events);
+    return el;
+}
+
+static void detach(elector_election *el)
+{
+    if (!el->s) return;
+    elector__session_unlisten(el->s, &el->listener);
+    el->s = NULL;
+}
+
+void elector_election_free(elector_election *el)
+{
+    if (!el || el->life.closed) return;
+    /* Best effort, one attempt: delete our key if we may hold one (by its
+     * revision, or by name and lease when a lost answer left that unknown), or
+     * if a resign still owes the delete. A campaign Txn in flight is handled
+     * by campaign_done. Once the session is over the key goes with the lease. */
+    if (!session_live(el)) el->keep_key = true;
+    int64_t rev = -1;
+    if (el->state != E_IDLE && (el->rev || el->maybe_key))
+        rev = el->rev;
+    else if (el->resign_pending)
+        rev = el->resign_rev;
+    if (rev >= 0 && !el->keep_key) {
+        struct op *o = elector__op_new(el);
+        if (o) elector__delete_key(el, rev, o, elector__stray_deleted);
+    }
+    elector__stop_watch(el);
+    elector__timer_disarm(el->etcd, &el->retry);
+    elector__timer_disarm(el->etcd, &el->notify);
+    elector__timer_disarm(el->etcd, &el->resign_timer);
+    detach(el);
+    el->state = E_IDLE;
+    el->campaign_waits = false;
+    el->resign_pending = false;
+    el->gen++;
+    el->cb = NULL;
+    el->log = NULL;
+    /* In-flight ops may still hold it; the last one frees. */
+    if (elector__close(&el->life)) el_release(el);
+}
+
+void elector_election_set_log(elector_election *el, elector_election_cb log, void *ud)
+{
+    el->log = log;
+    el->log_ud = ud;
+}
+
+const uint8_t *elector_election_key(const elector_election *el, size_t *key_len)
+{
+    if (key_len) *key_len = el->klen;
+    return el->key;
+}
+
+int64_t elector_election_token(const elector_election *el)
+{
+    return el->rev;
+}
+
+const char *elector_election_name(const elector_election *el)
+{
+    return el->name;
+}
+
+elector_session *elector_election_session(const elector_election *el)
+{
+    return el->s;
+}

@@ -1,0 +1,175 @@
+/* Shared by the files of the election layer (src/election/) only.
+ *
+ *   session.c    leases kept alive, the validity deadline, listeners
+ *   election.c   the election state machine: campaign, wait, lead
+ *   leader.c     what a leader does and how a campaign ends: proclaim,
+ *                guarded Txn, resign, deleting our key
+ *   txn.c        the Txn requests of the protocol
+ *   observe.c    leader query and observe */
+#ifndef ELECTOR_ELECTION_PRIVATE_H
+#define ELECTOR_ELECTION_PRIVATE_H
+
+#include <stddef.h>
+#include "etcd_internal.h"
+#include "elector/election.h"
+
+/* ---- what the layer sees of a session (session.c) ----
+ * Elections read their session only through these functions, and hear of it
+ * through a listener. */
+enum elector__session_phase {
+    ELECTOR__S_GRANTING, /* the lease is being granted (or adopted) */
+    ELECTOR__S_ALIVE,    /* granted, kept alive (the deadline may still pass) */
+    ELECTOR__S_DEAD,     /* lease gone or unprovable */
+    ELECTOR__S_CLOSED    /* closed by its owner */
+};
+enum elector__session_phase elector__session_phase(const elector_session *s);
+elector_etcd *elector__session_etcd(const elector_session *s);
+bool elector__session_manual_release(const elector_session *s);
+/* The validity deadline as last proven (also once the session is over; 0
+ * before the grant), on the deadline clock. */
+int64_t elector__session_deadline_raw_ns(const elector_session *s);
+
+/* A listener hears of its session's lease: ready (granted), ended (LOST or
+ * FAILED for what depends on it; end_ns: when the belief ended, never later
+ * than the validity deadline) and detached (the session is closing: forget
+ * it). A listener may unlisten itself or others, or close the session, from
+ * any of these; listeners added meanwhile do not hear the event under way. */
+typedef struct elector__session_listener elector__session_listener;
+typedef struct elector__session_events {
+    void (*ready)(elector__session_listener *l);
+    void (*ended)(elector__session_listener *l, int reason, const char *detail,
+                  int64_t end_ns);
+    void (*detached)(elector__session_listener *l);
+} elector__session_events;
+struct elector__session_listener {
+    elector__session_listener *next, *prev;
+    const elector__session_events *ev;
+};
+void elector__session_listen(elector_session *s, elector__session_listener *l,
+                             const elector__session_events *ev);
+void elector__session_unlisten(elector_session *s, elector__session_listener *l);
+/* The first listener (then l->next): for lookups, not while calling them. */
+elector__session_listener *elector__session_listeners(const elector_session *s);
+
+/* ---- an election (election.c, leader.c) ---- */
+
+enum el_state { E_IDLE, E_CAMPAIGN, E_WAIT, E_LEADER };
+
+struct elector_election {
+    elector__session_listener listener; /* in the session's list */
+    elector_session *s;                 /* NULL once the session is closed */
+    elector_etcd *etcd;
+    char *name;
+    elector__prefix prefix;
+    uint8_t *key, *value, *pred;
+    size_t klen, vlen, pred_len;
+    int64_t key_lease; /* the lease named in `key` (and attached to it) */
+    int64_t rev;
+    /* A campaign Txn of this campaign was answered with a transient error: it may
+     * have created our key, at a revision we do not know. */
+    bool maybe_key;
+    bool campaign_waits; /* campaigning, Txn not sent: no lease yet, or deletes */
+    int deletes;         /* our delete Txns in flight (resign, cleanup) */
+    /* The session is over (or was when the owner let go): our key goes with the
+     * lease, when its owner releases it (manual_release), never by a delete. */
+    bool keep_key;
+    enum el_state state;
+    /* Bumped by every state change: a reply to a request sent in an older
+     * generation is stale, and ignored (op_end()). */
+    unsigned gen;
+    bool proclaiming;
+    elector_watch *watch;
+    elector__timer retry;
+    elector__timer notify; /* delivers FAILED for a resign before our key existed */
+    int64_t notify_ns;     /* CLOCK_MONOTONIC, as the event carries it */
+    /* A resign whose delete failed for a transient reason is sent again: the key
+     * must go, or the next candidate waits for our whole session. resign_rev is
+     * the guard (0: our key's create revision is unknown; guard by our lease). */
+    elector__timer resign_timer;
+    int64_t resign_rev, resign_ns; /* resign_ns: CLOCK_MONOTONIC */
+    bool resign_pending, resign_was_leader;
+    int resign_tries;
+    int retries;
+    /* Holds: in-flight operations and callbacks running; closed: the owner let
+     * go (elector_election_free), memory stays until the last hold goes. */
+    elector__life life;
+    int outcome; /* for campaign_sync: 1 elected, < 0 failed */
+    elector_election_cb cb, log;
+    void *ud, *log_ud;
+};
+
+/* An operation in flight holds its election; its reply is current only if the
+ * election is not closed and still in the generation that sent it. */
+struct op {
+    elector_election *el;
+    unsigned gen;
+    elector_txn_cb ucb; /* guarded_txn only */
+    void *uud;
+    uint8_t *value;
+    size_t vlen;
+};
+
+/* election.c */
+struct op *elector__op_new(elector_election *el);
+elector_election *elector__op_end(struct op *o); /* the election if current, or NULL */
+void elector__el_hold(elector_election *el);
+void elector__el_unhold(elector_election *el);
+bool elector__emit(elector_election *el, elector_event_type type, int reason,
+                   const char *detail, int64_t mono_ns);
+void elector__lose(elector_election *el, int reason, const char *detail, int64_t at_ns);
+void elector__stop_watch(elector_election *el);
+void elector__send_campaign(elector_election *el);
+int elector__send_txn(elector_election *el, Etcdserverpb__TxnRequest *txn, struct op *o,
+                      elector_etcd_cb done);
+
+/* leader.c */
+/* Deletes our key, guarded by rev (0: by our lease); o is released on error. */
+int elector__delete_key(elector_election *el, int64_t rev, struct op *o,
+                        elector_etcd_cb done);
+/* The answer to a delete of our key that nobody waits for. */
+void elector__stray_deleted(elector_etcd *e, int err, const ProtobufCMessage *m,
+                            void *ud);
+
+/* ---- the protocol's requests (txn.c) ----
+ * Each fills caller-owned structures (no allocation); keys and values are
+ * borrowed. */
+
+/* Storage for one Txn of the protocol: one compare, up to two operations. */
+typedef struct elector__txn {
+    Etcdserverpb__TxnRequest txn;
+    Etcdserverpb__Compare cmp, *cmps[1];
+    Etcdserverpb__RequestOp op[2], *ops[2];
+    Etcdserverpb__PutRequest put;
+    Etcdserverpb__RangeRequest range;
+    Etcdserverpb__DeleteRangeRequest del;
+} elector__txn;
+
+/* The leader of prefix p: the lowest create revision under it. */
+void elector__leader_range(Etcdserverpb__RangeRequest *r, const elector__prefix *p);
+
+/* If CreateRevision(key) == 0: Put(key, value, lease); else Put + Range(key). */
+void elector__txn_campaign(elector__txn *t, const uint8_t *key, size_t klen,
+                           const uint8_t *value, size_t vlen, int64_t lease);
+/* If CreateRevision(key) == rev: Range(the newest key under p created before
+ * rev) -- our predecessor, if any. */
+void elector__txn_check(elector__txn *t, const uint8_t *key, size_t klen, int64_t rev,
+                        const elector__prefix *p);
+/* If CreateRevision(key) == rev: Put(key, value, lease). */
+void elector__txn_proclaim(elector__txn *t, const uint8_t *key, size_t klen, int64_t rev,
+                           const uint8_t *value, size_t vlen, int64_t lease);
+/* If CreateRevision(key) == rev (rev 0: if Lease(key) == lease): Delete(key). */
+void elector__txn_delete(elector__txn *t, const uint8_t *key, size_t klen, int64_t rev,
+                         int64_t lease);
+/* The compare CreateRevision(key) == rev and the op Range(key), for
+ * elector_guarded_txn. */
+void elector__cmp_create(Etcdserverpb__Compare *c, const uint8_t *key, size_t klen,
+                         int64_t rev);
+void elector__op_range_key(Etcdserverpb__RequestOp *op, Etcdserverpb__RangeRequest *r,
+                           const uint8_t *key, size_t klen);
+
+/* The Range result at position i of a Txn reply, or NULL (with an EPROTO detail
+ * on the client) when the server put anything else there. */
+const Etcdserverpb__RangeResponse *
+elector__txn_range(elector_etcd *e, const Etcdserverpb__TxnResponse *r, size_t i);
+
+#endif

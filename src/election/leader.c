@@ -1,0 +1,257 @@
+/* What a leader does (proclaim, guarded Txn) and how a campaign ends by the
+ * owner's hand (resign), with the one operation both need: deleting our key. */
+#include <stdlib.h>
+#include <string.h>
+#include "election_private.h"
+
+bool elector_is_leader(const elector_election *el)
+{
+    return el && !el->life.closed && el->state == E_LEADER && el->s &&
+           elector_session_alive(el->s);
+}
+
+/* ---------------------------------------------------------------- proclaim */
+
+static void proclaim_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    struct op *o = ud;
+    uint8_t *v = o->value;
+    size_t vlen = o->vlen;
+    o->value = NULL;
+    o->el->proclaiming = false;
+    elector_election *el = elector__op_end(o);
+    if (!el) {
+        free(v);
+        return;
+    }
+    const Etcdserverpb__TxnResponse *r = (const void *)m;
+    if (!err && !r->succeeded) {
+        free(v);
+        elector__lose(el, ELECTOR_ENOTLEADER,
+                      "proclaim refused: our key is no longer ours", 0);
+        return;
+    }
+    if (!err) {
+        free(el->value);
+        el->value = v;
+        el->vlen = vlen;
+    } else {
+        free(v);
+    }
+    elector__emit(el, ELECTOR_EV_PROCLAIMED, err, err ? elector_etcd_errstr(e) : NULL, 0);
+}
+
+int elector_proclaim(elector_election *el, const void *value, size_t len)
+{
+    if (!elector_is_leader(el)) return ELECTOR_ENOTLEADER;
+    if (el->proclaiming) return ELECTOR_EBUSY;
+    struct op *o = elector__op_new(el);
+    if (!o || elector__memdup(&o->value, &o->vlen, value, len)) {
+        if (o) elector__op_end(o);
+        return ELECTOR_ENOMEM;
+    }
+    elector__txn t;
+    elector__txn_proclaim(&t, el->key, el->klen, el->rev, o->value, o->vlen,
+                          elector_session_lease(el->s));
+    int rc = elector__send_txn(el, &t.txn, o, proclaim_done);
+    if (!rc) el->proclaiming = true;
+    return rc;
+}
+
+/* ---------------------------------------------------------------- deleting our key */
+
+/* Deletes our key, guarded by its create revision; or, when that is unknown
+ * (rev 0: a campaign Txn was applied but not answered), by our lease: the key
+ * is ours by its name (prefix + our lease) and by its lease. Returns 0 or the
+ * send error (then `o` is released and `done` is not called). */
+int elector__delete_key(elector_election *el, int64_t rev, struct op *o,
+                        elector_etcd_cb done)
+{
+    elector__txn t;
+    elector__txn_delete(&t, el->key, el->klen, rev, el->key_lease);
+    int rc = elector_etcd_call(el->etcd, ELECTOR_RPC_TXN, &t.txn.base, NULL, done, o);
+    if (rc) {
+        elector__op_end(o);
+        return rc;
+    }
+    el->deletes++; /* o holds el */
+    return 0;
+}
+
+/* A delete of our key was answered. A campaign that waits for it goes now. */
+static void delete_over(elector_election *el)
+{
+    el->deletes--;
+    if (!el->deletes && el->state == E_CAMPAIGN && el->campaign_waits &&
+        !el->life.closed && el->s && elector__session_phase(el->s) == ELECTOR__S_ALIVE)
+        elector__send_campaign(el);
+}
+
+void elector__stray_deleted(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)e, (void)err, (void)m;
+    struct op *o = ud;
+    delete_over(o->el); /* the op holds the election */
+    elector__op_end(o);
+}
+
+/* ---------------------------------------------------------------- resign */
+
+/* Resign's delete is sent again after a transient failure this many times. */
+#define RESIGN_TRIES 12
+
+static void resign_send(elector_election *el);
+static void resign_settle(elector_election *el, int err, const char *detail);
+
+static void resign_retry_fired(elector__timer *t, void *ud)
+{
+    (void)t;
+    elector_election *el = ud;
+    if (el->resign_tries >= RESIGN_TRIES || !el->s ||
+        elector__session_phase(el->s) != ELECTOR__S_ALIVE || el->keep_key)
+        resign_settle(el, ELECTOR_EUNAVAILABLE, "our key could not be deleted");
+    else
+        resign_send(el);
+}
+
+/* The resign's delete was answered (or could not be sent): retry a transient
+ * failure while the session lives, else report the end of the campaign. */
+static void resign_settle(elector_election *el, int err, const char *detail)
+{
+    if (elector__transient(err) && el->s &&
+        elector__session_phase(el->s) == ELECTOR__S_ALIVE && !el->keep_key &&
+        el->resign_tries < RESIGN_TRIES) {
+        int64_t d = elector__retry_ms(el->resign_tries++);
+        elector__timer_arm(el->etcd, &el->resign_timer, elector__now_ms() + d,
+                           resign_retry_fired, el);
+        return;
+    }
+    int64_t t = el->resign_ns;
+    el->resign_pending = false;
+    if (el->resign_was_leader)
+        elector__emit(el, ELECTOR_EV_RESIGNED, err, err ? detail : NULL, t);
+    else
+        elector__emit(el, ELECTOR_EV_FAILED, ELECTOR_ECANCELED,
+                      "campaign canceled by resign", t);
+}
+
+static void resign_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)m;
+    struct op *o = ud;
+    delete_over(o->el);
+    elector_election *el = elector__op_end(o);
+    if (!el || !el->resign_pending) return; /* freed, or a new campaign took over */
+    resign_settle(el, err, elector_etcd_errstr(e));
+}
+
+static void resign_send(elector_election *el)
+{
+    struct op *o = elector__op_new(el);
+    int rc = o ? elector__delete_key(el, el->resign_rev, o, resign_done) : ELECTOR_ENOMEM;
+    if (rc) {
+        /* Not sent: try again from the loop (never report from inside the
+         * caller's elector_resign()). */
+        if (el->resign_tries < RESIGN_TRIES) el->resign_tries++;
+        elector__timer_arm(el->etcd, &el->resign_timer, elector__now_ms() + 50,
+                           resign_retry_fired, el);
+    }
+}
+
+static void notify_fired(elector__timer *t, void *ud)
+{
+    (void)t;
+    elector_election *el = ud;
+    elector__emit(el, ELECTOR_EV_FAILED, ELECTOR_ECANCELED, "campaign canceled by resign",
+                  el->notify_ns);
+}
+
+int elector_resign(elector_election *el)
+{
+    if (!el || el->life.closed || el->state == E_IDLE) return ELECTOR_EINVAL;
+    bool was_leader = el->state == E_LEADER;
+    int64_t rev = el->rev;
+    int64_t now = elector__mono_ns();
+    /* Our belief ends now, before anything is sent. */
+    elector__stop_watch(el);
+    elector__timer_disarm(el->etcd, &el->retry);
+    el->state = E_IDLE;
+    el->campaign_waits = false;
+    el->gen++;
+    el->outcome = was_leader ? 1 : ELECTOR_ECANCELED;
+    if (!rev && !el->maybe_key) {
+        /* No key yet (campaign Txn in flight, or no lease yet): campaign_done
+         * removes the key it makes. The event still comes from the loop. */
+        el->notify_ns = now;
+        elector__timer_arm(el->etcd, &el->notify, elector__now_ms(), notify_fired, el);
+        return 0;
+    }
+    /* With rev 0 our key may exist (a campaign Txn applied, its answer lost):
+     * delete it by name and lease. */
+    el->resign_rev = rev;
+    el->resign_pending = true;
+    el->resign_ns = now;
+    el->resign_was_leader = was_leader;
+    el->resign_tries = 0;
+    resign_send(el);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- fencing */
+
+static void guarded_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    struct op *o = ud;
+    elector_txn_cb ucb = o->ucb;
+    void *uud = o->uud;
+    o->gen = o->el->gen; /* the caller waits for this reply whatever happened since */
+    elector_election *el = elector__op_end(o);
+    if (!el) return;
+    const Etcdserverpb__TxnResponse *r = (const void *)m;
+    if (!err && !r->succeeded) {
+        /* Our Range of our key is the last failure op. */
+        const Etcdserverpb__RangeResponse *rr =
+            elector__txn_range(e, r, r->n_responses ? r->n_responses - 1 : 0);
+        if (!rr)
+            err = ELECTOR_EPROTO;
+        else if (rr->n_kvs == 0 || rr->kvs[0]->create_revision != el->rev)
+            err = ELECTOR_ENOTLEADER;
+    }
+    elector__el_hold(el);
+    ucb(el, err, err && err != ELECTOR_ENOTLEADER ? NULL : r, uud);
+    elector__el_unhold(el);
+}
+
+int elector_guarded_txn(elector_election *el, const Etcdserverpb__TxnRequest *in,
+                        elector_txn_cb cb, void *ud)
+{
+    if (!elector_is_leader(el)) return ELECTOR_ENOTLEADER;
+    if (!in || !cb) return ELECTOR_EINVAL;
+    size_t nc = in->n_compare + 1, nf = in->n_failure + 1;
+    Etcdserverpb__Compare **cmps = calloc(nc, sizeof(*cmps));
+    Etcdserverpb__RequestOp **fops = calloc(nf, sizeof(*fops));
+    struct op *o = cmps && fops ? elector__op_new(el) : NULL;
+    int rc = ELECTOR_ENOMEM;
+    if (o) {
+        Etcdserverpb__Compare mine;
+        elector__cmp_create(&mine, el->key, el->klen, el->rev);
+        cmps[0] = &mine;
+        if (in->n_compare) memcpy(cmps + 1, in->compare, in->n_compare * sizeof(*cmps));
+        Etcdserverpb__RangeRequest rr;
+        Etcdserverpb__RequestOp rop;
+        elector__op_range_key(&rop, &rr, el->key, el->klen);
+        if (in->n_failure) memcpy(fops, in->failure, in->n_failure * sizeof(*fops));
+        fops[nf - 1] = &rop;
+        Etcdserverpb__TxnRequest txn = *in;
+        txn.n_compare = nc;
+        txn.compare = cmps;
+        txn.n_failure = nf;
+        txn.failure = fops;
+        o->ucb = cb;
+        o->uud = ud;
+        rc = elector__send_txn(el, &txn, o, guarded_done);
+    }
+    free(cmps);
+    free(fops);
+    return rc;
+}

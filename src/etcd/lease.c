@@ -1,0 +1,181 @@
+/* Lease keepalives on one shared LeaseKeepAlive stream. Each request waits in a
+ * FIFO; etcd answers a stream's requests in order, so a response settles the
+ * oldest pending request for its lease ID. The stream requires a leader: a member
+ * cut off from its cluster ends it instead of leaving renewals unanswered.
+ *
+ * The transport knows nothing of this: the state is an ext of the client, the
+ * requests' deadlines are one timer armed at the earliest of them, and the
+ * stream is marked as awaiting a reply while requests are pending (so the
+ * connection's PING policy watches it closely). */
+#include <stdlib.h>
+#include "etcd_internal.h"
+
+/* A keepalive without a timeout of its own waits this long for its answer. */
+#define KEEPALIVE_TIMEOUT_MS 5000
+
+typedef struct ka_req {
+    struct ka_req *next;
+    int64_t lease, deadline_ms;
+    elector_keepalive_cb cb;
+    void *ud;
+} ka_req;
+
+typedef struct ka_state {
+    elector__ext ext; /* first: the client's handle on this state */
+    elector_etcd *etcd;
+    elector_stream *s;
+    ka_req *head, *tail;
+    elector__timer timer; /* the earliest deadline of the pending requests */
+} ka_state;
+
+static const char kind = 'K';
+
+static void ka_free(elector__ext *x)
+{
+    ka_state *st = (ka_state *)x;
+    while (st->head) {
+        ka_req *r = st->head;
+        st->head = r->next;
+        free(r);
+    }
+    free(st);
+}
+
+static ka_state *state(elector_etcd *e)
+{
+    ka_state *st = (ka_state *)elector__ext_get(e, &kind, sizeof(*st), ka_free);
+    if (st) st->etcd = e;
+    return st;
+}
+
+static void deadline_fired(elector__timer *t, void *ud);
+
+/* The pending requests changed: the stream awaits a reply while there are any,
+ * and the timer waits for the earliest deadline among them. */
+static void pending_changed(ka_state *st)
+{
+    int64_t t = INT64_MAX;
+    for (ka_req *r = st->head; r; r = r->next)
+        if (r->deadline_ms < t) t = r->deadline_ms;
+    if (st->s) elector__stream_set_awaiting(st->s, st->head != NULL);
+    if (t == INT64_MAX)
+        elector__timer_disarm(st->etcd, &st->timer);
+    else if (!st->timer.armed || st->timer.due_ms != t)
+        elector__timer_arm(st->etcd, &st->timer, t, deadline_fired, st);
+}
+
+static void unlink_req(ka_state *st, ka_req *prev, ka_req *r)
+{
+    if (prev)
+        prev->next = r->next;
+    else
+        st->head = r->next;
+    if (st->tail == r) st->tail = prev;
+}
+
+/* Calls back and frees one request; returns true if the client is being freed. */
+static bool settle(elector_etcd *e, ka_req *r, int err, int64_t ttl)
+{
+    elector__etcd_enter(e);
+    if (r->cb) r->cb(e, err, r->lease, ttl, r->ud);
+    free(r);
+    return elector__etcd_leave(e);
+}
+
+static void on_msg(elector_stream *s, int err, const ProtobufCMessage *m, void *ud)
+{
+    elector_etcd *e = elector_stream_client(s);
+    ka_state *st = ud;
+    if (err) {
+        /* The stream is over: every pending renewal is unknown. */
+        elector_stream_close(s);
+        st->s = NULL;
+        while (st->head) {
+            ka_req *r = st->head;
+            unlink_req(st, NULL, r);
+            if (settle(e, r, err, 0)) return;
+        }
+        pending_changed(st);
+        return;
+    }
+    const Etcdserverpb__LeaseKeepAliveResponse *resp = (const void *)m;
+    ka_req *prev = NULL, *r = st->head;
+    while (r && r->lease != resp->id)
+        prev = r, r = r->next;
+    if (!r) return; /* forgotten or timed out already */
+    unlink_req(st, prev, r);
+    pending_changed(st);
+    if (resp->ttl <= 0) {
+        elector__set_err(e, ELECTOR_ELEASE, "lease %llx has expired or was revoked",
+                         (unsigned long long)resp->id);
+        settle(e, r, ELECTOR_ELEASE, 0);
+    } else {
+        settle(e, r, 0, resp->ttl);
+    }
+}
+
+/* Settles every request whose deadline has passed. */
+static void deadline_fired(elector__timer *t, void *ud)
+{
+    (void)t;
+    ka_state *st = ud;
+    elector_etcd *e = st->etcd;
+    int64_t now_ms = elector__now_ms();
+    ka_req *prev = NULL, *r = st->head;
+    while (r) {
+        if (r->deadline_ms > now_ms) {
+            prev = r;
+            r = r->next;
+            continue;
+        }
+        ka_req *next = r->next;
+        unlink_req(st, prev, r);
+        elector__set_err(e, ELECTOR_ETIMEDOUT, "lease %llx: no keepalive reply in time",
+                         (unsigned long long)r->lease);
+        if (settle(e, r, ELECTOR_ETIMEDOUT, 0)) return;
+        r = next;
+    }
+    pending_changed(st);
+}
+
+int elector_etcd_keepalive(elector_etcd *e, int64_t lease, int64_t timeout_ms,
+                           elector_keepalive_cb cb, void *ud)
+{
+    if (!e || !cb) return ELECTOR_EINVAL;
+    ka_state *st = state(e);
+    if (!st) return ELECTOR_ENOMEM;
+    if (!st->s) {
+        elector_call_opts o = {.require_leader = 1};
+        st->s = elector_etcd_stream_open(e, ELECTOR_RPC_LEASE_KEEPALIVE, &o, on_msg, st);
+        if (!st->s) return elector_etcd_err(e);
+    }
+    ka_req *r = calloc(1, sizeof(*r));
+    if (!r) return ELECTOR_ENOMEM;
+    Etcdserverpb__LeaseKeepAliveRequest req =
+        ETCDSERVERPB__LEASE_KEEP_ALIVE_REQUEST__INIT;
+    req.id = lease;
+    int rc = elector_stream_send(st->s, &req.base);
+    if (rc) {
+        free(r);
+        return rc;
+    }
+    r->lease = lease;
+    r->cb = cb;
+    r->ud = ud;
+    if (timeout_ms <= 0) timeout_ms = KEEPALIVE_TIMEOUT_MS;
+    r->deadline_ms = elector__now_ms() + timeout_ms;
+    if (st->tail)
+        st->tail->next = r;
+    else
+        st->head = r;
+    st->tail = r;
+    pending_changed(st);
+    return 0;
+}
+
+void elector_etcd_keepalive_forget(elector_etcd *e, void *ud)
+{
+    ka_state *st = (ka_state *)elector__ext_find(e, &kind);
+    for (ka_req *r = st ? st->head : NULL; r; r = r->next)
+        if (r->ud == ud) r->cb = NULL;
+}

@@ -1,0 +1,42 @@
+# The library's sources, one list per layer, bottom to top (docs/DESIGN.md,
+# "Layers"). Included by the top CMakeLists.txt and by fuzz/CMakeLists.txt.
+# A layer's files may include the headers of their own folder and the
+# *_internal.h of the layers below; scripts/check-layers.sh checks that.
+set(ELECTOR_SRC_DIR ${CMAKE_CURRENT_LIST_DIR})
+set(ELECTOR_LAYERS transport etcd election)
+
+set(ELECTOR_TRANSPORT_SRCS
+  auth.c
+  buf.c
+  call.c
+  conn.c
+  endpoint.c
+  engine.c
+  grpc.c
+  h2.c
+  ping.c
+  reply.c
+  rpc.c
+  ssl_lazy.c
+  timer.c
+  tls.c
+  util.c)
+set(ELECTOR_ETCD_SRCS
+  keys.c
+  lease.c
+  watch.c)
+set(ELECTOR_ELECTION_SRCS
+  election.c
+  leader.c
+  observe.c
+  session.c
+  txn.c)
+
+set(ELECTOR_LAYER_DIRS)
+set(ELECTOR_SRCS)
+foreach(layer ${ELECTOR_LAYERS})
+  string(TOUPPER ${layer} L)
+  list(TRANSFORM ELECTOR_${L}_SRCS PREPEND ${ELECTOR_SRC_DIR}/${layer}/)
+  list(APPEND ELECTOR_SRCS ${ELECTOR_${L}_SRCS})
+  list(APPEND ELECTOR_LAYER_DIRS ${ELECTOR_SRC_DIR}/${layer})
+endforeach()

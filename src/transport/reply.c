@@ -1,0 +1,199 @@
+/* Completing calls. nghttp2's callbacks (h2.c) put a call on the ready queue;
+ * dispatch() drains it once nghttp2 has returned: a stream's messages go to its
+ * callback one by one, a unary call's status and single message end it. A call
+ * ends once (elector__call_end); its callback may free anything, the call
+ * itself included (reaped later). */
+#include <stdio.h>
+#include <string.h>
+#include "transport_private.h"
+
+void elector__call_end(call *c, int err, const char *msg)
+{
+    elector_etcd *e = c->etcd;
+    elector__call_set_state(c, CS_DONE);
+    if (c->user_closed || c->ended) return;
+    c->ended = true;
+    if (err) e->stats.errors[c->rpc_id]++;
+    elector__hold(&e->life);
+    elector__set_err(e, err, "%s", msg);
+    if (c->stream)
+        c->scb(c, err, NULL, c->ud);
+    else
+        c->ucb(e, err, NULL, c->ud);
+    elector__unhold(&e->life); /* the loop holds it too: never the last hold */
+}
+
+/* The error of a call whose stream ended without a reply. A token refused by
+ * etcd is dropped here, so the next request authenticates again. */
+static int status_err(call *c, char *msg, size_t cap)
+{
+    const char *ep = elector__authority(c->etcd);
+    int err = ELECTOR_EUNAVAILABLE;
+    if (c->grpc_status > 0) {
+        snprintf(msg, cap, "%s: %s (grpc-status %d) from %s", c->rpc->path,
+                 c->grpc_msg[0] ? c->grpc_msg : "error", c->grpc_status, ep);
+        err = elector__grpc_error(c->grpc_status, c->grpc_msg);
+    } else if (c->grpc_status < 0) {
+        snprintf(msg, cap, "%s: stream reset by %s (HTTP/2 %s, status %d)", c->rpc->path,
+                 ep, elector__h2_strerror(c->h2_error), c->http_status);
+    } else {
+        snprintf(msg, cap, "%s: stream ended by %s", c->rpc->path, ep);
+    }
+    if (err == ELECTOR_ETOKEN) elector__drop_token(c->etcd);
+    return err;
+}
+
+/* Decodes one message within the decode budget; NULL with a message in msg on
+ * failure. */
+static ProtobufCMessage *decode(call *c, const uint8_t *p, size_t n, char *msg,
+                                size_t cap)
+{
+    const elector_etcd *e = c->etcd;
+    int why = 0;
+    ProtobufCMessage *m =
+        elector__decode(c->rpc->resp, p, n, e->cfg.max_decode_bytes, &why);
+    if (m) return m;
+    const char *ep = elector__authority(e);
+    if (why == ELECTOR__DEC_OVER_BUDGET)
+        snprintf(msg, cap,
+                 "%s: a reply of %zu bytes from %s needs more than %zu bytes of "
+                 "memory to decode (max_decode_bytes)",
+                 c->rpc->path, n, ep, e->cfg.max_decode_bytes);
+    else if (why == ELECTOR__DEC_TOO_DEEP)
+        snprintf(msg, cap,
+                 "%s: a reply of %zu bytes from %s nests messages more than %d deep",
+                 c->rpc->path, n, ep, ELECTOR__PB_MAX_DEPTH);
+    else
+        snprintf(msg, cap, "%s: undecodable reply (%zu bytes) from %s", c->rpc->path, n,
+                 ep);
+    return NULL;
+}
+
+/* A reply of the right type can still be nonsense for the request: a Txn result
+ * whose i-th entry is not of the kind the i-th operation asked for. Checked
+ * here once, so no caller reads a oneof member that is not there. */
+static int check_reply(call *c, const ProtobufCMessage *m, char *msg, size_t cap)
+{
+    if (c->rpc_id != ELECTOR_RPC_TXN) return 0;
+    /* The request is still in c->out (unary calls keep it for a resend). */
+    Etcdserverpb__TxnRequest *req =
+        etcdserverpb__txn_request__unpack(NULL, c->out.len - 5, c->out.data + 5);
+    if (!req) {
+        snprintf(msg, cap, "%s: out of memory", c->rpc->path);
+        return ELECTOR_ENOMEM;
+    }
+    char why[200];
+    int rc = elector__txn_shape_check(req, (const Etcdserverpb__TxnResponse *)m, why,
+                                      sizeof(why));
+    etcdserverpb__txn_request__free_unpacked(req, NULL);
+    if (!rc) return 0;
+    snprintf(msg, cap, "%s: malformed reply from %s: %s", c->rpc->path,
+             elector__authority(c->etcd), why);
+    return ELECTOR_EPROTO;
+}
+
+/* The one message of a unary reply, decoded and checked; NULL with *err and
+ * msg set when the reply is not what was asked for. */
+static ProtobufCMessage *unary_reply(call *c, int *err, char *msg, size_t cap)
+{
+    const uint8_t *p;
+    size_t n;
+    int rc = elector__grpc_next(&c->in, &p, &n);
+    *err = ELECTOR_EPROTO;
+    if (rc != 1 || elector__buf_avail(&c->in) != 5 + n) {
+        snprintf(msg, cap, "%s: reply from %s %s", c->rpc->path,
+                 elector__authority(c->etcd),
+                 rc != 1 ? "without a whole message" : "with bytes after its message");
+        return NULL;
+    }
+    ProtobufCMessage *m = decode(c, p, n, msg, cap);
+    if (m && (*err = check_reply(c, m, msg, cap))) {
+        protobuf_c_message_free_unpacked(m, NULL);
+        m = NULL;
+    }
+    return m;
+}
+
+/* A unary call that etcd did not execute may go out again: its stream was
+ * refused before processing (GOAWAY, REFUSED_STREAM), or its token had expired
+ * (once: the next attempt authenticates again). */
+static bool resend(call *c, int err)
+{
+    if (elector__h2_refused(c) && c->grpc_status < 0) {
+        /* never processed */
+    } else if (elector__auth_may_resend(c, err)) {
+        c->auth_retried = true;
+    } else {
+        return false;
+    }
+    elector__call_set_state(c, CS_QUEUED);
+    c->out.off = 0;
+    return true;
+}
+
+static void finish_unary(elector_etcd *e, call *c)
+{
+    char msg[512];
+    int err;
+    if (c->grpc_status != 0) {
+        err = status_err(c, msg, sizeof(msg));
+        if (!resend(c, err)) elector__call_end(c, err, msg);
+        return;
+    }
+    ProtobufCMessage *m = unary_reply(c, &err, msg, sizeof(msg));
+    if (!m) {
+        elector__call_end(c, err, msg);
+        return;
+    }
+    elector__call_set_state(c, CS_DONE);
+    c->ended = true;
+    e->err = 0;
+    e->errstr[0] = 0;
+    elector__hold(&e->life);
+    c->ucb(e, 0, m, c->ud);
+    elector__unhold(&e->life);
+    if (!c->take_reply) protobuf_c_message_free_unpacked(m, NULL);
+}
+
+static void deliver_stream(elector_etcd *e, call *c)
+{
+    char msg[512];
+    const uint8_t *p;
+    size_t n;
+    while (!c->user_closed && !c->ended && elector__grpc_next(&c->in, &p, &n) == 1) {
+        ProtobufCMessage *m = decode(c, p, n, msg, sizeof(msg));
+        elector__buf_consume(&c->in, 5 + n);
+        if (!m) {
+            elector__h2_reset(c);
+            elector__buf_free(&c->in);
+            elector__call_end(c, ELECTOR_EPROTO, msg);
+            return;
+        }
+        elector__hold(&e->life);
+        c->scb(c, 0, m, c->ud);
+        elector__unhold(&e->life);
+        protobuf_c_message_free_unpacked(m, NULL);
+    }
+    if (c->net_closed && !c->ended) {
+        int err = status_err(c, msg, sizeof(msg));
+        elector__call_end(c, err, msg);
+    }
+}
+
+void elector__dispatch(elector_etcd *e)
+{
+    call *c;
+    while ((c = e->ready_head)) {
+        e->ready_head = c->ready_next;
+        if (!e->ready_head) e->ready_tail = NULL;
+        c->queued_ready = false;
+        if (c->user_closed || c->ended) continue;
+        if (c->rx_err)
+            elector__call_end(c, c->rx_err, c->rx_msg);
+        else if (c->stream)
+            deliver_stream(e, c);
+        else if (c->net_closed)
+            finish_unary(e, c);
+        if (e->life.closed) return;
+    }
+}

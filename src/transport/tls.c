@@ -1,0 +1,193 @@
+/* TLS on the connection: the context (CA, client certificate), the handshake
+ * with the endpoint's name or address checked, ALPN h2, and reads and writes.
+ * OpenSSL is called by its usual names; ssl_lazy.h sends those calls through
+ * the table that ssl_lazy.c fills when the first TLS endpoint is configured. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include "transport_private.h"
+#include "ssl_lazy.h"
+
+/* OpenSSL 3 has no reason string for system errors (a missing file): fall back
+ * to the full error text. */
+static const char *ssl_err_text(void)
+{
+    static char buf[256];
+    unsigned long ec = ERR_get_error();
+    const char *r = ec ? ERR_reason_error_string(ec) : NULL;
+    if (r) return r;
+    if (!ec) return "unknown error";
+    ERR_error_string_n(ec, buf, sizeof(buf));
+    return buf;
+}
+
+int elector__tls_setup(elector_etcd *e)
+{
+    char why[300];
+    if (elector__ssl_load(why, sizeof(why)))
+        return elector__set_err(e, ELECTOR_ETLS, "%s", why);
+    e->ssl_ctx = SSL_CTX_new(TLS_client_method());
+    if (!e->ssl_ctx)
+        return elector__set_err(e, ELECTOR_ETLS, "cannot create TLS context");
+    SSL_CTX_set_verify(e->ssl_ctx,
+                       e->cfg.insecure_skip_verify ? SSL_VERIFY_NONE : SSL_VERIFY_PEER,
+                       NULL);
+    SSL_CTX_set_mode(e->ssl_ctx,
+                     SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    static const unsigned char alpn[] = "\x02h2";
+    /* SSL_CTX_set_alpn_protos returns 0 on success, unlike its neighbours. */
+    if (SSL_CTX_set_min_proto_version(e->ssl_ctx, TLS1_2_VERSION) != 1 ||
+        SSL_CTX_set_alpn_protos(e->ssl_ctx, alpn, sizeof(alpn) - 1) != 0)
+        return elector__set_err(e, ELECTOR_ETLS, "cannot set up TLS (version, ALPN): %s",
+                                ssl_err_text());
+    int ok = e->s_cacert ? SSL_CTX_load_verify_locations(e->ssl_ctx, e->s_cacert, NULL)
+                         : SSL_CTX_set_default_verify_paths(e->ssl_ctx);
+    if (ok != 1)
+        return elector__set_err(e, ELECTOR_EINVAL, "cannot load CA file '%s': %s",
+                                e->s_cacert ? e->s_cacert : "(system)", ssl_err_text());
+    if (e->s_cert && SSL_CTX_use_certificate_chain_file(e->ssl_ctx, e->s_cert) != 1)
+        return elector__set_err(e, ELECTOR_EINVAL,
+                                "cannot load client certificate '%s': %s", e->s_cert,
+                                ssl_err_text());
+    const char *key = e->s_key ? e->s_key : e->s_cert;
+    if (e->s_cert &&
+        (SSL_CTX_use_PrivateKey_file(e->ssl_ctx, key, SSL_FILETYPE_PEM) != 1 ||
+         SSL_CTX_check_private_key(e->ssl_ctx) != 1))
+        return elector__set_err(e, ELECTOR_EINVAL,
+                                "cannot use client key '%s' with certificate '%s': %s",
+                                key, e->s_cert, ssl_err_text());
+    return 0;
+}
+
+void elector__tls_free(elector_etcd *e)
+{
+    if (e->ssl) SSL_free(e->ssl);
+    e->ssl = NULL;
+}
+
+void elector__tls_free_ctx(elector_etcd *e)
+{
+    if (e->ssl_ctx) SSL_CTX_free(e->ssl_ctx);
+    e->ssl_ctx = NULL;
+}
+
+void elector__tls_start(elector_etcd *e)
+{
+    const elector__endpoint *ep = &e->eps[e->ep];
+    e->ssl = SSL_new(e->ssl_ctx);
+    BIO *bio = e->ssl ? elector__ssl_socket_bio(e->fd) : NULL;
+    if (!bio) {
+        elector__conn_fail(e, ELECTOR_ETLS, "cannot create TLS session: out of memory");
+        return;
+    }
+    SSL_set_bio(e->ssl, bio, bio); /* the SSL object owns it now */
+    unsigned char tmp[16];
+    bool is_ip =
+        inet_pton(AF_INET, ep->host, tmp) == 1 || inet_pton(AF_INET6, ep->host, tmp) == 1;
+    /* Without these the certificate is checked against the CA only, not against
+     * the endpoint: any certificate of that CA would do. So a failure is fatal.
+     * insecure_skip_verify: no check at all (SNI still names the host). */
+    bool ok = e->cfg.insecure_skip_verify
+                  ? is_ip || SSL_set_tlsext_host_name(e->ssl, ep->host) == 1
+              : is_ip
+                  ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(e->ssl), ep->host) == 1
+                  : SSL_set_tlsext_host_name(e->ssl, ep->host) == 1 &&
+                        SSL_set1_host(e->ssl, ep->host) == 1;
+    if (!ok) {
+        elector__conn_fail(e, ELECTOR_ETLS,
+                           "cannot set up the check of the server's %s '%s': %s",
+                           is_ip ? "IP address" : "host name", ep->host, ssl_err_text());
+        return;
+    }
+    e->cstate = C_TLS;
+}
+
+/* gRPC needs HTTP/2; a server that did not agree to it in ALPN is not an etcd
+ * gRPC endpoint (or is something in between). */
+static void handshake_done(elector_etcd *e)
+{
+    const unsigned char *proto = NULL;
+    unsigned int plen = 0;
+    SSL_get0_alpn_selected(e->ssl, &proto, &plen);
+    if (plen != 2 || memcmp(proto, "h2", 2) != 0) {
+        char got[40];
+        snprintf(got, sizeof(got), plen ? "'%.*s'" : "none", (int)(plen < 32 ? plen : 32),
+                 proto ? (const char *)proto : "");
+        elector__conn_fail(
+            e, ELECTOR_ETLS,
+            "TLS handshake: the server did not agree to HTTP/2 (ALPN h2; it chose %s)",
+            got);
+        return;
+    }
+    if (elector__h2_start(e)) elector__conn_fail(e, ELECTOR_ENOMEM, "out of memory");
+}
+
+void elector__tls_step(elector_etcd *e)
+{
+    ERR_clear_error();
+    int rc = SSL_connect(e->ssl);
+    if (rc == 1) {
+        handshake_done(e);
+        return;
+    }
+    int se = SSL_get_error(e->ssl, rc);
+    if (se == SSL_ERROR_WANT_READ) return;
+    if (se == SSL_ERROR_WANT_WRITE) {
+        e->want_write = true;
+        return;
+    }
+    long vr = SSL_get_verify_result(e->ssl);
+    unsigned long ec = ERR_get_error();
+    if (vr != X509_V_OK)
+        elector__conn_fail(e, ELECTOR_ETLS,
+                           "TLS handshake failed: server certificate not trusted (%s)",
+                           X509_verify_cert_error_string(vr));
+    else
+        elector__conn_fail(e, ELECTOR_ETLS, "TLS handshake failed: %s",
+                           ec ? ERR_reason_error_string(ec)
+                              : "connection closed during handshake");
+}
+
+ssize_t elector__tls_read(elector_etcd *e, uint8_t *buf, size_t len)
+{
+    ERR_clear_error();
+    errno = 0;
+    int n = SSL_read(e->ssl, buf, (int)len);
+    if (n > 0) return n;
+    int se = SSL_get_error(e->ssl, n);
+    if (se == SSL_ERROR_WANT_READ || se == SSL_ERROR_WANT_WRITE) return 0;
+    if (se == SSL_ERROR_ZERO_RETURN || (se == SSL_ERROR_SYSCALL && n == 0)) {
+        elector__conn_fail(e, ELECTOR_EUNAVAILABLE, "connection closed by the server");
+    } else if (se == SSL_ERROR_SSL && e->cstate != C_READY) {
+        /* An alert right after our side of the handshake: the server refused
+         * us (TLS 1.3 checks the client certificate then). */
+        const char *why = ERR_reason_error_string(ERR_peek_last_error());
+        elector__conn_fail(e, ELECTOR_ETLS, "TLS handshake refused by the server: %s",
+                           why ? why : "alert");
+    } else if (se == SSL_ERROR_SYSCALL && errno) {
+        elector__conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS read failed: %s",
+                           strerror(errno));
+    } else {
+        elector__conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS read failed: %s",
+                           ssl_err_text());
+    }
+    return -1;
+}
+
+ssize_t elector__tls_write(elector_etcd *e, const uint8_t *buf, size_t len)
+{
+    ERR_clear_error();
+    errno = 0;
+    int n = SSL_write(e->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
+    if (n > 0) return n;
+    int se = SSL_get_error(e->ssl, n);
+    if (se == SSL_ERROR_WANT_READ || se == SSL_ERROR_WANT_WRITE) return 0;
+    if (se == SSL_ERROR_SYSCALL && errno)
+        elector__conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS write failed: %s",
+                           strerror(errno));
+    else
+        elector__conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS write failed: %s",
+                           ssl_err_text());
+    return -1;
+}

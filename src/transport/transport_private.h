@@ -1,0 +1,296 @@
+/* Shared by the files of the transport layer (src/transport/) only.
+ *
+ *   engine.c    the client handle, its epoll set and the process loop
+ *   timer.c     the timer heap and the timerfd that wakes the loop
+ *   conn.c      sockets and the connection state machine, endpoints
+ *   tls.c       TLS on the connection (OpenSSL, loaded by ssl_lazy.c; only
+ *               tls.c and ssl_lazy.c include ssl_lazy.h, OpenSSL's headers)
+ *   ping.c      the HTTP/2 PING policy
+ *   h2.c        nghttp2 glue: callbacks, request headers, reads and writes
+ *   call.c      the call list, the public call and stream API
+ *   reply.c     completing calls: status, decoding, delivery
+ *   auth.c      Auth.Authenticate and the token
+ *   grpc.c      gRPC framing and status mapping (pure functions)
+ *   buf.c, endpoint.c, rpc.c, util.c   buffers, endpoint lists, the rpc table,
+ *               clocks, errors, delays */
+#ifndef ELECTOR_TRANSPORT_PRIVATE_H
+#define ELECTOR_TRANSPORT_PRIVATE_H
+
+#include <stdarg.h>
+#include <sys/types.h>
+#include <etcdserverpb/rpc.pb-c.h>
+#include "transport_internal.h"
+
+/* ---- growable byte buffer (buf.c) ---- */
+typedef struct elector__buf {
+    uint8_t *data;
+    size_t len; /* bytes held */
+    size_t off; /* bytes already consumed from the front */
+    size_t cap;
+} elector__buf;
+
+int elector__buf_reserve(elector__buf *b, size_t extra);
+int elector__buf_append(elector__buf *b, const void *p, size_t n);
+void elector__buf_consume(elector__buf *b, size_t n);
+static inline size_t elector__buf_avail(const elector__buf *b)
+{
+    return b->len - b->off;
+}
+static inline const uint8_t *elector__buf_head(const elector__buf *b)
+{
+    return b->data + b->off;
+}
+void elector__buf_free(elector__buf *b);
+
+/* ---- gRPC framing and status (grpc.c): pure functions, unit tested ---- */
+
+/* Received messages: defaults and hard bounds of elector_etcd_config's limits. */
+#define ELECTOR__RECV_MSG_DEFAULT (4u * 1024u * 1024u)
+#define ELECTOR__DECODE_FACTOR 8u /* max_decode_bytes default: 8 x max_recv_msg_bytes */
+/* Messages nested deeper than this are refused before protobuf-c (which recurses
+ * without a limit) sees them. elector's deepest reply is 4 levels (TxnResponse >
+ * ResponseOp > RangeResponse > KeyValue); each nested Txn adds 2. */
+#define ELECTOR__PB_MAX_DEPTH 32
+
+/* Appends the 5-byte prefix and the packed message. */
+int elector__grpc_frame(elector__buf *out, const ProtobufCMessage *msg);
+
+/* Looks at the front of buf: 1 and payload and len set when a whole message is there
+ * (the caller consumes 5 + len), 0 when more bytes are needed, ELECTOR_EPROTO for
+ * a compressed or oversized message. */
+int elector__grpc_next(const elector__buf *buf, const uint8_t **payload, size_t *len);
+
+/* Why elector__decode() refused a message. */
+enum { ELECTOR__DEC_MALFORMED = 1, ELECTOR__DEC_TOO_DEEP, ELECTOR__DEC_OVER_BUDGET };
+
+/* Checks the wire format of a message of type desc without decoding it: every
+ * field well formed and messages nested at most ELECTOR__PB_MAX_DEPTH deep.
+ * Returns 0 or an ELECTOR__DEC_* reason. Recursion is bounded by that depth. */
+int elector__pb_check(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t n);
+
+/* Decodes a message of type desc after elector__pb_check(), letting protobuf-c
+ * allocate at most `budget` bytes of heap (counted with malloc's own sizes, so
+ * the figure is the real heap in use, temporary tables included). The result is
+ * malloc'd as usual: free it with protobuf_c_message_free_unpacked(m, NULL).
+ * NULL with *why set to an ELECTOR__DEC_* reason on failure. */
+ProtobufCMessage *elector__decode(const ProtobufCMessageDescriptor *desc,
+                                  const uint8_t *p, size_t n, size_t budget, int *why);
+
+/* Checks that a Txn reply has the shape its request asked for: as many results
+ * as the branch that ran has operations, each of the operation's kind (a Range
+ * result where a Range was asked, ...), nested Txns likewise. Returns 0, or -1
+ * with what is wrong in why (cap bytes). */
+int elector__txn_shape_check(const Etcdserverpb__TxnRequest *req,
+                             const Etcdserverpb__TxnResponse *resp, char *why,
+                             size_t cap);
+
+/* grpc-timeout header value for ms ("1500m", or in seconds once too long). */
+void elector__grpc_timeout(int64_t ms, char out[16]);
+
+/* Decodes a percent-encoded grpc-message into out (cap bytes, NUL terminated).
+ * Invalid escapes are copied verbatim. */
+void elector__percent_decode(const char *in, size_t len, char *out, size_t cap);
+
+/* ---- endpoints (endpoint.c) ---- */
+typedef struct elector__endpoint {
+    char *host; /* without brackets */
+    char *port;
+    char *authority; /* host:port as given, for :authority and messages */
+    bool tls;
+} elector__endpoint;
+
+/* Parses a comma list. Returns count (> 0) or ELECTOR_EINVAL with a message in
+ * err (cap bytes). *out is malloc'd; free with elector__endpoints_free. */
+int elector__endpoints_parse(const char *list, bool tls_default, elector__endpoint **out,
+                             char *err, size_t cap);
+void elector__endpoints_free(elector__endpoint *eps, int n);
+
+/* host is in 127.0.0.0/8, ::1 (or v4-mapped 127/8) or "localhost". */
+bool elector__endpoint_loopback(const char *host);
+
+/* ---- the rpc table (rpc.c) ---- */
+typedef struct elector__rpc_desc {
+    const char *path;
+    const ProtobufCMessageDescriptor *req;
+    const ProtobufCMessageDescriptor *resp;
+    bool stream;
+} elector__rpc_desc;
+const elector__rpc_desc *elector__rpc(elector_rpc rpc);
+
+/* ---- the client ---- */
+
+/* Connection states: IDLE -> CONNECTING -> TLS (https only) -> SETTINGS -> READY,
+ * and back to IDLE (possibly after a backoff) when anything fails. */
+enum conn_state { C_IDLE, C_CONNECTING, C_TLS, C_SETTINGS, C_READY };
+
+/* A unary call or a stream: QUEUED (waiting for a connection) -> ACTIVE (on an
+ * HTTP/2 stream) -> DONE; a unary call the server never processed goes back to
+ * QUEUED. */
+enum call_state { CS_QUEUED, CS_ACTIVE, CS_DONE };
+
+typedef struct elector_stream call;
+struct elector_stream {
+    call *next, *prev; /* all live calls of the client */
+    call *ready_next;  /* ready queue link */
+    elector_etcd *etcd;
+    const elector__rpc_desc *rpc;
+    elector_rpc rpc_id;
+    enum call_state state; /* changed only by elector__call_set_state() */
+    int32_t sid;
+    elector__timer deadline; /* unary only */
+    int64_t timeout_ms;
+    bool stream, require_leader, is_auth, auth_retried;
+    bool take_reply;   /* the callback owns the decoded reply (call_sync) */
+    bool awaiting;     /* a reply is awaited on this stream (ping policy) */
+    bool queued_ready; /* on the ready queue */
+    bool user_closed;  /* stream closed by its owner: no more callbacks */
+    bool net_closed;   /* nghttp2 closed the HTTP/2 stream */
+    bool deferred;     /* data provider is waiting for bytes */
+    bool ended;        /* final callback delivered (or owed none) */
+    uint32_t h2_error;
+    elector__buf out; /* framed request bytes; out.off = bytes handed to nghttp2 */
+    elector__buf in;  /* received DATA, split into gRPC messages */
+    /* Every message prefix is checked as DATA arrives: rx_next is the stream
+     * offset of the next prefix, rx_total the bytes received so far. */
+    uint64_t rx_total, rx_next;
+    unsigned rx_msgs;
+    int rx_err; /* the peer broke the protocol: the call ends with it */
+    char rx_msg[320];
+    int http_status;
+    int grpc_status; /* -1 until the trailers (or a trailers-only reply) arrive */
+    char grpc_msg[256];
+    elector_etcd_cb ucb;
+    elector_stream_cb scb;
+    void *ud;
+};
+
+typedef struct elector__timers {
+    elector__timer *min;
+    unsigned n;
+    uint64_t seq;
+} elector__timers;
+
+/* OpenSSL's types, without its headers (only tls.c and ssl_lazy.c see those). */
+typedef struct ssl_ctx_st SSL_CTX;
+typedef struct ssl_st SSL;
+typedef struct nghttp2_session nghttp2_session;
+
+struct elector_etcd {
+    elector_etcd_config cfg;
+    char *s_endpoints, *s_cacert, *s_cert, *s_key, *s_user, *s_password;
+    elector__endpoint *eps;
+    int nep, ep;
+    int epfd, evfd, tfd, fd;
+    int64_t wake_ms; /* when tfd is armed to fire (INT64_MAX: not armed) */
+    uint32_t ep_events;
+    SSL_CTX *ssl_ctx;
+    SSL *ssl;
+    nghttp2_session *h2;
+    enum conn_state cstate;
+    int64_t dial_deadline_ms, retry_at_ms;
+    elector__timer dial_timer, retry_timer, ping_timer;
+    bool draining; /* GOAWAY received: no new streams here */
+    bool want_write;
+    bool readable, writable;
+    elector__buf wbuf;
+    int round_failures; /* endpoints failed since the last good connection */
+    int backoffs;       /* failed rounds in a row */
+    int last_conn_err;
+    char last_conn_msg[512];
+    char *token;
+    bool authenticating;
+    int64_t now_ms, last_recv_ms, last_ping_ms;
+    bool ping_out, data_since_ping;
+    call *calls;
+    call *ready_head, *ready_tail;
+    /* Calls by state, kept by elector__call_set_state(): what the loop needs to
+     * know without walking the list. */
+    int n_queued, n_active_unary, n_active_streams, n_awaiting;
+    int err, init_err; /* init_err: the handle is unusable (bad config) */
+    char errstr[512];
+    elector__life life; /* holds: the loop and the callbacks it runs */
+    uint32_t rnd;
+    elector__ext *exts;
+    elector__timers timers;
+    elector_etcd_stats stats;
+};
+
+/* engine.c */
+uint32_t elector__next_rnd(elector_etcd *e);
+
+/* timer.c */
+/* elector__timer_arm() without moving the timerfd: for the transport's own
+ * timers, armed where the end of the pass or elector_etcd_timeout() (which the
+ * application calls before it waits) sets the timerfd anyway. Saves a
+ * timerfd_settime() per call. */
+void elector__timer_set(elector_etcd *e, elector__timer *t, int64_t due_ms,
+                        elector__timer_fn fn, void *ud);
+void elector__timers_run(elector_etcd *e);
+int64_t elector__timers_next(const elector_etcd *e); /* INT64_MAX: none armed */
+/* Arms the timerfd at due_ms (INT64_MAX disarms), so that the client's fd
+ * becomes readable when something is due. */
+void elector__wake_at(elector_etcd *e, int64_t due_ms);
+
+/* conn.c */
+void elector__conn_fail(elector_etcd *e, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void elector__conn_io(elector_etcd *e);    /* advance on readiness of the socket */
+void elector__conn_rearm(elector_etcd *e); /* dial, reconnect and ping timers */
+bool elector__conn_drain_due(const elector_etcd *e);
+void elector__conn_close(elector_etcd *e);
+void elector__set_interest(elector_etcd *e);
+ssize_t elector__io_read(elector_etcd *e, uint8_t *buf, size_t len);
+ssize_t elector__io_write(elector_etcd *e, const uint8_t *buf, size_t len);
+static inline const char *elector__authority(const elector_etcd *e)
+{
+    return e->eps[e->ep].authority;
+}
+
+/* tls.c */
+int elector__tls_setup(elector_etcd *e);
+void elector__tls_start(elector_etcd *e);
+void elector__tls_step(elector_etcd *e);
+ssize_t elector__tls_read(elector_etcd *e, uint8_t *buf, size_t len);
+ssize_t elector__tls_write(elector_etcd *e, const uint8_t *buf, size_t len);
+void elector__tls_free(elector_etcd *e);
+void elector__tls_free_ctx(elector_etcd *e);
+
+/* ping.c */
+void elector__ping_rearm(elector_etcd *e);
+
+/* h2.c */
+int elector__h2_start(elector_etcd *e);
+void elector__h2_free(elector_etcd *e);
+void elector__h2_submit(elector_etcd *e, call *c);
+void elector__h2_flush(elector_etcd *e);
+void elector__h2_read(elector_etcd *e);
+void elector__h2_reset(call *c);  /* RST_STREAM CANCEL; nghttp2 forgets c */
+void elector__h2_forget(call *c); /* nghttp2 forgets c (no frame sent) */
+void elector__h2_resume(call *c);
+bool elector__h2_want_write(const elector_etcd *e);
+void elector__h2_ping(elector_etcd *e);
+bool elector__h2_refused(const call *c); /* REFUSED_STREAM: never processed */
+const char *elector__h2_strerror(uint32_t code);
+
+/* call.c */
+void elector__call_set_state(call *c, enum call_state st);
+void elector__call_ready(call *c); /* queue for dispatch */
+void elector__calls_submit(elector_etcd *e);
+void elector__calls_fail_active(elector_etcd *e, int err, const char *msg);
+void elector__calls_fail_queued(elector_etcd *e, int err, const char *msg);
+void elector__calls_reap(elector_etcd *e);
+void elector__calls_free(elector_etcd *e);
+int elector__call_start(elector_etcd *e, elector_rpc rpc, const ProtobufCMessage *req,
+                        const elector_call_opts *opts, elector_etcd_cb cb, void *ud,
+                        call **out);
+
+/* reply.c */
+void elector__call_end(call *c, int err, const char *msg);
+void elector__dispatch(elector_etcd *e);
+
+/* auth.c */
+void elector__auth_start(elector_etcd *e);
+bool elector__auth_needed(const elector_etcd *e);
+bool elector__auth_may_resend(const call *c, int err);
+
+#endif

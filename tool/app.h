@@ -1,0 +1,124 @@
+/* The elector tool's state and the parts of the program that share it:
+ *
+ *   main.c      setup (options, credentials, client), the event loop, signals
+ *   connect.c   the etcd client from the options; endpoint and session notes
+ *   report.c    what the tool reports: -w json events, hints for errors
+ *   campaign.c  campaign, run and lock: the election's events, campaigning again
+ *   child.c     run and lock CMD: the supervised command
+ *   proclaim.c  --proclaim-stdin: lines from stdin
+ *   observe.c   observe and leader
+ *
+ * One event loop (poll) serves etcd, signals (signalfd), the optional HTTP
+ * endpoint, stdin (--proclaim-stdin) and the supervised command. */
+#ifndef ELECTOR_TOOL_APP_H
+#define ELECTOR_TOOL_APP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "elector/election.h"
+#include "http.h"
+#include "log.h"
+#include "opts.h"
+#include "secret.h"
+#include "supervise.h"
+
+struct app {
+    tool_opts *o;
+    tool_creds creds; /* wiped at exit; run/lock keep them for the guard's release */
+    elector_etcd *etcd;
+    elector_session *s;
+    elector_election *el;
+    elector_observer *obs;
+    tool_http *http;
+    tool_child *child;
+    int sfd;
+    char *value; /* the value to campaign with */
+    size_t vlen;
+    bool done, stopping, restart_pending, session_dead;
+    bool joined;     /* the first campaign reached etcd (WAITING or ELECTED) */
+    bool stdout_tty; /* keys and values on a terminal are escaped */
+    int exit_code, child_status;
+    int64_t child_deadline;
+    int64_t child_lease;    /* the lease the guard releases if elector dies */
+    int64_t child_start_ms; /* when the command started (restart backoff) */
+    int restarts;           /* quick restarts in a row */
+    bool child_noted;       /* its containment was logged */
+    FILE *events;           /* where -w json events go: stdout, stderr or --events-fd */
+    int64_t retry_at_ms;    /* campaign again on a new session after this */
+
+    /* The leader as last known, for --http. */
+    bool has_leader;
+    char *lkey, *lval;
+    size_t lklen, lvlen;
+    int64_t ltoken, llease, lsince_ms;
+    uint64_t changes;
+
+    /* The connection and the session, as last noted (connect.c). */
+    char endpoint[256];
+    int64_t lost_at_ms;
+    int64_t seen_lease;
+    uint64_t seen_renewals;
+
+    /* --proclaim-stdin: the partial line, and the latest line not yet proclaimed. */
+    char *in_buf;
+    size_t in_len, in_cap;
+    bool in_eof, in_skip;
+    char *next;
+    size_t next_len;
+    bool has_next;
+
+    char hint_buf[512]; /* app_hint's composed texts */
+
+    /* Snapshots for the HTTP view (they must outlive fill_view's return). */
+    elector_session_stats view_ka;
+    elector_etcd_stats view_st;
+};
+
+/* run, or lock with a command: a supervised command. */
+static inline bool app_supervised(const struct app *a)
+{
+    return a->o->argv && a->o->argv[0];
+}
+
+/* "the lock" for lock, "leadership" otherwise: what is held and lost. */
+static inline const char *app_held(const struct app *a)
+{
+    return a->o->cmd == CMD_LOCK ? "the lock" : "leadership";
+}
+
+/* connect.c */
+elector_etcd *app_make_client(const tool_opts *o, const tool_creds *c);
+void app_note_connection(struct app *a);
+void app_note_session(struct app *a);
+int64_t app_dial_ms(const tool_opts *o);
+int64_t app_request_ms(const tool_opts *o);
+
+/* report.c */
+const char *app_hint(struct app *a, int err);
+void app_fatal_etcd(struct app *a, int err, const char *what);
+void app_fail(struct app *a, const char *what, const elector_event *ev);
+int app_event(struct app *a, const elector_event *ev);
+void app_remember_leader(struct app *a, const elector_event *ev);
+int64_t app_mono_ns(void);
+int64_t app_now_ms(void);
+
+/* campaign.c */
+void app_on_event(elector_election *el, const elector_event *ev, void *ud);
+void app_start_campaign(struct app *a);
+void app_schedule_restart(struct app *a);
+
+/* child.c */
+void app_start_child(struct app *a, const elector_event *ev);
+void app_stop_child(struct app *a);
+void app_check_child(struct app *a);
+
+/* proclaim.c */
+void app_read_stdin(struct app *a);
+void app_proclaim_pending(struct app *a);
+
+/* observe.c */
+int app_cmd_leader(struct app *a);
+int app_start_observe(struct app *a);
+
+#endif

@@ -1,0 +1,167 @@
+/* campaign, run and lock: the election's events and what the tool does about
+ * them; campaigning again on a new session (transient failures, --restart). */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include "app.h"
+#include "output.h"
+
+/* Failures that may heal by themselves: campaign again, on a new session. */
+static bool transient(int err)
+{
+    return err == ELECTOR_ESESSION || err == ELECTOR_ELEASE || err == ELECTOR_ECLOSED ||
+           err == ELECTOR_ENOLEADER || err == ELECTOR_ETIMEDOUT ||
+           err == ELECTOR_EUNAVAILABLE || err == ELECTOR_ECONNECT;
+}
+
+static void on_elected(struct app *a, const elector_event *ev)
+{
+    a->joined = true;
+    a->changes++;
+    app_remember_leader(a, ev);
+    tool_log(LOG_INFO, "%s: %.*s (token %lld)",
+             a->o->cmd == CMD_LOCK ? "lock acquired" : "elected", (int)ev->key_len,
+             (const char *)ev->key, (long long)ev->token);
+    if (app_supervised(a)) {
+        /* stdout is the command's; the line above says it on stderr. */
+        app_start_child(a, ev);
+    } else if (a->o->fmt == FMT_SIMPLE) {
+        /* The key and the value, as `etcdctl elect` and `etcdctl lock` print them
+         * (a lock's value is empty: an empty line). */
+        tool_write_kv(stdout, a->stdout_tty, a->o->hex, ev->key, ev->key_len, ev->value,
+                      ev->value_len);
+    }
+    app_proclaim_pending(a); /* lines read while waiting: the latest one */
+}
+
+static void on_lost(struct app *a, const elector_event *ev)
+{
+    a->changes++;
+    app_remember_leader(a, NULL);
+    tool_log(LOG_ERROR, "%s lost: %s", a->o->cmd == CMD_LOCK ? "lock" : "leadership",
+             ev->detail);
+    a->session_dead = transient(ev->reason) && ev->reason != ELECTOR_ENOLEADER;
+    if (a->child) {
+        app_stop_child(a);
+        a->exit_code = EXIT_LOST;
+        a->restart_pending = a->o->restart;
+    } else if (app_supervised(a) && a->o->restart) {
+        a->retry_at_ms = app_now_ms() + 1000;
+    } else {
+        a->exit_code = EXIT_LOST;
+        a->done = true;
+    }
+}
+
+static void on_failed(struct app *a, const elector_event *ev)
+{
+    if (a->stopping) {
+        a->done = true;
+    } else if (!a->joined && !(a->s && elector_session_lease(a->s))) {
+        /* Never reached etcd: say so at once (within the dial timeout), as
+         * `leader` does, instead of retrying in silence. */
+        app_fail(a, "cannot start a session", ev);
+        a->exit_code = EXIT_ERROR;
+        a->done = true;
+    } else if (transient(ev->reason)) {
+        tool_log(LOG_WARN,
+                 "campaign interrupted (%s); campaigning again on a new session",
+                 ev->detail);
+        a->session_dead = true;
+        a->retry_at_ms = app_now_ms() + 1000;
+    } else {
+        app_fail(a, "campaign failed", ev);
+        a->exit_code = EXIT_ERROR;
+        a->done = true;
+    }
+}
+
+void app_on_event(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el;
+    struct app *a = ud;
+    if (a->o->fmt == FMT_JSON) app_event(a, ev);
+    switch (ev->type) {
+    case ELECTOR_EV_WAITING:
+        a->joined = true;
+        tool_log(LOG_INFO, "waiting behind %.*s", (int)ev->key_len,
+                 (const char *)ev->key);
+        break;
+    case ELECTOR_EV_ELECTED:
+        on_elected(a, ev);
+        break;
+    case ELECTOR_EV_PROCLAIMED:
+        if (ev->reason)
+            app_fail(a, "proclaim failed", ev);
+        else
+            app_remember_leader(a, ev);
+        if (!ev->reason)
+            tool_log(LOG_DEBUG, "proclaimed a value of %zu bytes", ev->value_len);
+        app_proclaim_pending(a);
+        break;
+    case ELECTOR_EV_LOST:
+        on_lost(a, ev);
+        break;
+    case ELECTOR_EV_RESIGNED:
+        a->changes++;
+        app_remember_leader(a, NULL);
+        tool_log(LOG_DEBUG, "resigned: %.*s deleted", (int)ev->key_len,
+                 (const char *)ev->key);
+        if (a->restart_pending && !a->stopping) {
+            a->restart_pending = false;
+            app_schedule_restart(a);
+        } else if (a->stopping && !a->child) {
+            a->done = true;
+        }
+        break;
+    case ELECTOR_EV_FAILED:
+        on_failed(a, ev);
+        break;
+    default:
+        break;
+    }
+}
+
+/* Campaigns on the current session, or on a new one if it died. The new session
+ * is granted asynchronously (the campaign waits for it), so the loop keeps
+ * serving signals and HTTP; a failed grant comes back as a FAILED event. */
+void app_start_campaign(struct app *a)
+{
+    if (a->session_dead) {
+        if (a->el) elector_election_free(a->el);
+        a->el = NULL;
+        if (a->s) elector_session_close(a->s);
+        elector_session_config sc;
+        elector_session_config_init(&sc);
+        if (a->o->ttl_s) sc.ttl_s = a->o->ttl_s;
+        /* A supervised command: a session that dies must keep its lease until the
+         * command's tree is reaped; closing it (here, cleanup) revokes it then. */
+        sc.manual_release = app_supervised(a);
+        a->s = elector_session_new(a->etcd, &sc, NULL, NULL);
+        if (!a->s) {
+            tool_log(LOG_ERROR, "out of memory");
+            a->exit_code = EXIT_ERROR;
+            a->done = true;
+            return;
+        }
+        a->session_dead = false;
+    }
+    if (!a->el) a->el = elector_election_new(a->s, a->o->name, app_on_event, a);
+    tool_log(LOG_DEBUG, "campaigning for %s with a value of %zu bytes", a->o->name,
+             a->vlen);
+    int rc = a->el ? elector_campaign(a->el, a->value, a->vlen) : ELECTOR_ENOMEM;
+    if (rc) app_fatal_etcd(a, rc, "cannot campaign");
+}
+
+/* --restart: campaign again after a pause. Quick failures back off exponentially
+ * (200 ms doubling up to 30 s, each drawn from [d/2, d] so that candidates
+ * restarting together spread out); a command that ran 10 s or more resets it. */
+void app_schedule_restart(struct app *a)
+{
+    if (app_now_ms() - a->child_start_ms >= 10000) a->restarts = 0;
+    int64_t d = 200LL << (a->restarts < 8 ? a->restarts : 8);
+    if (d > 30000) d = 30000;
+    a->restarts++;
+    d = d / 2 + (int64_t)((uint64_t)random() % (uint64_t)(d / 2 + 1));
+    tool_log(LOG_INFO, "campaigning again in %lld ms", (long long)d);
+    a->retry_at_ms = app_now_ms() + d;
+}

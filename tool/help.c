@@ -1,0 +1,193 @@
+/* See help.h. The man page (docs/elector.1) says the same at length. */
+#include "help.h"
+
+static const char GENERAL[] =
+    "Usage: elector [OPTIONS] COMMAND NAME [ARGS]\n"
+    "\n"
+    "Leader election and locks on etcd v3, compatible with `etcdctl elect` and\n"
+    "`etcdctl lock` (they share elections and locks with elector).\n"
+    "\n"
+    "Commands:\n"
+    "  campaign NAME [VALUE]    Campaign for leadership of NAME; once elected print the "
+    "key\n"
+    "                           and the value (as `etcdctl elect`) and hold it until "
+    "SIGINT\n"
+    "                           or SIGTERM.\n"
+    "  observe NAME             Print every leader change of NAME until interrupted.\n"
+    "  leader NAME              Print the current leader of NAME once (exit 4 if none).\n"
+    "  run NAME [--] CMD [ARG]  Campaign; run CMD only while leader, under a guard "
+    "process.\n"
+    "  lock NAME [[--] CMD...]  Take the lock NAME (as `etcdctl lock`): print its key "
+    "and\n"
+    "                           hold it until interrupted, or run CMD while holding it.\n"
+    "  help [COMMAND]           This help, or a command's (also: COMMAND --help).\n"
+    "  version                  Print the version.\n"
+    "\n"
+    "Global options (etcdctl's; also from $ELECTOR_NAME or $ETCDCTL_NAME, e.g.\n"
+    "$ETCDCTL_DIAL_TIMEOUT; the command line wins, then ELECTOR_, then ETCDCTL_):\n"
+    "  --endpoints LIST            etcd endpoints, comma separated: host:port,\n"
+    "                              http://host:port, https://host:port (default\n"
+    "                              127.0.0.1:2379)\n"
+    "  --user NAME[:PASSWORD]      etcd user; without a password, it is read from\n"
+    "                              $ELECTOR_PASSWORD, $ETCDCTL_PASSWORD, "
+    "--password-file, or\n"
+    "                              asked for on the terminal\n"
+    "  --password PASSWORD         the password (seen by `ps`: prefer the variables)\n"
+    "  --cacert FILE               CA bundle to verify etcd's certificate\n"
+    "  --cert FILE, --key FILE     client certificate and key\n"
+    "  --insecure-skip-tls-verify  accept any server certificate (for tests only)\n"
+    "  --insecure-transport=false  endpoints without a scheme use TLS (default true:\n"
+    "                              cleartext unless --cacert or --cert is given)\n"
+    "  --dial-timeout DURATION     connect timeout per endpoint (default 5s)\n"
+    "  --command-timeout DURATION  a request's timeout once connected (default 2s)\n"
+    "  --keepalive-time DURATION   HTTP/2 PING after this long without traffic (10s)\n"
+    "  --keepalive-timeout DURATION  the PING's answer within this (default 2s)\n"
+    "  -w, --write-out FORMAT      simple (default) or json: one event per line\n"
+    "                              (docs/elector-events.schema.json)\n"
+    "  --hex                       print keys and values as \\xNN bytes\n"
+    "  --debug                     the same as --log-level debug\n"
+    "elector's (also from $ELECTOR_NAME):\n"
+    "  --password-file FILE        the password: the first line of FILE\n"
+    "  --ttl DURATION              session lease TTL, whole seconds (default 10s)\n"
+    "  --log-level LEVEL           error, warn, info (default), debug\n"
+    "  --log-format FORMAT         text (default) or json; stderr, one line per message\n"
+    "  -h, --help                  help;  --version  print the version\n"
+    "Command options: elector help COMMAND.\n"
+    "\n"
+    "Durations use Go's syntax: 250ms, 1.5s, 1m30s, 2h45m, 300us; a bare number is\n"
+    "seconds. Booleans: --flag, --flag=true, --flag=false (variables: 1, true, 0, "
+    "false).\n"
+    "\n"
+    "Exit status: 0 success, 1 error (etcd unreachable, TLS, auth, a port taken, ...),\n"
+    "2 bad usage, 3 leadership (the lock) lost, 4 no leader (leader). run and lock with "
+    "a\n"
+    "command: CMD's status when it ended on its own (128+N if killed by signal N, 126\n"
+    "not executable, 127 not found), 3 when it was stopped because leadership ended.\n"
+    "\n"
+    "Election NAME is the key prefix NAME/: an election `a` also waits behind keys of\n"
+    "`a/b` (etcd's Go client and etcdctl do the same); do not nest names.\n"
+    "\n"
+    "Examples:\n"
+    "  elector campaign my-service node-1\n"
+    "  elector --endpoints 10.0.0.1:2379,10.0.0.2:2379 -w json observe my-service\n"
+    "  elector leader my-service || echo \"nobody leads\"\n"
+    "  elector run my-service --ttl 5s --http :9090 -- ./scheduler --config s.yaml\n"
+    "  elector lock backup -- ./backup.sh\n"
+    "\n"
+    "More in elector(1).\n";
+
+static const char CAMPAIGN[] =
+    "Usage: elector [OPTIONS] campaign NAME [VALUE] [--proclaim-stdin] [--http ADDR]\n"
+    "\n"
+    "Campaign for leadership of NAME with VALUE (default: the host name). Once elected,\n"
+    "print the key and the value on two lines, as `etcdctl elect` does, and hold\n"
+    "leadership until SIGINT, SIGTERM or SIGHUP; then resign, revoke the lease, exit 0.\n"
+    "If leadership is lost: the reason on stderr, exit 3. While waiting, stderr says\n"
+    "behind which key. -w json: one event per line (waiting, elected, proclaimed,\n"
+    "proclaim_failed, lost, resigned, failed).\n"
+    "\n"
+    "Options:\n"
+    "  --value V           the value (instead of the VALUE argument)\n"
+    "  --proclaim-stdin    proclaim each line read from stdin as the new value; lines\n"
+    "                      read before the election: the latest, once elected\n"
+    "  --http ADDR         serve GET /leader, /healthz[?leader=1], /metrics on ADDR "
+    "(PORT,\n"
+    "                      :PORT or HOST:PORT; host 127.0.0.1 by default)\n"
+    "  --ttl DURATION      session lease TTL (default 10s)\n"
+    "Global options: elector --help.\n";
+
+static const char OBSERVE[] =
+    "Usage: elector [OPTIONS] observe NAME [--http ADDR]\n"
+    "\n"
+    "Print the key and the value of every new leader of NAME, and every value it\n"
+    "proclaims, until interrupted (-w json: leader and no_leader events). An\n"
+    "unreachable cluster or a failed authentication at the start is an error (exit 1)\n"
+    "within the dial timeout; later the connection lost and back are said on stderr,\n"
+    "and observing resumes. A closed stdout ends it quietly (exit 0).\n"
+    "\n"
+    "Options:\n"
+    "  --http ADDR         serve GET /leader, /healthz, /metrics on ADDR\n"
+    "Global options: elector --help.\n";
+
+static const char LEADER[] =
+    "Usage: elector [OPTIONS] leader NAME\n"
+    "\n"
+    "Print the current leader of NAME: its key and value on two lines (-w json: one\n"
+    "leader event). Exit 4, with no output, when nobody leads.\n"
+    "Global options: elector --help.\n";
+
+static const char RUN[] =
+    "Usage: elector [OPTIONS] run NAME [--value V] [--grace D] [--restart] [--] CMD "
+    "[ARGS]\n"
+    "\n"
+    "Campaign; while leader, run CMD with ELECTOR_NAME, ELECTOR_KEY, ELECTOR_TOKEN\n"
+    "(fencing token) and ELECTOR_LEASE in its environment (never a password). A guard\n"
+    "process owns CMD and every descendant: SIGTERM to CMD's group at the deadline "
+    "minus\n"
+    "--grace, then the whole tree killed, in time to be gone when leadership can no\n"
+    "longer be proven, also if elector is stopped (^Z) or killed; the lease is released\n"
+    "only after the tree is gone. stdout is CMD's; elector writes to stderr. Arguments\n"
+    "after CMD are CMD's own.\n"
+    "\n"
+    "Options:\n"
+    "  --value V           the value to campaign with (default: the host name)\n"
+    "  --grace DURATION    SIGTERM this long before the deadline (default min(2s, "
+    "TTL/4))\n"
+    "  --restart           when CMD exits, resign and campaign again (backoff from "
+    "200ms\n"
+    "                      to 30s while CMD keeps failing quickly)\n"
+    "  --events-fd N       with -w json: the events to fd N instead of stderr\n"
+    "  --http ADDR         serve GET /leader, /healthz[?leader=1], /metrics on ADDR\n"
+    "  --ttl DURATION      session lease TTL (default 10s)\n"
+    "Exit status: CMD's when it ended on its own (128+N: signal N; 126: cannot be\n"
+    "executed; 127: not found); 3 when it was stopped because leadership ended.\n"
+    "Global options: elector --help.\n";
+
+static const char LOCK[] =
+    "Usage: elector [OPTIONS] lock NAME [--grace D] [--restart] [[--] CMD [ARGS]]\n"
+    "\n"
+    "Take the lock NAME, as `etcdctl lock` does (same keys: NAME/<lease in hex>, an\n"
+    "empty value; elector and etcdctl wait for each other). Without CMD: print the\n"
+    "lock's key and an empty line (as etcdctl) and hold the lock until SIGINT or\n"
+    "SIGTERM, then release it (exit 0); exit 3 if it is lost. With CMD: run it while\n"
+    "holding the lock, with ETCD_LOCK_KEY, ETCD_LOCK_REV (the key's create revision, a\n"
+    "fencing token) and ELECTOR_NAME, ELECTOR_KEY, ELECTOR_TOKEN, ELECTOR_LEASE in its\n"
+    "environment, under run's guard (stopped by the deadline if the lock cannot be\n"
+    "proven held, killed with its tree); exit with CMD's status, then release.\n"
+    "\n"
+    "Options:\n"
+    "  --ttl DURATION      session lease TTL (default 10s, as etcdctl lock's)\n"
+    "  --grace DURATION    with CMD: SIGTERM this long before the deadline\n"
+    "  --restart           with CMD: when it exits, release and take the lock again\n"
+    "  --events-fd N       with CMD and -w json: the events to fd N instead of stderr\n"
+    "  --http ADDR         serve GET /leader, /healthz, /metrics on ADDR\n"
+    "Global options: elector --help.\n";
+
+static const char HELP[] =
+    "Usage: elector help [COMMAND]\n"
+    "\n"
+    "Print the help of elector, or of COMMAND (campaign, observe, leader, run, lock).\n";
+
+static const char VERSION[] = "Usage: elector version\n\nPrint elector's version.\n";
+
+const char *tool_help(enum tool_cmd cmd)
+{
+    switch (cmd) {
+    case CMD_CAMPAIGN:
+        return CAMPAIGN;
+    case CMD_OBSERVE:
+        return OBSERVE;
+    case CMD_LEADER:
+        return LEADER;
+    case CMD_RUN:
+        return RUN;
+    case CMD_LOCK:
+        return LOCK;
+    case CMD_VERSION:
+        return VERSION;
+    case CMD_HELP:
+        return HELP;
+    default:
+        return GENERAL;
+    }
+}
