@@ -55,6 +55,35 @@ elector__session_listener *elector__session_listeners(const elector_session *s);
 
 enum el_state { E_IDLE, E_CAMPAIGN, E_WAIT, E_LEADER };
 
+/* How an election's checks went (docs/DESIGN.md, "Graceful handover: the
+ * serializable check"). Read by tests (elector__election_check_stats()). */
+typedef struct elector__check_stats {
+    uint64_t linearizable; /* linearizable check Txns sent */
+    uint64_t fast;         /* serializable check Txns sent (after a DELETE event) */
+    uint64_t fast_used;    /* ... whose answer was taken */
+    /* ... that fell back to the linearizable check, by reason: */
+    uint64_t fb_error;  /* the call failed (any error) */
+    uint64_t fb_conn;   /* answered on another connection than the event */
+    uint64_t fb_member; /* no header, or another member or cluster ID */
+    uint64_t fb_stale;  /* header revision below the DELETE's revision R */
+    uint64_t fb_reply;  /* compare succeeded without a Range result */
+} elector__check_stats;
+
+/* Test knobs of the serializable check: each can only make the client see
+ * less (a later R, another connection, an error), never make a reply count
+ * that would not. Zero (the default): no effect. Not for production use. */
+typedef struct elector__check_knobs {
+    bool off;          /* no serializable check: every check is linearizable */
+    int64_t rev_shift; /* added to R, the DELETE event's revision */
+    /* Called just before / after the serializable Txn is handed to the client. */
+    void (*before_send)(elector_etcd *etcd, void *ud);
+    void (*after_send)(elector_etcd *etcd, void *ud);
+    void *ud;
+} elector__check_knobs;
+extern elector__check_knobs elector__check_test;
+
+const elector__check_stats *elector__election_check_stats(const elector_election *el);
+
 struct elector_election {
     elector__session_listener listener; /* in the session's list */
     elector_session *s;                 /* NULL once the session is closed */
@@ -78,6 +107,7 @@ struct elector_election {
      * generation is stale, and ignored (op_end()). */
     unsigned gen;
     bool proclaiming;
+    elector__check_stats checks;
     elector_watch *watch;
     elector__timer retry;
     elector__timer notify; /* delivers FAILED for a resign before our key existed */
@@ -107,6 +137,12 @@ struct op {
     void *uud;
     uint8_t *value;
     size_t vlen;
+    /* A serializable check: what the DELETE event of our predecessor that it
+     * follows came with (its revision R, the member that sent it, and the
+     * connection it came on). */
+    bool fast;
+    int64_t ev_rev;
+    uint64_t ev_member, ev_cluster, ev_conn;
 };
 
 /* election.c */
@@ -154,6 +190,11 @@ void elector__txn_campaign(elector__txn *t, const uint8_t *key, size_t klen,
  * rev) -- our predecessor, if any. */
 void elector__txn_check(elector__txn *t, const uint8_t *key, size_t klen, int64_t rev,
                         const elector__prefix *p);
+/* The same Txn with a serializable Range: read-only, and made only of
+ * serializable ranges, so the member answers it from its own state without a
+ * round through the Raft leader (etcd's isTxnSerializable). */
+void elector__txn_check_serializable(elector__txn *t, const uint8_t *key, size_t klen,
+                                     int64_t rev, const elector__prefix *p);
 /* If CreateRevision(key) == rev: Put(key, value, lease). */
 void elector__txn_proclaim(elector__txn *t, const uint8_t *key, size_t klen, int64_t rev,
                            const uint8_t *value, size_t vlen, int64_t lease);
