@@ -34,14 +34,16 @@ static const char *endpoints_first(eh_cluster *c, int first, char *buf, size_t c
     return buf;
 }
 
-static elector__check_stats stats(const eu_cand *c)
+static elector_election_stats stats(const eu_cand *c)
 {
-    elector__check_stats s = *elector__election_check_stats(c->el);
+    elector_election_stats s;
+    elector_election_get_stats(c->el, &s);
     fprintf(stderr,
             "checks: linearizable %d fast %d used %d; fallbacks: error %d conn %d "
             "member %d stale %d reply %d\n",
-            (int)s.linearizable, (int)s.fast, (int)s.fast_used, (int)s.fb_error,
-            (int)s.fb_conn, (int)s.fb_member, (int)s.fb_stale, (int)s.fb_reply);
+            (int)s.checks_linearizable, (int)s.checks_serializable,
+            (int)s.serializable_taken, (int)s.fallback_error, (int)s.fallback_conn,
+            (int)s.fallback_member, (int)s.fallback_stale, (int)s.fallback_reply);
     return s;
 }
 
@@ -51,8 +53,8 @@ static void lead_and_wait(eu_cand *a, eu_cand *b)
     ASSERT_OK(elector_campaign_sync(a->el, "a", 1, 5000));
     ASSERT_OK(elector_campaign(b->el, "b", 1));
     ASSERT(eu_wait_event(b, 0, ELECTOR_EV_WAITING, 5000) >= 0);
-    ASSERT_EQ(1, (int)stats(b).linearizable);
-    ASSERT_EQ(0, (int)stats(b).fast);
+    ASSERT_EQ(1, (int)stats(b).checks_linearizable);
+    ASSERT_EQ(0, (int)stats(b).checks_serializable);
 }
 
 /* a resigns; b must be elected. */
@@ -68,11 +70,13 @@ static void hand_over(eu_cand *a, eu_cand *b)
 /* Checks that every fast check was either taken or refused as below R (the
  * real race of docs/DESIGN.md, fact 6: the member sends the event before R is
  * visible to its reads), and that each refusal cost one linearizable check. */
-static void only_taken_or_stale(const elector__check_stats *s, int first_checks)
+static void only_taken_or_stale(const elector_election_stats *s, int first_checks)
 {
-    ASSERT_EQ((int)s->fast, (int)(s->fast_used + s->fb_stale));
-    ASSERT_EQ(0, (int)(s->fb_error + s->fb_conn + s->fb_member + s->fb_reply));
-    ASSERT_EQ(first_checks + (int)s->fb_stale, (int)s->linearizable);
+    ASSERT_EQ((int)s->checks_serializable,
+              (int)(s->serializable_taken + s->fallback_stale));
+    ASSERT_EQ(0, (int)(s->fallback_error + s->fallback_conn + s->fallback_member +
+                       s->fallback_reply));
+    ASSERT_EQ(first_checks + (int)s->fallback_stale, (int)s->checks_linearizable);
 }
 
 /* Handovers back and forth until one was decided by the serializable check
@@ -91,13 +95,15 @@ TEST_WITH_TIMEOUT(fast_check_elects_the_successor_without_a_linearizable_read, 1
             ASSERT_OK(elector_campaign(next->el, "n", 1));
             ASSERT(eu_wait_event(next, next->n - 1, ELECTOR_EV_WAITING, 5000) >= 0);
         }
-        elector__check_stats before = stats(next);
+        elector_election_stats before = stats(next);
         hand_over(lead, next);
-        elector__check_stats s = stats(next);
-        ASSERT_EQ(1, (int)(s.fast - before.fast));
-        only_taken_or_stale(&s, (int)(s.linearizable - s.fb_stale));
-        ASSERT_EQ(before.linearizable + (s.fb_stale - before.fb_stale), s.linearizable);
-        used = (int)(s.fast_used - before.fast_used);
+        elector_election_stats s = stats(next);
+        ASSERT_EQ(1, (int)(s.checks_serializable - before.checks_serializable));
+        only_taken_or_stale(&s, (int)(s.checks_linearizable - s.fallback_stale));
+        ASSERT_EQ(before.checks_linearizable + (s.fallback_stale - before.fallback_stale),
+                  s.checks_linearizable);
+        used = (int)(s.serializable_taken - before.serializable_taken);
+        ASSERT_EQ(used ? 2 : 1, s.last_decided_by);
         if (!used) {
             eu_cand *t = lead;
             lead = next;
@@ -131,11 +137,12 @@ TEST_WITH_TIMEOUT(fast_check_below_R_falls_back, 90)
     lead_and_wait(a, b);
     elector__check_test.rev_shift = 1000;
     hand_over(a, b);
-    elector__check_stats s = stats(b);
-    ASSERT_EQ(1, (int)s.fast);
-    ASSERT_EQ(0, (int)s.fast_used);
-    ASSERT_EQ(1, (int)s.fb_stale);
-    ASSERT_EQ(2, (int)s.linearizable);
+    elector_election_stats s = stats(b);
+    ASSERT_EQ(1, (int)s.checks_serializable);
+    ASSERT_EQ(0, (int)s.serializable_taken);
+    ASSERT_EQ(1, (int)s.fallback_stale);
+    ASSERT_EQ(2, (int)s.checks_linearizable);
+    ASSERT_EQ(1, s.last_decided_by);
     eu_cand_free(a);
     eu_cand_free(b);
     eh_stop(c);
@@ -165,11 +172,11 @@ TEST_WITH_TIMEOUT(fast_check_on_another_member_falls_back, 90)
     hand_over(a, b);
     ASSERT_EQ(1, hooked);
     ASSERT_STREQ(eh_endpoint(c, 1), elector_etcd_current_endpoint(b->etcd));
-    elector__check_stats s = stats(b);
-    ASSERT_EQ(1, (int)s.fast);
-    ASSERT_EQ(0, (int)s.fast_used);
-    ASSERT_EQ(1, (int)s.fb_member);
-    ASSERT_EQ(2, (int)s.linearizable);
+    elector_election_stats s = stats(b);
+    ASSERT_EQ(1, (int)s.checks_serializable);
+    ASSERT_EQ(0, (int)s.serializable_taken);
+    ASSERT_EQ(1, (int)s.fallback_member);
+    ASSERT_EQ(2, (int)s.checks_linearizable);
     eu_cand_free(a);
     eu_cand_free(b);
     eh_stop(c);
@@ -189,11 +196,11 @@ TEST_WITH_TIMEOUT(fast_check_on_a_new_connection_to_the_same_member_falls_back, 
     elector__check_test.ud = &hooked;
     hand_over(a, b);
     ASSERT_EQ(1, hooked);
-    elector__check_stats s = stats(b);
-    ASSERT_EQ(1, (int)s.fast);
-    ASSERT_EQ(0, (int)s.fast_used);
-    ASSERT_EQ(1, (int)s.fb_conn);
-    ASSERT_EQ(2, (int)s.linearizable);
+    elector_election_stats s = stats(b);
+    ASSERT_EQ(1, (int)s.checks_serializable);
+    ASSERT_EQ(0, (int)s.serializable_taken);
+    ASSERT_EQ(1, (int)s.fallback_conn);
+    ASSERT_EQ(2, (int)s.checks_linearizable);
     eu_cand_free(a);
     eu_cand_free(b);
     eh_stop(c);
@@ -224,11 +231,11 @@ TEST_WITH_TIMEOUT(fast_check_error_falls_back, 90)
     elector__check_test.after_send = cut;
     elector__check_test.ud = p;
     hand_over(a, b);
-    elector__check_stats s = stats(b);
-    ASSERT_EQ(1, (int)s.fast);
-    ASSERT_EQ(0, (int)s.fast_used);
-    ASSERT_EQ(1, (int)s.fb_error);
-    ASSERT_EQ(2, (int)s.linearizable);
+    elector_election_stats s = stats(b);
+    ASSERT_EQ(1, (int)s.checks_serializable);
+    ASSERT_EQ(0, (int)s.serializable_taken);
+    ASSERT_EQ(1, (int)s.fallback_error);
+    ASSERT_EQ(2, (int)s.checks_linearizable);
     eu_cand_free(a);
     eu_cand_free(b);
     tp_stop(p);
@@ -257,8 +264,8 @@ TEST_WITH_TIMEOUT(fast_check_compare_failed_is_conclusive, 90)
     eu_pump(300);
     for (int j = from; j < b->n; j++)
         ASSERT(b->types[j] != ELECTOR_EV_ELECTED);
-    elector__check_stats s = stats(b);
-    ASSERT_EQ(1, (int)s.fast);
+    elector_election_stats s = stats(b);
+    ASSERT_EQ(1, (int)s.checks_serializable);
     only_taken_or_stale(&s, 1);
     eu_cand_free(a);
     eu_cand_free(b);
@@ -288,12 +295,12 @@ TEST_WITH_TIMEOUT(fast_check_finds_the_next_predecessor, 90)
     snprintf(akey, sizeof(akey), "%.*s", (int)alen, (const char *)ak);
     ASSERT_STREQ(akey, d->last_key);
     ASSERT(!elector_is_leader(d->el));
-    elector__check_stats s = stats(d);
-    ASSERT_EQ(1, (int)s.fast);
+    elector_election_stats s = stats(d);
+    ASSERT_EQ(1, (int)s.checks_serializable);
     only_taken_or_stale(&s, 1);
     hand_over(a, d);
     s = stats(d);
-    ASSERT_EQ(2, (int)s.fast);
+    ASSERT_EQ(2, (int)s.checks_serializable);
     only_taken_or_stale(&s, 1);
     eu_cand_free(a);
     eu_cand_free(b);

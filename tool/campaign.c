@@ -32,6 +32,20 @@ static void on_elected(struct app *a, const elector_event *ev)
     /* stdout is the command's; the line above says it on stderr. */
     if (supervised) app_start_child(a, ev);
     app_proclaim_pending(a); /* lines read while waiting: the latest one */
+    if (a->el) {
+        elector_election_stats st;
+        elector_election_get_stats(a->el, &st);
+        tool_log(
+            LOG_DEBUG,
+            "decided by a %s check (serializable checks: %llu, taken %llu; "
+            "fallbacks: error %llu, member %llu, connection %llu, below the "
+            "delete %llu)",
+            st.last_decided_by == 2 ? "serializable" : "linearizable",
+            (unsigned long long)st.checks_serializable,
+            (unsigned long long)st.serializable_taken,
+            (unsigned long long)st.fallback_error, (unsigned long long)st.fallback_member,
+            (unsigned long long)st.fallback_conn, (unsigned long long)st.fallback_stale);
+    }
 }
 
 static void on_lost(struct app *a, const elector_event *ev)

@@ -339,22 +339,23 @@ static void check_refused(elector_election *el, int err, const char *detail)
 static uint64_t *fast_refused(elector_election *el, const struct op *o, int err,
                               const Etcdserverpb__TxnResponse *r)
 {
-    elector__check_stats *c = &el->checks;
-    if (err) return &c->fb_error;
+    elector_election_stats *c = &el->checks;
+    if (err) return &c->fallback_error;
     const Etcdserverpb__ResponseHeader *h = r->header;
     if (!h || h->member_id != o->ev_member || h->cluster_id != o->ev_cluster)
-        return &c->fb_member;
+        return &c->fallback_member;
     /* The same connection as the event: no reconnect (to the same member,
      * restarted perhaps) in between. */
-    if (!o->ev_conn || elector__conn_serial(el->etcd) != o->ev_conn) return &c->fb_conn;
+    if (!o->ev_conn || elector__conn_serial(el->etcd) != o->ev_conn)
+        return &c->fallback_conn;
     /* The member's state at h shows R: every answer is conclusive. */
-    if (h->revision < o->ev_rev) return &c->fb_stale;
+    if (h->revision < o->ev_rev) return &c->fallback_stale;
     if (r->succeeded) {
         const Etcdserverpb__ResponseOp *op = r->n_responses ? r->responses[0] : NULL;
         if (!op ||
             op->response_case != ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_RANGE ||
             !op->response_range)
-            return &c->fb_reply;
+            return &c->fallback_reply;
     }
     return NULL;
 }
@@ -374,8 +375,9 @@ static void check_done(elector_etcd *e, int err, const ProtobufCMessage *m, void
             send_check(el);
             return;
         }
-        el->checks.fast_used++;
+        el->checks.serializable_taken++;
     }
+    if (!err) el->checks.last_decided_by = fast.fast ? 2 : 1;
     const Etcdserverpb__RangeResponse *rr =
         !err && r->succeeded ? elector__txn_range(e, r, 0) : NULL;
     if (!err && r->succeeded && !rr) err = ELECTOR_EPROTO;
@@ -418,7 +420,7 @@ static void send_check(elector_election *el)
     elector__txn t;
     elector__txn_check(&t, el->key, el->klen, el->rev, &el->prefix);
     struct op *o = elector__op_new(el);
-    el->checks.linearizable++;
+    el->checks.checks_linearizable++;
     if (!o || elector__send_txn(el, &t.txn, o, check_done)) schedule_retry(el);
 }
 
@@ -446,7 +448,7 @@ static void send_fast_check(elector_election *el, const struct deleted *ev)
     o->ev_member = ev->member;
     o->ev_cluster = ev->cluster;
     o->ev_conn = ev->conn;
-    el->checks.fast++;
+    el->checks.checks_serializable++;
     if (k->before_send) k->before_send(el->etcd, k->ud);
     if (elector__send_txn(el, &t.txn, o, check_done)) {
         send_check(el);
@@ -455,9 +457,9 @@ static void send_fast_check(elector_election *el, const struct deleted *ev)
     if (k->after_send) k->after_send(el->etcd, k->ud);
 }
 
-const elector__check_stats *elector__election_check_stats(const elector_election *el)
+void elector_election_get_stats(const elector_election *el, elector_election_stats *out)
 {
-    return &el->checks;
+    *out = el->checks;
 }
 
 /* ---------------------------------------------------------------- campaign */

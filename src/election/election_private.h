@@ -55,20 +55,6 @@ elector__session_listener *elector__session_listeners(const elector_session *s);
 
 enum el_state { E_IDLE, E_CAMPAIGN, E_WAIT, E_LEADER };
 
-/* How an election's checks went (docs/DESIGN.md, "Graceful handover: the
- * serializable check"). Read by tests (elector__election_check_stats()). */
-typedef struct elector__check_stats {
-    uint64_t linearizable; /* linearizable check Txns sent */
-    uint64_t fast;         /* serializable check Txns sent (after a DELETE event) */
-    uint64_t fast_used;    /* ... whose answer was taken */
-    /* ... that fell back to the linearizable check, by reason: */
-    uint64_t fb_error;  /* the call failed (any error) */
-    uint64_t fb_conn;   /* answered on another connection than the event */
-    uint64_t fb_member; /* no header, or another member or cluster ID */
-    uint64_t fb_stale;  /* header revision below the DELETE's revision R */
-    uint64_t fb_reply;  /* compare succeeded without a Range result */
-} elector__check_stats;
-
 /* Test knobs of the serializable check: each can only make the client see
  * less (a later R, another connection, an error), never make a reply count
  * that would not. Zero (the default): no effect. Not for production use. */
@@ -81,8 +67,6 @@ typedef struct elector__check_knobs {
     void *ud;
 } elector__check_knobs;
 extern elector__check_knobs elector__check_test;
-
-const elector__check_stats *elector__election_check_stats(const elector_election *el);
 
 struct elector_election {
     elector__session_listener listener; /* in the session's list */
@@ -107,7 +91,7 @@ struct elector_election {
      * generation is stale, and ignored (op_end()). */
     unsigned gen;
     bool proclaiming;
-    elector__check_stats checks;
+    elector_election_stats checks; /* elector_election_get_stats() */
     elector_watch *watch;
     elector__timer retry;
     elector__timer notify; /* delivers FAILED for a resign before our key existed */
