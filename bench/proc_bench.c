@@ -337,8 +337,9 @@ static child *start_candidate(queue *q)
     child *c;
     if (q->tool == T_ELECTOR) {
         snprintf(ttl, sizeof(ttl), "%ds", g_ttl);
-        char *argv[] = {(char *)g_elector, ep,      "--ttl", ttl, "-w", "json",
-                        "campaign",        q->name, value,   NULL};
+        /* debug: the log (--log FILE) says which check elected each one */
+        char *argv[] = {(char *)g_elector, ep,      "--ttl",    ttl,     "-w",  "json",
+                        "--log-level",     "debug", "campaign", q->name, value, NULL};
         c = spawn(argv);
     } else if (q->tool == T_ETCDCTL_ELECT) {
         char *argv[] = {(char *)g_etcdctl, ep, "elect", q->name, value, NULL};

@@ -173,6 +173,13 @@ echo "past R); fallbacks to the linearizable check: $(fb fallbacks) (error $(fb 
 echo "other member $(fb other_member), revision below R $(fb stale)); a fallback round's time includes both reads."
 echo
 fi
+if have '^graceful tool=elector measure=checks' n; then
+ck() { val '^graceful tool=elector measure=checks' "$1"; }
+echo "elector's own check (its debug log, one line per successor): the handover was decided by the"
+echo "serializable check in $(ck serializable) of $(ck n) rounds, by the linearizable check after a fallback in $(ck linearizable)"
+echo "(fallbacks: revision below R $(ck stale), error $(ck error), other member $(ck member), new connection $(ck connection))."
+echo
+fi
 echo "![graceful failover CDF](plots/graceful_cdf.png)"
 echo
 fi

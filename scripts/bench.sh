@@ -238,9 +238,25 @@ if want graceful; then
     section_env "$RES/env-graceful.txt"
     echo "rounds=$GRACEFUL_ROUNDS" >>"$RES/env-graceful.txt"
     "${PB[@]}" put "${COMMON[@]}" --n "$PUT_N" --warmup 100
+    LOG_FROM=$(($(wc -l <"$LOG") + 1))
     "${PB[@]}" graceful "${COMMON[@]}" --rounds "$GRACEFUL_ROUNDS" \
         --node "$(command -v node)" --etcd3 "$NODE_DIR/etcd3_elect.js"
     section_env_end "$RES/env-graceful.txt"
+    # Which check elected each elector successor: its debug line after
+    # "elected" (each process is elected once; "serializable checks: 0" is a
+    # queue's first leader, elected without a predecessor's DELETE event).
+    tail -n +"$LOG_FROM" "$LOG" | awk '
+        /decided by a (serializable|linearizable) check \(serializable checks: [1-9]/ {
+            n++
+            if ($0 ~ /decided by a serializable/) ser++; else lin++
+            for (i = 1; i <= NF; i++) {
+                w = $i; v = $(i + 1); sub(/[,)]$/, "", v)
+                if (w == "error") e += v; else if (w == "member") m += v
+                else if (w == "connection") c += v; else if (w == "delete") st += v
+            }
+        }
+        END { printf "graceful tool=elector measure=checks n=%d serializable=%d linearizable=%d error=%d member=%d connection=%d stale=%d\n", n, ser, lin, e, m, c, st }' |
+        tee -a "$SUM"
 fi
 if want floor; then
     echo "== protocol floors alone: $GRACEFUL_ROUNDS rounds per check"
