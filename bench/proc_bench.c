@@ -12,9 +12,15 @@
  *               change (CLOCK_MONOTONIC is one clock for all processes);
  *         hand  elector only: the old leader's "resigned" mono_ns -> the
  *               successor's "elected" mono_ns (what `scripts/demo.sh` prints).
- *       The two tools alternate round by round on the same cluster; a new third
- *       candidate joins after each round, so the successor has always been
- *       waiting for at least one full round.
+ *       With --etcd3 SCRIPT (bench/node/etcd3_elect.js), a third queue: the
+ *       Election of the `etcd3` Node client (npm), signalled with SIGINT (it
+ *       resigns by revoking its lease), timed on its "elected" line like
+ *       etcdctl's first line.
+ *       The tools take turns round by round on the same cluster (the order
+ *       rotates each round); a new third candidate joins after each round, so
+ *       the successor has always been waiting for at least one full round.
+ *       Between rounds, in the same idle gaps: one Put, and the protocol floor
+ *       (see chain) once with each check, the order alternating.
  *
  *   proc_bench crash --endpoints E --rounds R --ttl 2 --out DIR
  *       Crash failover: the leader is SIGKILLed; `elector --ttl 2s -w json
@@ -40,6 +46,18 @@
  *       The protocol floor of a watch-based handover without election logic:
  *       Delete on one connection -> watch event on another -> read-only Txn sent
  *       from the event's callback, each round after G ms (default 150) idle.
+ *       Two checks, alternating round by round:
+ *         chain      the Txn's Range is linearizable (a ReadIndex through the
+ *                    Raft leader: what etcd's Go client and elector do today);
+ *         chain_ser  the Range is serializable, sent on the watch's connection,
+ *                    and its answer is taken only if the reply's header names
+ *                    the member (and cluster) that delivered the event and its
+ *                    revision is >= R, the DELETE event's revision; otherwise
+ *                    the linearizable Txn is sent and the round's time includes
+ *                    it (docs/DESIGN.md, "Graceful handover: the serializable
+ *                    check"). The fallbacks are counted by reason.
+ *       Each round times Delete sent -> event (measure=event) and Delete sent ->
+ *       the accepted Txn reply (measure=floor).
  *
  *   proc_bench put --endpoints E --n N --warmup W [--gap-ms G] --out DIR
  *       The floor: latency of one etcd Put through libelector, back to back
@@ -48,6 +66,7 @@
  *       burst more slowly than the hundredth.
  *
  * Options: --elector PATH (default elector), --etcdctl PATH (default etcdctl),
+ * --node PATH (default node), --etcd3 SCRIPT (graceful: the etcd3 queue),
  * --log FILE (children's stderr, default /dev/null).
  * Output: "key=value" summary lines on stdout, samples (ms, one per line) in DIR.
  */
@@ -64,6 +83,8 @@
 static const char *g_endpoints = "127.0.0.1:2379";
 static const char *g_elector = "elector";
 static const char *g_etcdctl = "etcdctl";
+static const char *g_node = "node";
+static const char *g_etcd3 = NULL; /* bench/node/etcd3_elect.js: the etcd3 queue */
 static const char *g_log = "/dev/null";
 static const char *g_out = ".";
 static int g_ttl = 2;
@@ -289,7 +310,8 @@ enum tool {
     T_ETCDCTL_ELECT,
     T_ETCDCTL_LOCK,
     T_ELECTOR_RUN,
-    T_ETCDCTL_LOCK_CMD
+    T_ETCDCTL_LOCK_CMD,
+    T_ETCD3
 };
 
 /* The command of runcrash: one line once it runs, then idle; SIGTERM ends it. */
@@ -300,7 +322,7 @@ typedef struct queue {
     enum tool tool;
     const char *label;
     char name[128];   /* election / lock name */
-    char prefix[130]; /* name + "/" */
+    char prefix[160]; /* name + "/" (etcd3: "election/" + name + "/") */
     child *c[8];
     int n;
     int seq;
@@ -315,8 +337,9 @@ static child *start_candidate(queue *q)
     child *c;
     if (q->tool == T_ELECTOR) {
         snprintf(ttl, sizeof(ttl), "%ds", g_ttl);
-        char *argv[] = {(char *)g_elector, ep,      "--ttl", ttl, "-w", "json",
-                        "campaign",        q->name, value,   NULL};
+        /* debug: the log (--log FILE) says which check elected each one */
+        char *argv[] = {(char *)g_elector, ep,      "--ttl",    ttl,     "-w",  "json",
+                        "--log-level",     "debug", "campaign", q->name, value, NULL};
         c = spawn(argv);
     } else if (q->tool == T_ETCDCTL_ELECT) {
         char *argv[] = {(char *)g_etcdctl, ep, "elect", q->name, value, NULL};
@@ -326,6 +349,10 @@ static child *start_candidate(queue *q)
         char *argv[] = {(char *)g_elector, ep,        "--ttl", ttl,  "run",
                         q->name,           "--value", value,   "--", g_cmd_sh,
                         g_cmd_c,           g_cmd,     NULL};
+        c = spawn(argv);
+    } else if (q->tool == T_ETCD3) {
+        char *argv[] = {(char *)g_node, (char *)g_etcd3, (char *)g_endpoints,
+                        q->name,        value,           NULL};
         c = spawn(argv);
     } else if (q->tool == T_ETCDCTL_LOCK_CMD) {
         snprintf(ttl, sizeof(ttl), "%d", g_ttl);
@@ -409,7 +436,10 @@ static void queue_init(queue *q, enum tool t, const char *label, const char *kin
     q->label = label;
     snprintf(q->name, sizeof(q->name), "bench-%s-%s-%d-%lld", kind, label, (int)getpid(),
              (long long)(bu_mono_ns() / 1000000 % 100000));
-    snprintf(q->prefix, sizeof(q->prefix), "%s/", q->name);
+    if (t == T_ETCD3)
+        snprintf(q->prefix, sizeof(q->prefix), "election/%s/", q->name);
+    else
+        snprintf(q->prefix, sizeof(q->prefix), "%s/", q->name);
 }
 
 typedef struct samples {
@@ -441,18 +471,64 @@ static void emit(const char *bench, const char *tool, const char *measure, sampl
 
 /* The protocol floor of any watch-based handover, without election logic: a
  * Delete sent on one connection, the watch event it causes on a second
- * connection, and a read-only Txn sent from that event's callback; each round
- * after G ms of idleness. Measures send -> the Txn's reply. */
+ * connection, and a read-only Txn sent on that second connection from the
+ * event's callback; each round after G ms of idleness. Measures send -> the
+ * Txn's (accepted) reply.
+ *
+ * CHAIN_LIN: the Txn's Range is linearizable (the member asks the Raft leader
+ * for a ReadIndex and waits until it has applied it: etcd 3.4
+ * etcdserver/v3_server.go, Txn -> linearizableReadNotify).
+ * CHAIN_SER: the Range is serializable, so the whole read-only Txn is served
+ * from the member's own state without Raft (v3_server.go isTxnSerializable).
+ * The answer is accepted only under the conditions of docs/DESIGN.md ("Graceful
+ * handover: the serializable check"): the reply's header names the member and
+ * cluster whose watch delivered the DELETE, and its revision is >= R, the
+ * DELETE's revision (the event's kv.mod_revision). Otherwise the linearizable
+ * Txn follows, and the round's time includes it. */
+enum chain_mode { CHAIN_LIN, CHAIN_SER };
 static elector_etcd *g_chain_b;
 static int64_t g_chain_ev, g_chain_done, g_chain_del;
-static Etcdserverpb__TxnRequest *g_chain_txn;
+static Etcdserverpb__TxnRequest *g_chain_txn, *g_chain_txn_ser;
 static bool g_chain_closing;
+static enum chain_mode g_chain_mode;
+static int64_t g_chain_R;                        /* the DELETE event's revision */
+static uint64_t g_chain_member, g_chain_cluster; /* who delivered it */
+/* serializable rounds: accepted, and the fallbacks by reason */
+static struct {
+    int fast, error, no_header, other_member, stale;
+    int64_t ahead; /* sum of (reply revision - R) over accepted answers */
+} g_ser;
 
 static void chain_txn_cb(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
 {
     (void)m, (void)ud;
     if (err) bu_die("chain Txn: %s (%s)", elector_strerror(err), elector_etcd_errstr(e));
     g_chain_done = bu_mono_ns();
+}
+
+static void chain_ser_cb(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)ud;
+    const Etcdserverpb__TxnResponse *r = (const void *)m;
+    const Etcdserverpb__ResponseHeader *h = !err && r ? r->header : NULL;
+    if (err)
+        g_ser.error++;
+    else if (!h)
+        g_ser.no_header++;
+    else if (h->member_id != g_chain_member || h->cluster_id != g_chain_cluster)
+        g_ser.other_member++;
+    else if (h->revision < g_chain_R)
+        g_ser.stale++;
+    else {
+        g_ser.fast++;
+        g_ser.ahead += h->revision - g_chain_R;
+        g_chain_done = bu_mono_ns();
+        return;
+    }
+    /* the fallback: today's linearizable read */
+    if (elector_etcd_call(e, ELECTOR_RPC_TXN, &g_chain_txn->base, NULL, chain_txn_cb,
+                          NULL))
+        bu_die("chain Txn (fallback)");
 }
 
 static void chain_del_cb(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
@@ -474,9 +550,17 @@ static void chain_watch_cb(elector_watch *w, int err,
     for (size_t i = 0; i < r->n_events; i++)
         if (r->events[i]->type == MVCCPB__EVENT__EVENT_TYPE__DELETE) {
             g_chain_ev = bu_mono_ns();
-            if (elector_etcd_call(g_chain_b, ELECTOR_RPC_TXN, &g_chain_txn->base, NULL,
-                                  chain_txn_cb, NULL))
-                bu_die("chain Txn");
+            const Mvccpb__KeyValue *kv = r->events[i]->kv;
+            g_chain_R = kv ? kv->mod_revision : INT64_MAX; /* no kv: never "fresh" */
+            g_chain_member = r->header ? r->header->member_id : 0;
+            g_chain_cluster = r->header ? r->header->cluster_id : 0;
+            int rc =
+                g_chain_mode == CHAIN_SER
+                    ? elector_etcd_call(g_chain_b, ELECTOR_RPC_TXN,
+                                        &g_chain_txn_ser->base, NULL, chain_ser_cb, NULL)
+                    : elector_etcd_call(g_chain_b, ELECTOR_RPC_TXN, &g_chain_txn->base,
+                                        NULL, chain_txn_cb, NULL);
+            if (rc) bu_die("chain Txn");
         }
 }
 
@@ -500,6 +584,10 @@ static Etcdserverpb__TxnRequest g_ctxn = ETCDSERVERPB__TXN_REQUEST__INIT;
 static Etcdserverpb__RequestOp g_cop = ETCDSERVERPB__REQUEST_OP__INIT,
                                *g_cops[1] = {&g_cop};
 static Etcdserverpb__RangeRequest g_crr = ETCDSERVERPB__RANGE_REQUEST__INIT;
+static Etcdserverpb__TxnRequest g_ctxn_ser = ETCDSERVERPB__TXN_REQUEST__INIT;
+static Etcdserverpb__RequestOp g_cop_ser = ETCDSERVERPB__REQUEST_OP__INIT,
+                               *g_cops_ser[1] = {&g_cop_ser};
+static Etcdserverpb__RangeRequest g_crr_ser = ETCDSERVERPB__RANGE_REQUEST__INIT;
 static Etcdserverpb__PutRequest g_cput = ETCDSERVERPB__PUT_REQUEST__INIT;
 static Etcdserverpb__DeleteRangeRequest g_cdel = ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
 static const char g_ckey[] = "bench-chain-floor";
@@ -525,10 +613,18 @@ static void chain_setup(void)
     g_ctxn.n_success = 1;
     g_ctxn.success = g_cops;
     g_chain_txn = &g_ctxn;
+    /* the same Txn, its Range serializable */
+    g_crr_ser = g_crr;
+    g_crr_ser.serializable = 1;
+    g_cop_ser.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
+    g_cop_ser.request_range = &g_crr_ser;
+    g_ctxn_ser.n_success = 1;
+    g_ctxn_ser.success = g_cops_ser;
+    g_chain_txn_ser = &g_ctxn_ser;
 }
 
 /* One chain measurement after gap_ms idle; pushes event and total times. */
-static void chain_once(int gap_ms, samples *ev, samples *total)
+static void chain_once(int gap_ms, enum chain_mode mode, samples *ev, samples *total)
 {
     ProtobufCMessage *m;
     int rc = elector_etcd_call_sync(g_etcd, ELECTOR_RPC_PUT, &g_cput.base, NULL, &m);
@@ -538,6 +634,7 @@ static void chain_once(int gap_ms, samples *ev, samples *total)
     while (bu_mono_ns() < end)
         chain_loop(5);
     g_chain_ev = g_chain_done = g_chain_del = 0;
+    g_chain_mode = mode;
     int64_t t0 = bu_mono_ns();
     if (elector_etcd_call(g_etcd, ELECTOR_RPC_DELETE_RANGE, &g_cdel.base, NULL,
                           chain_del_cb, NULL))
@@ -546,6 +643,17 @@ static void chain_once(int gap_ms, samples *ev, samples *total)
         chain_loop(5);
     push(total, g_chain_done - t0);
     push(ev, g_chain_ev - t0);
+}
+
+static void chain_ser_summary(const char *bench)
+{
+    int fb = g_ser.error + g_ser.no_header + g_ser.other_member + g_ser.stale;
+    printf("%s tool=chain_ser measure=fallbacks n=%d accepted=%d fallbacks=%d error=%d "
+           "no_header=%d other_member=%d stale=%d mean_rev_ahead=%.3f\n",
+           bench, g_ser.fast + fb, g_ser.fast, fb, g_ser.error, g_ser.no_header,
+           g_ser.other_member, g_ser.stale,
+           g_ser.fast ? (double)g_ser.ahead / g_ser.fast : 0.0);
+    fflush(stdout);
 }
 
 static void chain_close(void)
@@ -575,15 +683,50 @@ static void put_once(int gap_ms, samples *s)
     push(s, t1 - t0);
 }
 
+/* The anchors of graceful rounds, in the gaps between them: one Put, then the
+ * protocol floor with each check (the order of the two alternating). */
+typedef struct anchors {
+    samples put, ev, floor, ser_ev, ser_floor;
+} anchors;
+
+static void anchors_round(anchors *a, int r, unsigned *seed)
+{
+    put_once(100 + rand_r(seed) % 100, &a->put);
+    for (int k = 0; k < 2; k++) {
+        enum chain_mode m = ((r + k) % 2) ? CHAIN_SER : CHAIN_LIN;
+        if (m == CHAIN_LIN)
+            chain_once(100 + rand_r(seed) % 100, m, &a->ev, &a->floor);
+        else
+            chain_once(100 + rand_r(seed) % 100, m, &a->ser_ev, &a->ser_floor);
+    }
+}
+
+static void anchors_emit(const char *bench, anchors *a)
+{
+    if (a->put.n) emit(bench, "put", "idle", &a->put);
+    emit(bench, "chain", "event", &a->ev);
+    emit(bench, "chain", "floor", &a->floor);
+    emit(bench, "chain_ser", "event", &a->ser_ev);
+    emit(bench, "chain_ser", "floor", &a->ser_floor);
+    chain_ser_summary(bench);
+    free(a->put.v), free(a->ev.v), free(a->floor.v), free(a->ser_ev.v),
+        free(a->ser_floor.v);
+}
+
 static void chain_floor(int n, int gap_ms)
 {
     chain_setup();
-    samples total = {0}, ev = {0};
-    for (int i = 0; i < n; i++)
-        chain_once(gap_ms, &ev, &total);
-    emit("chain", "libelector", "event", &ev);
-    emit("chain", "libelector", "floor", &total);
-    free(total.v), free(ev.v);
+    anchors a = {0};
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < 2; k++) {
+            enum chain_mode m = ((i + k) % 2) ? CHAIN_SER : CHAIN_LIN;
+            if (m == CHAIN_LIN)
+                chain_once(gap_ms, m, &a.ev, &a.floor);
+            else
+                chain_once(gap_ms, m, &a.ser_ev, &a.ser_floor);
+        }
+    }
+    anchors_emit("chain", &a);
     chain_close();
 }
 
@@ -625,60 +768,69 @@ static void round_once(queue *q, int sig, int64_t timeout_ms, samples *ext, samp
     q->n--;
 }
 
+/* One contender of a failover benchmark: a queue of candidates of one tool. */
+typedef struct contender {
+    queue q;
+    int sig;
+    const char *label;
+    samples ext, mono, hand;
+} contender;
+
 static void failover_ex(const char *bench, int rounds, int sig_elector, int sig_etcdctl,
                         enum tool mine, const char *mine_label, enum tool other,
                         const char *other_label, int64_t timeout_ms)
 {
-    queue qe, qo;
-    queue_init(&qe, mine, mine_label, bench);
-    queue_init(&qo, other, other_label, bench);
-    queue_fill(&qe, 3);
-    queue_fill(&qo, 3);
+    bool graceful = sig_elector != SIGKILL;
+    contender cs[3];
+    int nc = 0;
+    memset(cs, 0, sizeof(cs));
+    queue_init(&cs[nc].q, mine, mine_label, bench);
+    cs[nc].sig = sig_elector, cs[nc++].label = mine_label;
+    queue_init(&cs[nc].q, other, other_label, bench);
+    cs[nc].sig = sig_etcdctl, cs[nc++].label = other_label;
+    if (graceful && g_etcd3) {
+        queue_init(&cs[nc].q, T_ETCD3, "etcd3", bench);
+        cs[nc].sig = SIGINT, cs[nc++].label = "etcd3";
+    }
+    for (int i = 0; i < nc; i++)
+        queue_fill(&cs[i].q, 3);
     sleep_ms(500);
-    samples e_ext = {0}, e_mono = {0}, e_hand = {0}, o_ext = {0}, o_mono = {0};
-    samples a_put = {0}, a_ev = {0}, a_chain = {0}; /* anchors, graceful only */
-    bool anchors = sig_elector != SIGKILL;
-    if (anchors) chain_setup();
+    anchors a = {0}; /* graceful only */
+    if (graceful) chain_setup();
     unsigned seed = (unsigned)getpid();
     for (int r = 0; r < rounds; r++) {
-        /* alternate which tool goes first */
-        queue *first = (r % 2) ? &qo : &qe, *second = (r % 2) ? &qe : &qo;
-        queue *order[2] = {first, second};
-        for (int k = 0; k < 2; k++) {
-            queue *q = order[k];
-            int sig = q == &qe ? sig_elector : sig_etcdctl;
-            if (q == &qe)
-                round_once(q, sig, timeout_ms, &e_ext, &e_mono, &e_hand);
-            else
-                round_once(q, sig, timeout_ms, &o_ext, &o_mono, NULL);
-            queue_fill(q, 3);
+        /* the tools take turns; who goes first rotates */
+        for (int k = 0; k < nc; k++) {
+            contender *c = &cs[(r + k) % nc];
+            bool hand = c->q.tool == T_ELECTOR && graceful;
+            round_once(&c->q, c->sig, timeout_ms, &c->ext, &c->mono,
+                       hand ? &c->hand : NULL);
+            queue_fill(&c->q, 3);
             /* let the newcomer settle; random gap against phase-locking with
              * keepalive timers */
             sleep_ms(100 + rand_r(&seed) % 100);
         }
-        if (anchors) {
-            /* the anchors, measured in the same conditions, between rounds */
-            put_once(100 + rand_r(&seed) % 100, &a_put);
-            chain_once(100 + rand_r(&seed) % 100, &a_ev, &a_chain);
-        }
+        /* the anchors, measured in the same conditions, between rounds */
+        if (graceful) anchors_round(&a, r, &seed);
         fprintf(stderr, "\r%s: round %d/%d", bench, r + 1, rounds);
     }
     fprintf(stderr, "\n");
-    queue_stop(&qe, SIGTERM);
-    queue_stop(&qo, SIGINT);
+    for (int i = 0; i < nc; i++) {
+        enum tool t = cs[i].q.tool;
+        queue_stop(&cs[i].q, t == T_ELECTOR || t == T_ELECTOR_RUN ? SIGTERM : SIGINT);
+    }
     reap_strays(true);
-    emit(bench, mine_label, "ext", &e_ext);
-    if (e_mono.n) emit(bench, mine_label, "mono", &e_mono);
-    if (e_hand.n) emit(bench, "elector", "hand", &e_hand);
-    emit(bench, other_label, "ext", &o_ext);
-    if (anchors) {
-        emit(bench, "put", "idle", &a_put);
-        emit(bench, "chain", "event", &a_ev);
-        emit(bench, "chain", "floor", &a_chain);
+    for (int i = 0; i < nc; i++) {
+        contender *c = &cs[i];
+        emit(bench, c->label, "ext", &c->ext);
+        if (c->mono.n) emit(bench, c->label, "mono", &c->mono);
+        if (c->hand.n) emit(bench, "elector", "hand", &c->hand);
+        free(c->ext.v), free(c->mono.v), free(c->hand.v);
+    }
+    if (graceful) {
+        anchors_emit(bench, &a);
         chain_close();
     }
-    free(a_put.v), free(a_ev.v), free(a_chain.v);
-    free(e_ext.v), free(e_mono.v), free(e_hand.v), free(o_ext.v), free(o_mono.v);
 }
 
 static void failover(const char *bench, int rounds, int sig_elector, int sig_etcdctl,
@@ -764,6 +916,7 @@ static void usage(void)
                     "[--endpoints E] [--rounds R] "
                     "[--ttl S] [--idle-s S] [--n N] [--warmup W] [--gap-ms G] [--elector "
                     "PATH] [--etcdctl PATH] "
+                    "[--node PATH] [--etcd3 SCRIPT] "
                     "[--log FILE] [--out DIR]\n");
     exit(2);
 }
@@ -794,6 +947,10 @@ int main(int argc, char **argv)
             g_elector = v;
         else if (!strcmp(o, "--etcdctl"))
             g_etcdctl = v;
+        else if (!strcmp(o, "--node"))
+            g_node = v;
+        else if (!strcmp(o, "--etcd3"))
+            g_etcd3 = v;
         else if (!strcmp(o, "--log"))
             g_log = v;
         else if (!strcmp(o, "--out"))

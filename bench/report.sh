@@ -61,6 +61,11 @@ C_P50=$(val '^graceful tool=etcdctl measure=ext' p50_ms)
 PUT_IDLE=$(val '^graceful tool=put measure=idle' p50_ms)
 PUT_BUSY=$(val '^put tool=libelector measure=busy' p50_ms)
 CHAIN=$(val '^graceful tool=chain measure=floor' p50_ms)
+E_P99=$(val '^graceful tool=elector measure=ext' p99_ms)
+C_P99=$(val '^graceful tool=etcdctl measure=ext' p99_ms)
+N3_P50=$(val '^graceful tool=etcd3 measure=ext' p50_ms)
+EV_P50=$(val '^graceful tool=chain measure=event' p50_ms)
+SER_P50=$(val '^graceful tool=chain_ser measure=floor' p50_ms)
 CR_E99=$(val '^crash tool=elector measure=ext' p99_ms)
 CR_C99=$(val '^crash tool=etcdctl_lock measure=ext' p99_ms)
 RC_MAX=$(val '^runcrash tool=elector_run measure=ext' max_ms)
@@ -83,6 +88,15 @@ echo "| # | target | measured | verdict |"
 echo "|---|---|---|---|"
 r1=$(ratio "$E_P50" "$C_P50")
 echo "| 1 | graceful: elector p50 ≤ 0.5× etcdctl elect p50 | ${E_P50:-?} ms vs ${C_P50:-?} ms = ${r1}× | $(verdict "$r1" '<=' 0.5) |"
+r1b=$(ratio "$E_P50" "$EV_P50")
+if [ -n "$EV_P50" ]; then
+echo "| 15 | graceful: elector p50 ≤ 1.15× the \"Delete → watch event\" floor p50 | ${E_P50:-?} ms vs ${EV_P50} ms = ${r1b}× (serializable-check floor: ${SER_P50:-?} ms = $(ratio "$SER_P50" "$EV_P50")× the event floor) | $(verdict "$r1b" '<=' 1.15) |"
+fi
+r1c=$(ratio "$E_P99" "$C_P99")
+echo "| 15 | graceful: elector p99 ≤ 0.7× etcdctl elect p99 | ${E_P99:-?} ms vs ${C_P99:-?} ms = ${r1c}× | $(verdict "$r1c" '<=' 0.7) |"
+if [ -n "$N3_P50" ]; then
+echo "| 15 | (second anchor, no target) graceful: elector p50 vs etcd3 (npm) Election p50 | ${E_P50:-?} ms vs ${N3_P50} ms = $(ratio "$E_P50" "$N3_P50")× | — |"
+fi
 r2=$(ratio "$E_P50" "$PUT_IDLE")
 r2b=$(ratio "$E_P50" "$PUT_BUSY")
 echo "| 1 | graceful: elector p50 ≤ 1.5× one Put | ${r2}× a Put after idle (${PUT_IDLE:-?} ms); ${r2b}× a back-to-back Put (${PUT_BUSY:-?} ms) | $(verdict "$r2" '<=' 1.5) |"
@@ -107,27 +121,90 @@ row() { # label pattern
     [ -n "$n" ] && echo "| $1 | $n | $p50 | $p90 | $p99 | $max |"
     return 0
 }
+# row with the ratio columns of the graceful targets: p50 and p99 over etcdctl
+# elect's, p50 over the "Delete -> watch event" floor's
+rrow() { # label pattern
+    local n p50 p90 p99 max
+    n=$(val "$2" n); p50=$(val "$2" p50_ms); p90=$(val "$2" p90_ms); p99=$(val "$2" p99_ms); max=$(val "$2" max_ms)
+    [ -n "$n" ] && echo "| $1 | $n | $p50 | $p90 | $p99 | $max | $(ratio "$p50" "$C_P50") | $(ratio "$p99" "$C_P99") | $(ratio "$p50" "$EV_P50") |"
+    return 0
+}
+ge_env() { awk -F= -v k="$1" '$1 == k { sub(/^[^=]*=/, ""); print; exit }' "$RES/env-graceful.txt" 2>/dev/null; }
 if have '^graceful tool=elector measure=ext' n; then
 echo "## 1. Graceful failover (leader resigns)"
 echo
+if [ -f "$RES/env-graceful.txt" ]; then
+echo "Measured $(ge_env date)$([ "$(ge_env quick)" = 1 ] && echo " (**--quick**)") (elector build $(ge_env elector_commit); Node $(ge_env node_version), etcd3 $(ge_env etcd3_version));"
+echo "same cluster scheme (3 members, every client on the follower $(ge_env client_endpoint), Raft leader"
+echo "$(ge_env raft_leader)). Load average at start / end: $(ge_env loadavg_at_start) / $(ge_env loadavg_at_end);"
+echo "other etcd processes on the machine: $(ge_env other_etcd_processes) at start, $(ge_env other_etcd_processes_at_end) at end;"
+echo "processes above 2% CPU beside the benchmark, at start: $(ge_env busy_at_start | sed 's/^$/none/');"
+echo "at end: $(ge_env busy_at_end | sed 's/^$/none/')."
+echo
+fi
 echo "A queue of three candidates per tool on one election; each round signals the leader"
-echo "(\`elector campaign\`: SIGTERM; \`etcdctl elect\`: SIGINT; both resign) and times until"
-echo "the successor says it leads. The tools alternate round by round; between rounds the"
-echo "cluster is idle 100–200 ms, and the anchors are measured in the same gaps."
+echo "(\`elector campaign\`: SIGTERM; \`etcdctl elect\` and the etcd3 Election"
+echo "(\`bench/node/etcd3_elect.js\`): SIGINT; all resign) and times until the successor says"
+echo "it leads. The tools take turns round by round (the order rotates); between rounds the"
+echo "cluster is idle 100–200 ms, and the anchors are measured in the same gaps (each floor"
+echo "row after its own idle gap, the two checks alternating)."
+echo "Ratio columns: p50 ÷ etcdctl elect's p50, p99 ÷ etcdctl elect's p99, p50 ÷ the"
+echo "\"Delete → watch event\" floor's p50 (targets of issue 15: ≤ 0.5, ≤ 0.7, ≤ 1.15 for elector)."
+echo
+echo "| measure | rounds | p50 | p90 | p99 | max | p50 ÷ etcdctl | p99 ÷ etcdctl | p50 ÷ event floor |"
+echo "|---|---|---|---|---|---|---|---|---|"
+rrow "elector: signal → successor's line read by the harness" '^graceful tool=elector measure=ext'
+rrow "elector: signal → successor's event mono_ns" '^graceful tool=elector measure=mono'
+rrow "elector: old leader's \`resigned\` → successor's \`elected\` (mono_ns)" '^graceful tool=elector measure=hand'
+rrow "etcdctl elect: signal → successor's line read by the harness" '^graceful tool=etcdctl measure=ext'
+rrow "etcd3 (npm) Election: signal → successor's line read by the harness" '^graceful tool=etcd3 measure=ext'
+rrow "anchor: one Put after 100–200 ms idle" '^graceful tool=put measure=idle'
+rrow "anchor: one Put, back to back" '^put tool=libelector measure=busy'
+rrow "floor: Delete → watch event on a 2nd connection" '^graceful tool=chain measure=event'
+rrow "floor: Delete → watch event → linearizable check (read-only Txn)" '^graceful tool=chain measure=floor'
+rrow "floor: Delete → watch event → serializable check (same member)" '^graceful tool=chain_ser measure=floor'
+rrow "(its event: Delete → watch event, serializable rounds)" '^graceful tool=chain_ser measure=event'
+echo
+if have '^graceful tool=chain_ser measure=fallbacks' n; then
+fb() { val '^graceful tool=chain_ser measure=fallbacks' "$1"; }
+echo "Serializable check: answer accepted in $(fb accepted) of $(fb n) rounds (reply from the member that"
+echo "delivered the event, header revision ≥ the DELETE's revision R; on average $(fb mean_rev_ahead) revisions"
+echo "past R); fallbacks to the linearizable check: $(fb fallbacks) (error $(fb error), no header $(fb no_header),"
+echo "other member $(fb other_member), revision below R $(fb stale)); a fallback round's time includes both reads."
+echo
+fi
+if have '^graceful tool=elector measure=checks' n; then
+ck() { val '^graceful tool=elector measure=checks' "$1"; }
+echo "elector's own check (its debug log, one line per successor): the handover was decided by the"
+echo "serializable check in $(ck serializable) of $(ck n) rounds, by the linearizable check after a fallback in $(ck linearizable)"
+echo "(fallbacks: revision below R $(ck stale), error $(ck error), other member $(ck member), new connection $(ck connection))."
+echo
+fi
+echo "![graceful failover CDF](plots/graceful_cdf.png)"
+echo
+fi
+
+# ------------------------------------------------------------------ 1b floors alone
+fl_env() { awk -F= -v k="$1" '$1 == k { sub(/^[^=]*=/, ""); print; exit }' "$RES/env-floor.txt" 2>/dev/null; }
+if have '^chain tool=chain measure=floor' n; then
+echo "## 1b. Protocol floors alone (\`--only floor\`)"
+echo
+echo "Measured $(fl_env date) (load average at start / end: $(fl_env loadavg_at_start) / $(fl_env loadavg_at_end);"
+echo "busy beside it at start: $(fl_env busy_at_start | sed 's/^$/none/'); at end: $(fl_env busy_at_end | sed 's/^$/none/'))."
+echo "\`proc_bench chain\`: the same chains as the graceful anchors, 150 ms idle before each round,"
+echo "the two checks alternating, no failover rounds in between."
 echo
 echo "| measure | rounds | p50 | p90 | p99 | max |"
 echo "|---|---|---|---|---|---|"
-row "elector: signal → successor's line read by the harness" '^graceful tool=elector measure=ext'
-row "elector: signal → successor's event mono_ns" '^graceful tool=elector measure=mono'
-row "elector: old leader's \`resigned\` → successor's \`elected\` (mono_ns)" '^graceful tool=elector measure=hand'
-row "etcdctl elect: signal → successor's line read by the harness" '^graceful tool=etcdctl measure=ext'
-row "anchor: one Put after 100–200 ms idle" '^graceful tool=put measure=idle'
-row "anchor: one Put, back to back" '^put tool=libelector measure=busy'
-row "anchor: protocol floor (Delete → watch event on a 2nd connection)" '^graceful tool=chain measure=event'
-row "anchor: protocol floor (Delete → watch event → read-only Txn)" '^graceful tool=chain measure=floor'
+row "Delete → watch event (linearizable rounds)" '^chain tool=chain measure=event'
+row "Delete → watch event → linearizable check" '^chain tool=chain measure=floor'
+row "Delete → watch event (serializable rounds)" '^chain tool=chain_ser measure=event'
+row "Delete → watch event → serializable check (same member)" '^chain tool=chain_ser measure=floor'
 echo
-echo "![graceful failover CDF](plots/graceful_cdf.png)"
+if have '^chain tool=chain_ser measure=fallbacks' n; then
+echo "Serializable answers accepted: $(val '^chain tool=chain_ser measure=fallbacks' accepted) of $(val '^chain tool=chain_ser measure=fallbacks' n) (fallbacks: error $(val '^chain tool=chain_ser measure=fallbacks' error), other member $(val '^chain tool=chain_ser measure=fallbacks' other_member), revision below R $(val '^chain tool=chain_ser measure=fallbacks' stale))."
 echo
+fi
 fi
 
 # ------------------------------------------------------------------ 2 crash
@@ -290,8 +367,11 @@ EOF
         graceful_elector_ext.txt:"elector (line read by harness)" \
         graceful_elector_mono.txt:"elector (event mono_ns)" \
         graceful_etcdctl_ext.txt:"etcdctl elect (line read by harness)" \
+        graceful_etcd3_ext.txt:"etcd3 Election (line read by harness)" \
         graceful_put_idle.txt:"anchor: one Put after idle" \
-        graceful_chain_floor.txt:"anchor: Delete -> watch event -> read Txn"
+        graceful_chain_event.txt:"floor: Delete -> watch event" \
+        graceful_chain_floor.txt:"floor: ... -> linearizable check" \
+        graceful_chain_ser_floor.txt:"floor: ... -> serializable check"
     LOGX="" cdf crash_cdf.png "Crash failover, TTL 2 s: SIGKILL -> successor leads (CDF)" \
         crash_elector_ext.txt:"elector campaign --ttl 2s" \
         crash_etcdctl_lock_ext.txt:"etcdctl lock --ttl 2"
@@ -351,6 +431,6 @@ fi
 echo
 echo "== results ($MD)"
 sed -n '/^## Targets/,/^## 1\./p' "$MD" | sed '$d'
-for sec in "## 1\\." "## 2\\." "## 3\\." "## 4\\." "## 5\\." "## 6\\."; do
+for sec in "## 1\\." "## 1b\\." "## 2\\." "## 3\\." "## 4\\." "## 5\\." "## 6\\."; do
     awk -v s="$sec" '$0 ~ "^"s { on = 1; print; next } on && /^## / { exit } on && /^\|/ { print }' "$MD"
 done

@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# The side-by-side benchmark: elector against its anchors (etcdctl, one etcd Put,
-# a naive election, a bare nghttp2 loop).
+# The side-by-side benchmark: elector against its anchors (etcdctl, the etcd3
+# Node client, one etcd Put, the protocol floors, a naive election, a bare
+# nghttp2 loop).
 #
-#   scripts/bench.sh            full run (about 7 minutes on 2 cores)
-#   scripts/bench.sh --quick    fewer rounds (about 2 minutes)
-#   scripts/bench.sh --only graceful,crash,runcrash,herd,footprint,range,many
+#   scripts/bench.sh            full run (about 10 minutes on 2 cores)
+#   scripts/bench.sh --quick    fewer rounds (about 3 minutes)
+#   scripts/bench.sh --only graceful,floor,crash,runcrash,herd,footprint,range,many
 #
 # Installs what is missing (scripts/deps.sh), builds into build-bench/
 # (RelWithDebInfo), starts a private 3-member etcd cluster on free loopback ports
 # with data in a temporary directory, runs:
-#   graceful   leader resigns (SIGTERM/SIGINT): elector vs `etcdctl elect`, + one Put
+#   graceful   leader resigns (SIGTERM/SIGINT): elector vs `etcdctl elect` vs the
+#              etcd3 Node client's Election (npm; bench/node, installed with
+#              `npm ci` when missing), alternating; between rounds one Put and
+#              the protocol floors: Delete -> watch event, then -> linearizable
+#              check, or -> serializable check on the same member
+#   floor      the protocol floors alone (the same two checks, alternating)
 #   crash      leader SIGKILLed, TTL 2 s: elector vs `etcdctl lock --ttl 2`
 #   runcrash   `elector run` leader SIGKILLed (host alive), TTL 5 s, 10 rounds:
 #              SIGKILL -> the successor's command's first line, vs
@@ -31,14 +37,14 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 QUICK=0
-ALL_BENCHES=graceful,crash,runcrash,herd,footprint,range,many
+ALL_BENCHES=graceful,floor,crash,runcrash,herd,footprint,range,many
 ONLY=$ALL_BENCHES
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) QUICK=1 ;;
     --only) ONLY=$2; shift ;;
     --only=*) ONLY=${1#--only=} ;;
-    -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -56,6 +62,22 @@ TTL_CRASH=2
 RUNCRASH_ROUNDS=10 TTL_RUNCRASH=5
 
 scripts/deps.sh
+# The etcd3 anchor (graceful): Node.js and npm from Debian's packages when
+# missing, the client itself from the lock file (bench/node/package-lock.json).
+NODE_DIR=$ROOT/bench/node
+if want graceful; then
+    if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+        echo "== installing nodejs and npm (Debian) for the etcd3 anchor"
+        SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get update -q >/dev/null
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends nodejs npm >/dev/null
+    fi
+    if [ ! -f "$NODE_DIR/node_modules/.package-lock.json" ] ||
+        [ "$NODE_DIR/package-lock.json" -nt "$NODE_DIR/node_modules/.package-lock.json" ]; then
+        echo "== npm ci (bench/node: the etcd3 client)"
+        (cd "$NODE_DIR" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    fi
+fi
 echo "== building build-bench (RelWithDebInfo)"
 cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=RelWithDebInfo -DELECTOR_TESTS=OFF >/dev/null
 cmake --build build-bench -j"$(nproc)" --target elector_tool proc_bench herd many \
@@ -180,11 +202,69 @@ echo "== cluster $ALL_EPS; Raft leader $RAFT_LEADER; clients use $EP_NAME ($EP),
 PB=(run "$B/bench/proc_bench")
 COMMON=(--endpoints "$EP" --elector "$ELECTOR" --etcdctl "$(command -v etcdctl)" --log "$LOG" --out "$RES")
 
+# Conditions of a section measured on its own (a partial run keeps the full
+# run's env.txt): date, load, and what else ran on the machine.
+# What else keeps the CPUs busy: processes above 2% of a CPU over one second
+# (command and %CPU, busiest first; this benchmark's cluster is idle then).
+busy() {
+    top -b -n 2 -d 1 -w 200 2>/dev/null | awk '
+        /^top -/ { it++ }
+        it == 2 && $1 ~ /^[0-9]+$/ && $9 + 0 > 2.0 && $12 != "top" { printf "%s%s(%s%%)", n++ ? ", " : "", $12, $9 }
+        n == 10 { exit }'
+}
+section_env() { # FILE
+    {
+        echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+        echo "quick=$QUICK"
+        echo "loadavg_at_start=$(cut -d' ' -f1-3 /proc/loadavg)"
+        echo "other_etcd_processes=$(($(pgrep -xc etcd || true) - 3))"
+        echo "busy_at_start=$(busy)"
+        echo "raft_leader=$RAFT_LEADER"
+        echo "client_endpoint=$EP_NAME"
+        echo "elector_commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD -- src include tool 2>/dev/null || echo +dirty)"
+        echo "node_version=$(node --version 2>/dev/null || echo none)"
+        echo "etcd3_version=$(node -p "require('$NODE_DIR/node_modules/etcd3/package.json').version" 2>/dev/null || echo none)"
+    } >"$1"
+}
+section_env_end() { # FILE
+    echo "loadavg_at_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$1"
+    echo "busy_at_end=$(busy)" >>"$1"
+    echo "other_etcd_processes_at_end=$(($(pgrep -xc etcd || true) - 3))" >>"$1"
+}
+
 if want graceful; then
-    echo "== graceful failover: $GRACEFUL_ROUNDS rounds each, + $PUT_N Puts"
+    echo "== graceful failover: $GRACEFUL_ROUNDS rounds each (elector, etcdctl elect, etcd3), + $PUT_N Puts"
     SUM=$RES/sum-graceful.txt
+    section_env "$RES/env-graceful.txt"
+    echo "rounds=$GRACEFUL_ROUNDS" >>"$RES/env-graceful.txt"
     "${PB[@]}" put "${COMMON[@]}" --n "$PUT_N" --warmup 100
-    "${PB[@]}" graceful "${COMMON[@]}" --rounds "$GRACEFUL_ROUNDS"
+    LOG_FROM=$(($(wc -l <"$LOG") + 1))
+    "${PB[@]}" graceful "${COMMON[@]}" --rounds "$GRACEFUL_ROUNDS" \
+        --node "$(command -v node)" --etcd3 "$NODE_DIR/etcd3_elect.js"
+    section_env_end "$RES/env-graceful.txt"
+    # Which check elected each elector successor: its debug line after
+    # "elected" (each process is elected once; "serializable checks: 0" is a
+    # queue's first leader, elected without a predecessor's DELETE event).
+    tail -n +"$LOG_FROM" "$LOG" | awk '
+        /decided by a (serializable|linearizable) check \(serializable checks: [1-9]/ {
+            n++
+            if ($0 ~ /decided by a serializable/) ser++; else lin++
+            for (i = 1; i <= NF; i++) {
+                w = $i; v = $(i + 1); sub(/[,)]$/, "", v)
+                if (w == "error") e += v; else if (w == "member") m += v
+                else if (w == "connection") c += v; else if (w == "delete") st += v
+            }
+        }
+        END { printf "graceful tool=elector measure=checks n=%d serializable=%d linearizable=%d error=%d member=%d connection=%d stale=%d\n", n, ser, lin, e, m, c, st }' |
+        tee -a "$SUM"
+fi
+if want floor; then
+    echo "== protocol floors alone: $GRACEFUL_ROUNDS rounds per check"
+    SUM=$RES/sum-floor.txt
+    section_env "$RES/env-floor.txt"
+    echo "rounds=$GRACEFUL_ROUNDS" >>"$RES/env-floor.txt"
+    "${PB[@]}" chain "${COMMON[@]}" --n "$GRACEFUL_ROUNDS" --gap-ms 150
+    section_env_end "$RES/env-floor.txt"
 fi
 if want crash; then
     echo "== crash failover (TTL ${TTL_CRASH}s): $CRASH_ROUNDS rounds each"

@@ -18,19 +18,34 @@ static void on_elected(struct app *a, const elector_event *ev)
     a->joined = true;
     a->changes++;
     app_remember_leader(a, ev);
-    tool_log(LOG_INFO, "%s: %.*s (token %lld)",
-             a->o->cmd == CMD_LOCK ? "lock acquired" : "elected", (int)ev->key_len,
-             (const char *)ev->key, (long long)ev->token);
-    if (app_supervised(a)) {
-        /* stdout is the command's; the line above says it on stderr. */
-        app_start_child(a, ev);
-    } else if (a->o->fmt == FMT_SIMPLE) {
+    bool supervised = app_supervised(a);
+    if (!supervised && a->o->fmt == FMT_SIMPLE) {
         /* The key and the value, as `etcdctl elect` and `etcdctl lock` print them
-         * (a lock's value is empty: an empty line). */
+         * (a lock's value is empty: an empty line); first, as what waits for it
+         * reads stdout, then the log line. */
         tool_write_kv(stdout, a->stdout_tty, a->o->hex, ev->key, ev->key_len, ev->value,
                       ev->value_len);
     }
+    tool_log(LOG_INFO, "%s: %.*s (token %lld)",
+             a->o->cmd == CMD_LOCK ? "lock acquired" : "elected", (int)ev->key_len,
+             (const char *)ev->key, (long long)ev->token);
+    /* stdout is the command's; the line above says it on stderr. */
+    if (supervised) app_start_child(a, ev);
     app_proclaim_pending(a); /* lines read while waiting: the latest one */
+    if (a->el) {
+        elector_election_stats st;
+        elector_election_get_stats(a->el, &st);
+        tool_log(
+            LOG_DEBUG,
+            "decided by a %s check (serializable checks: %llu, taken %llu; "
+            "fallbacks: error %llu, member %llu, connection %llu, below the "
+            "delete %llu)",
+            st.last_decided_by == 2 ? "serializable" : "linearizable",
+            (unsigned long long)st.checks_serializable,
+            (unsigned long long)st.serializable_taken,
+            (unsigned long long)st.fallback_error, (unsigned long long)st.fallback_member,
+            (unsigned long long)st.fallback_conn, (unsigned long long)st.fallback_stale);
+    }
 }
 
 static void on_lost(struct app *a, const elector_event *ev)

@@ -62,26 +62,29 @@ static void fill_view(void *ud, tool_view *v)
 
 /* ---------------------------------------------------------------- loop */
 
-static void on_signal(struct app *a, int sig)
+/* Returns the signal to log (0: none). The caller logs it after the client's
+ * pass, so that a resign's Txn is on the wire before the log line is written:
+ * the successor is waiting for it. */
+static int on_signal(struct app *a, int sig)
 {
-    if (sig == SIGCHLD) return;
+    if (sig == SIGCHLD) return 0;
     if (sig == SIGHUP) sig = SIGTERM; /* terminal closed, ssh dropped: stop and resign */
-    tool_log(LOG_INFO, "%s received", strsignal(sig));
     if (a->stopping && sig == SIGINT) {
         /* A second ^C: stop waiting for a graceful end. */
         if (a->child)
             tool_child_signal(a->child, SIGKILL);
         else
             a->done = true;
-        return;
+        return sig;
     }
     a->stopping = true;
     if (a->child) {
         tool_child_signal(a->child, sig);
-        return;
+        return sig;
     }
-    if (a->el && elector_resign(a->el) == 0) return; /* done on RESIGNED/FAILED */
+    if (a->el && elector_resign(a->el) == 0) return sig; /* done on RESIGNED/FAILED */
     a->done = true;
+    return sig;
 }
 
 static void loop(struct app *a)
@@ -118,12 +121,14 @@ static void loop(struct app *a)
             t = a->retry_at_ms > now ? a->retry_at_ms - now : 0;
         if (a->child && (t < 0 || t > 100)) t = 100; /* deadline pushes */
         poll(p, (nfds_t)n, t < 0 || t > 1000 ? 1000 : (int)t);
+        int logsig = 0;
         if (p[1].revents) {
             struct signalfd_siginfo si;
             if (read(a->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-                on_signal(a, (int)si.ssi_signo);
+                logsig = on_signal(a, (int)si.ssi_signo);
         }
         elector_etcd_process(a->etcd);
+        if (logsig) tool_log(LOG_INFO, "%s received", strsignal(logsig));
         app_note_connection(a);
         app_note_session(a);
         if (http_i >= 0) tool_http_process(a->http);
@@ -327,6 +332,10 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     struct app a = {.o = &o, .sfd = -1, .stdout_tty = isatty(STDOUT_FILENO)};
+    /* stdout's buffer now: stdio would allocate it (and fstat() the fd) at the
+     * first line, which is the elected line, on the handover path. Every write
+     * to stdout is flushed at once, so full buffering changes nothing else. */
+    setvbuf(stdout, NULL, _IOFBF, BUFSIZ);
     int rc = credentials(&a, argv);
     if (rc) return rc;
     int64_t ttl_ms = (o.ttl_s ? o.ttl_s : 10) * 1000;

@@ -224,6 +224,31 @@ int64_t elector_election_token(const elector_election *el);
 const char *elector_election_name(const elector_election *el);
 elector_session *elector_election_session(const elector_election *el);
 
+/* How this election's checks were made (docs/DESIGN.md, "Graceful handover:
+ * the serializable check"). A check asks "is our key still ours, and who was
+ * created just before it?". After the DELETE event of our predecessor it is a
+ * serializable read, answered by the member from its own state; that answer
+ * counts only if it comes from the member that sent the event, over the same
+ * connection, at a revision at or after the delete. Otherwise a linearizable
+ * check decides (a fallback, counted by reason). Every other check is
+ * linearizable. */
+typedef struct elector_election_stats {
+    uint64_t checks_linearizable; /* linearizable check Txns sent */
+    uint64_t checks_serializable; /* serializable check Txns sent */
+    uint64_t serializable_taken;  /* ... whose answer decided */
+    /* serializable checks followed by a linearizable one, by reason: */
+    uint64_t fallback_error;  /* the call failed */
+    uint64_t fallback_member; /* no header, another member or cluster */
+    uint64_t fallback_conn;   /* answered on another connection than the event */
+    uint64_t fallback_stale;  /* revision below the delete's (the member had sent
+                                 the event before the delete was visible to reads) */
+    uint64_t fallback_reply;  /* malformed answer */
+    int last_decided_by;      /* the last check whose answer was used: 0 none yet,
+                                 1 linearizable, 2 serializable */
+} elector_election_stats;
+
+void elector_election_get_stats(const elector_election *el, elector_election_stats *out);
+
 /* Fencing: runs `txn` only if we still lead. Our compare
  * CreateRevision(our key) == token is added in front of the caller's compares,
  * and a Range of our key is appended to the failure ops (the last response op).

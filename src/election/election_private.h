@@ -55,6 +55,19 @@ elector__session_listener *elector__session_listeners(const elector_session *s);
 
 enum el_state { E_IDLE, E_CAMPAIGN, E_WAIT, E_LEADER };
 
+/* Test knobs of the serializable check: each can only make the client see
+ * less (a later R, another connection, an error), never make a reply count
+ * that would not. Zero (the default): no effect. Not for production use. */
+typedef struct elector__check_knobs {
+    bool off;          /* no serializable check: every check is linearizable */
+    int64_t rev_shift; /* added to R, the DELETE event's revision */
+    /* Called just before / after the serializable Txn is handed to the client. */
+    void (*before_send)(elector_etcd *etcd, void *ud);
+    void (*after_send)(elector_etcd *etcd, void *ud);
+    void *ud;
+} elector__check_knobs;
+extern elector__check_knobs elector__check_test;
+
 struct elector_election {
     elector__session_listener listener; /* in the session's list */
     elector_session *s;                 /* NULL once the session is closed */
@@ -78,6 +91,7 @@ struct elector_election {
      * generation is stale, and ignored (op_end()). */
     unsigned gen;
     bool proclaiming;
+    elector_election_stats checks; /* elector_election_get_stats() */
     elector_watch *watch;
     elector__timer retry;
     elector__timer notify; /* delivers FAILED for a resign before our key existed */
@@ -107,6 +121,12 @@ struct op {
     void *uud;
     uint8_t *value;
     size_t vlen;
+    /* A serializable check: what the DELETE event of our predecessor that it
+     * follows came with (its revision R, the member that sent it, and the
+     * connection it came on). */
+    bool fast;
+    int64_t ev_rev;
+    uint64_t ev_member, ev_cluster, ev_conn;
 };
 
 /* election.c */
@@ -154,6 +174,11 @@ void elector__txn_campaign(elector__txn *t, const uint8_t *key, size_t klen,
  * rev) -- our predecessor, if any. */
 void elector__txn_check(elector__txn *t, const uint8_t *key, size_t klen, int64_t rev,
                         const elector__prefix *p);
+/* The same Txn with a serializable Range: read-only, and made only of
+ * serializable ranges, so the member answers it from its own state without a
+ * round through the Raft leader (etcd's isTxnSerializable). */
+void elector__txn_check_serializable(elector__txn *t, const uint8_t *key, size_t klen,
+                                     int64_t rev, const elector__prefix *p);
 /* If CreateRevision(key) == rev: Put(key, value, lease). */
 void elector__txn_proclaim(elector__txn *t, const uint8_t *key, size_t klen, int64_t rev,
                            const uint8_t *value, size_t vlen, int64_t lease);

@@ -105,6 +105,13 @@ void elector__txn_check(elector__txn *t, const uint8_t *key, size_t klen, int64_
     txn_init(t, 1);
 }
 
+void elector__txn_check_serializable(elector__txn *t, const uint8_t *key, size_t klen,
+                                     int64_t rev, const elector__prefix *p)
+{
+    elector__txn_check(t, key, klen, rev, p);
+    t->range.serializable = true;
+}
+
 void elector__txn_proclaim(elector__txn *t, const uint8_t *key, size_t klen, int64_t rev,
                            const uint8_t *value, size_t vlen, int64_t lease)
 {

@@ -113,6 +113,13 @@ elector__ext *elector__ext_get(elector_etcd *etcd, const void *kind, size_t size
  * PING policy treats it like a unary call in flight. */
 void elector__stream_set_awaiting(elector_stream *s, bool awaiting);
 
+/* ---- the connection ----
+ * The serial number of the connection now ready (1 for the first that reached
+ * SETTINGS, 2 for the next, ...), 0 when none is ready. Two replies that carry
+ * the same nonzero serial came over the same TCP connection, hence from the
+ * same server process: nothing in between reconnected. */
+uint64_t elector__conn_serial(const elector_etcd *etcd);
+
 /* ---- errors ---- */
 
 /* Sets the handle's error code and detail text; returns err. */
