@@ -57,8 +57,19 @@ set(ELECTOR_PC_LIBS_PRIVATE "")
 foreach(l ${CMAKE_DL_LIBS})
   string(APPEND ELECTOR_PC_LIBS_PRIVATE " -l${l}")
 endforeach()
-configure_file(${CMAKE_CURRENT_SOURCE_DIR}/cmake/elector.pc.in
-               ${CMAKE_CURRENT_BINARY_DIR}/elector.pc @ONLY)
+# ${prefix} stays literal through the install(CODE) below.
+string(REPLACE "\${" "\\\${" _elector_pc_libdir "${ELECTOR_PC_LIBDIR}")
+string(REPLACE "\${" "\\\${" _elector_pc_includedir "${ELECTOR_PC_INCLUDEDIR}")
+# Written at install time, so that the prefix is the one installed into
+# (cmake --install --prefix P), not the one configured.
+install(CODE "
+  set(ELECTOR_PC_PREFIX \"\${CMAKE_INSTALL_PREFIX}\")
+  set(ELECTOR_PC_LIBDIR \"${_elector_pc_libdir}\")
+  set(ELECTOR_PC_INCLUDEDIR \"${_elector_pc_includedir}\")
+  set(ELECTOR_PC_LIBS_PRIVATE \"${ELECTOR_PC_LIBS_PRIVATE}\")
+  set(PROJECT_VERSION \"${PROJECT_VERSION}\")
+  configure_file(\"${CMAKE_CURRENT_SOURCE_DIR}/cmake/elector.pc.in\"
+                 \"${CMAKE_CURRENT_BINARY_DIR}/elector.pc\" @ONLY)" COMPONENT dev)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/elector.pc
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
 
