@@ -68,7 +68,8 @@ int main(int argc, char **argv)
     CHECK(elector_resign(el) == 0);
     CHECK(!elector_is_leader(el));
     int64_t end = elector_now_ns() + 10000000000LL;
-    while (!resigned && elector_now_ns() < end) elector_etcd_run_once(etcd, 100);
+    while (!resigned && elector_now_ns() < end)
+        elector_etcd_run_once(etcd, 100);
     CHECK(resigned);
     CHECK(elector_leader_sync(etcd, argv[2], 5000, &info) == 1);
     printf("resigned\n");
