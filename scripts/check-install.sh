@@ -10,7 +10,8 @@
 #     defines names of our internals (etcd's protobuf-c symbols, elector__*);
 #   - a small program (test/install/consumer.c) built with
 #     `pkg-config --cflags --libs elector`, with the static archive, and with
-#     find_package(elector) (test/install/CMakeLists.txt), each run against a
+#     find_package(elector) (test/install/CMakeLists.txt), and as a subproject
+#     (add_subdirectory, which must build the library only), each run against a
 #     real etcd started here on random loopback ports: campaign, elected,
 #     resign;
 #   - `elector --version` prints the library's version.
@@ -171,6 +172,16 @@ cmake --build "$T/cmake-build" >>"$T/cmake.log" 2>&1 || { cat "$T/cmake.log" >&2
 ldd "$T/cmake-build/consumer" | grep -q "libelector.so.1 => $libdir/" ||
     fail "the find_package build does not use $libdir/libelector.so.1"
 run_consumer find_package "$T/cmake-build/consumer"
+
+step "build as a subproject (add_subdirectory), run"
+# Only the library builds then: no tests, benchmarks, fault programs, tool.
+cmake -S "$root/test/install" -B "$T/sub-build" -DELECTOR_SUBPROJECT="$root" \
+    -DCMAKE_BUILD_TYPE=Release >"$T/sub.log" 2>&1 || { cat "$T/sub.log" >&2; fail "subproject configure"; }
+targets=$(cmake --build "$T/sub-build" --target help)
+bad=$(grep -oE 'elector_(test|bench|fault|tool|example|fuzz)[a-z_]*|elector_shared' <<<"$targets" || true)
+[ -z "$bad" ] || fail "as a subproject, these targets exist too: $(echo "$bad" | tr '\n' ' ')"
+cmake --build "$T/sub-build" -j"$(nproc)" >>"$T/sub.log" 2>&1 || { cat "$T/sub.log" >&2; fail "subproject build"; }
+run_consumer subproject "$T/sub-build/consumer"
 
 step "the tool"
 v=$("$prefix/bin/elector" --version)
