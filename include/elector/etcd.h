@@ -8,7 +8,8 @@
  *     elector_etcd_process(etcd);              // do all I/O and timers that are due
  *
  * or lets elector_etcd_run_once() do the waiting. Blocking helpers such as
- * elector_etcd_call_sync() are short loops over the same engine.
+ * elector_session_wait() and elector_campaign_sync() are short loops over the
+ * same engine.
  *
  * The raw RPC API (elector_etcd_call() and streams, watches, keepalives with
  * etcd's own protobuf messages) is declared in elector/etcd_rpc.h, which is not
@@ -20,9 +21,9 @@
  * that callback is never called.
  *
  * All callbacks run inside elector_etcd_process() (or a blocking helper), never
- * from another thread. Calling elector_stream_close(), elector_watch_cancel() or
- * elector_etcd_free() from inside a callback is allowed; the memory is released
- * once the callback has returned.
+ * from another thread. Calling elector_etcd_free() (and, in-tree,
+ * elector_stream_close() or elector_watch_cancel()) from inside a callback is
+ * allowed; the memory is released once the callback has returned.
  *
  * Signals: the library never raises SIGPIPE, whatever the peer does. Plain
  * connections send with MSG_NOSIGNAL, and TLS goes through a socket BIO that
