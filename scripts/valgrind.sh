@@ -11,7 +11,7 @@ VG=(valgrind --quiet --error-exitcode=99 --leak-check=full --errors-for-leak-kin
     --show-leak-kinds=definite,indirect --trace-children=yes
     "--trace-children-skip=*/etcd,*/etcdctl,*/openssl,*/sh,*/curl,*/promtool,*/elector,/usr/*,/bin/*")
 status=0
-for t in test_unit_grpc test_unit_endpoint test_unit_misc test_unit_tool test_unit_http \
+for t in test_unit_grpc test_unit_endpoint test_unit_misc test_unit_tool test_unit_http test_unit_tool_ops \
          test_etcd_kv test_etcd_election test_etcd_election_safety; do
     echo "== valgrind $t"
     # Timeouts stretched: valgrind runs code 10-30x slower.

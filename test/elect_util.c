@@ -55,7 +55,6 @@ elector_etcd *eu_client(const char *endpoints)
 
 static void cand_cb(elector_election *el, const elector_event *ev, void *ud)
 {
-    (void)el;
     eu_cand *c = ud;
     if (c->n < EU_MAX_EVENTS) {
         c->types[c->n] = ev->type;
@@ -63,6 +62,7 @@ static void cand_cb(elector_election *el, const elector_event *ev, void *ud)
         c->tokens[c->n] = ev->token;
         c->mono[c->n] = ev->mono_ns;
         c->delivered[c->n] = elector_now_ns();
+        c->leader_in_cb[c->n] = elector_is_leader(el);
         c->n++;
     }
     snprintf(c->last_key, sizeof(c->last_key), "%.*s", (int)ev->key_len,

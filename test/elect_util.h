@@ -21,6 +21,7 @@ typedef struct eu_cand {
     int64_t tokens[EU_MAX_EVENTS];
     int64_t mono[EU_MAX_EVENTS];      /* ev->mono_ns: when the belief changed */
     int64_t delivered[EU_MAX_EVENTS]; /* when the callback ran (deadline clock) */
+    bool leader_in_cb[EU_MAX_EVENTS]; /* elector_is_leader() inside the callback */
     int64_t deadline_seen;            /* last session deadline observed by pumping */
     char last_key[256];               /* key of the last event */
     char last_value[256];

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 #include "elect_util.h"
 #include "testlib.h"
@@ -225,6 +226,11 @@ TEST(password_is_asked_for_on_a_terminal)
             buf[len] = 0;
         }
         if (!sent && strstr(buf, "Password for root: ")) {
+            /* Once the prompt shows, echo is already off: what the user types
+             * now is neither shown nor flushed away. */
+            struct termios t;
+            ASSERT_EQ(0, tcgetattr(master, &t));
+            ASSERT(!(t.c_lflag & ECHO));
             char line[128];
             snprintf(line, sizeof(line), "%s\n", EH_ROOT_PASSWORD);
             ASSERT_EQ((ssize_t)strlen(line), write(master, line, strlen(line)));
@@ -233,7 +239,17 @@ TEST(password_is_asked_for_on_a_terminal)
         if (tl_now() > end) break;
     }
     int st;
-    ASSERT_EQ(pid, waitpid(pid, &st, 0));
+    pid_t w = 0;
+    for (double until = tl_now() + 5;
+         (w = waitpid(pid, &st, WNOHANG)) == 0 && tl_now() < until;)
+        usleep(10000);
+    if (w == 0) { /* still waiting for its password: a failure, not a hang */
+        kill(pid, SIGKILL);
+        w = waitpid(pid, &st, 0);
+        tl_log("elector still running after 10 s; terminal: %s", buf);
+        ASSERT(!"elector ended within 10 s");
+    }
+    ASSERT_EQ(pid, w);
     close(master);
     tl_log("terminal: %s", buf);
     ASSERT(sent);

@@ -76,7 +76,10 @@ static void fake_leader(bool ours)
     fake.v.token = 42;
     fake.v.lease = 0x694d8e1a2b3c4d5e;
     fake.v.since_unix_ms = 1700000000123; /* 2023-11-14T22:13:20.123Z */
+    fake.v.since_kind = TOOL_SINCE_ELECTED;
     fake.v.leadership_changes = 5;
+    fake.v.leader_changes = 7;
+    fake.v.version = "1.2.3";
     fake.v.lease_remaining_s = 4.25;
     const uint64_t b[ELECTOR_RTT_BUCKETS] = {1, 2, 0, 3, 0, 0, 0, 0, 0, 0, 1, 4};
     memcpy(fake.ka.rtt_buckets, b, sizeof(b));
@@ -321,7 +324,8 @@ TEST(leader_json_with_binary_key_and_value)
     ASSERT_STREQ(
         "{\"name\":\"svc\",\"leader\":true,\"key\":\"e/\\u0000\\u00ff\\\"\\n\","
         "\"value\":\"v\xc3\xa9\\u0080\",\"token\":42,\"lease\":\"694d8e1a2b3c4d5e\","
-        "\"since\":\"2023-11-14T22:13:20.123Z\",\"is_leader\":true}",
+        "\"since\":\"2023-11-14T22:13:20.123Z\",\"since_unix_ms\":1700000000123,"
+        "\"since_kind\":\"elected\",\"is_leader\":true}",
         j);
     free(j);
     fake.v.is_leader = false;
@@ -332,6 +336,21 @@ TEST(leader_json_with_binary_key_and_value)
     ASSERT_CONTAINS(j, "\"since\":\"2023-11-14T22:13:20.007Z\"");
     ASSERT_CONTAINS(j, "\"is_leader\":false}");
     free(j);
+}
+
+TEST(leader_json_says_what_since_is)
+{
+    fake_init("svc");
+    fake_leader(false);
+    static const char *const kinds[] = {"elected", "change", "first_seen"};
+    for (int k = TOOL_SINCE_ELECTED; k <= TOOL_SINCE_FIRST_SEEN; k++) {
+        fake.v.since_kind = k;
+        char *j = tool_leader_json(&fake.v), want[80];
+        snprintf(want, sizeof(want), ",\"since_kind\":\"%s\",", kinds[k - 1]);
+        ASSERT_CONTAINS(j, want);
+        ASSERT_CONTAINS(j, "\"since_unix_ms\":1700000000123,");
+        free(j);
+    }
 }
 
 TEST(leader_json_without_leader)
@@ -358,6 +377,11 @@ TEST(metrics_without_session_have_zero_histogram)
     ASSERT_EQ(0, check_histogram(m));
     ASSERT_CONTAINS(m, "elector_session_healthy 0\n");
     ASSERT_CONTAINS(m, "elector_lease_remaining_seconds 0\n");
+    /* No leader known: zeros; no version: no build_info. */
+    ASSERT_CONTAINS(m, "elector_leader_token{name=\"svc\"} 0\n");
+    ASSERT_CONTAINS(m, "elector_leader_since_seconds{name=\"svc\"} 0.000\n");
+    ASSERT_CONTAINS(m, "elector_leader_changes_total{name=\"svc\"} 0\n");
+    ASSERT_NULL(strstr(m, "elector_build_info"));
     promtool_check(m);
     free(m);
 }
@@ -386,6 +410,29 @@ TEST(metrics_families_and_values)
     }
     ASSERT_CONTAINS(m, "elector_is_leader{name=\"svc\"} 1\n");
     ASSERT_CONTAINS(m, "elector_leadership_changes_total 5\n");
+    ASSERT_CONTAINS(
+        m,
+        "\n# TYPE elector_build_info gauge\nelector_build_info{version=\"1.2.3\"} 1\n");
+    ASSERT_CONTAINS(
+        m,
+        "\n# TYPE elector_leader_token gauge\nelector_leader_token{name=\"svc\"} 42\n");
+    ASSERT_CONTAINS(m, "\n# TYPE elector_leader_since_seconds gauge\n"
+                       "elector_leader_since_seconds{name=\"svc\"} 1700000000.123\n");
+    ASSERT_CONTAINS(m, "\n# TYPE elector_leader_changes_total counter\n"
+                       "elector_leader_changes_total{name=\"svc\"} 7\n");
+    /* This process's figures, as the client libraries name them. */
+    static const char *proc[][2] = {{"process_cpu_seconds_total", "counter"},
+                                    {"process_start_time_seconds", "gauge"},
+                                    {"process_resident_memory_bytes", "gauge"},
+                                    {"process_virtual_memory_bytes", "gauge"},
+                                    {"process_open_fds", "gauge"},
+                                    {"process_max_fds", "gauge"}};
+    for (size_t i = 0; i < sizeof(proc) / sizeof(proc[0]); i++) {
+        char want[160];
+        snprintf(want, sizeof(want), "\n# TYPE %s %s\n%s ", proc[i][0], proc[i][1],
+                 proc[i][0]);
+        ASSERT_CONTAINS(m, want);
+    }
     ASSERT_CONTAINS(m, "elector_lease_remaining_seconds 4.25\n");
     ASSERT_CONTAINS(m, "elector_session_healthy 1\n");
     /* buckets 1,2,0,3,0..,1,4: cumulative */
@@ -546,7 +593,8 @@ TEST(http_leader_json)
     ASSERT_STREQ(
         "{\"name\":\"svc\",\"leader\":true,\"key\":\"e/\\u0000\\u00ff\\\"\\n\","
         "\"value\":\"v\xc3\xa9\\u0080\",\"token\":42,\"lease\":\"694d8e1a2b3c4d5e\","
-        "\"since\":\"2023-11-14T22:13:20.123Z\",\"is_leader\":false}",
+        "\"since\":\"2023-11-14T22:13:20.123Z\",\"since_unix_ms\":1700000000123,"
+        "\"since_kind\":\"elected\",\"is_leader\":false}",
         r.body);
     free(r.body);
     /* The view is taken per request. */
@@ -682,7 +730,8 @@ TEST(http_several_requests_on_one_connection)
                           &out));
     tl_log("%s", out);
     ASSERT_CONTAINS(out, "ok\n|200 1\n{\"name\":\"svc\",\"leader\":false}|200 0\n");
-    ASSERT_CONTAINS(out, "elector_etcd_disconnects_total 2\n|200 0\nok\n|200 0\n");
+    ASSERT_CONTAINS(out, "elector_etcd_disconnects_total 2\n");
+    ASSERT_CONTAINS(out, "\n|200 0\nok\n|200 0\n"); /* /metrics, then /healthz */
     free(out);
     tool_http_stop(h);
 }
@@ -700,7 +749,7 @@ TEST(http_many_clients_at_once)
     args[n++] = "--parallel-max";
     args[n++] = "8";
     args[n++] = "-w";
-    args[n++] = "%{http_code}\n";
+    args[n++] = "code=%{http_code}\n";
     args[n++] = "-o";
     args[n++] = "/dev/null";
     char urls[16][128];
@@ -713,7 +762,7 @@ TEST(http_many_clients_at_once)
     char *out = NULL;
     ASSERT_EQ(0, run_curl(h, args, &out));
     int ok = 0;
-    for (char *p = out; (p = strstr(p, "200\n")); p += 4)
+    for (char *p = out; (p = strstr(p, "code=200\n")); p += 9)
         ok++;
     ASSERT_EQ(16, ok);
     free(out);

@@ -7,6 +7,7 @@
  *   child.c     run and lock CMD: the supervised command
  *   proclaim.c  --proclaim-stdin: lines from stdin
  *   observe.c   observe and leader
+ *   status.c    the leader followed while waiting; systemd's notifications
  *
  * One event loop (poll) serves etcd, signals (signalfd), the optional HTTP
  * endpoint, stdin (--proclaim-stdin) and the supervised command. */
@@ -19,6 +20,7 @@
 #include "elector/election.h"
 #include "http.h"
 #include "log.h"
+#include "notify.h"
 #include "opts.h"
 #include "secret.h"
 #include "supervise.h"
@@ -73,6 +75,18 @@ struct app {
     /* Snapshots for the HTTP view (they must outlive fill_view's return). */
     elector_session_stats view_ka;
     elector_etcd_stats view_st;
+
+    /* The leader followed while not leading, and systemd (status.c). */
+    elector_observer *follow; /* campaign, run, lock: the election's leader */
+    int lsince_kind;          /* what lsince_ms is: a tool_since */
+    bool leader_looked;       /* a state of the election was known before */
+    int64_t last_token;       /* the last leader's token ever known */
+    uint64_t leader_changes;  /* times the leader changed to another key */
+    char *pred;               /* waiting: the key just ahead of ours */
+    size_t predlen;
+    tool_notify *notify; /* $NOTIFY_SOCKET; NULL: not under systemd */
+    bool notified_ready, notified_stopping;
+    char notified_status[512];
 };
 
 /* run, or lock with a command: a supervised command. */
@@ -120,5 +134,13 @@ void app_proclaim_pending(struct app *a);
 /* observe.c */
 int app_cmd_leader(struct app *a);
 int app_start_observe(struct app *a);
+
+/* status.c */
+void app_start_follow(struct app *a);
+void app_note_event(struct app *a, const elector_event *ev);
+void app_notify_open(struct app *a);
+void app_notify_update(struct app *a);
+int64_t app_notify_timeout(const struct app *a);
+void app_notify_stop(struct app *a);
 
 #endif

@@ -80,6 +80,7 @@ void app_on_event(elector_election *el, const elector_event *ev, void *ud)
     (void)el;
     struct app *a = ud;
     if (a->o->fmt == FMT_JSON) app_event(a, ev);
+    app_note_event(a, ev);
     switch (ev->type) {
     case ELECTOR_EV_WAITING:
         a->joined = true;

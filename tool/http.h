@@ -22,11 +22,25 @@ typedef struct tool_view {
     int64_t token;
     int64_t lease;
     int64_t since_unix_ms;       /* wall time when this process learned of this leader */
+    int since_kind;              /* what since_unix_ms is: a tool_since */
     uint64_t leadership_changes; /* times this process became or stopped being leader */
+    uint64_t leader_changes;     /* times the election's leader changed, as seen here */
+    const char *version;         /* elector_build_info's label; NULL: not shown */
     double lease_remaining_s;    /* validity deadline - now, 0 if none */
     const elector_session_stats *ka; /* NULL without a session */
     const elector_etcd_stats *etcd;  /* never NULL */
 } tool_view;
+
+/* What a leader's "since" is (GET /leader's since_kind). */
+enum tool_since {
+    TOOL_SINCE_NONE = 0,
+    TOOL_SINCE_ELECTED,   /* this process won: the time it was elected */
+    TOOL_SINCE_CHANGE,    /* seen taking over from the leader before it: at or
+                             shortly after leadership began (the watch's delay, or
+                             a lost connection's length) */
+    TOOL_SINCE_FIRST_SEEN /* it already led when this process first looked:
+                             leadership began at or before, how long is unknown */
+};
 
 typedef void (*tool_view_fn)(void *ud, tool_view *v);
 

@@ -49,8 +49,11 @@ static void fill_view(void *ud, tool_view *v)
         v->token = a->ltoken;
         v->lease = a->llease;
         v->since_unix_ms = a->lsince_ms;
+        v->since_kind = a->lsince_kind;
     }
     v->leadership_changes = a->changes;
+    v->leader_changes = a->leader_changes;
+    v->version = elector_version();
 }
 
 /* ---------------------------------------------------------------- loop */
@@ -104,6 +107,8 @@ static void loop(struct app *a)
         int64_t t = elector_etcd_timeout(a->etcd);
         int64_t ht = a->http ? tool_http_timeout(a->http) : -1;
         if (ht >= 0 && (t < 0 || ht < t)) t = ht;
+        int64_t nt = app_notify_timeout(a); /* the systemd watchdog's next ping */
+        if (nt >= 0 && (t < 0 || nt < t)) t = nt;
         int64_t now = app_now_ms();
         if (a->retry_at_ms && (t < 0 || a->retry_at_ms - now < t))
             t = a->retry_at_ms > now ? a->retry_at_ms - now : 0;
@@ -129,6 +134,7 @@ static void loop(struct app *a)
             a->retry_at_ms = 0;
             app_start_campaign(a);
         }
+        app_notify_update(a);
     }
 }
 
@@ -170,6 +176,7 @@ static int run_command(struct app *a)
         if (rc) return rc;
     }
     a->sfd = setup_signals();
+    app_notify_open(a);
     if (a->o->http) {
         char err[300];
         a->http = tool_http_start(a->o->http, fill_view, a, err, sizeof(err));
@@ -188,6 +195,8 @@ static int run_command(struct app *a)
         /* The session is granted while the loop runs, so signals are served while
          * connecting; a failure before etcd was reached ends it (FAILED). */
         a->session_dead = true;
+        /* /leader and systemd's status name the leader also while we wait. */
+        if (a->o->http || a->notify) app_start_follow(a);
         app_start_campaign(a);
     }
     loop(a);
@@ -196,6 +205,9 @@ static int run_command(struct app *a)
 
 static void cleanup(struct app *a)
 {
+    app_notify_stop(a);
+    elector_observer_free(a->follow);
+    free(a->pred);
     if (a->child) {
         app_stop_child(a);
         tool_child_free(a->child);

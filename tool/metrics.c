@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 #include "http.h"
+#include "process_metrics.h"
 
 /* ---------------------------------------------------------------- buffer */
 
@@ -186,6 +187,10 @@ char *tool_leader_json(const tool_view *v)
         if (gmtime_r(&t, &tm) && strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm) > 0)
             putf(&b, ",\"since\":\"%s.%03dZ\"", ts, (int)(v->since_unix_ms % 1000));
     }
+    static const char *const kinds[] = {NULL, "elected", "change", "first_seen"};
+    if (v->since_unix_ms > 0 && v->since_kind > 0 && v->since_kind <= 3)
+        putf(&b, ",\"since_unix_ms\":%" PRId64 ",\"since_kind\":\"%s\"", v->since_unix_ms,
+             kinds[v->since_kind]);
     putf(&b, ",\"is_leader\":%s}", v->is_leader ? "true" : "false");
     return finish(&b);
 }
@@ -274,6 +279,44 @@ static void per_rpc(mbuf *b, const char *name, const char *help, const uint64_t 
     }
 }
 
+/* For alerts: the build, the leader (as known here) and the process. */
+static void alert_metrics(mbuf *b, const tool_view *v)
+{
+    if (v->version) {
+        family(b, "elector_build_info", "gauge",
+               "Always 1; the label says which elector this is.");
+        puts_(b, "elector_build_info{version=\"");
+        label_value(b, v->version);
+        puts_(b, "\"} 1\n");
+    }
+    family(b, "elector_leader_token", "gauge",
+           "The leader's fencing token (its key's create revision), 0 if no leader is "
+           "known.");
+    puts_(b, "elector_leader_token{name=\"");
+    label_value(b, v->name);
+    putf(b, "\"} %" PRId64 "\n", v->has_leader ? v->token : 0);
+    family(b, "elector_leader_since_seconds", "gauge",
+           "Unix time the leader became leader as known here (GET /leader's "
+           "since_kind), 0 if no leader is known.");
+    puts_(b, "elector_leader_since_seconds{name=\"");
+    label_value(b, v->name);
+    int64_t since = v->has_leader ? v->since_unix_ms : 0;
+    putf(b, "\"} %" PRId64 ".%03" PRId64 "\n", since / 1000, since % 1000);
+    family(b, "elector_leader_changes_total", "counter",
+           "Times the election's leader changed to another key, as this process saw "
+           "it.");
+    puts_(b, "elector_leader_changes_total{name=\"");
+    label_value(b, v->name);
+    putf(b, "\"} %" PRIu64 "\n", v->leader_changes);
+    char *p = tool_process_metrics();
+    if (!p) {
+        b->oom = 1;
+        return;
+    }
+    puts_(b, p);
+    free(p);
+}
+
 char *tool_metrics_render(const tool_view *v)
 {
     mbuf b = {0};
@@ -312,5 +355,6 @@ char *tool_metrics_render(const tool_view *v)
     family(&b, "elector_etcd_disconnects_total", "counter",
            "Established connections to etcd that were lost.");
     putf(&b, "elector_etcd_disconnects_total %" PRIu64 "\n", st ? st->disconnects : 0);
+    alert_metrics(&b, v);
     return finish(&b);
 }

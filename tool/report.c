@@ -125,13 +125,22 @@ int app_event(struct app *a, const elector_event *ev)
     return rc;
 }
 
+/* The leader as last known: from our own election (ELECTED, PROCLAIMED), from
+ * observe or the follower (LEADER), none (NULL). Its "since" is kept while the
+ * same key (token) leads; a new one is timed now, and said to be when this
+ * process was elected, saw the change, or first saw a leader already in place. */
 void app_remember_leader(struct app *a, const elector_event *ev)
 {
+    bool same = a->has_leader && ev && ev->key && ev->token == a->ltoken &&
+                ev->type != ELECTOR_EV_ELECTED;
     free(a->lkey);
     free(a->lval);
     a->lkey = a->lval = NULL;
     a->has_leader = ev && ev->key;
-    if (!a->has_leader) return;
+    if (!a->has_leader) {
+        a->leader_looked = true;
+        return;
+    }
     a->lkey = malloc(ev->key_len + 1);
     a->lval = malloc(ev->value_len + 1);
     if (!a->lkey || !a->lval) {
@@ -144,5 +153,15 @@ void app_remember_leader(struct app *a, const elector_event *ev)
     a->lvlen = ev->value_len;
     a->ltoken = ev->token;
     a->llease = ev->lease;
-    a->lsince_ms = tool_wall_ms();
+    if (!same) {
+        a->lsince_ms = tool_wall_ms();
+        a->lsince_kind =
+            ev->type == ELECTOR_EV_ELECTED || ev->type == ELECTOR_EV_PROCLAIMED
+                ? TOOL_SINCE_ELECTED
+            : a->leader_looked ? TOOL_SINCE_CHANGE
+                               : TOOL_SINCE_FIRST_SEEN;
+    }
+    if (a->last_token && ev->token != a->last_token) a->leader_changes++;
+    a->last_token = ev->token;
+    a->leader_looked = true;
 }

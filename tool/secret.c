@@ -266,10 +266,6 @@ char *tool_password_prompt(const char *user)
         close(fd);
         return NULL;
     }
-    char prompt[300];
-    int pn = snprintf(prompt, sizeof(prompt), "Password for %s: ", user);
-    if (pn > 0 && write(fd, prompt, (size_t)pn) < 0) { /* a terminal that takes nothing */
-    }
     g_saved_tty = t;
     g_tty_fd = fd;
     int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP};
@@ -278,7 +274,14 @@ char *tool_password_prompt(const char *user)
         sigaction(sigs[i], &sa, &old[i]);
     t.c_lflag &= ~(tcflag_t)ECHO;
     t.c_lflag |= ECHONL;
+    /* Echo off first, then the prompt: what is typed once the prompt shows is
+     * neither echoed nor thrown away by the flush (which drops only what was
+     * typed before it, as getpass does). */
     tcsetattr(fd, TCSAFLUSH, &t);
+    char prompt[300];
+    int pn = snprintf(prompt, sizeof(prompt), "Password for %s: ", user);
+    if (pn > 0 && write(fd, prompt, (size_t)pn) < 0) { /* a terminal that takes nothing */
+    }
     char *buf = malloc(PW_MAX);
     size_t n = 0;
     while (buf && n < PW_MAX - 1) {
@@ -287,7 +290,7 @@ char *tool_password_prompt(const char *user)
         if (k <= 0 || buf[n] == '\n') break;
         n++;
     }
-    tcsetattr(fd, TCSAFLUSH, &g_saved_tty);
+    tcsetattr(fd, TCSANOW, &g_saved_tty); /* keep what was typed after the line */
     for (int i = 0; i < 5; i++)
         sigaction(sigs[i], &old[i], NULL);
     g_tty_fd = -1;

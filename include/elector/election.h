@@ -13,8 +13,10 @@
  * elector_is_leader() compares the deadline clock (CLOCK_BOOTTIME, see
  * elector_now_ns(): it keeps counting while the host is suspended, as etcd's
  * clock does) with this deadline on every call,
- * so a process resumed after SIGSTOP sees at once that its leadership is gone, and
- * ELECTOR_EV_LOST is delivered no later than the deadline. Once the deadline has
+ * so a process resumed after SIGSTOP sees at once that its leadership is gone.
+ * ELECTOR_EV_LOST is due 1 ms before the deadline; a process that is not scheduled
+ * then gets it late, but elector_is_leader() says false from the deadline on,
+ * whether or not the event has been delivered. Once the deadline has
  * passed the session is over, even if a renewal's answer is processed later
  * (a process stopped past its deadline): belief never returns without a new
  * session and a new ELECTOR_EV_ELECTED.
