@@ -80,8 +80,9 @@ if want graceful; then
 fi
 echo "== building build-bench (RelWithDebInfo)"
 cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=RelWithDebInfo -DELECTOR_TESTS=OFF >/dev/null
-cmake --build build-bench -j"$(nproc)" --target elector_tool proc_bench herd many \
-    bench_range bare_range >/dev/null
+cmake --build build-bench -j"$(nproc)" --target elector_tool elector_bench_proc_bench \
+    elector_bench_herd elector_bench_many elector_bench_bench_range elector_bench_bare_range \
+    >/dev/null
 B=$ROOT/build-bench
 ELECTOR=$B/tool/elector
 

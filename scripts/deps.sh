@@ -6,7 +6,7 @@ set -euo pipefail
 PKGS=(build-essential cmake pkg-config libnghttp2-dev libprotobuf-c-dev
       protobuf-c-compiler libssl-dev libmicrohttpd-dev etcd-server etcd-client
       openssl curl valgrind clang clang-format iproute2 gnuplot-nox prometheus
-      systemd)
+      systemd debhelper dpkg-dev lintian)
 
 missing=()
 for p in "${PKGS[@]}"; do

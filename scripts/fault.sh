@@ -28,7 +28,7 @@ fi
 echo "== building into $BUILD"
 cmake -S "$ROOT" -B "$BUILD" -DELECTOR_WERROR=ON -DELECTOR_TESTS=OFF -DELECTOR_BENCH=OFF \
     >/dev/null
-cmake --build "$BUILD" -j"$(nproc)" --target fault-runner >/dev/null
+cmake --build "$BUILD" -j"$(nproc)" --target elector_fault_runner >/dev/null
 
 args=("$@")
 has_out=0

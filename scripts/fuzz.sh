@@ -48,8 +48,8 @@ fi
 
 bdir=$root/build-fuzz
 cmake -S "$root/fuzz" -B "$bdir" -DCMAKE_C_COMPILER=clang >/dev/null
-cmake --build "$bdir" -j"$(nproc)" --target "${targets[@]}" >/dev/null ||
-    cmake --build "$bdir" -j1 --target "${targets[@]}" # again, to show the error
+cmake --build "$bdir" -j"$(nproc)" --target "${targets[@]/#/elector_}" >/dev/null ||
+    cmake --build "$bdir" -j1 --target "${targets[@]/#/elector_}" # again, to show the error
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/elector-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT

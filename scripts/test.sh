@@ -5,7 +5,10 @@
 # once more. Each test starts and reaps its own etcd members on free loopback
 # ports in temporary directories. A subset also runs under valgrind memcheck,
 # each libFuzzer target runs for 20 seconds, and the fault-injection suite
-# (scripts/fault.sh, docs/FAULTS.md) runs every scenario 3 times.
+# (scripts/fault.sh, docs/FAULTS.md) runs every scenario 3 times. The ctest
+# label `package` installs the build into a temporary prefix and builds programs
+# from it (scripts/check-install.sh) and builds the Debian packages from a copy
+# of the tree (scripts/check-debian.sh); not in the sanitizer build.
 #
 #   ./scripts/test.sh            everything (about 20 minutes on 2 cores)
 #   ELECTOR_SKIP_ASAN=1 ./scripts/test.sh     skip the sanitizer pass

@@ -20,7 +20,8 @@ set(ELECTOR_TRANSPORT_SRCS
   ssl_lazy.c
   timer.c
   tls.c
-  util.c)
+  util.c
+  version.c)
 set(ELECTOR_ETCD_SRCS
   keys.c
   lease.c

@@ -21,10 +21,6 @@
 #include "app.h"
 #include "help.h"
 
-#ifndef ELECTOR_VERSION
-#define ELECTOR_VERSION "0.0.0"
-#endif
-
 /* ---------------------------------------------------------------- http view */
 
 static void fill_view(void *ud, tool_view *v)
@@ -57,7 +53,7 @@ static void fill_view(void *ud, tool_view *v)
     }
     v->leadership_changes = a->changes;
     v->leader_changes = a->leader_changes;
-    v->version = ELECTOR_VERSION;
+    v->version = elector_version();
 }
 
 /* ---------------------------------------------------------------- loop */
@@ -279,7 +275,7 @@ static void log_config(const struct app *a)
     tool_log(LOG_DEBUG,
              "elector %s: endpoints %s, dial timeout %lld ms, request timeout %lld "
              "ms, TTL %lld s, user %s%s%s%s",
-             ELECTOR_VERSION, o->endpoints ? o->endpoints : "127.0.0.1:2379",
+             elector_version(), o->endpoints ? o->endpoints : "127.0.0.1:2379",
              (long long)app_dial_ms(o), (long long)app_request_ms(o),
              (long long)(o->ttl_s ? o->ttl_s : 10),
              a->creds.user ? a->creds.user : "(none)",
@@ -321,7 +317,7 @@ int main(int argc, char **argv)
         return EXIT_OK;
     }
     if (o.cmd == CMD_VERSION || o.version) {
-        printf("elector %s\n", ELECTOR_VERSION);
+        printf("elector %s\n", elector_version()); /* the library's */
         return EXIT_OK;
     }
     tool_log_setup(o.log, o.log_format);

@@ -249,6 +249,11 @@ typedef struct elector_election_stats {
 
 void elector_election_get_stats(const elector_election *el, elector_election_stats *out);
 
+/* Fencing for applications: elector_election_token() is the fencing token; pass it
+ * to the resource you guard. */
+
+#ifdef ELECTOR_RPC_API
+/* In-tree only (it takes etcd's protobuf messages, see elector/etcd_rpc.h). */
 /* Fencing: runs `txn` only if we still lead. Our compare
  * CreateRevision(our key) == token is added in front of the caller's compares,
  * and a Range of our key is appended to the failure ops (the last response op).
@@ -260,6 +265,7 @@ typedef void (*elector_txn_cb)(elector_election *el, int err,
                                const Etcdserverpb__TxnResponse *resp, void *ud);
 int elector_guarded_txn(elector_election *el, const Etcdserverpb__TxnRequest *txn,
                         elector_txn_cb cb, void *ud);
+#endif
 
 /* ---- leader query and observe ---------------------------------------------------- */
 

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The `debian` test: builds the Debian packages (libelector1, libelector-dev,
+# elector) with `dpkg-buildpackage -us -uc -b` from a copy of the source tree
+# (the tree itself is never written to), runs lintian on them (no errors
+# allowed) and checks what each package holds with `dpkg-deb -c`.
+#
+#   scripts/check-debian.sh [OUTDIR]   keep the .deb files in OUTDIR
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:-}
+T=$(mktemp -d "${TMPDIR:-/tmp}/elector-deb.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+fail() { echo "check-debian: FAIL: $*" >&2; exit 1; }
+
+for p in dpkg-buildpackage dh lintian; do
+    command -v $p >/dev/null || fail "$p missing (scripts/deps.sh installs it)"
+done
+version=$(dpkg-parsechangelog -l "$root/debian/changelog" -S Version)
+src=$T/elector-$version
+mkdir -p "$src"
+# The files of the checkout (tracked and new ones, not ignored ones such as
+# build*/), or everything but build directories outside git.
+if git -C "$root" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    (cd "$root" && git ls-files -z -co --exclude-standard | xargs -0 cp --parents -t "$src")
+else
+    (cd "$root" && tar --exclude='./build*' --exclude=./.git -cf - .) | tar -C "$src" -xf -
+fi
+
+echo "== dpkg-buildpackage -us -uc -b (elector $version)"
+(cd "$src" && dpkg-buildpackage -us -uc -b -j"$(nproc)") >"$T/build.log" 2>&1 || {
+    tail -40 "$T/build.log" >&2
+    fail "dpkg-buildpackage"
+}
+grep -E '^dpkg-gensymbols|^dpkg-shlibdeps: (warning|error)' "$T/build.log" || true
+changes=$(ls "$T"/elector_"${version}"_*.changes)
+
+echo "== lintian"
+lintian --fail-on error "$changes" | tee "$T/lintian.log" ||
+    fail "lintian reports errors"
+echo "lintian: $(grep -c '^E:' "$T/lintian.log" || true) errors, $(grep -c '^W:' "$T/lintian.log" || true) warnings"
+
+echo "== contents (dpkg-deb -c)"
+arch=$(dpkg-architecture -qDEB_HOST_ARCH)
+ma=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+contents() { dpkg-deb -c "$T/$1_${version}_$arch.deb" | awk '{print $6}' | sed 's@^\./@/@'; }
+expect() { # PACKAGE PATH...
+    local pkg=$1 f list
+    shift
+    list=$(contents "$pkg")
+    for f in "$@"; do
+        grep -qx -- "$f" <<<"$list" || fail "$pkg lacks $f"
+    done
+    echo "$pkg: $(grep -vc '/$' <<<"$list") files, the expected ones among them"
+}
+expect libelector1 "/usr/lib/$ma/libelector.so.1" "/usr/share/doc/libelector1/copyright"
+ls "$T"/libelector1_* >/dev/null
+dpkg-deb -c "$T/libelector1_${version}_$arch.deb" | grep -q "/usr/lib/$ma/libelector.so.1 -> libelector.so.1" ||
+    fail "libelector1: libelector.so.1 is not a link to the versioned file"
+contents libelector1 | grep -E '\.h$|\.a$|\.pc$|/libelector\.so$' && fail "libelector1 holds development files"
+expect libelector-dev /usr/include/elector/election.h /usr/include/elector/etcd.h \
+    /usr/include/elector/error.h /usr/include/elector/version.h \
+    "/usr/lib/$ma/libelector.so" "/usr/lib/$ma/libelector.a" "/usr/lib/$ma/pkgconfig/elector.pc" \
+    "/usr/lib/$ma/cmake/elector/elector-config.cmake" \
+    "/usr/lib/$ma/cmake/elector/elector-config-version.cmake" \
+    "/usr/lib/$ma/cmake/elector/elector-targets.cmake"
+contents libelector-dev | grep -q etcd_rpc.h && fail "libelector-dev installs elector/etcd_rpc.h"
+expect elector /usr/bin/elector /usr/share/man/man1/elector.1.gz \
+    /usr/share/bash-completion/completions/elector
+dpkg-deb -f "$T/libelector-dev_${version}_$arch.deb" Depends | grep -q "libelector1 (= $version)" ||
+    fail "libelector-dev does not depend on libelector1 (= $version)"
+
+# The tool, unpacked into a throwaway root, runs and prints the version.
+dpkg-deb -x "$T/elector_${version}_$arch.deb" "$T/root"
+v=$("$T/root/usr/bin/elector" --version)
+[ "$v" = "elector ${version%%-*}" ] || fail "packaged elector --version: '$v'"
+echo "$v"
+
+if [ -n "$out" ]; then
+    mkdir -p "$out"
+    cp "$T"/*.deb "$out"/
+    echo "packages in $out"
+fi
+echo "check-debian: ok"

@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# The `install` test: libelector as a user gets it. Installs BUILD into a
+# temporary prefix and checks, from that prefix alone:
+#   - the files: headers (not elector/etcd_rpc.h), libelector.so.N + .so,
+#     libelector.a, elector.pc, the CMake package, the tool and its man page;
+#   - each public header compiles on its own, as C11 and as C++;
+#   - the SONAME (libelector.so.1) and the exported symbols: only elector_*,
+#     exactly the functions the installed headers declare (nm -D);
+#   - libelector.a: only elector_* global, and it links beside a program that
+#     defines names of our internals (etcd's protobuf-c symbols, elector__*);
+#   - a small program (test/install/consumer.c) built with
+#     `pkg-config --cflags --libs elector`, with the static archive, and with
+#     find_package(elector) (test/install/CMakeLists.txt), and as a subproject
+#     (add_subdirectory, which must build the library only), each run against a
+#     real etcd started here on random loopback ports: campaign, elected,
+#     resign;
+#   - `elector --version` prints the library's version.
+#
+#   scripts/check-install.sh BUILD_DIR
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${1:?usage: check-install.sh BUILD_DIR}" && pwd)
+T=$(mktemp -d "${TMPDIR:-/tmp}/elector-install.XXXXXX")
+ETCD_PID=
+cleanup() {
+    if [ -n "$ETCD_PID" ]; then
+        kill -KILL "$ETCD_PID" 2>/dev/null || true
+        wait "$ETCD_PID" 2>/dev/null || true
+    fi
+    rm -rf "$T"
+}
+trap cleanup EXIT
+
+fail() { echo "check-install: FAIL: $*" >&2; exit 1; }
+step() { echo "== $*"; }
+
+prefix=$T/prefix
+step "install into $prefix"
+cmake --install "$build" --prefix "$prefix" >"$T/install.log"
+libdir=$(dirname "$(find "$prefix" -name libelector.so -print -quit)")
+[ -d "$libdir" ] || fail "no libelector.so installed"
+
+step "installed files"
+for f in include/elector/election.h include/elector/error.h include/elector/etcd.h \
+    include/elector/version.h bin/elector share/man/man1/elector.1; do
+    [ -e "$prefix/$f" ] || fail "missing $f"
+done
+for f in libelector.so libelector.a pkgconfig/elector.pc cmake/elector/elector-config.cmake \
+    cmake/elector/elector-config-version.cmake cmake/elector/elector-targets.cmake; do
+    [ -e "$libdir/$f" ] || fail "missing ${libdir#"$prefix"/}/$f"
+done
+[ ! -e "$prefix/include/elector/etcd_rpc.h" ] || fail "elector/etcd_rpc.h is installed"
+if grep -rqE '^#include.*pb-c\.h' "$prefix/include"; then
+    fail "installed headers include generated protobuf-c headers"
+fi
+
+step "each public header compiles on its own (C11, C++)"
+for h in "$prefix"/include/elector/*.h; do
+    n=elector/$(basename "$h")
+    printf '#include <%s>\n' "$n" |
+        cc -std=c11 -Wall -Wextra -Wpedantic -Werror -fsyntax-only -I"$prefix/include" -x c - ||
+        fail "$n does not compile on its own (C)"
+    if command -v c++ >/dev/null; then
+        printf '#include <%s>\n' "$n" |
+            c++ -Wall -Wextra -Werror -fsyntax-only -I"$prefix/include" -x c++ - ||
+            fail "$n does not compile on its own (C++)"
+    fi
+done
+
+step "SONAME and exported symbols"
+so=$(readlink -f "$libdir/libelector.so")
+soname=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+echo "SONAME $soname ($(basename "$so"))"
+[ "$soname" = libelector.so.1 ] || fail "SONAME is '$soname', not libelector.so.1"
+[ -e "$libdir/$soname" ] || fail "no $soname link"
+nm -D --defined-only "$so" | awk '$2 != "A" {sub(/@.*/, "", $3); print $3}' | sort >"$T/exported"
+bad=$(grep -v '^elector_[a-z]' "$T/exported" || true)
+[ -z "$bad" ] || fail "exported beyond elector_*: $(echo "$bad" | head -5 | tr '\n' ' ')"
+echo "$(wc -l <"$T/exported") symbols exported, all elector_*"
+# Exactly the functions the installed headers declare (and the one table),
+# leaving out the in-tree sections (#ifdef ELECTOR_RPC_API ... #endif).
+for h in "$prefix"/include/elector/*.h; do
+    sed -e 's@/\*.*\*/@@' -e '/^ *\*/d' -e '/^\/\*/d' "$h" |
+        awk '/^#ifdef ELECTOR_RPC_API/ {skip = 1} skip && /^#endif/ {skip = 0; next} !skip'
+done | grep -oE '\belector_[a-z0-9_]+ *\(' | tr -d ' (' | sort -u >"$T/declared"
+grep -hoE '\bextern const [a-z0-9_]+ elector_[a-z0-9_]+' "$prefix"/include/elector/*.h |
+    awk '{print $4}' >>"$T/declared"
+sort -u -o "$T/declared" "$T/declared"
+if ! diff "$T/declared" "$T/exported" >"$T/diff"; then
+    cat "$T/diff" >&2
+    fail "exported symbols (>) differ from the functions the headers declare (<)"
+fi
+nm -g --defined-only "$libdir/libelector.a" | awk 'NF == 3 {print $3}' | sort -u >"$T/archive"
+bad=$(grep -v '^elector_[a-z]' "$T/archive" || true)
+[ -z "$bad" ] || fail "libelector.a has global symbols beyond elector_*: $(echo "$bad" | head -5)"
+diff "$T/exported" "$T/archive" >/dev/null || fail "libelector.a and libelector.so export different names"
+
+step "start etcd on random loopback ports"
+port_free() { ! ss -Htan "( sport = :$1 )" 2>/dev/null | grep -q .; }
+EP=
+for attempt in 1 2 3; do
+    cp=$((20000 + RANDOM % 40000))
+    pp=$((20000 + RANDOM % 40000))
+    [ "$cp" != "$pp" ] && port_free "$cp" && port_free "$pp" || continue
+    rm -rf "$T/etcd"
+    etcd --name m0 --data-dir "$T/etcd" --log-level error \
+        --listen-client-urls "http://127.0.0.1:$cp" --advertise-client-urls "http://127.0.0.1:$cp" \
+        --listen-peer-urls "http://127.0.0.1:$pp" --initial-advertise-peer-urls "http://127.0.0.1:$pp" \
+        --initial-cluster "m0=http://127.0.0.1:$pp" --initial-cluster-state new \
+        >"$T/etcd.log" 2>&1 &
+    ETCD_PID=$!
+    for _ in $(seq 100); do
+        if etcdctl --endpoints "127.0.0.1:$cp" endpoint health >/dev/null 2>&1; then
+            EP=127.0.0.1:$cp
+            break 2
+        fi
+        kill -0 "$ETCD_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$ETCD_PID" 2>/dev/null || true
+    wait "$ETCD_PID" 2>/dev/null || true
+    ETCD_PID=
+done
+[ -n "$EP" ] || { tail -5 "$T/etcd.log" >&2; fail "cannot start etcd"; }
+echo "etcd at $EP (pid $ETCD_PID)"
+
+run_consumer() { # NAME BINARY
+    echo "-- $1"
+    "$2" "$EP" "install-check-$1" >"$T/$1.out" 2>&1 || {
+        cat "$T/$1.out" >&2
+        fail "$1: the consumer failed"
+    }
+    sed 's/^/   /' "$T/$1.out"
+}
+
+step "build with pkg-config --cflags --libs elector, run"
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+# Nothing of the build tree: only the prefix's headers and libraries.
+cflags=$(pkg-config --cflags elector)
+libs=$(pkg-config --libs elector)
+echo "pkg-config: $cflags $libs"
+[ "$(pkg-config --modversion elector)" = "$(sed -n 's/^#define ELECTOR_VERSION_STRING "\(.*\)"/\1/p' \
+    "$prefix/include/elector/version.h")" ] || fail "elector.pc's version differs from version.h"
+# shellcheck disable=SC2086
+cc -std=c11 -Wall -Wextra -Werror $cflags "$root/test/install/consumer.c" $libs \
+    -Wl,-rpath,"$libdir" -o "$T/consumer-pc"
+readelf -d "$T/consumer-pc" | grep -q 'NEEDED.*\[libelector.so.1\]' ||
+    fail "consumer-pc does not need libelector.so.1"
+run_consumer pkg-config "$T/consumer-pc"
+
+step "build with the static archive (pkg-config --static), beside our internals' names, run"
+# A program that defines names the library uses inside (etcd's protobuf-c
+# descriptors, an elector__ helper): they must not clash with the archive's.
+cat >"$T/clash.c" <<'EOC'
+const int etcdserverpb__range_request__descriptor = 1;
+const int mvccpb__key_value__descriptor = 2;
+int elector__grpc_error = 3;
+EOC
+slibs=$(pkg-config --static --libs elector)
+slibs=${slibs/-lelector/$libdir/libelector.a}
+# shellcheck disable=SC2086
+cc -std=c11 -Wall -Wextra -Werror $cflags "$root/test/install/consumer.c" "$T/clash.c" \
+    $slibs -o "$T/consumer-static"
+readelf -d "$T/consumer-static" | grep -q 'NEEDED.*libelector' && fail "consumer-static needs libelector.so"
+run_consumer static "$T/consumer-static"
+
+step "build with find_package(elector), run"
+cmake -S "$root/test/install" -B "$T/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCMAKE_BUILD_TYPE=Release >"$T/cmake.log" 2>&1 || { cat "$T/cmake.log" >&2; fail "cmake configure"; }
+cmake --build "$T/cmake-build" >>"$T/cmake.log" 2>&1 || { cat "$T/cmake.log" >&2; fail "cmake build"; }
+ldd "$T/cmake-build/consumer" | grep -q "libelector.so.1 => $libdir/" ||
+    fail "the find_package build does not use $libdir/libelector.so.1"
+run_consumer find_package "$T/cmake-build/consumer"
+
+step "build as a subproject (add_subdirectory), run"
+# Only the library builds then: no tests, benchmarks, fault programs, tool.
+cmake -S "$root/test/install" -B "$T/sub-build" -DELECTOR_SUBPROJECT="$root" \
+    -DCMAKE_BUILD_TYPE=Release >"$T/sub.log" 2>&1 || { cat "$T/sub.log" >&2; fail "subproject configure"; }
+targets=$(cmake --build "$T/sub-build" --target help)
+bad=$(grep -oE 'elector_(test|bench|fault|tool|example|fuzz)[a-z_]*|elector_shared' <<<"$targets" || true)
+[ -z "$bad" ] || fail "as a subproject, these targets exist too: $(echo "$bad" | tr '\n' ' ')"
+cmake --build "$T/sub-build" -j"$(nproc)" >>"$T/sub.log" 2>&1 || { cat "$T/sub.log" >&2; fail "subproject build"; }
+run_consumer subproject "$T/sub-build/consumer"
+
+step "the tool"
+v=$("$prefix/bin/elector" --version)
+echo "$v"
+[ "$v" = "elector $(pkg-config --modversion elector)" ] || fail "elector --version: '$v'"
+echo "check-install: ok"
