@@ -99,8 +99,10 @@ static void stop_cand(cand *c)
 {
     if (c->pid <= 0) return;
     kill(c->pid, SIGCONT);
-    tl_reap(c->pid, SIGTERM, 15); /* SIGKILL after 15 s */
+    int st = tl_reap(c->pid, SIGTERM, 15); /* SIGKILL after 15 s */
     c->pid = 0;
+    if (!WIFEXITED(st) || WEXITSTATUS(st)) tl_log("%s: status %d", c->err, st);
+    ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0); /* resigned; a sanitizer is quiet */
     free(check_file(c->err)); /* its JSON events against the schema */
 }
 
@@ -246,7 +248,7 @@ TEST_WITH_TIMEOUT(health_failing_leader_steps_down_and_rejoins_when_healthy, 120
     eh_cluster *c = start1();
     const char *ep = eh_endpoints(c);
     char *dir = tl_tmpdir("health");
-    write_job(dir, "0");
+    write_job(dir, "0.5"); /* a job slow to stop: a successor too early shows */
     cand a, b;
     char cmd_a[600], cmd_b[600];
     snprintf(cmd_a, sizeof(cmd_a), "test -e %s/ok-a", dir);
@@ -264,6 +266,10 @@ TEST_WITH_TIMEOUT(health_failing_leader_steps_down_and_rejoins_when_healthy, 120
 
     unlink(path_in(dir, "ok-a"));
     ASSERT(wait_contains(path_in(dir, "activity"), "start b", 15));
+    ASSERT(wait_contains(path_in(dir, "activity"), "stop a", 5));
+    char last[16];
+    ASSERT_EQ(2, check_activity(dir, last, sizeof(last))); /* a stopped before b began */
+    ASSERT_STREQ("b", last);
     ASSERT(wait_contains(a.err, "\"event\":\"unhealthy\"", 5));
     ASSERT(wait_order(ep, "hl", "b", 5)); /* a is out of the queue */
     tl_msleep(1000);
@@ -275,7 +281,6 @@ TEST_WITH_TIMEOUT(health_failing_leader_steps_down_and_rejoins_when_healthy, 120
 
     unlink(path_in(dir, "ok-b"));
     double end = tl_now() + 15;
-    char last[16];
     while (check_activity(dir, last, sizeof(last)) < 3 || strcmp(last, "a")) {
         ASSERT(tl_now() < end);
         tl_msleep(100);
@@ -361,7 +366,7 @@ TEST_WITH_TIMEOUT(switchover_to_last_next_leading_and_unknown, 120)
     eh_cluster *c = start1();
     const char *ep = eh_endpoints(c);
     char *dir = tl_tmpdir("swo");
-    write_job(dir, "0");
+    write_job(dir, "0.5"); /* a job slow to stop: a successor too early shows */
     cand cs[4];
     start_line(cs, 4, dir, ep, "sw");
     char last[16];

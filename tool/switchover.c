@@ -146,7 +146,8 @@ static void on_member_put(elector_etcd *e, int err, const ProtobufCMessage *m, v
     sw->member_putting = false;
     if (!err) return;
     sw->member_lease = 0;
-    sw->member_retry_ms = app_now_ms() + 2000;
+    /* Not permitted: seldom; anything else (etcd away): soon. */
+    sw->member_retry_ms = app_now_ms() + (err == ELECTOR_EPERM ? 60000 : 2000);
     if (!sw->warned)
         tool_log(LOG_WARN,
                  "cannot write %s...: %s; `elector switchover` cannot ask this "
