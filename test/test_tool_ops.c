@@ -175,7 +175,7 @@ static bool wait_order(const char *ep, const char *name, const char *want, doubl
 static void wait_ready(const char *ep, const char *name, int n)
 {
     char mp[128], p[128];
-    snprintf(mp, sizeof(mp), "%s:elector/", name);
+    snprintf(mp, sizeof(mp), "__elector/candidates/%s/", name);
     snprintf(p, sizeof(p), "%s/", name);
     double end = tl_now() + 15;
     while (count(ep, p) != n || count(ep, mp) != n) {
@@ -234,7 +234,7 @@ static int switchover(char **out, char **err, const char *ep, const char *name,
 static void no_request(const char *ep, const char *name)
 {
     char rk[128];
-    snprintf(rk, sizeof(rk), "%s:switchover", name);
+    snprintf(rk, sizeof(rk), "__elector/switchover/%s", name);
     ASSERT_EQ(0, count(ep, rk));
 }
 

@@ -2,11 +2,14 @@
  * every elector candidate of run and campaign plays (docs/DESIGN.md,
  * "Switchover").
  *
- * Keys, beside the election's NAME/<lease hex> (outside its prefix, so that
- * `etcdctl elect` and etcd's Go client see an ordinary election):
- *   NAME:elector/<lease hex>  "this candidate takes switchover requests": put by
- *                             each elector candidate with its session's lease
- *   NAME:switchover           the request: "<create revision> <key>" of the
+ * Keys, beside the election's NAME/<lease hex>, under a root of their own: not
+ * under NAME/ (so that `etcdctl elect` and etcd's Go client see an ordinary
+ * election) nor under any other election's prefix (a name-derived key such as
+ * NAME:x would sit in the queue of an election that is a prefix of NAME):
+ *   __elector/candidates/NAME/<lease hex>  "this candidate takes switchover
+ *                             requests": put by each elector candidate with its
+ *                             session's lease
+ *   __elector/switchover/NAME  the request: "<create revision> <key>" of the
  *                             target, put by the requester with its own lease
  * A candidate whose key was created before the target's steps back: if it
  * waits, it leaves the queue and campaigns again (to the back); if it leads, it
@@ -24,8 +27,8 @@
 
 struct app_sw {
     struct app *a;
-    char *req_key;       /* NAME:switchover */
-    char *member_prefix; /* NAME:elector/ */
+    char *req_key;       /* __elector/switchover/NAME */
+    char *member_prefix; /* __elector/candidates/NAME/ */
     elector_watch *w;
     bool reading, closing, watch_failed;
     int64_t rewatch_at_ms;
@@ -45,6 +48,17 @@ static char *cat(const char *a, const char *b)
 {
     char *s;
     return asprintf(&s, "%s%s", a, b) < 0 ? NULL : s;
+}
+
+static char *request_key(const char *name)
+{
+    return cat("__elector/switchover/", name);
+}
+
+static char *member_prefix(const char *name)
+{
+    char *s;
+    return asprintf(&s, "__elector/candidates/%s/", name) < 0 ? NULL : s;
 }
 
 /* Parses a request's value "<rev> <key>" into the state; false if malformed. */
@@ -243,8 +257,8 @@ void app_sw_start(struct app *a)
     struct app_sw *sw = calloc(1, sizeof(*sw));
     if (!sw) return;
     sw->a = a;
-    sw->req_key = cat(a->o->name, ":switchover");
-    sw->member_prefix = cat(a->o->name, ":elector/");
+    sw->req_key = request_key(a->o->name);
+    sw->member_prefix = member_prefix(a->o->name);
     if (!sw->req_key || !sw->member_prefix) {
         free(sw->req_key);
         free(sw->member_prefix);
@@ -382,7 +396,7 @@ static void print_leader(struct app *a, const Mvccpb__KeyValue *kv)
  * does not, or EXIT_ERROR. */
 static int check_ahead(struct app *a, const Etcdserverpb__RangeResponse *c, size_t ti)
 {
-    char *mp = cat(a->o->name, ":elector/");
+    char *mp = member_prefix(a->o->name);
     Etcdserverpb__RangeResponse *m = NULL;
     int rc = mp ? range_prefix(a, mp, false, &m) : ELECTOR_ENOMEM;
     if (rc) {
@@ -542,7 +556,7 @@ static int await(struct app *a, const Mvccpb__KeyValue *t, int64_t deadline_ms)
  * revoked: the request key goes with it) in every outcome. */
 static int request(struct app *a, const Mvccpb__KeyValue *t, int64_t deadline_ms)
 {
-    char *rk = cat(a->o->name, ":switchover");
+    char *rk = request_key(a->o->name);
     if (!rk) return etcd_error(a, ELECTOR_ENOMEM, "switchover");
     elector_session_config sc;
     elector_session_config_init(&sc);
