@@ -295,6 +295,38 @@ TEST_WITH_TIMEOUT(health_failing_leader_steps_down_and_rejoins_when_healthy, 120
     eh_stop(c);
 }
 
+/* A waiting candidate whose check fails leaves the line (the leader is not
+ * disturbed) and joins it again once a check passes. */
+TEST_WITH_TIMEOUT(health_failing_waiter_leaves_the_line_and_comes_back, 60)
+{
+    eh_cluster *c = start1();
+    const char *ep = eh_endpoints(c);
+    char *dir = tl_tmpdir("hwait");
+    write_job(dir, "0");
+    cand a, b;
+    char cmd_b[600];
+    snprintf(cmd_b, sizeof(cmd_b), "test -e %s/ok-b", dir);
+    close(open(path_in(dir, "ok-b"), O_CREAT | O_WRONLY, 0600));
+    start_cand(&a, dir, ep, "hw", "a", NULL);
+    ASSERT(wait_order(ep, "hw", "a", 15));
+    start_cand(&b, dir, ep, "hw", "b",
+               (const char *[]){"--health-cmd", cmd_b, "--health-interval", "200ms",
+                                "--health-retries", "2", NULL});
+    ASSERT(wait_order(ep, "hw", "a b", 15));
+    unlink(path_in(dir, "ok-b"));
+    ASSERT(wait_order(ep, "hw", "a", 10));
+    ASSERT(wait_contains(b.err, "\"event\":\"unhealthy\"", 1));
+    close(open(path_in(dir, "ok-b"), O_CREAT | O_WRONLY, 0600));
+    ASSERT(wait_order(ep, "hw", "a b", 10));
+    char last[16];
+    ASSERT_EQ(1, check_activity(dir, last, sizeof(last))); /* a never stopped */
+    ASSERT_STREQ("a", last);
+    stop_cand(&b);
+    stop_cand(&a);
+    free(dir);
+    eh_stop(c);
+}
+
 /* A check that hangs is a failure at --health-timeout, and its process group
  * (the shell and what it started) is killed each time. */
 TEST_WITH_TIMEOUT(health_hung_check_fails_at_its_timeout_and_is_killed, 60)
