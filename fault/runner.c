@@ -241,6 +241,49 @@ static pid_t spawn(const char *const argv[], const char *out_path, const char *e
     return spawn_ex(argv, out_path, err_path, netns, false);
 }
 
+static void endpoints_for(int id, bool netns, bool slow, char *out, size_t cap);
+
+/* `elector ARGS` (the tool, e.g. a switchover) with the cluster's endpoints
+ * first, stdout and stderr to out_path; its pid (tracked), or -1. */
+pid_t fr_spawn_elector(fr_world *w, const char *const args[], const char *out_path)
+{
+    (void)w;
+    char eps[600];
+    endpoints_for(0, false, false, eps, sizeof eps);
+    const char *argv[40] = {g_elector_bin, "--endpoints", eps};
+    int n = 3;
+    for (int i = 0; args[i] && n < 39; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    return spawn(argv, out_path, out_path, NULL);
+}
+
+/* Waits (pumping) for a process from fr_spawn_elector; its wait status, or -1
+ * after timeout_ms (then it is SIGKILLed and reaped). */
+int fr_wait_pid(fr_world *w, pid_t pid, int timeout_ms)
+{
+    int64_t end = fr_now() + (int64_t)timeout_ms * 1000000;
+    int st;
+    for (;;) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) break;
+        if (r < 0 && errno != EINTR) {
+            st = -1;
+            break;
+        }
+        if (fr_now() >= end) {
+            kill(pid, SIGKILL);
+            while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+            }
+            st = -1;
+            break;
+        }
+        fr_sleep(w, 5);
+    }
+    untrack(pid);
+    return st;
+}
+
 /* Children of ours that we did not start: with PR_SET_CHILD_SUBREAPER, the
  * orphans of `elector run` candidates (a guard whose elector was SIGKILLed, a
  * job's descendants whose guard and elector are gone) are reparented to us. They

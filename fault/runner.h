@@ -131,6 +131,10 @@ int fr_next_in_line(fr_world *w, int leader);
 bool fr_ensure_leader(fr_world *w, int want); /* rotate with SIGTERM until want leads */
 int fr_member_of(const char *endpoint);       /* member index of an endpoint, -1 */
 
+/* `elector ARGS` against the cluster (fr_spawn_elector), and its end */
+pid_t fr_spawn_elector(fr_world *w, const char *const args[], const char *out_path);
+int fr_wait_pid(fr_world *w, pid_t pid, int timeout_ms); /* wait status, -1: timeout */
+
 /* ---- etcd ---- */
 int fr_restore_members(fr_world *w); /* restart/resume every member, wait healthy */
 int64_t fr_revision(void);           /* current store revision, -1 on error */

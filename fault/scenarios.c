@@ -870,6 +870,62 @@ static int r_run_deadline_revoke(fr_world *w, int r)
 
 /* ---------------------------------------------------------------- table */
 
+/* `elector switchover` to a random waiting candidate; in odd rounds the leader's
+ * elector process group is SIGKILLed once it has begun to step down (its job is
+ * being stopped): the guard stops the tree and releases the lease, and the
+ * switchover still ends with the target leading. The checker judges overlap. */
+static int r_run_switchover(fr_world *w, int r)
+{
+    int l = run_leader(w);
+    if (l < 0) return -1;
+    int t = fr_random_waiter(w);
+    if (t < 0) return -1;
+    char to[32], out[600], timeout[32];
+    snprintf(to, sizeof to, "cand-%d", t);
+    snprintf(out, sizeof out, "%s/switchover-%d.out", w->dir, r);
+    snprintf(timeout, sizeof timeout, "%dms", bound() + 10000);
+    bool kill_leader = r % 2 == 1;
+    int64_t t0 = fr_now();
+    fr_mark_fault(w, "switchover to cand %d (leader cand %d, token %" PRId64 ")%s", t, l,
+                  w->c[l].token,
+                  kill_leader ? "; the leader SIGKILLed while it steps down" : "");
+    pid_t sw = fr_spawn_elector(w,
+                                (const char *const[]){"switchover", w->election, "--to",
+                                                      to, "--timeout", timeout, NULL},
+                                out);
+    if (sw < 0) return -1;
+    bool killed = false;
+    if (kill_leader) {
+        int64_t end = fr_now() + (int64_t)(bound() + 5000) * 1000000;
+        while (fr_now() < end && w->c[l].pid) {
+            char *s = fu_read_file(w->c[l].err_path, NULL);
+            bool stepping = s && strstr(s, "the target is next in line");
+            free(s);
+            if (stepping) break;
+            fr_sleep(w, 2);
+        }
+        fr_signal_group(w, l, SIGKILL);
+        killed = true;
+    }
+    fr_mark_heal(w, killed ? "leader dead: the guard stops the tree, releases the lease"
+                           : "switchover under way");
+    int st = fr_wait_pid(w, sw, bound() + 15000);
+    int n = fr_wait_leader(w, killed ? l : -1, -1, bound() + 3000);
+    fr_sleep(w, 300);
+    fr_mark_end(w);
+    expect(w, st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+           "switchover to cand %d exits 0 (status %d)", t, st);
+    expect(w, n == t, "cand %d leads after the switchover (leader: cand %d)", t, n);
+    fr_say("   switchover to cand %d: %.0f ms to its job%s", t,
+           n == t ? ms_since(t0, w->c[t].job_start) : -1.0,
+           killed ? " (old leader SIGKILLed midway)" : "");
+    if (killed) {
+        fr_reap_wait(w, l, 5000);
+        fr_replace(w, l);
+    }
+    return 0;
+}
+
 const fr_scenario fr_scenarios[] = {
     {.name = "kill",
      .ncand = 3,
@@ -977,6 +1033,13 @@ const fr_scenario fr_scenarios[] = {
      .round = r_run_deadline,
      .what =
          "run: leader cut off (netns), job ignores SIGTERM: SIGKILLed at the deadline"},
+    {.name = "run-switchover",
+     .ncand = 4,
+     .run = true,
+     .rounds = 4,
+     .round = r_run_switchover,
+     .what = "run: switchover to a random waiter; every other round the leader is "
+             "SIGKILLed while it steps down"},
     {.name = "run-deadline-revoke",
      .ncand = 3,
      .run = true,

@@ -124,6 +124,58 @@ TEST(usage_errors_say_what_is_wrong)
     ASSERT(o.help);
 }
 
+/* --health-* and switchover: the texts of docs/BAD_INPUT.md, and the defaults. */
+TEST(health_and_switchover_options_are_checked)
+{
+    static struct {
+        const char *args[10];
+        const char *msg;
+    } bad[] = {
+        {{"run", "N", "--health-interval", "0", "--health-cmd", "true", "--", "x"},
+         "--health-interval: invalid duration '0' (use e.g. 500ms, 10s, 1m30s, 1.5h)"},
+        {{"run", "N", "--health-timeout", "soon", "--health-cmd", "true", "--", "x"},
+         "--health-timeout: invalid duration 'soon' (use e.g. 500ms, 10s, 1m30s, 1.5h)"},
+        {{"run", "N", "--health-retries", "0", "--health-cmd", "true", "--", "x"},
+         "--health-retries: '0' is not a number from 1 to 1000000"},
+        {{"run", "N", "--health-cmd", "", "--", "x"},
+         "--health-cmd: the command must not be empty"},
+        {{"run", "N", "--health-retries", "2", "--", "x"},
+         "--health-interval, --health-timeout, --health-retries and "
+         "--health-start-period need --health-cmd"},
+        {{"observe", "N", "--health-cmd", "true"},
+         "--health-cmd and --health-* are for run and campaign"},
+        {{"switchover", "N"},
+         "switchover: missing --to VALUE (the value of the candidate that is to lead)"},
+        {{"switchover", "N", "--to", "v", "--timeout", "-1s"},
+         "--timeout: invalid duration '-1s' (use e.g. 500ms, 10s, 1m30s, 1.5h)"},
+        {{"campaign", "N", "--to", "v"},
+         "--to and --timeout are for `elector switchover`"},
+        {{"switchover"}, "missing election NAME (see elector switchover --help)"},
+    };
+    tool_opts o;
+    char err[256];
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ASSERT_EQ(EXIT_USAGE, parse(&o, err, bad[i].args));
+        ASSERT_STREQ(bad[i].msg, err);
+    }
+    ASSERT_OK(parse(
+        &o, err, (const char *[]){"run", "N", "--health-cmd", "true", "--", "x", NULL}));
+    ASSERT_STREQ("true", o.health_cmd);
+    ASSERT_EQ(10000, o.health_interval_ms);
+    ASSERT_EQ(10000, o.health_timeout_ms);
+    ASSERT_EQ(3, o.health_retries);
+    ASSERT_EQ(0, o.health_start_ms);
+    ASSERT_OK(parse(&o, err,
+                    (const char *[]){"campaign", "N", "--health-cmd", "true",
+                                     "--health-start-period", "1m", "--health-retries",
+                                     "5", NULL}));
+    ASSERT_EQ(60000, o.health_start_ms);
+    ASSERT_EQ(5, o.health_retries);
+    ASSERT_OK(parse(&o, err, (const char *[]){"switchover", "N", "--to", "v", NULL}));
+    ASSERT_EQ(CMD_SWITCHOVER, o.cmd);
+    ASSERT_STREQ("v", o.to);
+}
+
 /* ---------------------------------------------------------------- etcdctl's forms */
 
 TEST(durations_take_go_syntax)
@@ -616,8 +668,9 @@ TEST(every_option_and_variable_is_documented)
 {
     char *man = read_all(ELECTOR_DOCS_DIR "/elector.1");
     char *comp = read_all(ELECTOR_DOCS_DIR "/../tool/elector.bash-completion");
-    static const enum tool_cmd cmds[] = {CMD_NONE,   CMD_CAMPAIGN, CMD_OBSERVE,
-                                         CMD_LEADER, CMD_RUN,      CMD_LOCK};
+    static const enum tool_cmd cmds[] = {CMD_NONE,      CMD_CAMPAIGN, CMD_OBSERVE,
+                                         CMD_LEADER,    CMD_RUN,      CMD_LOCK,
+                                         CMD_SWITCHOVER};
     const char *name;
     char shrt;
     int env, n = 0;

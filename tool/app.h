@@ -8,6 +8,8 @@
  *   proclaim.c  --proclaim-stdin: lines from stdin
  *   observe.c   observe and leader
  *   status.c    the leader followed while waiting; systemd's notifications
+ *   health.c    --health-cmd, and stepping down without exiting (health, switchover)
+ *   switchover.c  `switchover` (the requester) and the candidates' side of it
  *
  * One event loop (poll) serves etcd, signals (signalfd), the optional HTTP
  * endpoint, stdin (--proclaim-stdin) and the supervised command. */
@@ -18,6 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "elector/election.h"
+#include "healthcheck.h"
 #include "http.h"
 #include "log.h"
 #include "notify.h"
@@ -71,6 +74,12 @@ struct app {
     bool has_next;
 
     char hint_buf[512]; /* app_hint's composed texts */
+
+    /* Stepping down without exiting (health.c): --health-cmd, switchover. */
+    tool_health *health;
+    int sd_state;      /* SD_* of health.c */
+    bool health_out;   /* unhealthy: out of the queue until a check passes */
+    struct app_sw *sw; /* the candidates' side of switchover (switchover.c) */
 
     /* Snapshots for the HTTP view (they must outlive fill_view's return). */
     elector_session_stats view_ka;
@@ -130,6 +139,24 @@ void app_check_child(struct app *a);
 /* proclaim.c */
 void app_read_stdin(struct app *a);
 void app_proclaim_pending(struct app *a);
+
+/* health.c */
+void app_health_start(struct app *a);
+void app_health_process(struct app *a);
+int64_t app_health_timeout(const struct app *a);
+void app_health_free(struct app *a);
+void app_step_down(struct app *a, const char *why);
+bool app_stepdown_child_gone(struct app *a);
+bool app_stepdown_event(struct app *a, const elector_event *ev);
+bool app_campaign_blocked(struct app *a);
+
+/* switchover.c */
+int app_cmd_switchover(struct app *a);
+void app_sw_start(struct app *a); /* candidates: join the protocol */
+void app_sw_process(struct app *a);
+int64_t app_sw_timeout(const struct app *a);
+void app_sw_free(struct app *a);    /* before the client is freed */
+void app_sw_release(struct app *a); /* after */
 
 /* observe.c */
 int app_cmd_leader(struct app *a);

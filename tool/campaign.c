@@ -96,6 +96,7 @@ void app_on_event(elector_election *el, const elector_event *ev, void *ud)
     struct app *a = ud;
     if (a->o->fmt == FMT_JSON) app_event(a, ev);
     app_note_event(a, ev);
+    if (app_stepdown_event(a, ev)) return; /* health.c: out of the queue, or back */
     switch (ev->type) {
     case ELECTOR_EV_WAITING:
         a->joined = true;
@@ -142,6 +143,7 @@ void app_on_event(elector_election *el, const elector_event *ev, void *ud)
  * serving signals and HTTP; a failed grant comes back as a FAILED event. */
 void app_start_campaign(struct app *a)
 {
+    if (app_campaign_blocked(a)) return; /* unhealthy: health.c campaigns later */
     if (a->session_dead) {
         if (a->el) elector_election_free(a->el);
         a->el = NULL;

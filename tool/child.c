@@ -136,6 +136,7 @@ void app_check_child(struct app *a)
     a->child = NULL;
     a->child_status = st;
     child_ended(a, st, why);
+    if (app_stepdown_child_gone(a)) return; /* health.c resigns, and maybe rejoins */
     /* The whole tree is gone: only now may the lease (our key) be released. */
     if (a->o->restart && !a->stopping) {
         a->restart_pending = true;

@@ -20,6 +20,8 @@ static const char GENERAL[] =
     "  lock NAME [[--] CMD...]  Take the lock NAME (as `etcdctl lock`): print its key "
     "and\n"
     "                           hold it until interrupted, or run CMD while holding it.\n"
+    "  switchover NAME --to V   Make the elector candidate whose value is V the leader\n"
+    "                           (rolling upgrades); exit 0 once it leads.\n"
     "  help [COMMAND]           This help, or a command's (also: COMMAND --help).\n"
     "  version                  Print the version.\n"
     "\n"
@@ -59,8 +61,8 @@ static const char GENERAL[] =
     "false).\n"
     "\n"
     "Exit status: 0 success, 1 error (etcd unreachable, TLS, auth, a port taken, ...),\n"
-    "2 bad usage, 3 leadership (the lock) lost, 4 no leader (leader). run and lock with "
-    "a\n"
+    "2 bad usage, 3 leadership (the lock) lost, 4 no leader (leader), 5 switchover\n"
+    "refused, 6 switchover timed out. run and lock with a\n"
     "command: CMD's status when it ended on its own (128+N if killed by signal N, 126\n"
     "not executable, 127 not found), 3 when it was stopped because leadership ended.\n"
     "\n"
@@ -77,6 +79,8 @@ static const char GENERAL[] =
     "  elector leader my-service || echo \"nobody leads\"\n"
     "  elector run my-service --ttl 5s --http :9090 -- ./scheduler --config s.yaml\n"
     "  elector lock backup -- ./backup.sh\n"
+    "  elector run my-service --health-cmd 'curl -fs localhost:8080/ok' -- ./server\n"
+    "  elector switchover my-service --to node-2\n"
     "\n"
     "More in elector(1).\n";
 
@@ -98,6 +102,14 @@ static const char CAMPAIGN[] =
     "(PORT,\n"
     "                      :PORT or HOST:PORT; host 127.0.0.1 by default)\n"
     "  --ttl DURATION      session lease TTL (default 10s)\n"
+    "  --health-cmd CMD    a health check, `/bin/sh -c CMD`: after --health-retries\n"
+    "                      failures in a row, step down (resign) and stay out of\n"
+    "                      the election until a check passes, then campaign again\n"
+    "  --health-interval D   between checks (default 10s)\n"
+    "  --health-timeout D    a check running longer fails, its group killed (10s)\n"
+    "  --health-retries N    failures in a row that make it unhealthy (default 3)\n"
+    "  --health-start-period D  failures in this first period do not count (0)\n"
+    "Takes part in `elector switchover` (see there).\n"
     "Global options: elector --help.\n";
 
 static const char OBSERVE[] =
@@ -143,6 +155,15 @@ static const char RUN[] =
     "  --events-fd N       with -w json: the events to fd N instead of stderr\n"
     "  --http ADDR         serve GET /leader, /healthz[?leader=1], /metrics on ADDR\n"
     "  --ttl DURATION      session lease TTL (default 10s)\n"
+    "  --health-cmd CMD    a health check, `/bin/sh -c CMD`: after --health-retries\n"
+    "                      failures in a row, step down (stop CMD as on a loss, then "
+    "resign) and stay out of\n"
+    "                      the election until a check passes, then campaign again\n"
+    "  --health-interval D   between checks (default 10s)\n"
+    "  --health-timeout D    a check running longer fails, its group killed (10s)\n"
+    "  --health-retries N    failures in a row that make it unhealthy (default 3)\n"
+    "  --health-start-period D  failures in this first period do not count (0)\n"
+    "Takes part in `elector switchover` (see there).\n"
     "Exit status: CMD's when it ended on its own (128+N: signal N; 126: cannot be\n"
     "executed; 127: not found); 3 when it was stopped because leadership ended.\n"
     "Global options: elector --help.\n";
@@ -167,10 +188,31 @@ static const char LOCK[] =
     "  --http ADDR         serve GET /leader, /healthz, /metrics on ADDR\n"
     "Global options: elector --help.\n";
 
+static const char SWITCHOVER[] =
+    "Usage: elector [OPTIONS] switchover NAME --to VALUE [--timeout D]\n"
+    "\n"
+    "Make the candidate of NAME whose value is VALUE the leader, for a rolling\n"
+    "upgrade: the elector candidates (run, campaign) ahead of it step back to the end\n"
+    "of the line, then the leader steps down as on any loss (run: its command is\n"
+    "stopped and its tree gone before its key is deleted); the target is elected by\n"
+    "the usual protocol. The request is the key __elector/switchover/NAME, under a\n"
+    "lease of its own, withdrawn in every outcome. Once VALUE leads, print its key\n"
+    "and value as `leader` does (-w json: a leader event).\n"
+    "\n"
+    "Options:\n"
+    "  --to VALUE          the value of the candidate that is to lead (required)\n"
+    "  --timeout DURATION  give up after this long (default 60s)\n"
+    "Exit status: 0 VALUE leads (also when it already did); 5 refused: no candidate\n"
+    "or several have VALUE, a candidate ahead of it is not elector's (etcdctl elect:\n"
+    "its key is named), another switchover is under way, or the target left; 6 timed\n"
+    "out (the request is withdrawn; leadership stays where it is); 1 etcd errors.\n"
+    "Global options: elector --help.\n";
+
 static const char HELP[] =
     "Usage: elector help [COMMAND]\n"
     "\n"
-    "Print the help of elector, or of COMMAND (campaign, observe, leader, run, lock).\n";
+    "Print the help of elector, or of COMMAND (campaign, observe, leader, run, lock,\n"
+    "switchover).\n";
 
 static const char VERSION[] = "Usage: elector version\n\nPrint elector's version.\n";
 
@@ -187,6 +229,8 @@ const char *tool_help(enum tool_cmd cmd)
         return RUN;
     case CMD_LOCK:
         return LOCK;
+    case CMD_SWITCHOVER:
+        return SWITCHOVER;
     case CMD_VERSION:
         return VERSION;
     case CMD_HELP:

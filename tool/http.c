@@ -295,6 +295,11 @@ static MHD_Result_ on_request(void *cls, struct MHD_Connection *c, const char *u
             return v.is_leader
                        ? reply(c, MHD_HTTP_OK, TEXT, "ok\n", 0)
                        : reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, TEXT, "not leader\n", 0);
+        if (v.health) /* --health-cmd: its state in the body (the status is the session's)
+                       */
+            return reply(c,
+                         v.session_healthy ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
+                         TEXT, tool_healthz_body(&v), 1);
         return v.session_healthy
                    ? reply(c, MHD_HTTP_OK, TEXT, "ok\n", 0)
                    : reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, TEXT, "unhealthy\n", 0);

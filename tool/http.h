@@ -27,6 +27,8 @@ typedef struct tool_view {
     uint64_t leader_changes;     /* times the election's leader changed, as seen here */
     const char *version;         /* elector_build_info's label; NULL: not shown */
     double lease_remaining_s;    /* validity deadline - now, 0 if none */
+    const char *health;  /* --health-cmd: starting, healthy, unhealthy; NULL: none */
+    int health_failures; /* consecutive failed checks */
     const elector_session_stats *ka; /* NULL without a session */
     const elector_etcd_stats *etcd;  /* never NULL */
 } tool_view;
@@ -69,6 +71,10 @@ const char *tool_http_addr(const tool_http *h);
 
 /* Renders the Prometheus text exposition of v into a malloc'd string. */
 char *tool_metrics_render(const tool_view *v);
+
+/* GET /healthz's body with a health check: "ok\nhealth: healthy\n", or
+ * "unhealthy\nhealth: unhealthy (3 failures)\n" (malloc'd). */
+char *tool_healthz_body(const tool_view *v);
 
 /* Renders GET /leader's JSON object (one line, no newline) into a malloc'd string. */
 char *tool_leader_json(const tool_view *v);

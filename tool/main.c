@@ -5,6 +5,7 @@
  *   elector leader NAME               print the current leader once
  *   elector run NAME -- CMD [ARGS]    run CMD only while leader
  *   elector lock NAME [-- CMD ARGS]   etcdctl lock: hold a lock, or run CMD under it
+ *   elector switchover NAME --to V    make the candidate with value V the leader
  *
  * This file: setup (options, credentials, the client), the event loop, signals,
  * the HTTP view, cleanup. The rest is described in app.h. */
@@ -54,6 +55,10 @@ static void fill_view(void *ud, tool_view *v)
     v->leadership_changes = a->changes;
     v->leader_changes = a->leader_changes;
     v->version = elector_version();
+    if (a->health) {
+        v->health = tool_health_state_name(tool_health_get_state(a->health));
+        v->health_failures = tool_health_failures(a->health);
+    }
 }
 
 /* ---------------------------------------------------------------- loop */
@@ -116,6 +121,9 @@ static void loop(struct app *a)
         if (a->retry_at_ms && (t < 0 || a->retry_at_ms - now < t))
             t = a->retry_at_ms > now ? a->retry_at_ms - now : 0;
         if (a->child && (t < 0 || t > 100)) t = 100; /* deadline pushes */
+        int64_t st = app_health_timeout(a), wt = app_sw_timeout(a);
+        if (st >= 0 && (t < 0 || st < t)) t = st;
+        if (wt >= 0 && (t < 0 || wt < t)) t = wt;
         poll(p, (nfds_t)n, t < 0 || t > 1000 ? 1000 : (int)t);
         int logsig = 0;
         if (p[1].revents) {
@@ -135,6 +143,8 @@ static void loop(struct app *a)
             a->done = true;
         }
         app_check_child(a);
+        app_health_process(a);
+        app_sw_process(a);
         if (a->retry_at_ms && app_now_ms() >= a->retry_at_ms && !a->stopping) {
             a->retry_at_ms = 0;
             app_start_campaign(a);
@@ -175,6 +185,7 @@ static void default_value(struct app *a)
 static int run_command(struct app *a)
 {
     if (a->o->cmd == CMD_LEADER) return app_cmd_leader(a);
+    if (a->o->cmd == CMD_SWITCHOVER) return app_cmd_switchover(a);
     if (a->o->cmd == CMD_OBSERVE) {
         /* Before the signal mask: a ^C while the first read hangs just ends us. */
         int rc = app_start_observe(a);
@@ -197,6 +208,8 @@ static int run_command(struct app *a)
     if (a->o->cmd != CMD_OBSERVE) {
         default_value(a);
         if (app_supervised(a)) tool_child_init();
+        app_health_start(a);
+        if (a->o->cmd != CMD_LOCK) app_sw_start(a);
         /* The session is granted while the loop runs, so signals are served while
          * connecting; a failure before etcd was reached ends it (FAILED). */
         a->session_dead = true;
@@ -217,6 +230,8 @@ static void cleanup(struct app *a)
         app_stop_child(a);
         tool_child_free(a->child);
     }
+    app_health_free(a);
+    app_sw_free(a);
     elector_observer_free(a->obs);
     if (a->el) {
         if (elector_is_leader(a->el)) elector_resign(a->el);
@@ -225,6 +240,7 @@ static void cleanup(struct app *a)
     if (a->s) elector_session_close_sync(a->s, 2000); /* revoke: nothing lingers */
     tool_http_stop(a->http);
     elector_etcd_free(a->etcd);
+    app_sw_release(a);
     free(a->value);
     free(a->in_buf);
     free(a->next);

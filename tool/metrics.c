@@ -317,6 +317,15 @@ static void alert_metrics(mbuf *b, const tool_view *v)
     free(p);
 }
 
+char *tool_healthz_body(const tool_view *v)
+{
+    mbuf b = {0};
+    putf(&b, "%s\nhealth: %s", v->session_healthy ? "ok" : "unhealthy", v->health);
+    if (v->health_failures) putf(&b, " (%d failures)", v->health_failures);
+    puts_(&b, "\n");
+    return finish(&b);
+}
+
 char *tool_metrics_render(const tool_view *v)
 {
     mbuf b = {0};
@@ -339,6 +348,18 @@ char *tool_metrics_render(const tool_view *v)
     family(&b, "elector_session_healthy", "gauge",
            "1 while the session's lease is provably alive (observe: while connected).");
     putf(&b, "elector_session_healthy %d\n", v->session_healthy ? 1 : 0);
+
+    if (v->health) { /* --health-cmd */
+        family(&b, "elector_health_status", "gauge",
+               "The health check's state (--health-cmd): 1 for the current one.");
+        static const char *const states[] = {"starting", "healthy", "unhealthy"};
+        for (size_t i = 0; i < 3; i++)
+            putf(&b, "elector_health_status{state=\"%s\"} %d\n", states[i],
+                 !strcmp(v->health, states[i]));
+        family(&b, "elector_health_failures", "gauge",
+               "Consecutive failed health checks counted (0 after a pass).");
+        putf(&b, "elector_health_failures %d\n", v->health_failures);
+    }
 
     rtt_histogram(&b, v->ka);
 

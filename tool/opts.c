@@ -154,6 +154,13 @@ enum opt_id {
     O_PROCLAIM,
     O_RESTART,
     O_EVENTS_FD,
+    O_HEALTH_CMD,
+    O_HEALTH_INTERVAL,
+    O_HEALTH_TIMEOUT,
+    O_HEALTH_RETRIES,
+    O_HEALTH_START,
+    O_TO,
+    O_TIMEOUT,
     O_HELP,
     O_VERSION,
     O_COUNT
@@ -196,6 +203,13 @@ static const struct optdef {
     [O_PROCLAIM] = {"proclaim-stdin", no_argument, 0, ENV_NONE},
     [O_RESTART] = {"restart", no_argument, 0, ENV_NONE},
     [O_EVENTS_FD] = {"events-fd", required_argument, 0, ENV_NONE},
+    [O_HEALTH_CMD] = {"health-cmd", required_argument, 0, ENV_NONE},
+    [O_HEALTH_INTERVAL] = {"health-interval", required_argument, 0, ENV_NONE},
+    [O_HEALTH_TIMEOUT] = {"health-timeout", required_argument, 0, ENV_NONE},
+    [O_HEALTH_RETRIES] = {"health-retries", required_argument, 0, ENV_NONE},
+    [O_HEALTH_START] = {"health-start-period", required_argument, 0, ENV_NONE},
+    [O_TO] = {"to", required_argument, 0, ENV_NONE},
+    [O_TIMEOUT] = {"timeout", required_argument, 0, ENV_NONE},
     [O_HELP] = {"help", no_argument, 'h', ENV_NONE},
     [O_VERSION] = {"version", no_argument, 0, ENV_NONE},
 };
@@ -205,12 +219,13 @@ static const struct optdef {
 static const struct {
     const char *name;
     enum tool_cmd cmd;
-} cmds[] = {{"campaign", CMD_CAMPAIGN}, {"observe", CMD_OBSERVE}, {"leader", CMD_LEADER},
-            {"run", CMD_RUN},           {"lock", CMD_LOCK},       {"help", CMD_HELP},
-            {"version", CMD_VERSION}};
+} cmds[] = {{"campaign", CMD_CAMPAIGN}, {"observe", CMD_OBSERVE},
+            {"leader", CMD_LEADER},     {"run", CMD_RUN},
+            {"lock", CMD_LOCK},         {"switchover", CMD_SWITCHOVER},
+            {"help", CMD_HELP},         {"version", CMD_VERSION}};
 
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
-#define CMD_LIST "campaign, observe, leader, run, lock, help, version"
+#define CMD_LIST "campaign, observe, leader, run, lock, switchover, help, version"
 
 const char *tool_cmd_name(enum tool_cmd c)
 {
@@ -388,6 +403,30 @@ static int apply(tool_opts *o, int id, const tool_setting *s, char *err, size_t 
     case O_VERSION:
         o->version = true;
         break;
+    case O_HEALTH_CMD:
+        if (!*v) return usage_err(err, cap, "%s: the command must not be empty", s->from);
+        o->health_cmd = v;
+        break;
+    case O_HEALTH_INTERVAL:
+        return set_duration(s, &o->health_interval_ms, false, err, cap);
+    case O_HEALTH_TIMEOUT:
+        return set_duration(s, &o->health_timeout_ms, false, err, cap);
+    case O_HEALTH_START:
+        return set_duration(s, &o->health_start_ms, true, err, cap);
+    case O_TIMEOUT:
+        return set_duration(s, &o->timeout_ms, false, err, cap);
+    case O_TO:
+        o->to = v;
+        break;
+    case O_HEALTH_RETRIES: {
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (!*v || *end || n < 1 || n > 1000000)
+            return usage_err(err, cap, "%s: '%.100s' is not a number from 1 to 1000000",
+                             s->from, v);
+        o->health_retries = (int)n;
+        break;
+    }
     case O_EVENTS_FD: {
         char *end;
         long fd = strtol(v, &end, 10);
@@ -517,8 +556,25 @@ static int check(tool_opts *o, const struct raw *r, char *err, size_t cap)
         return usage_err(err, cap,
                          "--events-fd is for `elector -w json run` (or lock with "
                          "a command)");
-    if (given[O_HTTP] && o->cmd == CMD_LEADER)
+    if (given[O_HTTP] && (o->cmd == CMD_LEADER || o->cmd == CMD_SWITCHOVER))
         return usage_err(err, cap, "--http is for campaign, run, lock and observe");
+    if ((given[O_HEALTH_CMD] || given[O_HEALTH_INTERVAL] || given[O_HEALTH_TIMEOUT] ||
+         given[O_HEALTH_RETRIES] || given[O_HEALTH_START]) &&
+        o->cmd != CMD_RUN && o->cmd != CMD_CAMPAIGN)
+        return usage_err(err, cap,
+                         "--health-cmd and --health-* are for run and campaign");
+    if ((given[O_HEALTH_INTERVAL] || given[O_HEALTH_TIMEOUT] || given[O_HEALTH_RETRIES] ||
+         given[O_HEALTH_START]) &&
+        !o->health_cmd)
+        return usage_err(err, cap,
+                         "--health-interval, --health-timeout, --health-retries and "
+                         "--health-start-period need --health-cmd");
+    if ((given[O_TO] || given[O_TIMEOUT]) && o->cmd != CMD_SWITCHOVER)
+        return usage_err(err, cap, "--to and --timeout are for `elector switchover`");
+    if (o->cmd == CMD_SWITCHOVER && !o->to)
+        return usage_err(err, cap,
+                         "switchover: missing --to VALUE (the value of the candidate "
+                         "that is to lead)");
     if (given[O_VALUE] && o->cmd != CMD_RUN && o->cmd != CMD_CAMPAIGN)
         return usage_err(err, cap,
                          "--value is only for campaign and run (a lock's value "
@@ -578,6 +634,9 @@ int tool_parse_args_env(int argc, char **argv, tool_getenv_fn env, tool_opts *o,
     o->log = LOG_INFO;
     o->grace_ms = -1;
     o->insecure_transport = true;
+    o->health_interval_ms = 10000;
+    o->health_timeout_ms = 10000;
+    o->health_retries = 3;
     if (cap) err[0] = 0;
     struct option longopts[O_COUNT + 1];
     char shorts[16] = "-:"; /* in order, positionals as 1; ':' for a missing value */

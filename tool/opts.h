@@ -25,6 +25,7 @@ enum tool_cmd {
     CMD_LEADER,
     CMD_RUN,
     CMD_LOCK,
+    CMD_SWITCHOVER,
     CMD_HELP,
     CMD_VERSION
 };
@@ -35,10 +36,13 @@ enum tool_logfmt { LOGFMT_TEXT, LOGFMT_JSON };
 /* Exit statuses (also in --help and the man page). */
 enum {
     EXIT_OK = 0,
-    EXIT_ERROR = 1,   /* etcd unreachable, TLS, auth, a port taken, ... */
-    EXIT_USAGE = 2,   /* bad command line or environment */
-    EXIT_LOST = 3,    /* we led (held the lock) and lost it */
-    EXIT_NOLEADER = 4 /* `leader`: nobody leads */
+    EXIT_ERROR = 1,    /* etcd unreachable, TLS, auth, a port taken, ... */
+    EXIT_USAGE = 2,    /* bad command line or environment */
+    EXIT_LOST = 3,     /* we led (held the lock) and lost it */
+    EXIT_NOLEADER = 4, /* `leader`: nobody leads */
+    EXIT_REFUSED = 5,  /* `switchover`: cannot be done (unknown or ambiguous target, a
+                          foreign candidate ahead, another switchover, target gone) */
+    EXIT_TIMEOUT = 6   /* `switchover`: the target did not lead within --timeout */
 };
 
 /* Where a setting came from: the command line or a variable. */
@@ -71,7 +75,14 @@ typedef struct tool_opts {
     const char *cacert, *cert, *key;
     tool_setting user, password, password_file;
     const char *http; /* --http ADDR */
-    int events_fd;    /* run/lock -w json: events to this fd (0: stderr) */
+    /* run, campaign: --health-* (tool/healthcheck.h); health_cmd NULL: none */
+    const char *health_cmd;
+    int64_t health_interval_ms, health_timeout_ms, health_start_ms;
+    int health_retries;
+    /* switchover: --to VALUE, --timeout (0: default 60 s) */
+    const char *to;
+    int64_t timeout_ms;
+    int events_fd; /* run/lock -w json: events to this fd (0: stderr) */
     enum tool_fmt fmt;
     enum tool_log log;
     enum tool_logfmt log_format;

@@ -103,6 +103,12 @@ char *tool_event_json(const tool_event_out *e)
         if (!b.oom && tool_json_str(&b.p, &b.len, &b.cap, (const uint8_t *)r, strlen(r)))
             b.oom = true;
     }
+    if (e->check) {
+        raw(&b, ",\"failures\":%d,\"check\":", e->failures);
+        if (!b.oom && tool_json_str(&b.p, &b.len, &b.cap, (const uint8_t *)e->check,
+                                    strlen(e->check)))
+            b.oom = true;
+    }
     raw(&b, ",\"mono_ns\":%" PRId64 ",\"unix_ms\":%" PRId64 "}", e->mono_ns, e->unix_ms);
     if (b.oom) {
         free(b.p);

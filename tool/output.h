@@ -14,7 +14,7 @@
  * so that every byte can be recovered. NULL pointers leave fields out. */
 typedef struct tool_event_out {
     const char *event;  /* waiting, elected, proclaimed, proclaim_failed, lost, resigned,
-                           failed, leader, no_leader */
+                           failed, leader, no_leader, healthy, unhealthy */
     const char *name;   /* the election */
     const uint8_t *key; /* ours (campaign, run, lock) or the leader's (observe, leader) */
     size_t key_len;
@@ -26,6 +26,8 @@ typedef struct tool_event_out {
     int64_t lease;      /* key's lease; 0: left out */
     const char *error;  /* ELECTOR_E* name (lost, failed, proclaim_failed, ...) */
     const char *reason; /* its text */
+    const char *check;  /* healthy, unhealthy: the last check's result (NULL: none) */
+    int failures;       /* with check: consecutive failures counted */
     int64_t mono_ns;    /* CLOCK_MONOTONIC of the change */
     int64_t unix_ms;    /* the same instant on the wall clock */
 } tool_event_out;

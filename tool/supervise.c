@@ -282,7 +282,7 @@ struct guard {
     pid_t cmd; /* also its process group */
     int in, out, sfd, tfd;
     int64_t deadline, grace, term_at, kill_at;
-    bool termed, killing, eof, cmd_done;
+    bool termed, killing, eof, quit, cmd_done;
     int cmd_status;
     tool_child_cause cause;
     char cg[PATH_MAX];
@@ -312,6 +312,7 @@ static void guard_apply(struct guard *g, const struct msg *m)
         break;
     case M_STOP:
     case M_QUIT:
+        if (m->type == M_QUIT) g->quit = true;
         stop_for(g, TOOL_CHILD_STOPPED);
         g->term_at = 0;
         int64_t at = m->value ? m->value : now + g->grace;
@@ -421,7 +422,10 @@ static _Noreturn void guard_main(struct guard *g)
     if (!g->cmd_done) kill(-g->cmd, SIGKILL);
     kill_tree(getpid(), g->cg, g->sfd, -1, note_reaped, g);
     cgroup_remove(g->cg);
-    if ((g->cause == TOOL_CHILD_ORPHANED || g->cause == TOOL_CHILD_DEADLINE) &&
+    /* elector gone without a word (also while it was stopping the command: a
+     * step-down cut short) or the deadline passed: nobody else releases. */
+    if ((g->cause == TOOL_CHILD_ORPHANED || g->cause == TOOL_CHILD_DEADLINE ||
+         (g->eof && !g->quit)) &&
         g->sp->release)
         g->sp->release(g->sp->ud);
     report(g, R_DONE, g->cause, g->cmd_done ? g->cmd_status : 128 + SIGKILL);

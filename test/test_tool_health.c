@@ -1,0 +1,573 @@
+/* Operations against real etcd: health-driven step-down (--health-cmd) and
+ * `elector switchover`. Every candidate runs a job that appends "start V NS" and
+ * "stop V NS" (wall clock) to one activity log; the log is checked for overlap:
+ * at no instant may two jobs run. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "testlib.h"
+#include "tool_util.h"
+
+/* ---------------------------------------------------------------- helpers */
+
+typedef struct cand {
+    pid_t pid; /* elector, leader of a process group of its own */
+    char val[16];
+    char err[512];
+} cand;
+
+static char *path_in(const char *dir, const char *name)
+{
+    static char p[8][512];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(p[k], sizeof(p[k]), "%s/%s", dir, name);
+    return p[k];
+}
+
+/* The job: logs start, and stop on SIGTERM (after `slow` seconds of cleanup). */
+static void write_job(const char *dir, const char *slow)
+{
+    FILE *f = fopen(path_in(dir, "job.sh"), "w");
+    ASSERT_NOT_NULL(f);
+    fprintf(f,
+            "echo \"start $1 $(date +%%s%%N)\" >> %s/activity\n"
+            "trap 'sleep %s; echo \"stop $1 $(date +%%s%%N)\" >> %s/activity; exit 0' "
+            "TERM\n"
+            "while :; do sleep 0.05; done\n",
+            dir, slow, dir);
+    fclose(f);
+}
+
+/* Starts `elector run NAME --value V [extra...] -- sh job.sh V` in its own
+ * process group, stdout to /dev/null, stderr to DIR/V.err. */
+/* Every candidate started, killed (with its group) if a test fails midway; a
+ * guard left alone stops its job by the deadline and exits. */
+static pid_t g_started[16];
+static int g_nstarted;
+
+static void kill_started(void)
+{
+    for (int i = 0; i < g_nstarted; i++)
+        if (g_started[i] > 0) kill(-g_started[i], SIGKILL);
+}
+
+static void start_cand(cand *c, const char *dir, const char *ep, const char *name,
+                       const char *val, const char *const extra[])
+{
+    snprintf(c->val, sizeof(c->val), "%s", val);
+    snprintf(c->err, sizeof(c->err), "%s/%s.err", dir, val);
+    const char *argv[48] = {ELECTOR_BIN, "--endpoints", ep, "--ttl", "5", "-w", "json"};
+    int n = 7;
+    argv[n++] = "run";
+    argv[n++] = name;
+    argv[n++] = "--value";
+    argv[n++] = val;
+    argv[n++] = "--grace";
+    argv[n++] = "2s";
+    for (int i = 0; extra && extra[i]; i++)
+        argv[n++] = extra[i];
+    argv[n++] = "--";
+    argv[n++] = "sh";
+    argv[n++] = path_in(dir, "job.sh");
+    argv[n++] = val;
+    argv[n] = NULL;
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        setpgid(0, 0);
+        int in = open("/dev/null", O_RDWR);
+        int e = open(c->err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(in, 0);
+        dup2(in, 1);
+        dup2(e, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    c->pid = pid;
+    if (!g_nstarted) atexit(kill_started);
+    if (g_nstarted < 16) g_started[g_nstarted++] = pid;
+}
+
+static void stop_cand(cand *c)
+{
+    if (c->pid <= 0) return;
+    kill(c->pid, SIGCONT);
+    int st = tl_reap(c->pid, SIGTERM, 15); /* SIGKILL after 15 s */
+    c->pid = 0;
+    if (!WIFEXITED(st) || WEXITSTATUS(st)) tl_log("%s: status %d", c->err, st);
+    ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0); /* resigned; a sanitizer is quiet */
+    free(check_file(c->err)); /* its JSON events against the schema */
+}
+
+/* etcdctl's view: the values of NAME/ in create order, space separated. */
+static char *order(const char *ep, const char *name)
+{
+    char prefix[128];
+    snprintf(prefix, sizeof(prefix), "%s/", name);
+    char *out = NULL;
+    int rc = tl_run(&out, (const char *[]){"etcdctl", "--endpoints", ep, "get",
+                                           "--prefix", prefix, "--print-value-only",
+                                           "--sort-by=CREATE", "--order=ASCEND", NULL});
+    ASSERT_EQ(0, rc);
+    for (char *p = out; p && *p; p++)
+        if (*p == '\n') *p = ' ';
+    size_t n = out ? strlen(out) : 0;
+    while (n && out[n - 1] == ' ')
+        out[--n] = 0;
+    return out;
+}
+
+/* Stops the candidates from the back of the line to the leader, so that
+ * nobody is elected while they go. */
+static void stop_all(cand *cs, int n, const char *ep, const char *name)
+{
+    char *o = order(ep, name);
+    for (int i = 0; i < n; i++) /* those out of the line first */
+        if (cs[i].pid && !strstr(o, cs[i].val)) stop_cand(&cs[i]);
+    for (char *p = o + strlen(o); p >= o; p--) {
+        if (p > o && p[-1] != ' ') continue;
+        for (int i = 0; i < n; i++)
+            if (cs[i].pid && !strncmp(p, cs[i].val, strlen(cs[i].val))) stop_cand(&cs[i]);
+    }
+    free(o);
+}
+
+/* How many keys start with prefix. */
+static int count(const char *ep, const char *prefix)
+{
+    char *out = NULL;
+    int rc = tl_run(&out, (const char *[]){"etcdctl", "--endpoints", ep, "get",
+                                           "--prefix", prefix, "--keys-only", NULL});
+    ASSERT_EQ(0, rc);
+    int n = 0;
+    for (char *p = out; p && *p;) {
+        char *nl = strchr(p, '\n');
+        if (nl != p) n++; /* a key, then an empty line */
+        if (!nl) break;
+        p = nl + 1;
+    }
+    free(out);
+    return n;
+}
+
+static bool wait_order(const char *ep, const char *name, const char *want, double s)
+{
+    double end = tl_now() + s;
+    for (;;) {
+        char *o = order(ep, name);
+        bool yes = tl_streq(o, want);
+        if (yes || tl_now() > end) tl_log("order of %s: '%s' (want '%s')", name, o, want);
+        free(o);
+        if (yes) return true;
+        if (tl_now() > end) return false;
+        tl_msleep(50);
+    }
+}
+
+/* Waits until n candidates are in line and each has its member key. */
+static void wait_ready(const char *ep, const char *name, int n)
+{
+    char mp[128], p[128];
+    snprintf(mp, sizeof(mp), "__elector/candidates/%s/", name);
+    snprintf(p, sizeof(p), "%s/", name);
+    double end = tl_now() + 15;
+    while (count(ep, p) != n || count(ep, mp) != n) {
+        ASSERT(tl_now() < end);
+        tl_msleep(50);
+    }
+}
+
+/* The activity log never shows two jobs running at once; returns the number of
+ * starts, and the value of the job that runs at the end in *last (or ""). */
+static int check_activity(const char *dir, char *last, size_t cap)
+{
+    FILE *f = fopen(path_in(dir, "activity"), "r");
+    ASSERT_NOT_NULL(f);
+    struct ev {
+        char what[8], who[16];
+        long long t;
+    } ev[256];
+    int n = 0;
+    while (n < 256 && fscanf(f, "%7s %15s %lld", ev[n].what, ev[n].who, &ev[n].t) == 3)
+        n++;
+    fclose(f);
+    /* By time: the appends of different jobs may interleave. */
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && ev[j].t < ev[j - 1].t; j--) {
+            struct ev x = ev[j];
+            ev[j] = ev[j - 1];
+            ev[j - 1] = x;
+        }
+    char running[16] = "";
+    int starts = 0;
+    for (int i = 0; i < n; i++) {
+        tl_log("  %s %s %lld", ev[i].what, ev[i].who, ev[i].t);
+        if (!strcmp(ev[i].what, "start")) {
+            if (*running) tl_log("OVERLAP: %s starts while %s runs", ev[i].who, running);
+            ASSERT(!*running);
+            snprintf(running, sizeof(running), "%s", ev[i].who);
+            starts++;
+        } else {
+            ASSERT_STREQ(running, ev[i].who);
+            running[0] = 0;
+        }
+    }
+    snprintf(last, cap, "%s", running);
+    return starts;
+}
+
+static int switchover(char **out, char **err, const char *ep, const char *name,
+                      const char *to, const char *timeout)
+{
+    return tool(out, err,
+                (const char *[]){"--endpoints", ep, "switchover", name, "--to", to,
+                                 "--timeout", timeout, NULL});
+}
+
+static void no_request(const char *ep, const char *name)
+{
+    char rk[128];
+    snprintf(rk, sizeof(rk), "__elector/switchover/%s", name);
+    ASSERT_EQ(0, count(ep, rk));
+}
+
+/* ---------------------------------------------------------------- health */
+
+/* The leader's check fails: its command is stopped before the successor's
+ * starts; it stays out of the queue while unhealthy, re-joins at the back once
+ * a check passes, and leads again when the other one becomes unhealthy. */
+TEST_WITH_TIMEOUT(health_failing_leader_steps_down_and_rejoins_when_healthy, 120)
+{
+    eh_cluster *c = start1();
+    const char *ep = eh_endpoints(c);
+    char *dir = tl_tmpdir("health");
+    write_job(dir, "0.5"); /* a job slow to stop: a successor too early shows */
+    cand a, b;
+    char cmd_a[600], cmd_b[600];
+    snprintf(cmd_a, sizeof(cmd_a), "test -e %s/ok-a", dir);
+    snprintf(cmd_b, sizeof(cmd_b), "test -e %s/ok-b", dir);
+    close(open(path_in(dir, "ok-a"), O_CREAT | O_WRONLY, 0600));
+    close(open(path_in(dir, "ok-b"), O_CREAT | O_WRONLY, 0600));
+    start_cand(&a, dir, ep, "hl", "a",
+               (const char *[]){"--health-cmd", cmd_a, "--health-interval", "200ms",
+                                "--health-retries", "2", NULL});
+    ASSERT(wait_contains(path_in(dir, "activity"), "start a", 15));
+    start_cand(&b, dir, ep, "hl", "b",
+               (const char *[]){"--health-cmd", cmd_b, "--health-interval", "200ms",
+                                "--health-retries", "2", NULL});
+    ASSERT(wait_order(ep, "hl", "a b", 15));
+
+    unlink(path_in(dir, "ok-a"));
+    ASSERT(wait_contains(path_in(dir, "activity"), "start b", 15));
+    ASSERT(wait_contains(path_in(dir, "activity"), "stop a", 5));
+    char last[16];
+    ASSERT_EQ(2, check_activity(dir, last, sizeof(last))); /* a stopped before b began */
+    ASSERT_STREQ("b", last);
+    ASSERT(wait_contains(a.err, "\"event\":\"unhealthy\"", 5));
+    ASSERT(wait_order(ep, "hl", "b", 5)); /* a is out of the queue */
+    tl_msleep(1000);
+    ASSERT(wait_order(ep, "hl", "b", 0)); /* and stays out while unhealthy */
+
+    close(open(path_in(dir, "ok-a"), O_CREAT | O_WRONLY, 0600));
+    ASSERT(wait_order(ep, "hl", "b a", 10)); /* back, at the end of the line */
+    ASSERT(wait_contains(a.err, "\"event\":\"healthy\"", 5));
+
+    unlink(path_in(dir, "ok-b"));
+    double end = tl_now() + 15;
+    while (check_activity(dir, last, sizeof(last)) < 3 || strcmp(last, "a")) {
+        ASSERT(tl_now() < end);
+        tl_msleep(100);
+    }
+    ASSERT_EQ(3, check_activity(dir, last, sizeof(last))); /* a, b, a */
+    ASSERT_STREQ("a", last);
+    stop_cand(&b);
+    stop_cand(&a);
+    check_activity(dir, last, sizeof(last));
+    ASSERT_STREQ("", last);
+    free(dir);
+    eh_stop(c);
+}
+
+/* A waiting candidate whose check fails leaves the line (the leader is not
+ * disturbed) and joins it again once a check passes. */
+TEST_WITH_TIMEOUT(health_failing_waiter_leaves_the_line_and_comes_back, 60)
+{
+    eh_cluster *c = start1();
+    const char *ep = eh_endpoints(c);
+    char *dir = tl_tmpdir("hwait");
+    write_job(dir, "0");
+    cand a, b;
+    char cmd_b[600];
+    snprintf(cmd_b, sizeof(cmd_b), "test -e %s/ok-b", dir);
+    close(open(path_in(dir, "ok-b"), O_CREAT | O_WRONLY, 0600));
+    start_cand(&a, dir, ep, "hw", "a", NULL);
+    ASSERT(wait_order(ep, "hw", "a", 15));
+    start_cand(&b, dir, ep, "hw", "b",
+               (const char *[]){"--health-cmd", cmd_b, "--health-interval", "200ms",
+                                "--health-retries", "2", NULL});
+    ASSERT(wait_order(ep, "hw", "a b", 15));
+    unlink(path_in(dir, "ok-b"));
+    ASSERT(wait_order(ep, "hw", "a", 10));
+    ASSERT(wait_contains(b.err, "\"event\":\"unhealthy\"", 1));
+    close(open(path_in(dir, "ok-b"), O_CREAT | O_WRONLY, 0600));
+    ASSERT(wait_order(ep, "hw", "a b", 10));
+    char last[16];
+    ASSERT_EQ(1, check_activity(dir, last, sizeof(last))); /* a never stopped */
+    ASSERT_STREQ("a", last);
+    stop_cand(&b);
+    stop_cand(&a);
+    free(dir);
+    eh_stop(c);
+}
+
+/* A check that hangs is a failure at --health-timeout, and its process group
+ * (the shell and what it started) is killed each time. */
+TEST_WITH_TIMEOUT(health_hung_check_fails_at_its_timeout_and_is_killed, 60)
+{
+    eh_cluster *c = start1();
+    const char *ep = eh_endpoints(c);
+    char *dir = tl_tmpdir("hhung");
+    write_job(dir, "0");
+    cand a;
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "echo $$ >> %s/check-pids; sleep 100", dir);
+    start_cand(&a, dir, ep, "hh", "a",
+               (const char *[]){"--health-cmd", cmd, "--health-interval", "300ms",
+                                "--health-timeout", "200ms", "--health-retries", "2",
+                                NULL});
+    ASSERT(wait_contains(a.err, "\"event\":\"unhealthy\"", 15));
+    ASSERT(wait_contains(a.err, "timed out after 200 ms", 1));
+    ASSERT(wait_contains(path_in(dir, "activity"), "stop a", 10));
+    ASSERT(wait_order(ep, "hh", "", 5));
+    /* Every check's shell is gone (killed at its timeout), but the running one. */
+    tl_msleep(400);
+    FILE *f = fopen(path_in(dir, "check-pids"), "r");
+    ASSERT_NOT_NULL(f);
+    long p;
+    int alive = 0, n = 0;
+    while (fscanf(f, "%ld", &p) == 1) {
+        n++;
+        alive += kill((pid_t)p, 0) == 0;
+    }
+    fclose(f);
+    tl_log("%d checks ran, %d still running", n, alive);
+    ASSERT_GE(n, 2);
+    ASSERT_LE(alive, 1);
+    /* elector killed outright: the running check does not outlive it. */
+    kill(a.pid, SIGKILL);
+    tl_reap(a.pid, SIGKILL, 5);
+    a.pid = 0;
+    tl_msleep(300);
+    f = fopen(path_in(dir, "check-pids"), "r");
+    ASSERT_NOT_NULL(f);
+    alive = 0;
+    while (fscanf(f, "%ld", &p) == 1)
+        alive += kill((pid_t)p, 0) == 0;
+    fclose(f);
+    ASSERT_EQ(0, alive);
+    free(dir);
+    eh_stop(c);
+}
+
+/* ---------------------------------------------------------------- switchover */
+
+static void start_line(cand *cs, int n, const char *dir, const char *ep, const char *name)
+{
+    static const char *vals[] = {"v0", "v1", "v2", "v3", "v4"};
+    char want[64] = "";
+    for (int i = 0; i < n; i++) {
+        start_cand(&cs[i], dir, ep, name, vals[i], NULL);
+        snprintf(want + strlen(want), sizeof(want) - strlen(want), "%s%s", i ? " " : "",
+                 vals[i]);
+        ASSERT(wait_order(ep, name, want, 15));
+    }
+    wait_ready(ep, name, n);
+}
+
+/* Four candidates: target last, target next, target already leading, an unknown
+ * target; each handover without overlap, the request gone after each. */
+TEST_WITH_TIMEOUT(switchover_to_last_next_leading_and_unknown, 120)
+{
+    eh_cluster *c = start1();
+    const char *ep = eh_endpoints(c);
+    char *dir = tl_tmpdir("swo");
+    write_job(dir, "0.5"); /* a job slow to stop: a successor too early shows */
+    cand cs[4];
+    start_line(cs, 4, dir, ep, "sw");
+    char last[16];
+
+    char *out = NULL, *err = NULL;
+    ASSERT_EQ(0, switchover(&out, &err, ep, "sw", "v3", "20s")); /* last in line */
+    ASSERT_CONTAINS(out, "v3");
+    free(out);
+    free(err);
+    no_request(ep, "sw");
+    char *o = order(ep, "sw");
+    ASSERT(!strncmp(o, "v3 ", 3));
+    free(o);
+    ASSERT(wait_contains(path_in(dir, "activity"), "start v3", 5));
+    ASSERT_EQ(2, check_activity(dir, last, sizeof(last)));
+    ASSERT_STREQ("v3", last);
+
+    /* The target next in line. */
+    o = order(ep, "sw");
+    char next[8];
+    snprintf(next, sizeof(next), "%.2s", o + 3);
+    free(o);
+    ASSERT_EQ(0, switchover(&out, NULL, ep, "sw", next, "20s"));
+    ASSERT_CONTAINS(out, next);
+    free(out);
+    no_request(ep, "sw");
+    ASSERT(wait_contains(path_in(dir, "activity"), next, 5));
+    ASSERT_EQ(3, check_activity(dir, last, sizeof(last)));
+    ASSERT_STREQ(next, last);
+
+    /* The target already leads: at once, nothing changes. */
+    double t0 = tl_now();
+    ASSERT_EQ(0, switchover(&out, &err, ep, "sw", next, "20s"));
+    tl_log("already leading: %.0f ms", (tl_now() - t0) * 1000);
+    ASSERT_CONTAINS(err, "already leads");
+    free(out);
+    free(err);
+    no_request(ep, "sw");
+
+    /* Unknown. */
+    ASSERT_EQ(5, switchover(&out, &err, ep, "sw", "nobody", "20s"));
+    ASSERT_CONTAINS(err, "no candidate of sw has the value 'nobody'");
+    free(out);
+    free(err);
+    no_request(ep, "sw");
+    tl_msleep(300);
+    ASSERT_EQ(3, check_activity(dir, last, sizeof(last)));
+    ASSERT_STREQ(next, last);
+
+    stop_all(cs, 4, ep, "sw");
+    ASSERT_EQ(3, check_activity(dir, last, sizeof(last)));
+    ASSERT_STREQ("", last);
+    free(dir);
+    eh_stop(c);
+}
+
+/* An `etcdctl elect` candidate ahead of the target: refused, naming its key;
+ * nothing moves and no request is left. */
+TEST_WITH_TIMEOUT(switchover_refuses_a_foreign_candidate_ahead_of_the_target, 90)
+{
+    eh_cluster *c = start1();
+    const char *ep = eh_endpoints(c);
+    char *dir = tl_tmpdir("swf");
+    write_job(dir, "0");
+    cand cs[3];
+    start_cand(&cs[0], dir, ep, "sf", "v0", NULL);
+    ASSERT(wait_order(ep, "sf", "v0", 15));
+    int fd;
+    pid_t el = tl_spawn(
+        (const char *[]){"etcdctl", "--endpoints", ep, "elect", "sf", "foreign", NULL},
+        &fd);
+    ASSERT_GT(el, 0);
+    ASSERT(wait_order(ep, "sf", "v0 foreign", 15));
+    start_cand(&cs[1], dir, ep, "sf", "v1", NULL);
+    ASSERT(wait_order(ep, "sf", "v0 foreign v1", 15));
+    start_cand(&cs[2], dir, ep, "sf", "v2", NULL);
+    ASSERT(wait_order(ep, "sf", "v0 foreign v1 v2", 15));
+    char *keys = NULL;
+    ASSERT_EQ(0, tl_run(&keys, (const char *[]){"etcdctl", "--endpoints", ep, "get",
+                                                "--prefix", "sf/", "--sort-by=CREATE",
+                                                "--order=ASCEND", "--keys-only", NULL}));
+    char fkey[64];
+    ASSERT_EQ(1, sscanf(strchr(keys, '\n') + 2, "%63s", fkey)); /* the second key */
+    free(keys);
+    tl_log("the foreign key: %s", fkey);
+    char *out = NULL, *err = NULL;
+    ASSERT_EQ(5, switchover(&out, &err, ep, "sf", "v2", "10s"));
+    ASSERT_CONTAINS(err, fkey);
+    ASSERT_CONTAINS(err, "not an elector candidate");
+    free(out);
+    free(err);
+    no_request(ep, "sf");
+    /* A target ahead of the foreign candidate is fine. */
+    ASSERT(wait_order(ep, "sf", "v0 foreign v1 v2", 1));
+    tl_reap(el, SIGKILL, 5);
+    close(fd);
+    stop_all(cs, 3, ep, "sf");
+    char last[16];
+    ASSERT_EQ(1, check_activity(dir, last, sizeof(last)));
+    free(dir);
+    eh_stop(c);
+}
+
+/* The leader is SIGKILLed while it steps down (its job takes a second to stop):
+ * the guard stops the job and releases the lease; the target leads, without
+ * overlap, and the switchover succeeds. */
+TEST_WITH_TIMEOUT(switchover_survives_the_leader_dying_midway, 90)
+{
+    eh_cluster *c = start1();
+    const char *ep = eh_endpoints(c);
+    char *dir = tl_tmpdir("swd");
+    write_job(dir, "1");
+    cand cs[4];
+    start_line(cs, 4, dir, ep, "sd");
+    pid_t sw = fork();
+    ASSERT(sw >= 0);
+    if (sw == 0) {
+        char *o = NULL, *e = NULL;
+        int rc = switchover(&o, &e, ep, "sd", "v3", "30s");
+        fputs(e ? e : "", stderr);
+        _exit(rc);
+    }
+    ASSERT(wait_contains(cs[0].err, "the target is next in line", 15));
+    ASSERT_OK(kill(-cs[0].pid, SIGKILL)); /* elector and its group; the guard lives */
+    tl_reap(cs[0].pid, SIGKILL, 5);
+    cs[0].pid = 0;
+    int st;
+    ASSERT_EQ(sw, waitpid(sw, &st, 0));
+    ASSERT(WIFEXITED(st));
+    ASSERT_EQ(0, WEXITSTATUS(st));
+    no_request(ep, "sd");
+    ASSERT(wait_contains(path_in(dir, "activity"), "start v3", 10));
+    char last[16];
+    ASSERT_EQ(2, check_activity(dir, last, sizeof(last)));
+    ASSERT_STREQ("v3", last);
+    char *o = order(ep, "sd");
+    ASSERT(!strncmp(o, "v3 ", 3));
+    free(o);
+    stop_all(cs, 4, ep, "sd");
+    ASSERT_EQ(2, check_activity(dir, last, sizeof(last)));
+    ASSERT_STREQ("", last);
+    free(dir);
+    eh_stop(c);
+}
+
+/* A candidate ahead of the target cannot step back (SIGSTOP): the switchover
+ * times out (exit 6) and withdraws its request; leadership stays. */
+TEST_WITH_TIMEOUT(switchover_times_out_and_withdraws_the_request, 90)
+{
+    eh_cluster *c = start1();
+    const char *ep = eh_endpoints(c);
+    char *dir = tl_tmpdir("swt");
+    write_job(dir, "0");
+    cand cs[3];
+    start_line(cs, 3, dir, ep, "st");
+    ASSERT_OK(kill(cs[1].pid, SIGSTOP));
+    char *out = NULL, *err = NULL;
+    ASSERT_EQ(6, switchover(&out, &err, ep, "st", "v2", "2s"));
+    ASSERT_CONTAINS(err, "does not lead after");
+    free(out);
+    free(err);
+    no_request(ep, "st");
+    ASSERT(wait_order(ep, "st", "v0 v1 v2", 1));
+    kill(cs[1].pid, SIGCONT);
+    char last[16];
+    ASSERT_EQ(1, check_activity(dir, last, sizeof(last)));
+    ASSERT_STREQ("v0", last);
+    stop_all(cs, 3, ep, "st");
+    ASSERT_EQ(1, check_activity(dir, last, sizeof(last)));
+    free(dir);
+    eh_stop(c);
+}

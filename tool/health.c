@@ -1,0 +1,167 @@
+/* Stepping down without exiting, for --health-cmd and switchover.
+ *
+ * A step-down walks SD_NONE -> [SD_STOPPING: run's command is being stopped, as
+ * on any loss of leadership; we still lead and nobody else can] -> SD_RESIGNING
+ * (our key's delete was sent; the successor is elected by the usual protocol
+ * once it is gone) -> SD_OUT (no key in the election). From SD_OUT the tool
+ * campaigns again, to the back of the queue, unless the health check fails:
+ * then it stays out until a check passes. A signal that stops elector during a
+ * step-down takes the usual way out (the hooks below let it). */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include "app.h"
+#include "output.h"
+
+enum { SD_NONE, SD_STOPPING, SD_RESIGNING, SD_OUT };
+
+void app_health_start(struct app *a)
+{
+    const tool_opts *o = a->o;
+    if (!o->health_cmd) return;
+    tool_health_spec sp = {.cmd = o->health_cmd,
+                           .interval_ms = o->health_interval_ms,
+                           .timeout_ms = o->health_timeout_ms,
+                           .retries = o->health_retries,
+                           .start_ms = o->health_start_ms};
+    a->health = tool_health_new(&sp);
+    if (!a->health) {
+        tool_log(LOG_ERROR, "out of memory");
+        a->exit_code = EXIT_ERROR;
+        a->done = true;
+        return;
+    }
+    tool_log(LOG_DEBUG,
+             "health check every %lld ms (timeout %lld ms, %d failures in a row, "
+             "start period %lld ms): %s",
+             (long long)o->health_interval_ms, (long long)o->health_timeout_ms,
+             o->health_retries, (long long)o->health_start_ms, o->health_cmd);
+}
+
+void app_health_free(struct app *a)
+{
+    tool_health_free(a->health);
+    a->health = NULL;
+}
+
+int64_t app_health_timeout(const struct app *a)
+{
+    return a->health ? tool_health_timeout(a->health) : -1;
+}
+
+/* A healthy or unhealthy event for -w json. */
+static void health_event(struct app *a, tool_health_state st)
+{
+    if (a->o->fmt != FMT_JSON) return;
+    int64_t mono = app_mono_ns();
+    tool_event_out e = {.event = st == TOOL_HEALTH_UNHEALTHY ? "unhealthy" : "healthy",
+                        .name = a->o->name,
+                        .check = tool_health_last(a->health),
+                        .failures = tool_health_failures(a->health),
+                        .mono_ns = mono,
+                        .unix_ms = tool_wall_ms()};
+    char *line = tool_event_json(&e);
+    if (line) tool_write_line(a->events ? a->events : stdout, line);
+    free(line);
+}
+
+/* SD_OUT reached: campaign again (to the back), unless unhealthy. */
+static void settle(struct app *a)
+{
+    a->sd_state = SD_OUT;
+    if (a->health_out) {
+        tool_log(LOG_INFO, "out of the election until the health check passes");
+        return;
+    }
+    a->sd_state = SD_NONE;
+    a->exit_code = EXIT_OK;
+    app_start_campaign(a);
+}
+
+static void resign_now(struct app *a)
+{
+    a->retry_at_ms = 0; /* settle() campaigns when it is time */
+    a->restart_pending = false;
+    a->exit_code = EXIT_OK;
+    if (a->el && elector_resign(a->el) == 0) {
+        a->sd_state = SD_RESIGNING;
+        return;
+    }
+    settle(a);
+}
+
+void app_step_down(struct app *a, const char *why)
+{
+    if (a->stopping || a->sd_state != SD_NONE) return; /* already on the way */
+    if (a->child) {
+        tool_log(LOG_WARN, "%s: stopping %s, then resigning", why, a->o->argv[0]);
+        app_stop_child(a);
+        a->sd_state = SD_STOPPING;
+        return;
+    }
+    tool_log(LOG_WARN, "%s: resigning", why);
+    resign_now(a);
+}
+
+bool app_stepdown_child_gone(struct app *a)
+{
+    if (a->sd_state != SD_STOPPING || a->stopping) return false;
+    resign_now(a); /* the tree is gone: only now may our key go */
+    return true;
+}
+
+bool app_stepdown_event(struct app *a, const elector_event *ev)
+{
+    if (a->sd_state != SD_RESIGNING || a->stopping) return false;
+    if (ev->type == ELECTOR_EV_RESIGNED) {
+        a->changes++;
+        app_remember_leader(a, NULL);
+        tool_log(LOG_INFO, "resigned: %.*s deleted", (int)ev->key_len,
+                 (const char *)ev->key);
+    } else if (ev->type == ELECTOR_EV_FAILED) {
+        /* ECANCELED: a waiting campaign ended; else the session died meanwhile. */
+        if (ev->reason != ELECTOR_ECANCELED) a->session_dead = true;
+        tool_log(LOG_INFO, "left the queue");
+    } else {
+        return false;
+    }
+    settle(a);
+    return true;
+}
+
+bool app_campaign_blocked(struct app *a)
+{
+    if (!a->health_out) return false;
+    if (a->sd_state == SD_NONE) a->sd_state = SD_OUT; /* a retry came due */
+    tool_log(LOG_DEBUG, "unhealthy: not campaigning");
+    return true;
+}
+
+void app_health_process(struct app *a)
+{
+    if (!a->health || a->stopping) return;
+    static int seen; /* failures already logged */
+    bool changed = tool_health_process(a->health);
+    int f = tool_health_failures(a->health);
+    if (f > seen)
+        tool_log(f <= a->o->health_retries ? LOG_WARN : LOG_DEBUG,
+                 "health check failed (%s): %d of %d", tool_health_last(a->health), f,
+                 a->o->health_retries);
+    seen = f;
+    if (!changed) return;
+    tool_health_state st = tool_health_get_state(a->health);
+    health_event(a, st);
+    if (st == TOOL_HEALTH_UNHEALTHY) {
+        a->health_out = true;
+        app_step_down(a, "unhealthy");
+        if (a->sd_state == SD_NONE) a->sd_state = SD_OUT;
+    } else if (st == TOOL_HEALTH_HEALTHY) {
+        tool_log(a->health_out ? LOG_INFO : LOG_DEBUG, "health check passes (%s)",
+                 tool_health_last(a->health));
+        if (!a->health_out) return;
+        a->health_out = false;
+        if (a->sd_state == SD_OUT) {
+            tool_log(LOG_INFO, "healthy again: campaigning");
+            settle(a);
+        }
+    }
+}

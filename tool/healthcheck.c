@@ -1,0 +1,256 @@
+/* See healthcheck.h. */
+#define _GNU_SOURCE /* close_range */
+#include "healthcheck.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "elector/etcd.h" /* elector_now_ns() */
+
+struct tool_health {
+    tool_health_spec sp;
+    char *cmd;
+    pid_t pid;          /* the reaper of the running check, 0 if none */
+    int64_t started_ns; /* when the running check started */
+    int64_t next_ns;    /* when the next check starts */
+    int64_t start_end_ns;
+    tool_health_state state;
+    int failures;
+    char last[128];
+};
+
+const char *tool_health_state_name(tool_health_state s)
+{
+    switch (s) {
+    case TOOL_HEALTH_STARTING:
+        return "starting";
+    case TOOL_HEALTH_HEALTHY:
+        return "healthy";
+    case TOOL_HEALTH_UNHEALTHY:
+        return "unhealthy";
+    default:
+        return "none";
+    }
+}
+
+tool_health *tool_health_new(const tool_health_spec *spec)
+{
+    tool_health *h = calloc(1, sizeof(*h));
+    if (!h) return NULL;
+    h->sp = *spec;
+    h->cmd = strdup(spec->cmd);
+    if (!h->cmd) {
+        free(h);
+        return NULL;
+    }
+    h->sp.cmd = h->cmd;
+    if (h->sp.retries < 1) h->sp.retries = 1;
+    int64_t now = elector_now_ns();
+    h->next_ns = now;
+    h->start_end_ns = now + h->sp.start_ms * 1000000;
+    h->state = TOOL_HEALTH_STARTING;
+    return h;
+}
+
+/* ---------------------------------------------------------------- the reaper */
+
+/* The shell, in a process group of its own. */
+static _Noreturn void exec_check(const char *cmd)
+{
+    setpgid(0, 0);
+    for (int s = 1; s < NSIG; s++)
+        signal(s, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    int in = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (in >= 0) {
+        dup2(in, 0);
+        dup2(in, 1);
+    }
+    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+    _exit(127);
+}
+
+/* Ends the check's group (what it left behind, or all of it) and reaps the shell. */
+static void end_group(pid_t sh, bool reaped)
+{
+    kill(-sh, SIGKILL);
+    if (!reaped) kill(sh, SIGKILL);
+    int st;
+    while (!reaped && waitpid(sh, &st, 0) < 0 && errno == EINTR) {
+    }
+}
+
+/* The reaper: starts the shell, waits for it, its timeout, a SIGTERM (elector
+ * frees it, or died: PDEATHSIG), and always kills the shell's group before it exits.
+ * Exits with the shell's status (128 + N for signal N); a timeout ends it by SIGALRM. */
+static _Noreturn void reaper(const char *cmd, pid_t elector, int64_t timeout_ms)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigprocmask(SIG_SETMASK, &set, NULL);
+    signal(SIGALRM, SIG_DFL);
+    close_range(3, ~0U, 0);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != elector) _exit(1);
+    pid_t sh = fork();
+    if (sh < 0) _exit(126);
+    if (sh == 0) exec_check(cmd);
+    setpgid(sh, sh); /* also here: no window where a kill misses it */
+    int64_t end = elector_now_ns() + timeout_ms * 1000000;
+    for (;;) {
+        int st;
+        if (waitpid(sh, &st, WNOHANG) == sh) {
+            end_group(sh, true);
+            _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+        }
+        if (getppid() != elector) { /* elector died: nothing may outlive it */
+            end_group(sh, false);
+            _exit(1);
+        }
+        int64_t left = end - elector_now_ns();
+        if (left <= 0) {
+            end_group(sh, false);
+            sigset_t alrm;
+            sigemptyset(&alrm);
+            sigaddset(&alrm, SIGALRM);
+            sigprocmask(SIG_UNBLOCK, &alrm, NULL);
+            raise(SIGALRM);
+            _exit(1);
+        }
+        struct timespec ts = {left / 1000000000, left % 1000000000};
+        int sig = sigtimedwait(&set, NULL, &ts);
+        if (sig > 0 && sig != SIGCHLD) { /* elector (or its group) says stop */
+            end_group(sh, false);
+            _exit(128 + sig);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- the state */
+
+static void start_check(tool_health *h, int64_t now)
+{
+    h->started_ns = now;
+    h->next_ns = now + h->sp.interval_ms * 1000000;
+    fflush(NULL);
+    pid_t me = getpid();
+    pid_t p = fork();
+    if (p < 0) {
+        snprintf(h->last, sizeof(h->last), "cannot start: %s", strerror(errno));
+        return;
+    }
+    if (p == 0) reaper(h->cmd, me, h->sp.timeout_ms);
+    h->pid = p;
+}
+
+/* Applies one result; returns true when the state changed. */
+static bool result(tool_health *h, bool pass)
+{
+    tool_health_state before = h->state;
+    if (pass) {
+        h->failures = 0;
+        h->state = TOOL_HEALTH_HEALTHY;
+    } else if (h->started_ns >= h->start_end_ns) {
+        h->failures++;
+        if (h->failures >= h->sp.retries) h->state = TOOL_HEALTH_UNHEALTHY;
+    }
+    return h->state != before;
+}
+
+static void describe(tool_health *h, int st)
+{
+    if (WIFEXITED(st))
+        snprintf(h->last, sizeof(h->last), "exit status %d", WEXITSTATUS(st));
+    else if (WTERMSIG(st) == SIGALRM)
+        snprintf(h->last, sizeof(h->last), "timed out after %lld ms",
+                 (long long)h->sp.timeout_ms);
+    else
+        snprintf(h->last, sizeof(h->last), "killed by signal %d", WTERMSIG(st));
+}
+
+bool tool_health_process(tool_health *h)
+{
+    int64_t now = elector_now_ns();
+    if (h->pid) {
+        int st;
+        pid_t r = waitpid(h->pid, &st, WNOHANG);
+        if (r == 0) {
+            /* The reaper ends a check at its timeout; this is a backstop. */
+            if (now - h->started_ns > (h->sp.timeout_ms + 2000) * 1000000)
+                kill(h->pid, SIGKILL);
+            return false;
+        }
+        h->pid = 0;
+        if (r < 0) { /* reaped by someone else (a dying guard's cleanup) */
+            snprintf(h->last, sizeof(h->last), "lost: %s", strerror(errno));
+            return result(h, false);
+        }
+        describe(h, st);
+        return result(h, WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    if (now < h->next_ns) return false;
+    start_check(h, now);
+    return h->pid ? false : result(h, false);
+}
+
+int64_t tool_health_timeout(const tool_health *h)
+{
+    if (h->pid) return 50;
+    int64_t d = (h->next_ns - elector_now_ns()) / 1000000;
+    return d > 0 ? d + 1 : 0;
+}
+
+tool_health_state tool_health_get_state(const tool_health *h)
+{
+    return h->state;
+}
+
+int tool_health_failures(const tool_health *h)
+{
+    return h->failures;
+}
+
+const char *tool_health_last(const tool_health *h)
+{
+    return h->last;
+}
+
+pid_t tool_health_pid(const tool_health *h)
+{
+    return h->pid;
+}
+
+void tool_health_free(tool_health *h)
+{
+    if (!h) return;
+    if (h->pid) {
+        /* SIGTERM: the reaper kills the check's group and exits. */
+        kill(h->pid, SIGTERM);
+        int st;
+        int64_t end = elector_now_ns() + 2000000000LL;
+        while (waitpid(h->pid, &st, WNOHANG) == 0) {
+            if (elector_now_ns() > end) {
+                kill(h->pid, SIGKILL);
+                waitpid(h->pid, &st, 0);
+                break;
+            }
+            usleep(5000);
+        }
+    }
+    free(h->cmd);
+    free(h);
+}
