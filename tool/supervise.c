@@ -482,7 +482,16 @@ static _Noreturn void guard_start(const tool_child_spec *sp, int in, int out,
     int go[2];
     if (g.sfd < 0 || g.tfd < 0 || pipe2(go, O_CLOEXEC)) _exit(126);
     pid_t me = getpid();
+    /* The command starts with every signal blocked: it inherits the guard's
+     * SIG_IGN dispositions until exec_command resets them, and a stop signal
+     * sent to it meanwhile would be discarded (an ignored signal that is not
+     * blocked is dropped when sent; a blocked one stays pending until the
+     * command unblocks it with the default disposition). */
+    sigset_t all, before;
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, &before);
     g.cmd = fork();
+    if (g.cmd != 0) sigprocmask(SIG_SETMASK, &before, NULL);
     if (g.cmd < 0) {
         report(&g, R_DONE, TOOL_CHILD_EXITED, 126);
         _exit(0);
