@@ -1,6 +1,18 @@
 /* See help.h. The man page (docs/elector.1) says the same at length. */
 #include "help.h"
 
+/* The health options of campaign and run (run also stops CMD first). */
+#define HEALTH_OPTIONS                                                                   \
+    "  --health-cmd CMD    a health check, `/bin/sh -c CMD`: after --health-retries\n"   \
+    "                      failures in a row, step down (run: stop CMD as on a loss;\n"  \
+    "                      then resign) and stay out of the election until a check\n"    \
+    "                      passes, then campaign again\n"                                \
+    "  --health-interval D   between checks (default 10s)\n"                             \
+    "  --health-timeout D    a check running longer fails, its group killed (10s)\n"     \
+    "  --health-retries N    failures in a row that make it unhealthy (default 3)\n"     \
+    "  --health-start-period D  failures in this first period do not count (0)\n"        \
+    "Takes part in `elector switchover` (see there).\n"
+
 static const char GENERAL[] =
     "Usage: elector [OPTIONS] COMMAND NAME [ARGS]\n"
     "\n"
@@ -101,15 +113,7 @@ static const char CAMPAIGN[] =
     "  --http ADDR         serve GET /leader, /healthz[?leader=1], /metrics on ADDR "
     "(PORT,\n"
     "                      :PORT or HOST:PORT; host 127.0.0.1 by default)\n"
-    "  --ttl DURATION      session lease TTL (default 10s)\n"
-    "  --health-cmd CMD    a health check, `/bin/sh -c CMD`: after --health-retries\n"
-    "                      failures in a row, step down (resign) and stay out of\n"
-    "                      the election until a check passes, then campaign again\n"
-    "  --health-interval D   between checks (default 10s)\n"
-    "  --health-timeout D    a check running longer fails, its group killed (10s)\n"
-    "  --health-retries N    failures in a row that make it unhealthy (default 3)\n"
-    "  --health-start-period D  failures in this first period do not count (0)\n"
-    "Takes part in `elector switchover` (see there).\n"
+    "  --ttl DURATION      session lease TTL (default 10s)\n" HEALTH_OPTIONS
     "Global options: elector --help.\n";
 
 static const char OBSERVE[] =
@@ -154,16 +158,7 @@ static const char RUN[] =
     "                      to 30s while CMD keeps failing quickly)\n"
     "  --events-fd N       with -w json: the events to fd N instead of stderr\n"
     "  --http ADDR         serve GET /leader, /healthz[?leader=1], /metrics on ADDR\n"
-    "  --ttl DURATION      session lease TTL (default 10s)\n"
-    "  --health-cmd CMD    a health check, `/bin/sh -c CMD`: after --health-retries\n"
-    "                      failures in a row, step down (stop CMD as on a loss, then "
-    "resign) and stay out of\n"
-    "                      the election until a check passes, then campaign again\n"
-    "  --health-interval D   between checks (default 10s)\n"
-    "  --health-timeout D    a check running longer fails, its group killed (10s)\n"
-    "  --health-retries N    failures in a row that make it unhealthy (default 3)\n"
-    "  --health-start-period D  failures in this first period do not count (0)\n"
-    "Takes part in `elector switchover` (see there).\n"
+    "  --ttl DURATION      session lease TTL (default 10s)\n" HEALTH_OPTIONS
     "Exit status: CMD's when it ended on its own (128+N: signal N; 126: cannot be\n"
     "executed; 127: not found); 3 when it was stopped because leadership ended.\n"
     "Global options: elector --help.\n";
