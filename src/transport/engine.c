@@ -221,6 +221,7 @@ static void take_events(elector_etcd *e, struct epoll_event *evs, int nev)
             uint64_t v;
             if (read(e->evfd, &v, sizeof(v)) < 0) { /* nothing to do */
             }
+            e->ev_posted = false;
         } else if (evs[i].data.fd == e->tfd) {
             uint64_t v;
             if (read(e->tfd, &v, sizeof(v)) < 0) { /* not expired after all */

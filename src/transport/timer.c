@@ -10,6 +10,7 @@
  * timeouts run on CLOCK_MONOTONIC, which stops while the host is suspended: after
  * a resume they would wake up to a whole timeout late on the deadline clock. */
 #include <sys/timerfd.h>
+#include <unistd.h>
 #include "transport_private.h"
 
 static bool before(const elector__timer *a, const elector__timer *b)
@@ -104,13 +105,20 @@ static void heap_remove(elector__timers *h, elector__timer *t)
 
 void elector__wake_at(elector_etcd *e, int64_t due_ms)
 {
-    if (e->tfd < 0 || due_ms == e->wake_ms) return;
-    struct itimerspec its = {{0, 0}, {0, 0}};
-    if (due_ms != INT64_MAX) {
-        if (due_ms < 1) due_ms = 1; /* 0 would disarm */
-        its.it_value.tv_sec = due_ms / 1000;
-        its.it_value.tv_nsec = (due_ms % 1000) * 1000000;
+    if (e->tfd < 0 || due_ms >= e->wake_ms) return; /* never later: see the header */
+    if (due_ms <= elector__now_ms()) {
+        /* Due now (work pending, or a timer already late): the eventfd, once. */
+        if (!e->ev_posted) {
+            uint64_t one = 1;
+            if (write(e->evfd, &one, sizeof(one)) < 0) { /* full: readable anyway */
+            }
+            e->ev_posted = true;
+        }
+        return;
     }
+    struct itimerspec its = {{0, 0}, {0, 0}};
+    its.it_value.tv_sec = due_ms / 1000;
+    its.it_value.tv_nsec = (due_ms % 1000) * 1000000;
     if (timerfd_settime(e->tfd, TFD_TIMER_ABSTIME, &its, NULL) == 0) e->wake_ms = due_ms;
 }
 
