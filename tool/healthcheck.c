@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "elector/etcd.h" /* elector_now_ns() */
+#include "supervise.h"    /* tool_reset_signals() */
 
 struct tool_health {
     tool_health_spec sp;
@@ -66,11 +67,7 @@ tool_health *tool_health_new(const tool_health_spec *spec)
 static _Noreturn void exec_check(const char *cmd)
 {
     setpgid(0, 0);
-    for (int s = 1; s < NSIG; s++)
-        signal(s, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
+    tool_reset_signals();
     int in = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (in >= 0) {
         dup2(in, 0);

@@ -13,6 +13,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -254,6 +255,23 @@ static void cgroup_remove(const char *cg)
 
 /* ---------------------------------------------------------------- the command */
 
+void tool_reset_signals(void)
+{
+    for (int s = 1; s < NSIG; s++) {
+        if (signal(s, SIG_DFL) != SIG_ERR || s == SIGKILL || s == SIGSTOP) continue;
+        /* glibc refuses its own signals (32 and 33: thread cancellation and
+         * setxid), but an ignored one is inherited across exec all the same
+         * (glibc's posix_spawn itself leaves them SIG_IGN in the child it
+         * starts). The kernel's struct is all zero for SIG_DFL, whatever its
+         * layout: no flags, no restorer, an empty mask. */
+        unsigned long dfl[8] = {0};
+        syscall(SYS_rt_sigaction, s, dfl, NULL, (size_t)(_NSIG / 8));
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
 static void exec_command(const tool_child_spec *sp, pid_t guard, int go)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -261,12 +279,10 @@ static void exec_command(const tool_child_spec *sp, pid_t guard, int go)
     setpgid(0, 0);
     char b;
     if (read(go, &b, 1) != 1) _exit(127); /* the guard died before placing us */
-    close(go);
-    for (int s = 1; s < NSIG; s++)
-        signal(s, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
+    /* Only stdin, stdout and stderr: the guard's pipes to elector (fds 3 and 4,
+     * not close-on-exec after dup2) are none of the command's business. */
+    close_range(3, ~0U, 0);
+    tool_reset_signals();
     for (int i = 0; sp->env_add[i]; i++)
         putenv(sp->env_add[i]);
     execvp(sp->argv[0], sp->argv);

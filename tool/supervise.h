@@ -100,6 +100,11 @@ void tool_child_free(tool_child *c);
  * tool_child_start. */
 void tool_child_init(void);
 
+/* In a child about to exec a command: every signal's disposition to SIG_DFL
+ * (also glibc's internal ones, which signal() refuses) and an empty mask, so that
+ * nothing ignored or blocked here is inherited. */
+void tool_reset_signals(void);
+
 /* Exit status of a wait() status: the code, or 128 + signal. */
 int tool_exit_code(int wstatus);
 
