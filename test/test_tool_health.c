@@ -106,15 +106,30 @@ static void stop_cand(cand *c)
     free(check_file(c->err)); /* its JSON events against the schema */
 }
 
+/* With auth: "--user=root:PASSWORD" for the etcdctl of order() and count(). */
+static char g_ctl_user[128];
+
+/* etcdctl with --endpoints ep (and g_ctl_user), then args. */
+static int ctl(char **out, const char *ep, const char *const args[])
+{
+    const char *argv[24] = {"etcdctl", "--endpoints", ep};
+    int n = 3;
+    if (*g_ctl_user) argv[n++] = g_ctl_user;
+    for (int i = 0; args[i] && n < 23; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    return tl_run(out, argv);
+}
+
 /* etcdctl's view: the values of NAME/ in create order, space separated. */
 static char *order(const char *ep, const char *name)
 {
     char prefix[128];
     snprintf(prefix, sizeof(prefix), "%s/", name);
     char *out = NULL;
-    int rc = tl_run(&out, (const char *[]){"etcdctl", "--endpoints", ep, "get",
-                                           "--prefix", prefix, "--print-value-only",
-                                           "--sort-by=CREATE", "--order=ASCEND", NULL});
+    int rc = ctl(&out, ep,
+                 (const char *[]){"get", "--prefix", prefix, "--print-value-only",
+                                  "--sort-by=CREATE", "--order=ASCEND", NULL});
     ASSERT_EQ(0, rc);
     for (char *p = out; p && *p; p++)
         if (*p == '\n') *p = ' ';
@@ -143,8 +158,8 @@ static void stop_all(cand *cs, int n, const char *ep, const char *name)
 static int count(const char *ep, const char *prefix)
 {
     char *out = NULL;
-    int rc = tl_run(&out, (const char *[]){"etcdctl", "--endpoints", ep, "get",
-                                           "--prefix", prefix, "--keys-only", NULL});
+    int rc =
+        ctl(&out, ep, (const char *[]){"get", "--prefix", prefix, "--keys-only", NULL});
     ASSERT_EQ(0, rc);
     int n = 0;
     for (char *p = out; p && *p;) {
@@ -568,6 +583,190 @@ TEST_WITH_TIMEOUT(switchover_times_out_and_withdraws_the_request, 90)
     ASSERT_STREQ("v0", last);
     stop_all(cs, 3, ep, "st");
     ASSERT_EQ(1, check_activity(dir, last, sizeof(last)));
+    free(dir);
+    eh_stop(c);
+}
+
+/* ---------------------------------------------------------------- switchover, auth */
+
+/* An auth cluster with three users for election `name`, each with a role of its
+ * own: "full" has readwrite on NAME/, on the prefix __elector/candidates/NAME/
+ * and on the key __elector/switchover/NAME (what the docs say switchover
+ * needs), "half" lacks the switchover key, "bare" has NAME/ only. order() and
+ * count() read as root. */
+static const char SW_PW[] = "sw-pw-71";
+static eh_cluster *start_auth(const char *name)
+{
+    eh_opts eo = {.members = 1, .auth = 1};
+    eh_cluster *c = eh_start(&eo);
+    ASSERT_NOT_NULL(c);
+    snprintf(g_ctl_user, sizeof(g_ctl_user), "--user=root:%s", EH_ROOT_PASSWORD);
+    char prefix[128], members[128], req[128], up[64];
+    snprintf(prefix, sizeof(prefix), "%s/", name);
+    snprintf(members, sizeof(members), "__elector/candidates/%s/", name);
+    snprintf(req, sizeof(req), "__elector/switchover/%s", name);
+    const char *users[] = {"full", "half", "bare"};
+    for (int u = 0; u < 3; u++) {
+        snprintf(up, sizeof(up), "%s:%s", users[u], SW_PW);
+        ASSERT_EQ(0, eh_etcdctl(c, NULL, "role", "add", users[u], NULL));
+        ASSERT_EQ(0, eh_etcdctl(c, NULL, "user", "add", up, NULL));
+        ASSERT_EQ(0, eh_etcdctl(c, NULL, "user", "grant-role", users[u], users[u], NULL));
+        ASSERT_EQ(0, eh_etcdctl(c, NULL, "role", "grant-permission", users[u],
+                                "readwrite", "--prefix=true", prefix, NULL));
+        if (u < 2)
+            ASSERT_EQ(0, eh_etcdctl(c, NULL, "role", "grant-permission", users[u],
+                                    "readwrite", "--prefix=true", members, NULL));
+        if (u < 1)
+            ASSERT_EQ(0, eh_etcdctl(c, NULL, "role", "grant-permission", users[u],
+                                    "readwrite", req, NULL));
+    }
+    return c;
+}
+
+static void start_as(cand *c, const char *dir, const char *ep, const char *name,
+                     const char *val, const char *user)
+{
+    static char up[8][64];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(up[k], sizeof(up[k]), "%s:%s", user, SW_PW);
+    start_cand(c, dir, ep, name, val, (const char *[]){"--user", up[k], NULL});
+}
+
+static int switchover_as(char **out, char **err, const char *ep, const char *user,
+                         const char *name, const char *to)
+{
+    char up[64];
+    snprintf(up, sizeof(up), "%s:%s", user, SW_PW);
+    double t0 = tl_now();
+    int rc = tool(out, err,
+                  (const char *[]){"--endpoints", ep, "--user", up, "switchover", name,
+                                   "--to", to, "--timeout", "20s", NULL});
+    tl_log("switchover by %s to %s: exit %d in %.0f ms", user, to, rc,
+           (tl_now() - t0) * 1000);
+    ASSERT_LT(tl_now() - t0, 10.0); /* an answer, never the timeout */
+    return rc;
+}
+
+/* With the permissions the docs give (readwrite on NAME/, the prefix
+ * __elector/candidates/NAME/ and the key __elector/switchover/NAME), a
+ * switchover under etcd auth works as without. */
+TEST_WITH_TIMEOUT(switchover_under_auth_with_the_documented_permissions, 90)
+{
+    eh_cluster *c = start_auth("sa");
+    const char *ep = eh_endpoints(c);
+    char *dir = tl_tmpdir("swa");
+    write_job(dir, "0.3");
+    cand cs[3];
+    const char *vals[] = {"v0", "v1", "v2"}, *want[] = {"v0", "v0 v1", "v0 v1 v2"};
+    for (int i = 0; i < 3; i++) {
+        start_as(&cs[i], dir, ep, "sa", vals[i], "full");
+        ASSERT(wait_order(ep, "sa", want[i], 15));
+    }
+    wait_ready(ep, "sa", 3);
+    char *out = NULL, *err = NULL;
+    ASSERT_EQ(0, switchover_as(&out, &err, ep, "full", "sa", "v2"));
+    ASSERT_CONTAINS(out, "v2");
+    free(out);
+    free(err);
+    no_request(ep, "sa");
+    ASSERT(wait_contains(path_in(dir, "activity"), "start v2", 5));
+    char last[16];
+    ASSERT_EQ(2, check_activity(dir, last, sizeof(last)));
+    ASSERT_STREQ("v2", last);
+    for (int i = 0; i < 3; i++) /* no candidate complained */
+        ASSERT(!strstr(slurp(cs[i].err), "permission denied"));
+    stop_all(cs, 3, ep, "sa");
+    ASSERT_EQ(2, check_activity(dir, last, sizeof(last)));
+    ASSERT_STREQ("", last);
+    free(dir);
+    eh_stop(c);
+}
+
+/* Without the __elector/ permissions: candidates keep their election but say
+ * once which grant is missing, and do not announce themselves as taking
+ * requests; requesters fail at once (no wait for --timeout) with a message
+ * naming the key or prefix and the grant. A candidate that may write its member
+ * key but not read the request (half) would otherwise be waited on in vain.
+ * The leader's command and the successor's never overlap; no request is left. */
+TEST_WITH_TIMEOUT(switchover_under_auth_without_the_elector_prefix_fails_clearly, 90)
+{
+    eh_cluster *c = start_auth("sa");
+    const char *ep = eh_endpoints(c);
+    char *dir = tl_tmpdir("swp");
+    write_job(dir, "0.3");
+    cand cs[4];
+    const char *vals[] = {"v0", "v1", "v2", "v3"},
+               *users[] = {"full", "half", "bare", "full"};
+    const char *want[] = {"v0", "v0 v1", "v0 v1 v2", "v0 v1 v2 v3"};
+    for (int i = 0; i < 4; i++) {
+        start_as(&cs[i], dir, ep, "sa", vals[i], users[i]);
+        ASSERT(wait_order(ep, "sa", want[i], 15));
+    }
+    /* Neither may read the request: neither writes its member key. */
+    ASSERT(wait_contains(cs[1].err, "cannot read __elector/switchover/sa", 10));
+    ASSERT(wait_contains(cs[2].err, "cannot read __elector/switchover/sa", 10));
+    for (int i = 1; i < 3; i++) {
+        const char *e = slurp(cs[i].err);
+        tl_log("%s: %s", vals[i],
+               strstr(e, "warn elector") ? strstr(e, "warn elector") : e);
+        ASSERT_CONTAINS(
+            e, "etcdctl role grant-permission ROLE readwrite __elector/switchover/sa");
+        ASSERT_CONTAINS(e, "leadership is not affected");
+    }
+    /* Only the two full candidates take requests. */
+    double end = tl_now() + 10;
+    while (count(ep, "__elector/candidates/sa/") != 2 && tl_now() < end)
+        tl_msleep(50);
+    ASSERT_EQ(2, count(ep, "__elector/candidates/sa/"));
+
+    char *out = NULL, *err = NULL;
+    /* bare may not read the candidates. */
+    ASSERT_EQ(1, switchover_as(&out, &err, ep, "bare", "sa", "v3"));
+    ASSERT_CONTAINS(err, "cannot read the candidates (__elector/candidates/sa/)");
+    ASSERT_CONTAINS(err, "permission denied");
+    ASSERT_CONTAINS(
+        err, "grant-permission ROLE readwrite --prefix=true __elector/candidates/sa/");
+    free(out);
+    free(err);
+    /* half may read them, not write the request. */
+    ASSERT_EQ(1, switchover_as(&out, &err, ep, "half", "sa", "v1"));
+    ASSERT_CONTAINS(err, "cannot write the request __elector/switchover/sa");
+    ASSERT_CONTAINS(err, "grant-permission ROLE readwrite __elector/switchover/sa");
+    free(out);
+    free(err);
+    no_request(ep, "sa");
+    /* full may, but half's v1 ahead of v2 cannot be asked: refused at once. */
+    ASSERT_EQ(5, switchover_as(&out, &err, ep, "full", "sa", "v2"));
+    char *keys = NULL;
+    ASSERT_EQ(0, ctl(&keys, ep,
+                     (const char *[]){"get", "--prefix", "sa/", "--sort-by=CREATE",
+                                      "--order=ASCEND", "--keys-only", NULL}));
+    char k1[64];
+    ASSERT_EQ(1, sscanf(strchr(keys, '\n') + 2, "%63s", k1)); /* v1's key */
+    free(keys);
+    ASSERT_CONTAINS(err, k1);
+    ASSERT_CONTAINS(err, "may not write __elector/candidates/sa/ or read "
+                         "__elector/switchover/sa");
+    free(out);
+    free(err);
+    no_request(ep, "sa");
+    ASSERT(wait_order(ep, "sa", "v0 v1 v2 v3", 1)); /* nothing moved */
+    char last[16];
+    ASSERT_EQ(1, check_activity(dir, last, sizeof(last)));
+    ASSERT_STREQ("v0", last);
+    /* Only those ahead of the target need the grants: to v1 (half) works. */
+    ASSERT_EQ(0, switchover_as(&out, &err, ep, "full", "sa", "v1"));
+    ASSERT_CONTAINS(out, "v1");
+    free(out);
+    free(err);
+    no_request(ep, "sa");
+    ASSERT(wait_contains(path_in(dir, "activity"), "start v1", 5));
+    ASSERT_EQ(2, check_activity(dir, last, sizeof(last)));
+    ASSERT_STREQ("v1", last);
+    stop_all(cs, 4, ep, "sa");
+    ASSERT_EQ(2, check_activity(dir, last, sizeof(last)));
+    ASSERT_STREQ("", last);
     free(dir);
     eh_stop(c);
 }

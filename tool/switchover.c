@@ -33,7 +33,8 @@ struct app_sw {
     bool reading, closing, watch_failed;
     int64_t rewatch_at_ms;
     int64_t member_lease; /* the lease whose member key is in etcd */
-    bool member_putting, warned;
+    bool member_putting, warned, read_warned;
+    bool request_readable; /* the request key was read: requests reach us */
     int64_t member_retry_ms;
     /* The request as last seen. */
     bool active;
@@ -59,6 +60,19 @@ static char *member_prefix(const char *name)
 {
     char *s;
     return asprintf(&s, "__elector/candidates/%s/", name) < 0 ? NULL : s;
+}
+
+/* What an etcd user needs for switchover, for messages about EPERM: the
+ * candidates' and the requester's needs are the same two grants. */
+static void perm_hint(char *buf, size_t cap, const struct app *a)
+{
+    const char *n = a->o->name;
+    snprintf(buf, cap,
+             "the etcd user '%s' needs readwrite on the prefix __elector/candidates/%s/ "
+             "and on the key __elector/switchover/%s (etcdctl role grant-permission "
+             "ROLE readwrite --prefix=true __elector/candidates/%s/; etcdctl role "
+             "grant-permission ROLE readwrite __elector/switchover/%s)",
+             a->creds.user ? a->creds.user : "", n, n, n, n);
 }
 
 /* Parses a request's value "<rev> <key>" into the state; false if malformed. */
@@ -120,9 +134,27 @@ static void on_read(elector_etcd *e, int err, const ProtobufCMessage *m, void *u
     if (sw->closing) return;
     sw->reading = false;
     if (err) {
-        sw->rewatch_at_ms = app_now_ms() + 1000;
+        /* Not permitted: seldom; anything else (etcd away): soon. Until it can
+         * read the request, the candidate does not say it takes requests (no
+         * member key): a requester refuses at once instead of waiting for a
+         * step back that cannot come. */
+        sw->rewatch_at_ms = app_now_ms() + (err == ELECTOR_EPERM ? 60000 : 1000);
+        if (err == ELECTOR_EPERM && !sw->read_warned) {
+            char hint[640];
+            perm_hint(hint, sizeof(hint), sw->a);
+            tool_log(LOG_WARN,
+                     "cannot read %s: %s; `elector switchover` cannot ask this candidate "
+                     "to step back (leadership is not affected); %s; retrying every "
+                     "minute",
+                     sw->req_key,
+                     *elector_etcd_errstr(e) ? elector_etcd_errstr(e)
+                                             : elector_strerror(err),
+                     hint);
+            sw->read_warned = true;
+        }
         return;
     }
+    sw->request_readable = true;
     const Etcdserverpb__RangeResponse *r = (const void *)m;
     if (r->n_kvs)
         parse_request(sw, r->kvs[0]->value.data, r->kvs[0]->value.len);
@@ -162,13 +194,16 @@ static void on_member_put(elector_etcd *e, int err, const ProtobufCMessage *m, v
     sw->member_lease = 0;
     /* Not permitted: seldom; anything else (etcd away): soon. */
     sw->member_retry_ms = app_now_ms() + (err == ELECTOR_EPERM ? 60000 : 2000);
-    if (!sw->warned)
+    if (!sw->warned) {
+        char hint[640] = "";
+        if (err == ELECTOR_EPERM) perm_hint(hint, sizeof(hint), sw->a);
         tool_log(LOG_WARN,
                  "cannot write %s...: %s; `elector switchover` cannot ask this "
-                 "candidate to step back (retrying)",
+                 "candidate to step back (leadership is not affected)%s%s; retrying%s",
                  sw->member_prefix,
-                 *elector_etcd_errstr(e) ? elector_etcd_errstr(e)
-                                         : elector_strerror(err));
+                 *elector_etcd_errstr(e) ? elector_etcd_errstr(e) : elector_strerror(err),
+                 *hint ? "; " : "", hint, err == ELECTOR_EPERM ? " every minute" : "");
+    }
     sw->warned = true;
 }
 
@@ -282,7 +317,7 @@ void app_sw_process(struct app *a)
     }
     int64_t lease = a->s && elector_session_alive(a->s) ? elector_session_lease(a->s) : 0;
     if (lease && lease != sw->member_lease && !sw->member_putting &&
-        now >= sw->member_retry_ms)
+        sw->request_readable && now >= sw->member_retry_ms)
         put_member(sw, lease);
     step_back(sw);
 }
@@ -367,6 +402,21 @@ static int etcd_error(struct app *a, int rc, const char *what)
     return EXIT_ERROR;
 }
 
+/* An error on a key under __elector/: a refusal names the grants switchover
+ * needs (app_hint's names only the election's prefix). */
+static int sw_etcd_error(struct app *a, int rc, const char *what)
+{
+    if (rc != ELECTOR_EPERM || !a->creds.user) return etcd_error(a, rc, what);
+    char hint[640];
+    perm_hint(hint, sizeof(hint), a);
+    const char *detail = elector_etcd_errstr(a->etcd);
+    tool_log(LOG_ERROR, "%s: %s; %s", what, *detail ? detail : elector_strerror(rc),
+             hint);
+    a->exit_code = EXIT_ERROR;
+    a->done = true;
+    return EXIT_ERROR;
+}
+
 /* The new leader, on stdout as `leader` prints it. */
 static void print_leader(struct app *a, const Mvccpb__KeyValue *kv)
 {
@@ -400,8 +450,11 @@ static int check_ahead(struct app *a, const Etcdserverpb__RangeResponse *c, size
     Etcdserverpb__RangeResponse *m = NULL;
     int rc = mp ? range_prefix(a, mp, false, &m) : ELECTOR_ENOMEM;
     if (rc) {
+        char what[512];
+        snprintf(what, sizeof(what), "switchover: cannot read the candidates (%s)",
+                 mp ? mp : "");
         free(mp);
-        return etcd_error(a, rc, "switchover: cannot read the candidates");
+        return sw_etcd_error(a, rc, what);
     }
     int out = 0;
     for (size_t i = 0; i < ti && !out; i++) {
@@ -417,10 +470,13 @@ static int check_ahead(struct app *a, const Etcdserverpb__RangeResponse *c, size
         if (!found) {
             tool_log(
                 LOG_ERROR,
-                "switchover: %.*s (lease %s) is ahead of the target and is not an "
-                "elector candidate (`etcdctl elect` or another client): it cannot be "
-                "asked to step back; stop it first",
-                (int)c->kvs[i]->key.len, (const char *)c->kvs[i]->key.data, want);
+                "switchover: %.*s (lease %s) is ahead of the target and takes no "
+                "switchover requests (no key %s%s): it is not an elector candidate "
+                "(`etcdctl elect` or another client), or its etcd user may not write "
+                "%s or read __elector/switchover/%s (it logs a warning saying so); it "
+                "cannot be asked to step back: stop it first",
+                (int)c->kvs[i]->key.len, (const char *)c->kvs[i]->key.data, want, mp,
+                want, mp, a->o->name);
             out = EXIT_REFUSED;
         }
     }
@@ -471,7 +527,11 @@ static int put_request(struct app *a, const char *rk, const Mvccpb__KeyValue *t,
     int rc = elector_etcd_call_sync(a->etcd, ELECTOR_RPC_TXN, &txn.base, &co,
                                     (ProtobufCMessage **)&r);
     free(val);
-    if (rc) return etcd_error(a, rc, "switchover: cannot write the request");
+    if (rc) {
+        char what[512];
+        snprintf(what, sizeof(what), "switchover: cannot write the request %s", rk);
+        return sw_etcd_error(a, rc, what);
+    }
     int out = 0;
     if (!r->succeeded) {
         const Etcdserverpb__RangeResponse *o =
