@@ -192,15 +192,18 @@ static const char SWITCHOVER[] =
     "stopped and its tree gone before its key is deleted); the target is elected by\n"
     "the usual protocol. The request is the key __elector/switchover/NAME, under a\n"
     "lease of its own, withdrawn in every outcome. Once VALUE leads, print its key\n"
-    "and value as `leader` does (-w json: a leader event).\n"
+    "and value as `leader` does (-w json: a leader event). With etcd auth, the users\n"
+    "of the candidates and of the requester need readwrite on NAME/, on the prefix\n"
+    "__elector/candidates/NAME/ and on the key __elector/switchover/NAME.\n"
     "\n"
     "Options:\n"
     "  --to VALUE          the value of the candidate that is to lead (required)\n"
     "  --timeout DURATION  give up after this long (default 60s)\n"
     "Exit status: 0 VALUE leads (also when it already did); 5 refused: no candidate\n"
-    "or several have VALUE, a candidate ahead of it is not elector's (etcdctl elect:\n"
-    "its key is named), another switchover is under way, or the target left; 6 timed\n"
-    "out (the request is withdrawn; leadership stays where it is); 1 etcd errors.\n"
+    "or several have VALUE, a candidate ahead of it is not elector's (etcdctl elect)\n"
+    "or lacks those grants (its key is named), another switchover is under way, or\n"
+    "the target left; 6 timed out (the request is withdrawn; leadership stays where\n"
+    "it is); 1 etcd errors (a denied permission: the message names the grants).\n"
     "Global options: elector --help.\n";
 
 static const char HELP[] =
