@@ -589,11 +589,11 @@ TEST_WITH_TIMEOUT(switchover_times_out_and_withdraws_the_request, 90)
 
 /* ---------------------------------------------------------------- switchover, auth */
 
-/* An auth cluster with three users for election `name`, each with a role of its
+/* An auth cluster with four users for election `name`, each with a role of its
  * own: "full" has readwrite on NAME/, on the prefix __elector/candidates/NAME/
  * and on the key __elector/switchover/NAME (what the docs say switchover
- * needs), "half" lacks the switchover key, "bare" has NAME/ only. order() and
- * count() read as root. */
+ * needs), "half" lacks the switchover key, "bare" has NAME/ only, "mute" has
+ * NAME/ and may read the switchover key. order() and count() read as root. */
 static const char SW_PW[] = "sw-pw-71";
 static eh_cluster *start_auth(const char *name)
 {
@@ -605,8 +605,8 @@ static eh_cluster *start_auth(const char *name)
     snprintf(prefix, sizeof(prefix), "%s/", name);
     snprintf(members, sizeof(members), "__elector/candidates/%s/", name);
     snprintf(req, sizeof(req), "__elector/switchover/%s", name);
-    const char *users[] = {"full", "half", "bare"};
-    for (int u = 0; u < 3; u++) {
+    const char *users[] = {"full", "half", "bare", "mute"};
+    for (int u = 0; u < 4; u++) {
         snprintf(up, sizeof(up), "%s:%s", users[u], SW_PW);
         ASSERT_EQ(0, eh_etcdctl(c, NULL, "role", "add", users[u], NULL));
         ASSERT_EQ(0, eh_etcdctl(c, NULL, "user", "add", up, NULL));
@@ -619,6 +619,9 @@ static eh_cluster *start_auth(const char *name)
         if (u < 1)
             ASSERT_EQ(0, eh_etcdctl(c, NULL, "role", "grant-permission", users[u],
                                     "readwrite", req, NULL));
+        if (u == 3)
+            ASSERT_EQ(0, eh_etcdctl(c, NULL, "role", "grant-permission", users[u], "read",
+                                    req, NULL));
     }
     return c;
 }
@@ -642,8 +645,9 @@ static int switchover_as(char **out, char **err, const char *ep, const char *use
     int rc = tool(out, err,
                   (const char *[]){"--endpoints", ep, "--user", up, "switchover", name,
                                    "--to", to, "--timeout", "20s", NULL});
-    tl_log("switchover by %s to %s: exit %d in %.0f ms", user, to, rc,
-           (tl_now() - t0) * 1000);
+    const char *why = err && *err ? strstr(*err, "error elector") : NULL;
+    tl_log("switchover by %s to %s: exit %d in %.0f ms%s%s", user, to, rc,
+           (tl_now() - t0) * 1000, why ? ": " : "", why ? why : "");
     ASSERT_LT(tl_now() - t0, 10.0); /* an answer, never the timeout */
     return rc;
 }
@@ -695,18 +699,21 @@ TEST_WITH_TIMEOUT(switchover_under_auth_without_the_elector_prefix_fails_clearly
     const char *ep = eh_endpoints(c);
     char *dir = tl_tmpdir("swp");
     write_job(dir, "0.3");
-    cand cs[4];
-    const char *vals[] = {"v0", "v1", "v2", "v3"},
-               *users[] = {"full", "half", "bare", "full"};
-    const char *want[] = {"v0", "v0 v1", "v0 v1 v2", "v0 v1 v2 v3"};
-    for (int i = 0; i < 4; i++) {
+    cand cs[5];
+    const char *vals[] = {"v0", "v1", "v2", "v3", "v4"};
+    const char *users[] = {"full", "half", "bare", "full", "mute"};
+    const char *want[] = {"v0", "v0 v1", "v0 v1 v2", "v0 v1 v2 v3", "v0 v1 v2 v3 v4"};
+    for (int i = 0; i < 5; i++) {
         start_as(&cs[i], dir, ep, "sa", vals[i], users[i]);
         ASSERT(wait_order(ep, "sa", want[i], 15));
     }
     /* Neither may read the request: neither writes its member key. */
     ASSERT(wait_contains(cs[1].err, "cannot read __elector/switchover/sa", 10));
     ASSERT(wait_contains(cs[2].err, "cannot read __elector/switchover/sa", 10));
-    for (int i = 1; i < 3; i++) {
+    /* mute may read it, but not write its member key. */
+    ASSERT(wait_contains(cs[4].err, "cannot write __elector/candidates/sa/", 10));
+    for (int i = 1; i < 5; i++) {
+        if (i == 3) continue;
         const char *e = slurp(cs[i].err);
         tl_log("%s: %s", vals[i],
                strstr(e, "warn elector") ? strstr(e, "warn elector") : e);
@@ -751,7 +758,7 @@ TEST_WITH_TIMEOUT(switchover_under_auth_without_the_elector_prefix_fails_clearly
     free(out);
     free(err);
     no_request(ep, "sa");
-    ASSERT(wait_order(ep, "sa", "v0 v1 v2 v3", 1)); /* nothing moved */
+    ASSERT(wait_order(ep, "sa", "v0 v1 v2 v3 v4", 1)); /* nothing moved */
     char last[16];
     ASSERT_EQ(1, check_activity(dir, last, sizeof(last)));
     ASSERT_STREQ("v0", last);
@@ -764,7 +771,7 @@ TEST_WITH_TIMEOUT(switchover_under_auth_without_the_elector_prefix_fails_clearly
     ASSERT(wait_contains(path_in(dir, "activity"), "start v1", 5));
     ASSERT_EQ(2, check_activity(dir, last, sizeof(last)));
     ASSERT_STREQ("v1", last);
-    stop_all(cs, 4, ep, "sa");
+    stop_all(cs, 5, ep, "sa");
     ASSERT_EQ(2, check_activity(dir, last, sizeof(last)));
     ASSERT_STREQ("", last);
     free(dir);
