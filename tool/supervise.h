@@ -20,6 +20,9 @@
  *     ("subreaper": orphaned descendants are reparented to the guard, which
  *     kills every descendant it finds in /proc until it has no child left).
  *     Either way, a descendant that left the command's process group dies too.
+ *   - The command starts clean: forked with every signal blocked (a stop sent
+ *     before it resets the guard's SIG_IGN dispositions stays pending), then
+ *     every disposition SIG_DFL, an empty mask, no fd above 2, exec.
  *   - "Gone" means reaped: the guard reports the end only when it has no child
  *     left, so elector releases the lease only after the whole tree is gone.
  *   - elector dies (SIGKILL, OOM, crash): EOF on the pipe; the guard stops the
