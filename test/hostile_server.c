@@ -254,6 +254,18 @@ static void on_fast_check(conn *c, stream *st, const Etcdserverpb__TxnRequest *q
     r.succeeded = 1;
     r.n_responses = 1;
     r.responses = opp;
+    if (rq->serializable && O->attack == HS_FAST_ERROR) {
+        static const char msg[] = "etcdserver: revision of auth store is old";
+        nghttp2_nv hd[] = {
+            {(uint8_t *)":status", (uint8_t *)"200", 7, 3, 0},
+            {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, 0},
+            {(uint8_t *)"grpc-status", (uint8_t *)"3", 11, 1, 0},
+            {(uint8_t *)"grpc-message", (uint8_t *)msg, 12, sizeof(msg) - 1, 0}};
+        st->responded = true;
+        nghttp2_submit_response(c->h2, st->id, hd, 4, NULL);
+        c->answered++;
+        return;
+    }
     if (!rq->serializable) {
         /* "The predecessor is still there." */
         kv.key.data = pred;

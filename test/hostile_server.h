@@ -65,6 +65,8 @@ typedef enum hs_attack {
     HS_FAST_EXTRA_RESULT,  /* succeeded, two (empty) Range results */
     HS_FAST_NEW_CONN,      /* truthful, but GOAWAY follows the event: the check
                               goes out on the next connection */
+    HS_FAST_ERROR,         /* an error: grpc-status 3, "etcdserver: revision of
+                              auth store is old" (ErrGRPCAuthOldRevision) */
     /* The event lies (the serializable answer is truthful): */
     HS_FAST_EVENT_HEADER_BELOW, /* header revision HS_R - 1 < mod_revision HS_R */
     HS_FAST_EVENT_OTHER_KEY,    /* the DELETE is of PREFIX "2", not the predecessor */

@@ -877,6 +877,11 @@ TEST(lib_fast_check_malformed_results_fall_back)
     fast_attack("succeeded, two Range results", HS_FAST_EXTRA_RESULT, W_REPLY);
 }
 
+TEST(lib_fast_check_error_falls_back)
+{
+    fast_attack("auth store revision is old", HS_FAST_ERROR, W_ERROR);
+}
+
 TEST(lib_fast_check_answer_on_a_new_connection_falls_back)
 {
     fast_attack("GOAWAY after the event", HS_FAST_NEW_CONN, W_CONN);
