@@ -240,7 +240,7 @@ static bool event_consistent(const elector_election *el,
                              const Mvccpb__KeyValue *kv)
 {
     return kv && r->header && el->pred && kv->key.len == el->pred_len &&
-           !memcmp(kv->key.data, el->pred, el->pred_len) &&
+           (!el->pred_len || !memcmp(kv->key.data, el->pred, el->pred_len)) &&
            kv->mod_revision >= el->watch_from && r->header->revision >= kv->mod_revision;
 }
 
