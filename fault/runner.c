@@ -679,30 +679,19 @@ int fr_spawn(fr_world *w, bool netns)
         snprintf(value, sizeof value, "cand-%d", i);
         snprintf(lock, sizeof lock, "%s/job.lock", w->dir);
         snprintf(c->err_path, sizeof c->err_path, "%s", err);
-        const char *argv[40] = {g_elector_bin,
-                                "--endpoints",
-                                eps,
-                                "--ttl",
-                                ttl_s,
-                                "--dial-timeout",
-                                "1s",
-                                "-w",
-                                "json",
-                                "run",
-                                w->election,
-                                "--value",
-                                value,
-                                "--",
-                                g_job_bin,
-                                "--id",
-                                id,
-                                "--log",
-                                c->log_path,
-                                "--lock",
-                                lock,
-                                "--resource",
-                                w->res_sock};
-        int na = 23;
+        const char *argv[40] = {g_elector_bin,    "--endpoints", eps,  "--ttl", ttl_s,
+                                "--dial-timeout", "1s",          "-w", "json",  "run",
+                                w->election,      "--value",     value};
+        int na = 13;
+        char rargs[256];
+        snprintf(rargs, sizeof rargs, "%s", w->run_args ? w->run_args : "");
+        for (char *save = NULL, *t = strtok_r(rargs, " ", &save); t && na < 20;
+             t = strtok_r(NULL, " ", &save))
+            argv[na++] = t;
+        const char *job[] = {"--",        g_job_bin, "--id", id,           "--log",
+                             c->log_path, "--lock",  lock,   "--resource", w->res_sock};
+        for (size_t k = 0; k < sizeof job / sizeof job[0]; k++)
+            argv[na++] = job[k];
         char extra[256];
         snprintf(extra, sizeof extra, "%s", w->cand_args ? w->cand_args : "");
         for (char *save = NULL, *t = strtok_r(extra, " ", &save); t && na < 39;
@@ -1174,6 +1163,7 @@ static int world_begin(fr_world *w, const fr_scenario *s)
     memset(w, 0, sizeof *w);
     w->scenario = s->name;
     w->cand_args = s->cand_args;
+    w->run_args = s->run_args;
     w->slow = s->slow;
     w->run = s->run;
     w->netns_idx = -1;

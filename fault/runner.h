@@ -58,6 +58,7 @@ struct fr_world {
     pid_t resource_pid, recorder_pid; /* recorder_pid -1: restart due */
     int64_t recorder_restart_at;
     const char *cand_args; /* extra candidate options of the scenario */
+    const char *run_args;  /* extra `elector run` options of the scenario */
     bool slow;
     bool run; /* candidates are `elector run ... -- fault-job` processes */
     char res_sock[512];
@@ -155,6 +156,7 @@ typedef struct fr_scenario {
     const char *cand_args; /* extra fault-candidate options, space separated */
     bool slow;             /* candidates reach etcd through the delaying proxy */
     bool run;              /* `elector run` candidates; cand_args go to fault-job */
+    const char *run_args;  /* with run: extra options of `elector run` */
     bool optional;         /* run only when named in --scenarios */
     int (*round)(fr_world *w, int r); /* 0 ok, -1 could not run the round */
 } fr_scenario;

@@ -4,6 +4,7 @@
  * the restore when etcd was down) and "endround" in runner.log; the checker
  * works from those marks and the logs. See docs/FAULTS.md. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -746,6 +747,98 @@ static int r_run_guard_kill(fr_world *w, int r)
     return 0;
 }
 
+/* The first child of pid (host pids), 0 if it has none. */
+static pid_t first_child(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    char *s = fu_read_file(path, NULL);
+    long c = s ? strtol(s, NULL, 10) : 0;
+    free(s);
+    return (pid_t)c;
+}
+
+/* The host pid of the process whose pid is nspid in the PID namespace of ref
+ * (job lines written in a namespace carry its pids); 0 if there is none. */
+static pid_t host_pid_in_ns_of(pid_t ref, pid_t nspid)
+{
+    char path[64], want[64], got[64];
+    snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)ref);
+    ssize_t n = readlink(path, want, sizeof want - 1);
+    if (n <= 0) return 0;
+    want[n] = '\0';
+    DIR *d = opendir("/proc");
+    if (!d) return 0;
+    pid_t found = 0;
+    struct dirent *de;
+    while (!found && (de = readdir(d))) {
+        char *end;
+        long pid = strtol(de->d_name, &end, 10);
+        if (*end || pid <= 0) continue;
+        snprintf(path, sizeof path, "/proc/%ld/ns/pid", pid);
+        n = readlink(path, got, sizeof got - 1);
+        if (n <= 0) continue;
+        got[n] = '\0';
+        if (strcmp(got, want)) continue;
+        snprintf(path, sizeof path, "/proc/%ld/status", pid);
+        char *st = fu_read_file(path, NULL), *l = st ? strstr(st, "\nNSpid:") : NULL;
+        if (l) {
+            l[strcspn(l + 1, "\n") + 1] = '\0';
+            char *last = strrchr(l, '\t');
+            if (last && strtol(last + 1, NULL, 10) == nspid) found = (pid_t)pid;
+        }
+        free(st);
+    }
+    closedir(d);
+    return found;
+}
+
+/* `kill -9 $(pidof elector)`: elector and its guard SIGKILLed together, with
+ * --pid-namespace. Nobody is left to stop the tree or release the lease: the
+ * namespace's init dies with the guard (PDEATHSIG) and the kernel kills every
+ * process of the namespace, the escapee in its own session too; the lease ends
+ * by its TTL. Without the flag the escapee outlives them both, and the
+ * successor's job finds the job lock held: an overlap. */
+static int r_run_both_kill(fr_world *w, int r)
+{
+    (void)r;
+    int l = run_leader(w);
+    if (l < 0) return -1;
+    fr_cand *c = &w->c[l];
+    pid_t g = first_child(c->pid), init = g > 0 ? first_child(g) : 0;
+    pid_t job = init > 0 ? first_child(init) : 0;
+    pid_t esc = init > 0 ? host_pid_in_ns_of(init, c->escapee_pid) : 0;
+    if (g <= 0 || job <= 0 || esc <= 0) {
+        fr_log(w, "note cand %d: guard %d, init %d, job %d, escapee %d not all found", l,
+               (int)g, (int)init, (int)job, (int)esc);
+        return -1;
+    }
+    int64_t t = fr_now();
+    fr_mark_fault(w,
+                  "SIGKILL elector %d and its guard %d together, leader cand %d (token "
+                  "%" PRId64 "); job %d, escapee %d in a PID namespace",
+                  (int)c->pid, (int)g, l, c->token, (int)job, (int)esc);
+    kill(g, SIGSTOP); /* stopped first: neither acts on the other's death */
+    kill(c->pid, SIGSTOP);
+    kill(g, SIGKILL);
+    fr_kill(w, l);
+    fr_mark_heal(w, "elector and guard dead: the kernel ends the namespace, the lease "
+                    "ends by its TTL");
+    int64_t t_gone = 0;
+    for (int64_t end = t + 2000000000LL; !t_gone && fr_now() < end; fr_sleep(w, 2))
+        if (pid_gone(job) && pid_gone(esc)) t_gone = fr_now();
+    int n = successor(w, l, t, "both-kill");
+    fr_sleep(w, 300);
+    fr_mark_end(w);
+    expect(w, t_gone != 0, "cand %d's whole job tree is gone", l);
+    fr_say("   tree gone %.1f ms after the SIGKILLs; successor cand %d's job started "
+           "%.0f ms after them (TTL %d s)",
+           t_gone ? ms_since(t, t_gone) : -1, n,
+           n >= 0 ? ms_since(t, w->c[n].job_start) : -1, R.ttl_s);
+    fr_replace(w, l);
+    return 0;
+}
+
 /* SIGKILL to elector alone, the host alive: the guard stops the tree and
  * revokes the lease on its own connection. */
 static int r_run_elector_kill(fr_world *w, int r)
@@ -1017,6 +1110,14 @@ const fr_scenario fr_scenarios[] = {
      .round = r_run_guard_kill,
      .what =
          "run: the guard SIGKILLed alone: elector kills the tree, steps down, exits 3"},
+    {.name = "run-both-kill",
+     .ncand = 3,
+     .run = true,
+     .run_args = "--pid-namespace",
+     .rounds = 2,
+     .round = r_run_both_kill,
+     .what = "run --pid-namespace: elector and its guard SIGKILLed together: the "
+             "kernel ends the tree"},
     {.name = "run-elector-kill",
      .ncand = 3,
      .run = true,

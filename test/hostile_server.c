@@ -222,6 +222,127 @@ static void nested_txn(hbuf *out, int levels)
     *out = cur;
 }
 
+/* ---------------------------------------------------------------- a handover */
+
+static uint8_t pred[256]; /* the predecessor's key: the check's prefix, then "1" */
+static size_t pred_len;
+static bool event_sent; /* its DELETE event: once per server */
+
+/* The check Txn of a handover (hs_fast_attack()): the linearizable one finds the
+ * predecessor, the serializable one is answered "no predecessor" per attack. */
+static void on_fast_check(conn *c, stream *st, const Etcdserverpb__TxnRequest *q)
+{
+    const Etcdserverpb__RangeRequest *rq = q->success[0]->request_range;
+    if (!rq) abort();
+    if (rq->key.len < sizeof(pred) - 1) {
+        memcpy(pred, rq->key.data, rq->key.len);
+        pred[rq->key.len] = '1';
+        pred_len = rq->key.len + 1;
+    }
+    Etcdserverpb__ResponseHeader h = hdr;
+    Etcdserverpb__RangeResponse rr = ETCDSERVERPB__RANGE_RESPONSE__INIT;
+    Etcdserverpb__DeleteRangeResponse dr = ETCDSERVERPB__DELETE_RANGE_RESPONSE__INIT;
+    Mvccpb__KeyValue kv = MVCCPB__KEY_VALUE__INIT, *kvs[1] = {&kv};
+    Etcdserverpb__ResponseOp ops[2], *opp[2] = {&ops[0], &ops[1]};
+    for (int i = 0; i < 2; i++) {
+        etcdserverpb__response_op__init(&ops[i]);
+        ops[i].response_case = ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_RANGE;
+        ops[i].response_range = &rr;
+    }
+    Etcdserverpb__TxnResponse r = ETCDSERVERPB__TXN_RESPONSE__INIT;
+    r.header = &h;
+    r.succeeded = 1;
+    r.n_responses = 1;
+    r.responses = opp;
+    if (rq->serializable && O->attack == HS_FAST_ERROR) {
+        static const char msg[] = "etcdserver: revision of auth store is old";
+        nghttp2_nv hd[] = {
+            {(uint8_t *)":status", (uint8_t *)"200", 7, 3, 0},
+            {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, 0},
+            {(uint8_t *)"grpc-status", (uint8_t *)"3", 11, 1, 0},
+            {(uint8_t *)"grpc-message", (uint8_t *)msg, 12, sizeof(msg) - 1, 0}};
+        st->responded = true;
+        nghttp2_submit_response(c->h2, st->id, hd, 4, NULL);
+        c->answered++;
+        return;
+    }
+    if (!rq->serializable) {
+        /* "The predecessor is still there." */
+        kv.key.data = pred;
+        kv.key.len = pred_len;
+        kv.value.data = (uint8_t *)"p";
+        kv.value.len = 1;
+        kv.create_revision = kv.mod_revision = 50;
+        kv.version = 1;
+        rr.kvs = kvs;
+        rr.n_kvs = 1;
+        rr.count = 1;
+        h.revision = event_sent ? HS_R + 1 : REV;
+    } else {
+        /* "Your key, no predecessor", true at any revision >= HS_R. */
+        h.revision = HS_R;
+        switch (O->attack) {
+        case HS_FAST_STALE:
+            h.revision = HS_R - 1;
+            break;
+        case HS_FAST_OTHER_MEMBER:
+            h.member_id++;
+            break;
+        case HS_FAST_OTHER_CLUSTER:
+            h.cluster_id++;
+            break;
+        case HS_FAST_NO_HEADER:
+            r.header = NULL;
+            break;
+        case HS_FAST_NO_RESULT:
+            r.n_responses = 0;
+            break;
+        case HS_FAST_WRONG_KIND:
+            ops[0].response_case =
+                ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_DELETE_RANGE;
+            ops[0].response_range = NULL;
+            ops[0].response_delete_range = &dr;
+            break;
+        case HS_FAST_EXTRA_RESULT:
+            r.n_responses = 2;
+            break;
+        default:
+            break;
+        }
+    }
+    reply(c, st, &r.base, true);
+}
+
+/* The watch on the predecessor: its DELETE, as the attack has it. */
+static void fast_event(conn *c, stream *st, int64_t watch_id)
+{
+    Etcdserverpb__ResponseHeader h = hdr;
+    h.revision = HS_R;
+    uint8_t key[sizeof(pred)];
+    memcpy(key, pred, pred_len);
+    Mvccpb__KeyValue kv = MVCCPB__KEY_VALUE__INIT;
+    kv.key.data = key;
+    kv.key.len = pred_len;
+    kv.mod_revision = HS_R;
+    Mvccpb__Event ev = MVCCPB__EVENT__INIT, *evs[1] = {&ev};
+    ev.type = MVCCPB__EVENT__EVENT_TYPE__DELETE;
+    ev.kv = &kv;
+    Etcdserverpb__WatchResponse r = ETCDSERVERPB__WATCH_RESPONSE__INIT;
+    r.header = &h;
+    r.watch_id = watch_id;
+    r.n_events = 1;
+    r.events = evs;
+    if (O->attack == HS_FAST_EVENT_HEADER_BELOW) h.revision = HS_R - 1;
+    if (O->attack == HS_FAST_EVENT_OTHER_KEY) key[pred_len - 1] = '2';
+    if (O->attack == HS_FAST_EVENT_OLD_REV) kv.mod_revision = 60;
+    reply(c, st, &r.base, false);
+    event_sent = true;
+    if (O->attack == HS_FAST_NEW_CONN)
+        nghttp2_submit_goaway(c->h2, NGHTTP2_FLAG_NONE,
+                              nghttp2_session_get_last_proc_stream_id(c->h2),
+                              NGHTTP2_NO_ERROR, NULL, 0);
+}
+
 static void on_txn(conn *c, stream *st, const uint8_t *p, size_t n)
 {
     Etcdserverpb__TxnRequest *q = etcdserverpb__txn_request__unpack(NULL, n, p);
@@ -233,6 +354,11 @@ static void on_txn(conn *c, stream *st, const uint8_t *p, size_t n)
         q->success[0]->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
     bool check = q->n_success && q->success[0]->request_case ==
                                      ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
+    if (check && hs_fast_attack(O->attack)) {
+        on_fast_check(c, st, q);
+        etcdserverpb__txn_request__free_unpacked(q, NULL);
+        return;
+    }
     if (campaign && O->attack == HS_TXN_NESTED) {
         hbuf body = {0}, nest = {0}, op = {0};
         hb_varint(&body, 2 << 3 | 0); /* succeeded = true */
@@ -371,6 +497,10 @@ static void on_watch(conn *c, stream *st, const uint8_t *p, size_t n)
         r.watch_id = q->create_request->watch_id;
         r.created = 1;
         reply(c, st, &r.base, false);
+        const Etcdserverpb__WatchCreateRequest *cr = q->create_request;
+        if (hs_fast_attack(O->attack) && !event_sent && pred_len &&
+            cr->key.len == pred_len && !memcmp(cr->key.data, pred, pred_len))
+            fast_event(c, st, r.watch_id);
         if (O->attack == HS_WATCH_HUGE) {
             hb_prefix(&st->out, UINT32_MAX);
             st->gen = GEN_BYTES;
@@ -596,6 +726,10 @@ _Noreturn static void serve(int lfd)
     signal(SIGPIPE, SIG_IGN);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     hdr.revision = REV;
+    if (hs_fast_attack(O->attack)) {
+        hdr.cluster_id = HS_CLUSTER;
+        hdr.member_id = HS_MEMBER;
+    }
     if (O->cert) {
         ctx = SSL_CTX_new(TLS_server_method());
         if (!ctx || SSL_CTX_use_certificate_chain_file(ctx, O->cert) != 1 ||

@@ -47,7 +47,40 @@ typedef enum hs_attack {
                                                                       call, close the
                                                                       connection 0.3 s
                                                                       later */
+    /* A graceful handover (HS_FAST_*, see hs_fast_attack()): every header carries
+     * cluster HS_CLUSTER and member HS_MEMBER. The check finds a predecessor,
+     * PREFIX "1" (create revision 50, below the campaign's 100); the watch on it
+     * delivers, once per server, its DELETE at revision HS_R (header revision
+     * HS_R). A linearizable check then still finds the predecessor (a lie that
+     * makes a library which believes a forged serializable "you lead" emit
+     * ELECTED); a serializable check (Range with serializable = true) is
+     * answered "your key, no predecessor", truthfully or forged as named: */
+    HS_FAST_CONTROL,       /* truthful: header {HS_CLUSTER, HS_MEMBER, HS_R} */
+    HS_FAST_STALE,         /* header revision HS_R - 1 */
+    HS_FAST_OTHER_MEMBER,  /* member_id HS_MEMBER + 1 */
+    HS_FAST_OTHER_CLUSTER, /* cluster_id HS_CLUSTER + 1 */
+    HS_FAST_NO_HEADER,     /* no header at all */
+    HS_FAST_NO_RESULT,     /* succeeded, no results */
+    HS_FAST_WRONG_KIND,    /* succeeded, a DeleteRange result */
+    HS_FAST_EXTRA_RESULT,  /* succeeded, two (empty) Range results */
+    HS_FAST_NEW_CONN,      /* truthful, but GOAWAY follows the event: the check
+                              goes out on the next connection */
+    HS_FAST_ERROR,         /* an error: grpc-status 3, "etcdserver: revision of
+                              auth store is old" (ErrGRPCAuthOldRevision) */
+    /* The event lies (the serializable answer is truthful): */
+    HS_FAST_EVENT_HEADER_BELOW, /* header revision HS_R - 1 < mod_revision HS_R */
+    HS_FAST_EVENT_OTHER_KEY,    /* the DELETE is of PREFIX "2", not the predecessor */
+    HS_FAST_EVENT_OLD_REV,      /* mod_revision 60: before the watch's start */
 } hs_attack;
+
+#define HS_CLUSTER 0x6c75737465720001ULL
+#define HS_MEMBER 0x6d656d6265720001ULL
+#define HS_R 110
+
+static inline bool hs_fast_attack(hs_attack a)
+{
+    return a >= HS_FAST_CONTROL && a <= HS_FAST_EVENT_OLD_REV;
+}
 
 typedef struct hs_opts {
     hs_attack attack;

@@ -32,6 +32,9 @@
 #define ELECTOR_SSL_LAZY_IMPL /* OpenSSL's own names here; the table is patched below */
 #include "ssl_lazy.h"
 #include "testlib.h"
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#endif
 
 #ifndef ELECTOR_BIN
 #error "ELECTOR_BIN must name the built elector binary"
@@ -716,6 +719,181 @@ TEST(lib_observe_ends_with_failed_on_a_protocol_error)
     ASSERT_EQ(1, o.events);
     ASSERT_CONTAINS(o.msg, "/etcdserverpb.Watch/Watch");
     hs_stop(&s);
+}
+
+/* ---------------------------------------------------------------- library: the fast
+ * check */
+
+/* A handover (hostile_server.h, HS_FAST_*): the candidate waits for a
+ * predecessor, whose DELETE event comes at HS_R; a serializable check answers
+ * "you lead", truthfully or forged, while every linearizable check still finds
+ * the predecessor. A library that believed a forged answer would be ELECTED. */
+struct fast_out {
+    elector_election_stats st;
+    int elected, failed, waiting, reason, leaks;
+    double after_s; /* from the answer to the check after the event to the end */
+};
+
+static struct fast_out fast_seen;
+
+static void fast_cb(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el, (void)ud;
+    if (ev->type == ELECTOR_EV_ELECTED) fast_seen.elected++;
+    if (ev->type == ELECTOR_EV_WAITING) fast_seen.waiting++;
+    if (ev->type == ELECTOR_EV_FAILED) {
+        fast_seen.failed++;
+        fast_seen.reason = ev->reason;
+        snprintf(failed_detail, sizeof(failed_detail), "%s", ev->detail);
+    }
+}
+
+/* The check after the event was answered: a serializable answer taken or
+ * refused, or a second linearizable check sent. */
+static bool fast_decided(const elector_election_stats *t)
+{
+    return t->serializable_taken + t->fallback_error + t->fallback_member +
+                   t->fallback_conn + t->fallback_stale + t->fallback_reply >
+               0 ||
+           t->checks_linearizable >= 2;
+}
+
+/* Runs in the child of run_lib(); the result goes back in lib_out.msg. */
+static void lib_fast(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    struct fast_out *f = &fast_seen;
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    if (elector_session_wait(s, 4000)) _exit(5);
+    elector_election *el = elector_election_new(s, "e", fast_cb, NULL);
+    if (!el || elector_campaign(el, "v", 1)) _exit(6);
+    /* Up to 8 s for the handover to reach the check; then 1.5 s for an ELECTED
+     * that must not come (the control's comes at once). */
+    double end = tl_now() + 8, decided = 0;
+    while (tl_now() < end && !f->elected && !f->failed) {
+        elector_etcd_run_once(e, 50);
+        elector_election_get_stats(el, &f->st);
+        if (!decided && fast_decided(&f->st)) {
+            decided = tl_now();
+            end = decided + 1.5;
+        }
+    }
+    elector_election_get_stats(el, &f->st);
+    f->after_s = decided ? tl_now() - decided : -1;
+    o->err = f->reason;
+    elector_election_free(el);
+    elector_session_close(s);
+    elector_etcd_free(e);
+#if defined(__SANITIZE_ADDRESS__)
+    /* run_lib's child ends with _exit(): the leak check at exit never runs. */
+    f->leaks = __lsan_do_recoverable_leak_check();
+#endif
+    _Static_assert(sizeof(*f) <= sizeof(o->msg), "fast_out fits in lib_out.msg");
+    memcpy(o->msg, f, sizeof(*f));
+}
+
+/* The counters that must be 0 or 1 after one forged reply. */
+enum fast_want { W_TAKEN, W_ERROR, W_MEMBER, W_CONN, W_STALE, W_REPLY, W_NO_FAST };
+
+static void fast_attack(const char *what, hs_attack attack, enum fast_want want)
+{
+    hs_server s;
+    start(&s, attack, false);
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(lib_fast, s.endpoint, NULL, &o, &rss, &sig);
+    struct fast_out f;
+    memcpy(&f, o.msg, sizeof(f));
+    const elector_election_stats *t = &f.st;
+    tl_log("library, fast check, %s: elected %d, failed %d (%s), waiting events %d; "
+           "checks: linearizable %d, serializable %d, taken %d; fallbacks: error %d, "
+           "member %d, conn %d, stale %d, reply %d; watched %.2f s after the check; "
+           "peak RSS %.1f MB%s%s",
+           what, f.elected, f.failed, elector_err_name(f.reason), f.waiting,
+           (int)t->checks_linearizable, (int)t->checks_serializable,
+           (int)t->serializable_taken, (int)t->fallback_error, (int)t->fallback_member,
+           (int)t->fallback_conn, (int)t->fallback_stale, (int)t->fallback_reply,
+           f.after_s, rss / 1024.0, sig ? ", signal " : "", sig ? strsignal(sig) : "");
+    ASSERT_EQ(0, sig);
+    ASSERT_LT(rss, RSS_LIMIT_KB);
+    ASSERT_EQ(0, f.leaks);
+    ASSERT_EQ(0, f.failed);
+    ASSERT_EQ(1, f.waiting); /* the predecessor was found: WAITING, once */
+    if (want == W_TAKEN) {
+        /* The control: the scenario reaches the fast check, whose answer decides. */
+        ASSERT_EQ(1, f.elected);
+        ASSERT_EQ(1, (int)t->checks_linearizable);
+        ASSERT_EQ(1, (int)t->checks_serializable);
+        ASSERT_EQ(1, (int)t->serializable_taken);
+        ASSERT_EQ(2, t->last_decided_by);
+    } else {
+        /* Still waiting, 1.5 s after the linearizable check said so. */
+        ASSERT_EQ(0, f.elected);
+        ASSERT_GE(f.after_s, 1.5);
+        ASSERT_EQ(0, (int)t->serializable_taken);
+        ASSERT_EQ(2, (int)t->checks_linearizable);
+        ASSERT_EQ(want == W_NO_FAST ? 0 : 1, (int)t->checks_serializable);
+        ASSERT_EQ(1, t->last_decided_by);
+    }
+    ASSERT_EQ(want == W_ERROR, (int)t->fallback_error);
+    ASSERT_EQ(want == W_MEMBER, (int)t->fallback_member);
+    ASSERT_EQ(want == W_CONN, (int)t->fallback_conn);
+    ASSERT_EQ(want == W_STALE, (int)t->fallback_stale);
+    ASSERT_EQ(want == W_REPLY, (int)t->fallback_reply);
+    hs_stop(&s);
+}
+
+TEST(lib_fast_check_control_truthful_answer_is_taken)
+{
+    fast_attack("truthful serializable answer", HS_FAST_CONTROL, W_TAKEN);
+}
+
+TEST(lib_fast_check_revision_below_the_event_falls_back)
+{
+    fast_attack("header revision R - 1", HS_FAST_STALE, W_STALE);
+}
+
+TEST(lib_fast_check_another_member_falls_back)
+{
+    fast_attack("another member_id", HS_FAST_OTHER_MEMBER, W_MEMBER);
+}
+
+TEST(lib_fast_check_another_cluster_falls_back)
+{
+    fast_attack("another cluster_id", HS_FAST_OTHER_CLUSTER, W_MEMBER);
+}
+
+TEST(lib_fast_check_no_header_falls_back)
+{
+    fast_attack("no header", HS_FAST_NO_HEADER, W_MEMBER);
+}
+
+TEST(lib_fast_check_malformed_results_fall_back)
+{
+    fast_attack("succeeded, no results", HS_FAST_NO_RESULT, W_REPLY);
+    fast_attack("succeeded, a DeleteRange result", HS_FAST_WRONG_KIND, W_REPLY);
+    fast_attack("succeeded, two Range results", HS_FAST_EXTRA_RESULT, W_REPLY);
+}
+
+TEST(lib_fast_check_error_falls_back)
+{
+    fast_attack("auth store revision is old", HS_FAST_ERROR, W_ERROR);
+}
+
+TEST(lib_fast_check_answer_on_a_new_connection_falls_back)
+{
+    fast_attack("GOAWAY after the event", HS_FAST_NEW_CONN, W_CONN);
+}
+
+TEST(lib_fast_check_inconsistent_event_gets_the_linearizable_check)
+{
+    fast_attack("event header revision below its mod_revision",
+                HS_FAST_EVENT_HEADER_BELOW, W_NO_FAST);
+    fast_attack("event of another key", HS_FAST_EVENT_OTHER_KEY, W_NO_FAST);
+    fast_attack("event before the watch's start revision", HS_FAST_EVENT_OLD_REV,
+                W_NO_FAST);
 }
 
 /* ---------------------------------------------------------------- library: TLS */

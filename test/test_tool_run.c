@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -181,27 +183,37 @@ static int wait_elected(eu_cand *x, int from, int timeout_ms, int64_t *t_ns)
 /* ^Z, or kill -STOP -PGID: elector and everything in its group freeze. The guard
  * is in its own session, so it still stops the job by the deadline, and the
  * successor's turn starts only after the job's last tick. */
-TEST_WITH_TIMEOUT(group_stop_the_guard_stops_the_job_by_the_deadline, 90)
+static void group_stop(bool pid_ns)
 {
     eh_cluster *c = start1();
     char *dir = tl_tmpdir("gstop");
     const char *job = ticking_job(dir);
     pid_t e = spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl",
-                                                "2", "run", "gs", "--", "sh", job, NULL});
+                                                "2", "run", "gs", "--", "sh", job,
+                                                pid_ns ? "--pid-namespace" : NULL, NULL});
     pid_t pids[8];
-    int np = read_pids(dir, pids, 8);
-    ASSERT_EQ(3, np);
+    int np = 0;
+    if (pid_ns) { /* DIR/pids holds namespace pids: the ticks tell */
+        ASSERT(wait_contains(dir_file(dir, "ticks"), "worker ", 10));
+        ASSERT(wait_contains(dir_file(dir, "ticks"), "daemon ", 10));
+    } else {
+        np = read_pids(dir, pids, 8);
+        ASSERT_EQ(3, np);
+    }
     eu_cand *x = eu_cand_new(eh_endpoints(c), "gs", 5);
     ASSERT_OK(elector_campaign(x->el, "x", 1));
     ASSERT_OK(kill(-e, SIGSTOP));
     int64_t t0 = wall_ns(), t_el;
     ASSERT(wait_elected(x, 0, 10000, &t_el) >= 0);
     tl_log("successor elected %.0f ms after the group stop", (double)(t_el - t0) / 1e6);
-    ASSERT(wait_all_dead(pids, np, 1));
-    int n;
+    if (!pid_ns) ASSERT(wait_all_dead(pids, np, 1));
+    int n, n2;
     int64_t last = last_tick(dir, &n);
     tl_log("%d ticks; the last %.1f ms before the successor", n,
            (double)(t_el - last) / 1e6);
+    tl_msleep(300);
+    last_tick(dir, &n2);
+    ASSERT_EQ(n, n2); /* nothing ticks on */
     ASSERT_GT(n, 3);
     ASSERT_LT(last, t_el); /* never two acting leaders */
     kill_pids(pids, np);
@@ -211,6 +223,17 @@ TEST_WITH_TIMEOUT(group_stop_the_guard_stops_the_job_by_the_deadline, 90)
     eu_cand_free(x);
     free(dir);
     eh_stop(c);
+}
+
+TEST_WITH_TIMEOUT(group_stop_the_guard_stops_the_job_by_the_deadline, 90)
+{
+    group_stop(false);
+}
+
+/* The same through the namespace's init: the guard's SIGTERM and SIGKILL. */
+TEST_WITH_TIMEOUT(pid_namespace_group_stop_the_guard_stops_the_job_by_the_deadline, 90)
+{
+    group_stop(true);
 }
 
 /* ---------------------------------------------------------------- group kill */
@@ -297,6 +320,152 @@ TEST_WITH_TIMEOUT(guard_killed_alone_elector_kills_the_tree_and_steps_down, 60)
     ASSERT_LT(last_tick(dir, &n), t_el);
     kill_pids(pids, np);
     eu_cand_free(x);
+    free(dir);
+    eh_stop(c);
+}
+
+/* ---------------------------------------------------------------- --pid-namespace */
+
+/* The guard's pid: elector's only child. */
+static pid_t guard_of(pid_t e)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)e, (int)e);
+    double end = tl_now() + 5;
+    for (;;) {
+        FILE *f = fopen(path, "r");
+        long g = 0;
+        if (f) {
+            if (fscanf(f, "%ld", &g) != 1) g = 0;
+            fclose(f);
+        }
+        if (g > 0 || tl_now() > end) return (pid_t)g;
+        tl_msleep(20);
+    }
+}
+
+/* Kills what is left in the guard's cgroup (a failed test's survivors). */
+static void kill_guard_cgroup(pid_t guard)
+{
+    char own[512] = "", path[1024];
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f) return;
+    while (fgets(own, sizeof(own), f))
+        if (!strncmp(own, "0::", 3)) break;
+    fclose(f);
+    own[strcspn(own, "\n")] = 0;
+    snprintf(path, sizeof(path), "/sys/fs/cgroup%s/elector-run.%d/cgroup.kill",
+             strcmp(own + 3, "/") ? own + 3 : "", (int)guard);
+    int fd = open(path, O_WRONLY);
+    if (fd < 0) return;
+    if (write(fd, "1", 1) < 0) { /* nothing left */
+    }
+    close(fd);
+    tl_msleep(200);
+    path[strlen(path) - strlen("/cgroup.kill")] = 0;
+    rmdir(path);
+}
+
+/* `kill -9 $(pidof elector)` takes elector and its guard together: nobody is
+ * left to stop the tree but the kernel. With --pid-namespace the namespace's
+ * init dies with the guard (PDEATHSIG) and the kernel kills every process of
+ * the namespace: the worker in the command's group and the daemon that left it
+ * stop ticking at once. (Without the flag they tick on after the lease has
+ * expired and another candidate leads.) */
+TEST_WITH_TIMEOUT(pid_namespace_tree_dies_with_elector_and_guard, 60)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("pidns");
+    const char *job = ticking_job(dir);
+    pid_t e = spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl",
+                                                "5", "run", "pn", "--pid-namespace", "--",
+                                                "sh", job, NULL});
+    /* DIR/pids holds namespace pids: wait for the ticks of all three instead. */
+    ASSERT(wait_contains(dir_file(dir, "ticks"), "worker ", 10));
+    ASSERT(wait_contains(dir_file(dir, "ticks"), "daemon ", 10));
+    ASSERT(wait_contains(dir_file(dir, "ticks"), "cmd ", 10));
+    ASSERT_CONTAINS(slurp(dir_file(dir, "cmdpid")), "2\n"); /* PID 1 is our init */
+    pid_t g = guard_of(e);
+    ASSERT(g > 0);
+    /* Stopped first, so that neither acts on the other's death. */
+    ASSERT_OK(kill(g, SIGSTOP));
+    ASSERT_OK(kill(e, SIGSTOP));
+    ASSERT_OK(kill(g, SIGKILL));
+    ASSERT_OK(kill(e, SIGKILL));
+    int64_t t_kill = wall_ns();
+    wait_exit(e, 5);
+    tl_msleep(500);
+    int n1, n2;
+    int64_t last = last_tick(dir, &n1);
+    tl_msleep(1000);
+    last_tick(dir, &n2);
+    tl_log("ticks: %d, then %d a second later; last tick %.0f ms after the kill", n1, n2,
+           (double)(last - t_kill) / 1e6);
+    kill_guard_cgroup(g); /* survivors of a failed run */
+    ASSERT_EQ(n1, n2);
+    ASSERT_LT(last, t_kill + 300 * 1000000LL);
+    free(dir);
+    eh_stop(c);
+}
+
+/* In the namespace the command is PID 2 (below our init), /proc shows its own
+ * tree, and a SIGTERM to elector still reaches the command's group through the
+ * init: the command's trap decides the exit status. */
+TEST_WITH_TIMEOUT(pid_namespace_command_sees_its_pids_and_gets_signals, 60)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("pidns2");
+    char script[1024];
+    snprintf(script, sizeof(script),
+             "echo $$ $PPID > %s/ids; ls /proc | grep -c '^[0-9]' > %s/nprocs; "
+             "trap 'echo t > %s/term; exit 7' TERM; echo $$ > %s/pid; "
+             "while :; do sleep 0.05; done",
+             dir, dir, dir, dir);
+    pid_t e = spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "run",
+                                                "pn2", "--pid-namespace", "--", "sh",
+                                                "-c", script, NULL});
+    ASSERT(wait_file(dir_file(dir, "pid"), 10));
+    ASSERT_STREQ("2 1\n", slurp(dir_file(dir, "ids")));
+    int nprocs = atoi(slurp(dir_file(dir, "nprocs")));
+    tl_log("processes in the namespace's /proc: %d", nprocs);
+    ASSERT(nprocs >= 2 && nprocs < 8); /* init, sh, its pipeline: not the host's */
+    ASSERT_OK(kill(e, SIGTERM));
+    ASSERT_EQ(7, wait_exit(e, 10));
+    ASSERT(file_exists(dir_file(dir, "term")));
+    char *out = NULL;
+    ASSERT_EQ(4, tool(&out, NULL,
+                      (const char *[]){"--endpoints", eh_endpoints(c), "leader", "pn2",
+                                       NULL})); /* resigned */
+    free(out);
+    free(dir);
+    eh_stop(c);
+}
+
+/* Without CAP_SYS_ADMIN (dropped from the bounding set, so root's exec does
+ * not regain it) --pid-namespace is refused before campaigning: exit 126, a
+ * message naming the capability, and nobody leads. */
+TEST_WITH_TIMEOUT(pid_namespace_without_the_capability_is_refused_before_campaigning, 60)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("pidns3");
+    char marker[512];
+    snprintf(marker, sizeof(marker), "%s/ran", dir);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        int err = open(dir_file(dir, "err"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(err, 2);
+        if (prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0)) _exit(99);
+        execl(ELECTOR_BIN, ELECTOR_BIN, "--endpoints", eh_endpoints(c), "run", "pn3",
+              "--pid-namespace", "--", "touch", marker, (char *)NULL);
+        _exit(98);
+    }
+    ASSERT_EQ(126, wait_exit(pid, 20));
+    const char *err = slurp(dir_file(dir, "err"));
+    ASSERT_CONTAINS(err, "--pid-namespace: cannot create a PID namespace");
+    ASSERT_CONTAINS(err, "CAP_SYS_ADMIN");
+    ASSERT(strstr(err, "elected") == NULL);
+    ASSERT(!file_exists(marker));
     free(dir);
     eh_stop(c);
 }

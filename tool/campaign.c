@@ -39,12 +39,13 @@ static void on_elected(struct app *a, const elector_event *ev)
             LOG_DEBUG,
             "decided by a %s check (serializable checks: %llu, taken %llu; "
             "fallbacks: error %llu, member %llu, connection %llu, below the "
-            "delete %llu)",
+            "delete %llu, malformed %llu)",
             st.last_decided_by == 2 ? "serializable" : "linearizable",
             (unsigned long long)st.checks_serializable,
             (unsigned long long)st.serializable_taken,
             (unsigned long long)st.fallback_error, (unsigned long long)st.fallback_member,
-            (unsigned long long)st.fallback_conn, (unsigned long long)st.fallback_stale);
+            (unsigned long long)st.fallback_conn, (unsigned long long)st.fallback_stale,
+            (unsigned long long)st.fallback_reply);
     }
 }
 

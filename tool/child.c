@@ -64,7 +64,8 @@ void app_start_child(struct app *a, const elector_event *ev)
                           .deadline_ns = a->child_deadline,
                           .grace_ns = a->o->grace_ms * 1000000,
                           .release = release_lease,
-                          .ud = a};
+                          .ud = a,
+                          .pid_ns = a->o->pid_ns};
     a->child = tool_child_start(&sp, err, sizeof(err));
     for (int i = 0; i < n; i++)
         free(env[i]);

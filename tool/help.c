@@ -137,8 +137,8 @@ static const char LEADER[] =
     "Global options: elector --help.\n";
 
 static const char RUN[] =
-    "Usage: elector [OPTIONS] run NAME [--value V] [--grace D] [--restart] [--] CMD "
-    "[ARGS]\n"
+    "Usage: elector [OPTIONS] run NAME [--value V] [--grace D] [--restart]\n"
+    "                             [--pid-namespace] [--] CMD [ARGS]\n"
     "\n"
     "Campaign; while leader, run CMD with ELECTOR_NAME, ELECTOR_KEY, ELECTOR_TOKEN\n"
     "(fencing token) and ELECTOR_LEASE in its environment (never a password). A guard\n"
@@ -156,6 +156,11 @@ static const char RUN[] =
     "  --restart           when CMD exits, resign and campaign again (backoff from "
     "200ms\n"
     "                      to 30s while CMD keeps failing quickly)\n"
+    "  --pid-namespace     run CMD in a PID namespace of its own (as `unshare --pid\n"
+    "                      --fork --mount-proc --kill-child`): the kernel kills the\n"
+    "                      tree even if elector and its guard are both SIGKILLed.\n"
+    "                      CMD is PID 2 there and sees only its tree in /proc. Root\n"
+    "                      (CAP_SYS_ADMIN) only\n"
     "  --events-fd N       with -w json: the events to fd N instead of stderr\n"
     "  --http ADDR         serve GET /leader, /healthz[?leader=1], /metrics on ADDR\n"
     "  --ttl DURATION      session lease TTL (default 10s)\n" HEALTH_OPTIONS
@@ -179,6 +184,7 @@ static const char LOCK[] =
     "  --ttl DURATION      session lease TTL (default 10s, as etcdctl lock's)\n"
     "  --grace DURATION    with CMD: SIGTERM this long before the deadline\n"
     "  --restart           with CMD: when it exits, release and take the lock again\n"
+    "  --pid-namespace     with CMD: run it in a PID namespace of its own (see run)\n"
     "  --events-fd N       with CMD and -w json: the events to fd N instead of stderr\n"
     "  --http ADDR         serve GET /leader, /healthz, /metrics on ADDR\n"
     "Global options: elector --help.\n";

@@ -208,6 +208,13 @@ static int run_command(struct app *a)
     if (a->o->cmd != CMD_OBSERVE) {
         default_value(a);
         if (app_supervised(a)) tool_child_init();
+        char err[256];
+        if (app_supervised(a) && a->o->pid_ns &&
+            tool_child_check_pid_ns(err, sizeof(err))) {
+            /* Before campaigning: never take leadership only to fail to start. */
+            tool_log(LOG_ERROR, "--pid-namespace: %s", err);
+            return 126;
+        }
         app_health_start(a);
         if (a->o->cmd != CMD_LOCK) app_sw_start(a);
         /* The session is granted while the loop runs, so signals are served while

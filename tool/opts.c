@@ -153,6 +153,7 @@ enum opt_id {
     O_GRACE,
     O_PROCLAIM,
     O_RESTART,
+    O_PIDNS,
     O_EVENTS_FD,
     O_HEALTH_CMD,
     O_HEALTH_INTERVAL,
@@ -202,6 +203,7 @@ static const struct optdef {
     [O_GRACE] = {"grace", required_argument, 0, ENV_NONE},
     [O_PROCLAIM] = {"proclaim-stdin", no_argument, 0, ENV_NONE},
     [O_RESTART] = {"restart", no_argument, 0, ENV_NONE},
+    [O_PIDNS] = {"pid-namespace", no_argument, 0, ENV_NONE},
     [O_EVENTS_FD] = {"events-fd", required_argument, 0, ENV_NONE},
     [O_HEALTH_CMD] = {"health-cmd", required_argument, 0, ENV_NONE},
     [O_HEALTH_INTERVAL] = {"health-interval", required_argument, 0, ENV_NONE},
@@ -397,6 +399,9 @@ static int apply(tool_opts *o, int id, const tool_setting *s, char *err, size_t 
     case O_RESTART:
         o->restart = true;
         break;
+    case O_PIDNS:
+        o->pid_ns = true;
+        break;
     case O_HELP:
         o->help = true;
         break;
@@ -548,10 +553,10 @@ static int check(tool_opts *o, const struct raw *r, char *err, size_t cap)
         given[i] = r->set[i].origin == ORIGIN_ARGV;
     if (o->proclaim_stdin && o->cmd != CMD_CAMPAIGN)
         return usage_err(err, cap, "--proclaim-stdin is only for `elector campaign`");
-    if ((given[O_RESTART] || given[O_GRACE]) && !supervised)
+    if ((given[O_RESTART] || given[O_GRACE] || given[O_PIDNS]) && !supervised)
         return usage_err(err, cap,
-                         "--restart and --grace are only for `elector run` and "
-                         "`elector lock NAME CMD`");
+                         "--restart, --grace and --pid-namespace are only for "
+                         "`elector run` and `elector lock NAME CMD`");
     if (given[O_EVENTS_FD] && (!supervised || o->fmt != FMT_JSON))
         return usage_err(err, cap,
                          "--events-fd is for `elector -w json run` (or lock with "

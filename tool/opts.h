@@ -87,6 +87,7 @@ typedef struct tool_opts {
     enum tool_log log;
     enum tool_logfmt log_format;
     bool proclaim_stdin, restart, help, version, hex;
+    bool pid_ns; /* run, lock: the command in a PID namespace of its own */
     bool insecure_skip_verify;
     bool insecure_transport; /* default true: endpoints without scheme are cleartext
                                 unless TLS files are given; false: they use TLS */

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -36,7 +38,7 @@ struct rep {
     int32_t type, a, b, pad;
 };
 
-enum { MODE_SUBREAPER = 1, MODE_CGROUP = 2 };
+enum { MODE_SUBREAPER = 1, MODE_CGROUP = 2, MODE_PIDNS = 4 /* a flag on either */ };
 
 struct tool_child {
     pid_t guard;
@@ -272,23 +274,99 @@ void tool_reset_signals(void)
     sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
-static void exec_command(const tool_child_spec *sp, pid_t guard, int go)
+/* Execs the command: no descriptor but 0, 1 and 2 (dup2 cleared FD_CLOEXEC on
+ * the guard's pipes), default dispositions and an empty mask, last (it was
+ * forked with every signal blocked, so a stop sent before this point is
+ * pending, not lost). */
+static _Noreturn void exec_command(const tool_child_spec *sp)
 {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != guard) _exit(127); /* the guard is already gone */
-    setpgid(0, 0);
-    char b;
-    if (read(go, &b, 1) != 1) _exit(127); /* the guard died before placing us */
-    /* Only stdin, stdout and stderr: the guard's pipes to elector (fds 3 and 4,
-     * not close-on-exec after dup2) are none of the command's business. */
     close_range(3, ~0U, 0);
-    tool_reset_signals();
     for (int i = 0; sp->env_add[i]; i++)
         putenv(sp->env_add[i]);
+    tool_reset_signals();
     execvp(sp->argv[0], sp->argv);
     int e = errno;
     tool_log(LOG_ERROR, "cannot run '%s': %s", sp->argv[0], strerror(e));
     _exit(e == ENOENT ? 127 : 126); /* as shells do */
+}
+
+/* Waits for the guard's word that we are in the cgroup; _exit if the guard is
+ * gone (the write end closes with it). */
+static void wait_go(int go)
+{
+    char b;
+    if (read(go, &b, 1) != 1) _exit(127);
+    close(go);
+}
+
+static void nop_handler(int sig)
+{
+    (void)sig;
+}
+
+/* --pid-namespace: we are PID 1 of a new PID namespace, in a process group of
+ * our own, with every signal blocked. When we die, by the guard's SIGKILL or by
+ * PDEATHSIG when the guard dies (also when elector and the guard are SIGKILLed
+ * together), the kernel SIGKILLs every process of the namespace: no descendant
+ * can outlive both supervisors. We start the command in its own group, relay
+ * to that group every signal sent to us (the guard signals our group), reap
+ * whatever is reparented to us, and exit with the command's exit code. */
+static _Noreturn void ns_init(const tool_child_spec *sp, int go)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    setpgid(0, 0);
+    wait_go(go);
+    /* A /proc of the namespace, so that the pids the command sees in /proc are
+     * the ones it can signal. Slave propagation: the host's later mounts still
+     * show inside, the command's do not leak out. */
+    if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) ||
+        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL)) {
+        tool_log(LOG_ERROR, "--pid-namespace: cannot mount /proc for the namespace: %s",
+                 strerror(errno));
+        _exit(126);
+    }
+    /* A handler makes a signal from the guard's namespace deliverable to a
+     * namespace init at all; it never runs: the mask stays full and we take
+     * signals with sigwaitinfo. */
+    struct sigaction sa = {.sa_handler = nop_handler};
+    sigfillset(&sa.sa_mask);
+    for (int s = 1; s < NSIG; s++)
+        if (s != SIGKILL && s != SIGSTOP) sigaction(s, &sa, NULL);
+    pid_t cmd = fork();
+    if (cmd < 0) _exit(126);
+    if (cmd == 0) {
+        setpgid(0, 0);
+        exec_command(sp);
+    }
+    setpgid(cmd, cmd); /* both sides: a relayed signal may come at once */
+    close_range(0, ~0U, 0);
+    sigset_t all;
+    sigfillset(&all);
+    for (;;) {
+        siginfo_t si;
+        int sig = sigwaitinfo(&all, &si);
+        if (sig < 0) continue;
+        if (sig != SIGCHLD) {
+            if (kill(-cmd, sig) && errno == ESRCH) kill(cmd, sig);
+            continue;
+        }
+        int st;
+        pid_t p;
+        while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+            if (p == cmd) _exit(tool_exit_code(st)); /* the kernel ends the rest */
+    }
+}
+
+/* The child of the guard: the command itself, or with --pid-namespace the
+ * namespace's init, which starts it. */
+static _Noreturn void start_command(const tool_child_spec *sp, pid_t guard, int go)
+{
+    if (sp->pid_ns) ns_init(sp, go);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != guard) _exit(127); /* the guard is already gone */
+    setpgid(0, 0);
+    wait_go(go); /* the guard died before placing us */
+    exec_command(sp);
 }
 
 /* ---------------------------------------------------------------- the guard */
@@ -498,6 +576,15 @@ static _Noreturn void guard_start(const tool_child_spec *sp, int in, int out,
     int go[2];
     if (g.sfd < 0 || g.tfd < 0 || pipe2(go, O_CLOEXEC)) _exit(126);
     pid_t me = getpid();
+    /* Our next child is PID 1 of a new PID namespace. */
+    if (sp->pid_ns && unshare(CLONE_NEWPID)) {
+        tool_log(LOG_ERROR,
+                 "--pid-namespace: cannot create a PID namespace: %s (it needs "
+                 "CAP_SYS_ADMIN)",
+                 strerror(errno));
+        report(&g, R_DONE, TOOL_CHILD_EXITED, 126);
+        _exit(0);
+    }
     /* The command starts with every signal blocked: it inherits the guard's
      * SIG_IGN dispositions until exec_command resets them, and a stop signal
      * sent to it meanwhile would be discarded (an ignored signal that is not
@@ -514,11 +601,11 @@ static _Noreturn void guard_start(const tool_child_spec *sp, int in, int out,
     }
     if (g.cmd == 0) {
         close(go[1]);
-        exec_command(sp, me, go[0]);
+        start_command(sp, me, go[0]);
     }
     close(go[0]);
     setpgid(g.cmd, g.cmd);
-    int mode = contain(&g, base);
+    int mode = contain(&g, base) | (sp->pid_ns ? MODE_PIDNS : 0);
     report(&g, R_STARTED, mode, (int)g.cmd);
     if (write(go[1], "g", 1) != 1) { /* it died; reaped below */
     }
@@ -527,6 +614,24 @@ static _Noreturn void guard_start(const tool_child_spec *sp, int in, int out,
 }
 
 /* ---------------------------------------------------------------- elector side */
+
+int tool_child_check_pid_ns(char *err, size_t cap)
+{
+    pid_t p = fork();
+    if (p < 0) {
+        snprintf(err, cap, "fork: %s", strerror(errno));
+        return -1;
+    }
+    if (p == 0) _exit(unshare(CLONE_NEWPID | CLONE_NEWNS) ? errno & 0xff : 0);
+    int st;
+    while (waitpid(p, &st, 0) < 0 && errno == EINTR) {
+    }
+    int e = WIFEXITED(st) ? WEXITSTATUS(st) : EINVAL;
+    if (!e) return 0;
+    snprintf(err, cap, "cannot create a PID namespace: %s (it needs CAP_SYS_ADMIN)",
+             strerror(e));
+    return -1;
+}
 
 void tool_child_init(void)
 {
@@ -621,9 +726,15 @@ int tool_child_fd(const tool_child *c)
 
 const char *tool_child_containment(const tool_child *c)
 {
-    return c->mode == MODE_CGROUP      ? "cgroup"
-           : c->mode == MODE_SUBREAPER ? "subreaper"
-                                       : "";
+    static const char *const names[] = {"",
+                                        "subreaper",
+                                        "cgroup",
+                                        "",
+                                        "",
+                                        "pid namespace, subreaper",
+                                        "pid namespace, cgroup",
+                                        ""};
+    return names[c->mode & 7];
 }
 
 static void read_reports(tool_child *c)
@@ -634,7 +745,7 @@ static void read_reports(tool_child *c)
         for (size_t i = 0; i < (size_t)n / sizeof(r[0]); i++) {
             if (r[i].type == R_STARTED) {
                 c->mode = r[i].a;
-                if (c->mode != MODE_CGROUP) c->cg[0] = 0;
+                if (!(c->mode & MODE_CGROUP)) c->cg[0] = 0;
             } else if (r[i].type == R_DONE) {
                 c->got_done = true;
                 c->cause = (tool_child_cause)r[i].a;

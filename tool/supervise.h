@@ -32,10 +32,13 @@
  *   - The guard dies: the command has PR_SET_PDEATHSIG(SIGKILL) on it; elector,
  *     a subreaper too, sees the guard gone, kills the cgroup and every
  *     descendant of its own, and reports TOOL_CHILD_GUARD_DIED.
- * What it cannot do: if elector and the guard are both SIGKILLed, descendants
- * of the command outside a cgroup (and, with a cgroup, nobody left to kill it)
- * survive until the cgroup is killed by someone else; a process stuck in
- * uninterruptible sleep cannot be reaped, and the guard waits for it. */
+ *   - With pid_ns, the command runs below an init that is PID 1 of a PID
+ *     namespace of its own; the init has PDEATHSIG, so when the guard dies the
+ *     kernel kills the whole namespace.
+ * What it cannot do: without pid_ns, if elector and the guard are both
+ * SIGKILLed, descendants of the command (in their cgroup, if there is one)
+ * survive until someone else kills them; a process stuck in uninterruptible
+ * sleep cannot be reaped, and the guard waits for it. */
 #ifndef ELECTOR_TOOL_SUPERVISE_H
 #define ELECTOR_TOOL_SUPERVISE_H
 
@@ -66,6 +69,11 @@ typedef struct tool_child_spec {
      * lets the successor start at once. May be NULL. */
     void (*release)(void *ud);
     void *ud;
+    /* Run the command under an init of its own as PID 1 of a new PID namespace
+     * (with its own /proc): when that init dies, the kernel kills every process
+     * of the namespace, so the tree cannot outlive elector and the guard even
+     * when both are SIGKILLed. Needs CAP_SYS_ADMIN. */
+    bool pid_ns;
 } tool_child_spec;
 
 /* Starts the guard, which starts the command. Returns NULL with a message in err. */
@@ -85,7 +93,8 @@ void tool_child_signal(tool_child *c, int sig);
 /* A descriptor that becomes readable when the guard has news (poll it). */
 int tool_child_fd(const tool_child *c);
 
-/* "cgroup", "subreaper", or "" until the guard has reported. */
+/* "cgroup", "subreaper" (each may be preceded by "pid namespace, "), or ""
+ * until the guard has reported. */
 const char *tool_child_containment(const tool_child *c);
 
 /* Non-blocking: 1 when the command's whole tree is gone (and the guard too), with
@@ -107,6 +116,10 @@ void tool_child_init(void);
  * (also glibc's internal ones, which signal() refuses) and an empty mask, so that
  * nothing ignored or blocked here is inherited. */
 void tool_reset_signals(void);
+
+/* Whether this process may run a command with pid_ns (a trial child creates
+ * the namespaces): 0, or -1 with the reason in err. */
+int tool_child_check_pid_ns(char *err, size_t cap);
 
 /* Exit status of a wait() status: the code, or 128 + signal. */
 int tool_exit_code(int wstatus);

@@ -237,12 +237,13 @@ typedef struct elector_election_stats {
     uint64_t checks_serializable; /* serializable check Txns sent */
     uint64_t serializable_taken;  /* ... whose answer decided */
     /* serializable checks followed by a linearizable one, by reason: */
-    uint64_t fallback_error;  /* the call failed */
+    uint64_t fallback_error;  /* the call failed (not with ELECTOR_EPROTO) */
     uint64_t fallback_member; /* no header, another member or cluster */
     uint64_t fallback_conn;   /* answered on another connection than the event */
     uint64_t fallback_stale;  /* revision below the delete's (the member had sent
                                  the event before the delete was visible to reads) */
-    uint64_t fallback_reply;  /* malformed answer */
+    uint64_t fallback_reply;  /* malformed answer (ELECTOR_EPROTO: a result
+                                 missing, extra or of the wrong kind, ...) */
     int last_decided_by;      /* the last check whose answer was used: 0 none yet,
                                  1 linearizable, 2 serializable */
 } elector_election_stats;

@@ -230,6 +230,20 @@ static void schedule_retry(elector_election *el)
 
 /* ---------------------------------------------------------------- watching */
 
+/* Whether a DELETE event on the watched predecessor is one etcd can send: the
+ * predecessor's key, deleted at a revision R from the watch's start on, in a
+ * response whose header revision is at least R. Only such an event gives the
+ * serializable check its R; any other (a broken or lying server) is followed
+ * by the linearizable check, which decides whatever the event said. */
+static bool event_consistent(const elector_election *el,
+                             const Etcdserverpb__WatchResponse *r,
+                             const Mvccpb__KeyValue *kv)
+{
+    return kv && r->header && el->pred && kv->key.len == el->pred_len &&
+           (!el->pred_len || !memcmp(kv->key.data, el->pred, el->pred_len)) &&
+           kv->mod_revision >= el->watch_from && r->header->revision >= kv->mod_revision;
+}
+
 static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r,
                      void *ud)
 {
@@ -254,12 +268,13 @@ static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchRespons
         /* What the fast check needs of this response, taken before the watch
          * (and with it the response) goes. */
         const Mvccpb__KeyValue *kv = r->events[i]->kv;
-        struct deleted ev = {.rev = kv ? kv->mod_revision : 0};
-        if (r->header) {
+        struct deleted ev = {0};
+        if (event_consistent(el, r, kv)) {
+            ev.rev = kv->mod_revision;
             ev.member = r->header->member_id;
             ev.cluster = r->header->cluster_id;
+            ev.conn = elector__conn_serial(el->etcd);
         }
-        ev.conn = elector__conn_serial(el->etcd);
         elector__stop_watch(el);
         if (el->state == E_LEADER) {
             char detail[64 + 256];
@@ -285,6 +300,7 @@ static void watch_key(elector_election *el, const uint8_t *key, size_t klen, int
     wc.n_filters = 1;
     wc.filters = &f;
     elector__stop_watch(el);
+    el->watch_from = from;
     el->watch = elector_etcd_watch(el->etcd, &wc, watch_cb, el);
     if (!el->watch) schedule_retry(el);
 }
@@ -340,7 +356,9 @@ static uint64_t *fast_refused(elector_election *el, const struct op *o, int err,
                               const Etcdserverpb__TxnResponse *r)
 {
     elector_election_stats *c = &el->checks;
-    if (err) return &c->fallback_error;
+    /* EPROTO: the transport's shape check refused the reply (a result missing,
+     * extra, or of the wrong kind), or it could not be decoded. */
+    if (err) return err == ELECTOR_EPROTO ? &c->fallback_reply : &c->fallback_error;
     const Etcdserverpb__ResponseHeader *h = r->header;
     if (!h || h->member_id != o->ev_member || h->cluster_id != o->ev_cluster)
         return &c->fallback_member;

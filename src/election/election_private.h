@@ -93,6 +93,7 @@ struct elector_election {
     bool proclaiming;
     elector_election_stats checks; /* elector_election_get_stats() */
     elector_watch *watch;
+    int64_t watch_from; /* the start revision of `watch` */
     elector__timer retry;
     elector__timer notify; /* delivers FAILED for a resign before our key existed */
     int64_t notify_ns;     /* CLOCK_MONOTONIC, as the event carries it */
