@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bare_range — the floor for the client-overhead benchmark.
  *
  * N sequential unary etcd Range calls over one h2c connection (HTTP/2 with prior

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_range — libelector's side of the client-overhead benchmark.
  *
  * N sequential unary etcd Range calls through libelector, to compare with

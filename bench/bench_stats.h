@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_stats.h — statistics, /proc readers and the per-call report line,
  * shared by every benchmark program: the client-overhead pair (bench_range.c
  * through libelector, bare_range.c without it) and, through bench_util.h, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_util.h — helpers shared by the side-by-side benchmark programs
  * (proc_bench.c, herd.c, many.c): summaries, /proc readers, and a scraper for
  * etcd's Prometheus /metrics (grpc_server_msg_received_total per method).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* herd — the thundering-herd benchmark: N candidates of one election hosted in
  * one process, each with its own session (lease), spread over a few shared
  * elector_etcd clients (connections). It counts what one leadership change costs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* many — many elections on one session in one process: what holding them costs.
  *
  * One client, one session (lease, TTL 10 s by default), COUNT elections with

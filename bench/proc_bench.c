@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* proc_bench — process-level comparisons of `elector` with etcdctl on a running
  * etcd cluster (driven by scripts/bench.sh, which starts the cluster):
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* range_common.h — what the two client-overhead programs share: the command
  * line, the requests (one small key, read back with Range), and the report line
  * (bench_stats.h). bench_range.c calls through libelector, bare_range.c through

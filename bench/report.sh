@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Writes RESULTS.md and plots/*.png from a results directory made by
 # scripts/bench.sh, and prints the summary table.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Client-overhead benchmark: N sequential etcd Range calls through libelector
 # (bench_range, sync and async modes) against a hand-rolled nghttp2 + protobuf-c
 # loop (bare_range, the floor), on a private single-member etcd.

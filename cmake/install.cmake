@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Install rules (GNUInstallDirs layout), included by the top CMakeLists.txt when
 # ELECTOR_INSTALL is on. Components: `runtime` (libelector.so.N), `dev` (headers,
 # libelector.so, libelector.a, elector.pc, the CMake package), `tool` (the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* An application instance that takes part in a leader election, in the spirit of
  * "leader election using etcd": every instance has an id, campaigns with it, and
  * reacts when leadership changes. The leader does the singleton work (here: it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fault-candidate: one candidate of the fault-injection suite, as its own process.
  *
  * It campaigns for an election on the library and writes every change of its

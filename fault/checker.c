@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The leadership-history checker; see checker.h and docs/FAULTS.md.
  *
  * Terms. A candidate's term with token T starts at its "elected" line and ends at

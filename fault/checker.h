@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The leadership-history checker of the fault suite (plain C, no library).
  *
  * It reads one scenario directory, written by fault-runner and the processes it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fault-checker: checks one scenario directory of a fault run (see checker.h).
  *
  *   fault-checker [--bound-ms MS] [--quiet] DIR...

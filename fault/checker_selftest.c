@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Self-test of the checker: synthetic scenario directories, each with one known
  * flaw (or none), must yield exactly the expected counts. A checker that cannot
  * see a planted overlap proves nothing about a run that reports none.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Small helpers shared by the fault-suite programs; see futil.h. */
 #include "futil.h"
 

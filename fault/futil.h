@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Small helpers shared by the fault-suite programs (no library dependency). */
 #ifndef ELECTOR_FAULT_FUTIL_H
 #define ELECTOR_FAULT_FUTIL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fault-job: the command that `elector run` candidates of the fault suite run
  * (runner.c starts `elector ... run NAME -- fault-job ...`). What the checker
  * judges for those candidates is this command's activity, not elector's belief.

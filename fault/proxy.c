@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fault-proxy: a plain TCP forwarder, optionally adding latency.
  *
  *   fault-proxy [--delay-ms MS] LISTEN_IP:PORT=TARGET_IP:PORT [...]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fault-resource: the "fenced resource" of the fault suite.
  *
  *   fault-resource SOCKET LOG

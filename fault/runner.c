@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fault-runner: runs the fault-injection scenarios against a real 3-member etcd
  * cluster (test/etcd_harness.c), with candidates as separate processes
  * (fault-candidate, or for the run-* scenarios `elector run` processes whose

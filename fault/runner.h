@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fault-runner internals shared by runner.c (processes, logs, etcd, netns) and
  * scenarios.c (what each scenario does per round). */
 #ifndef ELECTOR_FAULT_RUNNER_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The scenarios of the fault suite: what one round of each does. Every round
  * marks "fault" (what was done), "heal" (from when a leader is due again within
  * the bound: the fault itself when the rest of the system can take over at once,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target: the election, observe and session layers (src/election/session.c,
  * election.c, observe.c over the real client engine) against a server whose
  * every answer comes from the fuzz input.

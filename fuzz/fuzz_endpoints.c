@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target: endpoint list parsing (src/transport/endpoint.c).
  * Input: byte 0 = tls_default (low bit), the rest = the list (made NUL-terminated;
  * an embedded NUL simply ends the string early, as it would in C). */

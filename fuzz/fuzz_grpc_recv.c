@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer targets for the receive path of the etcd client. One source, two
  * programs:
  *

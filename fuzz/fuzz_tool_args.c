@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target: the tool's command line (tool/opts.c).
  * Input: split on NUL bytes into strings ("a\0b" and "a\0b\0" both give a, b;
  * "a\0\0" gives a and an empty string).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The side-by-side benchmark: elector against its anchors (etcdctl, the etcd3
 # Node client, one etcd Put, the protocol floors, a naive election, a bare
 # nghttp2 loop).

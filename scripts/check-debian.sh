@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The `debian` test: builds the Debian packages (libelector1, libelector-dev,
 # elector) with `dpkg-buildpackage -us -uc -b` from a copy of the source tree
 # (the tree itself is never written to), runs lintian on them (no errors

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Checks that the library's sources and public headers are formatted with the
 # repository's .clang-format (clang-format --dry-run --Werror). The scope is
 # every C file of the project (generated protobuf code is not in the tree).

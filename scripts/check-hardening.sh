@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Checks that ELF binaries carry the hardening the build asks for (readelf only,
 # like Debian's hardening-check):
 #   --pie              position independent executable (ELF type DYN with an interpreter)

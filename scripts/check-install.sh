@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The `install` test: libelector as a user gets it. Installs BUILD into a
 # temporary prefix and checks, from that prefix alone:
 #   - the files: headers (not elector/etcd_rpc.h), libelector.so.N + .so,

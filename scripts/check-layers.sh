@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The layer rule of docs/DESIGN.md, checked on the includes: src/ has one folder
 # per layer, bottom to top as ELECTOR_LAYERS in src/sources.cmake lists them
 # (transport, etcd, election). A file of a layer may include

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The demo: installs what is missing, builds, starts a local 3-member etcd
 # cluster, starts four `elector run` candidates whose job prints a tick with its
 # name and fencing token, then shows three failovers: the leader's elector

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Installs what elector needs to build and test, from Debian's packages, when it is
 # missing. Idempotent; runs as root or through sudo.
 set -euo pipefail

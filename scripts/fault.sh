@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The fault-injection suite (docs/FAULTS.md): installs what is missing
 # (scripts/deps.sh), builds the fault programs into build-fault/, starts a
 # 3-member etcd cluster and runs every scenario against it, checks the recorded

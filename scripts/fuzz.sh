@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Builds the libFuzzer targets of fuzz/ with clang into build-fuzz/ and runs each
 # for a while on a scratch copy of its seed corpus (fuzz/corpus/<target>/ is never
 # written to).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The test command: installs what is missing (Debian packages), builds with
 # warnings as errors, runs every test against real etcd processes, then builds
 # again with AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # valgrind memcheck over a subset of the suite: the unit tests and the KV,
 # election (with the issue-9 safety tests) and tool-parsing programs. Every
 # forked test child is traced (the runner forks one per test); etcd, etcdctl

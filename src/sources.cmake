@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The library's sources, one list per layer, bottom to top (docs/DESIGN.md,
 # "Layers"). Included by the top CMakeLists.txt and by fuzz/CMakeLists.txt.
 # A layer's files may include the headers of their own folder and the

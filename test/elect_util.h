@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers shared by the election tests: in-process candidates pumped by one
  * poll loop, and candidates in child processes (for SIGKILL / SIGSTOP faults)
  * that report their events as text lines on a pipe. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Real-etcd harness; see etcd_harness.h. */
 /* pipe2/O_CLOEXEC-style calls and strtok_r; tests may fork from threads. */
 #define _GNU_SOURCE

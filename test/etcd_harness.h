@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Real-etcd harness for tests: starts 1..EH_MAX_MEMBERS etcd processes on
  * free loopback ports, optionally with TLS and/or password auth, and lets a
  * test kill, stop, pause, resume and restart members.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The scripted hostile etcd of hostile_server.h: nghttp2 (server side) over
  * plain TCP or OpenSSL, protobuf-c messages, one poll loop in a forked child. */
 #define _GNU_SOURCE

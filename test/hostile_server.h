@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A scripted, hostile etcd for tests: an HTTP/2 (h2c or TLS) gRPC server on
  * loopback, in a forked process of its own, that plays just enough of etcd for
  * elector to reach the point of an attack, then attacks.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See json_check.h. */
 #define _GNU_SOURCE
 #include "json_check.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A JSON parser and a validator for the subset of JSON Schema (draft 2020-12)
  * that docs/elector-events.schema.json and docs/elector-log.schema.json use,
  * so the tests can check every line the tool writes against the documented

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* An LD_PRELOAD library for test_tool_run: it widens the start window of `run`'s
  * command to a chosen length, so that a stop sent in it is a test, not a race.
  *

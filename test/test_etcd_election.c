@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The election library against a real single-member etcd: protocol layout,
  * FIFO order, handover, proclaim, observe, leader query, and the safety cases
  * that need a candidate in its own process (SIGSTOP). */

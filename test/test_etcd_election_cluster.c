@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The election library on 3-member clusters (member failures, quorum loss) and
  * against etcdctl's own `elect` on the same election. */
 #include <signal.h>

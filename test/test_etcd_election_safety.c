@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* "Never two acting leaders" (issue 9), library side, against a real etcd:
  * a session that dies on its own can keep its lease until its owner releases it;
  * any election may be freed from any callback; a campaign key never outlives

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The low-level client against faults of real 3-member etcd clusters: the
  * connected member killed, frozen (SIGSTOP) or shut down cleanly (GOAWAY),
  * quorum lost and regained, and clusters that cannot be reached at all.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The serializable check after a predecessor's DELETE event (docs/DESIGN.md,
  * "Graceful handover: the serializable check"), on a real 3-member cluster:
  * its answer is taken when it comes from the member that delivered the event,

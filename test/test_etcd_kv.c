@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The low-level client's KV calls against a real single-member etcd: binary
  * keys and values, large values, every Range option, historic reads,
  * DeleteRange with prev_kv, etcd's request size limit, and Txn compare

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The low-level client's leases (grant, TimeToLive, keepalive on the shared
  * stream, revoke, expiry) and watches (order, historic replay, prev_kv,
  * filters, several watches on one stream, cancel, compaction) against a real

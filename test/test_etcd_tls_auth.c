@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The low-level client against real etcd with TLS (client certificates
  * required) and with password authentication: calls over https, untrusted
  * server certificates, a missing client certificate, root and a user limited

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Self-test of the test framework and the real-etcd harness. It talks to
  * etcd only through etcdctl (via the harness), never the elector library. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A hostile or broken peer gets a clear error: never a crash, a hang or unbounded
  * memory. Each attack of issue 10 is replayed by the scripted server of
  * hostile_server.c against the elector tool (a real process: its exit status,

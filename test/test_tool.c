@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The elector command-line tool, run as a real process against real etcd:
  * every command's happy path and errors, `run` supervision (started only when
  * elected, stopped on loss, killed with elector, deadline kept while elector is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The tool speaks etcdctl: its global options and their ETCDCTL_* variables
  * (ELECTOR_* first), --user NAME[:PASSWORD], Go durations, -wjson, help and
  * version, TLS without verification, and `lock` against `etcdctl lock` both

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Operations against real etcd: health-driven step-down (--health-cmd) and
  * `elector switchover`. Every candidate runs a job that appends "start V NS" and
  * "stop V NS" (wall clock) to one activity log; the log is checked for overlap:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The tool for operations, as a real process against real etcd: GET /leader on
  * every instance (a waiting candidate names the leader and follows a failover),
  * systemd's notifications read from a datagram socket the test owns, the

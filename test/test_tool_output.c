@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What a script can rely on: observe failing loudly (an unreachable cluster,
  * refused credentials), the connection lost and back said on stderr, a closed
  * stdout ending observe; -w json events as docs/elector-events.schema.json

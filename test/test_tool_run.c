@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `elector run` under the faults a user, an operator or the kernel can cause: the
  * whole process group stopped (^Z) or killed (kill -9 -PGID), the guard killed
  * alone, signals while connecting, a closed terminal (SIGHUP), a command that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests (no server) for endpoint list parsing (src/transport/endpoint.c) and for the
  * way elector_etcd_new() reports bad endpoints and TLS files. */
 #include <stdbool.h>

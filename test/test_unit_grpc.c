@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests (no server) for gRPC framing, grpc-timeout, grpc-message decoding and
  * the grpc-status/etcd message mapping in src/transport/grpc.c. */
 #include <stdint.h>

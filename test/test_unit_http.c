@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The tool's HTTP endpoint: JSON and Prometheus renderers, address parsing, and
  * the libmicrohttpd server driven by a poll() loop in this process while curl
  * (a child process) talks to it. */

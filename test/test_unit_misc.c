@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests (no server) for the small helpers: backoff, prefix_end, error texts,
  * the byte buffer, the rpc table, the clocks and the client's wake-up timer. */
 #include <poll.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The tool's pure parts: command-line parsing (durations, commands, options
  * anywhere, etcdctl's forms and variables), credentials, the -w json events and
  * log lines against their schemas (docs/elector-*.schema.json), the schema checker. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* --health-cmd's runner (tool/healthcheck.c) without etcd: Docker's state
  * machine, the start period, a hung check killed with its process group at its
  * timeout, and the state in /healthz's body and /metrics. */

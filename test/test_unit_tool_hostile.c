@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The tool's defences of issue 10 that need no server: escaping of untrusted bytes
  * (tool/escape.c) and the handling of secrets (tool/secret.c). */
 #define _GNU_SOURCE

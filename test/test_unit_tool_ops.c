@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The tool's operations helpers without etcd: systemd's notification protocol
  * (notify.c) against a unix datagram socket this test owns, and the process_*
  * figures (process_metrics.c) against what the test itself can see. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Test runner and helpers; see testlib.h. */
 /* pipe2(): close-on-exec atomically, as tests may fork from other threads. */
 #define _GNU_SOURCE

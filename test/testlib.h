@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tiny test framework, in the spirit of libuv's test runner.
  *
  * A test file defines tests with TEST(name) { ... } and has no main(): the

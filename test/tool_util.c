@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers shared by the tests that run the elector tool as a process. */
 #define _GNU_SOURCE
 #include "tool_util.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers shared by the tests that run the elector tool as a process
  * (test_tool.c, test_tool_run.c). */
 #ifndef ELECTOR_TEST_TOOL_UTIL_H

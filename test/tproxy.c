@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See tproxy.h. One poll() loop in a forked child: the listening socket, the
  * command pipe, and up to MAX_PAIRS connection pairs. Blocking writes: the
  * tests move a few kilobytes, far below the loopback socket buffers. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A loopback TCP forwarder for tests, in a child process, that can lose the
  * server's replies on command: the requests still reach etcd (and are
  * applied), the answers never reach the client. That is how a call "applied,

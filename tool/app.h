@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The elector tool's state and the parts of the program that share it:
  *
  *   main.c      setup (options, credentials, client), the event loop, signals

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* campaign, run and lock: the election's events and what the tool does about
  * them; campaigning again on a new session (transient failures, --restart). */
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* run and lock with a command: the supervised command (tool/supervise.c owns its
  * tree), its environment, why it ended, and campaigning again (--restart). */
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The etcd client as the options describe it, and what the tool says about the
  * connection and the session as they change. */
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See escape.h. */
 #include "escape.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Escaping of untrusted bytes (etcd keys and values, text from the server) before
  * they reach a terminal or a log: control characters could move the cursor,
  * recolour or retitle the terminal, or start a forged log line. */

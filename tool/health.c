@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Stepping down without exiting, for --health-cmd and switchover.
  *
  * A step-down walks SD_NONE -> [SD_STOPPING: run's command is being stopped, as

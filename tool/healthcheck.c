@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See healthcheck.h. */
 #define _GNU_SOURCE /* close_range */
 #include "healthcheck.h"

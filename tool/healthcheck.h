@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* --health-cmd: a health check run now and then, without blocking the event loop.
  *
  * Each check is `/bin/sh -c CMD`, run under a small reaper process in a process

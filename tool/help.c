@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See help.h. The man page (docs/elector.1) says the same at length. */
 #include "help.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The texts of `elector help [COMMAND]`, `elector --help` and `COMMAND --help`. */
 #ifndef ELECTOR_TOOL_HELP_H
 #define ELECTOR_TOOL_HELP_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The tool's HTTP endpoint on libmicrohttpd, driven by the tool's own poll()
  * loop: MHD_USE_EPOLL without a polling thread, so MHD's epoll set is the one
  * fd to watch and MHD_run() does the work. See http.h. */

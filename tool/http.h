@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The tool's HTTP status endpoint (libmicrohttpd, driven by our own event loop:
  * no server threads). GET /leader (JSON), /healthz (200 while the session is
  * healthy; ?leader=1: 200 only while leader), /metrics (Prometheus text format). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See log.h. */
 #define _GNU_SOURCE
 #include "log.h"

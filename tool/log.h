@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The tool's messages on stderr: one line each, with an RFC 3339 time (UTC,
  * milliseconds) and a level, as text
  *

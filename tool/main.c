@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* elector — the command-line tool. It uses only the library's public API.
  *
  *   elector campaign NAME [VALUE]     campaign, hold leadership until SIGINT/SIGTERM

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Renderers for the HTTP endpoint: GET /leader's JSON, GET /metrics' Prometheus
  * text exposition (format 0.0.4), and the JSON string escaper the tool shares. */
 #include <inttypes.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sd_notify's datagram protocol (see notify.h). */
 #define _GNU_SOURCE
 #include "notify.h"

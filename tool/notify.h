@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* systemd's service notification protocol, without libsystemd: datagrams of
  * "VAR=VALUE\n..." to the unix socket named by $NOTIFY_SOCKET (a path, or an
  * abstract name when it starts with '@'), as sd_notify(3) documents. No threads:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* observe and leader: the leader of an election, once or as it changes. */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See opts.h. */
 #define _GNU_SOURCE
 #include "opts.h"

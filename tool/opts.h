@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Command-line parsing for the elector tool: pure functions, no I/O, so they can
  * be unit-tested and fuzzed.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the tool writes on stdout: keys and values (the simple format, as
  * etcdctl prints them), and the -w json events, whose contract is
  * docs/elector-events.schema.json. Pure encoders plus thin writers. */

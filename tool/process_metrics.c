@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* process_* metrics from /proc/self (see process_metrics.h). */
 #define _GNU_SOURCE
 #include "process_metrics.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The standard process_* metrics of Prometheus' client libraries, read from
  * /proc (Linux): what alerts on memory, CPU, restarts and file descriptors use. */
 #ifndef ELECTOR_TOOL_PROCESS_METRICS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* campaign --proclaim-stdin: each line read from stdin becomes the value. Only
  * the latest line matters: a line that arrives while another is being
  * proclaimed, or before we are elected, replaces the one waiting; once elected

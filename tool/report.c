@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the tool reports: -w json events (docs/elector-events.schema.json), the
  * leader as last known (for --http), and errors with a hint at the cause. */
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See secret.h. */
 #define _GNU_SOURCE
 #include "secret.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The tool's handling of secrets: the etcd password (and, in the library, the
  * auth token it buys), TLS keys. */
 #ifndef ELECTOR_TOOL_SECRET_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Two ways the tool tells others what it is doing:
  *
  * - The follower: campaign, run and lock follow the election's leader with the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #define _GNU_SOURCE /* pipe2, close_range */
 #include "supervise.h"
 

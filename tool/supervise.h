@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Supervision of `elector run`'s command: a guard process that owns the command's
  * whole process tree.
  *

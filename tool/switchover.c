@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Switchover: `elector switchover NAME --to VALUE` (the requester) and the part
  * every elector candidate of run and campaign plays (docs/DESIGN.md,
  * "Switchover").

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // etcd3_elect.js — the second anchor of the graceful failover benchmark: the
 // Election of the `etcd3` Node client (npm), an independent implementation of
 // the election protocol (its own campaign, wait and resign code, on grpc-js).

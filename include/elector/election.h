@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* elector — leader election on etcd v3: sessions, campaign, proclaim, resign,
  * leader, observe, fencing.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* elector — error codes.
  *
  * Every function in libelector that can fail returns one of these negative codes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* elector — a lean etcd v3 client: gRPC over HTTP/2 (nghttp2), protobuf-c, OpenSSL.
  *
  * The client is event driven and creates no threads. An application embeds it in

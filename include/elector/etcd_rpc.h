@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* elector — the raw etcd RPC API: unary calls, bidirectional streams, watches and
  * lease keepalives with etcd's own protobuf messages (protobuf-c types from
  * <etcdserverpb/rpc.pb-c.h>, generated in the build tree from proto/).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* elector — the library's version.
  *
  * ELECTOR_VERSION_* are the version of the headers an application was compiled

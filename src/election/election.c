@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Elections: campaign, wait for the predecessor, lead. (What a leader does, and
  * how a resign ends a campaign, is in leader.c.)
  *

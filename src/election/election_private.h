@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared by the files of the election layer (src/election/) only.
  *
  *   session.c    leases kept alive, the validity deadline, listeners

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What a leader does (proclaim, guarded Txn) and how a campaign ends by the
  * owner's hand (resign), with the one operation both need: deleting our key. */
 #include <stdlib.h>

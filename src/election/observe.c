@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Leader query and observe.
  *
  * Observe reads the leader (the lowest create revision under NAME/) and watches

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Sessions: a lease, kept alive every TTL/3, and the validity deadline that says
  * until when we can prove it alive. States: GRANTING -> ALIVE -> DEAD (lease gone
  * or unprovable), or CLOSED by the owner from any state.

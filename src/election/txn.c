@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The requests of the election protocol (docs/DESIGN.md, "Elections"): each a
  * Txn guarded by one compare on our key. They fill an elector__txn in place (it
  * points into itself: build it where it is sent from) and borrow keys and

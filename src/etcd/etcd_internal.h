@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the etcd layer (src/etcd/) offers the layer above it (src/election/),
  * beside the public API of <elector/etcd.h> (watches, keepalives): key helpers.
  * It passes on the transport's facilities (timers, the rule of callbacks and

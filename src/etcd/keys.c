@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Key helpers: the range end of a prefix, and election prefixes. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Lease keepalives on one shared LeaseKeepAlive stream. Each request waits in a
  * FIFO; etcd answers a stream's requests in order, so a response settles the
  * oldest pending request for its lease ID. The stream requires a leader: a member

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Many watches on one Watch stream. The client picks each watch_id itself (etcd
  * 3.4 accepts caller-chosen IDs), so responses map straight to their watch.
  *

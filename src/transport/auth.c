@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Authentication: with a user configured, each connection sends
  * Auth.Authenticate before anything else, and every request carries the token
  * it returns. The password and the token are credentials: wiped, not just

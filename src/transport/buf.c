@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A growable byte buffer with a consumed-front offset, so that reading whole
  * messages off the front costs no memmove until the buffer is compacted. */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Calls: unary calls and bidirectional streams, in one list per client. A call
  * waits in the list (QUEUED) until a connection is ready, runs on an HTTP/2
  * stream (ACTIVE), and ends (DONE); reply.c completes it. Calls are freed only

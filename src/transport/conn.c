@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The connection: one TCP (or TLS) connection at a time to one endpoint of the
  * list. States walk IDLE -> CONNECTING -> TLS (https only) -> SETTINGS -> READY,
  * and back to IDLE when anything fails. The connection counts as up only once

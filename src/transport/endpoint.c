@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Endpoint list parsing: "host:port", "http://host:port", "https://host:port",
  * "[v6]:port". A bad entry is refused with a message that names it, before any
  * connection is tried. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The etcd client engine: the handle, its one file descriptor (an epoll set
  * holding the connection's socket, an eventfd for elector_etcd_wakeup() and a
  * timerfd), and the loop's pass, elector_etcd_process(): socket I/O, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gRPC message framing, bounded protobuf decoding, the shape check of Txn
  * replies, grpc-timeout encoding, grpc-message decoding and the mapping of
  * grpc-status plus etcd's message text to elector error codes. All pure

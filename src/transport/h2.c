@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nghttp2 glue. nghttp2 does no I/O: we feed it the bytes read and hand its
  * output to the socket. Its callbacks only record what happened on a call and
  * put the call on the ready queue; user callbacks run from dispatch() (reply.c)

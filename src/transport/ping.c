@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The PING policy: a dead peer must be noticed in seconds, but etcd's gRPC
  * server answers pings closer than its keepalive-min-time (5 s) with GOAWAY after
  * a few strikes unless it sent data in between. So a PING goes out only after a

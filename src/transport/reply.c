@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Completing calls. nghttp2's callbacks (h2.c) put a call on the ready queue;
  * dispatch() drains it once nghttp2 has returned: a stream's messages go to its
  * callback one by one, a unary call's status and single message end it. A call

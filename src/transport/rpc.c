@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The rpc table: each etcd method the client calls, its gRPC path, its message
  * types and whether it is a stream. */
 #include <string.h>

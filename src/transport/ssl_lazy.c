@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #define ELECTOR_SSL_LAZY_IMPL
 #include "ssl_lazy.h"
 

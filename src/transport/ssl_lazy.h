@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* OpenSSL, loaded on first use. A process that talks only plain-text h2c never
  * maps libssl/libcrypto, whose relocation and initialization cost about 1.7 MB
  * of RSS. client.c calls OpenSSL by its usual names; the macros below send those

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Timers: every deadline of the library (a call's, the dial timeout, the
  * reconnect backoff, the PING policy's, a keepalive's, a session's...) is an
  * elector__timer in one binary min-heap per client, so the engine's timeout is

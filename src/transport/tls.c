@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* TLS on the connection: the context (CA, client certificate), the handshake
  * with the endpoint's name or address checked, ALPN h2, and reads and writes.
  * OpenSSL is called by its usual names; ssl_lazy.h sends those calls through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the transport layer (src/transport/) offers the layers above it, beside
  * the public API of <elector/etcd.h>: timers on the client's loop, per-client
  * state of the layers above, the rule of callbacks and freeing, and small shared

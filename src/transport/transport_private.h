@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared by the files of the transport layer (src/transport/) only.
  *
  *   engine.c    the client handle, its epoll set and the process loop

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Small shared helpers: clocks, memory, errors, delays. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* elector_version(): the running library's version (elector/version.h). */
 #include "elector/version.h"
 

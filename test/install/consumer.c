@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A program built from an installed libelector alone (scripts/check-install.sh):
  * with `pkg-config --cflags --libs elector` and with find_package(elector). It
  * campaigns in election NAME on etcd at ENDPOINT, checks it is elected and that
