@@ -4,6 +4,7 @@
  * "stop V NS" (wall clock) to one activity log; the log is checked for overlap:
  * at no instant may two jobs run. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -58,25 +59,30 @@ static void kill_started(void)
         if (g_started[i] > 0) kill(-g_started[i], SIGKILL);
 }
 
-static void start_cand(cand *c, const char *dir, const char *ep, const char *name,
-                       const char *val, const char *const extra[])
+/* run (with the job), or campaign when campaign is set. */
+static void start_elector(cand *c, const char *dir, const char *ep, const char *name,
+                          const char *val, const char *const extra[], bool campaign)
 {
     snprintf(c->val, sizeof(c->val), "%s", val);
     snprintf(c->err, sizeof(c->err), "%s/%s.err", dir, val);
     const char *argv[48] = {ELECTOR_BIN, "--endpoints", ep, "--ttl", "5", "-w", "json"};
     int n = 7;
-    argv[n++] = "run";
+    argv[n++] = campaign ? "campaign" : "run";
     argv[n++] = name;
     argv[n++] = "--value";
     argv[n++] = val;
-    argv[n++] = "--grace";
-    argv[n++] = "2s";
+    if (!campaign) {
+        argv[n++] = "--grace";
+        argv[n++] = "2s";
+    }
     for (int i = 0; extra && extra[i]; i++)
         argv[n++] = extra[i];
-    argv[n++] = "--";
-    argv[n++] = "sh";
-    argv[n++] = path_in(dir, "job.sh");
-    argv[n++] = val;
+    if (!campaign) {
+        argv[n++] = "--";
+        argv[n++] = "sh";
+        argv[n++] = path_in(dir, "job.sh");
+        argv[n++] = val;
+    }
     argv[n] = NULL;
     pid_t pid = fork();
     ASSERT(pid >= 0);
@@ -94,6 +100,12 @@ static void start_cand(cand *c, const char *dir, const char *ep, const char *nam
     c->pid = pid;
     if (!g_nstarted) atexit(kill_started);
     if (g_nstarted < 16) g_started[g_nstarted++] = pid;
+}
+
+static void start_cand(cand *c, const char *dir, const char *ep, const char *name,
+                       const char *val, const char *const extra[])
+{
+    start_elector(c, dir, ep, name, val, extra, false);
 }
 
 static void stop_cand(cand *c)
@@ -388,6 +400,103 @@ TEST_WITH_TIMEOUT(health_hung_check_fails_at_its_timeout_and_is_killed, 60)
         alive += kill((pid_t)p, 0) == 0;
     fclose(f);
     ASSERT_EQ(0, alive);
+    free(dir);
+    eh_stop(c);
+}
+
+/* The processes whose command line is "sleep SECS" (exactly), killed when
+ * kill_them is set (a failed run leaves none behind). */
+static int count_sleeps(const char *secs, bool kill_them)
+{
+    char want[64];
+    int wl = snprintf(want, sizeof(want), "sleep%c%s%c", 0, secs, 0);
+    DIR *d = opendir("/proc");
+    ASSERT_NOT_NULL(d);
+    struct dirent *de;
+    int n = 0;
+    while ((de = readdir(d))) {
+        char *end, path[300], buf[64];
+        long pid = strtol(de->d_name, &end, 10);
+        if (*end || pid <= 0) continue;
+        snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        ssize_t k = read(fd, buf, sizeof(buf));
+        close(fd);
+        if (k != wl || memcmp(buf, want, (size_t)wl)) continue;
+        n++;
+        if (kill_them) kill((pid_t)pid, SIGKILL);
+    }
+    closedir(d);
+    return n;
+}
+
+/* Issue 26, case 4: a check that starts a process in a session of its own
+ * (setsid) and one that leaves one behind when it exits. Nothing a check
+ * starts outlives the check (its timeout or its end) or elector (SIGTERM or
+ * SIGKILL): the checks run in a cgroup of their own, under a reaper that is a
+ * child subreaper. */
+TEST_WITH_TIMEOUT(health_check_leaves_no_process_behind, 90)
+{
+    eh_cluster *c = start1();
+    const char *ep = eh_endpoints(c);
+    char *dir = tl_tmpdir("hleak");
+    char s1[32], s2[32], s3[32], cmd[256];
+    /* Durations of this run's own: the count sees no other test's sleeps. */
+    int u = (int)(getpid() % 100000);
+    snprintf(s1, sizeof(s1), "301.%05d", u);
+    snprintf(s2, sizeof(s2), "302.%05d", u);
+    snprintf(s3, sizeof(s3), "303.%05d", u);
+    snprintf(cmd, sizeof(cmd), "setsid sleep %s & exec sleep %s", s1, s2);
+    cand a;
+    start_elector(&a, dir, ep, "hk", "a",
+                  (const char *[]){"--health-cmd", cmd, "--health-interval", "300ms",
+                                   "--health-timeout", "200ms", "--health-retries",
+                                   "1000", NULL},
+                  true);
+    /* Three checks timed out: each one's processes are gone, the running
+     * one's at most are there. */
+    ASSERT(wait_contains(a.err, "(timed out after 200 ms): 3 of 1000", 20));
+    int most = 0;
+    for (int i = 0; i < 20; i++) {
+        int n = count_sleeps(s1, false);
+        if (n > most) most = n;
+        tl_msleep(50);
+    }
+    tl_log("setsid'd processes of timed-out checks: at most %d at once", most);
+    ASSERT_LE(most, 1);
+    stop_cand(&a);
+    tl_msleep(200);
+    int left = count_sleeps(s1, true) + count_sleeps(s2, true);
+    tl_log("after elector exited: %d left", left);
+    ASSERT_EQ(0, left);
+
+    /* A check that passes at once, leaving a daemon: gone with the check. */
+    snprintf(cmd, sizeof(cmd), "setsid sleep %s & sleep 0.2", s3);
+    start_elector(
+        &a, dir, ep, "hk", "b",
+        (const char *[]){"--health-cmd", cmd, "--health-interval", "300ms", NULL}, true);
+    ASSERT(wait_contains(a.err, "elected", 15));
+    tl_msleep(700); /* a few checks ran */
+    most = 0;
+    for (int i = 0; i < 20; i++) {
+        int n = count_sleeps(s3, false);
+        if (n > most) most = n;
+        tl_msleep(50);
+    }
+    tl_log("daemons of passed checks: at most %d at once", most);
+    ASSERT_LE(most, 1);
+    /* elector killed outright while a check runs: nothing of it is left. */
+    double end = tl_now() + 5;
+    while (count_sleeps(s3, false) == 0 && tl_now() < end)
+        tl_msleep(10);
+    kill(a.pid, SIGKILL);
+    tl_reap(a.pid, SIGKILL, 5);
+    a.pid = 0;
+    tl_msleep(300);
+    left = count_sleeps(s3, true);
+    tl_log("after elector was killed: %d left", left);
+    ASSERT_EQ(0, left);
     free(dir);
     eh_stop(c);
 }
