@@ -285,11 +285,11 @@ TEST_WITH_TIMEOUT(health_failing_leader_steps_down_and_rejoins_when_healthy, 120
     close(open(path_in(dir, "ok-b"), O_CREAT | O_WRONLY, 0600));
     start_cand(&a, dir, ep, "hl", "a",
                (const char *[]){"--health-cmd", cmd_a, "--health-interval", "200ms",
-                                "--health-retries", "2", NULL});
+                                "--health-retries", "2", "--health-holdoff", "1s", NULL});
     ASSERT(wait_contains(path_in(dir, "activity"), "start a", 15));
     start_cand(&b, dir, ep, "hl", "b",
                (const char *[]){"--health-cmd", cmd_b, "--health-interval", "200ms",
-                                "--health-retries", "2", NULL});
+                                "--health-retries", "2", "--health-holdoff", "1s", NULL});
     ASSERT(wait_order(ep, "hl", "a b", 15));
 
     unlink(path_in(dir, "ok-a"));
@@ -497,6 +497,64 @@ TEST_WITH_TIMEOUT(health_check_leaves_no_process_behind, 90)
     left = count_sleeps(s3, true);
     tl_log("after elector was killed: %d left", left);
     ASSERT_EQ(0, left);
+    free(dir);
+    eh_stop(c);
+}
+
+/* How many times s occurs in the file at path. */
+static int occurrences(const char *path, const char *s)
+{
+    FILE *f = fopen(path, "r");
+    ASSERT_NOT_NULL(f);
+    char line[2048];
+    int n = 0;
+    while (fgets(line, sizeof(line), f))
+        for (char *p = line; (p = strstr(p, s)); p += strlen(s))
+            n++;
+    fclose(f);
+    return n;
+}
+
+/* Issue 26, case 5: two candidates whose check flips every 100 ms, one failure
+ * enough (--health-retries 1). Without damping leadership changed about 60
+ * times in 12 s; with a hold-off of 1 s (doubling), at most once per hold-off
+ * period: a leader that stepped down stays out for the hold-off, and a new
+ * leader survives one failure in its first interval. */
+TEST_WITH_TIMEOUT(health_flapping_check_is_damped, 90)
+{
+    eh_cluster *c = start1();
+    const char *ep = eh_endpoints(c);
+    char *dir = tl_tmpdir("hflap");
+    const char *chk = "test $(( $(date +%s%N) / 100000000 % 2 )) = 0";
+    const char *opts[] = {"--health-cmd",
+                          chk,
+                          "--health-interval",
+                          "70ms",
+                          "--health-retries",
+                          "1",
+                          "--health-holdoff",
+                          "1s",
+                          "--log-level",
+                          "info",
+                          NULL};
+    cand a, b;
+    start_elector(&a, dir, ep, "hf", "a", opts, true);
+    start_elector(&b, dir, ep, "hf", "b", opts, true);
+    tl_msleep(12000);
+    stop_cand(&a);
+    stop_cand(&b);
+    int elected = occurrences(a.err, "elector: elected: ") +
+                  occurrences(b.err, "elector: elected: ");
+    int holdoffs = occurrences(a.err, "out of the election for at least") +
+                   occurrences(b.err, "out of the election for at least");
+    int spared = occurrences(a.err, "one failure in the first interval is not enough") +
+                 occurrences(b.err, "one failure in the first interval is not enough");
+    tl_log("12 s of a check flipping every 100 ms: %d elections, %d hold-offs, %d new "
+           "leaders spared a first failure",
+           elected, holdoffs, spared);
+    ASSERT_GE(elected, 1);
+    ASSERT_GE(holdoffs, 1);
+    ASSERT_LE(elected, 13); /* the first election, then one per 1 s period at most */
     free(dir);
     eh_stop(c);
 }

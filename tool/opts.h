@@ -80,6 +80,9 @@ typedef struct tool_opts {
     const char *health_cmd;
     int64_t health_interval_ms, health_timeout_ms, health_start_ms;
     int health_retries;
+    /* after a health step-down: out of the election this long, doubled with each
+     * step-down in a row up to the max (default 10 s, 5 min; 0: no hold-off) */
+    int64_t health_holdoff_ms, health_holdoff_max_ms;
     /* switchover: --to VALUE, --timeout (0: default 60 s) */
     const char *to;
     int64_t timeout_ms;
