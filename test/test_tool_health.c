@@ -755,6 +755,52 @@ TEST_WITH_TIMEOUT(switchover_times_out_and_withdraws_the_request, 90)
     eh_stop(c);
 }
 
+/* Issue 26, case 6: the target's elector is stopped (SIGSTOP). The candidates
+ * ahead step back and the leader hands over, so the target's key is first, but
+ * its process never takes over: the switchover says so (exit 7, naming the
+ * next in line), not "v2 leads" with exit 0. Without the stop, the target's
+ * acknowledgement makes it exit 0. */
+TEST_WITH_TIMEOUT(switchover_to_a_stopped_target_is_not_reported_done, 90)
+{
+    eh_cluster *c = start1();
+    const char *ep = eh_endpoints(c);
+    char *dir = tl_tmpdir("sws");
+    write_job(dir, "0");
+    cand cs[3];
+    start_line(cs, 3, dir, ep, "ss");
+    ASSERT_OK(kill(cs[2].pid, SIGSTOP));
+    char *out = NULL, *err = NULL;
+    double t0 = tl_now();
+    int rc = switchover(&out, &err, ep, "ss", "v2", "20s");
+    tl_log("switchover to a stopped target: exit %d after %.1f s", rc, tl_now() - t0);
+    const char *m = strstr(err, "handed over;");
+    tl_log("%s", m ? m : err);
+    ASSERT_EQ(7, rc);
+    ASSERT_CONTAINS(err, "handed over; v2 did not take over within");
+    ASSERT_CONTAINS(err, "the next in line is v1");
+    ASSERT(!strstr(out, "v2"));
+    free(out);
+    free(err);
+    no_request(ep, "ss");
+    kill(cs[2].pid, SIGCONT);
+    ASSERT(wait_contains(path_in(dir, "activity"), "start v1", 10));
+    char last[16];
+    ASSERT_EQ(2, check_activity(dir, last, sizeof(last))); /* v0, then v1 */
+    ASSERT_STREQ("v1", last);
+    /* A live target confirms: exit 0. */
+    ASSERT(wait_order(ep, "ss", "v1 v0 v2", 15));
+    wait_ready(ep, "ss", 3);
+    ASSERT_EQ(0, switchover(&out, &err, ep, "ss", "v2", "20s"));
+    ASSERT_CONTAINS(err, "confirmed");
+    ASSERT_CONTAINS(out, "v2");
+    free(out);
+    free(err);
+    ASSERT(wait_contains(path_in(dir, "activity"), "start v2", 5));
+    stop_all(cs, 3, ep, "ss");
+    free(dir);
+    eh_stop(c);
+}
+
 /* ---------------------------------------------------------------- switchover, auth */
 
 /* An auth cluster with four users for election `name`, each with a role of its
@@ -930,9 +976,10 @@ TEST_WITH_TIMEOUT(switchover_under_auth_without_the_elector_prefix_fails_clearly
     char last[16];
     ASSERT_EQ(1, check_activity(dir, last, sizeof(last)));
     ASSERT_STREQ("v0", last);
-    /* Only those ahead of the target need the grants: to v1 (half) works. */
-    ASSERT_EQ(0, switchover_as(&out, &err, ep, "full", "sa", "v1"));
-    ASSERT_CONTAINS(out, "v1");
+    /* Only those ahead of the target need the grants to hand over to v1 (half),
+     * but v1 has no member key, so it cannot confirm it took over: exit 7. */
+    ASSERT_EQ(7, switchover_as(&out, &err, ep, "full", "sa", "v1"));
+    ASSERT_CONTAINS(err, "its taking over cannot be confirmed");
     free(out);
     free(err);
     no_request(ep, "sa");

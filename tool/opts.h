@@ -37,13 +37,15 @@ enum tool_logfmt { LOGFMT_TEXT, LOGFMT_JSON };
 /* Exit statuses (also in --help and the man page). */
 enum {
     EXIT_OK = 0,
-    EXIT_ERROR = 1,    /* etcd unreachable, TLS, auth, a port taken, ... */
-    EXIT_USAGE = 2,    /* bad command line or environment */
-    EXIT_LOST = 3,     /* we led (held the lock) and lost it */
-    EXIT_NOLEADER = 4, /* `leader`: nobody leads */
-    EXIT_REFUSED = 5,  /* `switchover`: cannot be done (unknown or ambiguous target, a
-                          foreign candidate ahead, another switchover, target gone) */
-    EXIT_TIMEOUT = 6   /* `switchover`: the target did not lead within --timeout */
+    EXIT_ERROR = 1,      /* etcd unreachable, TLS, auth, a port taken, ... */
+    EXIT_USAGE = 2,      /* bad command line or environment */
+    EXIT_LOST = 3,       /* we led (held the lock) and lost it */
+    EXIT_NOLEADER = 4,   /* `leader`: nobody leads */
+    EXIT_REFUSED = 5,    /* `switchover`: cannot be done (unknown or ambiguous target, a
+                            foreign candidate ahead, another switchover, target gone) */
+    EXIT_TIMEOUT = 6,    /* `switchover`: the target did not lead within --timeout */
+    EXIT_UNCONFIRMED = 7 /* `switchover`: handed over (the target's key was first),
+                            but the target did not confirm it took over */
 };
 
 /* Where a setting came from: the command line or a variable. */
