@@ -84,7 +84,9 @@ static void sweep_stale(const char *base)
         char *end;
         if (strncmp(de->d_name, HEALTH_CG, strlen(HEALTH_CG))) continue;
         long pid = strtol(de->d_name + strlen(HEALTH_CG), &end, 10);
-        if (*end || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        if ((*end && *end != '.') || pid <= 0 || kill((pid_t)pid, 0) == 0 ||
+            errno != ESRCH)
+            continue;
         char path[PATH_MAX + 300];
         snprintf(path, sizeof(path), "%s/%s", base, de->d_name);
         rmdir(path);
@@ -92,16 +94,18 @@ static void sweep_stale(const char *base)
     closedir(d);
 }
 
-/* The checks' cgroup, BASE/elector-health.<elector's pid>, if we may make one. */
+/* The checks' cgroup, BASE/elector-health.<elector's pid>.<n>, if we may make
+ * one (n: one per tool_health of the process). */
 static void make_cgroup(tool_health *h)
 {
+    static unsigned n;
     char base[PATH_MAX];
     h->cg[0] = 0;
     tool_cgroup_base(base, sizeof(base));
     if (!*base) return;
     sweep_stale(base);
-    if (snprintf(h->cg, sizeof(h->cg), "%s/" HEALTH_CG "%d", base, (int)getpid()) >=
-            (int)sizeof(h->cg) ||
+    if (snprintf(h->cg, sizeof(h->cg), "%s/" HEALTH_CG "%d.%u", base, (int)getpid(),
+                 n++) >= (int)sizeof(h->cg) ||
         (mkdir(h->cg, 0755) && errno != EEXIST))
         h->cg[0] = 0;
 }

@@ -4,7 +4,7 @@
  * Each check is `/bin/sh -c CMD`, run under a small reaper process in a process
  * group of its own: stdin is /dev/null, stdout goes to /dev/null, stderr is
  * elector's. Everything a check starts is contained as `run`'s command is: in
- * a cgroup v2 of the checks' own (BASE/elector-health.<elector's pid>, when
+ * a cgroup v2 of the checks' own (BASE/elector-health.<elector's pid>.<n>, when
  * elector may create one; cgroup.kill ends every member), and always under
  * the reaper, a child subreaper (a process that left the group with setsid or
  * a double fork is reparented to it, and it kills every descendant it finds).
