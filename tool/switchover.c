@@ -769,7 +769,7 @@ static int request(struct app *a, const Mvccpb__KeyValue *t, int64_t deadline_ms
     if (!out) {
         int mrc;
         Etcdserverpb__RangeResponse *m = member_of(a, t, &mrc);
-        sn.member = !mrc && m->n_kvs;
+        sn.member = mrc || m->n_kvs; /* unread: assume it can, and wait */
         free_msg(m);
         if (!sn.member)
             tool_log(
