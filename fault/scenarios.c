@@ -1064,6 +1064,43 @@ static int r_run_switchover_stopped(fr_world *w, int r)
     return 0;
 }
 
+/* "elected" events written by every candidate so far. */
+static int elections(fr_world *w)
+{
+    int n = 0;
+    for (int i = 0; i < w->nc; i++) {
+        char *s = fu_read_file(w->c[i].err_path, NULL);
+        for (char *p = s; p && (p = strstr(p, "\"event\":\"elected\"")); p++)
+            n++;
+        free(s);
+    }
+    return n;
+}
+
+/* Two `elector run` candidates whose health check flips every 100 ms, one
+ * failure enough (issue 26, case 5: 60-78 leadership changes in 12 s before
+ * the damping). With a 1 s hold-off that doubles, leadership changes at most
+ * once per second; each change stops one job before the next starts (the
+ * checker judges overlap). */
+static int r_run_health_flap(fr_world *w, int r)
+{
+    (void)r;
+    int before = elections(w);
+    int64_t t0 = fr_now();
+    fr_mark_fault(w, "12 s of a health check flipping every 100 ms");
+    fr_sleep(w, 12000);
+    int n = elections(w) - before;
+    double s = ms_since(t0, fr_now()) / 1000;
+    /* Both candidates may be held off at once: nobody leads meanwhile, which
+     * is the damping's price, not a liveness failure. */
+    fr_mark_heal(w, "end of the measure (the check keeps flipping)");
+    fr_mark_end(w);
+    expect(w, n <= (int)s + 1, "at most one election per 1 s hold-off (%d in %.1f s)", n,
+           s);
+    fr_say("   %d elections in %.1f s", n, s);
+    return 0;
+}
+
 const fr_scenario fr_scenarios[] = {
     {.name = "kill",
      .ncand = 3,
@@ -1193,6 +1230,16 @@ const fr_scenario fr_scenarios[] = {
      .round = r_run_switchover_stopped,
      .what = "run: switchover to a waiter whose elector is SIGSTOPped: exit 7, the next "
              "in line leads after its lease"},
+    {.name = "run-health-flap",
+     .ncand = 2,
+     .run = true,
+     .rounds = 1,
+     /* no spaces in run_args: $IFS splits the check's words in the shell */
+     .run_args = "--health-cmd exit$IFS$(($(date$IFS+%s%N)/100000000%2)) "
+                 "--health-interval=70ms --health-retries=1 --health-holdoff=1s",
+     .round = r_run_health_flap,
+     .what = "run: a health check flipping every 100 ms on both candidates: at most one "
+             "election per hold-off, no overlap"},
     {.name = "run-deadline-revoke",
      .ncand = 3,
      .run = true,
