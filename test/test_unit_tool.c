@@ -141,8 +141,17 @@ TEST(health_and_switchover_options_are_checked)
         {{"run", "N", "--health-cmd", "", "--", "x"},
          "--health-cmd: the command must not be empty"},
         {{"run", "N", "--health-retries", "2", "--", "x"},
-         "--health-interval, --health-timeout, --health-retries and "
-         "--health-start-period need --health-cmd"},
+         "--health-interval, --health-timeout, --health-retries, --health-start-period, "
+         "--health-holdoff and --health-holdoff-max need --health-cmd"},
+        {{"campaign", "N", "--health-holdoff", "1s"},
+         "--health-interval, --health-timeout, --health-retries, --health-start-period, "
+         "--health-holdoff and --health-holdoff-max need --health-cmd"},
+        {{"campaign", "N", "--health-cmd", "true", "--health-holdoff", "1m",
+          "--health-holdoff-max", "30s"},
+         "--health-holdoff-max (30000ms) must not be less than --health-holdoff "
+         "(60000ms)"},
+        {{"campaign", "N", "--health-cmd", "true", "--health-holdoff", "-1s"},
+         "--health-holdoff: invalid duration '-1s' (use e.g. 500ms, 10s, 1m30s, 1.5h)"},
         {{"observe", "N", "--health-cmd", "true"},
          "--health-cmd and --health-* are for run and campaign"},
         {{"switchover", "N"},
@@ -166,6 +175,17 @@ TEST(health_and_switchover_options_are_checked)
     ASSERT_EQ(10000, o.health_timeout_ms);
     ASSERT_EQ(3, o.health_retries);
     ASSERT_EQ(0, o.health_start_ms);
+    ASSERT_EQ(10000, o.health_holdoff_ms);
+    ASSERT_EQ(300000, o.health_holdoff_max_ms);
+    ASSERT_OK(parse(&o, err,
+                    (const char *[]){"campaign", "N", "--health-cmd", "true",
+                                     "--health-holdoff", "10m", NULL}));
+    ASSERT_EQ(600000, o.health_holdoff_ms); /* the bound follows */
+    ASSERT_EQ(600000, o.health_holdoff_max_ms);
+    ASSERT_OK(parse(&o, err,
+                    (const char *[]){"campaign", "N", "--health-cmd", "true",
+                                     "--health-holdoff", "0", NULL}));
+    ASSERT_EQ(0, o.health_holdoff_ms);
     ASSERT_OK(parse(&o, err,
                     (const char *[]){"campaign", "N", "--health-cmd", "true",
                                      "--health-start-period", "1m", "--health-retries",

@@ -78,9 +78,17 @@ struct app {
 
     /* Stepping down without exiting (health.c): --health-cmd, switchover. */
     tool_health *health;
-    int sd_state;      /* SD_* of health.c */
-    bool health_out;   /* unhealthy: out of the queue until a check passes */
-    struct app_sw *sw; /* the candidates' side of switchover (switchover.c) */
+    int sd_state;    /* SD_* of health.c */
+    bool health_out; /* unhealthy: out of the queue until a check passes */
+    /* Damping (health.c): the hold-off after a health step-down, and a new
+     * leader's first interval. */
+    int64_t holdoff_until_ms; /* no campaign before this */
+    int holdoffs;             /* health step-downs in a row (the doubling) */
+    bool was_leader;          /* led at the last health pass */
+    int64_t elected_ms;       /* when we last became leader */
+    int lead_fails;           /* failures in a row counted since then */
+    bool lead_early;          /* the first of them came in the first interval */
+    struct app_sw *sw;        /* the candidates' side of switchover (switchover.c) */
 
     /* Snapshots for the HTTP view (they must outlive fill_view's return). */
     elector_session_stats view_ka;

@@ -12,6 +12,14 @@
     "  --health-timeout D    a check running longer fails, its group killed (10s)\n"     \
     "  --health-retries N    failures in a row that make it unhealthy (default 3)\n"     \
     "  --health-start-period D  failures in this first period do not count (0)\n"        \
+    "  --health-holdoff D    after stepping down for health, stay out at least this\n"   \
+    "                      long (default 10s; 0: none), doubled with each such step-\n"  \
+    "                      down in a row up to --health-holdoff-max (default 5m), "      \
+    "from\n"                                                                             \
+    "                      10s again after that long without one. A new leader is not\n" \
+    "                      stepped down by one failure in its first interval.\n"         \
+    "Checks and whatever they start are killed at the timeout, when the check ends\n"    \
+    "and with elector (a cgroup of their own, and a subreaper).\n"                       \
     "Takes part in `elector switchover` (see there).\n"
 
 static const char GENERAL[] =
@@ -75,7 +83,8 @@ static const char GENERAL[] =
     "\n"
     "Exit status: 0 success, 1 error (etcd unreachable, TLS, auth, a port taken, ...),\n"
     "2 bad usage, 3 leadership (the lock) lost, 4 no leader (leader), 5 switchover\n"
-    "refused, 6 switchover timed out. run and lock with a\n"
+    "refused, 6 switchover timed out, 7 switchover handed over but the target did not\n"
+    "confirm it took over. run and lock with a\n"
     "command: CMD's status when it ended on its own (128+N if killed by signal N, 126\n"
     "not executable, 127 not found), 3 when it was stopped because leadership ended.\n"
     "\n"
@@ -198,8 +207,9 @@ static const char SWITCHOVER[] =
     "of the line, then the leader steps down as on any loss (run: its command is\n"
     "stopped and its tree gone before its key is deleted); the target is elected by\n"
     "the usual protocol. The request is the key __elector/switchover/NAME, under a\n"
-    "lease of its own, withdrawn in every outcome. Once VALUE leads, print its key\n"
-    "and value as `leader` does (-w json: a leader event). With etcd auth, the users\n"
+    "lease of its own, withdrawn in every outcome. Once VALUE's key is first and its\n"
+    "elector confirmed it leads (run: its command started), print its key and value\n"
+    "as `leader` does (-w json: a leader event). With etcd auth, the users\n"
     "of the candidates and of the requester need readwrite on NAME/, on the prefix\n"
     "__elector/candidates/NAME/ and on the key __elector/switchover/NAME.\n"
     "\n"
@@ -210,7 +220,10 @@ static const char SWITCHOVER[] =
     "or several have VALUE, a candidate ahead of it is not elector's (etcdctl elect)\n"
     "or lacks those grants (its key is named), another switchover is under way, or\n"
     "the target left; 6 timed out (the request is withdrawn; leadership stays where\n"
-    "it is); 1 etcd errors (a denied permission: the message names the grants).\n"
+    "it is); 7 handed over (VALUE's key was first) but VALUE did not confirm it took\n"
+    "over before --timeout or before its key went (stopped, cut off from etcd, or not\n"
+    "an elector candidate): the message names the next in line; 1 etcd errors (a\n"
+    "denied permission: the message names the grants).\n"
     "Global options: elector --help.\n";
 
 static const char HELP[] =

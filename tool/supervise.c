@@ -532,7 +532,11 @@ static int contain(struct guard *g, const char *base)
 {
     g->cg[0] = 0;
     if (!*base) return MODE_SUBREAPER;
-    snprintf(g->cg, sizeof(g->cg), "%s/elector-run.%d", base, (int)getpid());
+    if (snprintf(g->cg, sizeof(g->cg), "%s/elector-run.%d", base, (int)getpid()) >=
+        (int)sizeof(g->cg)) { /* cgroup_base left room: never */
+        g->cg[0] = 0;
+        return MODE_SUBREAPER;
+    }
     char pid[32];
     snprintf(pid, sizeof(pid), "%d\n", (int)g->cmd);
     if ((mkdir(g->cg, 0755) && errno != EEXIST) ||
@@ -693,7 +697,9 @@ tool_child *tool_child_start(const tool_child_spec *sp, char *err, size_t cap)
     c->fd = down[1];
     c->rfd = up[0];
     c->grace = sp->grace_ns;
-    if (*base) snprintf(c->cg, sizeof(c->cg), "%s/elector-run.%d", base, (int)g);
+    if (*base && snprintf(c->cg, sizeof(c->cg), "%s/elector-run.%d", base, (int)g) >=
+                     (int)sizeof(c->cg))
+        c->cg[0] = 0;
     return c;
 }
 
@@ -798,4 +804,26 @@ void tool_child_free(tool_child *c)
     if (c->fd >= 0) close(c->fd);
     close(c->rfd);
     free(c);
+}
+
+/* ---------------------------------------------------------------- shared */
+
+void tool_cgroup_base(char *out, size_t cap)
+{
+    cgroup_base(out, cap);
+}
+
+void tool_cgroup_kill(const char *cg)
+{
+    cgroup_kill(cg);
+}
+
+void tool_cgroup_remove(const char *cg)
+{
+    cgroup_remove(cg);
+}
+
+int tool_kill_tree(const char *cg, int64_t max_ms)
+{
+    return kill_tree(getpid(), cg, -1, max_ms, NULL, NULL);
 }

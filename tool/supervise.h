@@ -125,4 +125,17 @@ int tool_child_check_pid_ns(char *err, size_t cap);
 /* Exit status of a wait() status: the code, or 128 + signal. */
 int tool_exit_code(int wstatus);
 
+/* The containment parts, shared with the health checks (tool/healthcheck.c). */
+
+/* The cgroup v2 directory this process is in ("" if there is no cgroup2 mount). */
+void tool_cgroup_base(char *out, size_t cap);
+/* Kills every member of the cgroup cg (cgroup.kill, else one by one); "" is a no-op. */
+void tool_cgroup_kill(const char *cg);
+/* Removes the cgroup cg once it is empty (retries a while); "" is a no-op. */
+void tool_cgroup_remove(const char *cg);
+/* Kills the cgroup cg's members and every descendant of the calling process
+ * (found in /proc; a subreaper has them all), reaping each, until none is
+ * left or max_ms passed (-1: no limit). Returns 0 when none is left. */
+int tool_kill_tree(const char *cg, int64_t max_ms);
+
 #endif
