@@ -351,6 +351,39 @@ TEST_WITH_TIMEOUT(release_auth_no_password_in_helper, 180)
     eh_stop(c);
 }
 
+/* The tool's campaign (no command, so no guard) has the helper on by default:
+ * a SIGKILLed `elector campaign` hands over at once. */
+TEST_WITH_TIMEOUT(release_tool_campaign_sigkill, 120)
+{
+    setup();
+    eh_cluster *c = eh_start(&(eh_opts){0});
+    ASSERT_NOT_NULL(c);
+    char eps[256];
+    snprintf(eps, sizeof(eps), "--endpoints=%s", eh_endpoints(c));
+    const char *argv[] = {ELECTOR_BIN,    eps,    "--debug", "campaign",
+                          "release-tool", "tool", NULL};
+    int fd = -1;
+    pid_t pid = tl_spawn(argv, &fd);
+    ASSERT_GT(pid, 0);
+    eu_child ch;
+    eu_child_wrap(&ch, pid, fd);
+    char line[256];
+    ASSERT_OK(eu_child_expect(&ch, "release-tool/", line, sizeof(line), 20000));
+    eu_cand *next = successor(eh_endpoints(c), "release-tool");
+    ASSERT_NOT_NULL(next);
+    int64_t t0 = tl_now_ns();
+    kill(pid, SIGKILL);
+    int i = eu_wait_event(next, 0, ELECTOR_EV_ELECTED, 12000);
+    double ms = (double)(tl_now_ns() - t0) / 1e6;
+    waitpid(pid, NULL, 0);
+    close(fd);
+    printf("release_on_exit handover after SIGKILL of `elector campaign`: %.1f ms\n", ms);
+    ASSERT_GE(i, 0);
+    ASSERT_LT(ms, HANDOVER_BOUND_MS);
+    eu_cand_free(next);
+    eh_stop(c);
+}
+
 /* Run by hand, the helper says what it is for and exits 2. */
 TEST(release_helper_by_hand)
 {
