@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #include "elector/election.h"
@@ -58,8 +59,14 @@ int main(int argc, char **argv)
         if (line[0] == 's') {
             struct rlimit rl = {0, 0};
             setrlimit(RLIMIT_CORE, &rl);
-            volatile int *volatile nowhere = NULL;
-            *nowhere = 1; /* the deliberate crash */
+            /* The deliberate crash: a store to a page that forbids it (a real
+             * fault, which the sanitizers' null checks do not pre-empt), with
+             * the default action (ASan's handler would exit instead). */
+            signal(SIGSEGV, SIG_DFL);
+            volatile int *page =
+                mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (page == MAP_FAILED) abort();
+            *page = 1;
         } else if (line[0] == 'x') {
             _exit(3);
         } else if (line[0] == 'f') {
