@@ -253,6 +253,15 @@ TEST_WITH_TIMEOUT(release_close_leaves_no_helper, 120)
     int err;
     snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)o.helper);
     ASSERT_EQ(1, file_has(path, "elector-release", &err));
+    /* Its footprint, for the record (README, bench/RESULTS.md). */
+    char line0[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)o.helper);
+    FILE *sf = fopen(path, "r");
+    while (sf && fgets(line0, sizeof(line0), sf))
+        if (!strncmp(line0, "VmRSS:", 6) || !strncmp(line0, "RssAnon:", 8) ||
+            !strncmp(line0, "Threads:", 8))
+            printf("release helper %s", line0);
+    if (sf) fclose(sf);
     owner_say(&o, "c\n");
     char line[128];
     ASSERT_OK(eu_child_expect(&o.ch, "closed ", line, sizeof(line), 10000));
