@@ -104,7 +104,8 @@ typedef struct elector_session_config {
      * asked for. The helper is found at $ELECTOR_RELEASE_HELPER, else at the
      * path compiled in (the install's libdir/elector/elector-release).
      * Right only if the work done as leader dies with this process: work in
-     * child processes belongs under `elector run`; a stopped process still
+     * child processes belongs under `elector run`; daemonize (fork, parent
+     * exits) before the session starts, not after; a stopped process still
      * holds the lease until the TTL; the fencing token covers the rest
      * (README, "From C"; docs/DESIGN.md, "The release helper").
      * See elector_session_helper(). Default false. */
@@ -150,9 +151,9 @@ int elector_session_close_sync(elector_session *s, int64_t timeout_ms);
  * it runs; 0 when none was asked for, before the lease is granted and after it
  * was stopped (close, or the session's own end); or a negative ELECTOR_E* code
  * when it could not be started (ELECTOR_EINVAL: no helper binary at the path,
- * or it could not be spawned; ELECTOR_ENOMEM: no memory, descriptors or
- * processes left). The session works
- * without it: the lease then ends by its TTL when this process dies. */
+ * it could not be spawned, or the kernel has no pidfds; ELECTOR_ENOMEM: no
+ * memory, descriptors or processes left). The session works without it: the
+ * lease then ends by its TTL when this process dies. */
 int elector_session_helper(const elector_session *s);
 
 /* The lease ID: 0 until granted; still set after the session ended. */

@@ -236,10 +236,14 @@ void elector__release_start(elector__release *r, elector_etcd *e, int64_t lease,
     encode(&o, buf);
     sv[0] = high_fd(sv[0]);
     sv[1] = high_fd(sv[1]);
-    self = high_fd(pidfd_open_(getpid())); /* pidfds are close-on-exec */
+    self = pidfd_open_(getpid()); /* pidfds are close-on-exec */
+    /* No pidfds (Linux before 5.3, a seccomp filter): no helper. */
+    int nopidfd = self < 0 && (errno == ENOSYS || errno == EPERM);
+    self = high_fd(self);
     pid_t pid = 0;
-    int rc = sv[0] < 0 || sv[1] < 0 || self < 0 ? EMFILE
-                                                : spawn_helper(path, sv[1], self, &pid);
+    int rc = nopidfd                              ? EINVAL
+             : sv[0] < 0 || sv[1] < 0 || self < 0 ? EMFILE
+                                                  : spawn_helper(path, sv[1], self, &pid);
     if (sv[1] >= 0) close(sv[1]);
     if (self >= 0) close(self);
     if (!rc && send_all(sv[0], buf, n)) {
