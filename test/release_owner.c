@@ -8,7 +8,7 @@
  *   c  close the session normally (prints "closed RC")
  *   q  exit(0)
  * Usage: release_owner ENDPOINTS NAME; RO_USER and RO_PASSWORD (environment)
- * give credentials. */
+ * give credentials, RO_TTL the TTL in seconds (default 10). */
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -34,7 +34,7 @@ int main(int argc, char **argv)
     if (!e || elector_etcd_err(e)) return 2;
     elector_session_config sc;
     elector_session_config_init(&sc);
-    sc.ttl_s = 10;
+    sc.ttl_s = getenv("RO_TTL") ? atoi(getenv("RO_TTL")) : 10;
     sc.release_on_exit = !getenv("RO_NO_RELEASE");
     elector_session *s = elector_session_new(e, &sc, NULL, NULL);
     if (!s || elector_session_wait(s, 10000)) return 2;

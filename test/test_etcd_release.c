@@ -399,6 +399,61 @@ TEST_WITH_TIMEOUT(release_tool_campaign_sigkill, 120)
     eh_stop(c);
 }
 
+/* etcd down when the owner dies: the helper retries, and revokes once etcd is
+ * back (etcd restarted extends its leases by their TTL, so without the revoke
+ * the successor would wait 10 s more). */
+TEST_WITH_TIMEOUT(release_helper_retries_until_etcd_is_back, 120)
+{
+    setup();
+    eh_cluster *c = eh_start(&(eh_opts){0});
+    ASSERT_NOT_NULL(c);
+    owner o;
+    ASSERT_OK(owner_start(&o, eh_endpoints(c), "release-retry", NULL));
+    ASSERT_GT(o.helper, 0);
+    ASSERT_OK(eh_member_kill(c, 0));
+    kill(o.ch.pid, SIGKILL);
+    owner_reap(&o);
+    tl_msleep(1500);                                /* the helper retries meanwhile */
+    ASSERT_EQ(0, waitpid(o.helper, NULL, WNOHANG)); /* still at it */
+    ASSERT_OK(eh_member_restart(c, 0));
+    ASSERT_OK(eh_wait_healthy(c, 0, 20));
+    int64_t t0 = tl_now_ns();
+    eu_cand *next = eu_cand_new(eh_endpoints(c), "release-retry", 10);
+    ASSERT_NOT_NULL(next);
+    ASSERT_OK(elector_campaign(next->el, "next", 4));
+    int i = eu_wait_event(next, 0, ELECTOR_EV_ELECTED, 15000);
+    double ms = (double)(tl_now_ns() - t0) / 1e6;
+    printf("etcd back after 1.5 s: the successor leads %.1f ms after the restart\n", ms);
+    ASSERT_GE(i, 0);
+    ASSERT_LT(ms, 8000.0);
+    ASSERT_EQ(0, helper_reap(o.helper)); /* revoked */
+    eu_cand_free(next);
+    eh_stop(c);
+}
+
+/* etcd never back: the helper retries until the lease would have expired (the
+ * TTL, here 3 s), then exits 1 with a line on stderr. */
+TEST_WITH_TIMEOUT(release_helper_gives_up_after_the_ttl, 120)
+{
+    setup();
+    eh_cluster *c = eh_start(&(eh_opts){0});
+    ASSERT_NOT_NULL(c);
+    owner o;
+    char *env[] = {"RO_TTL=3", NULL};
+    ASSERT_OK(owner_start(&o, eh_endpoints(c), "release-give-up", env));
+    ASSERT_GT(o.helper, 0);
+    ASSERT_OK(eh_member_kill(c, 0));
+    int64_t t0 = tl_now_ns();
+    kill(o.ch.pid, SIGKILL);
+    owner_reap(&o);
+    int st = helper_reap(o.helper);
+    double s_ = (double)(tl_now_ns() - t0) / 1e9;
+    printf("etcd down: the helper gave up after %.2f s (TTL 3 s), status %d\n", s_, st);
+    ASSERT_EQ(1, st);
+    ASSERT_GE(s_, 2.5); /* it did not give up at the first refusal */
+    eh_stop(c);
+}
+
 /* Run by hand, the helper says what it is for and exits 2. */
 TEST(release_helper_by_hand)
 {
