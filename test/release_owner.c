@@ -8,7 +8,8 @@
  *   c  close the session normally (prints "closed RC")
  *   q  exit(0)
  * Usage: release_owner ENDPOINTS NAME; RO_USER and RO_PASSWORD (environment)
- * give credentials, RO_TTL the TTL in seconds (default 10). */
+ * give credentials, RO_CACERT, RO_CERT and RO_KEY the TLS files, RO_TTL the TTL
+ * in seconds (default 10). */
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -30,6 +31,9 @@ int main(int argc, char **argv)
     cfg.endpoints = argv[1];
     cfg.user = getenv("RO_USER");
     cfg.password = getenv("RO_PASSWORD");
+    cfg.cacert = getenv("RO_CACERT");
+    cfg.cert = getenv("RO_CERT");
+    cfg.key = getenv("RO_KEY");
     elector_etcd *e = elector_etcd_new(&cfg);
     if (!e || elector_etcd_err(e)) return 2;
     elector_session_config sc;

@@ -369,6 +369,55 @@ TEST_WITH_TIMEOUT(release_auth_no_password_in_helper, 180)
     eh_stop(c);
 }
 
+/* TLS with client certificates: the helper gets the files' paths, reads them
+ * when it starts, and revokes over TLS. */
+TEST_WITH_TIMEOUT(release_over_tls, 120)
+{
+    setup();
+    eh_cluster *c = eh_start(&(eh_opts){.tls = 1});
+    ASSERT_NOT_NULL(c);
+    char ca[600], cert[600], key[600];
+    snprintf(ca, sizeof(ca), "RO_CACERT=%s", eh_cacert(c));
+    snprintf(cert, sizeof(cert), "RO_CERT=%s", eh_cert(c));
+    snprintf(key, sizeof(key), "RO_KEY=%s", eh_key(c));
+    char *env[] = {ca, cert, key, NULL};
+    owner o;
+    ASSERT_OK(owner_start(&o, eh_endpoints(c), "release-tls", env));
+    ASSERT_GT(o.helper, 0);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    cfg.cacert = eh_cacert(c);
+    cfg.cert = eh_cert(c);
+    cfg.key = eh_key(c);
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    ASSERT_OK(elector_etcd_err(e));
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 10000));
+    elector_election *el = elector_election_new(s, "release-tls", NULL, NULL);
+    ASSERT_NOT_NULL(el);
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, elector_campaign_sync(el, "next", 4, 300));
+    int64_t t0 = tl_now_ns();
+    kill(o.ch.pid, SIGKILL);
+    int64_t deadline = tl_now_ns() + 12000000000LL;
+    while (!elector_is_leader(el) && tl_now_ns() < deadline)
+        elector_etcd_run_once(e, 50);
+    double ms = (double)(tl_now_ns() - t0) / 1e6;
+    printf(
+        "release_on_exit handover after SIGKILL, TLS with client certificates: %.1f ms\n",
+        ms);
+    ASSERT(elector_is_leader(el));
+    ASSERT_LT(ms, HANDOVER_BOUND_MS);
+    owner_reap(&o);
+    ASSERT_EQ(0, helper_reap(o.helper));
+    elector_election_free(el);
+    ASSERT_OK(elector_session_close_sync(s, 5000));
+    elector_etcd_free(e);
+    eh_stop(c);
+}
+
 /* The tool's campaign (no command, so no guard) has the helper on by default:
  * a SIGKILLed `elector campaign` hands over at once. */
 TEST_WITH_TIMEOUT(release_tool_campaign_sigkill, 120)
