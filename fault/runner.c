@@ -1471,6 +1471,10 @@ int main(int argc, char **argv)
 #else
     snprintf(g_elector_bin, sizeof g_elector_bin, "%s/../tool/elector", R.bin_dir);
 #endif
+#ifdef ELECTOR_RELEASE_HELPER_BIN
+    /* kill-release: the candidates' release helper, from this build */
+    setenv("ELECTOR_RELEASE_HELPER", ELECTOR_RELEASE_HELPER_BIN, 0);
+#endif
     /* orphans of `elector run` candidates come to us, to be reaped */
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     static char outbuf[600];

@@ -653,6 +653,40 @@ static int successor(fr_world *w, int l, int64_t t0, const char *what)
     return n;
 }
 
+/* The leader has a release helper (release_on_exit): SIGKILLed mid-writes, its
+ * helper revokes the lease, the successor leads in milliseconds instead of after
+ * the TTL. The checker asks what matters here: the dead leader's last writes and
+ * the successor's never overlap in the fenced resource, nor in etcd. */
+static int r_kill_release(fr_world *w, int r)
+{
+    (void)r;
+    int l = need_leader(w);
+    if (l < 0) return -1;
+    int64_t t = fr_now();
+    fr_mark_fault(
+        w, "SIGKILL leader cand %d (token %" PRId64 "), which has a release helper", l,
+        w->c[l].token);
+    fr_kill(w, l);
+    fr_mark_heal(w, "leader dead: its release helper revokes the lease");
+    int n = fr_wait_leader(w, l, -1, bound() + 3000);
+    fr_sleep(w, 300);
+    fr_mark_end(w);
+    if (n < 0) {
+        fr_say("   no new leader within %d ms", bound() + 3000);
+    } else {
+        double ms = ms_since(t, w->c[n].elected_at); /* its log's mono time */
+        fr_log(w, "measure %d kill-release successor_elected_ms %.3f", w->round, ms);
+        fr_say("   handover: leader SIGKILLed -> cand %d elected in %.1f ms (TTL %d ms)",
+               n, ms, ttl_ms());
+        expect(
+            w, ms >= 0 && ms < ttl_ms() / 2.0,
+            "cand %d elected before the lease could have expired: the helper revoked it",
+            n);
+    }
+    fr_replace(w, l);
+    return 0;
+}
+
 /* SIGSTOP to elector's process group past the TTL. elector is alone in it (the
  * guard has a session of its own): the guard stops the job by the deadline, the
  * successor starts after the tree is gone, the resumed elector exits 3. */
@@ -1106,6 +1140,11 @@ const fr_scenario fr_scenarios[] = {
      .ncand = 3,
      .round = r_kill,
      .what = "leader SIGKILLed: successor after the lease expires (TTL + <= 0.6 s)"},
+    {.name = "kill-release",
+     .ncand = 3,
+     .round = r_kill_release,
+     .cand_args = "--release-on-exit",
+     .what = "leader with a release helper SIGKILLed: successor in milliseconds, fenced"},
     {.name = "term",
      .ncand = 3,
      .round = r_term,

@@ -82,6 +82,12 @@ TEST(bad_usage_gives_one_clear_line_and_exit_2)
         {{"campaign", "x", "v", "--value", "w", NULL}, "give the VALUE once"},
         {{"leader", "x", "--hex=maybe", NULL}, "--hex: 'maybe' is not a boolean"},
         {{"leader", "x", "-x", NULL}, "unknown option '-x'"},
+        {{"campaign", "x", "--release-on-exit=maybe", NULL},
+         "--release-on-exit: 'maybe' is not a boolean"},
+        {{"observe", "x", "--release-on-exit=false", NULL},
+         "--release-on-exit is for campaign and lock without a command"},
+        {{"run", "x", "--release-on-exit=false", "--", "true", NULL},
+         "--release-on-exit is for campaign and lock without a command"},
         {{"version", "x", NULL}, "unexpected argument 'x'"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -30,6 +30,14 @@ static void on_elected(struct app *a, const elector_event *ev)
     tool_log(LOG_INFO, "%s: %.*s (token %lld)",
              a->o->cmd == CMD_LOCK ? "lock acquired" : "elected", (int)ev->key_len,
              (const char *)ev->key, (long long)ev->token);
+    if (a->s && elector_session_helper(a->s) > 0)
+        tool_log(LOG_DEBUG, "release helper: pid %d revokes the lease if elector dies",
+                 elector_session_helper(a->s));
+    else if (a->s && elector_session_helper(a->s) < 0)
+        tool_log(LOG_DEBUG,
+                 "no release helper (%s): if elector dies, the lease ends by "
+                 "its TTL",
+                 elector_strerror(elector_session_helper(a->s)));
     /* stdout is the command's; the line above says it on stderr. */
     if (supervised) app_start_child(a, ev);
     app_proclaim_pending(a); /* lines read while waiting: the latest one */
@@ -156,6 +164,10 @@ void app_start_campaign(struct app *a)
         /* A supervised command: a session that dies must keep its lease until the
          * command's tree is reaped; closing it (here, cleanup) revokes it then. */
         sc.manual_release = app_supervised(a);
+        /* Without a command (campaign, lock): if elector dies, its release
+         * helper revokes the lease at once, as run's guard does after the
+         * command's tree. With a command, the guard does it, after the tree. */
+        sc.release_on_exit = !app_supervised(a) && !a->o->no_release;
         a->s = elector_session_new(a->etcd, &sc, NULL, NULL);
         if (!a->s) {
             tool_log(LOG_ERROR, "out of memory");

@@ -17,15 +17,12 @@ static void release_lease(void *ud)
              a->o->argv[0], (unsigned long long)a->child_lease);
     elector_etcd *e = app_make_client(a->o, &a->creds);
     int rc = !e ? ELECTOR_ENOMEM : elector_etcd_err(e);
-    if (!rc) {
-        Etcdserverpb__LeaseRevokeRequest req = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
-        req.id = a->child_lease;
-        elector_call_opts co = {.timeout_ms = app_dial_ms(a->o)};
-        ProtobufCMessage *resp = NULL;
-        rc = elector_etcd_call_sync(e, ELECTOR_RPC_LEASE_REVOKE, &req.base, &co, &resp);
-        if (resp) protobuf_c_message_free_unpacked(resp, NULL);
-    }
-    if (rc && rc != ELECTOR_ELEASE)
+    /* The library's revoke path (the release helper's too): transient failures
+     * are retried for the dial timeout, or until the deadline if later. */
+    int64_t until = elector_now_ns() + app_dial_ms(a->o) * 1000000;
+    if (a->child_deadline > until) until = a->child_deadline;
+    if (!rc) rc = elector_etcd_lease_revoke_sync(e, a->child_lease, until);
+    if (rc)
         tool_log(LOG_WARN,
                  "guard: lease %llx could not be revoked (%s); it ends by its TTL",
                  (unsigned long long)a->child_lease, elector_strerror(rc));

@@ -123,8 +123,11 @@ static const char CAMPAIGN[] =
     "  --http ADDR         serve GET /leader, /healthz[?leader=1], /metrics on ADDR "
     "(PORT,\n"
     "                      :PORT or HOST:PORT; host 127.0.0.1 by default)\n"
-    "  --ttl DURATION      session lease TTL (default 10s)\n" HEALTH_OPTIONS
-    "Global options: elector --help.\n";
+    "  --ttl DURATION      session lease TTL (default 10s)\n"
+    "  --release-on-exit=false\n"
+    "                      no release helper: if elector dies (SIGKILL, crash), the\n"
+    "                      next candidate waits for the TTL instead of "
+    "milliseconds\n" HEALTH_OPTIONS "Global options: elector --help.\n";
 
 static const char OBSERVE[] =
     "Usage: elector [OPTIONS] observe NAME [--http ADDR]\n"
@@ -197,6 +200,8 @@ static const char LOCK[] =
     "  --pid-namespace     with CMD: run it in a PID namespace of its own (see run)\n"
     "  --events-fd N       with CMD and -w json: the events to fd N instead of stderr\n"
     "  --http ADDR         serve GET /leader, /healthz, /metrics on ADDR\n"
+    "  --release-on-exit=false\n"
+    "                      without CMD: no release helper (see campaign)\n"
     "Global options: elector --help.\n";
 
 static const char SWITCHOVER[] =

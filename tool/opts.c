@@ -155,6 +155,7 @@ enum opt_id {
     O_PROCLAIM,
     O_RESTART,
     O_PIDNS,
+    O_RELEASE,
     O_EVENTS_FD,
     O_HEALTH_CMD,
     O_HEALTH_INTERVAL,
@@ -207,6 +208,7 @@ static const struct optdef {
     [O_PROCLAIM] = {"proclaim-stdin", no_argument, 0, ENV_NONE},
     [O_RESTART] = {"restart", no_argument, 0, ENV_NONE},
     [O_PIDNS] = {"pid-namespace", no_argument, 0, ENV_NONE},
+    [O_RELEASE] = {"release-on-exit", optional_argument, 0, ENV_ELECTOR},
     [O_EVENTS_FD] = {"events-fd", required_argument, 0, ENV_NONE},
     [O_HEALTH_CMD] = {"health-cmd", required_argument, 0, ENV_NONE},
     [O_HEALTH_INTERVAL] = {"health-interval", required_argument, 0, ENV_NONE},
@@ -407,6 +409,10 @@ static int apply(tool_opts *o, int id, const tool_setting *s, char *err, size_t 
     case O_PIDNS:
         o->pid_ns = true;
         break;
+    case O_RELEASE:
+        if (set_bool(s, &b, err, cap)) return EXIT_USAGE;
+        o->no_release = !b;
+        break;
     case O_HELP:
         o->help = true;
         break;
@@ -566,6 +572,11 @@ static int check(tool_opts *o, const struct raw *r, char *err, size_t cap)
         return usage_err(err, cap,
                          "--restart, --grace and --pid-namespace are only for "
                          "`elector run` and `elector lock NAME CMD`");
+    if (given[O_RELEASE] &&
+        (supervised || (o->cmd != CMD_CAMPAIGN && o->cmd != CMD_LOCK)))
+        return usage_err(err, cap,
+                         "--release-on-exit is for campaign and lock without a command "
+                         "(run's guard releases the lease itself)");
     if (given[O_EVENTS_FD] && (!supervised || o->fmt != FMT_JSON))
         return usage_err(err, cap,
                          "--events-fd is for `elector -w json run` (or lock with "

@@ -93,6 +93,9 @@ typedef struct tool_opts {
     enum tool_log log;
     enum tool_logfmt log_format;
     bool proclaim_stdin, restart, help, version, hex;
+    /* campaign, lock without a command: --release-on-exit=false (the library's
+     * release helper is on by default there) */
+    bool no_release;
     bool pid_ns; /* run, lock: the command in a PID namespace of its own */
     bool insecure_skip_verify;
     bool insecure_transport; /* default true: endpoints without scheme are cleartext
