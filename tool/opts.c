@@ -155,6 +155,7 @@ enum opt_id {
     O_PROCLAIM,
     O_RESTART,
     O_PIDNS,
+    O_GRACE_LOSS,
     O_EVENTS_FD,
     O_HEALTH_CMD,
     O_HEALTH_INTERVAL,
@@ -205,6 +206,7 @@ static const struct optdef {
     [O_PROCLAIM] = {"proclaim-stdin", no_argument, 0, ENV_NONE},
     [O_RESTART] = {"restart", no_argument, 0, ENV_NONE},
     [O_PIDNS] = {"pid-namespace", no_argument, 0, ENV_NONE},
+    [O_GRACE_LOSS] = {"grace-on-loss", no_argument, 0, ENV_NONE},
     [O_EVENTS_FD] = {"events-fd", required_argument, 0, ENV_NONE},
     [O_HEALTH_CMD] = {"health-cmd", required_argument, 0, ENV_NONE},
     [O_HEALTH_INTERVAL] = {"health-interval", required_argument, 0, ENV_NONE},
@@ -403,6 +405,9 @@ static int apply(tool_opts *o, int id, const tool_setting *s, char *err, size_t 
     case O_PIDNS:
         o->pid_ns = true;
         break;
+    case O_GRACE_LOSS:
+        o->grace_on_loss = true;
+        break;
     case O_HELP:
         o->help = true;
         break;
@@ -554,10 +559,11 @@ static int check(tool_opts *o, const struct raw *r, char *err, size_t cap)
         given[i] = r->set[i].origin == ORIGIN_ARGV;
     if (o->proclaim_stdin && o->cmd != CMD_CAMPAIGN)
         return usage_err(err, cap, "--proclaim-stdin is only for `elector campaign`");
-    if ((given[O_RESTART] || given[O_GRACE] || given[O_PIDNS]) && !supervised)
+    if ((given[O_RESTART] || given[O_GRACE] || given[O_PIDNS] || given[O_GRACE_LOSS]) &&
+        !supervised)
         return usage_err(err, cap,
-                         "--restart, --grace and --pid-namespace are only for "
-                         "`elector run` and `elector lock NAME CMD`");
+                         "--restart, --grace, --grace-on-loss and --pid-namespace are "
+                         "only for `elector run` and `elector lock NAME CMD`");
     if (given[O_EVENTS_FD] && (!supervised || o->fmt != FMT_JSON))
         return usage_err(err, cap,
                          "--events-fd is for `elector -w json run` (or lock with "

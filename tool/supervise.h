@@ -53,11 +53,13 @@ typedef struct tool_child tool_child;
 /* Why the command ended. */
 typedef enum tool_child_cause {
     TOOL_CHILD_RUNNING = 0,
-    TOOL_CHILD_EXITED,    /* it ended on its own */
-    TOOL_CHILD_STOPPED,   /* elector asked (tool_child_stop/_signal/_free) */
-    TOOL_CHILD_DEADLINE,  /* the guard stopped it: the deadline came first */
-    TOOL_CHILD_ORPHANED,  /* elector was gone (only the guard sees this) */
-    TOOL_CHILD_GUARD_DIED /* the guard died; elector killed the tree itself */
+    TOOL_CHILD_EXITED,     /* it ended on its own */
+    TOOL_CHILD_STOPPED,    /* elector asked (tool_child_stop/_signal/_free) */
+    TOOL_CHILD_DEADLINE,   /* the guard stopped it: the deadline came first */
+    TOOL_CHILD_ORPHANED,   /* elector was gone (only the guard sees this) */
+    TOOL_CHILD_GUARD_DIED, /* the guard died; elector killed the tree itself */
+    TOOL_CHILD_GUARD_HUNG  /* the guard stopped answering (SIGSTOPped, stuck):
+                              elector killed the tree and the guard itself */
 } tool_child_cause;
 
 typedef struct tool_child_spec {
@@ -75,6 +77,10 @@ typedef struct tool_child_spec {
      * of the namespace, so the tree cannot outlive elector and the guard even
      * when both are SIGKILLed. Needs CAP_SYS_ADMIN. */
     bool pid_ns;
+    /* elector's watch on the guard: a ping every ping_ns (default 1 s); a
+     * guard that leaves one unanswered for answer_ns (default 3 pings), or
+     * does not act on a due stop within 100 ms, is killed with the tree. */
+    int64_t ping_ns, answer_ns;
 } tool_child_spec;
 
 /* Starts the guard, which starts the command. Returns NULL with a message in err. */
@@ -93,6 +99,10 @@ void tool_child_signal(tool_child *c, int sig);
 
 /* A descriptor that becomes readable when the guard has news (poll it). */
 int tool_child_fd(const tool_child *c);
+
+/* When tool_child_poll must next run for the watch on the guard, in ms from
+ * now (-1: no need). */
+int64_t tool_child_timeout_ms(const tool_child *c);
 
 /* "cgroup", "subreaper" (each may be preceded by "pid namespace, "), or ""
  * until the guard has reported. */
