@@ -67,7 +67,6 @@ struct tool_child {
     int64_t waiting_since;      /* the oldest unanswered ping was sent then (0: none) */
     int64_t stop_at;            /* a stop's kill time (0: no stop asked) */
     uint32_t stop_seq;          /* the ping sent right after the stop */
-    int64_t silent_ns;          /* how long the guard had not answered, if hung */
 };
 
 int tool_exit_code(int st)
@@ -870,13 +869,19 @@ static bool guard_hung(tool_child *c, int64_t now)
  * and reaped by kill_tree. */
 static void take_over(tool_child *c, int64_t now)
 {
-    c->silent_ns = c->waiting_since ? now - c->waiting_since : now - c->stop_at;
+    int64_t silent = c->waiting_since ? now - c->waiting_since : now - c->stop_at;
     cgroup_kill(c->cg);
     signal_descendants(c->guard, SIGKILL);
     kill(c->guard, SIGKILL);
+    tool_log(LOG_WARN,
+             "the guard (pid %d) has not answered for %lld ms%s: elector kills the "
+             "command's tree and the guard itself",
+             (int)c->guard, (long long)(silent / 1000000),
+             c->stop_at && now >= c->stop_at ? " while a stop is due" : "");
+    /* Reaped at once, unless it sleeps uninterruptibly: then not waited for. */
     int st;
-    while (waitpid(c->guard, &st, 0) < 0 && errno == EINTR) {
-    }
+    for (int i = 0; i < 500 && waitpid(c->guard, &st, WNOHANG) == 0; i++)
+        poll(NULL, 0, 10);
     read_reports(c);
     kill_tree(getpid(), c->cg, -1, 5000, NULL, NULL, NULL, NULL);
     if (*c->cg) cgroup_remove(c->cg);

@@ -33,13 +33,21 @@
  *   - The guard dies: the command has PR_SET_PDEATHSIG(SIGKILL) on it; elector,
  *     a subreaper too, sees the guard gone, kills the cgroup and every
  *     descendant of its own, and reports TOOL_CHILD_GUARD_DIED.
+ *   - The guard stops answering (SIGSTOPped, stuck): elector pings it every
+ *     ping_ns over a pipe that never blocks elector; a ping unanswered for
+ *     answer_ns, or a due stop the guard has not shown to act on within 100 ms,
+ *     and elector kills the tree and the guard itself (TOOL_CHILD_GUARD_HUNG).
+ *   - The guard is stopped and elector dies: the guard has
+ *     PR_SET_PDEATHSIG(SIGCONT), so the kernel resumes it; it reads the EOF and
+ *     stops the tree as when elector dies alone.
  *   - With pid_ns, the command runs below an init that is PID 1 of a PID
  *     namespace of its own; the init has PDEATHSIG, so when the guard dies the
  *     kernel kills the whole namespace.
  * What it cannot do: without pid_ns, if elector and the guard are both
  * SIGKILLed, descendants of the command (in their cgroup, if there is one)
- * survive until someone else kills them; a process stuck in uninterruptible
- * sleep cannot be reaped, and the guard waits for it. */
+ * survive until someone else kills them; if both are stopped, the command runs
+ * on; a process stuck in uninterruptible sleep cannot be reaped, and the guard
+ * waits for it. The fencing token covers these. */
 #ifndef ELECTOR_TOOL_SUPERVISE_H
 #define ELECTOR_TOOL_SUPERVISE_H
 
