@@ -7,7 +7,9 @@
  * the guard in elector's process group. The command's start: no signal blocked
  * or ignored and no inherited fd (run, lock, a health check), and a stop sent
  * in its start window never lost (deterministic with an LD_PRELOAD library, and
- * 40 unaided rounds). */
+ * 40 unaided rounds). The guard SIGSTOPped (with the leader cut off through a
+ * stopped proxy, with elector SIGKILLed, for 10 x TTL): elector and the kernel
+ * end the tree; the key or lease deleted from outside: SIGKILL at once. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
