@@ -66,6 +66,7 @@ struct tool_child {
     uint32_t seq, acked;        /* the last ping sent and the last one answered */
     int64_t waiting_since;      /* the oldest unanswered ping was sent then (0: none) */
     int64_t stop_at;            /* a stop's kill time (0: no stop asked) */
+    int64_t deadline;           /* the latest validity deadline sent */
     uint32_t stop_seq;          /* the ping sent right after the stop */
 };
 
@@ -738,6 +739,7 @@ tool_child *tool_child_start(const tool_child_spec *sp, char *err, size_t cap)
     c->ping_ns = sp->ping_ns > 0 ? sp->ping_ns : 1000000000;
     c->answer_ns = sp->answer_ns > 0 ? sp->answer_ns : 3 * c->ping_ns;
     c->next_ping = elector_now_ns();
+    c->deadline = sp->deadline_ns;
     c->guard = g;
     c->fd = down[1];
     c->rfd = up[0];
@@ -778,6 +780,7 @@ static void note_stop(tool_child *c, int64_t kill_at)
 void tool_child_deadline(tool_child *c, int64_t deadline_ns)
 {
     send_msg(c, M_DEADLINE, deadline_ns);
+    if (deadline_ns > c->deadline) c->deadline = deadline_ns;
 }
 
 void tool_child_stop(tool_child *c, int64_t kill_at_ns)
@@ -849,17 +852,30 @@ static void guard_ended(tool_child *c, int st)
     c->done = true;
 }
 
-/* Whether the guard fails its watch: a ping unanswered for answer_ns, or a
- * stop that is due and that the guard has not shown to act on within
- * STOP_SLACK_NS (it did not read the stop, or stopped answering since). */
-static bool guard_hung(tool_child *c, int64_t now)
+/* From when the guard must be seen to act: a stop's kill time, or just before
+ * the validity deadline (where the guard kills the tree if no renewal came). */
+static int64_t due_at(const tool_child *c)
+{
+    int64_t due = c->deadline - STOP_SLACK_NS;
+    return c->stop_at && c->stop_at < due ? c->stop_at : due;
+}
+
+/* Whether the guard fails its watch: a ping unanswered for answer_ns; a stop
+ * it has not read STOP_SLACK_NS after its kill time; or, once a stop or the
+ * deadline is due, a ping unanswered for STOP_SLACK_NS (pings come every
+ * STOP_SLACK_NS / 4 then). So a guard stopped just before the deadline of a
+ * cut-off leader is found by the deadline, not TTL/2 later. */
+static bool guard_hung(const tool_child *c, int64_t now)
 {
     if (c->gone || c->got_done) return false;
     if (c->waiting_since && now - c->waiting_since >= c->answer_ns) return true;
-    if (!c->stop_at || now < c->stop_at + STOP_SLACK_NS) return false;
-    if ((int32_t)(c->acked - c->stop_seq) < 0) return true;
-    int64_t from = c->waiting_since > c->stop_at ? c->waiting_since : c->stop_at;
-    return c->waiting_since && now - from >= STOP_SLACK_NS;
+    if (c->stop_at && now >= c->stop_at + STOP_SLACK_NS &&
+        (int32_t)(c->acked - c->stop_seq) < 0)
+        return true;
+    int64_t due = due_at(c);
+    if (!c->waiting_since || now < due) return false;
+    int64_t from = c->waiting_since > due ? c->waiting_since : due;
+    return now - from >= STOP_SLACK_NS;
 }
 
 /* The guard does not answer (SIGSTOPped, stuck): nothing supervises the tree.
@@ -892,29 +908,36 @@ static void take_over(tool_child *c, int64_t now)
     c->done = true;
 }
 
+/* When the next ping is due: every ping_ns, and every STOP_SLACK_NS / 4 once
+ * a stop or the deadline is due (the guard is then expected to act). */
+static int64_t next_ping_at(const tool_child *c)
+{
+    int64_t fast = c->next_ping - c->ping_ns + STOP_SLACK_NS / 4, due = due_at(c);
+    if (fast < due) fast = due;
+    return fast < c->next_ping ? fast : c->next_ping;
+}
+
 int64_t tool_child_timeout_ms(const tool_child *c)
 {
     if (c->done || c->gone || c->got_done) return -1;
-    int64_t now = elector_now_ns(), at = c->next_ping;
-    if (c->waiting_since && c->waiting_since + c->answer_ns < at)
+    int64_t now = elector_now_ns(), at;
+    if (c->waiting_since) { /* when it would count as hung */
+        int64_t due = due_at(c);
         at = c->waiting_since + c->answer_ns;
-    if (c->stop_at) {
-        int64_t s = c->stop_at + STOP_SLACK_NS;
-        if (now >= s) s = now + STOP_SLACK_NS / 4; /* pings come faster then */
-        if (s < at) at = s;
+        int64_t from = (c->waiting_since > due ? c->waiting_since : due) + STOP_SLACK_NS;
+        if (from < at) at = from;
+        if (c->stop_at && c->stop_at + STOP_SLACK_NS < at)
+            at = c->stop_at + STOP_SLACK_NS;
+    } else {
+        at = next_ping_at(c);
     }
     return at <= now ? 0 : (at - now + 999999) / 1000000;
 }
 
-/* The heartbeat's next ping, when due: every ping_ns, and every
- * STOP_SLACK_NS / 4 once a stop is due (the guard is then expected to act). */
 static void maybe_ping(tool_child *c, int64_t now)
 {
     if (c->gone || c->got_done || c->waiting_since) return;
-    bool due = c->stop_at && now >= c->stop_at;
-    if (now >= c->next_ping ||
-        (due && now >= c->next_ping - c->ping_ns + STOP_SLACK_NS / 4))
-        send_ping(c, now);
+    if (now >= next_ping_at(c)) send_ping(c, now);
 }
 
 int tool_child_poll(tool_child *c, int *status, tool_child_cause *cause)
