@@ -35,8 +35,9 @@
  *     descendant of its own, and reports TOOL_CHILD_GUARD_DIED.
  *   - The guard stops answering (SIGSTOPped, stuck): elector pings it every
  *     ping_ns over a pipe that never blocks elector; a ping unanswered for
- *     answer_ns, or a due stop the guard has not shown to act on within 100 ms,
- *     and elector kills the tree and the guard itself (TOOL_CHILD_GUARD_HUNG).
+ *     answer_ns, a due stop the guard has not shown to act on within 100 ms,
+ *     or a ping unanswered for 100 ms from 100 ms before the deadline, and
+ *     elector kills the tree and the guard itself (TOOL_CHILD_GUARD_HUNG).
  *   - The guard is stopped and elector dies: the guard has
  *     PR_SET_PDEATHSIG(SIGCONT), so the kernel resumes it; it reads the EOF and
  *     stops the tree as when elector dies alone.
@@ -86,8 +87,8 @@ typedef struct tool_child_spec {
      * when both are SIGKILLed. Needs CAP_SYS_ADMIN. */
     bool pid_ns;
     /* elector's watch on the guard: a ping every ping_ns (default 1 s); a
-     * guard that leaves one unanswered for answer_ns (default 3 pings), or
-     * does not act on a due stop within 100 ms, is killed with the tree. */
+     * guard that leaves one unanswered for answer_ns (default 3 pings), or for
+     * 100 ms once a stop or the deadline is due, is killed with the tree. */
     int64_t ping_ns, answer_ns;
 } tool_child_spec;
 
