@@ -996,6 +996,161 @@ static int r_run_deadline_revoke(fr_world *w, int r)
     return 0;
 }
 
+/* ---------------------------------------------------------------- guard stopped */
+
+/* elector and the guard watch each other (issue 26). The leader's guard
+ * SIGSTOPped and the leader cut off (its veth down) for TTL + 2 s: nobody can
+ * renew or resign, and the guard cannot enforce the deadline. elector's
+ * heartbeat finds the guard silent within TTL/2 and kills the tree and the
+ * guard itself, before the lease can expire. Before: the tree ran until the
+ * guard was resumed (an overlap for as long as the stop). */
+static int r_run_guard_stop_cut(fr_world *w, int r)
+{
+    (void)r;
+    int a = w->netns_idx;
+    if (a < 0 || !w->c[a].pid) return -1;
+    if (!fr_ensure_leader(w, a)) {
+        fr_log(w, "note cannot make the netns candidate lead");
+        return -1;
+    }
+    if (run_leader(w) != a) return -1;
+    pid_t g = w->c[a].guard_pid;
+    if (g <= 1) return -1;
+    int64_t t = fr_now();
+    fr_mark_fault(w,
+                  "SIGSTOP the guard %d of leader cand %d (token %" PRId64
+                  ") and cut the leader off (veth down) for %d ms",
+                  (int)g, a, w->c[a].token, ttl_ms() + 2000);
+    kill(g, SIGSTOP);
+    fr_link(false);
+    fr_mark_heal(w, "others can take over");
+    int n = successor(w, a, t, "guard-stop-cut");
+    fr_sleep_until(w, t + (int64_t)(ttl_ms() + 2000) * 1000000);
+    bool gone = pid_gone(w->c[a].job_pid) && pid_gone(w->c[a].escapee_pid) && pid_gone(g);
+    kill(g, SIGCONT);
+    fr_link(true);
+    fr_log(w, "note veth up, guard resumed");
+    fr_reap_wait(w, a, 5000);
+    fr_sleep(w, 300);
+    fr_mark_end(w);
+    char st[40];
+    status_text(&w->c[a], st, sizeof st);
+    expect(w, gone, "cand %d's job tree and stopped guard gone before the heal", a);
+    expect(w, exited_with(&w->c[a], 3), "cut-off elector of cand %d exits 3 (%s)", a, st);
+    fr_say("   guard stopped + cut off: tree's last act %.0f ms; successor cand %d "
+           "elected %.0f ms, its job %.0f ms; elector: %s",
+           ms_since(t, w->c[a].job_last), n,
+           n >= 0 ? ms_since(t, w->c[n].elected_ns) : -1,
+           n >= 0 ? ms_since(t, w->c[n].job_start) : -1, st);
+    fr_replace(w, a);
+    return 0;
+}
+
+/* The leader's guard SIGSTOPped, then its elector SIGKILLed: no user-space
+ * process of the leader is left to act. The guard has PR_SET_PDEATHSIG(SIGCONT):
+ * the kernel resumes it when elector dies; it stops the tree and releases the
+ * lease. Before: the tree ran until the guard was resumed by hand. */
+static int r_run_guard_stop_kill(fr_world *w, int r)
+{
+    (void)r;
+    int l = run_leader(w);
+    if (l < 0) return -1;
+    pid_t g = w->c[l].guard_pid, esc = w->c[l].escapee_pid;
+    if (g <= 1) return -1;
+    int64_t t = fr_now();
+    fr_mark_fault(w,
+                  "SIGSTOP the guard %d of leader cand %d (token %" PRId64
+                  "), then SIGKILL its elector",
+                  (int)g, l, w->c[l].token);
+    kill(g, SIGSTOP);
+    fr_kill(w, l);
+    fr_mark_heal(w, "elector dead: the kernel resumes the guard, which stops the tree");
+    int n = successor(w, l, t, "guard-stop-kill");
+    fr_sleep(w, 300);
+    bool gone = pid_gone(esc) && pid_gone(w->c[l].job_pid);
+    kill(g, SIGCONT); /* a guard the fix did not wake: let it go */
+    fr_sleep(w, 300);
+    fr_mark_end(w);
+    expect(w, gone, "cand %d's whole job tree is gone without a SIGCONT", l);
+    expect(w, guard_released(w, l), "cand %d's guard released the lease", l);
+    fr_say("   guard stopped, elector SIGKILLed: tree's last act %.1f ms; successor cand "
+           "%d's job started %.1f ms",
+           ms_since(t, w->c[l].job_last), n,
+           n >= 0 ? ms_since(t, w->c[n].job_start) : -1);
+    fr_replace(w, l);
+    return 0;
+}
+
+/* The leader's guard SIGSTOPped for 10 x TTL while etcd is healthy: elector
+ * must step down (kill the tree and the guard, resign, exit 3) instead of
+ * leading on with nothing to stop the tree. */
+static int r_run_guard_stop_long(fr_world *w, int r)
+{
+    (void)r;
+    int l = run_leader(w);
+    if (l < 0) return -1;
+    pid_t g = w->c[l].guard_pid, esc = w->c[l].escapee_pid;
+    if (g <= 1) return -1;
+    int64_t t = fr_now();
+    fr_mark_fault(w,
+                  "SIGSTOP the guard %d of leader cand %d (token %" PRId64
+                  ") for up to %d ms, etcd healthy",
+                  (int)g, l, w->c[l].token, 10 * ttl_ms());
+    kill(g, SIGSTOP);
+    fr_mark_heal(w, "elector finds the guard silent: steps down, kills the tree");
+    int n = successor(w, l, t, "guard-stop-long");
+    fr_reap_wait(w, l, 10 * ttl_ms());
+    int64_t t_exit = w->c[l].reaped ? fr_now() : 0;
+    bool gone = pid_gone(esc) && pid_gone(w->c[l].job_pid) && pid_gone(g);
+    kill(g, SIGCONT);
+    fr_sleep(w, 300);
+    fr_mark_end(w);
+    char st[40];
+    status_text(&w->c[l], st, sizeof st);
+    expect(w, gone, "cand %d's job tree and guard gone within 10 x TTL", l);
+    expect(w, exited_with(&w->c[l], 3), "elector of cand %d exits 3 (%s)", l, st);
+    fr_say("   guard stopped: tree's last act %.0f ms, elector exited by %.0f ms (%s); "
+           "successor cand %d's job %.0f ms",
+           ms_since(t, w->c[l].job_last), t_exit ? ms_since(t, t_exit) : -1, st, n,
+           n >= 0 ? ms_since(t, w->c[n].job_start) : -1);
+    fr_replace(w, l);
+    return 0;
+}
+
+/* `etcdctl lease revoke` of the leader's lease from outside; its job ignores
+ * SIGTERM. The successor is elected within milliseconds: the tree must be
+ * SIGKILLed at once (no grace; --grace-on-loss would give it). */
+static int r_run_outside_revoke(fr_world *w, int r)
+{
+    (void)r;
+    int l = run_leader(w);
+    if (l < 0) return -1;
+    int64_t t = fr_now();
+    fr_mark_fault(w, "revoke the lease of leader cand %d (key %s, token %" PRId64 ")", l,
+                  w->c[l].key, w->c[l].token);
+    int rc = fr_revoke_key_lease(w->c[l].key);
+    if (rc) fr_log(w, "note the revoke failed: %d", rc);
+    fr_mark_heal(w, "the lease is gone: the successor may lead at once");
+    int n = successor(w, l, t, "outside-revoke");
+    fr_reap_wait(w, l, 5000);
+    fr_sleep(w, 300);
+    fr_mark_end(w);
+    char st[40];
+    status_text(&w->c[l], st, sizeof st);
+    expect(w, pid_gone(w->c[l].escapee_pid) && pid_gone(w->c[l].job_pid),
+           "cand %d's whole job tree is gone", l);
+    expect(w, exited_with(&w->c[l], 3), "elector of cand %d exits 3 (%s)", l, st);
+    double last = ms_since(t, w->c[l].job_last);
+    fr_say(
+        "   outside revoke: old tree's last act %.1f ms; successor cand %d elected %.1f "
+        "ms, its job %.1f ms (old tree's last act %.1f ms after the successor's start)",
+        last, n, n >= 0 ? ms_since(t, w->c[n].elected_ns) : -1,
+        n >= 0 ? ms_since(t, w->c[n].job_start) : -1,
+        n >= 0 ? last - ms_since(t, w->c[n].job_start) : -1);
+    fr_replace(w, l);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- table */
 
 /* `elector switchover` to a random waiting candidate; in odd rounds the leader's
@@ -1279,6 +1434,36 @@ const fr_scenario fr_scenarios[] = {
      .round = r_run_health_flap,
      .what = "run: a health check flipping every 100 ms on both candidates: at most one "
              "election per hold-off, no overlap"},
+    {.name = "run-guard-stop-cut",
+     .ncand = 2,
+     .netns = true,
+     .run = true,
+     .rounds = 2,
+     .cand_args = "--ignore-term",
+     .round = r_run_guard_stop_cut,
+     .what = "run: the leader's guard SIGSTOPped and the leader cut off (netns): "
+             "elector kills the tree"},
+    {.name = "run-guard-stop-kill",
+     .ncand = 3,
+     .run = true,
+     .rounds = 2,
+     .round = r_run_guard_stop_kill,
+     .what =
+         "run: the guard SIGSTOPped, elector SIGKILLed: the kernel resumes the guard"},
+    {.name = "run-guard-stop-long",
+     .ncand = 3,
+     .run = true,
+     .rounds = 2,
+     .round = r_run_guard_stop_long,
+     .what = "run: the guard SIGSTOPped for 10 x TTL, etcd healthy: elector steps down"},
+    {.name = "run-outside-revoke",
+     .ncand = 3,
+     .run = true,
+     .rounds = 2,
+     .cand_args = "--ignore-term",
+     .round = r_run_outside_revoke,
+     .what = "run: the leader's lease revoked from outside, job ignores SIGTERM: "
+             "killed at once"},
     {.name = "run-deadline-revoke",
      .ncand = 3,
      .run = true,

@@ -100,6 +100,24 @@ TEST(run_takes_the_command_after_double_dash)
     ASSERT_NULL(o.endpoints);
     ASSERT_EQ(500, o.grace_ms);
     ASSERT(o.restart);
+    ASSERT(!o.grace_on_loss); /* an outside loss kills at once by default */
+}
+
+TEST(grace_on_loss_is_for_a_supervised_command_only)
+{
+    tool_opts o;
+    char err[256];
+    ASSERT_OK(parse(&o, err,
+                    (const char *[]){"run", "N", "--grace-on-loss", "--", "cmd", NULL}));
+    ASSERT(o.grace_on_loss);
+    ASSERT_OK(
+        parse(&o, err, (const char *[]){"lock", "L", "--grace-on-loss", "cmd", NULL}));
+    ASSERT(o.grace_on_loss);
+    ASSERT_EQ(EXIT_USAGE,
+              parse(&o, err, (const char *[]){"lock", "L", "--grace-on-loss", NULL}));
+    ASSERT_CONTAINS(err, "--grace-on-loss");
+    ASSERT_EQ(EXIT_USAGE,
+              parse(&o, err, (const char *[]){"campaign", "N", "--grace-on-loss", NULL}));
 }
 
 TEST(usage_errors_say_what_is_wrong)
@@ -747,7 +765,8 @@ TEST(bash_completion_completes_commands_options_and_values)
              ELECTOR_DOCS_DIR);
     char *out = NULL;
     ASSERT_EQ(0, tl_run(&out, (const char *[]){"bash", "-c", script, NULL}));
-    ASSERT_STREQ(
-        "leader lock\njson\n--proclaim-stdin\njson\n--restart\nobserve\n--grace\n", out);
+    ASSERT_STREQ("leader lock\njson\n--proclaim-stdin\njson\n--restart\nobserve\n--grace "
+                 "--grace-on-loss\n",
+                 out);
     free(out);
 }

@@ -125,6 +125,10 @@ void app_note_connection(struct app *a);
 void app_note_session(struct app *a);
 int64_t app_dial_ms(const tool_opts *o);
 int64_t app_request_ms(const tool_opts *o);
+static inline int64_t app_ttl_ms(const tool_opts *o)
+{
+    return (o->ttl_s ? o->ttl_s : 10) * 1000;
+}
 
 /* report.c */
 const char *app_hint(struct app *a, int err);
@@ -142,7 +146,10 @@ void app_schedule_restart(struct app *a);
 
 /* child.c */
 void app_start_child(struct app *a, const elector_event *ev);
+/* Stops the command: SIGTERM, the tree killed grace later (or at the deadline). */
 void app_stop_child(struct app *a);
+/* Kills the command's whole tree now (no SIGTERM first). */
+void app_kill_child(struct app *a);
 void app_check_child(struct app *a);
 
 /* proclaim.c */

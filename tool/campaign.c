@@ -65,8 +65,20 @@ static void on_lost(struct app *a, const elector_event *ev)
     tool_log(LOG_ERROR, "%s lost: %s", a->o->cmd == CMD_LOCK ? "lock" : "leadership",
              ev->detail);
     a->session_dead = transient(ev->reason) && ev->reason != ELECTOR_ENOLEADER;
+    /* The key or the lease is gone (an outside `etcdctl del` or `lease revoke`):
+     * a successor may lead already, so the time is up; any grace would be
+     * overlap. A deadline approaching (no renewal) still leaves the grace. */
+    bool outside = ev->reason == ELECTOR_ENOTLEADER || ev->reason == ELECTOR_ELEASE;
     if (a->child) {
-        app_stop_child(a);
+        bool at_once = outside && !a->o->grace_on_loss;
+        if (at_once)
+            tool_log(LOG_WARN, "%s is gone: killing %s and its descendants at once",
+                     ev->reason == ELECTOR_ELEASE ? "our lease" : "our key",
+                     a->o->argv[0]);
+        if (at_once)
+            app_kill_child(a);
+        else
+            app_stop_child(a);
         a->exit_code = EXIT_LOST;
         a->restart_pending = a->o->restart;
     } else if (app_supervised(a) && a->o->restart) {

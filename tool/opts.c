@@ -156,6 +156,7 @@ enum opt_id {
     O_RESTART,
     O_PIDNS,
     O_RELEASE,
+    O_GRACE_LOSS,
     O_EVENTS_FD,
     O_HEALTH_CMD,
     O_HEALTH_INTERVAL,
@@ -209,6 +210,7 @@ static const struct optdef {
     [O_RESTART] = {"restart", no_argument, 0, ENV_NONE},
     [O_PIDNS] = {"pid-namespace", no_argument, 0, ENV_NONE},
     [O_RELEASE] = {"release-on-exit", optional_argument, 0, ENV_ELECTOR},
+    [O_GRACE_LOSS] = {"grace-on-loss", no_argument, 0, ENV_NONE},
     [O_EVENTS_FD] = {"events-fd", required_argument, 0, ENV_NONE},
     [O_HEALTH_CMD] = {"health-cmd", required_argument, 0, ENV_NONE},
     [O_HEALTH_INTERVAL] = {"health-interval", required_argument, 0, ENV_NONE},
@@ -413,6 +415,9 @@ static int apply(tool_opts *o, int id, const tool_setting *s, char *err, size_t 
         if (set_bool(s, &b, err, cap)) return EXIT_USAGE;
         o->no_release = !b;
         break;
+    case O_GRACE_LOSS:
+        o->grace_on_loss = true;
+        break;
     case O_HELP:
         o->help = true;
         break;
@@ -568,10 +573,11 @@ static int check(tool_opts *o, const struct raw *r, char *err, size_t cap)
         given[i] = r->set[i].origin == ORIGIN_ARGV;
     if (o->proclaim_stdin && o->cmd != CMD_CAMPAIGN)
         return usage_err(err, cap, "--proclaim-stdin is only for `elector campaign`");
-    if ((given[O_RESTART] || given[O_GRACE] || given[O_PIDNS]) && !supervised)
+    if ((given[O_RESTART] || given[O_GRACE] || given[O_PIDNS] || given[O_GRACE_LOSS]) &&
+        !supervised)
         return usage_err(err, cap,
-                         "--restart, --grace and --pid-namespace are only for "
-                         "`elector run` and `elector lock NAME CMD`");
+                         "--restart, --grace, --grace-on-loss and --pid-namespace are "
+                         "only for `elector run` and `elector lock NAME CMD`");
     if (given[O_RELEASE] &&
         (supervised || (o->cmd != CMD_CAMPAIGN && o->cmd != CMD_LOCK)))
         return usage_err(err, cap,

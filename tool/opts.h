@@ -97,6 +97,9 @@ typedef struct tool_opts {
      * release helper is on by default there) */
     bool no_release;
     bool pid_ns; /* run, lock: the command in a PID namespace of its own */
+    /* run, lock: when the key or lease is deleted from outside, SIGTERM and
+     * --grace as for a deadline, instead of SIGKILL at once (allows overlap) */
+    bool grace_on_loss;
     bool insecure_skip_verify;
     bool insecure_transport; /* default true: endpoints without scheme are cleartext
                                 unless TLS files are given; false: they use TLS */
