@@ -557,8 +557,9 @@ void elector_driver_free(elector_driver *d)
     bool from_cb = on_cb(d);
     if (from_cb) d->cb_frees = true;
     pthread_cond_broadcast(&d->cv);
-    pthread_mutex_unlock(&d->mu);
+    /* Under mu: the loop thread frees the client only after it saw stop. */
     elector_etcd_wakeup(d->etcd);
+    pthread_mutex_unlock(&d->mu);
     if (on_loop(d)) {
         /* From on_stall or a job: the loop stops after this round; nobody
          * joins it. Not supported beyond stopping. */
