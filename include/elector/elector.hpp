@@ -802,6 +802,13 @@ class election
         return st_->token();
     }
 
+    // Ends a campaign (a campaign() blocked in another thread returns with
+    // ELECTOR_ECANCELED) or resigns, without waiting. False if idle.
+    bool resign() noexcept
+    {
+        return st_->resign_async() == 0;
+    }
+
     // fn runs on LOST (we led and no longer do), on the callback thread
     // (threaded) or inside process() (embedded).
     void on_lost(event_fn fn)
