@@ -237,8 +237,9 @@ TEST(callbacks_call_back_in_and_free_the_driver)
     eh_stop(c);
 }
 
-/* A callback that blocks for 3 x TTL: the lease lives on (keepalives run on
- * the loop thread), the stall is reported, leadership is kept. */
+/* A callback that blocks for 3 x TTL on a mutex that a user thread holds: the
+ * lease lives on (keepalives run on the loop thread), the stall is reported,
+ * leadership is kept. */
 static atomic_int stall_reports;
 static void on_stall(elector_driver *d, int64_t ms, void *ud)
 {
@@ -247,11 +248,19 @@ static void on_stall(elector_driver *d, int64_t ms, void *ud)
     atomic_fetch_add(&stall_reports, 1);
 }
 
+static pthread_mutex_t user_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int cb_blocked, cb_done;
+
 static void blocking_cb(elector_driver_election *el, const elector_event *ev, void *ud)
 {
     (void)el;
     count_event(ud, ev);
-    if (ev->type == ELECTOR_EV_ELECTED) sleep_ms(3 * 2000 + 500);
+    if (ev->type == ELECTOR_EV_ELECTED) {
+        atomic_store(&cb_blocked, 1);
+        pthread_mutex_lock(&user_mu);
+        pthread_mutex_unlock(&user_mu);
+        atomic_store(&cb_done, 1);
+    }
 }
 
 TEST_WITH_TIMEOUT(blocking_callback_does_not_lose_the_lease, 60)
@@ -265,14 +274,19 @@ TEST_WITH_TIMEOUT(blocking_callback_does_not_lose_the_lease, 60)
     elector_driver_session *s = session_on(d, 2);
     counts ec = {0};
     elector_driver_election *el = elector_driver_election_new(s, "blk", blocking_cb, &ec);
+    pthread_mutex_lock(&user_mu); /* this thread holds it for 3 x TTL + */
     ASSERT_OK(elector_driver_campaign_sync(el, "v", 1, 5000));
-    ASSERT(wait_int(&ec.elected, 1, 3000));
-    /* The callback sleeps 6.5 s, TTL 2 s: is_leader from here all along. */
+    ASSERT(wait_int(&cb_blocked, 1, 3000));
+    /* The callback waits 6.5 s for the mutex, TTL 2 s: is_leader all along,
+     * and the driver's calls work meanwhile (from this thread). */
     for (int i = 0; i < 65; i++) {
         ASSERT(elector_driver_is_leader(el));
+        if (i % 20 == 0)
+            ASSERT_OK(elector_driver_guarded_put_sync(el, "blk", 3, "v", 1, 3000));
         sleep_ms(100);
     }
-    sleep_ms(300);
+    pthread_mutex_unlock(&user_mu);
+    ASSERT(wait_int(&cb_done, 1, 3000));
     ASSERT(elector_driver_is_leader(el));
     ASSERT_EQ(0, atomic_load(&ec.lost));
     ASSERT_EQ(1, atomic_load(&stall_reports));
