@@ -25,9 +25,11 @@
  * *_close may be called from any thread, and once it returns no callback of
  * that handle runs any more (from a callback of that very handle, the current
  * callback is the last). elector_driver_free() frees what is left (elections
- * resign, sessions revoke their lease, waiting for at most 2 s) and joins both
- * threads; from a callback it stops the driver and the callback thread exits
- * once that callback has returned.
+ * resign, sessions revoke their lease, waiting up to 1 s each) and joins both
+ * threads; the handles it freed must not be used or freed afterwards. From a
+ * callback it stops the driver and the callback thread exits once that
+ * callback has returned. Not from on_stall, nor from elector_driver_exec()'s
+ * fn.
  *
  * fork(). The driver's threads do not exist in a child. Every call in a child
  * of the process that created the driver returns ELECTOR_EFORKED (false, 0 for

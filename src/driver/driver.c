@@ -435,6 +435,12 @@ static void shutdown_all(elector_driver *d)
                     elector_session_close_sync(cs, 1000);
                 }
                 pthread_mutex_lock(&d->mu);
+                /* A handle the user still holds: the driver takes its
+                 * reference (the handle is dead with the driver). */
+                if (!h->closed) {
+                    h->closed = true;
+                    h->refs--;
+                }
                 h_detach(h);
                 /* The list may have changed meanwhile: start over. */
                 next = d->handles.next;
@@ -697,6 +703,7 @@ void elector_driver_session_close(elector_driver_session *s)
     elector_driver *d = s->h.d;
     if (forked(d)) return;
     pthread_mutex_lock(&d->mu);
+    bool mine = !s->h.closed; /* else the driver's shutdown took it */
     s->h.closed = true;
     quiesce(d, &s->h);
     if (!d->stop) {
@@ -706,7 +713,7 @@ void elector_driver_session_close(elector_driver_session *s)
         d->calls--;
         if (d->calls == 0) pthread_cond_broadcast(&d->cv);
     }
-    h_unref(&s->h);
+    if (mine) h_unref(&s->h);
     pthread_mutex_unlock(&d->mu);
 }
 
@@ -824,6 +831,7 @@ void elector_driver_election_free(elector_driver_election *el)
     elector_driver *d = el->h.d;
     if (forked(d)) return;
     pthread_mutex_lock(&d->mu);
+    bool mine = !el->h.closed; /* else the driver's shutdown took it */
     el->h.closed = true;
     quiesce(d, &el->h);
     if (!d->stop) {
@@ -833,7 +841,7 @@ void elector_driver_election_free(elector_driver_election *el)
         d->calls--;
         if (d->calls == 0) pthread_cond_broadcast(&d->cv);
     }
-    h_unref(&el->h);
+    if (mine) h_unref(&el->h);
     pthread_mutex_unlock(&d->mu);
 }
 
@@ -1196,6 +1204,7 @@ void elector_driver_observer_free(elector_driver_observer *o)
     elector_driver *d = o->h.d;
     if (forked(d)) return;
     pthread_mutex_lock(&d->mu);
+    bool mine = !o->h.closed; /* else the driver's shutdown took it */
     o->h.closed = true;
     quiesce(d, &o->h);
     if (!d->stop) {
@@ -1205,6 +1214,6 @@ void elector_driver_observer_free(elector_driver_observer *o)
         d->calls--;
         if (d->calls == 0) pthread_cond_broadcast(&d->cv);
     }
-    h_unref(&o->h);
+    if (mine) h_unref(&o->h);
     pthread_mutex_unlock(&d->mu);
 }
