@@ -567,6 +567,61 @@ TEST_WITH_TIMEOUT(thousand_locks_from_eight_threads, 300)
     eh_stop(c);
 }
 
+/* Shutdown from a thread that did not create the driver, while 4 threads wait
+ * in campaign_sync (behind a leader) and one in resign-less guarded writes:
+ * every waiter returns ECLOSED, everything joins, the leader's lease is
+ * revoked on the way out. */
+typedef struct waiter {
+    elector_driver_election *el;
+    atomic_int rc, returned;
+} waiter;
+
+static void *campaign_waiter(void *p)
+{
+    waiter *w = p;
+    atomic_store(&w->rc, elector_driver_campaign_sync(w->el, "w", 1, -1));
+    atomic_store(&w->returned, 1);
+    return NULL;
+}
+
+static void *free_driver(void *p)
+{
+    elector_driver_free(p);
+    return NULL;
+}
+
+TEST(free_from_another_thread_ends_waiting_calls)
+{
+    eh_cluster *c = start1();
+    elector_driver *d = driver_on(eh_endpoints(c), NULL);
+    elector_driver_session *ls = session_on(d, 10);
+    elector_driver_election *leader = elector_driver_election_new(ls, "wait", NULL, NULL);
+    ASSERT_OK(elector_driver_campaign_sync(leader, "L", 1, 5000));
+    waiter w[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        memset(&w[i], 0, sizeof(w[i]));
+        w[i].el = elector_driver_election_new(session_on(d, 10), "wait", NULL, NULL);
+        ASSERT_NOT_NULL(w[i].el);
+        ASSERT_OK(pthread_create(&th[i], NULL, campaign_waiter, &w[i]));
+    }
+    sleep_ms(500);
+    for (int i = 0; i < 4; i++)
+        ASSERT_EQ(0, atomic_load(&w[i].returned));
+    pthread_t f;
+    ASSERT_OK(pthread_create(&f, NULL, free_driver, d));
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&w[i].rc));
+    }
+    pthread_join(f, NULL);
+    char *out = NULL;
+    ASSERT_OK(eh_etcdctl(c, &out, "lease", "list", NULL));
+    ASSERT(tl_contains(out, "found 0"));
+    free(out);
+    eh_stop(c);
+}
+
 TEST(bad_input_gives_clear_errors)
 {
     elector_driver *d = NULL;

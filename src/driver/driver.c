@@ -208,6 +208,21 @@ static void leave(elector_driver *d) /* mu held; released */
     pthread_mutex_unlock(&d->mu);
 }
 
+/* The same for a call on handle h, held for the call: a shutdown under way
+ * frees the handle only after the call has left. */
+static int enter_h(elector_driver *d, struct dh *h)
+{
+    int rc = enter(d);
+    if (!rc) h->refs++;
+    return rc;
+}
+
+static void leave_h(elector_driver *d, struct dh *h) /* mu held; released */
+{
+    h_unref(h);
+    leave(d);
+}
+
 /* Runs j on the loop thread and waits for it (mu held, kept). Inline when
  * already there. */
 static int run_job(elector_driver *d, struct job *j)
@@ -673,7 +688,7 @@ int elector_driver_session_wait(elector_driver_session *s, int64_t timeout_ms)
 {
     if (!s) return ELECTOR_EINVAL;
     elector_driver *d = s->h.d;
-    int rc = enter(d);
+    int rc = enter_h(d, &s->h);
     if (rc) return rc;
     int64_t end = end_of(timeout_ms);
     while (s->phase == 0 && !d->stop && !past(end))
@@ -682,7 +697,7 @@ int elector_driver_session_wait(elector_driver_session *s, int64_t timeout_ms)
          : s->phase == 2 ? s->err
          : d->stop       ? ELECTOR_ECLOSED
                          : ELECTOR_ETIMEDOUT;
-    leave(d);
+    leave_h(d, &s->h);
     return rc;
 }
 
@@ -886,11 +901,11 @@ static int el_job(elector_driver_election *el, void (*fn)(elector_driver *, stru
 {
     if (!el) return ELECTOR_EINVAL;
     elector_driver *d = el->h.d;
-    int rc = enter(d);
+    int rc = enter_h(d, &el->h);
     if (rc) return rc;
     struct job j = {.fn = fn, .a = el, .p1 = p, .n1 = n};
     rc = run_job(d, &j);
-    leave(d);
+    leave_h(d, &el->h);
     return rc;
 }
 
@@ -914,7 +929,7 @@ int elector_driver_campaign_sync(elector_driver_election *el, const void *value,
 {
     if (!el) return ELECTOR_EINVAL;
     elector_driver *d = el->h.d;
-    int rc = enter(d);
+    int rc = enter_h(d, &el->h);
     if (rc) return rc;
     int64_t end = end_of(timeout_ms);
     struct job j = {.fn = campaign_job, .a = el, .p1 = value, .n1 = len};
@@ -927,7 +942,7 @@ int elector_driver_campaign_sync(elector_driver_election *el, const void *value,
              : d->stop         ? ELECTOR_ECLOSED
                                : ELECTOR_ETIMEDOUT;
     }
-    leave(d);
+    leave_h(d, &el->h);
     return rc;
 }
 
@@ -935,7 +950,7 @@ int elector_driver_resign_sync(elector_driver_election *el, int64_t timeout_ms)
 {
     if (!el) return ELECTOR_EINVAL;
     elector_driver *d = el->h.d;
-    int rc = enter(d);
+    int rc = enter_h(d, &el->h);
     if (rc) return rc;
     int64_t end = end_of(timeout_ms);
     struct job j = {.fn = resign_job, .a = el};
@@ -945,7 +960,7 @@ int elector_driver_resign_sync(elector_driver_election *el, int64_t timeout_ms)
             cv_wait(d, &d->cv, end);
         rc = el->resign_done ? 0 : d->stop ? ELECTOR_ECLOSED : ELECTOR_ETIMEDOUT;
     }
-    leave(d);
+    leave_h(d, &el->h);
     return rc;
 }
 
@@ -1049,11 +1064,11 @@ static int guarded(elector_driver_election *el, bool put, const void *key, size_
 {
     if (!el || (!sync && !cb)) return ELECTOR_EINVAL;
     elector_driver *d = el->h.d;
-    int rc = enter(d);
+    int rc = enter_h(d, &el->h);
     if (rc) return rc;
     struct gctx *g = calloc(1, sizeof(*g));
     if (!g) {
-        leave(d);
+        leave_h(d, &el->h);
         return ELECTOR_ENOMEM;
     }
     g->el = el;
@@ -1083,7 +1098,7 @@ static int guarded(elector_driver_election *el, bool put, const void *key, size_
             g->abandoned = true;
         }
     }
-    leave(d);
+    leave_h(d, &el->h);
     return rc;
 }
 
