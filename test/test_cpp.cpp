@@ -290,3 +290,38 @@ TEST_WITH_TIMEOUT(mutex_from_four_threads, 180)
     }
     eh_stop(c);
 }
+
+// etcd-cpp-apiv3 #190/#192 (a destructor deadlocked after a reconnect) and
+// #67/#235 (terminate when the server is down or after a cluster restart):
+// the member goes down while we lead (on_lost comes, nothing throws out of
+// the library), comes back, a new session leads again, and every destructor
+// returns.
+TEST_WITH_TIMEOUT(server_restart_while_leading_then_destructors, 90)
+{
+    eh_cluster *c = start1();
+    {
+        auto cl = elector::client::threaded(opts(c));
+        std::atomic<int> lost{0};
+        {
+            elector::session s(cl, {std::chrono::seconds(2)});
+            elector::election e(s, "restart");
+            e.on_lost([&](const elector::event &) { lost++; });
+            auto l = e.campaign("a", 5s);
+            CHECK(l.is_leader());
+            CHECK(eh_member_stop(c, 0) == 0);
+            CHECK(eventually([&] { return lost.load() == 1; }, 10000ms));
+            CHECK(!l.is_leader());
+            std::error_code ec;
+            CHECK(!l.put_if_leader("k", "v", 1s, ec));
+            CHECK(eh_member_restart(c, 0) == 0);
+            CHECK(eh_wait_healthy(c, 0, 10) == 0);
+        } // ~leadership, ~election, ~session after the reconnect
+        elector::session s2(cl, {std::chrono::seconds(2)});
+        elector::election e2(s2, "restart");
+        auto l2 = e2.campaign("b", 10s);
+        CHECK(l2.is_leader());
+        CHECK(l2.put_if_leader("k", "v2"));
+    }
+    CHECK(etcd_get(c, "k") == "v2\n");
+    eh_stop(c);
+}
