@@ -1131,13 +1131,89 @@ int elector_driver_guarded_delete_sync(elector_driver_election *el, const void *
 
 /* ---------------------------------------------------------------- leader, observe */
 
-/* The leader read: an observer would do, but a plain Range is one request. It
- * runs as the core's own leader query, on the loop thread, with the loop's
- * other work going on (elector_leader_sync runs the loop itself, so the job
- * is that call: other jobs wait for it, keepalives do not). */
+/* The leader read, without blocking the loop thread: the Range of
+ * elector_leader_sync() (NAME/ sorted by create revision, limit 1) as an
+ * asynchronous call. The waiter's state is on the heap: abandoned when the
+ * driver stops, freed by the answer (the client's free answers it with
+ * ECANCELED). */
+struct lctx {
+    elector_driver *d;
+    bool done, abandoned;
+    int rc;
+    elector_leader_info info;
+};
+
+static int copy_bytes(uint8_t **dst, size_t *len, const uint8_t *src, size_t n)
+{
+    *dst = malloc(n ? n : 1);
+    if (!*dst) return ELECTOR_ENOMEM;
+    if (n) memcpy(*dst, src, n);
+    *len = n;
+    return 0;
+}
+
+static void leader_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)e;
+    struct lctx *l = ud;
+    elector_leader_info info;
+    memset(&info, 0, sizeof(info));
+    int rc = err;
+    if (!rc) {
+        const Etcdserverpb__RangeResponse *r = (const void *)m;
+        info.revision = r->header ? r->header->revision : 0;
+        if (r->n_kvs == 0) {
+            rc = 1;
+        } else {
+            const Mvccpb__KeyValue *kv = r->kvs[0];
+            if (copy_bytes(&info.key, &info.key_len, kv->key.data, kv->key.len) ||
+                copy_bytes(&info.value, &info.value_len, kv->value.data, kv->value.len))
+                rc = ELECTOR_ENOMEM;
+            info.token = kv->create_revision;
+            info.lease = kv->lease;
+        }
+        if (rc < 0) elector_leader_free(&info);
+    }
+    elector_driver *d = l->d;
+    pthread_mutex_lock(&d->mu);
+    if (l->abandoned) {
+        elector_leader_free(&info);
+        free(l);
+    } else {
+        l->rc = rc;
+        l->info = info;
+        l->done = true;
+        pthread_cond_broadcast(&d->cv);
+    }
+    pthread_mutex_unlock(&d->mu);
+}
+
 static void leader_job(elector_driver *d, struct job *j)
 {
-    j->rc = elector_leader_sync(d->etcd, j->p1, (int64_t)j->n1, j->a);
+    const char *name = j->p1;
+    size_t n = strlen(name);
+    uint8_t *key = malloc(2 * (n + 1));
+    if (!key) {
+        j->rc = ELECTOR_ENOMEM;
+        return;
+    }
+    memcpy(key, name, n);
+    key[n] = '/';
+    uint8_t *end = key + n + 1;
+    Etcdserverpb__RangeRequest rr;
+    etcdserverpb__range_request__init(&rr);
+    rr.key.data = key;
+    rr.key.len = n + 1;
+    rr.range_end.data = end;
+    rr.range_end.len = elector_prefix_end(key, n + 1, end);
+    rr.sort_order = ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__ASCEND;
+    rr.sort_target = ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__CREATE;
+    rr.limit = 1;
+    elector_call_opts opts = {.timeout_ms = (int64_t)j->n1};
+    /* The request is serialized here: key may go at once. */
+    j->rc =
+        elector_etcd_call(d->etcd, ELECTOR_RPC_RANGE, &rr.base, &opts, leader_done, j->a);
+    free(key);
 }
 
 int elector_driver_leader_sync(elector_driver *d, const char *name, int64_t timeout_ms,
@@ -1148,11 +1224,32 @@ int elector_driver_leader_sync(elector_driver *d, const char *name, int64_t time
     if (!name || !*name) return ELECTOR_EINVAL;
     int rc = enter(d);
     if (rc) return rc;
+    struct lctx *l = calloc(1, sizeof(*l));
+    if (!l) {
+        leave(d);
+        return ELECTOR_ENOMEM;
+    }
+    l->d = d;
+    /* The call's own deadline ends it; 0: the client's request timeout. */
     struct job j = {.fn = leader_job,
-                    .a = info,
+                    .a = l,
                     .p1 = name,
                     .n1 = (size_t)(timeout_ms < 0 ? 0 : timeout_ms)};
     rc = run_job(d, &j);
+    if (rc) {
+        free(l);
+    } else {
+        while (!l->done && !d->stop)
+            pthread_cond_wait(&d->cv, &d->mu);
+        if (l->done) {
+            rc = l->rc;
+            *info = l->info;
+            free(l);
+        } else {
+            rc = ELECTOR_ECLOSED;
+            l->abandoned = true;
+        }
+    }
     leave(d);
     return rc;
 }
