@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include <poll.h>
+
 #include "elector/elector.hpp"
 
 // testlib.h is C11: its _Noreturn is [[noreturn]] here.
@@ -166,6 +168,21 @@ TEST(embedded_client_in_the_callers_loop)
         }
         CHECK(elected);
         CHECK(resigned);
+        // The caller's own poll() loop on fd(): an observer sees someone
+        // else's key lead, with no blocking call of ours.
+        std::string leader_value;
+        auto obs = cl.observe("emb", [&](const elector::event &ev) {
+            if (ev.type == ELECTOR_EV_LEADER) leader_value = ev.value;
+        });
+        CHECK(eh_etcdctl(c, nullptr, "put", "emb/other", "them", (char *)nullptr) == 0);
+        auto end = std::chrono::steady_clock::now() + 5s;
+        while (leader_value.empty() && std::chrono::steady_clock::now() < end) {
+            struct pollfd p = {cl.fd(), POLLIN, 0};
+            int64_t t = cl.timeout();
+            poll(&p, 1, t < 0 || t > 100 ? 100 : (int)t);
+            cl.process();
+        }
+        CHECK(leader_value == "them");
     }
     eh_stop(c);
 }
