@@ -301,6 +301,10 @@ class client
     std::optional<leader_info>
     leader(std::string_view name, std::chrono::milliseconds timeout, std::error_code &ec)
     {
+        if (!st_) {
+            detail::set(ec, ELECTOR_EINVAL);
+            return std::nullopt;
+        }
         std::string n(name);
         elector_leader_info li;
         int rc = st_->driver ? elector_driver_leader_sync(st_->driver, n.c_str(),
@@ -386,6 +390,7 @@ class observer
     observer() = default;
     observer(client &c, std::string_view name, event_fn fn)
     {
+        if (!c.valid()) throw error(ELECTOR_EINVAL, "observe: no client");
         auto st = std::make_unique<detail::observer_state>();
         st->c = c.state();
         st->fn = std::move(fn);
