@@ -145,6 +145,11 @@ using event_fn = std::function<void(const event &)>;
 // ---- client ---------------------------------------------------------------------
 
 struct client_options {
+    client_options() = default;
+    // client::threaded({"10.0.0.1:2379,10.0.0.2:2379"}), the rest defaults.
+    client_options(const char *eps) : endpoints(eps ? eps : "") {}
+    client_options(std::string eps) : endpoints(std::move(eps)) {}
+
     std::string endpoints = "127.0.0.1:2379";
     std::string cacert, cert, key, user, password;
     std::chrono::milliseconds dial_timeout{5000}, request_timeout{5000};
