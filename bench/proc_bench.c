@@ -38,6 +38,15 @@
  *       etcdctl leaves its command running (killed with its process group after
  *       the round) and the successor waits for the lease to expire.
  *
+ *   proc_bench embedcrash --endpoints E --rounds R --ttl 10 --release-helper PATH
+ *           --out DIR
+ *       A leader that embeds libelector SIGKILLed: `elector --ttl 10s -w json
+ *       campaign` with the release helper (release_on_exit, its default; the
+ *       helper at PATH) vs the same without it (`--release-on-exit=false`: the
+ *       successor waits for the TTL). Same clocks as crash. The other benches'
+ *       elector candidates run with --release-on-exit=false (their figures stay
+ *       those of the library without a helper).
+ *
  *   proc_bench footprint --endpoints E --idle-s S --out DIR
  *       RSS (VmRSS, VmHWM, Pss, RssAnon, RssFile), threads and idle CPU of a
  *       waiting candidate: `elector campaign` and `etcdctl elect`, each behind a
@@ -312,8 +321,15 @@ enum tool {
     T_ETCDCTL_LOCK,
     T_ELECTOR_RUN,
     T_ETCDCTL_LOCK_CMD,
-    T_ETCD3
+    T_ETCD3,
+    T_ELECTOR_RELEASE /* campaign with the release helper */
 };
+
+/* elector campaign, speaking -w json */
+static bool json_tool(enum tool t)
+{
+    return t == T_ELECTOR || t == T_ELECTOR_RELEASE;
+}
 
 /* The command of runcrash: one line once it runs, then idle; SIGTERM ends it. */
 static char g_cmd_sh[] = "sh", g_cmd_c[] = "-c",
@@ -336,11 +352,14 @@ static child *start_candidate(queue *q)
     char ttl[32], ep[1024];
     snprintf(ep, sizeof(ep), "--endpoints=%s", g_endpoints);
     child *c;
-    if (q->tool == T_ELECTOR) {
+    if (json_tool(q->tool)) {
         snprintf(ttl, sizeof(ttl), "%ds", g_ttl);
         /* debug: the log (--log FILE) says which check elected each one */
-        char *argv[] = {(char *)g_elector, ep,      "--ttl",    ttl,     "-w",  "json",
-                        "--log-level",     "debug", "campaign", q->name, value, NULL};
+        char release[] = "--release-on-exit=false";
+        char *argv[] = {
+            (char *)g_elector, ep,         "--ttl", ttl,   "-w", "json", "--log-level",
+            "debug",           "campaign", q->name, value, NULL, NULL};
+        if (q->tool == T_ELECTOR) argv[11] = release;
         c = spawn(argv);
     } else if (q->tool == T_ETCDCTL_ELECT) {
         char *argv[] = {(char *)g_etcdctl, ep, "elect", q->name, value, NULL};
@@ -389,7 +408,7 @@ static int64_t wait_elected(queue *q, child *c, int64_t timeout_ms, int64_t *mon
             bu_die("%s: no successor elected within %lld ms", q->label,
                    (long long)timeout_ms);
         if (r < 0) bu_die("%s: candidate exited before being elected", q->label);
-        if (q->tool != T_ELECTOR) { /* the first line: the key, or the command's */
+        if (!json_tool(q->tool)) { /* the first line: the key, or the command's */
             if (c->lines == 1) {
                 if (mono) *mono = -1;
                 return t;
@@ -741,7 +760,7 @@ static void round_once(queue *q, int sig, int64_t timeout_ms, samples *ext, samp
     int64_t m = -1;
     int64_t t1 = wait_elected(q, S, timeout_ms, &m);
     push(ext, t1 - t0);
-    if (q->tool == T_ELECTOR && m > 0) push(mono, m - t0);
+    if (json_tool(q->tool) && m > 0) push(mono, m - t0);
     /* The old leader's "resigned" line (graceful elector only), then its exit. */
     if (hand && q->tool == T_ELECTOR && sig != SIGKILL) {
         char line[4096];
@@ -755,7 +774,8 @@ static void round_once(queue *q, int sig, int64_t timeout_ms, samples *ext, samp
     }
     pid_t lpid = L->pid;
     int st = reap(L, 5000);
-    if (q->tool == T_ETCDCTL_LOCK_CMD || q->tool == T_ELECTOR_RUN) {
+    if (q->tool == T_ETCDCTL_LOCK_CMD || q->tool == T_ELECTOR_RUN ||
+        q->tool == T_ELECTOR_RELEASE) {
         /* etcdctl's command outlives it in its group; elector's guard (own
          * session) finishes and comes to us as an orphan */
         kill(-lpid, SIGKILL);
@@ -818,7 +838,7 @@ static void failover_ex(const char *bench, int rounds, int sig_elector, int sig_
     fprintf(stderr, "\n");
     for (int i = 0; i < nc; i++) {
         enum tool t = cs[i].q.tool;
-        queue_stop(&cs[i].q, t == T_ELECTOR || t == T_ELECTOR_RUN ? SIGTERM : SIGINT);
+        queue_stop(&cs[i].q, json_tool(t) || t == T_ELECTOR_RUN ? SIGTERM : SIGINT);
     }
     reap_strays(true);
     for (int i = 0; i < nc; i++) {
@@ -913,12 +933,13 @@ static void put_floor(int n, int warmup, int gap_ms)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: proc_bench graceful|crash|runcrash|footprint|put|chain "
-                    "[--endpoints E] [--rounds R] "
-                    "[--ttl S] [--idle-s S] [--n N] [--warmup W] [--gap-ms G] [--elector "
-                    "PATH] [--etcdctl PATH] "
-                    "[--node PATH] [--etcd3 SCRIPT] "
-                    "[--log FILE] [--out DIR]\n");
+    fprintf(stderr,
+            "usage: proc_bench graceful|crash|runcrash|embedcrash|footprint|put|chain "
+            "[--endpoints E] [--rounds R] "
+            "[--ttl S] [--idle-s S] [--n N] [--warmup W] [--gap-ms G] [--elector "
+            "PATH] [--etcdctl PATH] "
+            "[--node PATH] [--etcd3 SCRIPT] "
+            "[--release-helper PATH] [--log FILE] [--out DIR]\n");
     exit(2);
 }
 
@@ -954,6 +975,8 @@ int main(int argc, char **argv)
             g_etcd3 = v;
         else if (!strcmp(o, "--log"))
             g_log = v;
+        else if (!strcmp(o, "--release-helper"))
+            setenv("ELECTOR_RELEASE_HELPER", v, 1); /* the candidates inherit it */
         else if (!strcmp(o, "--out"))
             g_out = v;
         else
@@ -981,6 +1004,12 @@ int main(int argc, char **argv)
         g_subreaper = true;
         failover_ex("runcrash", rounds, SIGKILL, SIGKILL, T_ELECTOR_RUN, "elector_run",
                     T_ETCDCTL_LOCK_CMD, "etcdctl_lock_cmd",
+                    (int64_t)g_ttl * 1000 * 4 + 5000);
+    } else if (!strcmp(cmd, "embedcrash")) {
+        prctl(PR_SET_CHILD_SUBREAPER, 1); /* the dead leaders' helpers come to us */
+        g_subreaper = true;
+        failover_ex("embedcrash", rounds, SIGKILL, SIGKILL, T_ELECTOR_RELEASE,
+                    "elector_release", T_ELECTOR, "elector_ttl",
                     (int64_t)g_ttl * 1000 * 4 + 5000);
     } else if (!strcmp(cmd, "footprint"))
         footprint(idle_s);

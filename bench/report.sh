@@ -72,6 +72,9 @@ CR_C99=$(val '^crash tool=etcdctl_lock measure=ext' p99_ms)
 RC_MAX=$(val '^runcrash tool=elector_run measure=ext' max_ms)
 RC_P50=$(val '^runcrash tool=elector_run measure=ext' p50_ms)
 RC_C50=$(val '^runcrash tool=etcdctl_lock_cmd measure=ext' p50_ms)
+EC_MAX=$(val '^embedcrash tool=elector_release measure=ext' max_ms)
+EC_P50=$(val '^embedcrash tool=elector_release measure=ext' p50_ms)
+EC_T50=$(val '^embedcrash tool=elector_ttl measure=ext' p50_ms)
 H_E1000=$(val '^herd mode=elector n=1000 ' req_per_change_mean)
 H_E1000_MAX=$(val '^herd mode=elector n=1000 ' req_per_change_max)
 H_P99_2=$(val '^herd mode=elector n=2 ' failover_p99_ms)
@@ -103,6 +106,9 @@ r2b=$(ratio "$E_P50" "$PUT_BUSY")
 echo "| 1 | graceful: elector p50 ≤ 1.5× one Put | ${r2}× a Put after idle (${PUT_IDLE:-?} ms); ${r2b}× a back-to-back Put (${PUT_BUSY:-?} ms) | $(verdict "$r2" '<=' 1.5) |"
 lim=$(calc "$TTL * 1000 + 600" 0)
 echo "| 2 | crash (TTL ${TTL} s): elector p99 ≤ TTL + 0.6 s | ${CR_E99:-?} ms (etcdctl lock: ${CR_C99:-?} ms) | $(verdict "$CR_E99" '<=' "$lim") |"
+if [ -n "$EC_MAX" ]; then
+echo "| 28 | leader embedding libelector SIGKILLed (release_on_exit, TTL 10 s): successor within 300 ms, worst of $(val '^embedcrash tool=elector_release measure=ext' n) | worst ${EC_MAX} ms, p50 ${EC_P50} ms (without the helper: p50 ${EC_T50:-?} ms) | $(verdict "$EC_MAX" '<=' 300) |"
+fi
 if [ -n "$RC_MAX" ]; then
 echo "| 2 | \`elector run\` leader SIGKILLed (host alive, TTL 5 s): successor's command within 300 ms, worst of $(val '^runcrash tool=elector_run measure=ext' n) | worst ${RC_MAX} ms, p50 ${RC_P50} ms (\`etcdctl lock --ttl 5 NAME CMD\`: p50 ${RC_C50:-?} ms) | $(verdict "$RC_MAX" '<=' 300) |"
 fi
@@ -247,6 +253,32 @@ echo "| measure | rounds | p50 | p90 | p99 | max |"
 echo "|---|---|---|---|---|---|"
 row "elector run: SIGKILL → successor's command's first line" '^runcrash tool=elector_run measure=ext'
 row "etcdctl lock CMD: SIGKILL → successor's command's first line" '^runcrash tool=etcdctl_lock_cmd measure=ext'
+echo
+fi
+
+# ------------------------------------------------------------------ 2c embedded crash
+ec_env() { awk -F= -v k="$1" '$1 == k { sub(/^[^=]*=/, ""); print; exit }' "$RES/env-embedcrash.txt" 2>/dev/null; }
+if have '^embedcrash tool=elector_release measure=ext' n; then
+echo "## 2c. A leader embedding libelector SIGKILLed (TTL $(ec_env ttl_s) s, release_on_exit)"
+echo
+echo "Measured $(ec_env date) (elector build $(ec_env elector_commit); load average at start / end"
+echo "$(ec_env loadavg_at_start) / $(ec_env loadavg_at_end); other etcd processes on the machine:"
+echo "$(ec_env other_etcd_processes)); same cluster scheme (3 members, clients on the follower"
+echo "$(ec_env client_endpoint), Raft leader $(ec_env raft_leader))."
+echo "\`elector --ttl 10s -w json campaign NAME V\` (the tool embeds libelector like any"
+echo "program; its session has release_on_exit) vs the same with"
+echo "\`--release-on-exit=false\`, queues of three, alternating. Each round SIGKILLs the"
+echo "leading process and times until the successor's \"elected\" line. The release"
+echo "helper (elector-release, spawned when the lease was granted) sees its owner's pidfd"
+echo "readable, connects and revokes the lease; without it the successor waits until etcd"
+echo "expires the lease. Beside it, \`elector run\`'s guard (2b) does the same after the"
+echo "command's tree is gone."
+echo
+echo "| measure | rounds | p50 | p90 | p99 | max |"
+echo "|---|---|---|---|---|---|"
+row "release_on_exit: SIGKILL → successor's line read by the harness" '^embedcrash tool=elector_release measure=ext'
+row "release_on_exit: SIGKILL → successor's event mono_ns" '^embedcrash tool=elector_release measure=mono'
+row "no helper: SIGKILL → successor's line read by the harness" '^embedcrash tool=elector_ttl measure=ext'
 echo
 fi
 

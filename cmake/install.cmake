@@ -16,6 +16,11 @@ install(FILES ${ELECTOR_PUBLIC_HEADERS}
 
 install(FILES ${ELECTOR_STATIC} DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
 
+# The release helper goes with the library (runtime), at the path compiled
+# into it.
+install(TARGETS elector_release RUNTIME DESTINATION ${ELECTOR_HELPER_DIR}
+        COMPONENT runtime)
+
 if(ELECTOR_SHARED)
   install(TARGETS elector_shared EXPORT elector-targets
           LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime

@@ -4,14 +4,23 @@
  * reacts when leadership changes. The leader does the singleton work (here: it
  * prints a tick with its fencing token); the others only watch who leads.
  *
- *   instance ID [ENDPOINTS] [ELECTION]
+ *   instance [--no-release-on-exit] ID [ENDPOINTS] [ELECTION]
  *   e.g.  ./instance node-1 127.0.0.1:2379 my-service
  *
  * Ctrl-C resigns (the next instance takes over in milliseconds) and exits. It
  * embeds the library in its own poll() loop, as an application with other file
- * descriptors would. */
+ * descriptors would.
+ *
+ * A crash hands over in milliseconds too: the session asks for the release
+ * helper (release_on_exit), a small process that revokes the lease as soon as
+ * this one is gone (kill -9, a segfault, the OOM killer), instead of leaving
+ * the next instance to wait for the TTL (10 s). That is right here because the
+ * leader's work (the ticks) dies with the process; a program that leaves work
+ * running in child processes should run it under `elector run` instead.
+ * --no-release-on-exit turns it off. */
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,8 +73,15 @@ static void on_leader(elector_observer *o, const elector_event *ev, void *ud)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || argc > 4 || !strcmp(argv[1], "--help")) {
-        fprintf(stderr, "usage: %s ID [ENDPOINTS] [ELECTION]\n", argv[0]);
+    bool release = true;
+    if (argc > 1 && !strcmp(argv[1], "--no-release-on-exit")) {
+        release = false;
+        argv++;
+        argc--;
+    }
+    if (argc < 2 || argc > 4 || argv[1][0] == '-') {
+        fprintf(stderr,
+                "usage: instance [--no-release-on-exit] ID [ENDPOINTS] [ELECTION]\n");
         return 2;
     }
     const char *id = argv[1];
@@ -80,7 +96,10 @@ int main(int argc, char **argv)
         elector_etcd_free(etcd);
         return 1;
     }
-    elector_session *s = elector_session_new(etcd, NULL, NULL, NULL);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.release_on_exit = release; /* revoke the lease at once if we crash */
+    elector_session *s = elector_session_new(etcd, &sc, NULL, NULL);
     int rc = s ? elector_session_wait(s, 10000) : ELECTOR_ENOMEM;
     if (rc) {
         fprintf(stderr, "cannot start a session: %s\n", elector_etcd_errstr(etcd));
@@ -88,6 +107,11 @@ int main(int argc, char **argv)
         elector_etcd_free(etcd);
         return 1;
     }
+    if (release && elector_session_helper(s) < 0)
+        fprintf(stderr,
+                "[%s] no release helper (%s): after a crash the next instance "
+                "waits for the TTL\n",
+                id, elector_strerror(elector_session_helper(s)));
     elector_election *el = elector_election_new(s, name, on_election, (void *)id);
     elector_observer *o = elector_observe(etcd, name, on_leader, (void *)id);
     elector_campaign(el, id, strlen(id));

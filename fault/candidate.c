@@ -61,6 +61,7 @@ static struct {
     int write_ms;
     int dial_ms, request_ms;
     int stall_after, stall_ms; /* fault injection: one stall per process */
+    bool release_on_exit;      /* the session's release helper (kill-release) */
 } opt = {.ttl_s = 2, .write_ms = 20, .dial_ms = 1000, .request_ms = 1000};
 
 static volatile sig_atomic_t g_term;
@@ -203,6 +204,7 @@ static void start_session(void)
     elector_session_config sc;
     elector_session_config_init(&sc);
     sc.ttl_s = opt.ttl_s;
+    sc.release_on_exit = opt.release_on_exit;
     C.need_restart = false;
     C.s = elector_session_new(C.etcd, &sc, session_cb, NULL);
     if (C.s) C.el = elector_election_new(C.s, opt.election, el_cb, NULL);
@@ -384,6 +386,7 @@ static _Noreturn void usage(const char *argv0, int status)
         status ? stderr : stdout,
         "usage: %s --id N --endpoints LIST --election NAME --log FILE\n"
         "          [--resource SOCKET] [--txn-key KEY] [--ttl S] [--write-ms MS]\n"
+        "          [--release-on-exit]\n"
         "          [--dial-ms MS] [--request-ms MS] [--stall-after N --stall-ms MS]\n",
         argv0);
     exit(status);
@@ -403,6 +406,7 @@ static void parse(int argc, char **argv)
                                        {"request-ms", required_argument, 0, 'q'},
                                        {"stall-after", required_argument, 0, 'A'},
                                        {"stall-ms", required_argument, 0, 'M'},
+                                       {"release-on-exit", no_argument, 0, 'R'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
     int c;
@@ -443,6 +447,9 @@ static void parse(int argc, char **argv)
             break;
         case 'M':
             opt.stall_ms = atoi(optarg);
+            break;
+        case 'R':
+            opt.release_on_exit = true;
             break;
         case 'h':
             usage(argv[0], 0);

@@ -961,6 +961,18 @@ int64_t fr_noise(void)
     return rev;
 }
 
+int fr_revoke_key_lease(const char *key)
+{
+    const char *slash = strrchr(key, '/');
+    if (!slash || !slash[1]) return -1;
+    Etcdserverpb__LeaseRevokeRequest req = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
+    req.id = (int64_t)strtoull(slash + 1, NULL, 16);
+    ProtobufCMessage *m = NULL;
+    int rc = admin_call(ELECTOR_RPC_LEASE_REVOKE, &req.base, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    return rc;
+}
+
 int fr_compact(int64_t rev)
 {
     Etcdserverpb__CompactionRequest req = ETCDSERVERPB__COMPACTION_REQUEST__INIT;
@@ -1470,6 +1482,10 @@ int main(int argc, char **argv)
     snprintf(g_elector_bin, sizeof g_elector_bin, "%s", ELECTOR_TOOL_PATH);
 #else
     snprintf(g_elector_bin, sizeof g_elector_bin, "%s/../tool/elector", R.bin_dir);
+#endif
+#ifdef ELECTOR_RELEASE_HELPER_BIN
+    /* kill-release: the candidates' release helper, from this build */
+    setenv("ELECTOR_RELEASE_HELPER", ELECTOR_RELEASE_HELPER_BIN, 0);
 #endif
     /* orphans of `elector run` candidates come to us, to be reaped */
     prctl(PR_SET_CHILD_SUBREAPER, 1);

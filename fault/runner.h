@@ -141,7 +141,8 @@ int fr_wait_pid(fr_world *w, pid_t pid, int timeout_ms); /* wait status, -1: tim
 int fr_restore_members(fr_world *w); /* restart/resume every member, wait healthy */
 int64_t fr_revision(void);           /* current store revision, -1 on error */
 int fr_compact(int64_t rev);
-int64_t fr_noise(void);             /* a put outside the scenario: a new revision */
+int fr_revoke_key_lease(const char *key); /* `etcdctl lease revoke` of NAME/<lease hex> */
+int64_t fr_noise(void);                   /* a put outside the scenario: a new revision */
 bool fr_sync_recorder(fr_world *w); /* wait until etcd's history is recorded to now */
 
 /* ---- network namespace ---- */

@@ -6,7 +6,7 @@
 #
 #   scripts/bench.sh            full run (about 10 minutes on 2 cores)
 #   scripts/bench.sh --quick    fewer rounds (about 3 minutes)
-#   scripts/bench.sh --only graceful,floor,crash,runcrash,herd,footprint,range,many
+#   scripts/bench.sh --only graceful,floor,crash,runcrash,embedcrash,herd,footprint,range,many
 #
 # Installs what is missing (scripts/deps.sh), builds into build-bench/
 # (RelWithDebInfo), starts a private 3-member etcd cluster on free loopback ports
@@ -21,6 +21,9 @@
 #   runcrash   `elector run` leader SIGKILLed (host alive), TTL 5 s, 10 rounds:
 #              SIGKILL -> the successor's command's first line, vs
 #              `etcdctl lock --ttl 5 NAME CMD` (which waits for the TTL)
+#   embedcrash a leader embedding libelector SIGKILLed, TTL 10 s, 10 rounds:
+#              `elector campaign` with the release helper (release_on_exit) vs
+#              without it (which waits for the TTL)
 #   herd       N waiting candidates: etcd requests per leadership change and
 #              failover latency, elector vs the naive design (bench/herd.c)
 #   footprint  RSS, threads, idle CPU of a waiting candidate: elector vs etcdctl
@@ -38,7 +41,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 QUICK=0
-ALL_BENCHES=graceful,floor,crash,runcrash,herd,footprint,range,many
+ALL_BENCHES=graceful,floor,crash,runcrash,embedcrash,herd,footprint,range,many
 ONLY=$ALL_BENCHES
 while [ $# -gt 0 ]; do
     case $1 in
@@ -61,6 +64,7 @@ else
 fi
 TTL_CRASH=2
 RUNCRASH_ROUNDS=10 TTL_RUNCRASH=5
+EMBEDCRASH_ROUNDS=10 TTL_EMBEDCRASH=10
 
 scripts/deps.sh
 # The etcd3 anchor (graceful): Node.js and npm from Debian's packages when
@@ -81,7 +85,7 @@ if want graceful; then
 fi
 echo "== building build-bench (RelWithDebInfo)"
 cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=RelWithDebInfo -DELECTOR_TESTS=OFF >/dev/null
-cmake --build build-bench -j"$(nproc)" --target elector_tool elector_bench_proc_bench \
+cmake --build build-bench -j"$(nproc)" --target elector_tool elector_release elector_bench_proc_bench \
     elector_bench_herd elector_bench_many elector_bench_bench_range elector_bench_bare_range \
     >/dev/null
 B=$ROOT/build-bench
@@ -288,6 +292,23 @@ if want runcrash; then
     } >"$RES/env-runcrash.txt"
     "${PB[@]}" runcrash "${COMMON[@]}" --rounds "$RUNCRASH_ROUNDS" --ttl "$TTL_RUNCRASH"
     echo "loadavg_at_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RES/env-runcrash.txt"
+fi
+if want embedcrash; then
+    echo "== leader embedding libelector SIGKILLed (TTL ${TTL_EMBEDCRASH}s): $EMBEDCRASH_ROUNDS rounds each"
+    SUM=$RES/sum-embedcrash.txt
+    {
+        echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+        echo "loadavg_at_start=$(cut -d' ' -f1-3 /proc/loadavg)"
+        echo "other_etcd_processes=$(($(pgrep -xc etcd || true) - 3))"
+        echo "raft_leader=$RAFT_LEADER"
+        echo "client_endpoint=$EP_NAME"
+        echo "elector_commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD -- src include tool helper 2>/dev/null || echo +dirty)"
+        echo "rounds=$EMBEDCRASH_ROUNDS"
+        echo "ttl_s=$TTL_EMBEDCRASH"
+    } >"$RES/env-embedcrash.txt"
+    "${PB[@]}" embedcrash "${COMMON[@]}" --rounds "$EMBEDCRASH_ROUNDS" --ttl "$TTL_EMBEDCRASH" \
+        --release-helper "$B/helper/elector-release"
+    echo "loadavg_at_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RES/env-embedcrash.txt"
 fi
 if want herd; then
     echo "== thundering herd: N = $HERD_NS, $HERD_CHANGES leadership changes each"

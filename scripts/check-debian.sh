@@ -54,7 +54,8 @@ expect() { # PACKAGE PATH...
     done
     echo "$pkg: $(grep -vc '/$' <<<"$list") files, the expected ones among them"
 }
-expect libelector1 "/usr/lib/$ma/libelector.so.1" "/usr/share/doc/libelector1/copyright"
+expect libelector1 "/usr/lib/$ma/libelector.so.1" "/usr/share/doc/libelector1/copyright" \
+    "/usr/lib/$ma/elector/elector-release"
 ls "$T"/libelector1_* >/dev/null
 dpkg-deb -c "$T/libelector1_${version}_$arch.deb" | grep -q "/usr/lib/$ma/libelector.so.1 -> libelector.so.1" ||
     fail "libelector1: libelector.so.1 is not a link to the versioned file"
@@ -71,8 +72,17 @@ expect elector /usr/bin/elector /usr/share/man/man1/elector.1.gz \
 dpkg-deb -f "$T/libelector-dev_${version}_$arch.deb" Depends | grep -q "libelector1 (= $version)" ||
     fail "libelector-dev does not depend on libelector1 (= $version)"
 
+# The release helper, unpacked: it runs, and the library (and the tool, linked
+# statically) look for it where the package puts it.
+dpkg-deb -x "$T/libelector1_${version}_$arch.deb" "$T/libroot"
+"$T/libroot/usr/lib/$ma/elector/elector-release" --version
+grep -qaF "/usr/lib/$ma/elector/elector-release" "$(readlink -f "$T/libroot/usr/lib/$ma/libelector.so.1")" ||
+    fail "libelector.so.1 does not look for its helper at /usr/lib/$ma/elector/elector-release"
+
 # The tool, unpacked into a throwaway root, runs and prints the version.
 dpkg-deb -x "$T/elector_${version}_$arch.deb" "$T/root"
+grep -qaF "/usr/lib/$ma/elector/elector-release" "$T/root/usr/bin/elector" ||
+    fail "the packaged elector does not look for the helper at /usr/lib/$ma/elector/elector-release"
 v=$("$T/root/usr/bin/elector" --version)
 [ "$v" = "elector ${version%%-*}" ] || fail "packaged elector --version: '$v'"
 echo "$v"

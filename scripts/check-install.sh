@@ -18,7 +18,10 @@
 #     resign; and the C++ example examples/cpp/myapp.cpp built with pkg-config
 #     and with find_package: two instances, Ctrl-C on the leader, the other
 #     leads;
-#   - `elector --version` prints the library's version.
+#   - `elector --version` prints the library's version;
+#   - the release helper: LIBDIR/elector/elector-release, the path compiled
+#     into libelector.so is the configured install's, run by hand it refuses
+#     (exit 2), and the consumers run with it (release_on_exit).
 #
 #   scripts/check-install.sh BUILD_DIR
 set -euo pipefail
@@ -60,6 +63,7 @@ for f in libelector.so libelector.a pkgconfig/elector.pc cmake/elector/elector-c
     cmake/elector/elector-config-version.cmake cmake/elector/elector-targets.cmake; do
     [ -e "$libdir/$f" ] || fail "missing ${libdir#"$prefix"/}/$f"
 done
+[ -x "$libdir/elector/elector-release" ] || fail "missing ${libdir#"$prefix"/}/elector/elector-release"
 [ ! -e "$prefix/include/elector/etcd_rpc.h" ] || fail "elector/etcd_rpc.h is installed"
 if grep -rqE '^#include.*pb-c\.h' "$prefix/include"; then
     fail "installed headers include generated protobuf-c headers"
@@ -111,6 +115,24 @@ nm -g --defined-only "$libdir/libelector.a" | awk 'NF == 3 {print $3}' | sort -u
 bad=$(grep -v '^elector_[a-z]' "$T/archive" || true)
 [ -z "$bad" ] || fail "libelector.a has global symbols beyond elector_*: $(echo "$bad" | head -5)"
 diff "$T/exported" "$T/archive" >/dev/null || fail "libelector.a and libelector.so export different names"
+
+step "the release helper"
+helper=$libdir/elector/elector-release
+"$helper" --version
+rc=0
+"$helper" </dev/null 2>"$T/helper.err" || rc=$?
+[ "$rc" = 2 ] && grep -q "started by libelector" "$T/helper.err" ||
+    fail "elector-release run by hand: exit $rc, $(cat "$T/helper.err")"
+# The library looks for it where the configured install puts it.
+cache() { sed -n "s/^$1:[A-Z]*=//p" "$build/CMakeCache.txt"; }
+want=$(cache CMAKE_INSTALL_LIBDIR)
+case $want in /*) ;; *) want=$(cache CMAKE_INSTALL_PREFIX)/$want ;; esac
+want=$want/elector/elector-release
+grep -qaF "$want" "$(readlink -f "$libdir/libelector.so")" ||
+    fail "libelector.so does not look for its helper at $want"
+echo "compiled-in helper path: $want"
+# The consumers below run with the installed helper.
+export ELECTOR_RELEASE_HELPER=$helper
 
 step "start etcd on random loopback ports"
 port_free() { ! ss -Htan "( sport = :$1 )" 2>/dev/null | grep -q .; }

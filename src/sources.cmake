@@ -31,6 +31,7 @@ set(ELECTOR_ELECTION_SRCS
   election.c
   leader.c
   observe.c
+  release.c
   session.c
   txn.c)
 # Optional in use, always built: the loop on its own thread (elector/driver.h).

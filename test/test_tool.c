@@ -82,6 +82,12 @@ TEST(bad_usage_gives_one_clear_line_and_exit_2)
         {{"campaign", "x", "v", "--value", "w", NULL}, "give the VALUE once"},
         {{"leader", "x", "--hex=maybe", NULL}, "--hex: 'maybe' is not a boolean"},
         {{"leader", "x", "-x", NULL}, "unknown option '-x'"},
+        {{"campaign", "x", "--release-on-exit=maybe", NULL},
+         "--release-on-exit: 'maybe' is not a boolean"},
+        {{"observe", "x", "--release-on-exit=false", NULL},
+         "--release-on-exit is for campaign and lock without a command"},
+        {{"run", "x", "--release-on-exit=false", "--", "true", NULL},
+         "--release-on-exit is for campaign and lock without a command"},
         {{"version", "x", NULL}, "unexpected argument 'x'"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -290,26 +296,38 @@ TEST(run_passes_on_the_exit_status_and_resigns)
 
 /* A command that records its pid and, on SIGTERM, that it was asked to stop. */
 
+/* The key deleted from outside: a successor may lead already, so the command
+ * is SIGKILLed at once (no SIGTERM); with --grace-on-loss it is asked politely
+ * first, as for a deadline. */
 TEST(run_stops_the_command_when_leadership_is_lost)
 {
     eh_cluster *c = start1();
-    char *dir = tl_tmpdir("loss");
-    char script[1024], term[512];
-    stoppable(script, sizeof(script), dir);
-    snprintf(term, sizeof(term), "%s/term", dir);
-    eu_child b;
-    tool_bg(&b, (const char *[]){"--endpoints", eh_endpoints(c), "run", "loss", "--",
-                                 "sh", "-c", script, NULL});
-    pid_t cmd = read_pid(dir);
-    char *out = NULL;
-    ASSERT_EQ(0, eh_etcdctl(c, &out, "get", "--prefix", "--keys-only", "loss/", NULL));
-    out[strcspn(out, "\n")] = 0;
-    ASSERT_OK(eh_etcdctl(c, NULL, "del", out, NULL));
-    free(out);
-    ASSERT_EQ(3, tool_wait(&b, 10));
-    ASSERT(file_exists(term)); /* asked politely first */
-    ASSERT(!pid_alive(cmd));
-    free(dir);
+    for (int graceful = 0; graceful < 2; graceful++) {
+        char *dir = tl_tmpdir("loss");
+        char script[1024], term[512];
+        stoppable(script, sizeof(script), dir);
+        snprintf(term, sizeof(term), "%s/term", dir);
+        eu_child b;
+        const char *args[12] = {"--endpoints", eh_endpoints(c), "run", "loss"};
+        int n = 4;
+        if (graceful) args[n++] = "--grace-on-loss";
+        args[n++] = "--";
+        args[n++] = "sh";
+        args[n++] = "-c";
+        args[n++] = script;
+        tool_bg(&b, args);
+        pid_t cmd = read_pid(dir);
+        char *out = NULL;
+        ASSERT_EQ(0,
+                  eh_etcdctl(c, &out, "get", "--prefix", "--keys-only", "loss/", NULL));
+        out[strcspn(out, "\n")] = 0;
+        ASSERT_OK(eh_etcdctl(c, NULL, "del", out, NULL));
+        free(out);
+        ASSERT_EQ(3, tool_wait(&b, 10));
+        ASSERT_EQ(graceful, file_exists(term)); /* asked politely first, or killed */
+        ASSERT(!pid_alive(cmd));
+        free(dir);
+    }
     eh_stop(c);
 }
 

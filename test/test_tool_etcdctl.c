@@ -511,10 +511,13 @@ TEST(lock_command_is_stopped_when_the_lock_is_lost)
     ASSERT_EQ(3, tool_wait(&b, 10));
     char term[600];
     snprintf(term, sizeof(term), "%s/term", dir);
-    ASSERT(file_exists(term));
+    /* Deleted from outside: SIGKILL at once, no SIGTERM (--grace-on-loss would
+     * ask politely first). */
+    ASSERT(!file_exists(term));
     ASSERT(!pid_alive(cmd));
     char *err = check_file(errp);
     ASSERT_CONTAINS(err, "error elector: lock lost: ");
+    ASSERT_CONTAINS(err, "our key is gone: killing");
     free(err);
     free(dir);
     eh_stop(c);

@@ -4,6 +4,7 @@
  * "stop V NS" (wall clock) to one activity log; the log is checked for overlap:
  * at no instant may two jobs run. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -58,25 +59,30 @@ static void kill_started(void)
         if (g_started[i] > 0) kill(-g_started[i], SIGKILL);
 }
 
-static void start_cand(cand *c, const char *dir, const char *ep, const char *name,
-                       const char *val, const char *const extra[])
+/* run (with the job), or campaign when campaign is set. */
+static void start_elector(cand *c, const char *dir, const char *ep, const char *name,
+                          const char *val, const char *const extra[], bool campaign)
 {
     snprintf(c->val, sizeof(c->val), "%s", val);
     snprintf(c->err, sizeof(c->err), "%s/%s.err", dir, val);
     const char *argv[48] = {ELECTOR_BIN, "--endpoints", ep, "--ttl", "5", "-w", "json"};
     int n = 7;
-    argv[n++] = "run";
+    argv[n++] = campaign ? "campaign" : "run";
     argv[n++] = name;
     argv[n++] = "--value";
     argv[n++] = val;
-    argv[n++] = "--grace";
-    argv[n++] = "2s";
+    if (!campaign) {
+        argv[n++] = "--grace";
+        argv[n++] = "2s";
+    }
     for (int i = 0; extra && extra[i]; i++)
         argv[n++] = extra[i];
-    argv[n++] = "--";
-    argv[n++] = "sh";
-    argv[n++] = path_in(dir, "job.sh");
-    argv[n++] = val;
+    if (!campaign) {
+        argv[n++] = "--";
+        argv[n++] = "sh";
+        argv[n++] = path_in(dir, "job.sh");
+        argv[n++] = val;
+    }
     argv[n] = NULL;
     pid_t pid = fork();
     ASSERT(pid >= 0);
@@ -94,6 +100,12 @@ static void start_cand(cand *c, const char *dir, const char *ep, const char *nam
     c->pid = pid;
     if (!g_nstarted) atexit(kill_started);
     if (g_nstarted < 16) g_started[g_nstarted++] = pid;
+}
+
+static void start_cand(cand *c, const char *dir, const char *ep, const char *name,
+                       const char *val, const char *const extra[])
+{
+    start_elector(c, dir, ep, name, val, extra, false);
 }
 
 static void stop_cand(cand *c)
@@ -273,11 +285,11 @@ TEST_WITH_TIMEOUT(health_failing_leader_steps_down_and_rejoins_when_healthy, 120
     close(open(path_in(dir, "ok-b"), O_CREAT | O_WRONLY, 0600));
     start_cand(&a, dir, ep, "hl", "a",
                (const char *[]){"--health-cmd", cmd_a, "--health-interval", "200ms",
-                                "--health-retries", "2", NULL});
+                                "--health-retries", "2", "--health-holdoff", "1s", NULL});
     ASSERT(wait_contains(path_in(dir, "activity"), "start a", 15));
     start_cand(&b, dir, ep, "hl", "b",
                (const char *[]){"--health-cmd", cmd_b, "--health-interval", "200ms",
-                                "--health-retries", "2", NULL});
+                                "--health-retries", "2", "--health-holdoff", "1s", NULL});
     ASSERT(wait_order(ep, "hl", "a b", 15));
 
     unlink(path_in(dir, "ok-a"));
@@ -388,6 +400,170 @@ TEST_WITH_TIMEOUT(health_hung_check_fails_at_its_timeout_and_is_killed, 60)
         alive += kill((pid_t)p, 0) == 0;
     fclose(f);
     ASSERT_EQ(0, alive);
+    free(dir);
+    eh_stop(c);
+}
+
+/* The processes whose command line is "sleep SECS" (exactly), killed when
+ * kill_them is set (a failed run leaves none behind). */
+static int count_sleeps(const char *secs, bool kill_them)
+{
+    char want[64];
+    int wl = snprintf(want, sizeof(want), "sleep%c%s%c", 0, secs, 0);
+    DIR *d = opendir("/proc");
+    ASSERT_NOT_NULL(d);
+    struct dirent *de;
+    int n = 0;
+    while ((de = readdir(d))) {
+        char *end, path[300], buf[64];
+        long pid = strtol(de->d_name, &end, 10);
+        if (*end || pid <= 0) continue;
+        snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        ssize_t k = read(fd, buf, sizeof(buf));
+        close(fd);
+        if (k != wl || memcmp(buf, want, (size_t)wl)) continue;
+        n++;
+        if (kill_them) kill((pid_t)pid, SIGKILL);
+    }
+    closedir(d);
+    return n;
+}
+
+/* Waits up to 5 s for the sleeps a and b to be gone (the reaper ends them
+ * asynchronously after a SIGKILLed elector); returns how many were left, and
+ * kills them. */
+static int gone_or_killed(const char *a, const char *b)
+{
+    double end = tl_now() + 5;
+    while (count_sleeps(a, false) + count_sleeps(b, false) && tl_now() < end)
+        tl_msleep(20);
+    return count_sleeps(a, true) + (strcmp(a, b) ? count_sleeps(b, true) : 0);
+}
+
+/* Issue 26, case 4: a check that starts a process in a session of its own
+ * (setsid) and one that leaves one behind when it exits. Nothing a check
+ * starts outlives the check (its timeout or its end) or elector (SIGTERM or
+ * SIGKILL): the checks run in a cgroup of their own, under a reaper that is a
+ * child subreaper. */
+TEST_WITH_TIMEOUT(health_check_leaves_no_process_behind, 90)
+{
+    eh_cluster *c = start1();
+    const char *ep = eh_endpoints(c);
+    char *dir = tl_tmpdir("hleak");
+    char s1[32], s2[32], s3[32], cmd[256];
+    /* Durations of this run's own: the count sees no other test's sleeps. */
+    int u = (int)(getpid() % 100000);
+    snprintf(s1, sizeof(s1), "301.%05d", u);
+    snprintf(s2, sizeof(s2), "302.%05d", u);
+    snprintf(s3, sizeof(s3), "303.%05d", u);
+    snprintf(cmd, sizeof(cmd), "setsid sleep %s & exec sleep %s", s1, s2);
+    cand a;
+    start_elector(&a, dir, ep, "hk", "a",
+                  (const char *[]){"--health-cmd", cmd, "--health-interval", "300ms",
+                                   "--health-timeout", "200ms", "--health-retries",
+                                   "1000", NULL},
+                  true);
+    /* Three checks timed out: each one's processes are gone, the running
+     * one's at most are there. */
+    ASSERT(wait_contains(a.err, "(timed out after 200 ms): 3 of 1000", 20));
+    int most = 0;
+    for (int i = 0; i < 20; i++) {
+        int n = count_sleeps(s1, false);
+        if (n > most) most = n;
+        tl_msleep(50);
+    }
+    tl_log("setsid'd processes of timed-out checks: at most %d at once", most);
+    ASSERT_LE(most, 1);
+    stop_cand(&a);
+    int left = gone_or_killed(s1, s2);
+    tl_log("after elector exited: %d left", left);
+    ASSERT_EQ(0, left);
+
+    /* A check that passes at once, leaving a daemon: gone with the check. */
+    snprintf(cmd, sizeof(cmd), "setsid sleep %s & sleep 0.2", s3);
+    start_elector(
+        &a, dir, ep, "hk", "b",
+        (const char *[]){"--health-cmd", cmd, "--health-interval", "300ms", NULL}, true);
+    ASSERT(wait_contains(a.err, "elected", 15));
+    tl_msleep(700); /* a few checks ran */
+    most = 0;
+    for (int i = 0; i < 20; i++) {
+        int n = count_sleeps(s3, false);
+        if (n > most) most = n;
+        tl_msleep(50);
+    }
+    tl_log("daemons of passed checks: at most %d at once", most);
+    ASSERT_LE(most, 1);
+    /* elector killed outright while a check runs: nothing of it is left. */
+    double end = tl_now() + 5;
+    while (count_sleeps(s3, false) == 0 && tl_now() < end)
+        tl_msleep(10);
+    kill(a.pid, SIGKILL);
+    tl_reap(a.pid, SIGKILL, 5);
+    a.pid = 0;
+    left = gone_or_killed(s3, s3);
+    tl_log("after elector was killed: %d left", left);
+    ASSERT_EQ(0, left);
+    free(dir);
+    eh_stop(c);
+}
+
+/* How many times s occurs in the file at path. */
+static int occurrences(const char *path, const char *s)
+{
+    FILE *f = fopen(path, "r");
+    ASSERT_NOT_NULL(f);
+    char line[2048];
+    int n = 0;
+    while (fgets(line, sizeof(line), f))
+        for (char *p = line; (p = strstr(p, s)); p += strlen(s))
+            n++;
+    fclose(f);
+    return n;
+}
+
+/* Issue 26, case 5: two candidates whose check flips every 100 ms, one failure
+ * enough (--health-retries 1). Without damping leadership changed about 60
+ * times in 12 s; with a hold-off of 1 s (doubling), at most once per hold-off
+ * period: a leader that stepped down stays out for the hold-off, and a new
+ * leader survives one failure in its first interval. */
+TEST_WITH_TIMEOUT(health_flapping_check_is_damped, 90)
+{
+    eh_cluster *c = start1();
+    const char *ep = eh_endpoints(c);
+    char *dir = tl_tmpdir("hflap");
+    const char *chk = "test $(( $(date +%s%N) / 100000000 % 2 )) = 0";
+    const char *opts[] = {"--health-cmd",
+                          chk,
+                          "--health-interval",
+                          "70ms",
+                          "--health-retries",
+                          "1",
+                          "--health-holdoff",
+                          "1s",
+                          "--log-level",
+                          "info",
+                          NULL};
+    cand a, b;
+    start_elector(&a, dir, ep, "hf", "a", opts, true);
+    start_elector(&b, dir, ep, "hf", "b", opts, true);
+    tl_msleep(12000);
+    stop_cand(&a);
+    stop_cand(&b);
+    int elected = occurrences(a.err, "elector: elected: ") +
+                  occurrences(b.err, "elector: elected: ");
+    int holdoffs = occurrences(a.err, "out of the election for at least") +
+                   occurrences(b.err, "out of the election for at least");
+    int spared = occurrences(a.err, "one failure in the first interval is not enough") +
+                 occurrences(b.err, "one failure in the first interval is not enough");
+    tl_log("12 s of a check flipping every 100 ms: %d elections, %d hold-offs, %d new "
+           "leaders spared a first failure",
+           elected, holdoffs, spared);
+    ASSERT_GE(elected, 1);
+    ASSERT_GE(holdoffs, 1);
+    ASSERT_LE(elected, 13); /* the first election, then one per 1 s period at most */
     free(dir);
     eh_stop(c);
 }
@@ -588,6 +764,52 @@ TEST_WITH_TIMEOUT(switchover_times_out_and_withdraws_the_request, 90)
     eh_stop(c);
 }
 
+/* Issue 26, case 6: the target's elector is stopped (SIGSTOP). The candidates
+ * ahead step back and the leader hands over, so the target's key is first, but
+ * its process never takes over: the switchover says so (exit 7, naming the
+ * next in line), not "v2 leads" with exit 0. Without the stop, the target's
+ * acknowledgement makes it exit 0. */
+TEST_WITH_TIMEOUT(switchover_to_a_stopped_target_is_not_reported_done, 90)
+{
+    eh_cluster *c = start1();
+    const char *ep = eh_endpoints(c);
+    char *dir = tl_tmpdir("sws");
+    write_job(dir, "0");
+    cand cs[3];
+    start_line(cs, 3, dir, ep, "ss");
+    ASSERT_OK(kill(cs[2].pid, SIGSTOP));
+    char *out = NULL, *err = NULL;
+    double t0 = tl_now();
+    int rc = switchover(&out, &err, ep, "ss", "v2", "20s");
+    tl_log("switchover to a stopped target: exit %d after %.1f s", rc, tl_now() - t0);
+    const char *m = strstr(err, "handed over;");
+    tl_log("%s", m ? m : err);
+    ASSERT_EQ(7, rc);
+    ASSERT_CONTAINS(err, "handed over; v2 did not take over within");
+    ASSERT_CONTAINS(err, "the next in line is v1");
+    ASSERT(!strstr(out, "v2"));
+    free(out);
+    free(err);
+    no_request(ep, "ss");
+    kill(cs[2].pid, SIGCONT);
+    ASSERT(wait_contains(path_in(dir, "activity"), "start v1", 10));
+    char last[16];
+    ASSERT_EQ(2, check_activity(dir, last, sizeof(last))); /* v0, then v1 */
+    ASSERT_STREQ("v1", last);
+    /* A live target confirms: exit 0. */
+    ASSERT(wait_order(ep, "ss", "v1 v0 v2", 15));
+    wait_ready(ep, "ss", 3);
+    ASSERT_EQ(0, switchover(&out, &err, ep, "ss", "v2", "20s"));
+    ASSERT_CONTAINS(err, "confirmed");
+    ASSERT_CONTAINS(out, "v2");
+    free(out);
+    free(err);
+    ASSERT(wait_contains(path_in(dir, "activity"), "start v2", 5));
+    stop_all(cs, 3, ep, "ss");
+    free(dir);
+    eh_stop(c);
+}
+
 /* ---------------------------------------------------------------- switchover, auth */
 
 /* An auth cluster with four users for election `name`, each with a role of its
@@ -763,9 +985,10 @@ TEST_WITH_TIMEOUT(switchover_under_auth_without_the_elector_prefix_fails_clearly
     char last[16];
     ASSERT_EQ(1, check_activity(dir, last, sizeof(last)));
     ASSERT_STREQ("v0", last);
-    /* Only those ahead of the target need the grants: to v1 (half) works. */
-    ASSERT_EQ(0, switchover_as(&out, &err, ep, "full", "sa", "v1"));
-    ASSERT_CONTAINS(out, "v1");
+    /* Only those ahead of the target need the grants to hand over to v1 (half),
+     * but v1 has no member key, so it cannot confirm it took over: exit 7. */
+    ASSERT_EQ(7, switchover_as(&out, &err, ep, "full", "sa", "v1"));
+    ASSERT_CONTAINS(err, "its taking over cannot be confirmed");
     free(out);
     free(err);
     no_request(ep, "sa");

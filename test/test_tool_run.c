@@ -7,7 +7,9 @@
  * the guard in elector's process group. The command's start: no signal blocked
  * or ignored and no inherited fd (run, lock, a health check), and a stop sent
  * in its start window never lost (deterministic with an LD_PRELOAD library, and
- * 40 unaided rounds). */
+ * 40 unaided rounds). The guard SIGSTOPped (with the leader cut off through a
+ * stopped proxy, with elector SIGKILLed, for 10 x TTL): elector and the kernel
+ * end the tree; the key or lease deleted from outside: SIGKILL at once. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +29,7 @@
 #include "elect_util.h"
 #include "testlib.h"
 #include "tool_util.h"
+#include "tproxy.h"
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -323,6 +326,213 @@ TEST_WITH_TIMEOUT(guard_killed_alone_elector_kills_the_tree_and_steps_down, 60)
     eu_cand_free(x);
     free(dir);
     eh_stop(c);
+}
+
+/* ---------------------------------------------------------------- guard stopped */
+
+/* elector and its guard watch each other. The guard SIGSTOPped (kill -STOP, a
+ * debugger) no longer enforces anything: elector finds it out by its heartbeat
+ * (a ping every TTL/6, an answer due within TTL/3) and kills the tree and the
+ * guard itself, before the lease can expire. Case: the guard stopped and the
+ * leader cut off from etcd (its TCP proxy stopped too): elector cannot renew
+ * nor resign, yet the tree is gone before a successor can lead. Before this,
+ * the tree ran until the guard got SIGCONT (4.8 s of overlap in an 8 s stop). */
+TEST_WITH_TIMEOUT(guard_stopped_and_cut_off_elector_kills_the_tree_itself, 90)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("gcut");
+    const char *job = ticking_job(dir);
+    tp_proxy *px = tp_start(eh_endpoints(c));
+    ASSERT_NOT_NULL(px);
+    pid_t e = spawn_group(dir, (const char *[]){"--endpoints", tp_endpoint(px), "--ttl",
+                                                "3", "run", "gc", "--", "sh", job, NULL});
+    pid_t pids[8];
+    int np = read_pids(dir, pids, 8);
+    ASSERT_EQ(3, np);
+    pid_t guard = ppid_of((pid_t)atoi(slurp(dir_file(dir, "cmdpid"))));
+    ASSERT_GT(guard, 1);
+    eu_cand *x = eu_cand_new(eh_endpoints(c), "gc", 5);
+    ASSERT_OK(elector_campaign(x->el, "x", 1));
+    tl_msleep(300);
+    ASSERT_OK(kill(guard, SIGSTOP));
+    ASSERT_OK(kill(tp_pid(px), SIGSTOP));
+    int64_t t0 = wall_ns(), t_el;
+    ASSERT(wait_elected(x, 0, 15000, &t_el) >= 0); /* the lease expired: TTL */
+    bool gone = !any_alive(pids, np) && !pid_alive(guard);
+    int n;
+    int64_t last = last_tick(dir, &n);
+    tl_log("guard and proxy stopped: the tree's last tick %.0f ms later, successor "
+           "elected %.0f ms later (TTL 3 s): overlap %.0f ms",
+           (double)(last - t0) / 1e6, (double)(t_el - t0) / 1e6,
+           (double)(last - t_el) / 1e6);
+    kill(tp_pid(px), SIGCONT);
+    kill(guard, SIGCONT);
+    ASSERT(gone);          /* the guard and the whole tree: killed by elector */
+    ASSERT_LT(last, t_el); /* never two acting leaders */
+    ASSERT_EQ(3, wait_exit(e, 15));
+    ASSERT_CONTAINS(slurp(dir_file(dir, "elector.err")), "guard process did not answer");
+    kill_pids(pids, np);
+    eu_cand_free(x);
+    tp_stop(px);
+    free(dir);
+    eh_stop(c);
+}
+
+/* The guard SIGSTOPped, then elector SIGKILLed: no process is left to act but
+ * the kernel. The guard has PR_SET_PDEATHSIG(SIGCONT): elector's death resumes
+ * it, it reads EOF, stops the tree and releases the lease. Before this, the tree
+ * ran until someone sent the guard SIGCONT (unbounded). */
+TEST_WITH_TIMEOUT(guard_stopped_and_elector_killed_the_kernel_wakes_the_guard, 60)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("gsk");
+    const char *job = ticking_job(dir);
+    pid_t e = spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl",
+                                                "5", "--grace", "500ms", "run", "gk2",
+                                                "--", "sh", job, NULL});
+    pid_t pids[8];
+    int np = read_pids(dir, pids, 8);
+    ASSERT_EQ(3, np);
+    pid_t guard = ppid_of((pid_t)atoi(slurp(dir_file(dir, "cmdpid"))));
+    ASSERT_GT(guard, 1);
+    eu_cand *x = eu_cand_new(eh_endpoints(c), "gk2", 5);
+    ASSERT_OK(elector_campaign(x->el, "x", 1));
+    tl_msleep(300);
+    ASSERT_OK(kill(guard, SIGSTOP));
+    ASSERT_OK(kill(e, SIGKILL));
+    int64_t t0 = wall_ns(), t_el;
+    bool gone = wait_all_dead(pids, np, 5); /* TTL 5 s: the tree must not wait for it */
+    int64_t t_gone = wall_ns();
+    ASSERT(wait_elected(x, 0, 15000, &t_el) >= 0);
+    int n;
+    int64_t last = last_tick(dir, &n);
+    tl_log("guard stopped, elector SIGKILLed: tree gone %.0f ms later (its last tick "
+           "%.0f ms), successor elected %.0f ms later (TTL 5 s, grace 0.5 s)",
+           (double)(t_gone - t0) / 1e6, (double)(last - t0) / 1e6,
+           (double)(t_el - t0) / 1e6);
+    kill(guard, SIGCONT);
+    kill_pids(pids, np);
+    wait_exit(e, 5);
+    ASSERT(gone);
+    ASSERT_LT(last, t_el);
+    ASSERT_CONTAINS(slurp(dir_file(dir, "elector.err")), "released");
+    eu_cand_free(x);
+    free(dir);
+    eh_stop(c);
+}
+
+/* The guard stopped for 10 x TTL while etcd is healthy: elector keeps its
+ * lease, but nothing would stop the tree at the deadline. It steps down: kills
+ * the tree and the guard, resigns, exits 3, all well within the stop; nothing
+ * runs unsupervised. Before this, elector went on leading for the whole stop. */
+TEST_WITH_TIMEOUT(guard_stopped_for_ten_ttls_elector_steps_down_and_kills_the_tree, 90)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("glong");
+    const char *job = ticking_job(dir);
+    pid_t e = spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl",
+                                                "2", "run", "gl", "--", "sh", job, NULL});
+    pid_t pids[8];
+    int np = read_pids(dir, pids, 8);
+    ASSERT_EQ(3, np);
+    pid_t guard = ppid_of((pid_t)atoi(slurp(dir_file(dir, "cmdpid"))));
+    ASSERT_GT(guard, 1);
+    eu_cand *x = eu_cand_new(eh_endpoints(c), "gl", 5);
+    ASSERT_OK(elector_campaign(x->el, "x", 1));
+    tl_msleep(300);
+    ASSERT_OK(kill(guard, SIGSTOP));
+    int64_t t0 = wall_ns(), t_el;
+    int rc = wait_exit(e, 20); /* 10 x TTL */
+    int64_t t_exit = wall_ns();
+    bool gone = !any_alive(pids, np) && !pid_alive(guard);
+    ASSERT(wait_elected(x, 0, 5000, &t_el) >= 0);
+    int n;
+    int64_t last = last_tick(dir, &n);
+    tl_log("guard stopped (TTL 2 s): tree's last tick %.0f ms later, elector exited "
+           "%.0f ms later (%d), successor elected %.0f ms later",
+           (double)(last - t0) / 1e6, (double)(t_exit - t0) / 1e6, rc,
+           (double)(t_el - t0) / 1e6);
+    kill(guard, SIGCONT);
+    kill_pids(pids, np);
+    ASSERT_EQ(3, rc);
+    ASSERT(gone);
+    ASSERT_LT(last, t_el);
+    ASSERT_CONTAINS(slurp(dir_file(dir, "elector.err")), "guard process did not answer");
+    eu_cand_free(x);
+    free(dir);
+    eh_stop(c);
+}
+
+/* ---------------------------------------------------------------- outside loss */
+
+/* The lease revoked or the key deleted from outside (`etcdctl lease revoke`,
+ * `etcdctl del`): the successor may lead at once, so there is no time left for
+ * a grace. A command that ignores SIGTERM is SIGKILLed at once with its tree
+ * (before this: after --grace, ~2 s of overlap at TTL 10 s); with
+ * --grace-on-loss it gets SIGTERM and the grace, which is overlap by choice. */
+static void outside_loss(const char *how, bool grace_on_loss)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("oloss");
+    const char *job = ticking_job(dir);
+    const char *args[16] = {"--endpoints", eh_endpoints(c), "--ttl", "10",
+                            "--grace",     "1500ms",        "run",   "ol"};
+    int na = 8;
+    if (grace_on_loss) args[na++] = "--grace-on-loss";
+    args[na++] = "--";
+    args[na++] = "sh";
+    args[na++] = job;
+    pid_t e = spawn_group(dir, args);
+    pid_t pids[8];
+    int np = read_pids(dir, pids, 8);
+    ASSERT_EQ(3, np);
+    eu_cand *x = eu_cand_new(eh_endpoints(c), "ol", 5);
+    ASSERT_OK(elector_campaign(x->el, "x", 1));
+    tl_msleep(300);
+    char *key = NULL;
+    ASSERT_EQ(0, eh_etcdctl(c, &key, "get", "--prefix", "--keys-only", "ol/", NULL));
+    key[strcspn(key, "\n")] = 0; /* the first: elector's, NAME/<lease in hex> */
+    int64_t t0 = wall_ns(), t_el;
+    if (!strcmp(how, "revoke"))
+        ASSERT_OK(eh_etcdctl(c, NULL, "lease", "revoke", strchr(key, '/') + 1, NULL));
+    else
+        ASSERT_OK(eh_etcdctl(c, NULL, "del", key, NULL));
+    ASSERT(wait_elected(x, 0, 5000, &t_el) >= 0);
+    bool gone = wait_all_dead(pids, np, 5);
+    tl_msleep(200); /* a last tick may still be on its way to the file */
+    int n;
+    int64_t last = last_tick(dir, &n);
+    tl_log("%s%s, command ignores SIGTERM: its tree's last tick %.1f ms after, the "
+           "successor elected (seen) %.1f ms after: overlap %.1f ms",
+           how, grace_on_loss ? " with --grace-on-loss" : "", (double)(last - t0) / 1e6,
+           (double)(t_el - t0) / 1e6, (double)(last - t_el) / 1e6);
+    kill_pids(pids, np);
+    ASSERT_EQ(3, wait_exit(e, 10));
+    ASSERT(gone);
+    if (grace_on_loss)
+        ASSERT_GT(last, t_el + 500 * 1000000LL); /* the grace, as asked */
+    else
+        /* Generous for a busy box; the grace alone would be 1500 ms. */
+        ASSERT_LT(last, t0 + 500 * 1000000LL);
+    eu_cand_free(x);
+    free(key);
+    free(dir);
+    eh_stop(c);
+}
+
+TEST_WITH_TIMEOUT(outside_revoke_kills_the_tree_at_once, 60)
+{
+    outside_loss("revoke", false);
+}
+
+TEST_WITH_TIMEOUT(outside_delete_kills_the_tree_at_once, 60)
+{
+    outside_loss("del", false);
+}
+
+TEST_WITH_TIMEOUT(outside_revoke_with_grace_on_loss_keeps_the_grace, 60)
+{
+    outside_loss("revoke", true);
 }
 
 /* ---------------------------------------------------------------- --pid-namespace */

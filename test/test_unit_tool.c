@@ -100,6 +100,24 @@ TEST(run_takes_the_command_after_double_dash)
     ASSERT_NULL(o.endpoints);
     ASSERT_EQ(500, o.grace_ms);
     ASSERT(o.restart);
+    ASSERT(!o.grace_on_loss); /* an outside loss kills at once by default */
+}
+
+TEST(grace_on_loss_is_for_a_supervised_command_only)
+{
+    tool_opts o;
+    char err[256];
+    ASSERT_OK(parse(&o, err,
+                    (const char *[]){"run", "N", "--grace-on-loss", "--", "cmd", NULL}));
+    ASSERT(o.grace_on_loss);
+    ASSERT_OK(
+        parse(&o, err, (const char *[]){"lock", "L", "--grace-on-loss", "cmd", NULL}));
+    ASSERT(o.grace_on_loss);
+    ASSERT_EQ(EXIT_USAGE,
+              parse(&o, err, (const char *[]){"lock", "L", "--grace-on-loss", NULL}));
+    ASSERT_CONTAINS(err, "--grace-on-loss");
+    ASSERT_EQ(EXIT_USAGE,
+              parse(&o, err, (const char *[]){"campaign", "N", "--grace-on-loss", NULL}));
 }
 
 TEST(usage_errors_say_what_is_wrong)
@@ -141,8 +159,17 @@ TEST(health_and_switchover_options_are_checked)
         {{"run", "N", "--health-cmd", "", "--", "x"},
          "--health-cmd: the command must not be empty"},
         {{"run", "N", "--health-retries", "2", "--", "x"},
-         "--health-interval, --health-timeout, --health-retries and "
-         "--health-start-period need --health-cmd"},
+         "--health-interval, --health-timeout, --health-retries, --health-start-period, "
+         "--health-holdoff and --health-holdoff-max need --health-cmd"},
+        {{"campaign", "N", "--health-holdoff", "1s"},
+         "--health-interval, --health-timeout, --health-retries, --health-start-period, "
+         "--health-holdoff and --health-holdoff-max need --health-cmd"},
+        {{"campaign", "N", "--health-cmd", "true", "--health-holdoff", "1m",
+          "--health-holdoff-max", "30s"},
+         "--health-holdoff-max (30000ms) must not be less than --health-holdoff "
+         "(60000ms)"},
+        {{"campaign", "N", "--health-cmd", "true", "--health-holdoff", "-1s"},
+         "--health-holdoff: invalid duration '-1s' (use e.g. 500ms, 10s, 1m30s, 1.5h)"},
         {{"observe", "N", "--health-cmd", "true"},
          "--health-cmd and --health-* are for run and campaign"},
         {{"switchover", "N"},
@@ -166,6 +193,17 @@ TEST(health_and_switchover_options_are_checked)
     ASSERT_EQ(10000, o.health_timeout_ms);
     ASSERT_EQ(3, o.health_retries);
     ASSERT_EQ(0, o.health_start_ms);
+    ASSERT_EQ(10000, o.health_holdoff_ms);
+    ASSERT_EQ(300000, o.health_holdoff_max_ms);
+    ASSERT_OK(parse(&o, err,
+                    (const char *[]){"campaign", "N", "--health-cmd", "true",
+                                     "--health-holdoff", "10m", NULL}));
+    ASSERT_EQ(600000, o.health_holdoff_ms); /* the bound follows */
+    ASSERT_EQ(600000, o.health_holdoff_max_ms);
+    ASSERT_OK(parse(&o, err,
+                    (const char *[]){"campaign", "N", "--health-cmd", "true",
+                                     "--health-holdoff", "0", NULL}));
+    ASSERT_EQ(0, o.health_holdoff_ms);
     ASSERT_OK(parse(&o, err,
                     (const char *[]){"campaign", "N", "--health-cmd", "true",
                                      "--health-start-period", "1m", "--health-retries",
@@ -727,7 +765,8 @@ TEST(bash_completion_completes_commands_options_and_values)
              ELECTOR_DOCS_DIR);
     char *out = NULL;
     ASSERT_EQ(0, tl_run(&out, (const char *[]){"bash", "-c", script, NULL}));
-    ASSERT_STREQ(
-        "leader lock\njson\n--proclaim-stdin\njson\n--restart\nobserve\n--grace\n", out);
+    ASSERT_STREQ("leader lock\njson\n--proclaim-stdin\njson\n--restart\nobserve\n--grace "
+                 "--grace-on-loss\n",
+                 out);
     free(out);
 }

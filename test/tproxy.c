@@ -220,6 +220,11 @@ int tp_reset(tp_proxy *p)
     return command(p, 'r');
 }
 
+pid_t tp_pid(const tp_proxy *p)
+{
+    return p->pid;
+}
+
 void tp_stop(tp_proxy *p)
 {
     if (!p) return;

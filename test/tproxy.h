@@ -33,6 +33,9 @@ int tp_pass(tp_proxy *p);
  * new ones are accepted as usual. Returns 0 or -1. */
 int tp_reset(tp_proxy *p);
 
+/* The forwarder's pid (a test may SIGSTOP it: nothing passes either way). */
+pid_t tp_pid(const tp_proxy *p);
+
 /* Kills and reaps the child, frees. NULL is ignored. */
 void tp_stop(tp_proxy *p);
 

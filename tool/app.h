@@ -78,9 +78,17 @@ struct app {
 
     /* Stepping down without exiting (health.c): --health-cmd, switchover. */
     tool_health *health;
-    int sd_state;      /* SD_* of health.c */
-    bool health_out;   /* unhealthy: out of the queue until a check passes */
-    struct app_sw *sw; /* the candidates' side of switchover (switchover.c) */
+    int sd_state;    /* SD_* of health.c */
+    bool health_out; /* unhealthy: out of the queue until a check passes */
+    /* Damping (health.c): the hold-off after a health step-down, and a new
+     * leader's first interval. */
+    int64_t holdoff_until_ms; /* no campaign before this */
+    int holdoffs;             /* health step-downs in a row (the doubling) */
+    bool was_leader;          /* led at the last health pass */
+    int64_t elected_ms;       /* when we last became leader */
+    int lead_fails;           /* failures in a row counted since then */
+    bool lead_early;          /* the first of them came in the first interval */
+    struct app_sw *sw;        /* the candidates' side of switchover (switchover.c) */
 
     /* Snapshots for the HTTP view (they must outlive fill_view's return). */
     elector_session_stats view_ka;
@@ -117,6 +125,10 @@ void app_note_connection(struct app *a);
 void app_note_session(struct app *a);
 int64_t app_dial_ms(const tool_opts *o);
 int64_t app_request_ms(const tool_opts *o);
+static inline int64_t app_ttl_ms(const tool_opts *o)
+{
+    return (o->ttl_s ? o->ttl_s : 10) * 1000;
+}
 
 /* report.c */
 const char *app_hint(struct app *a, int err);
@@ -134,7 +146,10 @@ void app_schedule_restart(struct app *a);
 
 /* child.c */
 void app_start_child(struct app *a, const elector_event *ev);
+/* Stops the command: SIGTERM, the tree killed grace later (or at the deadline). */
 void app_stop_child(struct app *a);
+/* Kills the command's whole tree now (no SIGTERM first). */
+void app_kill_child(struct app *a);
 void app_check_child(struct app *a);
 
 /* proclaim.c */

@@ -30,6 +30,14 @@ static void on_elected(struct app *a, const elector_event *ev)
     tool_log(LOG_INFO, "%s: %.*s (token %lld)",
              a->o->cmd == CMD_LOCK ? "lock acquired" : "elected", (int)ev->key_len,
              (const char *)ev->key, (long long)ev->token);
+    if (a->s && elector_session_helper(a->s) > 0)
+        tool_log(LOG_DEBUG, "release helper: pid %d revokes the lease if elector dies",
+                 elector_session_helper(a->s));
+    else if (a->s && elector_session_helper(a->s) < 0)
+        tool_log(LOG_DEBUG,
+                 "no release helper (%s): if elector dies, the lease ends by "
+                 "its TTL",
+                 elector_strerror(elector_session_helper(a->s)));
     /* stdout is the command's; the line above says it on stderr. */
     if (supervised) app_start_child(a, ev);
     app_proclaim_pending(a); /* lines read while waiting: the latest one */
@@ -57,8 +65,20 @@ static void on_lost(struct app *a, const elector_event *ev)
     tool_log(LOG_ERROR, "%s lost: %s", a->o->cmd == CMD_LOCK ? "lock" : "leadership",
              ev->detail);
     a->session_dead = transient(ev->reason) && ev->reason != ELECTOR_ENOLEADER;
+    /* The key or the lease is gone (an outside `etcdctl del` or `lease revoke`):
+     * a successor may lead already, so the time is up; any grace would be
+     * overlap. A deadline approaching (no renewal) still leaves the grace. */
+    bool outside = ev->reason == ELECTOR_ENOTLEADER || ev->reason == ELECTOR_ELEASE;
     if (a->child) {
-        app_stop_child(a);
+        bool at_once = outside && !a->o->grace_on_loss;
+        if (at_once)
+            tool_log(LOG_WARN, "%s is gone: killing %s and its descendants at once",
+                     ev->reason == ELECTOR_ELEASE ? "our lease" : "our key",
+                     a->o->argv[0]);
+        if (at_once)
+            app_kill_child(a);
+        else
+            app_stop_child(a);
         a->exit_code = EXIT_LOST;
         a->restart_pending = a->o->restart;
     } else if (app_supervised(a) && a->o->restart) {
@@ -156,6 +176,10 @@ void app_start_campaign(struct app *a)
         /* A supervised command: a session that dies must keep its lease until the
          * command's tree is reaped; closing it (here, cleanup) revokes it then. */
         sc.manual_release = app_supervised(a);
+        /* Without a command (campaign, lock): if elector dies, its release
+         * helper revokes the lease at once, as run's guard does after the
+         * command's tree. With a command, the guard does it, after the tree. */
+        sc.release_on_exit = !app_supervised(a) && !a->o->no_release;
         a->s = elector_session_new(a->etcd, &sc, NULL, NULL);
         if (!a->s) {
             tool_log(LOG_ERROR, "out of memory");

@@ -17,15 +17,12 @@ static void release_lease(void *ud)
              a->o->argv[0], (unsigned long long)a->child_lease);
     elector_etcd *e = app_make_client(a->o, &a->creds);
     int rc = !e ? ELECTOR_ENOMEM : elector_etcd_err(e);
-    if (!rc) {
-        Etcdserverpb__LeaseRevokeRequest req = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
-        req.id = a->child_lease;
-        elector_call_opts co = {.timeout_ms = app_dial_ms(a->o)};
-        ProtobufCMessage *resp = NULL;
-        rc = elector_etcd_call_sync(e, ELECTOR_RPC_LEASE_REVOKE, &req.base, &co, &resp);
-        if (resp) protobuf_c_message_free_unpacked(resp, NULL);
-    }
-    if (rc && rc != ELECTOR_ELEASE)
+    /* The library's revoke path (the release helper's too): transient failures
+     * are retried for the dial timeout, or until the deadline if later. */
+    int64_t until = elector_now_ns() + app_dial_ms(a->o) * 1000000;
+    if (a->child_deadline > until) until = a->child_deadline;
+    if (!rc) rc = elector_etcd_lease_revoke_sync(e, a->child_lease, until);
+    if (rc)
         tool_log(LOG_WARN,
                  "guard: lease %llx could not be revoked (%s); it ends by its TTL",
                  (unsigned long long)a->child_lease, elector_strerror(rc));
@@ -66,7 +63,14 @@ void app_start_child(struct app *a, const elector_event *ev)
                           .grace_ns = a->o->grace_ms * 1000000,
                           .release = release_lease,
                           .ud = a,
-                          .pid_ns = a->o->pid_ns};
+                          .pid_ns = a->o->pid_ns,
+                          /* elector watches the guard: a ping every TTL/6, an
+                           * answer within TTL/3, so that a guard that stopped
+                           * answering is found, and the tree killed, within
+                           * TTL/2: before the lease (renewed every TTL/3) can
+                           * expire. */
+                          .ping_ns = app_ttl_ms(a->o) * 1000000 / 6,
+                          .answer_ns = app_ttl_ms(a->o) * 1000000 / 3};
     a->child = tool_child_start(&sp, err, sizeof(err));
     for (int i = 0; i < n; i++)
         free(env[i]);
@@ -82,12 +86,22 @@ void app_start_child(struct app *a, const elector_event *ev)
     tool_log(LOG_INFO, "started %s (token %lld)", a->o->argv[0], (long long)ev->token);
 }
 
-void app_stop_child(struct app *a)
+static void stop_child(struct app *a, int64_t grace_ms)
 {
     if (!a->child) return;
-    int64_t soon = elector_now_ns() + a->o->grace_ms * 1000000;
+    int64_t soon = elector_now_ns() + grace_ms * 1000000;
     int64_t kill_at = a->child_deadline < soon ? a->child_deadline : soon;
     tool_child_stop(a->child, kill_at);
+}
+
+void app_stop_child(struct app *a)
+{
+    stop_child(a, a->o->grace_ms);
+}
+
+void app_kill_child(struct app *a)
+{
+    stop_child(a, 0);
 }
 
 /* Why the command ended, said once on stderr; the exit status follows from it. */
@@ -101,6 +115,12 @@ static void child_ended(struct app *a, int st, tool_child_cause why)
                      "%s lost: the validity deadline passed before a renewal "
                      "reached elector; %s was stopped (status %d)",
                      held, cmd, st);
+        a->exit_code = EXIT_LOST;
+    } else if (why == TOOL_CHILD_GUARD_HUNG) {
+        tool_log(LOG_ERROR,
+                 "%s given up: the guard process did not answer (stopped or stuck); "
+                 "elector killed %s, its descendants and the guard",
+                 held, cmd);
         a->exit_code = EXIT_LOST;
     } else if (why == TOOL_CHILD_GUARD_DIED) {
         tool_log(LOG_ERROR,

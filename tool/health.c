@@ -131,37 +131,99 @@ bool app_stepdown_event(struct app *a, const elector_event *ev)
 
 bool app_campaign_blocked(struct app *a)
 {
-    if (!a->health_out) return false;
+    int64_t now = app_now_ms();
+    if (!a->health_out && now >= a->holdoff_until_ms) {
+        if (a->sd_state == SD_OUT) a->sd_state = SD_NONE; /* the hold-off is over */
+        return false;
+    }
     if (a->sd_state == SD_NONE) a->sd_state = SD_OUT; /* a retry came due */
-    tool_log(LOG_DEBUG, "unhealthy: not campaigning");
+    if (a->health_out) {
+        tool_log(LOG_DEBUG, "unhealthy: not campaigning");
+    } else {
+        /* Healthy, held off: the loop campaigns when it ends (said once). */
+        bool first = a->retry_at_ms != a->holdoff_until_ms;
+        if (!a->retry_at_ms || a->retry_at_ms < a->holdoff_until_ms)
+            a->retry_at_ms = a->holdoff_until_ms;
+        tool_log(first ? LOG_INFO : LOG_DEBUG,
+                 "healthy again: campaigning in %lld ms (hold-off)",
+                 (long long)(a->holdoff_until_ms - now));
+    }
     return true;
+}
+
+/* A leader steps down for its health: out of the election for the hold-off,
+ * doubled with each such step-down in a row (up to the max); a candidate that
+ * stayed in after its last hold-off for the max starts again from the base. */
+static void hold_off(struct app *a)
+{
+    const tool_opts *o = a->o;
+    if (!o->health_holdoff_ms) return;
+    int64_t now = app_now_ms();
+    if (a->holdoffs && now - a->holdoff_until_ms >= o->health_holdoff_max_ms)
+        a->holdoffs = 0; /* stable since the last one */
+    int64_t d = o->health_holdoff_ms;
+    for (int i = 0; i < a->holdoffs && d < o->health_holdoff_max_ms; i++)
+        d *= 2;
+    if (d > o->health_holdoff_max_ms) d = o->health_holdoff_max_ms;
+    a->holdoffs++;
+    a->holdoff_until_ms = now + d;
+    tool_log(LOG_INFO,
+             "out of the election for at least %lld ms (health step-down %d in a row; "
+             "--health-holdoff)",
+             (long long)d, a->holdoffs);
 }
 
 void app_health_process(struct app *a)
 {
     if (!a->health || a->stopping) return;
     static int seen; /* failures already logged */
+    int64_t now = app_now_ms();
+    bool leading = a->el && elector_is_leader(a->el) && a->sd_state == SD_NONE;
+    if (leading && !a->was_leader) { /* newly elected */
+        a->elected_ms = now;
+        a->lead_fails = 0;
+        a->lead_early = false;
+    }
+    a->was_leader = leading;
     bool changed = tool_health_process(a->health);
     int f = tool_health_failures(a->health);
-    if (f > seen)
+    if (f > seen) {
         tool_log(f <= a->o->health_retries ? LOG_WARN : LOG_DEBUG,
                  "health check failed (%s): %d of %d", tool_health_last(a->health), f,
                  a->o->health_retries);
+        if (leading) {
+            if (!a->lead_fails)
+                a->lead_early = now - a->elected_ms < a->o->health_interval_ms;
+            a->lead_fails += f - seen;
+        }
+    }
+    if (f == 0) a->lead_fails = 0;
     seen = f;
-    if (!changed) return;
+    if (changed) health_event(a, tool_health_get_state(a->health));
     tool_health_state st = tool_health_get_state(a->health);
-    health_event(a, st);
-    if (st == TOOL_HEALTH_UNHEALTHY) {
+    if (st == TOOL_HEALTH_UNHEALTHY && !a->health_out) {
+        /* A new leader is not stepped down by one failure in its first interval:
+         * the next check decides. */
+        if (leading && a->lead_early && a->lead_fails < 2) {
+            if (changed)
+                tool_log(LOG_INFO,
+                         "unhealthy, but elected %lld ms ago: one failure in the first "
+                         "interval is not enough; the next check decides",
+                         (long long)(now - a->elected_ms));
+            return;
+        }
         a->health_out = true;
+        if (leading) hold_off(a);
         app_step_down(a, "unhealthy");
         if (a->sd_state == SD_NONE) a->sd_state = SD_OUT;
-    } else if (st == TOOL_HEALTH_HEALTHY) {
+    } else if (st == TOOL_HEALTH_HEALTHY && changed) {
         tool_log(a->health_out ? LOG_INFO : LOG_DEBUG, "health check passes (%s)",
                  tool_health_last(a->health));
         if (!a->health_out) return;
         a->health_out = false;
         if (a->sd_state == SD_OUT) {
-            tool_log(LOG_INFO, "healthy again: campaigning");
+            if (now >= a->holdoff_until_ms)
+                tool_log(LOG_INFO, "healthy again: campaigning");
             settle(a);
         }
     }

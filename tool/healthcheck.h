@@ -3,12 +3,16 @@
  *
  * Each check is `/bin/sh -c CMD`, run under a small reaper process in a process
  * group of its own: stdin is /dev/null, stdout goes to /dev/null, stderr is
- * elector's. The reaper has PR_SET_PDEATHSIG, so if elector dies (even by
- * SIGKILL) it kills the check's whole process group and exits; when the check
- * ends, the reaper kills what it left behind in that group too. A check that
- * runs past its timeout is a failure: its group is killed (SIGKILL).
- * (A descendant that left the process group (setsid) escapes, as it would in
- * Docker.)
+ * elector's. Everything a check starts is contained as `run`'s command is: in
+ * a cgroup v2 of the checks' own (BASE/elector-health.<elector's pid>.<n>, when
+ * elector may create one; cgroup.kill ends every member), and always under
+ * the reaper, a child subreaper (a process that left the group with setsid or
+ * a double fork is reparented to it, and it kills every descendant it finds).
+ * When the check ends, at its timeout (a failure), or when elector frees it or
+ * dies (even by SIGKILL: the reaper has PR_SET_PDEATHSIG), the reaper kills
+ * the check's group, the cgroup and every descendant, reaps them, and only
+ * then exits. The shell has PR_SET_PDEATHSIG too; if the reaper itself is
+ * SIGKILLed, elector kills the cgroup.
  *
  * The state follows Docker's HEALTHCHECK: "starting" until a check passes or
  * `retries` failures in a row were counted; failures during the start period

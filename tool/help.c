@@ -12,6 +12,14 @@
     "  --health-timeout D    a check running longer fails, its group killed (10s)\n"     \
     "  --health-retries N    failures in a row that make it unhealthy (default 3)\n"     \
     "  --health-start-period D  failures in this first period do not count (0)\n"        \
+    "  --health-holdoff D    after stepping down for health, stay out at least this\n"   \
+    "                      long (default 10s; 0: none), doubled with each such step-\n"  \
+    "                      down in a row up to --health-holdoff-max (default 5m), "      \
+    "from\n"                                                                             \
+    "                      10s again after that long without one. A new leader is not\n" \
+    "                      stepped down by one failure in its first interval.\n"         \
+    "Checks and whatever they start are killed at the timeout, when the check ends\n"    \
+    "and with elector (a cgroup of their own, and a subreaper).\n"                       \
     "Takes part in `elector switchover` (see there).\n"
 
 static const char GENERAL[] =
@@ -75,7 +83,8 @@ static const char GENERAL[] =
     "\n"
     "Exit status: 0 success, 1 error (etcd unreachable, TLS, auth, a port taken, ...),\n"
     "2 bad usage, 3 leadership (the lock) lost, 4 no leader (leader), 5 switchover\n"
-    "refused, 6 switchover timed out. run and lock with a\n"
+    "refused, 6 switchover timed out, 7 switchover handed over but the target did not\n"
+    "confirm it took over. run and lock with a\n"
     "command: CMD's status when it ended on its own (128+N if killed by signal N, 126\n"
     "not executable, 127 not found), 3 when it was stopped because leadership ended.\n"
     "\n"
@@ -114,8 +123,11 @@ static const char CAMPAIGN[] =
     "  --http ADDR         serve GET /leader, /healthz[?leader=1], /metrics on ADDR "
     "(PORT,\n"
     "                      :PORT or HOST:PORT; host 127.0.0.1 by default)\n"
-    "  --ttl DURATION      session lease TTL (default 10s)\n" HEALTH_OPTIONS
-    "Global options: elector --help.\n";
+    "  --ttl DURATION      session lease TTL (default 10s)\n"
+    "  --release-on-exit=false\n"
+    "                      no release helper: if elector dies (SIGKILL, crash), the\n"
+    "                      next candidate waits for the TTL instead of "
+    "milliseconds\n" HEALTH_OPTIONS "Global options: elector --help.\n";
 
 static const char OBSERVE[] =
     "Usage: elector [OPTIONS] observe NAME [--http ADDR]\n"
@@ -138,8 +150,8 @@ static const char LEADER[] =
     "Global options: elector --help.\n";
 
 static const char RUN[] =
-    "Usage: elector [OPTIONS] run NAME [--value V] [--grace D] [--restart]\n"
-    "                             [--pid-namespace] [--] CMD [ARGS]\n"
+    "Usage: elector [OPTIONS] run NAME [--value V] [--grace D] [--grace-on-loss]\n"
+    "                             [--restart] [--pid-namespace] [--] CMD [ARGS]\n"
     "\n"
     "Campaign; while leader, run CMD with ELECTOR_NAME, ELECTOR_KEY, ELECTOR_TOKEN\n"
     "(fencing token) and ELECTOR_LEASE in its environment (never a password). A guard\n"
@@ -147,13 +159,17 @@ static const char RUN[] =
     "minus\n"
     "--grace, then the whole tree killed, in time to be gone when leadership can no\n"
     "longer be proven, also if elector is stopped (^Z) or killed; the lease is released\n"
-    "only after the tree is gone. stdout is CMD's; elector writes to stderr. Arguments\n"
-    "after CMD are CMD's own.\n"
+    "only after the tree is gone. elector pings the guard every TTL/6 and kills the\n"
+    "tree and the guard itself if it does not answer (stopped, stuck). If the key or\n"
+    "lease is deleted from outside, the tree is SIGKILLed at once. stdout is CMD's;\n"
+    "elector writes to stderr. Arguments after CMD are CMD's own.\n"
     "\n"
     "Options:\n"
     "  --value V           the value to campaign with (default: the host name)\n"
     "  --grace DURATION    SIGTERM this long before the deadline (default min(2s, "
     "TTL/4))\n"
+    "  --grace-on-loss     key or lease deleted from outside: SIGTERM and --grace, not\n"
+    "                      SIGKILL at once (allows up to --grace of overlap)\n"
     "  --restart           when CMD exits, resign and campaign again (backoff from "
     "200ms\n"
     "                      to 30s while CMD keeps failing quickly)\n"
@@ -184,10 +200,14 @@ static const char LOCK[] =
     "Options:\n"
     "  --ttl DURATION      session lease TTL (default 10s, as etcdctl lock's)\n"
     "  --grace DURATION    with CMD: SIGTERM this long before the deadline\n"
+    "  --grace-on-loss     with CMD: SIGTERM and --grace also when the key or lease\n"
+    "                      is deleted from outside (see run)\n"
     "  --restart           with CMD: when it exits, release and take the lock again\n"
     "  --pid-namespace     with CMD: run it in a PID namespace of its own (see run)\n"
     "  --events-fd N       with CMD and -w json: the events to fd N instead of stderr\n"
     "  --http ADDR         serve GET /leader, /healthz, /metrics on ADDR\n"
+    "  --release-on-exit=false\n"
+    "                      without CMD: no release helper (see campaign)\n"
     "Global options: elector --help.\n";
 
 static const char SWITCHOVER[] =
@@ -198,8 +218,9 @@ static const char SWITCHOVER[] =
     "of the line, then the leader steps down as on any loss (run: its command is\n"
     "stopped and its tree gone before its key is deleted); the target is elected by\n"
     "the usual protocol. The request is the key __elector/switchover/NAME, under a\n"
-    "lease of its own, withdrawn in every outcome. Once VALUE leads, print its key\n"
-    "and value as `leader` does (-w json: a leader event). With etcd auth, the users\n"
+    "lease of its own, withdrawn in every outcome. Once VALUE's key is first and its\n"
+    "elector confirmed it leads (run: its command started), print its key and value\n"
+    "as `leader` does (-w json: a leader event). With etcd auth, the users\n"
     "of the candidates and of the requester need readwrite on NAME/, on the prefix\n"
     "__elector/candidates/NAME/ and on the key __elector/switchover/NAME.\n"
     "\n"
@@ -210,7 +231,10 @@ static const char SWITCHOVER[] =
     "or several have VALUE, a candidate ahead of it is not elector's (etcdctl elect)\n"
     "or lacks those grants (its key is named), another switchover is under way, or\n"
     "the target left; 6 timed out (the request is withdrawn; leadership stays where\n"
-    "it is); 1 etcd errors (a denied permission: the message names the grants).\n"
+    "it is); 7 handed over (VALUE's key was first) but VALUE did not confirm it took\n"
+    "over before --timeout or before its key went (stopped, cut off from etcd, or not\n"
+    "an elector candidate): the message names the next in line; 1 etcd errors (a\n"
+    "denied permission: the message names the grants).\n"
     "Global options: elector --help.\n";
 
 static const char HELP[] =

@@ -122,6 +122,8 @@ static void loop(struct app *a)
         if (a->retry_at_ms && (t < 0 || a->retry_at_ms - now < t))
             t = a->retry_at_ms > now ? a->retry_at_ms - now : 0;
         if (a->child && (t < 0 || t > 100)) t = 100; /* deadline pushes */
+        int64_t ct = a->child ? tool_child_timeout_ms(a->child) : -1;
+        if (ct >= 0 && (t < 0 || ct < t)) t = ct; /* the watch on the guard */
         int64_t st = app_health_timeout(a), wt = app_sw_timeout(a);
         if (st >= 0 && (t < 0 || st < t)) t = st;
         if (wt >= 0 && (t < 0 || wt < t)) t = wt;

@@ -155,12 +155,16 @@ enum opt_id {
     O_PROCLAIM,
     O_RESTART,
     O_PIDNS,
+    O_RELEASE,
+    O_GRACE_LOSS,
     O_EVENTS_FD,
     O_HEALTH_CMD,
     O_HEALTH_INTERVAL,
     O_HEALTH_TIMEOUT,
     O_HEALTH_RETRIES,
     O_HEALTH_START,
+    O_HEALTH_HOLDOFF,
+    O_HEALTH_HOLDOFF_MAX,
     O_TO,
     O_TIMEOUT,
     O_HELP,
@@ -205,12 +209,16 @@ static const struct optdef {
     [O_PROCLAIM] = {"proclaim-stdin", no_argument, 0, ENV_NONE},
     [O_RESTART] = {"restart", no_argument, 0, ENV_NONE},
     [O_PIDNS] = {"pid-namespace", no_argument, 0, ENV_NONE},
+    [O_RELEASE] = {"release-on-exit", optional_argument, 0, ENV_ELECTOR},
+    [O_GRACE_LOSS] = {"grace-on-loss", no_argument, 0, ENV_NONE},
     [O_EVENTS_FD] = {"events-fd", required_argument, 0, ENV_NONE},
     [O_HEALTH_CMD] = {"health-cmd", required_argument, 0, ENV_NONE},
     [O_HEALTH_INTERVAL] = {"health-interval", required_argument, 0, ENV_NONE},
     [O_HEALTH_TIMEOUT] = {"health-timeout", required_argument, 0, ENV_NONE},
     [O_HEALTH_RETRIES] = {"health-retries", required_argument, 0, ENV_NONE},
     [O_HEALTH_START] = {"health-start-period", required_argument, 0, ENV_NONE},
+    [O_HEALTH_HOLDOFF] = {"health-holdoff", required_argument, 0, ENV_NONE},
+    [O_HEALTH_HOLDOFF_MAX] = {"health-holdoff-max", required_argument, 0, ENV_NONE},
     [O_TO] = {"to", required_argument, 0, ENV_NONE},
     [O_TIMEOUT] = {"timeout", required_argument, 0, ENV_NONE},
     [O_HELP] = {"help", no_argument, 'h', ENV_NONE},
@@ -403,6 +411,13 @@ static int apply(tool_opts *o, int id, const tool_setting *s, char *err, size_t 
     case O_PIDNS:
         o->pid_ns = true;
         break;
+    case O_RELEASE:
+        if (set_bool(s, &b, err, cap)) return EXIT_USAGE;
+        o->no_release = !b;
+        break;
+    case O_GRACE_LOSS:
+        o->grace_on_loss = true;
+        break;
     case O_HELP:
         o->help = true;
         break;
@@ -419,6 +434,10 @@ static int apply(tool_opts *o, int id, const tool_setting *s, char *err, size_t 
         return set_duration(s, &o->health_timeout_ms, false, err, cap);
     case O_HEALTH_START:
         return set_duration(s, &o->health_start_ms, true, err, cap);
+    case O_HEALTH_HOLDOFF:
+        return set_duration(s, &o->health_holdoff_ms, true, err, cap);
+    case O_HEALTH_HOLDOFF_MAX:
+        return set_duration(s, &o->health_holdoff_max_ms, true, err, cap);
     case O_TIMEOUT:
         return set_duration(s, &o->timeout_ms, false, err, cap);
     case O_TO:
@@ -554,27 +573,43 @@ static int check(tool_opts *o, const struct raw *r, char *err, size_t cap)
         given[i] = r->set[i].origin == ORIGIN_ARGV;
     if (o->proclaim_stdin && o->cmd != CMD_CAMPAIGN)
         return usage_err(err, cap, "--proclaim-stdin is only for `elector campaign`");
-    if ((given[O_RESTART] || given[O_GRACE] || given[O_PIDNS]) && !supervised)
+    if ((given[O_RESTART] || given[O_GRACE] || given[O_PIDNS] || given[O_GRACE_LOSS]) &&
+        !supervised)
         return usage_err(err, cap,
-                         "--restart, --grace and --pid-namespace are only for "
-                         "`elector run` and `elector lock NAME CMD`");
+                         "--restart, --grace, --grace-on-loss and --pid-namespace are "
+                         "only for `elector run` and `elector lock NAME CMD`");
+    if (given[O_RELEASE] &&
+        (supervised || (o->cmd != CMD_CAMPAIGN && o->cmd != CMD_LOCK)))
+        return usage_err(err, cap,
+                         "--release-on-exit is for campaign and lock without a command "
+                         "(run's guard releases the lease itself)");
     if (given[O_EVENTS_FD] && (!supervised || o->fmt != FMT_JSON))
         return usage_err(err, cap,
                          "--events-fd is for `elector -w json run` (or lock with "
                          "a command)");
     if (given[O_HTTP] && (o->cmd == CMD_LEADER || o->cmd == CMD_SWITCHOVER))
         return usage_err(err, cap, "--http is for campaign, run, lock and observe");
-    if ((given[O_HEALTH_CMD] || given[O_HEALTH_INTERVAL] || given[O_HEALTH_TIMEOUT] ||
-         given[O_HEALTH_RETRIES] || given[O_HEALTH_START]) &&
-        o->cmd != CMD_RUN && o->cmd != CMD_CAMPAIGN)
+    bool health_opt = given[O_HEALTH_INTERVAL] || given[O_HEALTH_TIMEOUT] ||
+                      given[O_HEALTH_RETRIES] || given[O_HEALTH_START] ||
+                      given[O_HEALTH_HOLDOFF] || given[O_HEALTH_HOLDOFF_MAX];
+    if ((given[O_HEALTH_CMD] || health_opt) && o->cmd != CMD_RUN &&
+        o->cmd != CMD_CAMPAIGN)
         return usage_err(err, cap,
                          "--health-cmd and --health-* are for run and campaign");
-    if ((given[O_HEALTH_INTERVAL] || given[O_HEALTH_TIMEOUT] || given[O_HEALTH_RETRIES] ||
-         given[O_HEALTH_START]) &&
-        !o->health_cmd)
+    if (health_opt && !o->health_cmd)
         return usage_err(err, cap,
-                         "--health-interval, --health-timeout, --health-retries and "
-                         "--health-start-period need --health-cmd");
+                         "--health-interval, --health-timeout, --health-retries, "
+                         "--health-start-period, --health-holdoff and "
+                         "--health-holdoff-max need --health-cmd");
+    /* Only --health-holdoff given: the bound follows it up if need be. */
+    if (!given[O_HEALTH_HOLDOFF_MAX] && o->health_holdoff_max_ms < o->health_holdoff_ms)
+        o->health_holdoff_max_ms = o->health_holdoff_ms;
+    if (o->health_holdoff_max_ms < o->health_holdoff_ms)
+        return usage_err(err, cap,
+                         "--health-holdoff-max (%lldms) must not be less than "
+                         "--health-holdoff (%lldms)",
+                         (long long)o->health_holdoff_max_ms,
+                         (long long)o->health_holdoff_ms);
     if ((given[O_TO] || given[O_TIMEOUT]) && o->cmd != CMD_SWITCHOVER)
         return usage_err(err, cap, "--to and --timeout are for `elector switchover`");
     if (o->cmd == CMD_SWITCHOVER && !o->to)
@@ -643,6 +678,8 @@ int tool_parse_args_env(int argc, char **argv, tool_getenv_fn env, tool_opts *o,
     o->health_interval_ms = 10000;
     o->health_timeout_ms = 10000;
     o->health_retries = 3;
+    o->health_holdoff_ms = 10000;
+    o->health_holdoff_max_ms = 300000;
     if (cap) err[0] = 0;
     struct option longopts[O_COUNT + 1];
     char shorts[16] = "-:"; /* in order, positionals as 1; ':' for a missing value */

@@ -37,13 +37,15 @@ enum tool_logfmt { LOGFMT_TEXT, LOGFMT_JSON };
 /* Exit statuses (also in --help and the man page). */
 enum {
     EXIT_OK = 0,
-    EXIT_ERROR = 1,    /* etcd unreachable, TLS, auth, a port taken, ... */
-    EXIT_USAGE = 2,    /* bad command line or environment */
-    EXIT_LOST = 3,     /* we led (held the lock) and lost it */
-    EXIT_NOLEADER = 4, /* `leader`: nobody leads */
-    EXIT_REFUSED = 5,  /* `switchover`: cannot be done (unknown or ambiguous target, a
-                          foreign candidate ahead, another switchover, target gone) */
-    EXIT_TIMEOUT = 6   /* `switchover`: the target did not lead within --timeout */
+    EXIT_ERROR = 1,      /* etcd unreachable, TLS, auth, a port taken, ... */
+    EXIT_USAGE = 2,      /* bad command line or environment */
+    EXIT_LOST = 3,       /* we led (held the lock) and lost it */
+    EXIT_NOLEADER = 4,   /* `leader`: nobody leads */
+    EXIT_REFUSED = 5,    /* `switchover`: cannot be done (unknown or ambiguous target, a
+                            foreign candidate ahead, another switchover, target gone) */
+    EXIT_TIMEOUT = 6,    /* `switchover`: the target did not lead within --timeout */
+    EXIT_UNCONFIRMED = 7 /* `switchover`: handed over (the target's key was first),
+                            but the target did not confirm it took over */
 };
 
 /* Where a setting came from: the command line or a variable. */
@@ -80,6 +82,9 @@ typedef struct tool_opts {
     const char *health_cmd;
     int64_t health_interval_ms, health_timeout_ms, health_start_ms;
     int health_retries;
+    /* after a health step-down: out of the election this long, doubled with each
+     * step-down in a row up to the max (default 10 s, 5 min; 0: no hold-off) */
+    int64_t health_holdoff_ms, health_holdoff_max_ms;
     /* switchover: --to VALUE, --timeout (0: default 60 s) */
     const char *to;
     int64_t timeout_ms;
@@ -88,7 +93,13 @@ typedef struct tool_opts {
     enum tool_log log;
     enum tool_logfmt log_format;
     bool proclaim_stdin, restart, help, version, hex;
+    /* campaign, lock without a command: --release-on-exit=false (the library's
+     * release helper is on by default there) */
+    bool no_release;
     bool pid_ns; /* run, lock: the command in a PID namespace of its own */
+    /* run, lock: when the key or lease is deleted from outside, SIGTERM and
+     * --grace as for a deadline, instead of SIGKILL at once (allows overlap) */
+    bool grace_on_loss;
     bool insecure_skip_verify;
     bool insecure_transport; /* default true: endpoints without scheme are cleartext
                                 unless TLS files are given; false: they use TLS */

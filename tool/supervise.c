@@ -27,14 +27,22 @@
 
 extern char **environ;
 
-/* elector -> guard */
-enum msg_type { M_DEADLINE = 1, M_STOP, M_SIGNAL, M_QUIT };
+/* elector -> guard. The pipe is non-blocking on elector's side: a guard that
+ * does not read (SIGSTOPped) never blocks elector; the heartbeat (M_PING) finds
+ * it out, and elector ends the tree itself. */
+enum msg_type { M_DEADLINE = 1, M_STOP, M_SIGNAL, M_QUIT, M_PING };
 struct msg {
     int64_t type, value;
 };
 
-/* guard -> elector */
-enum rep_type { R_STARTED = 1, R_DONE };
+/* guard -> elector (non-blocking on the guard's side: a stopped elector never
+ * holds the guard). R_PONG answers M_PING with its number; R_GONE says the tree
+ * is gone before the release hook runs (it may take a dial timeout). */
+enum rep_type { R_STARTED = 1, R_DONE, R_PONG, R_GONE };
+
+/* Once a stop is due (its kill time passed), the guard must show within this
+ * long that it acts on it, or elector ends the tree itself. */
+#define STOP_SLACK_NS (100 * 1000000LL)
 struct rep {
     int32_t type, a, b, pad;
 };
@@ -51,6 +59,15 @@ struct tool_child {
     int status;
     tool_child_cause cause;
     bool got_done, done;
+    bool gone; /* R_GONE: the tree is gone, the guard releases */
+    /* The heartbeat: elector is the guard's watchdog. */
+    int64_t ping_ns, answer_ns; /* interval, and the longest wait for an answer */
+    int64_t next_ping;          /* when the next M_PING is due */
+    uint32_t seq, acked;        /* the last ping sent and the last one answered */
+    int64_t waiting_since;      /* the oldest unanswered ping was sent then (0: none) */
+    int64_t stop_at;            /* a stop's kill time (0: no stop asked) */
+    int64_t deadline;           /* the latest validity deadline sent */
+    uint32_t stop_seq;          /* the ping sent right after the stop */
 };
 
 int tool_exit_code(int st)
@@ -209,7 +226,8 @@ static void cgroup_base(char *out, size_t cap)
  * calling reaped(pid, status) for each; gives up after max_ms (a process in
  * uninterruptible sleep). Returns 0 when the tree is gone. */
 static int kill_tree(pid_t root, const char *cg, int sfd, int64_t max_ms,
-                     void (*reaped)(void *, pid_t, int), void *ud)
+                     void (*reaped)(void *, pid_t, int), void *ud, int (*infd)(void *),
+                     void (*input)(void *))
 {
     int64_t end = elector_now_ns() + max_ms * 1000000;
     for (;;) {
@@ -221,11 +239,15 @@ static int kill_tree(pid_t root, const char *cg, int sfd, int64_t max_ms,
             if (reaped) reaped(ud, p, st);
         if (left == 0) return 0; /* zombies counted last round are reaped now */
         if (max_ms >= 0 && elector_now_ns() >= end) return -1;
-        struct pollfd pf = {.fd = sfd, .events = POLLIN};
-        if (poll(&pf, sfd >= 0 ? 1 : 0, 10) > 0) {
+        /* The guard answers elector's heartbeat while it waits (a large
+         * address space takes a while to tear down). */
+        struct pollfd pf[2] = {{.fd = sfd, .events = POLLIN},
+                               {.fd = infd ? infd(ud) : -1, .events = POLLIN}};
+        if (poll(pf, 2, 10) > 0) {
             struct signalfd_siginfo si;
-            if (read(sfd, &si, sizeof(si)) < 0) { /* drained; retried */
+            if (pf[0].revents && read(sfd, &si, sizeof(si)) < 0) { /* drained; retried */
             }
+            if (pf[1].revents && input) input(ud);
         }
     }
 }
@@ -412,6 +434,7 @@ static void guard_apply(struct guard *g, const struct msg *m)
         g->term_at = 0;
         int64_t at = m->value ? m->value : now + g->grace;
         if (at < g->kill_at) g->kill_at = at;
+        if (at <= now) g->termed = true; /* killed at once: no SIGTERM first */
         break;
     case M_SIGNAL:
         /* A relayed stop: the command gets grace to end, then the tree dies. */
@@ -421,6 +444,9 @@ static void guard_apply(struct guard *g, const struct msg *m)
         else
             kill(-g->cmd, (int)m->value);
         if (now + g->grace < g->kill_at) g->kill_at = now + g->grace;
+        break;
+    case M_PING:
+        report(g, R_PONG, (int)(uint32_t)m->value, 0);
         break;
     }
 }
@@ -458,6 +484,17 @@ static int64_t guard_timers(struct guard *g)
     int64_t next = g->killing ? INT64_MAX : g->kill_at;
     if (!g->termed && g->term_at < next) next = g->term_at;
     return next;
+}
+
+static int guard_infd(void *ud)
+{
+    struct guard *g = ud;
+    return g->eof ? -1 : g->in;
+}
+
+static void guard_input(void *ud)
+{
+    guard_read(ud);
 }
 
 static void note_reaped(void *ud, pid_t p, int st)
@@ -515,8 +552,9 @@ static _Noreturn void guard_main(struct guard *g)
     /* The command's group and every descendant, until none is left. The group
      * first, at once; its number is not reused while the leader is unreaped. */
     if (!g->cmd_done) kill(-g->cmd, SIGKILL);
-    kill_tree(getpid(), g->cg, g->sfd, -1, note_reaped, g);
+    kill_tree(getpid(), g->cg, g->sfd, -1, note_reaped, g, guard_infd, guard_input);
     cgroup_remove(g->cg);
+    report(g, R_GONE, 0, 0);
     /* elector gone without a word (also while it was stopping the command: a
      * step-down cut short) or the deadline passed: nobody else releases. */
     if ((g->cause == TOOL_CHILD_ORPHANED || g->cause == TOOL_CHILD_DEADLINE ||
@@ -532,7 +570,11 @@ static int contain(struct guard *g, const char *base)
 {
     g->cg[0] = 0;
     if (!*base) return MODE_SUBREAPER;
-    snprintf(g->cg, sizeof(g->cg), "%s/elector-run.%d", base, (int)getpid());
+    if (snprintf(g->cg, sizeof(g->cg), "%s/elector-run.%d", base, (int)getpid()) >=
+        (int)sizeof(g->cg)) { /* cgroup_base left room: never */
+        g->cg[0] = 0;
+        return MODE_SUBREAPER;
+    }
     char pid[32];
     snprintf(pid, sizeof(pid), "%d\n", (int)g->cmd);
     if ((mkdir(g->cg, 0755) && errno != EEXIST) ||
@@ -565,6 +607,8 @@ static _Noreturn void guard_start(const tool_child_spec *sp, int in, int out,
      * close when elector exits, not live on in the guard. */
     if (dup2(in, 3) < 0 || dup2(out, 4) < 0) _exit(126);
     close_range(5, ~0U, 0);
+    /* Never blocked by a stopped elector: reports are few (one per ping). */
+    fcntl(4, F_SETFL, O_NONBLOCK);
     struct guard g = {.sp = sp,
                       .in = 3,
                       .out = 4,
@@ -682,42 +726,80 @@ tool_child *tool_child_start(const tool_child_spec *sp, char *err, size_t cap)
     if (g == 0) {
         close(down[1]);
         close(up[0]);
-        /* The guard must outlive elector to stop the command, so no PDEATHSIG
-         * here; it notices elector's death by EOF on the pipe. */
+        /* The guard must outlive elector to stop the command, so it is not
+         * killed when elector dies; it notices elector's death by EOF on the
+         * pipe. But a guard that was SIGSTOPped would never read that EOF:
+         * the kernel sends it SIGCONT when elector (its parent, a single
+         * thread) dies, and a SIGCONT resumes a stopped process whatever its
+         * mask or disposition. So `kill -STOP guard; kill -9 elector` leaves
+         * the guard running: it stops the tree and releases the lease. */
+        prctl(PR_SET_PDEATHSIG, SIGCONT);
         guard_start(sp, down[0], up[1], base);
     }
     close(down[0]);
     close(up[1]);
     fcntl(up[0], F_SETFL, O_NONBLOCK);
+    fcntl(down[1], F_SETFL, O_NONBLOCK); /* a stopped guard never blocks elector */
+    c->ping_ns = sp->ping_ns > 0 ? sp->ping_ns : 1000000000;
+    c->answer_ns = sp->answer_ns > 0 ? sp->answer_ns : 3 * c->ping_ns;
+    c->next_ping = elector_now_ns();
+    c->deadline = sp->deadline_ns;
     c->guard = g;
     c->fd = down[1];
     c->rfd = up[0];
     c->grace = sp->grace_ns;
-    if (*base) snprintf(c->cg, sizeof(c->cg), "%s/elector-run.%d", base, (int)g);
+    if (*base && snprintf(c->cg, sizeof(c->cg), "%s/elector-run.%d", base, (int)g) >=
+                     (int)sizeof(c->cg))
+        c->cg[0] = 0;
     return c;
 }
 
+/* Never blocks: a message (16 bytes, written whole or not at all) that does not
+ * fit is dropped. The pipe holds thousands; it fills only if the guard stops
+ * reading, and the heartbeat ends such a guard long before. */
 static void send_msg(tool_child *c, int64_t type, int64_t value)
 {
     struct msg m = {type, value};
     if (c->fd >= 0 && write(c->fd, &m, sizeof(m)) != (ssize_t)sizeof(m)) {
-        /* The guard has exited; tool_child_poll reports it. */
+        /* The guard has exited (tool_child_poll reports it), or does not read
+         * (the heartbeat finds it out). */
     }
+}
+
+static void send_ping(tool_child *c, int64_t now)
+{
+    send_msg(c, M_PING, ++c->seq);
+    if (!c->waiting_since) c->waiting_since = now;
+    c->next_ping = now + c->ping_ns;
+}
+
+/* A stop is asked with its kill time: right after it, a ping, whose answer
+ * shows that the guard read the stop. */
+static void note_stop(tool_child *c, int64_t kill_at)
+{
+    if (c->stop_at && c->stop_at <= kill_at) return;
+    c->stop_at = kill_at;
+    send_ping(c, elector_now_ns());
+    c->stop_seq = c->seq;
 }
 
 void tool_child_deadline(tool_child *c, int64_t deadline_ns)
 {
     send_msg(c, M_DEADLINE, deadline_ns);
+    if (deadline_ns > c->deadline) c->deadline = deadline_ns;
 }
 
 void tool_child_stop(tool_child *c, int64_t kill_at_ns)
 {
+    int64_t now = elector_now_ns();
     send_msg(c, M_STOP, kill_at_ns ? kill_at_ns : 1);
+    note_stop(c, kill_at_ns > now ? kill_at_ns : now);
 }
 
 void tool_child_signal(tool_child *c, int sig)
 {
     send_msg(c, M_SIGNAL, sig);
+    note_stop(c, elector_now_ns() + (sig == SIGKILL ? 0 : c->grace));
 }
 
 int tool_child_fd(const tool_child *c)
@@ -747,6 +829,12 @@ static void read_reports(tool_child *c)
             if (r[i].type == R_STARTED) {
                 c->mode = r[i].a;
                 if (!(c->mode & MODE_CGROUP)) c->cg[0] = 0;
+            } else if (r[i].type == R_PONG) {
+                c->acked = (uint32_t)r[i].a;
+                /* Answers come in order: one for the last ping means none waits. */
+                c->waiting_since = c->acked == c->seq ? 0 : elector_now_ns();
+            } else if (r[i].type == R_GONE) {
+                c->gone = true;
             } else if (r[i].type == R_DONE) {
                 c->got_done = true;
                 c->cause = (tool_child_cause)r[i].a;
@@ -762,7 +850,7 @@ static void guard_ended(tool_child *c, int st)
 {
     read_reports(c);
     if (!c->got_done) {
-        kill_tree(getpid(), c->cg, -1, 5000, NULL, NULL);
+        kill_tree(getpid(), c->cg, -1, 5000, NULL, NULL, NULL, NULL);
         c->cause = TOOL_CHILD_GUARD_DIED;
         c->status = tool_exit_code(st);
     }
@@ -770,13 +858,108 @@ static void guard_ended(tool_child *c, int st)
     c->done = true;
 }
 
+/* From when the guard must be seen to act: a stop's kill time, or just before
+ * the validity deadline (where the guard kills the tree if no renewal came). */
+static int64_t due_at(const tool_child *c)
+{
+    int64_t due = c->deadline - STOP_SLACK_NS;
+    return c->stop_at && c->stop_at < due ? c->stop_at : due;
+}
+
+/* Whether the guard fails its watch: a ping unanswered for answer_ns; a stop
+ * it has not read STOP_SLACK_NS after its kill time; or, once a stop or the
+ * deadline is due, a ping unanswered for STOP_SLACK_NS (pings come every
+ * STOP_SLACK_NS / 4 then). So a guard stopped just before the deadline of a
+ * cut-off leader is found by the deadline, not TTL/2 later. */
+static bool guard_hung(const tool_child *c, int64_t now)
+{
+    if (c->gone || c->got_done) return false;
+    if (c->waiting_since && now - c->waiting_since >= c->answer_ns) return true;
+    if (c->stop_at && now >= c->stop_at + STOP_SLACK_NS &&
+        (int32_t)(c->acked - c->stop_seq) < 0)
+        return true;
+    int64_t due = due_at(c);
+    if (!c->waiting_since || now < due) return false;
+    int64_t from = c->waiting_since > due ? c->waiting_since : due;
+    return now - from >= STOP_SLACK_NS;
+}
+
+/* The guard does not answer (SIGSTOPped, stuck): nothing supervises the tree.
+ * End it here, at once and whole, and the guard with it: the cgroup, then
+ * every descendant of the guard, then the guard (SIGKILL ends a stopped
+ * process too); what the guard leaves comes to us (a subreaper) and is killed
+ * and reaped by kill_tree. */
+static void take_over(tool_child *c, int64_t now)
+{
+    int64_t silent = c->waiting_since ? now - c->waiting_since : now - c->stop_at;
+    cgroup_kill(c->cg);
+    signal_descendants(c->guard, SIGKILL);
+    kill(c->guard, SIGKILL);
+    tool_log(LOG_WARN,
+             "the guard (pid %d) has not answered for %lld ms%s: elector kills the "
+             "command's tree and the guard itself",
+             (int)c->guard, (long long)(silent / 1000000),
+             c->stop_at && now >= c->stop_at ? " while a stop is due" : "");
+    /* Reaped at once, unless it sleeps uninterruptibly: then not waited for. */
+    int st;
+    for (int i = 0; i < 500 && waitpid(c->guard, &st, WNOHANG) == 0; i++)
+        poll(NULL, 0, 10);
+    read_reports(c);
+    kill_tree(getpid(), c->cg, -1, 5000, NULL, NULL, NULL, NULL);
+    if (*c->cg) cgroup_remove(c->cg);
+    if (!c->got_done) {
+        c->cause = TOOL_CHILD_GUARD_HUNG;
+        c->status = 128 + SIGKILL;
+    }
+    c->done = true;
+}
+
+/* When the next ping is due: every ping_ns, and every STOP_SLACK_NS / 4 once
+ * a stop or the deadline is due (the guard is then expected to act). */
+static int64_t next_ping_at(const tool_child *c)
+{
+    int64_t fast = c->next_ping - c->ping_ns + STOP_SLACK_NS / 4, due = due_at(c);
+    if (fast < due) fast = due;
+    return fast < c->next_ping ? fast : c->next_ping;
+}
+
+int64_t tool_child_timeout_ms(const tool_child *c)
+{
+    if (c->done || c->gone || c->got_done) return -1;
+    int64_t now = elector_now_ns(), at;
+    if (c->waiting_since) { /* when it would count as hung */
+        int64_t due = due_at(c);
+        at = c->waiting_since + c->answer_ns;
+        int64_t from = (c->waiting_since > due ? c->waiting_since : due) + STOP_SLACK_NS;
+        if (from < at) at = from;
+        if (c->stop_at && c->stop_at + STOP_SLACK_NS < at)
+            at = c->stop_at + STOP_SLACK_NS;
+    } else {
+        at = next_ping_at(c);
+    }
+    return at <= now ? 0 : (at - now + 999999) / 1000000;
+}
+
+static void maybe_ping(tool_child *c, int64_t now)
+{
+    if (c->gone || c->got_done || c->waiting_since) return;
+    if (now >= next_ping_at(c)) send_ping(c, now);
+}
+
 int tool_child_poll(tool_child *c, int *status, tool_child_cause *cause)
 {
     if (!c->done) {
         read_reports(c);
         int st;
-        if (waitpid(c->guard, &st, WNOHANG) != c->guard) return 0;
-        guard_ended(c, st);
+        int64_t now = elector_now_ns();
+        if (waitpid(c->guard, &st, WNOHANG) == c->guard)
+            guard_ended(c, st);
+        else if (guard_hung(c, now))
+            take_over(c, now);
+        else {
+            maybe_ping(c, now);
+            return 0;
+        }
     }
     *status = c->status;
     *cause = c->cause;
@@ -788,14 +971,47 @@ void tool_child_free(tool_child *c)
     if (!c) return;
     if (!c->done) {
         send_msg(c, M_QUIT, 0);
+        if (!c->stop_at) note_stop(c, elector_now_ns() + c->grace);
+        /* Waits for the guard, but not for one that stopped answering. */
+        int st;
+        pid_t p;
+        while ((p = waitpid(c->guard, &st, WNOHANG)) == 0) {
+            read_reports(c);
+            int64_t now = elector_now_ns();
+            if (guard_hung(c, now)) break;
+            maybe_ping(c, now);
+            poll(NULL, 0, 5);
+        }
         close(c->fd);
         c->fd = -1;
-        int st;
-        while (waitpid(c->guard, &st, 0) < 0 && errno == EINTR) {
-        }
-        guard_ended(c, st);
+        if (p == c->guard)
+            guard_ended(c, st);
+        else
+            take_over(c, elector_now_ns());
     }
     if (c->fd >= 0) close(c->fd);
     close(c->rfd);
     free(c);
+}
+
+/* ---------------------------------------------------------------- shared */
+
+void tool_cgroup_base(char *out, size_t cap)
+{
+    cgroup_base(out, cap);
+}
+
+void tool_cgroup_kill(const char *cg)
+{
+    cgroup_kill(cg);
+}
+
+void tool_cgroup_remove(const char *cg)
+{
+    cgroup_remove(cg);
+}
+
+int tool_kill_tree(const char *cg, int64_t max_ms)
+{
+    return kill_tree(getpid(), cg, -1, max_ms, NULL, NULL, NULL, NULL);
 }

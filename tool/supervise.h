@@ -33,13 +33,22 @@
  *   - The guard dies: the command has PR_SET_PDEATHSIG(SIGKILL) on it; elector,
  *     a subreaper too, sees the guard gone, kills the cgroup and every
  *     descendant of its own, and reports TOOL_CHILD_GUARD_DIED.
+ *   - The guard stops answering (SIGSTOPped, stuck): elector pings it every
+ *     ping_ns over a pipe that never blocks elector; a ping unanswered for
+ *     answer_ns, a due stop the guard has not shown to act on within 100 ms,
+ *     or a ping unanswered for 100 ms from 100 ms before the deadline, and
+ *     elector kills the tree and the guard itself (TOOL_CHILD_GUARD_HUNG).
+ *   - The guard is stopped and elector dies: the guard has
+ *     PR_SET_PDEATHSIG(SIGCONT), so the kernel resumes it; it reads the EOF and
+ *     stops the tree as when elector dies alone.
  *   - With pid_ns, the command runs below an init that is PID 1 of a PID
  *     namespace of its own; the init has PDEATHSIG, so when the guard dies the
  *     kernel kills the whole namespace.
  * What it cannot do: without pid_ns, if elector and the guard are both
  * SIGKILLed, descendants of the command (in their cgroup, if there is one)
- * survive until someone else kills them; a process stuck in uninterruptible
- * sleep cannot be reaped, and the guard waits for it. */
+ * survive until someone else kills them; if both are stopped, the command runs
+ * on; a process stuck in uninterruptible sleep cannot be reaped, and the guard
+ * waits for it. The fencing token covers these. */
 #ifndef ELECTOR_TOOL_SUPERVISE_H
 #define ELECTOR_TOOL_SUPERVISE_H
 
@@ -53,11 +62,13 @@ typedef struct tool_child tool_child;
 /* Why the command ended. */
 typedef enum tool_child_cause {
     TOOL_CHILD_RUNNING = 0,
-    TOOL_CHILD_EXITED,    /* it ended on its own */
-    TOOL_CHILD_STOPPED,   /* elector asked (tool_child_stop/_signal/_free) */
-    TOOL_CHILD_DEADLINE,  /* the guard stopped it: the deadline came first */
-    TOOL_CHILD_ORPHANED,  /* elector was gone (only the guard sees this) */
-    TOOL_CHILD_GUARD_DIED /* the guard died; elector killed the tree itself */
+    TOOL_CHILD_EXITED,     /* it ended on its own */
+    TOOL_CHILD_STOPPED,    /* elector asked (tool_child_stop/_signal/_free) */
+    TOOL_CHILD_DEADLINE,   /* the guard stopped it: the deadline came first */
+    TOOL_CHILD_ORPHANED,   /* elector was gone (only the guard sees this) */
+    TOOL_CHILD_GUARD_DIED, /* the guard died; elector killed the tree itself */
+    TOOL_CHILD_GUARD_HUNG  /* the guard stopped answering (SIGSTOPped, stuck):
+                              elector killed the tree and the guard itself */
 } tool_child_cause;
 
 typedef struct tool_child_spec {
@@ -75,6 +86,10 @@ typedef struct tool_child_spec {
      * of the namespace, so the tree cannot outlive elector and the guard even
      * when both are SIGKILLed. Needs CAP_SYS_ADMIN. */
     bool pid_ns;
+    /* elector's watch on the guard: a ping every ping_ns (default 1 s); a
+     * guard that leaves one unanswered for answer_ns (default 3 pings), or for
+     * 100 ms once a stop or the deadline is due, is killed with the tree. */
+    int64_t ping_ns, answer_ns;
 } tool_child_spec;
 
 /* Starts the guard, which starts the command. Returns NULL with a message in err. */
@@ -93,6 +108,10 @@ void tool_child_signal(tool_child *c, int sig);
 
 /* A descriptor that becomes readable when the guard has news (poll it). */
 int tool_child_fd(const tool_child *c);
+
+/* When tool_child_poll must next run for the watch on the guard, in ms from
+ * now (-1: no need). */
+int64_t tool_child_timeout_ms(const tool_child *c);
 
 /* "cgroup", "subreaper" (each may be preceded by "pid namespace, "), or ""
  * until the guard has reported. */
@@ -124,5 +143,18 @@ int tool_child_check_pid_ns(char *err, size_t cap);
 
 /* Exit status of a wait() status: the code, or 128 + signal. */
 int tool_exit_code(int wstatus);
+
+/* The containment parts, shared with the health checks (tool/healthcheck.c). */
+
+/* The cgroup v2 directory this process is in ("" if there is no cgroup2 mount). */
+void tool_cgroup_base(char *out, size_t cap);
+/* Kills every member of the cgroup cg (cgroup.kill, else one by one); "" is a no-op. */
+void tool_cgroup_kill(const char *cg);
+/* Removes the cgroup cg once it is empty (retries a while); "" is a no-op. */
+void tool_cgroup_remove(const char *cg);
+/* Kills the cgroup cg's members and every descendant of the calling process
+ * (found in /proc; a subreaper has them all), reaping each, until none is
+ * left or max_ms passed (-1: no limit). Returns 0 when none is left. */
+int tool_kill_tree(const char *cg, int64_t max_ms);
 
 #endif

@@ -44,6 +44,9 @@ struct app_sw {
     size_t target_klen;
     bool checking;
     int64_t next_check_ms;
+    /* The target's acknowledgement: "leads <token>" in its member key. */
+    bool acking;
+    int64_t acked_rev, ack_retry_ms;
 };
 
 static char *cat(const char *a, const char *b)
@@ -288,6 +291,58 @@ static void step_back(struct app_sw *sw)
     leader_check(sw);
 }
 
+/* The target, once it leads (run: its command started), says so in its member
+ * key's value, "leads <token>": the requester's proof that the target's
+ * process, not only its key, took over. */
+static void on_ack(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)e;
+    (void)m;
+    struct app_sw *sw = ud;
+    if (sw->closing) return;
+    sw->acking = false;
+    if (err) {
+        sw->acked_rev = 0;
+        sw->ack_retry_ms = app_now_ms() + 200;
+        tool_log(LOG_WARN, "switchover: cannot acknowledge leading (%s); retrying",
+                 elector_strerror(err));
+    }
+}
+
+static void acknowledge(struct app_sw *sw)
+{
+    struct app *a = sw->a;
+    if (!sw->active || sw->acking || !a->el || a->stopping || a->sd_state) return;
+    if (!elector_is_leader(a->el) || (app_supervised(a) && !a->child)) return;
+    int64_t tok = elector_election_token(a->el);
+    size_t kl;
+    const uint8_t *k = elector_election_key(a->el, &kl);
+    if (tok != sw->target_rev || sw->acked_rev == tok || kl != sw->target_klen ||
+        memcmp(k, sw->target_key, kl) || app_now_ms() < sw->ack_retry_ms)
+        return;
+    int64_t lease = elector_session_lease(a->s);
+    if (!lease || lease != sw->member_lease || sw->member_putting) return;
+    char *key, *val;
+    if (asprintf(&key, "%s%" PRIx64, sw->member_prefix, (uint64_t)lease) < 0) return;
+    if (asprintf(&val, "leads %" PRId64, tok) < 0) {
+        free(key);
+        return;
+    }
+    Etcdserverpb__PutRequest p = ETCDSERVERPB__PUT_REQUEST__INIT;
+    p.key.data = (uint8_t *)key;
+    p.key.len = strlen(key);
+    p.value.data = (uint8_t *)val;
+    p.value.len = strlen(val);
+    p.lease = lease;
+    if (elector_etcd_call(a->etcd, ELECTOR_RPC_PUT, &p.base, NULL, on_ack, sw) == 0) {
+        sw->acking = true;
+        sw->acked_rev = tok;
+        tool_log(LOG_INFO, "switchover: leading as requested; acknowledged in %s", key);
+    }
+    free(key);
+    free(val);
+}
+
 void app_sw_start(struct app *a)
 {
     struct app_sw *sw = calloc(1, sizeof(*sw));
@@ -321,6 +376,7 @@ void app_sw_process(struct app *a)
         sw->request_readable && now >= sw->member_retry_ms)
         put_member(sw, lease);
     step_back(sw);
+    acknowledge(sw);
 }
 
 int64_t app_sw_timeout(const struct app *a)
@@ -548,30 +604,99 @@ static int put_request(struct app *a, const char *rk, const Mvccpb__KeyValue *t,
     return out;
 }
 
-/* One look: 0 done (the target leads), 1 not yet, or an exit status. */
-static int look(struct app *a, const Mvccpb__KeyValue *t)
+/* What the requester has seen of the target. */
+struct seen {
+    bool member;       /* the target has a member key: it can acknowledge */
+    int64_t handed_ms; /* when its key was first seen first (0: not yet) */
+    char next[256];    /* who is next in line, as last seen */
+};
+
+/* The member key of the candidate whose key kv is: its value, or NULL when
+ * there is none; *rc an error. */
+static Etcdserverpb__RangeResponse *member_of(struct app *a, const Mvccpb__KeyValue *kv,
+                                              int *rc)
+{
+    char *mk;
+    Etcdserverpb__RangeResponse *m = NULL;
+    if (asprintf(&mk, "__elector/candidates/%s/%" PRIx64, a->o->name,
+                 (uint64_t)kv->lease) < 0) {
+        *rc = ELECTOR_ENOMEM;
+        return NULL;
+    }
+    *rc = range_key(a, (const uint8_t *)mk, strlen(mk), &m);
+    free(mk);
+    return m;
+}
+
+/* "v3 (NAME/694d...)", or "nobody" */
+static void describe_kv(char *buf, size_t cap, const Mvccpb__KeyValue *kv)
+{
+    if (!kv) {
+        snprintf(buf, cap, "nobody");
+        return;
+    }
+    snprintf(buf, cap, "%.*s (%.*s)", (int)(kv->value.len < 64 ? kv->value.len : 64),
+             (const char *)kv->value.data, (int)kv->key.len, (const char *)kv->key.data);
+}
+
+/* One look: 0 done (the target leads and confirmed it), 1 not yet, or an exit
+ * status. */
+static int look(struct app *a, const Mvccpb__KeyValue *t, struct seen *sn)
 {
     char *prefix = cat(a->o->name, "/");
-    Etcdserverpb__RangeResponse *c = NULL, *tk = NULL;
+    Etcdserverpb__RangeResponse *c = NULL, *tk = NULL, *m = NULL;
     int rc = prefix ? range_prefix(a, prefix, true, &c) : ELECTOR_ENOMEM;
     free(prefix);
     if (!rc) rc = range_key(a, t->key.data, t->key.len, &tk);
+    bool first = !rc && c->n_kvs && c->kvs[0]->create_revision == t->create_revision;
+    if (first && sn->member) m = member_of(a, t, &rc);
     int out = 1;
     if (rc) {
         tool_log(LOG_WARN, "switchover: cannot read the election (%s); trying again",
                  elector_strerror(rc));
     } else if (!tk->n_kvs || tk->kvs[0]->create_revision != t->create_revision) {
-        tool_log(LOG_ERROR, "switchover: the target %.*s left the election",
-                 (int)t->key.len, (const char *)t->key.data);
-        out = EXIT_REFUSED;
-    } else if (c->n_kvs && c->kvs[0]->create_revision == t->create_revision) {
-        tool_log(LOG_INFO, "switchover: %.*s leads %s (token %lld)", (int)t->key.len,
-                 (const char *)t->key.data, a->o->name, (long long)t->create_revision);
-        print_leader(a, c->kvs[0]);
-        out = 0;
+        if (sn->handed_ms) {
+            describe_kv(sn->next, sizeof(sn->next), c->n_kvs ? c->kvs[0] : NULL);
+            tool_log(
+                LOG_ERROR,
+                "switchover: handed over; %s did not take over within %.1f s (its "
+                "key is gone: its lease ended or it resigned); the next in line is %s",
+                a->o->to, (double)(app_now_ms() - sn->handed_ms) / 1000, sn->next);
+            out = EXIT_UNCONFIRMED;
+        } else {
+            tool_log(LOG_ERROR, "switchover: the target %.*s left the election",
+                     (int)t->key.len, (const char *)t->key.data);
+            out = EXIT_REFUSED;
+        }
+    } else if (first) {
+        if (!sn->handed_ms) {
+            sn->handed_ms = app_now_ms();
+            tool_log(LOG_INFO,
+                     "switchover: %.*s is first in line; waiting for it to confirm",
+                     (int)t->key.len, (const char *)t->key.data);
+        }
+        describe_kv(sn->next, sizeof(sn->next), c->n_kvs > 1 ? c->kvs[1] : NULL);
+        char want[40];
+        snprintf(want, sizeof(want), "leads %" PRId64, t->create_revision);
+        if (!sn->member) {
+            tool_log(
+                LOG_ERROR,
+                "switchover: handed over; %.*s's key is first, but it takes no "
+                "switchover requests (no key under __elector/candidates/%s/), so its "
+                "taking over cannot be confirmed; the next in line is %s",
+                (int)t->key.len, (const char *)t->key.data, a->o->name, sn->next);
+            out = EXIT_UNCONFIRMED;
+        } else if (m && m->n_kvs && kv_value_is(m->kvs[0], want)) {
+            tool_log(LOG_INFO, "switchover: %.*s leads %s (token %lld), confirmed",
+                     (int)t->key.len, (const char *)t->key.data, a->o->name,
+                     (long long)t->create_revision);
+            print_leader(a, c->kvs[0]);
+            out = 0;
+        }
     }
     free_msg(c);
     free_msg(tk);
+    free_msg(m);
     return out;
 }
 
@@ -590,16 +715,26 @@ static bool interrupted(void)
     return true;
 }
 
-/* After the request is out: waits for the target to lead. */
-static int await(struct app *a, const Mvccpb__KeyValue *t, int64_t deadline_ms)
+/* After the request is out: waits for the target to lead and confirm it. */
+static int await(struct app *a, const Mvccpb__KeyValue *t, int64_t deadline_ms,
+                 struct seen *sn)
 {
     for (;;) {
-        int rc = look(a, t);
+        int rc = look(a, t, sn);
         if (rc != 1) return rc;
         if (interrupted()) return EXIT_ERROR;
         if (a->s && !elector_session_alive(a->s)) {
             tool_log(LOG_ERROR, "switchover: the request's lease was lost");
             return EXIT_ERROR;
+        }
+        if (app_now_ms() >= deadline_ms && sn->handed_ms) {
+            tool_log(
+                LOG_ERROR,
+                "switchover: handed over; %s did not take over within %.1f s (its key "
+                "is first, but its process has not confirmed: stopped, or cut off "
+                "from etcd?); the next in line is %s",
+                a->o->to, (double)(app_now_ms() - sn->handed_ms) / 1000, sn->next);
+            return EXIT_UNCONFIRMED;
         }
         if (app_now_ms() >= deadline_ms) {
             tool_log(LOG_ERROR,
@@ -630,10 +765,21 @@ static int request(struct app *a, const Mvccpb__KeyValue *t, int64_t deadline_ms
         out = etcd_error(a, rc, "switchover: cannot grant a lease");
     else
         out = put_request(a, rk, t, elector_session_lease(a->s));
+    struct seen sn = {0};
     if (!out) {
+        int mrc;
+        Etcdserverpb__RangeResponse *m = member_of(a, t, &mrc);
+        sn.member = mrc || m->n_kvs; /* unread: assume it can, and wait */
+        free_msg(m);
+        if (!sn.member)
+            tool_log(
+                LOG_WARN,
+                "switchover: the target %.*s takes no switchover requests (no key "
+                "under __elector/candidates/%s/): it cannot confirm that it took over",
+                (int)t->key.len, (const char *)t->key.data, a->o->name);
         tool_log(LOG_INFO, "switchover: asking the candidates ahead of %.*s to step back",
                  (int)t->key.len, (const char *)t->key.data);
-        out = await(a, t, deadline_ms);
+        out = await(a, t, deadline_ms, &sn);
     }
     if (a->s) {
         int crc = elector_session_close_sync(a->s, app_request_ms(a->o));

@@ -91,6 +91,25 @@ typedef struct elector_session_config {
      * that must stop what acted on the leadership (reap a supervised command)
      * before a successor may be elected. */
     bool manual_release;
+    /* true: once the lease is granted, start a release helper (a small process,
+     * elector-release) that revokes the lease as soon as this process is gone
+     * (killed, crashed, _exit()), so the next candidate leads in milliseconds
+     * instead of after the TTL. It learns the lease and how to reach etcd
+     * (endpoints, TLS files, user and password) over a socket, never in argv or
+     * its environment; it watches this process with a pidfd, so a forked child
+     * that lives on does not keep it waiting. A normal close (or the session's
+     * own end, unless manual_release) makes it exit quietly; the close waits for
+     * it (a few ms) and reaps it. Spawned with posix_spawn(), so safe in
+     * threaded programs; it is this process's child. It costs nothing unless
+     * asked for. The helper is found at $ELECTOR_RELEASE_HELPER, else at the
+     * path compiled in (the install's libdir/elector/elector-release).
+     * Right only if the work done as leader dies with this process: work in
+     * child processes belongs under `elector run`; daemonize (fork, parent
+     * exits) before the session starts, not after; a stopped process still
+     * holds the lease until the TTL; the fencing token covers the rest
+     * (README, "From C"; docs/DESIGN.md, "The release helper").
+     * See elector_session_helper(). Default false. */
+    bool release_on_exit;
 } elector_session_config;
 
 void elector_session_config_init(elector_session_config *cfg);
@@ -127,6 +146,15 @@ void elector_session_close(elector_session *s);
  * lease) or the revoke's error (ETIMEDOUT, EUNAVAILABLE, ...). Not from a
  * callback. */
 int elector_session_close_sync(elector_session *s, int64_t timeout_ms);
+
+/* The release helper of a session with release_on_exit: its process ID while
+ * it runs; 0 when none was asked for, before the lease is granted and after it
+ * was stopped (close, or the session's own end); or a negative ELECTOR_E* code
+ * when it could not be started (ELECTOR_EINVAL: no helper binary at the path,
+ * it could not be spawned, or the kernel has no pidfds; ELECTOR_ENOMEM: no
+ * memory, descriptors or processes left). The session works without it: the
+ * lease then ends by its TTL when this process dies. */
+int elector_session_helper(const elector_session *s);
 
 /* The lease ID: 0 until granted; still set after the session ended. */
 int64_t elector_session_lease(const elector_session *s);

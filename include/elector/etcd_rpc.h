@@ -120,6 +120,26 @@ int elector_etcd_keepalive(elector_etcd *etcd, int64_t lease_id, int64_t timeout
  * For owners that go away while a renewal is in flight. */
 void elector_etcd_keepalive_forget(elector_etcd *etcd, void *ud);
 
+/* ---- lease release ---------------------------------------------------------------- */
+
+/* Revokes lease_id, blocking (runs the client's loop; not from a callback).
+ * Failures that may heal (no connection yet, no leader, a timeout, etcd busy)
+ * are retried until until_ns (on elector_now_ns()'s clock): a caller passes the
+ * moment the lease would have expired anyway. The first attempt is always made.
+ * Returns 0 when etcd revoked the lease or no longer knows it (ELECTOR_ELEASE),
+ * else the last error (EAUTH, EPERM, ETIMEDOUT, ECONNECT, ...). The revoke path
+ * of `elector run`'s guard and of the release helper. */
+int elector_etcd_lease_revoke_sync(elector_etcd *etcd, int64_t lease_id,
+                                   int64_t until_ns);
+
+/* The release helper's program (elector-release, see release_on_exit in
+ * elector/election.h): reads its orders from the socket on fd 0, watches its
+ * owner through the pidfd on fd 3, revokes the lease when the owner is gone.
+ * Returns the exit status: 0 (closed normally, or revoked), 1 (the lease could
+ * not be revoked: it ends by its TTL), 2 (not started by libelector, or bad
+ * orders). */
+int elector_release_helper_main(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,13 +6,33 @@
  *   leader.c     what a leader does and how a campaign ends: proclaim,
  *                guarded Txn, resign, deleting our key
  *   txn.c        the Txn requests of the protocol
- *   observe.c    leader query and observe */
+ *   observe.c    leader query and observe
+ *   release.c    the release helper of a session (release_on_exit) */
 #ifndef ELECTOR_ELECTION_PRIVATE_H
 #define ELECTOR_ELECTION_PRIVATE_H
 
 #include <stddef.h>
 #include "etcd_internal.h"
 #include "elector/election.h"
+
+/* ---- the release helper (release.c) ----
+ * A process that revokes the session's lease once its owner is gone. */
+typedef struct elector__release {
+    int pid;   /* > 0: running; 0: none; < 0: why it could not start */
+    int sock;  /* our end of its socket, -1 when none */
+    int pidfd; /* the helper's pidfd (to wait for its exit), -1 when none */
+    int owner; /* getpid() when it was started: a forked child leaves it alone */
+} elector__release;
+
+/* Spawns the helper for lease (ttl seconds) on etcd's settings; r->pid tells
+ * how it went. r must be zeroed with sock and pidfd -1 (elector__release_init). */
+void elector__release_init(elector__release *r);
+void elector__release_start(elector__release *r, elector_etcd *etcd, int64_t lease,
+                            int64_t ttl_s);
+/* Tells the helper to exit without revoking, waits for it (2 s at most, then
+ * SIGKILL) and reaps it. In a forked child of the owner it only closes the
+ * child's copy of the socket. */
+void elector__release_stop(elector__release *r);
 
 /* ---- what the layer sees of a session (session.c) ----
  * Elections read their session only through these functions, and hear of it

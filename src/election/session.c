@@ -36,6 +36,7 @@ struct elector_session {
     struct walk *walks;
     elector_session_cb cb;
     void *ud;
+    elector__release rel; /* release_on_exit: the helper */
 };
 
 enum elector__session_phase elector__session_phase(const elector_session *s)
@@ -140,6 +141,11 @@ void elector_session_config_init(elector_session_config *cfg)
     cfg->ttl_s = 10;
 }
 
+int elector_session_helper(const elector_session *s)
+{
+    return s->rel.pid;
+}
+
 int64_t elector_session_lease(const elector_session *s)
 {
     return s->lease;
@@ -220,6 +226,8 @@ static void session_die(elector_session *s, int reason, const char *detail)
         s->revoke_owed = false;
         fire_revoke(s->etcd, s->lease);
     }
+    /* Nothing left for the helper to release. */
+    if (!s->revoke_owed) elector__release_stop(&s->rel);
     elector__hold(&s->life);
     notify_ended(s, reason, detail, end_ns);
     if (s->cb && s->state == ELECTOR__S_DEAD) {
@@ -327,6 +335,7 @@ static void granted(elector_session *s, int64_t id, int64_t ttl)
     s->revoke_owed = true;
     s->deadline_ns = 0;
     extend(s, s->ka_sent_ns, ttl);
+    if (s->cfg.release_on_exit) elector__release_start(&s->rel, s->etcd, id, ttl);
     notify(s, READY, 0, NULL, 0);
 }
 
@@ -377,6 +386,7 @@ elector_session *elector_session_new(elector_etcd *etcd,
     s->ttl_s = s->cfg.ttl_s;
     s->cb = cb;
     s->ud = ud;
+    elector__release_init(&s->rel);
     s->state = ELECTOR__S_GRANTING;
     s->ka_sent_ns = elector_now_ns();
     int rc;
@@ -440,6 +450,7 @@ static int64_t close_common(elector_session *s)
     elector__timer_disarm(s->etcd, &s->renew_timer);
     elector__timer_disarm(s->etcd, &s->deadline_timer);
     elector_etcd_keepalive_forget(s->etcd, s);
+    elector__release_stop(&s->rel); /* we revoke it ourselves */
     notify_ended(s, ELECTOR_ECLOSED, "session closed", 0);
     detach_all(s);
     return lease;

@@ -8,7 +8,9 @@
  * requests' deadlines are one timer armed at the earliest of them, and the
  * stream is marked as awaiting a reply while requests are pending (so the
  * connection's PING policy watches it closely). */
+#include <errno.h>
 #include <stdlib.h>
+#include <time.h>
 #include "etcd_internal.h"
 
 /* A keepalive without a timeout of its own waits this long for its answer. */
@@ -179,4 +181,40 @@ void elector_etcd_keepalive_forget(elector_etcd *e, void *ud)
     ka_state *st = (ka_state *)elector__ext_find(e, &kind);
     for (ka_req *r = st ? st->head : NULL; r; r = r->next)
         if (r->ud == ud) r->cb = NULL;
+}
+
+/* ---------------------------------------------------------------- revoke */
+
+/* Errors a later attempt may not see: the connection, the cluster's leader, a
+ * deadline, etcd busy. The rest (EAUTH, EPERM, ETLS, EPROTO, ...) stay. */
+static bool revoke_retryable(int err)
+{
+    return err == ELECTOR_ECONNECT || err == ELECTOR_EUNAVAILABLE ||
+           err == ELECTOR_ETIMEDOUT || err == ELECTOR_ENOLEADER ||
+           err == ELECTOR_ETOKEN || err == ELECTOR_EGRPC;
+}
+
+int elector_etcd_lease_revoke_sync(elector_etcd *e, int64_t lease, int64_t until_ns)
+{
+    if (!e) return ELECTOR_EINVAL;
+    for (;;) {
+        int64_t left_ms = (until_ns - elector_now_ns()) / 1000000;
+        int64_t tmo = left_ms < 100 ? 100 : left_ms > 5000 ? 5000 : left_ms;
+        Etcdserverpb__LeaseRevokeRequest req = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
+        req.id = lease;
+        elector_call_opts co = {.timeout_ms = tmo, .require_leader = 1};
+        ProtobufCMessage *resp = NULL;
+        int rc =
+            elector_etcd_call_sync(e, ELECTOR_RPC_LEASE_REVOKE, &req.base, &co, &resp);
+        if (resp) protobuf_c_message_free_unpacked(resp, NULL);
+        if (!rc || rc == ELECTOR_ELEASE) return 0;
+        if (!revoke_retryable(rc)) return rc;
+        /* A pause before the next attempt, never past until_ns. */
+        int64_t pause_ns = until_ns - elector_now_ns();
+        if (pause_ns <= 0) return rc;
+        if (pause_ns > 100000000) pause_ns = 100000000;
+        struct timespec ts = {0, (long)pause_ns};
+        while (nanosleep(&ts, &ts) && errno == EINTR) {
+        }
+    }
 }

@@ -137,6 +137,17 @@ static int copy_config(elector_etcd *e, const elector_etcd_config *cfg)
     return 0;
 }
 
+void elector__etcd_settings(const elector_etcd *e, elector_etcd_config *out)
+{
+    *out = e->cfg;
+    out->endpoints = e->s_endpoints;
+    out->cacert = e->s_cacert;
+    out->cert = e->s_cert;
+    out->key = e->s_key;
+    out->user = e->s_user;
+    out->password = e->s_password;
+}
+
 elector_etcd *elector_etcd_new(const elector_etcd_config *cfg)
 {
     elector_etcd_config defaults;

@@ -90,6 +90,12 @@ void elector__timer_arm(elector_etcd *etcd, elector__timer *t, int64_t due_ms,
                         elector__timer_fn fn, void *ud);
 void elector__timer_disarm(elector_etcd *etcd, elector__timer *t);
 
+/* ---- the client's settings ----
+ * The configuration the client runs with, defaults filled in, its strings the
+ * client's own copies (valid as long as the client): for the release helper,
+ * which reaches etcd the same way. */
+void elector__etcd_settings(const elector_etcd *etcd, elector_etcd_config *out);
+
 /* ---- per-client state of the layers above ----
  * A layer above keeps its state for a client in a struct that starts with an
  * elector__ext, found again by its kind (the address of a static of that

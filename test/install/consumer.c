@@ -3,12 +3,17 @@
  * with `pkg-config --cflags --libs elector` and with find_package(elector). It
  * campaigns in election NAME on etcd at ENDPOINT, checks it is elected and that
  * etcd names it leader, resigns, and checks that the RESIGNED event came and that
- * nobody leads any more. Prints the library's version first.
+ * nobody leads any more. Prints the library's version first. With
+ * $ELECTOR_RELEASE_HELPER set, the session has the release helper, which must
+ * run while it lives and be gone after the close.
  *
  *   consumer ENDPOINT NAME
  *
  * Exit status 0 when all of that held. */
+#define _POSIX_C_SOURCE 200809L /* kill() */
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <elector/election.h>
 
@@ -50,9 +55,17 @@ int main(int argc, char **argv)
     elector_session_config scfg;
     elector_session_config_init(&scfg);
     scfg.ttl_s = 5;
+    /* With $ELECTOR_RELEASE_HELPER (check-install.sh: the installed one), the
+     * release helper too: it starts with the lease and goes with the close. */
+    scfg.release_on_exit = getenv("ELECTOR_RELEASE_HELPER") != NULL;
     elector_session *s = elector_session_new(etcd, &scfg, NULL, NULL);
     CHECK(s);
     CHECK(elector_session_wait(s, 10000) == 0);
+    int helper = elector_session_helper(s);
+    if (scfg.release_on_exit) {
+        printf("release helper: pid %d\n", helper);
+        CHECK(helper > 0 && kill(helper, 0) == 0);
+    }
 
     elector_election *el = elector_election_new(s, argv[2], on_event, NULL);
     CHECK(el);
@@ -77,6 +90,7 @@ int main(int argc, char **argv)
 
     elector_election_free(el);
     CHECK(elector_session_close_sync(s, 5000) == 0);
+    if (helper > 0) CHECK(kill(helper, 0) != 0); /* exited and reaped */
     elector_etcd_free(etcd);
     return 0;
 }
