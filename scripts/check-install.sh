@@ -4,7 +4,8 @@
 # temporary prefix and checks, from that prefix alone:
 #   - the files: headers (not elector/etcd_rpc.h), libelector.so.N + .so,
 #     libelector.a, elector.pc, the CMake package, the tool and its man page;
-#   - each public header compiles on its own, as C11 and as C++;
+#   - each public header compiles on its own, as C11 and as C++; the C++ API
+#     (elector/elector.hpp) as C++17 with -Wpedantic;
 #   - the SONAME (libelector.so.1) and the exported symbols: only elector_*,
 #     exactly the functions the installed headers declare (nm -D);
 #   - libelector.a: only elector_* global, and it links beside a program that
@@ -14,7 +15,9 @@
 #     find_package(elector) (test/install/CMakeLists.txt), and as a subproject
 #     (add_subdirectory, which must build the library only), each run against a
 #     real etcd started here on random loopback ports: campaign, elected,
-#     resign;
+#     resign; and the C++ example examples/cpp/myapp.cpp built with pkg-config
+#     and with find_package: two instances, Ctrl-C on the leader, the other
+#     leads;
 #   - `elector --version` prints the library's version;
 #   - the release helper: LIBDIR/elector/elector-release, the path compiled
 #     into libelector.so is the configured install's, run by hand it refuses
@@ -27,7 +30,13 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:?usage: check-install.sh BUILD_DIR}" && pwd)
 T=$(mktemp -d "${TMPDIR:-/tmp}/elector-install.XXXXXX")
 ETCD_PID=
+APP_PIDS=()
 cleanup() {
+    local p
+    for p in "${APP_PIDS[@]}"; do
+        kill -KILL "$p" 2>/dev/null || true
+        wait "$p" 2>/dev/null || true
+    done
     if [ -n "$ETCD_PID" ]; then
         kill -KILL "$ETCD_PID" 2>/dev/null || true
         wait "$ETCD_PID" 2>/dev/null || true
@@ -47,7 +56,7 @@ libdir=$(dirname "$(find "$prefix" -name libelector.so -print -quit)")
 
 step "installed files"
 for f in include/elector/election.h include/elector/error.h include/elector/etcd.h \
-    include/elector/version.h bin/elector share/man/man1/elector.1; do
+    include/elector/version.h include/elector/driver.h include/elector/elector.hpp bin/elector share/man/man1/elector.1; do
     [ -e "$prefix/$f" ] || fail "missing $f"
 done
 for f in libelector.so libelector.a pkgconfig/elector.pc cmake/elector/elector-config.cmake \
@@ -72,6 +81,12 @@ for h in "$prefix"/include/elector/*.h; do
             fail "$n does not compile on its own (C++)"
     fi
 done
+
+if command -v c++ >/dev/null; then
+    printf '#include <elector/elector.hpp>\n' |
+        c++ -std=c++17 -Wall -Wextra -Wpedantic -Werror -fsyntax-only -I"$prefix/include" -x c++ - ||
+        fail "elector/elector.hpp does not compile on its own (C++17)"
+fi
 
 step "SONAME and exported symbols"
 so=$(readlink -f "$libdir/libelector.so")
@@ -157,6 +172,37 @@ run_consumer() { # NAME BINARY
     sed 's/^/   /' "$T/$1.out"
 }
 
+# Waits until FILE has a line containing TEXT (fixed string).
+wait_line() {
+    for _ in $(seq 300); do
+        grep -qF -- "$2" "$1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    cat "$1" >&2
+    return 1
+}
+
+# The C++ example: instance a leads, b follows; Ctrl-C on a resigns (exit 0)
+# and b leads.
+run_myapp() { # NAME BINARY
+    echo "-- $1: myapp a, b; Ctrl-C on a"
+    "$2" a "$EP" >"$T/$1-a.out" 2>&1 &
+    local pa=$!
+    APP_PIDS+=("$pa")
+    wait_line "$T/$1-a.out" "[a] I am the leader now" || fail "$1: myapp a never led"
+    "$2" b "$EP" >"$T/$1-b.out" 2>&1 &
+    local pb=$!
+    APP_PIDS+=("$pb")
+    wait_line "$T/$1-b.out" "[b] leader is a" || fail "$1: myapp b does not see a lead"
+    kill -INT "$pa"
+    wait "$pa" || fail "$1: myapp a exited with status $? after Ctrl-C"
+    wait_line "$T/$1-a.out" "[a] resigned" || fail "$1: myapp a did not resign"
+    wait_line "$T/$1-b.out" "[b] I am the leader now" || fail "$1: myapp b never led"
+    kill -INT "$pb"
+    wait "$pb" || fail "$1: myapp b exited with status $? after Ctrl-C"
+    grep -h -e 'I am the leader' -e resigned "$T/$1-a.out" "$T/$1-b.out" | sed 's/^/   /'
+}
+
 step "build with pkg-config --cflags --libs elector, run"
 export PKG_CONFIG_PATH=$libdir/pkgconfig
 # Nothing of the build tree: only the prefix's headers and libraries.
@@ -171,6 +217,10 @@ cc -std=c11 -Wall -Wextra -Werror $cflags "$root/test/install/consumer.c" $libs 
 readelf -d "$T/consumer-pc" | grep -q 'NEEDED.*\[libelector.so.1\]' ||
     fail "consumer-pc does not need libelector.so.1"
 run_consumer pkg-config "$T/consumer-pc"
+# shellcheck disable=SC2086
+c++ -std=c++17 -Wall -Wextra -Werror $cflags "$root/examples/cpp/myapp.cpp" $libs \
+    -Wl,-rpath,"$libdir" -o "$T/myapp-pc"
+run_myapp pkg-config "$T/myapp-pc"
 
 step "build with the static archive (pkg-config --static), beside our internals' names, run"
 # A program that defines names the library uses inside (etcd's protobuf-c
@@ -190,11 +240,12 @@ run_consumer static "$T/consumer-static"
 
 step "build with find_package(elector), run"
 cmake -S "$root/test/install" -B "$T/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" \
-    -DCMAKE_BUILD_TYPE=Release >"$T/cmake.log" 2>&1 || { cat "$T/cmake.log" >&2; fail "cmake configure"; }
+    -DELECTOR_MYAPP="$root/examples/cpp/myapp.cpp" -DCMAKE_BUILD_TYPE=Release >"$T/cmake.log" 2>&1 || { cat "$T/cmake.log" >&2; fail "cmake configure"; }
 cmake --build "$T/cmake-build" >>"$T/cmake.log" 2>&1 || { cat "$T/cmake.log" >&2; fail "cmake build"; }
 ldd "$T/cmake-build/consumer" | grep -q "libelector.so.1 => $libdir/" ||
     fail "the find_package build does not use $libdir/libelector.so.1"
 run_consumer find_package "$T/cmake-build/consumer"
+run_myapp find_package "$T/cmake-build/myapp"
 
 step "build as a subproject (add_subdirectory), run"
 # Only the library builds then: no tests, benchmarks, fault programs, tool.

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # The layer rule of docs/DESIGN.md, checked on the includes: src/ has one folder
 # per layer, bottom to top as ELECTOR_LAYERS in src/sources.cmake lists them
-# (transport, etcd, election). A file of a layer may include
+# (transport, etcd, election, driver). A file of a layer may include
 #   - the headers of its own folder,
 #   - LAYER_internal.h of any layer below it (what that layer offers upward),
 #   - the public headers "elector/...", and system headers <...>;

@@ -9,10 +9,13 @@
 # (scripts/fault.sh, docs/FAULTS.md) runs every scenario 3 times. The ctest
 # label `package` installs the build into a temporary prefix and builds programs
 # from it (scripts/check-install.sh) and builds the Debian packages from a copy
-# of the tree (scripts/check-debian.sh); not in the sanitizer build.
+# of the tree (scripts/check-debian.sh); not in the sanitizer build. Last, the
+# tests of the threaded parts (the driver, the C++ API: label `threads`) run
+# once more under ThreadSanitizer (build-tsan/).
 #
 #   ./scripts/test.sh            everything (about 20 minutes on 2 cores)
-#   ELECTOR_SKIP_ASAN=1 ./scripts/test.sh     skip the sanitizer pass
+#   ELECTOR_SKIP_ASAN=1 ./scripts/test.sh     skip the ASan pass
+#   ELECTOR_SKIP_TSAN=1 ./scripts/test.sh     skip the TSan pass
 #   ./scripts/test.sh -R election              only tests whose name matches
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,5 +48,13 @@ if [ "${ELECTOR_SKIP_ASAN:-0}" != 1 ]; then
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     run_suite build-asan -DELECTOR_SANITIZE=ON -DELECTOR_BENCH=OFF
+fi
+if [ "${ELECTOR_SKIP_TSAN:-0}" != 1 ]; then
+    echo "== the threaded tests (label threads) with TSan (build-tsan/)"
+    export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+    cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DELECTOR_WERROR=ON \
+        -DELECTOR_TSAN=ON -DELECTOR_BENCH=OFF -DELECTOR_FAULT=OFF >/dev/null
+    cmake --build build-tsan -j"$(nproc)"
+    ctest --test-dir build-tsan --output-on-failure --timeout 900 -L threads "${CTEST_ARGS[@]}"
 fi
 echo "== all tests passed"

@@ -4,7 +4,7 @@
 # A layer's files may include the headers of their own folder and the
 # *_internal.h of the layers below; scripts/check-layers.sh checks that.
 set(ELECTOR_SRC_DIR ${CMAKE_CURRENT_LIST_DIR})
-set(ELECTOR_LAYERS transport etcd election)
+set(ELECTOR_LAYERS transport etcd election driver)
 
 set(ELECTOR_TRANSPORT_SRCS
   auth.c
@@ -34,6 +34,9 @@ set(ELECTOR_ELECTION_SRCS
   release.c
   session.c
   txn.c)
+# Optional in use, always built: the loop on its own thread (elector/driver.h).
+set(ELECTOR_DRIVER_SRCS
+  driver.c)
 
 set(ELECTOR_LAYER_DIRS)
 set(ELECTOR_SRCS)

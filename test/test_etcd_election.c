@@ -340,6 +340,59 @@ TEST(guarded_txn_writes_only_while_leading)
     eh_stop(c);
 }
 
+/* The public guarded writes: written while leading; after `etcdctl lease
+ * revoke` (before the client notices: TTL 10 s, so no keepalive answer comes
+ * in between) etcd refuses them, ENOTLEADER, and nothing is written. */
+TEST(guarded_put_and_delete_after_lease_revoke_write_nothing)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "gw", 10);
+    ASSERT_OK(elector_campaign_sync(a->el, "a", 1, 5000));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_guarded_put_sync(a->el, "", 0, "x", 1, 1000));
+    ASSERT_OK(elector_guarded_put_sync(a->el, "res", 3, "w1", 2, 3000));
+    ASSERT_OK(elector_guarded_put_sync(a->el, "gone", 4, "w1", 2, 3000));
+    ASSERT_OK(elector_guarded_delete_sync(a->el, "gone", 4, 3000));
+    ASSERT_OK(elector_guarded_put_sync(a->el, "kept", 4, "k", 1, 3000));
+    char *out = NULL;
+    ASSERT_OK(eh_etcdctl(c, &out, "get", "res", "--print-value-only", NULL));
+    ASSERT_STREQ("w1\n", out);
+    free(out);
+    out = NULL;
+    ASSERT_OK(eh_etcdctl(c, &out, "get", "gone", NULL));
+    ASSERT_STREQ("", out);
+    free(out);
+
+    char lease[32];
+    snprintf(lease, sizeof(lease), "%llx",
+             (unsigned long long)elector_session_lease(a->s));
+    ASSERT_OK(eh_etcdctl(c, NULL, "lease", "revoke", lease, NULL));
+    /* The client has not heard yet: it still believes, and asks etcd. */
+    ASSERT(elector_is_leader(a->el));
+    ASSERT_EQ(ELECTOR_ENOTLEADER,
+              elector_guarded_put_sync(a->el, "res", 3, "w2", 2, 3000));
+    ASSERT_EQ(ELECTOR_ENOTLEADER,
+              elector_guarded_put_sync(a->el, "new", 3, "w2", 2, 3000));
+    ASSERT_EQ(ELECTOR_ENOTLEADER, elector_guarded_delete_sync(a->el, "kept", 4, 3000));
+    out = NULL;
+    ASSERT_OK(eh_etcdctl(c, &out, "get", "res", "--print-value-only", NULL));
+    ASSERT_STREQ("w1\n", out);
+    free(out);
+    out = NULL;
+    ASSERT_OK(eh_etcdctl(c, &out, "get", "new", NULL));
+    ASSERT_STREQ("", out);
+    free(out);
+    out = NULL;
+    ASSERT_OK(eh_etcdctl(c, &out, "get", "kept", "--print-value-only", NULL));
+    ASSERT_STREQ("k\n", out);
+    free(out);
+    /* Once the loss is known, nothing is even sent. */
+    ASSERT_GE(eu_wait_event(a, 0, ELECTOR_EV_LOST, 15000), 0);
+    ASSERT_EQ(ELECTOR_ENOTLEADER,
+              elector_guarded_put_sync(a->el, "res", 3, "w3", 2, 3000));
+    eu_cand_free(a);
+    eh_stop(c);
+}
+
 TEST(session_close_revokes_lease_and_next_candidate_leads)
 {
     eh_cluster *c = start1();

@@ -282,6 +282,35 @@ void elector_election_get_stats(const elector_election *el, elector_election_sta
 /* Fencing for applications: elector_election_token() is the fencing token; pass it
  * to the resource you guard. */
 
+/* Guarded writes to etcd itself: a Put or a Delete of `key` (bytes, copied
+ * before the call returns) made in one Txn with the compare
+ * CreateRevision(our key) == token, so it is applied only while our key is
+ * still the one we were elected with: nothing is written once etcd has dropped
+ * our lease or our key, whatever this process believes.
+ *
+ * Asynchronous forms: cb runs exactly once, from the loop, with err 0 (written),
+ * ELECTOR_ENOTLEADER (the compare failed: nothing written), or the call's error
+ * (ETIMEDOUT, EUNAVAILABLE, EPERM, ...: the write may or may not have been
+ * applied when the answer was lost). It runs also when the election was freed
+ * meanwhile (el must not be used then), and with ELECTOR_ECANCELED when the
+ * client is freed first. Returns 0, ELECTOR_ENOTLEADER (we do not lead now:
+ * nothing sent, no callback), ELECTOR_EINVAL (empty key, NULL cb),
+ * ELECTOR_ENOMEM. */
+typedef void (*elector_guarded_cb)(elector_election *el, int err, void *ud);
+int elector_guarded_put(elector_election *el, const void *key, size_t key_len,
+                        const void *value, size_t value_len, elector_guarded_cb cb,
+                        void *ud);
+int elector_guarded_delete(elector_election *el, const void *key, size_t key_len,
+                           elector_guarded_cb cb, void *ud);
+
+/* Blocking forms (run the loop; not from a callback): 0, ELECTOR_ENOTLEADER
+ * (nothing written), or the call's error; ELECTOR_ETIMEDOUT after timeout_ms
+ * (< 0: no limit; the Txn may still be applied). */
+int elector_guarded_put_sync(elector_election *el, const void *key, size_t key_len,
+                             const void *value, size_t value_len, int64_t timeout_ms);
+int elector_guarded_delete_sync(elector_election *el, const void *key, size_t key_len,
+                                int64_t timeout_ms);
+
 #ifdef ELECTOR_RPC_API
 /* In-tree only (it takes etcd's protobuf messages, see elector/etcd_rpc.h). */
 /* Fencing: runs `txn` only if we still lead. Our compare

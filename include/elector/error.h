@@ -36,7 +36,8 @@ extern "C" {
     X(ECLOSED, -18, "handle closed")                                                     \
     X(ENOTLEADER, -19, "not the leader")                                                 \
     X(ESESSION, -20, "session expired")                                                  \
-    X(EBUSY, -21, "operation already in progress")
+    X(EBUSY, -21, "operation already in progress")                                       \
+    X(EFORKED, -22, "handle used in a forked child")
 
 enum elector_errno {
     ELECTOR_OK = 0,

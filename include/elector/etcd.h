@@ -126,7 +126,8 @@ int elector_etcd_process(elector_etcd *etcd);
 int elector_etcd_run_once(elector_etcd *etcd, int64_t max_ms);
 
 /* Wakes a run_once()/poll() that waits on elector_etcd_fd(). The only function of
- * this library that may be called from another thread. */
+ * the client (etcd.h, election.h) that may be called from another thread;
+ * elector/driver.h builds on it to take calls from any thread. */
 void elector_etcd_wakeup(elector_etcd *etcd);
 
 /* Endpoint currently connected ("" if none). */

@@ -256,3 +256,154 @@ int elector_guarded_txn(elector_election *el, const Etcdserverpb__TxnRequest *in
     free(fops);
     return rc;
 }
+
+/* ---------------------------------------------------------------- guarded put/delete */
+
+/* The public guarded writes: one Txn, If CreateRevision(our key) == token, Then
+ * the Put or the Delete; no failure ops. Unlike elector_guarded_txn, the
+ * callback runs exactly once, also after elector_election_free (so that a
+ * caller that waits for it, or owns memory for it, always hears). */
+struct gwrite {
+    elector_guarded_cb cb;
+    void *ud;
+};
+
+static void gwrite_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)e;
+    struct op *o = ud;
+    struct gwrite *g = (void *)o->uud;
+    elector_election *el = o->el;
+    /* Keep the memory of el for the callback, current or not. */
+    elector__el_hold(el);
+    elector__op_end(o);
+    const Etcdserverpb__TxnResponse *r = (const void *)m;
+    if (!err && !r->succeeded) err = ELECTOR_ENOTLEADER;
+    g->cb(el, err, g->ud);
+    free(g);
+    elector__el_unhold(el);
+}
+
+static int gwrite_send(elector_election *el, Etcdserverpb__RequestOp *op,
+                       elector_guarded_cb cb, void *ud)
+{
+    if (!el || !cb) return ELECTOR_EINVAL;
+    if (!elector_is_leader(el)) return ELECTOR_ENOTLEADER;
+    struct gwrite *g = malloc(sizeof(*g));
+    struct op *o = g ? elector__op_new(el) : NULL;
+    if (!o) {
+        free(g);
+        return ELECTOR_ENOMEM;
+    }
+    g->cb = cb;
+    g->ud = ud;
+    o->uud = g;
+    Etcdserverpb__Compare mine, *cmps[1] = {&mine};
+    elector__cmp_create(&mine, el->key, el->klen, el->rev);
+    Etcdserverpb__RequestOp *ops[1] = {op};
+    Etcdserverpb__TxnRequest txn;
+    etcdserverpb__txn_request__init(&txn);
+    txn.n_compare = 1;
+    txn.compare = cmps;
+    txn.n_success = 1;
+    txn.success = ops;
+    int rc = elector__send_txn(el, &txn, o, gwrite_done);
+    if (rc) free(g);
+    return rc;
+}
+
+int elector_guarded_put(elector_election *el, const void *key, size_t key_len,
+                        const void *value, size_t value_len, elector_guarded_cb cb,
+                        void *ud)
+{
+    if (!key || !key_len || (!value && value_len)) return ELECTOR_EINVAL;
+    Etcdserverpb__PutRequest put;
+    etcdserverpb__put_request__init(&put);
+    put.key.data = (uint8_t *)key;
+    put.key.len = key_len;
+    put.value.data = (uint8_t *)value;
+    put.value.len = value_len;
+    Etcdserverpb__RequestOp op;
+    etcdserverpb__request_op__init(&op);
+    op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
+    op.request_put = &put;
+    return gwrite_send(el, &op, cb, ud);
+}
+
+int elector_guarded_delete(elector_election *el, const void *key, size_t key_len,
+                           elector_guarded_cb cb, void *ud)
+{
+    if (!key || !key_len) return ELECTOR_EINVAL;
+    Etcdserverpb__DeleteRangeRequest del;
+    etcdserverpb__delete_range_request__init(&del);
+    del.key.data = (uint8_t *)key;
+    del.key.len = key_len;
+    Etcdserverpb__RequestOp op;
+    etcdserverpb__request_op__init(&op);
+    op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
+    op.request_delete_range = &del;
+    return gwrite_send(el, &op, cb, ud);
+}
+
+/* The blocking forms: the state lives on the heap, so that a call abandoned
+ * at its timeout can still be answered; whoever comes last frees it. */
+struct gsync {
+    bool done, abandoned;
+    int err;
+};
+
+static void gsync_cb(elector_election *el, int err, void *ud)
+{
+    (void)el;
+    struct gsync *st = ud;
+    if (st->abandoned) {
+        free(st);
+        return;
+    }
+    st->done = true;
+    st->err = err;
+}
+
+static int gsync_wait(elector_election *el, struct gsync *st, int rc, int64_t timeout_ms)
+{
+    if (rc) {
+        free(st);
+        return rc;
+    }
+    elector_etcd *etcd = el->etcd;
+    int64_t end = elector__now_ms() + timeout_ms;
+    while (!st->done) {
+        int64_t left = end - elector__now_ms();
+        if (timeout_ms >= 0 && left <= 0) {
+            rc = ELECTOR_ETIMEDOUT;
+            break;
+        }
+        rc = elector_etcd_run_once(etcd, timeout_ms >= 0 ? left : -1);
+        if (rc) break;
+    }
+    if (st->done) {
+        rc = st->err;
+        free(st);
+    } else {
+        st->abandoned = true; /* the callback frees it */
+    }
+    return rc;
+}
+
+int elector_guarded_put_sync(elector_election *el, const void *key, size_t key_len,
+                             const void *value, size_t value_len, int64_t timeout_ms)
+{
+    struct gsync *st = calloc(1, sizeof(*st));
+    if (!st) return ELECTOR_ENOMEM;
+    int rc = elector_guarded_put(el, key, key_len, value, value_len, gsync_cb, st);
+    return gsync_wait(el, st, rc, timeout_ms);
+}
+
+int elector_guarded_delete_sync(elector_election *el, const void *key, size_t key_len,
+                                int64_t timeout_ms)
+{
+    struct gsync *st = calloc(1, sizeof(*st));
+    if (!st) return ELECTOR_ENOMEM;
+    int rc = elector_guarded_delete(el, key, key_len, gsync_cb, st);
+    return gsync_wait(el, st, rc, timeout_ms);
+}

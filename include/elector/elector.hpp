@@ -1,0 +1,910 @@
+// SPDX-License-Identifier: MIT
+// elector — C++17 API, header-only, over the C library (elector/election.h and
+// elector/driver.h). Nothing beyond the C library and the standard library.
+//
+//   auto c = elector::client::threaded({"127.0.0.1:2379"});  // loop on its own thread
+//   elector::session s(c);                                    // lease, kept alive
+//   elector::election e(s, "my-service");
+//   e.on_lost([](const elector::event &ev) { ... });          // callback thread
+//   elector::leadership l = e.campaign("node-1");             // blocks until elected
+//   if (l.put_if_leader("config", "v2")) { ... }              // fenced by the token
+//   // ~leadership resigns
+//
+// Two ways to run the loop:
+//   - client::threaded(): the driver (elector/driver.h). Every call may come
+//     from any thread; callbacks run on the driver's callback thread.
+//   - client::embedded(): the caller's own loop polls fd() and calls process();
+//     callbacks run inside process() (or a blocking call). One thread only.
+//
+// Ownership: a session keeps its client alive, an election its session, a
+// leadership its election (shared state), so any destruction order is safe.
+// Do not drop the last reference to an object from inside its own callback.
+//
+// Errors: elector::error (a std::system_error, category elector::category(),
+// value an ELECTOR_E* code). Every throwing call that talks to etcd has an
+// overload taking std::error_code& that does not throw. Exceptions thrown by
+// user callbacks never cross the C library: they are caught and handed to the
+// client's callback-error handler (default: a line on stderr).
+#ifndef ELECTOR_ELECTOR_HPP
+#define ELECTOR_ELECTOR_HPP
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include "elector/driver.h"
+#include "elector/election.h"
+
+namespace elector
+{
+
+// ---- errors ---------------------------------------------------------------------
+
+class error_category_impl final : public std::error_category
+{
+  public:
+    const char *name() const noexcept override
+    {
+        return "elector";
+    }
+    std::string message(int ev) const override
+    {
+        return elector_strerror(ev);
+    }
+};
+
+inline const std::error_category &category() noexcept
+{
+    static const error_category_impl cat;
+    return cat;
+}
+
+inline std::error_code make_error_code(int code) noexcept
+{
+    return std::error_code(code, category());
+}
+
+class error : public std::system_error
+{
+  public:
+    explicit error(int code, const std::string &what = "")
+        : std::system_error(make_error_code(code), what)
+    {
+    }
+    int value() const noexcept
+    {
+        return code().value();
+    }
+};
+
+namespace detail
+{
+inline void check(int rc, const char *what)
+{
+    if (rc < 0) throw error(rc, what);
+}
+inline bool set(std::error_code &ec, int rc) noexcept
+{
+    if (rc < 0)
+        ec = make_error_code(rc);
+    else
+        ec.clear();
+    return rc >= 0;
+}
+inline int64_t ms(std::chrono::milliseconds t) noexcept
+{
+    return t.count() < 0 ? -1 : static_cast<int64_t>(t.count());
+}
+} // namespace detail
+
+// No limit, for the timeouts below.
+inline constexpr std::chrono::milliseconds forever{-1};
+
+// ---- events ---------------------------------------------------------------------
+
+// An owned copy of elector_event.
+struct event {
+    elector_event_type type{};
+    int reason = 0;
+    std::string detail, name, key, value;
+    int64_t token = 0, lease = 0, mono_ns = 0;
+
+    event() = default;
+    explicit event(const elector_event &e)
+        : type(e.type), reason(e.reason), detail(e.detail ? e.detail : ""),
+          name(e.name ? e.name : ""),
+          key(e.key ? std::string(reinterpret_cast<const char *>(e.key), e.key_len) : ""),
+          value(e.value
+                    ? std::string(reinterpret_cast<const char *>(e.value), e.value_len)
+                    : ""),
+          token(e.token), lease(e.lease), mono_ns(e.mono_ns)
+    {
+    }
+    const char *type_name() const noexcept
+    {
+        return elector_event_name(type);
+    }
+};
+
+struct leader_info {
+    std::string key, value;
+    int64_t token = 0, lease = 0, revision = 0;
+};
+
+using event_fn = std::function<void(const event &)>;
+
+// ---- client ---------------------------------------------------------------------
+
+struct client_options {
+    client_options() = default;
+    // client::threaded({"10.0.0.1:2379,10.0.0.2:2379"}), the rest defaults.
+    client_options(const char *eps) : endpoints(eps ? eps : "") {}
+    client_options(std::string eps) : endpoints(std::move(eps)) {}
+
+    std::string endpoints = "127.0.0.1:2379";
+    std::string cacert, cert, key, user, password;
+    std::chrono::milliseconds dial_timeout{5000}, request_timeout{5000};
+    std::chrono::milliseconds stall{
+        1000}; // threaded: a callback running longer is reported
+};
+
+namespace detail
+{
+struct client_state {
+    elector_etcd *etcd = nullptr;     // embedded
+    elector_driver *driver = nullptr; // threaded
+    std::mutex mu;
+    std::function<void(std::exception_ptr)> on_error;
+    int in_callback = 0; // embedded: callbacks of ours under way (one thread)
+
+    ~client_state()
+    {
+        if (driver) elector_driver_free(driver);
+        if (etcd) elector_etcd_free(etcd);
+    }
+    // Called in a catch block of a trampoline: never throws.
+    void callback_threw() noexcept
+    {
+        std::exception_ptr ep = std::current_exception();
+        std::function<void(std::exception_ptr)> h;
+        try {
+            std::lock_guard<std::mutex> g(mu);
+            h = on_error;
+        } catch (...) {
+        }
+        try {
+            if (h) {
+                h(ep);
+                return;
+            }
+            std::rethrow_exception(ep);
+        } catch (const std::exception &e) {
+            std::fprintf(stderr, "elector: a callback threw: %s\n", e.what());
+        } catch (...) {
+            std::fprintf(stderr, "elector: a callback threw\n");
+        }
+    }
+};
+
+inline elector_etcd_config make_config(const client_options &o)
+{
+    elector_etcd_config c;
+    elector_etcd_config_init(&c);
+    auto opt = [](const std::string &s) { return s.empty() ? nullptr : s.c_str(); };
+    c.endpoints = o.endpoints.c_str();
+    c.cacert = opt(o.cacert);
+    c.cert = opt(o.cert);
+    c.key = opt(o.key);
+    c.user = opt(o.user);
+    c.password = opt(o.password);
+    c.dial_timeout_ms = o.dial_timeout.count();
+    c.request_timeout_ms = o.request_timeout.count();
+    return c;
+}
+} // namespace detail
+
+class observer;
+
+class client
+{
+  public:
+    // The loop on the driver's thread; calls from any thread.
+    static client threaded(const client_options &o = {})
+    {
+        std::error_code ec;
+        client c = threaded(o, ec);
+        if (ec) throw error(ec.value(), "elector_driver_new");
+        return c;
+    }
+    static client threaded(const client_options &o, std::error_code &ec)
+    {
+        auto st = std::make_shared<detail::client_state>();
+        elector_etcd_config cfg = detail::make_config(o);
+        elector_driver_config dc;
+        elector_driver_config_init(&dc);
+        dc.stall_ms = o.stall.count();
+        detail::set(ec, elector_driver_new(&cfg, &dc, &st->driver));
+        return client(ec ? nullptr : std::move(st));
+    }
+    // The caller's loop: poll fd(), call process().
+    static client embedded(const client_options &o = {})
+    {
+        std::error_code ec;
+        client c = embedded(o, ec);
+        if (ec) throw error(ec.value(), "elector_etcd_new");
+        return c;
+    }
+    static client embedded(const client_options &o, std::error_code &ec)
+    {
+        auto st = std::make_shared<detail::client_state>();
+        elector_etcd_config cfg = detail::make_config(o);
+        st->etcd = elector_etcd_new(&cfg);
+        if (!st->etcd) {
+            detail::set(ec, ELECTOR_ENOMEM);
+            return client(nullptr);
+        }
+        if (detail::set(ec, elector_etcd_err(st->etcd))) return client(std::move(st));
+        return client(nullptr);
+    }
+
+    bool valid() const noexcept
+    {
+        return st_ != nullptr;
+    }
+    explicit operator bool() const noexcept
+    {
+        return valid();
+    }
+    bool is_threaded() const noexcept
+    {
+        return st_ && st_->driver;
+    }
+
+    // Embedded only (-1 / no-ops when threaded).
+    int fd() const noexcept
+    {
+        return st_ && st_->etcd ? elector_etcd_fd(st_->etcd) : -1;
+    }
+    int64_t timeout() noexcept
+    {
+        return st_ && st_->etcd ? elector_etcd_timeout(st_->etcd) : -1;
+    }
+    void process() noexcept
+    {
+        if (st_ && st_->etcd) elector_etcd_process(st_->etcd);
+    }
+    void run_once(std::chrono::milliseconds max) noexcept
+    {
+        if (st_ && st_->etcd) elector_etcd_run_once(st_->etcd, detail::ms(max));
+    }
+    elector_etcd *native() const noexcept
+    {
+        return st_ ? st_->etcd : nullptr;
+    }
+    elector_driver *driver() const noexcept
+    {
+        return st_ ? st_->driver : nullptr;
+    }
+
+    // Who exceptions thrown by callbacks go to (default: stderr).
+    void on_callback_error(std::function<void(std::exception_ptr)> fn)
+    {
+        std::lock_guard<std::mutex> g(st_->mu);
+        st_->on_error = std::move(fn);
+    }
+
+    // The current leader of `name`, or nullopt if nobody leads.
+    std::optional<leader_info>
+    leader(std::string_view name, std::chrono::milliseconds timeout, std::error_code &ec)
+    {
+        if (!st_) {
+            detail::set(ec, ELECTOR_EINVAL);
+            return std::nullopt;
+        }
+        std::string n(name);
+        elector_leader_info li;
+        int rc = st_->driver ? elector_driver_leader_sync(st_->driver, n.c_str(),
+                                                          detail::ms(timeout), &li)
+                             : elector_leader_sync(st_->etcd, n.c_str(),
+                                                   detail::ms(timeout), &li);
+        if (!detail::set(ec, rc) || rc == 1) return std::nullopt;
+        leader_info out;
+        out.key.assign(reinterpret_cast<const char *>(li.key), li.key_len);
+        out.value.assign(reinterpret_cast<const char *>(li.value), li.value_len);
+        out.token = li.token;
+        out.lease = li.lease;
+        out.revision = li.revision;
+        elector_leader_free(&li);
+        return out;
+    }
+    std::optional<leader_info>
+    leader(std::string_view name,
+           std::chrono::milliseconds timeout = std::chrono::seconds(5))
+    {
+        std::error_code ec;
+        auto r = leader(name, timeout, ec);
+        if (ec) throw error(ec.value(), "leader");
+        return r;
+    }
+
+    observer observe(std::string_view name, event_fn fn);
+
+    const std::shared_ptr<detail::client_state> &state() const noexcept
+    {
+        return st_;
+    }
+
+  private:
+    explicit client(std::shared_ptr<detail::client_state> st) : st_(std::move(st)) {}
+    std::shared_ptr<detail::client_state> st_;
+};
+
+// ---- observer -------------------------------------------------------------------
+
+namespace detail
+{
+struct observer_state {
+    std::shared_ptr<client_state> c;
+    elector_observer *core = nullptr;
+    elector_driver_observer *drv = nullptr;
+    event_fn fn;
+
+    static void tramp(const elector_event *ev, void *ud) noexcept
+    {
+        auto *s = static_cast<observer_state *>(ud);
+        try {
+            s->fn(event(*ev));
+        } catch (...) {
+            s->c->callback_threw();
+        }
+    }
+    static void core_cb(elector_observer *, const elector_event *ev, void *ud) noexcept
+    {
+        auto c = static_cast<observer_state *>(ud)->c;
+        c->in_callback++;
+        tramp(ev, ud);
+        c->in_callback--;
+    }
+    static void drv_cb(elector_driver_observer *, const elector_event *ev,
+                       void *ud) noexcept
+    {
+        tramp(ev, ud);
+    }
+    ~observer_state()
+    {
+        if (drv) elector_driver_observer_free(drv);
+        if (core) elector_observer_free(core);
+    }
+};
+} // namespace detail
+
+// Follows the leader of a name: fn gets LEADER / NO_LEADER events (and FAILED
+// once if the server breaks the protocol). Stops when destroyed.
+class observer
+{
+  public:
+    observer() = default;
+    observer(client &c, std::string_view name, event_fn fn)
+    {
+        if (!c.valid()) throw error(ELECTOR_EINVAL, "observe: no client");
+        auto st = std::make_unique<detail::observer_state>();
+        st->c = c.state();
+        st->fn = std::move(fn);
+        std::string n(name);
+        if (c.driver())
+            st->drv = elector_driver_observe(c.driver(), n.c_str(),
+                                             detail::observer_state::drv_cb, st.get());
+        else
+            st->core = elector_observe(c.native(), n.c_str(),
+                                       detail::observer_state::core_cb, st.get());
+        if (!st->drv && !st->core) throw error(ELECTOR_EINVAL, "observe");
+        st_ = std::move(st);
+    }
+    bool valid() const noexcept
+    {
+        return st_ != nullptr;
+    }
+
+  private:
+    std::unique_ptr<detail::observer_state> st_;
+};
+
+inline observer client::observe(std::string_view name, event_fn fn)
+{
+    return observer(*this, name, std::move(fn));
+}
+
+// ---- session --------------------------------------------------------------------
+
+struct session_options {
+    std::chrono::seconds ttl{10};
+    std::chrono::milliseconds margin{0};
+    std::chrono::milliseconds grant_timeout{10000}; // the constructor waits this long
+};
+
+namespace detail
+{
+struct session_state {
+    std::shared_ptr<client_state> c;
+    elector_session *core = nullptr;
+    elector_driver_session *drv = nullptr;
+    std::mutex mu;
+    event_fn on_lost;
+
+    static void tramp(const elector_event *ev, void *ud) noexcept
+    {
+        auto *s = static_cast<session_state *>(ud);
+        try {
+            event_fn fn;
+            {
+                std::lock_guard<std::mutex> g(s->mu);
+                fn = s->on_lost;
+            }
+            if (fn) fn(event(*ev));
+        } catch (...) {
+            s->c->callback_threw();
+        }
+    }
+    static void core_cb(elector_session *, const elector_event *ev, void *ud) noexcept
+    {
+        auto c = static_cast<session_state *>(ud)->c;
+        c->in_callback++;
+        tramp(ev, ud);
+        c->in_callback--;
+    }
+    static void drv_cb(elector_driver_session *, const elector_event *ev,
+                       void *ud) noexcept
+    {
+        tramp(ev, ud);
+    }
+    ~session_state()
+    {
+        if (drv) elector_driver_session_close(drv);
+        // Embedded, outside a callback: the revoke is waited for (the loop
+        // may never run again), so our keys go at once.
+        if (core && c->in_callback == 0)
+            elector_session_close_sync(core, 1000);
+        else if (core)
+            elector_session_close(core);
+    }
+};
+} // namespace detail
+
+// A lease kept alive for as long as the session lives; revoked when it goes.
+class session
+{
+  public:
+    session(client &c, const session_options &o = {})
+    {
+        std::error_code ec;
+        init(c, o, ec);
+        if (ec) throw error(ec.value(), "session");
+    }
+    session(client &c, const session_options &o, std::error_code &ec)
+    {
+        init(c, o, ec);
+    }
+
+    bool valid() const noexcept
+    {
+        return st_ != nullptr;
+    }
+    int64_t lease() const noexcept
+    {
+        return st_->drv ? elector_driver_session_lease(st_->drv)
+                        : elector_session_lease(st_->core);
+    }
+    bool alive() const noexcept
+    {
+        return st_->drv ? elector_driver_session_alive(st_->drv)
+                        : elector_session_alive(st_->core);
+    }
+    // SESSION_LOST: the lease is gone or unprovable.
+    void on_lost(event_fn fn)
+    {
+        std::lock_guard<std::mutex> g(st_->mu);
+        st_->on_lost = std::move(fn);
+    }
+    const std::shared_ptr<detail::session_state> &state() const noexcept
+    {
+        return st_;
+    }
+
+  private:
+    void init(client &c, const session_options &o, std::error_code &ec)
+    {
+        if (!c.valid()) {
+            detail::set(ec, ELECTOR_EINVAL);
+            return;
+        }
+        auto st = std::make_shared<detail::session_state>();
+        st->c = c.state();
+        elector_session_config cfg;
+        elector_session_config_init(&cfg);
+        cfg.ttl_s = o.ttl.count();
+        cfg.margin_ms = o.margin.count();
+        int rc;
+        if (c.driver()) {
+            st->drv = elector_driver_session_new(c.driver(), &cfg,
+                                                 detail::session_state::drv_cb, st.get());
+            rc = st->drv
+                     ? elector_driver_session_wait(st->drv, detail::ms(o.grant_timeout))
+                     : ELECTOR_ENOMEM;
+        } else {
+            st->core = elector_session_new(c.native(), &cfg,
+                                           detail::session_state::core_cb, st.get());
+            rc = st->core ? elector_session_wait(st->core, detail::ms(o.grant_timeout))
+                          : ELECTOR_ENOMEM;
+        }
+        if (detail::set(ec, rc)) st_ = std::move(st);
+    }
+    std::shared_ptr<detail::session_state> st_;
+};
+
+// ---- election -------------------------------------------------------------------
+
+namespace detail
+{
+struct election_state {
+    std::shared_ptr<session_state> s;
+    elector_election *core = nullptr;
+    elector_driver_election *drv = nullptr;
+    std::mutex mu;
+    event_fn on_event, on_lost;
+    bool resigned = false; // embedded: RESIGNED/FAILED seen since the last resign
+
+    client_state &client() noexcept
+    {
+        return *s->c;
+    }
+
+    static void tramp(const elector_event *ev, void *ud) noexcept
+    {
+        auto *e = static_cast<election_state *>(ud);
+        try {
+            event_fn any, lost;
+            {
+                std::lock_guard<std::mutex> g(e->mu);
+                if (ev->type == ELECTOR_EV_RESIGNED || ev->type == ELECTOR_EV_FAILED)
+                    e->resigned = true;
+                any = e->on_event;
+                if (ev->type == ELECTOR_EV_LOST) lost = e->on_lost;
+            }
+            event copy(*ev);
+            if (lost) lost(copy);
+            if (any) any(copy);
+        } catch (...) {
+            e->client().callback_threw();
+        }
+    }
+    static void core_cb(elector_election *, const elector_event *ev, void *ud) noexcept
+    {
+        auto c = static_cast<election_state *>(ud)->s->c;
+        c->in_callback++;
+        tramp(ev, ud);
+        c->in_callback--;
+    }
+    static void drv_cb(elector_driver_election *, const elector_event *ev,
+                       void *ud) noexcept
+    {
+        tramp(ev, ud);
+    }
+    ~election_state()
+    {
+        if (drv) elector_driver_election_free(drv);
+        if (core) elector_election_free(core);
+    }
+
+    bool is_leader() const noexcept
+    {
+        return drv ? elector_driver_is_leader(drv) : elector_is_leader(core);
+    }
+    int64_t token() const noexcept
+    {
+        return drv ? elector_driver_token(drv) : elector_election_token(core);
+    }
+    int campaign_sync(std::string_view v, int64_t ms) noexcept
+    {
+        return drv ? elector_driver_campaign_sync(drv, v.data(), v.size(), ms)
+                   : elector_campaign_sync(core, v.data(), v.size(), ms);
+    }
+    int resign_async() noexcept
+    {
+        return drv ? elector_driver_resign(drv) : elector_resign(core);
+    }
+    int resign_sync(int64_t ms) noexcept
+    {
+        if (drv) return elector_driver_resign_sync(drv, ms);
+        {
+            std::lock_guard<std::mutex> g(mu);
+            resigned = false;
+        }
+        int rc = elector_resign(core);
+        if (rc) return rc;
+        int64_t end = elector_now_ns() / 1000000 + ms;
+        elector_etcd *etcd = s->c->etcd;
+        for (;;) {
+            {
+                std::lock_guard<std::mutex> g(mu);
+                if (resigned) return 0;
+            }
+            int64_t left = end - elector_now_ns() / 1000000;
+            if (ms >= 0 && left <= 0) return ELECTOR_ETIMEDOUT;
+            rc = elector_etcd_run_once(etcd, ms >= 0 ? left : -1);
+            if (rc) return rc;
+        }
+    }
+    int put_sync(std::string_view k, std::string_view v, int64_t ms) noexcept
+    {
+        return drv ? elector_driver_guarded_put_sync(drv, k.data(), k.size(), v.data(),
+                                                     v.size(), ms)
+                   : elector_guarded_put_sync(core, k.data(), k.size(), v.data(),
+                                              v.size(), ms);
+    }
+    int delete_sync(std::string_view k, int64_t ms) noexcept
+    {
+        return drv ? elector_driver_guarded_delete_sync(drv, k.data(), k.size(), ms)
+                   : elector_guarded_delete_sync(core, k.data(), k.size(), ms);
+    }
+};
+
+// true: written; false: not the leader (nothing written); else ec/throw.
+inline bool guarded_result(int rc, std::error_code &ec) noexcept
+{
+    if (rc == ELECTOR_ENOTLEADER) {
+        ec.clear();
+        return false;
+    }
+    return detail::set(ec, rc);
+}
+} // namespace detail
+
+class election;
+
+// Proof of a won campaign. Movable, not copyable; resigns when destroyed (or
+// at resign()). Keeps its election alive.
+class leadership
+{
+  public:
+    leadership() = default;
+    leadership(leadership &&o) noexcept : st_(std::move(o.st_)) {}
+    leadership &operator=(leadership &&o) noexcept
+    {
+        if (this != &o) {
+            release_quietly();
+            st_ = std::move(o.st_);
+        }
+        return *this;
+    }
+    leadership(const leadership &) = delete;
+    leadership &operator=(const leadership &) = delete;
+    ~leadership()
+    {
+        release_quietly();
+    }
+
+    // Holds a won campaign (true even after a loss; see is_leader()).
+    bool valid() const noexcept
+    {
+        return st_ != nullptr;
+    }
+    explicit operator bool() const noexcept
+    {
+        return valid();
+    }
+    // We still lead now (the session's validity deadline has not passed).
+    bool is_leader() const noexcept
+    {
+        return st_ && st_->is_leader();
+    }
+    int64_t token() const noexcept
+    {
+        return st_ ? st_->token() : 0;
+    }
+
+    // A write made only while we still lead: true written, false not the
+    // leader any more (nothing written); other errors throw / go to ec.
+    bool put_if_leader(std::string_view key, std::string_view value,
+                       std::chrono::milliseconds timeout, std::error_code &ec) noexcept
+    {
+        if (!st_) return detail::guarded_result(ELECTOR_ENOTLEADER, ec);
+        return detail::guarded_result(st_->put_sync(key, value, detail::ms(timeout)), ec);
+    }
+    bool put_if_leader(std::string_view key, std::string_view value,
+                       std::chrono::milliseconds timeout = std::chrono::seconds(5))
+    {
+        std::error_code ec;
+        bool ok = put_if_leader(key, value, timeout, ec);
+        if (ec) throw error(ec.value(), "put_if_leader");
+        return ok;
+    }
+    bool delete_if_leader(std::string_view key, std::chrono::milliseconds timeout,
+                          std::error_code &ec) noexcept
+    {
+        if (!st_) return detail::guarded_result(ELECTOR_ENOTLEADER, ec);
+        return detail::guarded_result(st_->delete_sync(key, detail::ms(timeout)), ec);
+    }
+
+    // Resigns now and waits until our key is deleted (the destructor does not
+    // wait). Idempotent.
+    void resign(std::chrono::milliseconds timeout, std::error_code &ec) noexcept
+    {
+        auto st = std::move(st_);
+        int rc = st ? st->resign_sync(detail::ms(timeout)) : 0;
+        detail::set(ec, rc == ELECTOR_EINVAL ? 0 : rc);
+    }
+    void resign(std::chrono::milliseconds timeout = std::chrono::seconds(5))
+    {
+        std::error_code ec;
+        resign(timeout, ec);
+        if (ec) throw error(ec.value(), "resign");
+    }
+
+  private:
+    friend class election;
+    explicit leadership(std::shared_ptr<detail::election_state> st) : st_(std::move(st))
+    {
+    }
+    void release_quietly() noexcept
+    {
+        if (st_) st_->resign_async();
+        st_.reset();
+    }
+    std::shared_ptr<detail::election_state> st_;
+};
+
+// An election of `name` on a session. The C library's rule holds: one
+// campaign per name and session at a time (another gets ELECTOR_EBUSY).
+class election
+{
+  public:
+    election(session &s, std::string_view name)
+    {
+        if (!s.valid()) throw error(ELECTOR_EINVAL, "election: no session");
+        auto st = std::make_shared<detail::election_state>();
+        st->s = s.state();
+        std::string n(name);
+        if (st->s->drv)
+            st->drv = elector_driver_election_new(
+                st->s->drv, n.c_str(), detail::election_state::drv_cb, st.get());
+        else
+            st->core = elector_election_new(st->s->core, n.c_str(),
+                                            detail::election_state::core_cb, st.get());
+        if (!st->drv && !st->core) throw error(ELECTOR_EINVAL, "election");
+        st_ = std::move(st);
+    }
+
+    // Campaigns and waits until elected. Throws (or sets ec and returns an
+    // empty leadership) on failure or timeout; after a timeout the campaign
+    // goes on, and a later campaign() waits for it.
+    leadership campaign(std::string_view value, std::chrono::milliseconds timeout,
+                        std::error_code &ec) noexcept
+    {
+        int rc = st_->campaign_sync(value, detail::ms(timeout));
+        if (rc == ELECTOR_EBUSY && st_->is_leader()) rc = 0; // already ours
+        if (!detail::set(ec, rc)) return leadership();
+        return leadership(st_);
+    }
+    leadership campaign(std::string_view value,
+                        std::chrono::milliseconds timeout = forever)
+    {
+        std::error_code ec;
+        leadership l = campaign(value, timeout, ec);
+        if (ec) throw error(ec.value(), "campaign");
+        return l;
+    }
+
+    bool is_leader() const noexcept
+    {
+        return st_->is_leader();
+    }
+    int64_t token() const noexcept
+    {
+        return st_->token();
+    }
+
+    // Ends a campaign (a campaign() blocked in another thread returns with
+    // ELECTOR_ECANCELED) or resigns, without waiting. False if idle.
+    bool resign() noexcept
+    {
+        return st_->resign_async() == 0;
+    }
+
+    // fn runs on LOST (we led and no longer do), on the callback thread
+    // (threaded) or inside process() (embedded).
+    void on_lost(event_fn fn)
+    {
+        std::lock_guard<std::mutex> g(st_->mu);
+        st_->on_lost = std::move(fn);
+    }
+    // fn runs on every event of this election.
+    void on_event(event_fn fn)
+    {
+        std::lock_guard<std::mutex> g(st_->mu);
+        st_->on_event = std::move(fn);
+    }
+
+    bool put_if_leader(std::string_view key, std::string_view value,
+                       std::chrono::milliseconds timeout, std::error_code &ec) noexcept
+    {
+        return detail::guarded_result(st_->put_sync(key, value, detail::ms(timeout)), ec);
+    }
+    bool put_if_leader(std::string_view key, std::string_view value,
+                       std::chrono::milliseconds timeout = std::chrono::seconds(5))
+    {
+        std::error_code ec;
+        bool ok = put_if_leader(key, value, timeout, ec);
+        if (ec) throw error(ec.value(), "put_if_leader");
+        return ok;
+    }
+
+    const std::shared_ptr<detail::election_state> &state() const noexcept
+    {
+        return st_;
+    }
+
+  private:
+    std::shared_ptr<detail::election_state> st_;
+};
+
+// A mutex on etcd (the election protocol: the lowest create revision holds
+// it), usable with std::lock_guard / std::unique_lock. Each mutex object holds
+// its own session: two mutex objects of one name exclude each other, in one
+// process or in many.
+class mutex
+{
+  public:
+    mutex(client &c, std::string_view name, const session_options &o = {})
+        : s_(c, o), e_(s_, name)
+    {
+    }
+    void lock_for(std::chrono::milliseconds timeout)
+    {
+        l_ = e_.campaign("", timeout);
+    }
+    void lock()
+    {
+        l_ = e_.campaign("", forever);
+    }
+    bool try_lock_for(std::chrono::milliseconds timeout)
+    {
+        std::error_code ec;
+        l_ = e_.campaign("", timeout, ec);
+        if (ec.value() == ELECTOR_ETIMEDOUT) {
+            e_.state()->resign_sync(detail::ms(std::chrono::seconds(5)));
+            return false;
+        }
+        if (ec) throw error(ec.value(), "lock");
+        return true;
+    }
+    void unlock()
+    {
+        l_.resign();
+    }
+    bool owns_lock() const noexcept
+    {
+        return l_.is_leader();
+    }
+    int64_t token() const noexcept
+    {
+        return l_.token();
+    }
+
+  private:
+    session s_;
+    election e_;
+    leadership l_;
+};
+
+} // namespace elector
+
+#endif

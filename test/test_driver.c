@@ -1,0 +1,643 @@
+/* SPDX-License-Identifier: MIT */
+/* The driver (elector/driver.h) against real etcd: calls from many threads,
+ * callbacks that call back in, block, or free the driver; fork; a revoked
+ * lease; etcd down at start and for 2 x TTL; locks from 8 threads. Also built
+ * under ThreadSanitizer (scripts/test.sh, build-tsan). */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "elector/driver.h"
+#include "etcd_harness.h"
+#include "testlib.h"
+
+static eh_cluster *start1(void)
+{
+    eh_opts o = {.members = 1};
+    eh_cluster *c = eh_start(&o);
+    ASSERT_NOT_NULL(c);
+    return c;
+}
+
+static elector_driver *driver_on(const char *endpoints, const elector_driver_config *dc)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = endpoints;
+    cfg.dial_timeout_ms = 1000;
+    cfg.request_timeout_ms = 2000;
+    elector_driver *d = NULL;
+    ASSERT_OK(elector_driver_new(&cfg, dc, &d));
+    ASSERT_NOT_NULL(d);
+    return d;
+}
+
+static elector_driver_session *session_on(elector_driver *d, int ttl_s)
+{
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = ttl_s;
+    elector_driver_session *s = elector_driver_session_new(d, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_driver_session_wait(s, 5000));
+    return s;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* Event counters, written on the callback thread, read by the test. */
+typedef struct counts {
+    atomic_int elected, lost, resigned, failed, leader, no_leader;
+    atomic_int last_reason;
+    atomic_llong lost_at_ns;
+} counts;
+
+static void count_event(counts *c, const elector_event *ev)
+{
+    switch (ev->type) {
+    case ELECTOR_EV_ELECTED:
+        atomic_fetch_add(&c->elected, 1);
+        break;
+    case ELECTOR_EV_LOST:
+        atomic_store(&c->last_reason, ev->reason);
+        atomic_store(&c->lost_at_ns, elector_now_ns());
+        atomic_fetch_add(&c->lost, 1);
+        break;
+    case ELECTOR_EV_RESIGNED:
+        atomic_fetch_add(&c->resigned, 1);
+        break;
+    case ELECTOR_EV_FAILED:
+        atomic_store(&c->last_reason, ev->reason);
+        atomic_fetch_add(&c->failed, 1);
+        break;
+    case ELECTOR_EV_LEADER:
+        atomic_fetch_add(&c->leader, 1);
+        break;
+    case ELECTOR_EV_NO_LEADER:
+        atomic_fetch_add(&c->no_leader, 1);
+        break;
+    default:
+        break;
+    }
+}
+
+static void el_count(elector_driver_election *el, const elector_event *ev, void *ud)
+{
+    (void)el;
+    count_event(ud, ev);
+}
+
+static void obs_count(elector_driver_observer *o, const elector_event *ev, void *ud)
+{
+    (void)o;
+    count_event(ud, ev);
+}
+
+static bool wait_int(atomic_int *v, int want, int ms)
+{
+    for (int i = 0; i < ms / 10; i++) {
+        if (atomic_load(v) >= want) return true;
+        sleep_ms(10);
+    }
+    return atomic_load(v) >= want;
+}
+
+TEST(campaign_leader_observe_guarded_resign_from_the_api)
+{
+    eh_cluster *c = start1();
+    elector_driver *d = driver_on(eh_endpoints(c), NULL);
+    elector_driver_session *s = session_on(d, 5);
+    ASSERT(elector_driver_session_alive(s));
+    ASSERT(elector_driver_session_lease(s) != 0);
+    counts oc = {0}, ec = {0};
+    elector_driver_observer *o = elector_driver_observe(d, "drv", obs_count, &oc);
+    ASSERT_NOT_NULL(o);
+    elector_driver_election *el = elector_driver_election_new(s, "drv", el_count, &ec);
+    ASSERT_NOT_NULL(el);
+    ASSERT(!elector_driver_is_leader(el));
+    ASSERT_OK(elector_driver_campaign_sync(el, "v1", 2, 5000));
+    ASSERT(elector_driver_is_leader(el));
+    ASSERT(elector_driver_token(el) > 0);
+    ASSERT(wait_int(&ec.elected, 1, 3000));
+    ASSERT(wait_int(&oc.leader, 1, 3000));
+
+    elector_leader_info li;
+    ASSERT_OK(elector_driver_leader_sync(d, "drv", 3000, &li));
+    ASSERT_EQ(elector_driver_token(el), li.token);
+    ASSERT_EQ(2, (long long)li.value_len);
+    elector_leader_free(&li);
+    ASSERT_EQ(1, elector_driver_leader_sync(d, "nobody-here", 3000, &li));
+
+    ASSERT_OK(elector_driver_guarded_put_sync(el, "res", 3, "x", 1, 3000));
+    char *out = NULL;
+    ASSERT_OK(eh_etcdctl(c, &out, "get", "res", "--print-value-only", NULL));
+    ASSERT_STREQ("x\n", out);
+    free(out);
+
+    ASSERT_OK(elector_driver_resign_sync(el, 3000));
+    ASSERT(!elector_driver_is_leader(el));
+    ASSERT(wait_int(&ec.resigned, 1, 3000));
+    ASSERT(wait_int(&oc.no_leader, 1, 3000));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_resign_sync(el, 1000));
+    ASSERT_EQ(ELECTOR_ENOTLEADER,
+              elector_driver_guarded_put_sync(el, "res", 3, "y", 1, 3000));
+    elector_driver_observer_free(o);
+    elector_driver_election_free(el);
+    elector_driver_session_close(s);
+    elector_driver_free(d);
+    eh_stop(c);
+}
+
+/* Callbacks call back into the API: resign from ELECTED, campaign again from
+ * RESIGNED, a guarded write with its answer on the callback thread, free of
+ * the election from its own callback, then elector_driver_free() from a
+ * callback. */
+typedef struct reentry {
+    elector_driver *d;
+    elector_driver_session *s;
+    atomic_int rounds, guarded_ok, freed, driver_freed;
+    atomic_int sync_rc;
+} reentry;
+
+static void re_guarded(elector_driver_election *el, int err, void *ud)
+{
+    (void)el;
+    reentry *r = ud;
+    if (err == 0) atomic_fetch_add(&r->guarded_ok, 1);
+}
+
+static void re_cb(elector_driver_election *el, const elector_event *ev, void *ud)
+{
+    reentry *r = ud;
+    if (ev->type == ELECTOR_EV_ELECTED) {
+        /* A blocking call from a callback: the loop thread answers it. */
+        atomic_store(&r->sync_rc,
+                     elector_driver_guarded_put_sync(el, "re", 2, "1", 1, 3000));
+        elector_driver_guarded_put(el, "re2", 3, "2", 1, re_guarded, r);
+        elector_driver_resign(el);
+    } else if (ev->type == ELECTOR_EV_RESIGNED) {
+        if (atomic_fetch_add(&r->rounds, 1) + 1 < 3) {
+            elector_driver_campaign(el, "again", 5);
+        } else {
+            elector_driver_election_free(el);
+            atomic_store(&r->freed, 1);
+        }
+    }
+}
+
+static void obs_frees_driver(elector_driver_observer *o, const elector_event *ev,
+                             void *ud)
+{
+    (void)o;
+    reentry *r = ud;
+    if (ev->type == ELECTOR_EV_LEADER && atomic_load(&r->freed)) {
+        elector_driver_free(r->d);
+        atomic_store(&r->driver_freed, 1);
+    }
+}
+
+TEST(callbacks_call_back_in_and_free_the_driver)
+{
+    eh_cluster *c = start1();
+    reentry r = {0};
+    r.d = driver_on(eh_endpoints(c), NULL);
+    r.s = session_on(r.d, 5);
+    elector_driver_election *el = elector_driver_election_new(r.s, "re", re_cb, &r);
+    ASSERT_NOT_NULL(el);
+    ASSERT_OK(elector_driver_campaign(el, "first", 5));
+    ASSERT(wait_int(&r.freed, 1, 10000));
+    ASSERT_EQ(3, atomic_load(&r.rounds));
+    ASSERT_OK(atomic_load(&r.sync_rc));
+    ASSERT(wait_int(&r.guarded_ok, 3, 3000));
+    /* Someone else leads: the observer's LEADER event frees the driver. */
+    elector_driver_observer *o =
+        elector_driver_observe(r.d, "other", obs_frees_driver, &r);
+    ASSERT_NOT_NULL(o);
+    ASSERT_OK(eh_etcdctl(c, NULL, "put", "other/x", "y", NULL));
+    ASSERT(wait_int(&r.driver_freed, 1, 10000));
+    /* The lease went with the driver (revoked on the way out). */
+    char *out = NULL;
+    for (int i = 0; i < 50; i++) {
+        free(out);
+        out = NULL;
+        ASSERT_OK(eh_etcdctl(c, &out, "lease", "list", NULL));
+        if (!strstr(out, "found 1")) break;
+        sleep_ms(100);
+    }
+    ASSERT(tl_contains(out, "found 0"));
+    free(out);
+    eh_stop(c);
+}
+
+/* A callback that blocks for 3 x TTL on a mutex that a user thread holds: the
+ * lease lives on (keepalives run on the loop thread), the stall is reported,
+ * leadership is kept. */
+static atomic_int stall_reports;
+static void on_stall(elector_driver *d, int64_t ms, void *ud)
+{
+    (void)d, (void)ud;
+    tl_log("stall reported: a callback has run for %lld ms", (long long)ms);
+    atomic_fetch_add(&stall_reports, 1);
+}
+
+static pthread_mutex_t user_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int cb_blocked, cb_done;
+
+static void blocking_cb(elector_driver_election *el, const elector_event *ev, void *ud)
+{
+    (void)el;
+    count_event(ud, ev);
+    if (ev->type == ELECTOR_EV_ELECTED) {
+        atomic_store(&cb_blocked, 1);
+        pthread_mutex_lock(&user_mu);
+        pthread_mutex_unlock(&user_mu);
+        atomic_store(&cb_done, 1);
+    }
+}
+
+TEST_WITH_TIMEOUT(blocking_callback_does_not_lose_the_lease, 60)
+{
+    eh_cluster *c = start1();
+    elector_driver_config dc;
+    elector_driver_config_init(&dc);
+    dc.stall_ms = 500;
+    dc.on_stall = on_stall;
+    elector_driver *d = driver_on(eh_endpoints(c), &dc);
+    elector_driver_session *s = session_on(d, 2);
+    counts ec = {0};
+    elector_driver_election *el = elector_driver_election_new(s, "blk", blocking_cb, &ec);
+    pthread_mutex_lock(&user_mu); /* this thread holds it for 3 x TTL + */
+    ASSERT_OK(elector_driver_campaign_sync(el, "v", 1, 5000));
+    ASSERT(wait_int(&cb_blocked, 1, 3000));
+    /* The callback waits 6.5 s for the mutex, TTL 2 s: is_leader all along,
+     * and the driver's calls work meanwhile (from this thread). */
+    for (int i = 0; i < 65; i++) {
+        ASSERT(elector_driver_is_leader(el));
+        if (i % 20 == 0)
+            ASSERT_OK(elector_driver_guarded_put_sync(el, "blk", 3, "v", 1, 3000));
+        sleep_ms(100);
+    }
+    pthread_mutex_unlock(&user_mu);
+    ASSERT(wait_int(&cb_done, 1, 3000));
+    ASSERT(elector_driver_is_leader(el));
+    ASSERT_EQ(0, atomic_load(&ec.lost));
+    ASSERT_EQ(1, atomic_load(&stall_reports));
+    ASSERT_EQ(1, (long long)elector_driver_stalls(d));
+    elector_driver_free(d);
+    eh_stop(c);
+}
+
+/* `etcdctl lease revoke`: the leader hears at once (the watch on our key
+ * sees it deleted); the session itself at its next keepalive (TTL/3). */
+static atomic_llong session_lost_ns;
+static atomic_int session_lost_reason;
+static void sess_cb(elector_driver_session *s, const elector_event *ev, void *ud)
+{
+    (void)s, (void)ud;
+    if (ev->type == ELECTOR_EV_SESSION_LOST) {
+        atomic_store(&session_lost_reason, ev->reason);
+        atomic_store(&session_lost_ns, elector_now_ns());
+    }
+}
+
+TEST(revoked_lease_is_noticed_within_one_keepalive_interval)
+{
+    eh_cluster *c = start1();
+    elector_driver *d = driver_on(eh_endpoints(c), NULL);
+    const int ttl = 3;
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = ttl;
+    elector_driver_session *s = elector_driver_session_new(d, &sc, sess_cb, NULL);
+    ASSERT_OK(elector_driver_session_wait(s, 5000));
+    counts ec = {0};
+    elector_driver_election *el = elector_driver_election_new(s, "rev", el_count, &ec);
+    ASSERT_OK(elector_driver_campaign_sync(el, "v", 1, 5000));
+    char lease[32];
+    snprintf(lease, sizeof(lease), "%llx",
+             (unsigned long long)elector_driver_session_lease(s));
+    int64_t t0 = elector_now_ns();
+    ASSERT_OK(eh_etcdctl(c, NULL, "lease", "revoke", lease, NULL));
+    int64_t t1 = elector_now_ns();
+    ASSERT(wait_int(&ec.lost, 1, 3 * ttl * 1000));
+    for (int i = 0; i < 3 * ttl * 100 && !atomic_load(&session_lost_ns); i++)
+        sleep_ms(10);
+    ASSERT(atomic_load(&session_lost_ns) != 0);
+    ASSERT_EQ(ELECTOR_ELEASE, atomic_load(&session_lost_reason));
+    double lost_ms = (atomic_load(&ec.lost_at_ns) - t0) / 1e6;
+    double sess_ms = (atomic_load(&session_lost_ns) - t1) / 1e6;
+    tl_log("after `etcdctl lease revoke` (%.0f ms): leader LOST (%s) at %.0f ms, "
+           "session lost (ELEASE) %.0f ms after it returned; keepalive interval %d ms",
+           (t1 - t0) / 1e6, elector_err_name(atomic_load(&ec.last_reason)), lost_ms,
+           sess_ms, ttl * 1000 / 3);
+    printf("FIGURE revoked lease: LOST %.0f ms after the revoke started, session lost "
+           "%.0f ms after it returned (keepalive interval %d ms)\n",
+           lost_ms, sess_ms, ttl * 1000 / 3);
+    /* One interval, with room for a busy machine. */
+    ASSERT_LE(sess_ms, ttl * 1000 / 3 + 1500);
+    ASSERT(!elector_driver_is_leader(el));
+    elector_driver_free(d);
+    eh_stop(c);
+}
+
+/* etcd down when the program starts: clear errors, no crash; once it is up, a
+ * new session works. Then down for 2 x TTL while leading: LOST, and a new
+ * session leads again afterwards. */
+TEST_WITH_TIMEOUT(etcd_down_at_start_and_for_two_ttl, 90)
+{
+    eh_cluster *c = start1();
+    ASSERT_OK(eh_member_stop(c, 0));
+    elector_driver *d = driver_on(eh_endpoints(c), NULL);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 2;
+    elector_driver_session *s = elector_driver_session_new(d, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    int rc = elector_driver_session_wait(s, 5000);
+    tl_log("session wait with etcd down: %s", elector_err_name(rc));
+    ASSERT(rc < 0);
+    elector_leader_info li;
+    rc = elector_driver_leader_sync(d, "down", 1500, &li);
+    ASSERT(rc < 0);
+    elector_driver_session_close(s);
+
+    ASSERT_OK(eh_member_restart(c, 0));
+    ASSERT_OK(eh_wait_healthy(c, 0, 10));
+    s = session_on(d, 2);
+    counts ec = {0};
+    elector_driver_election *el = elector_driver_election_new(s, "down", el_count, &ec);
+    ASSERT_OK(elector_driver_campaign_sync(el, "v", 1, 5000));
+
+    ASSERT_OK(eh_member_stop(c, 0));
+    ASSERT(wait_int(&ec.lost, 1, 5000));
+    ASSERT(!elector_driver_is_leader(el));
+    sleep_ms(4000); /* 2 x TTL down in all */
+    ASSERT_OK(eh_member_restart(c, 0));
+    ASSERT_OK(eh_wait_healthy(c, 0, 10));
+    elector_driver_election_free(el);
+    elector_driver_session_close(s);
+    s = NULL;
+    for (int i = 0; i < 20 && !s; i++) {
+        elector_driver_session *t = elector_driver_session_new(d, &sc, NULL, NULL);
+        if (elector_driver_session_wait(t, 3000) == 0)
+            s = t;
+        else
+            elector_driver_session_close(t);
+    }
+    ASSERT_NOT_NULL(s);
+    el = elector_driver_election_new(s, "down", el_count, &ec);
+    ASSERT_OK(elector_driver_campaign_sync(el, "v", 1, 10000));
+    ASSERT(elector_driver_is_leader(el));
+    elector_driver_free(d);
+    eh_stop(c);
+}
+
+/* fork() while leading: in the child every call says EFORKED and nothing is
+ * sent; the parent keeps its lease and leadership after the child is gone. */
+TEST(fork_while_leading)
+{
+    eh_cluster *c = start1();
+    elector_driver *d = driver_on(eh_endpoints(c), NULL);
+    elector_driver_session *s = session_on(d, 2);
+    elector_driver_election *el = elector_driver_election_new(s, "fork", NULL, NULL);
+    ASSERT_OK(elector_driver_campaign_sync(el, "v", 1, 5000));
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        int bad = 0;
+        bad += elector_driver_is_leader(el);
+        bad += elector_driver_resign(el) != ELECTOR_EFORKED;
+        bad +=
+            elector_driver_guarded_put_sync(el, "f", 1, "c", 1, 1000) != ELECTOR_EFORKED;
+        bad += elector_driver_campaign_sync(el, "c", 1, 1000) != ELECTOR_EFORKED;
+        bad += elector_driver_session_new(d, NULL, NULL, NULL) != NULL;
+        elector_leader_info li;
+        bad += elector_driver_leader_sync(d, "fork", 1000, &li) != ELECTOR_EFORKED;
+        elector_driver_election_free(el);
+        elector_driver_session_close(s);
+        elector_driver_free(d);
+        _exit(bad);
+    }
+    int st = 0;
+    ASSERT_EQ(pid, waitpid(pid, &st, 0));
+    ASSERT(WIFEXITED(st));
+    ASSERT_EQ(0, WEXITSTATUS(st));
+    sleep_ms(3000); /* > TTL: the parent's keepalives went on */
+    ASSERT(elector_driver_is_leader(el));
+    ASSERT_OK(elector_driver_guarded_put_sync(el, "f", 1, "p", 1, 3000));
+    char *out = NULL;
+    ASSERT_OK(eh_etcdctl(c, &out, "get", "f", "--print-value-only", NULL));
+    ASSERT_STREQ("p\n", out);
+    free(out);
+    elector_driver_free(d);
+    eh_stop(c);
+}
+
+/* ---- 8 threads ---- */
+
+#define NTHREADS 8
+
+typedef struct hammer {
+    elector_driver *d;
+    elector_driver_session *s[NTHREADS];
+    const char *name;
+    int rounds;
+    atomic_int holders, max_holders, errors, done;
+    atomic_long acquired;
+} hammer;
+
+typedef struct targ {
+    hammer *h;
+    int i;
+} targ;
+
+/* Each thread, its own session; the same election name; mixed calls. */
+static void *mixed_thread(void *p)
+{
+    targ *a = p;
+    hammer *h = a->h;
+    counts oc = {0};
+    for (int r = 0; r < h->rounds; r++) {
+        elector_driver_election *el =
+            elector_driver_election_new(h->s[a->i], h->name, NULL, NULL);
+        if (!el) {
+            atomic_fetch_add(&h->errors, 1);
+            continue;
+        }
+        elector_driver_observer *o =
+            elector_driver_observe(h->d, h->name, obs_count, &oc);
+        elector_driver_campaign(el, "m", 1);
+        elector_leader_info li;
+        if (elector_driver_leader_sync(h->d, h->name, 3000, &li) == 0)
+            elector_leader_free(&li);
+        (void)elector_driver_is_leader(el);
+        if (r % 2) elector_driver_resign(el);
+        elector_driver_observer_free(o);
+        elector_driver_election_free(el);
+    }
+    atomic_fetch_add(&h->done, 1);
+    return NULL;
+}
+
+TEST_WITH_TIMEOUT(eight_threads_campaign_resign_leader_observe_free, 180)
+{
+    eh_cluster *c = start1();
+    hammer h = {.name = "mix", .rounds = 20};
+    h.d = driver_on(eh_endpoints(c), NULL);
+    for (int i = 0; i < NTHREADS; i++)
+        h.s[i] = session_on(h.d, 5);
+    pthread_t th[NTHREADS];
+    targ a[NTHREADS];
+    for (int i = 0; i < NTHREADS; i++) {
+        a[i] = (targ){&h, i};
+        ASSERT_OK(pthread_create(&th[i], NULL, mixed_thread, &a[i]));
+    }
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_join(th[i], NULL);
+    ASSERT_EQ(0, atomic_load(&h.errors));
+    ASSERT_EQ(NTHREADS, atomic_load(&h.done));
+    /* Still working afterwards. */
+    elector_driver_election *el =
+        elector_driver_election_new(h.s[0], "after", NULL, NULL);
+    ASSERT_OK(elector_driver_campaign_sync(el, "v", 1, 5000));
+    elector_driver_free(h.d);
+    eh_stop(c);
+}
+
+/* A lock: campaign_sync to take it, resign_sync to give it back. */
+static void *lock_thread(void *p)
+{
+    targ *a = p;
+    hammer *h = a->h;
+    elector_driver_election *el =
+        elector_driver_election_new(h->s[a->i], h->name, NULL, NULL);
+    for (int r = 0; r < h->rounds && el; r++) {
+        int rc = elector_driver_campaign_sync(el, "l", 1, 30000);
+        if (rc) {
+            atomic_fetch_add(&h->errors, 1);
+            continue;
+        }
+        int n = atomic_fetch_add(&h->holders, 1) + 1;
+        if (n > atomic_load(&h->max_holders)) atomic_store(&h->max_holders, n);
+        atomic_fetch_add(&h->acquired, 1);
+        atomic_fetch_sub(&h->holders, 1);
+        if (elector_driver_resign_sync(el, 30000)) atomic_fetch_add(&h->errors, 1);
+    }
+    if (!el) atomic_fetch_add(&h->errors, 1);
+    elector_driver_election_free(el);
+    return NULL;
+}
+
+TEST_WITH_TIMEOUT(thousand_locks_from_eight_threads, 300)
+{
+    eh_cluster *c = start1();
+    const char *env = getenv("DRIVER_LOCKS");
+    int total = env ? atoi(env) : 1000;
+    hammer h = {.name = "lock", .rounds = total / NTHREADS};
+    h.d = driver_on(eh_endpoints(c), NULL);
+    for (int i = 0; i < NTHREADS; i++)
+        h.s[i] = session_on(h.d, 10);
+    pthread_t th[NTHREADS];
+    targ a[NTHREADS];
+    int64_t t0 = elector_now_ns();
+    for (int i = 0; i < NTHREADS; i++) {
+        a[i] = (targ){&h, i};
+        ASSERT_OK(pthread_create(&th[i], NULL, lock_thread, &a[i]));
+    }
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_join(th[i], NULL);
+    double secs = (elector_now_ns() - t0) / 1e9;
+    long n = atomic_load(&h.acquired);
+    tl_log("%ld locks from %d threads in %.2f s: %.0f locks/s", n, NTHREADS, secs,
+           n / secs);
+    printf("FIGURE %ld locks from %d threads in %.2f s: %.0f locks/s\n", n, NTHREADS,
+           secs, n / secs);
+    ASSERT_EQ(0, atomic_load(&h.errors));
+    ASSERT_EQ((long)h.rounds * NTHREADS, n);
+    ASSERT_EQ(1, atomic_load(&h.max_holders));
+    elector_driver_free(h.d);
+    eh_stop(c);
+}
+
+/* Shutdown from a thread that did not create the driver, while 4 threads wait
+ * in campaign_sync (behind a leader) and one in resign-less guarded writes:
+ * every waiter returns ECLOSED, everything joins, the leader's lease is
+ * revoked on the way out. */
+typedef struct waiter {
+    elector_driver_election *el;
+    atomic_int rc, returned;
+} waiter;
+
+static void *campaign_waiter(void *p)
+{
+    waiter *w = p;
+    atomic_store(&w->rc, elector_driver_campaign_sync(w->el, "w", 1, -1));
+    atomic_store(&w->returned, 1);
+    return NULL;
+}
+
+static void *free_driver(void *p)
+{
+    elector_driver_free(p);
+    return NULL;
+}
+
+TEST(free_from_another_thread_ends_waiting_calls)
+{
+    eh_cluster *c = start1();
+    elector_driver *d = driver_on(eh_endpoints(c), NULL);
+    elector_driver_session *ls = session_on(d, 10);
+    elector_driver_election *leader = elector_driver_election_new(ls, "wait", NULL, NULL);
+    ASSERT_OK(elector_driver_campaign_sync(leader, "L", 1, 5000));
+    waiter w[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        memset(&w[i], 0, sizeof(w[i]));
+        w[i].el = elector_driver_election_new(session_on(d, 10), "wait", NULL, NULL);
+        ASSERT_NOT_NULL(w[i].el);
+        ASSERT_OK(pthread_create(&th[i], NULL, campaign_waiter, &w[i]));
+    }
+    sleep_ms(500);
+    for (int i = 0; i < 4; i++)
+        ASSERT_EQ(0, atomic_load(&w[i].returned));
+    pthread_t f;
+    ASSERT_OK(pthread_create(&f, NULL, free_driver, d));
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&w[i].rc));
+    }
+    pthread_join(f, NULL);
+    char *out = NULL;
+    ASSERT_OK(eh_etcdctl(c, &out, "lease", "list", NULL));
+    ASSERT(tl_contains(out, "found 0"));
+    free(out);
+    eh_stop(c);
+}
+
+TEST(bad_input_gives_clear_errors)
+{
+    elector_driver *d = NULL;
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "http://[::1";
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_new(&cfg, NULL, &d));
+    ASSERT_NULL(d);
+    cfg.endpoints = "127.0.0.1:1";
+    ASSERT_OK(elector_driver_new(&cfg, NULL, &d));
+    ASSERT_NULL(elector_driver_observe(d, "", NULL, NULL));
+    elector_leader_info li;
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_leader_sync(d, "", 100, &li));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_exec(d, NULL, NULL));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_campaign(NULL, "x", 1));
+    ASSERT(!elector_driver_is_leader(NULL));
+    elector_driver_free(d);
+    elector_driver_free(NULL);
+}
