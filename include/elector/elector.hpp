@@ -429,6 +429,11 @@ struct session_options {
     std::chrono::seconds ttl{10};
     std::chrono::milliseconds margin{0};
     std::chrono::milliseconds grant_timeout{10000}; // the constructor waits this long
+    // A release helper revokes the lease the moment this process dies (crash,
+    // SIGKILL, _exit): the next candidate leads in milliseconds, not after the
+    // TTL. Turn it off when the work outlives the process (child processes:
+    // use `elector run`), or to spare the helper process (README, "From C").
+    bool release_on_exit = true;
 };
 
 namespace detail
@@ -532,6 +537,7 @@ class session
         elector_session_config_init(&cfg);
         cfg.ttl_s = o.ttl.count();
         cfg.margin_ms = o.margin.count();
+        cfg.release_on_exit = o.release_on_exit;
         int rc;
         if (c.driver()) {
             st->drv = elector_driver_session_new(c.driver(), &cfg,
