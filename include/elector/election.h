@@ -247,6 +247,16 @@ typedef struct elector_election_stats {
                                  missing, extra or of the wrong kind, ...) */
     int last_decided_by;      /* the last check whose answer was used: 0 none yet,
                                  1 linearizable, 2 serializable */
+    /* Requests sent again after a transient error (etcd's "too many requests",
+     * no leader, a timeout, the connection lost): campaign and check Txns, a
+     * watch that broke or could not be created, a freed election's delete. */
+    uint64_t retries;
+    /* 1 while etcd has confirmed the watch this election relies on now (a
+     * leader's on its own key, a waiting candidate's on its predecessor's).
+     * ELECTED comes before that confirmation: in between, a delete of our key
+     * by someone else is not noticed until it comes (docs/DESIGN.md). */
+    int watching;
+    int64_t watch_wait_ns; /* how long etcd took to confirm the last watch */
 } elector_election_stats;
 
 void elector_election_get_stats(const elector_election *el, elector_election_stats *out);

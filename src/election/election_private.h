@@ -106,6 +106,16 @@ struct elector_election {
     bool resign_pending, resign_was_leader;
     int resign_tries;
     int retries;
+    /* Waiting for a slot of the pacer (election.c): its next campaign or check
+     * Txn goes when fewer than ELECTOR__PACE_MAX are in flight on the client. */
+    elector_election *pace_next, *pace_prev;
+    bool pace_queued;
+    int pace_what;      /* PACE_CAMPAIGN or PACE_CHECK */
+    unsigned pace_gen;  /* the generation that asked */
+    /* The watch (on our key as leader, on our predecessor's while waiting) is
+     * confirmed by etcd; watch_asked_ns: when it was asked for (deadline clock). */
+    bool watch_ok;
+    int64_t watch_asked_ns;
     /* Holds: in-flight operations and callbacks running; closed: the owner let
      * go (elector_election_free), memory stays until the last hold goes. */
     elector__life life;
@@ -121,6 +131,9 @@ struct op {
     unsigned gen;
     elector_txn_cb ucb; /* guarded_txn only */
     void *uud;
+    bool paced;      /* holds a slot of the pacer */
+    int64_t del_rev; /* a delete of our key: its guard (elector__delete_key) */
+    int tries;       /* ... sent again this many times */
     uint8_t *value;
     size_t vlen;
     /* A serializable check: what the DELETE event of our predecessor that it

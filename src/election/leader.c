@@ -69,6 +69,7 @@ int elector__delete_key(elector_election *el, int64_t rev, struct op *o,
                         elector_etcd_cb done)
 {
     elector__txn t;
+    o->del_rev = rev;
     elector__txn_delete(&t, el->key, el->klen, rev, el->key_lease);
     int rc = elector_etcd_call(el->etcd, ELECTOR_RPC_TXN, &t.txn.base, NULL, done, o);
     if (rc) {
@@ -88,18 +89,35 @@ static void delete_over(elector_election *el)
         elector__send_campaign(el);
 }
 
+/* Resign's delete, and a freed election's, is sent again after a transient
+ * failure this many times. */
+#define RESIGN_TRIES 12
+
 void elector__stray_deleted(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
 {
-    (void)e, (void)err, (void)m;
+    (void)e, (void)m;
     struct op *o = ud;
-    delete_over(o->el); /* the op holds the election */
+    elector_election *el = o->el; /* the op holds the election */
+    delete_over(el);
+    /* A freed election's delete guarded by our key's create revision is sent
+     * again after a transient failure (it waits for the next connection): the
+     * key would make every later candidate wait for our whole session. Never
+     * one guarded by the lease alone: a new election object with the same name
+     * on this session may have made that key again meanwhile. */
+    if (elector__transient(err) && el->life.closed && o->del_rev > 0 &&
+        o->tries < RESIGN_TRIES) {
+        struct op *d = elector__op_new(el);
+        if (d) {
+            d->tries = o->tries + 1;
+            el->checks.retries++;
+            elector__delete_key(el, o->del_rev, d, elector__stray_deleted);
+        }
+    }
     elector__op_end(o);
 }
 
 /* ---------------------------------------------------------------- resign */
 
-/* Resign's delete is sent again after a transient failure this many times. */
-#define RESIGN_TRIES 12
 
 static void resign_send(elector_election *el);
 static void resign_settle(elector_election *el, int err, const char *detail);
