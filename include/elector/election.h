@@ -148,6 +148,9 @@ typedef struct elector_session_stats {
     uint64_t rtt_buckets[ELECTOR_RTT_BUCKETS];
     uint64_t rtt_count;
     int64_t rtt_sum_ns;
+    /* LeaseGrant requests sent again after a transient error ("too many
+     * requests", no leader, a timeout, the connection lost), for up to 30 s. */
+    uint64_t grant_retries;
 } elector_session_stats;
 
 void elector_session_get_stats(const elector_session *s, elector_session_stats *out);
