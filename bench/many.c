@@ -193,10 +193,10 @@ int main(int argc, char **argv)
            "client_ka_per_s=%.3f "
            "server_msgs_per_s=%.3f server_ka_per_s=%.3f server_other_per_s=%.3f\n",
            count, ttl, setup_ms, watched_ms, (double)watch_wait_max / 1e6,
-           (unsigned long long)retries, g_retries, alive, rss_base, bu_status_field(0, "VmRSS"),
-           bu_status_field(0, "VmHWM"), bu_status_field(0, "Threads"), secs,
-           (double)(c1 - c0) / 1000.0 / secs, (double)(r1 - r0) / secs,
-           (double)(k1 - k0) / secs, srv_all / secs,
+           (unsigned long long)retries, g_retries, alive, rss_base,
+           bu_status_field(0, "VmRSS"), bu_status_field(0, "VmHWM"),
+           bu_status_field(0, "Threads"), secs, (double)(c1 - c0) / 1000.0 / secs,
+           (double)(r1 - r0) / secs, (double)(k1 - k0) / secs, srv_all / secs,
            bu_msgs_get(&d, "LeaseKeepAlive") / secs, bu_msgs_total_no_ka(&d) / secs);
     printf("many_methods count=%d server_msgs_per_s_by_method=", count);
     for (int i = 0, k = 0; i < d.n; i++)

@@ -8,7 +8,8 @@
  * all be gone at the end, deleted by the frees and resigns while the session
  * still lives.
  *
- * STRESS_N overrides the number of elections (default 10000: about 10 s under ASan on an idle machine). */
+ * STRESS_N overrides the number of elections (default 10000: about 10 s under
+ * ASan on an idle machine). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

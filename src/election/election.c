@@ -169,7 +169,8 @@ static void pace_fired(elector__timer *t, void *ud)
  * asks for); false when it may send now. */
 static bool pace_wait(elector_election *el)
 {
-    pacer *p = (pacer *)elector__ext_get(el->etcd, &pacer_kind, sizeof(pacer), pacer_free);
+    pacer *p =
+        (pacer *)elector__ext_get(el->etcd, &pacer_kind, sizeof(pacer), pacer_free);
     if (!p) return false; /* out of memory: unpaced */
     p->etcd = el->etcd;
     if (p->in_flight < ELECTOR__PACE_MAX) {
@@ -340,7 +341,8 @@ static void schedule_retry(elector_election *el)
 {
     /* Jittered: thousands of elections that failed together (etcd busy, the
      * connection lost) do not come back together. */
-    int64_t d = elector__backoff_ms(el->retries + 1, 50, 1600, elector__next_rnd(el->etcd));
+    int64_t d =
+        elector__backoff_ms(el->retries + 1, 50, 1600, elector__next_rnd(el->etcd));
     el->retries++;
     el->checks.retries++;
     elector__timer_arm(el->etcd, &el->retry, elector__now_ms() + d, retry_fired, el);
@@ -722,15 +724,93 @@ void elector__send_campaign(elector_election *el)
     if (rc) fail(el, rc, elector_etcd_errstr(el->etcd));
 }
 
+/* ---------------------------------------------------------------- names
+ *
+ * The client's elections by name, so that a campaign finds another election
+ * object with its name without walking every election of its session (that
+ * made setting up 100,000 elections quadratic: minutes of CPU with the loop
+ * not running, and the session lost). */
+typedef struct names {
+    elector__ext ext; /* first */
+    elector_election **tab;
+    size_t cap, count;
+} names;
+
+static const char names_kind = 'N';
+
+static void names_free(elector__ext *x)
+{
+    names *n = (names *)x;
+    free(n->tab);
+    free(n);
+}
+
+static uint32_t name_hash(const char *s)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
+static names *names_of(elector_etcd *e)
+{
+    return (names *)elector__ext_get(e, &names_kind, sizeof(names), names_free);
+}
+
+/* Adds el; false when out of memory. */
+static bool name_add(elector_election *el)
+{
+    names *n = names_of(el->etcd);
+    if (!n) return false;
+    if (n->count >= n->cap) {
+        size_t cap = n->cap ? 2 * n->cap : 64;
+        elector_election **t = calloc(cap, sizeof(*t));
+        if (!t) return false;
+        for (size_t i = 0; i < n->cap; i++) {
+            for (elector_election *o = n->tab[i], *nx; o; o = nx) {
+                nx = o->name_next;
+                o->name_next = t[o->name_hash & (cap - 1)];
+                t[o->name_hash & (cap - 1)] = o;
+            }
+        }
+        free(n->tab);
+        n->tab = t;
+        n->cap = cap;
+    }
+    el->name_hash = name_hash(el->name);
+    elector_election **b = &n->tab[el->name_hash & (n->cap - 1)];
+    el->name_next = *b;
+    *b = el;
+    n->count++;
+    el->named = true;
+    return true;
+}
+
+static void name_remove(elector_election *el)
+{
+    names *n = el->named ? (names *)elector__ext_find(el->etcd, &names_kind) : NULL;
+    if (!n) return;
+    elector_election **pp = &n->tab[el->name_hash & (n->cap - 1)];
+    while (*pp && *pp != el)
+        pp = &(*pp)->name_next;
+    if (*pp) {
+        *pp = el->name_next;
+        n->count--;
+    }
+    el->named = false;
+}
+
 /* Another election object with el's name campaigns, leads or deletes our key
  * on this session (one key per name and session). */
 static bool name_busy(const elector_election *el)
 {
-    for (elector__session_listener *l = elector__session_listeners(el->s); l;
-         l = l->next) {
-        if (l->ev != &session_events) continue;
-        const elector_election *o = of_listener(l);
-        if (o != el && (o->state != E_IDLE || o->resign_pending || o->deletes) &&
+    names *n = (names *)elector__ext_find(el->etcd, &names_kind);
+    if (!n || !n->cap) return false;
+    for (const elector_election *o = n->tab[el->name_hash & (n->cap - 1)]; o;
+         o = o->name_next) {
+        if (o != el && o->s == el->s &&
+            (o->state != E_IDLE || o->resign_pending || o->deletes) &&
             !strcmp(o->name, el->name))
             return true;
     }
@@ -807,6 +887,12 @@ elector_election *elector_election_new(elector_session *s, const char *name,
     el->etcd = elector__session_etcd(s);
     el->cb = cb;
     el->ud = ud;
+    if (!name_add(el)) {
+        elector__prefix_free(&el->prefix);
+        free(el->name);
+        free(el);
+        return NULL;
+    }
     elector__session_listen(s, &el->listener, &session_events);
     return el;
 }
@@ -837,6 +923,7 @@ void elector_election_free(elector_election *el)
     }
     elector__stop_watch(el);
     pace_forget(el);
+    name_remove(el);
     elector__timer_disarm(el->etcd, &el->retry);
     elector__timer_disarm(el->etcd, &el->notify);
     elector__timer_disarm(el->etcd, &el->resign_timer);

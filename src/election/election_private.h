@@ -109,9 +109,13 @@ struct elector_election {
     /* Waiting for a slot of the pacer (election.c): its next campaign or check
      * Txn goes when fewer than ELECTOR__PACE_MAX are in flight on the client. */
     elector_election *pace_next, *pace_prev;
+    /* In the client's table of elections by name (election.c, name_busy()). */
+    elector_election *name_next;
+    uint32_t name_hash;
+    bool named;
     bool pace_queued;
-    int pace_what;      /* PACE_CAMPAIGN or PACE_CHECK */
-    unsigned pace_gen;  /* the generation that asked */
+    int pace_what;     /* PACE_CAMPAIGN or PACE_CHECK */
+    unsigned pace_gen; /* the generation that asked */
     /* The watch (on our key as leader, on our predecessor's while waiting) is
      * confirmed by etcd; watch_asked_ns: when it was asked for (deadline clock). */
     bool watch_ok;

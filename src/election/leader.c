@@ -118,7 +118,6 @@ void elector__stray_deleted(elector_etcd *e, int err, const ProtobufCMessage *m,
 
 /* ---------------------------------------------------------------- resign */
 
-
 static void resign_send(elector_election *el);
 static void resign_settle(elector_election *el, int err, const char *detail);
 

@@ -344,8 +344,8 @@ static int send_grant(elector_session *s)
     Etcdserverpb__LeaseGrantRequest req = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
     req.ttl = s->cfg.ttl_s;
     s->ka_sent_ns = elector_now_ns();
-    int rc =
-        elector_etcd_call(s->etcd, ELECTOR_RPC_LEASE_GRANT, &req.base, NULL, grant_done, s);
+    int rc = elector_etcd_call(s->etcd, ELECTOR_RPC_LEASE_GRANT, &req.base, NULL,
+                               grant_done, s);
     if (!rc) elector__hold(&s->life); /* until grant_done */
     return rc;
 }
