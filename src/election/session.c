@@ -331,10 +331,12 @@ static void granted(elector_session *s, int64_t id, int64_t ttl)
     notify(s, READY, 0, NULL, 0);
 }
 
-/* A grant refused for a transient reason (etcd's "too many requests", no
- * leader, a timeout, the connection lost) is sent again, with a jittered
- * pause, for this long after the session was created. (A grant applied but
- * not answered leaves a lease nobody uses: it expires after its TTL.) */
+/* A grant refused as ELECTOR_EUNAVAILABLE (etcd's "too many requests", the
+ * leader changing, the connection lost under the request) is sent again, with
+ * a jittered pause, for this long after the session was created. Other errors
+ * (no connection at all, no leader, a timeout) end the session as before: the
+ * caller decides how long to wait for a cluster that is down. (A grant applied
+ * but not answered leaves a lease nobody uses: it expires after its TTL.) */
 #define GRANT_RETRY_MS 30000
 
 static void grant_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud);
@@ -369,7 +371,7 @@ static void grant_done(elector_etcd *e, int err, const ProtobufCMessage *m, void
         const Etcdserverpb__LeaseGrantResponse *r = (const void *)m;
         if (!err && r->error && *r->error) err = ELECTOR_EGRPC;
         if (!err && r->ttl <= 0) err = ELECTOR_ELEASE;
-        if (err && elector__transient(err) &&
+        if (err == ELECTOR_EUNAVAILABLE &&
             elector__now_ms() - s->created_ms < GRANT_RETRY_MS) {
             s->stats.grant_retries++;
             int64_t d = elector__backoff_ms((int)s->stats.grant_retries, 50, 1600,
