@@ -109,19 +109,30 @@ bool elector__emit(elector_election *el, elector_event_type type, int reason,
  * streams that etcd serves in parallel: the lease's keepalive waits behind
  * them until the lease expires, and etcd refuses proposals ("too many
  * requests"). So these two bulk requests hold a slot of a pacer, one per
- * client, while in flight: at most ELECTOR__PACE_MAX at a time. An election
- * that finds no slot waits in a FIFO; a slot freed by a reply goes to it from
- * the loop (a timer due now), never from inside another election's callback.
- * Keepalives, deletes, proclaims, guarded Txns and the check after a
- * predecessor's delete are not paced. */
+ * client, while in flight: at most `limit` at a time. An election that finds
+ * no slot waits in a FIFO; a slot freed by a reply goes to it from the loop (a
+ * timer due now), never from inside another election's callback. Keepalives,
+ * deletes, proclaims, guarded Txns and the check after a predecessor's delete
+ * are not paced.
+ *
+ * The limit follows etcd's pace (additive increase, multiplicative decrease):
+ * a paced reply that took longer than PACE_SLOW_MS cuts it by a quarter (once
+ * per PACE_SLOW_MS), a quick one raises it by one, between PACE_MIN and
+ * ELECTOR__PACE_MAX. etcd renews a lease only once it has applied what it had
+ * committed before, so the keepalive waits behind etcd's backlog of applies:
+ * keeping the replies quick keeps that backlog short, on a fast member as on a
+ * slow one. */
 #define ELECTOR__PACE_MAX 256
+#define PACE_MIN 4
+#define PACE_SLOW_MS 250
 
 enum { PACE_CAMPAIGN = 1, PACE_CHECK };
 
 typedef struct pacer {
     elector__ext ext; /* first: the client's handle on it */
     elector_etcd *etcd;
-    int in_flight;
+    int in_flight, limit;
+    int64_t cut_ms; /* when the limit was last cut */
     elector_election *head, *tail;
     elector__timer timer;
 } pacer;
@@ -156,7 +167,7 @@ static void pace_fired(elector__timer *t, void *ud)
 {
     (void)t;
     pacer *p = ud;
-    while (p->head && p->in_flight < ELECTOR__PACE_MAX) {
+    while (p->head && p->in_flight < p->limit) {
         elector_election *el = p->head;
         pace_unqueue(p, el);
         elector__el_hold(el);
@@ -173,7 +184,8 @@ static bool pace_wait(elector_election *el)
         (pacer *)elector__ext_get(el->etcd, &pacer_kind, sizeof(pacer), pacer_free);
     if (!p) return false; /* out of memory: unpaced */
     p->etcd = el->etcd;
-    if (p->in_flight < ELECTOR__PACE_MAX) {
+    if (!p->limit) p->limit = ELECTOR__PACE_MAX;
+    if (p->in_flight < p->limit) {
         pace_unqueue(p, el);
         return false;
     }
@@ -195,15 +207,26 @@ static void pace_take(struct op *o)
     pacer *p = (pacer *)elector__ext_find(o->el->etcd, &pacer_kind);
     if (!p) return;
     o->paced = true;
+    o->sent_ms = elector__now_ms();
     p->in_flight++;
 }
 
-static void pace_release(elector_election *el)
+static void pace_release(elector_election *el, const struct op *o)
 {
     pacer *p = (pacer *)elector__ext_find(el->etcd, &pacer_kind);
     if (!p) return;
     p->in_flight--;
-    if (p->head && p->in_flight < ELECTOR__PACE_MAX && !p->timer.armed)
+    int64_t now = elector__now_ms();
+    if (now - o->sent_ms > PACE_SLOW_MS) {
+        if (now - p->cut_ms > PACE_SLOW_MS && p->limit > PACE_MIN) {
+            p->limit -= p->limit / 4 ? p->limit / 4 : 1;
+            if (p->limit < PACE_MIN) p->limit = PACE_MIN;
+            p->cut_ms = now;
+        }
+    } else if (now - o->sent_ms < PACE_SLOW_MS / 2 && p->limit < ELECTOR__PACE_MAX) {
+        p->limit++;
+    }
+    if (p->head && p->in_flight < p->limit && !p->timer.armed)
         elector__timer_arm(p->etcd, &p->timer, elector__now_ms(), pace_fired, p);
 }
 
@@ -230,7 +253,7 @@ elector_election *elector__op_end(struct op *o)
 {
     elector_election *el = o->el;
     bool current = !el->life.closed && o->gen == el->gen;
-    if (o->paced) pace_release(el);
+    if (o->paced) pace_release(el, o);
     free(o->value);
     free(o);
     elector__el_unhold(el);

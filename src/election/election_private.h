@@ -136,6 +136,7 @@ struct op {
     elector_txn_cb ucb; /* guarded_txn only */
     void *uud;
     bool paced;      /* holds a slot of the pacer */
+    int64_t sent_ms; /* ... since then (deadline clock) */
     int64_t del_rev; /* a delete of our key: its guard (elector__delete_key) */
     int tries;       /* ... sent again this many times */
     uint8_t *value;
