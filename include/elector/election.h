@@ -112,8 +112,9 @@ elector_session *elector_session_new(elector_etcd *etcd,
 /* Blocks (running the loop) until the lease is granted. Returns 0, ELECTOR_ETIMEDOUT,
  * or the grant's error (ECONNECT, ETLS, EAUTH, ENOLEADER, ...). A grant refused
  * as ELECTOR_EUNAVAILABLE (etcd's "too many requests", the leader changing, the
- * connection lost under the request) is sent again after a jittered pause for
- * up to 30 s after elector_session_new(); only then does it end the session. */
+ * connection lost under the request) or ELECTOR_ETIMEDOUT (etcd's "request
+ * timed out", no answer in time) is sent again after a jittered pause for up to
+ * 30 s after elector_session_new(); only then does it end the session. */
 int elector_session_wait(elector_session *s, int64_t timeout_ms);
 
 /* Revokes the lease (so our keys vanish at once) and frees the session. A session
@@ -152,7 +153,8 @@ typedef struct elector_session_stats {
     uint64_t rtt_count;
     int64_t rtt_sum_ns;
     /* LeaseGrant requests sent again after ELECTOR_EUNAVAILABLE ("too many
-     * requests", the connection lost under it), for up to 30 s. */
+     * requests", the connection lost under it) or ELECTOR_ETIMEDOUT, for up to
+     * 30 s. */
     uint64_t grant_retries;
 } elector_session_stats;
 

@@ -120,11 +120,13 @@ bool elector__emit(elector_election *el, elector_event_type type, int reason,
  * per PACE_SLOW_MS), a quick one raises it by one, between PACE_MIN and
  * ELECTOR__PACE_MAX. etcd renews a lease only once it has applied what it had
  * committed before, so the keepalive waits behind etcd's backlog of applies:
- * keeping the replies quick keeps that backlog short, on a fast member as on a
- * slow one. */
+ * keeping the replies under a second keeps that backlog short, on a fast
+ * member as on a slow one. (A lower mark starved setup on a busy disk, where
+ * every Txn waits 100-250 ms for the WAL's fsync however few are in flight:
+ * the window fell to its minimum and stayed there.) */
 #define ELECTOR__PACE_MAX 256
 #define PACE_MIN 4
-#define PACE_SLOW_MS 250
+#define PACE_SLOW_MS 1000
 
 enum { PACE_CAMPAIGN = 1, PACE_CHECK };
 

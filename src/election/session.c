@@ -332,11 +332,12 @@ static void granted(elector_session *s, int64_t id, int64_t ttl)
 }
 
 /* A grant refused as ELECTOR_EUNAVAILABLE (etcd's "too many requests", the
- * leader changing, the connection lost under the request) is sent again, with
- * a jittered pause, for this long after the session was created. Other errors
- * (no connection at all, no leader, a timeout) end the session as before: the
- * caller decides how long to wait for a cluster that is down. (A grant applied
- * but not answered leaves a lease nobody uses: it expires after its TTL.) */
+ * leader changing, the connection lost under the request) or ELECTOR_ETIMEDOUT
+ * (etcd's "request timed out" when it is overloaded, or no answer in time) is
+ * sent again, with a jittered pause, for this long after the session was
+ * created. Other errors (no connection at all, no leader) end the session as
+ * before: the caller decides how long to wait for a cluster that is down. (A grant
+ * applied but not answered leaves a lease nobody uses: it expires after its TTL.) */
 #define GRANT_RETRY_MS 30000
 
 static void grant_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud);
@@ -371,7 +372,7 @@ static void grant_done(elector_etcd *e, int err, const ProtobufCMessage *m, void
         const Etcdserverpb__LeaseGrantResponse *r = (const void *)m;
         if (!err && r->error && *r->error) err = ELECTOR_EGRPC;
         if (!err && r->ttl <= 0) err = ELECTOR_ELEASE;
-        if (err == ELECTOR_EUNAVAILABLE &&
+        if ((err == ELECTOR_EUNAVAILABLE || err == ELECTOR_ETIMEDOUT) &&
             elector__now_ms() - s->created_ms < GRANT_RETRY_MS) {
             s->stats.grant_retries++;
             int64_t d = elector__backoff_ms((int)s->stats.grant_retries, 50, 1600,
