@@ -114,7 +114,7 @@ int main(int argc, char **argv)
     sc.ttl_s = ttl;
     elector_session *s = elector_session_new(e, &sc, on_session, NULL);
     if (!s) bu_die("session_new");
-    int rc = elector_session_wait(s, 10000);
+    int rc = elector_session_wait(s, 60000); /* the grant is retried while etcd is busy */
     if (rc) bu_die("session: %s (%s)", elector_strerror(rc), elector_etcd_errstr(e));
     long rss_base = bu_status_field(0, "VmRSS");
 
