@@ -8,7 +8,7 @@
  * all be gone at the end, deleted by the frees and resigns while the session
  * still lives.
  *
- * STRESS_N overrides the number of elections (default 10000: about 10 s under
+ * STRESS_N overrides the number of elections (default 40000: about 12 s under
  * ASan on an idle machine). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,7 +108,7 @@ static void free_cand(struct cand *c)
 TEST_WITH_TIMEOUT(stress_create_break_restart_free, 400)
 {
     const char *env = getenv("STRESS_N");
-    g_n = env && atoi(env) > 0 ? atoi(env) : 10000;
+    g_n = env && atoi(env) > 0 ? atoi(env) : 40000;
     eh_opts eo = {.members = 1};
     eh_cluster *cl = eh_start(&eo);
     ASSERT_NOT_NULL(cl);
