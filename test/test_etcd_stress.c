@@ -214,3 +214,43 @@ TEST_WITH_TIMEOUT(stress_create_break_restart_free, 400)
     tp_stop(px);
     eh_stop(cl);
 }
+
+/* The client is freed right after thousands of elections were: their deletes
+ * still wait in the pacer (only a few hundred go at once). They are dropped
+ * with the client; under ASan its leak check says whether everything went. */
+TEST_WITH_TIMEOUT(stress_free_client_with_deletes_waiting, 120)
+{
+    const int n = 3000;
+    eh_opts eo = {.members = 1};
+    eh_cluster *cl = eh_start(&eo);
+    ASSERT_NOT_NULL(cl);
+    elector_etcd *e = eu_client(eh_endpoints(cl));
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 10000));
+    g_n = n;
+    g_c = calloc((size_t)n, sizeof(*g_c));
+    ASSERT_NOT_NULL(g_c);
+    for (int i = 0; i < n; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "stress/f%d", i);
+        g_c[i].el = elector_election_new(s, name, on_event, &g_c[i]);
+        ASSERT_NOT_NULL(g_c[i].el);
+        ASSERT_OK(elector_campaign(g_c[i].el, "v", 1));
+    }
+    ASSERT(pump_until(e, 60000, all_lead));
+    /* Half resign (their RESIGNED never comes: the client goes first), half
+     * are freed; then the session and the client, without running the loop. */
+    for (int i = 0; i < n; i++) {
+        if (i % 2)
+            ASSERT_OK(elector_resign(g_c[i].el));
+        else
+            free_cand(&g_c[i]);
+    }
+    elector_session_close(s);
+    for (int i = 0; i < n; i++)
+        if (g_c[i].el) free_cand(&g_c[i]);
+    elector_etcd_free(e);
+    free(g_c);
+    eh_stop(cl);
+}

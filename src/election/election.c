@@ -111,9 +111,11 @@ bool elector__emit(elector_election *el, elector_event_type type, int reason,
  * requests"). So these two bulk requests hold a slot of a pacer, one per
  * client, while in flight: at most `limit` at a time. An election that finds
  * no slot waits in a FIFO; a slot freed by a reply goes to it from the loop (a
- * timer due now), never from inside another election's callback. Keepalives,
- * deletes, proclaims, guarded Txns and the check after a predecessor's delete
- * are not paced.
+ * timer due now), never from inside another election's callback. Deletes of
+ * our keys (resign, free) are paced too, in a FIFO of their own served first:
+ * freeing 100,000 elections at once is as much bulk as setting them up.
+ * Keepalives, proclaims, guarded Txns and the check after a predecessor's
+ * delete are not paced.
  *
  * The limit follows etcd's pace (additive increase, multiplicative decrease):
  * a paced reply that took longer than PACE_SLOW_MS cuts it by a quarter (once
@@ -136,6 +138,7 @@ typedef struct pacer {
     int in_flight, limit;
     int64_t cut_ms; /* when the limit was last cut */
     elector_election *head, *tail;
+    struct op *dhead, *dtail; /* deletes waiting for a slot (they go first) */
     elector__timer timer;
 } pacer;
 
@@ -145,6 +148,14 @@ static void pacer_free(elector__ext *x)
 {
     pacer *p = (pacer *)x;
     elector__timer_disarm(p->etcd, &p->timer);
+    /* The client is being freed: deletes never sent are dropped (their
+     * elections' holds too; nothing is called back). */
+    while (p->dhead) {
+        struct op *o = p->dhead;
+        p->dhead = o->qnext;
+        o->el->deletes--;
+        elector__op_end(o);
+    }
     free(p);
 }
 
@@ -164,11 +175,21 @@ static void pace_unqueue(pacer *p, elector_election *el)
 }
 
 static void pace_go(elector_election *el);
+static void pace_take(struct op *o);
 
 static void pace_fired(elector__timer *t, void *ud)
 {
     (void)t;
     pacer *p = ud;
+    while (p->dhead && p->in_flight < p->limit) {
+        struct op *o = p->dhead;
+        p->dhead = o->qnext;
+        if (!p->dhead) p->dtail = NULL;
+        o->qnext = NULL;
+        pace_take(o);
+        int rc = elector__send_delete(o);
+        if (rc) o->done(p->etcd, rc, NULL, o); /* ends o, frees its slot */
+    }
     while (p->head && p->in_flight < p->limit) {
         elector_election *el = p->head;
         pace_unqueue(p, el);
@@ -228,8 +249,28 @@ static void pace_release(elector_election *el, const struct op *o)
     } else if (now - o->sent_ms < PACE_SLOW_MS / 2 && p->limit < ELECTOR__PACE_MAX) {
         p->limit++;
     }
-    if (p->head && p->in_flight < p->limit && !p->timer.armed)
+    if ((p->head || p->dhead) && p->in_flight < p->limit && !p->timer.armed)
         elector__timer_arm(p->etcd, &p->timer, elector__now_ms(), pace_fired, p);
+}
+
+bool elector__pace_delete(struct op *o)
+{
+    pacer *p =
+        (pacer *)elector__ext_get(o->el->etcd, &pacer_kind, sizeof(pacer), pacer_free);
+    if (!p) return false; /* out of memory: unpaced */
+    p->etcd = o->el->etcd;
+    if (!p->limit) p->limit = ELECTOR__PACE_MAX;
+    if (p->in_flight < p->limit) {
+        pace_take(o);
+        return false;
+    }
+    o->qnext = NULL;
+    if (p->dtail)
+        p->dtail->qnext = o;
+    else
+        p->dhead = o;
+    p->dtail = o;
+    return true;
 }
 
 /* Leaves the queue for good (the election is freed). */

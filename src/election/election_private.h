@@ -135,10 +135,12 @@ struct op {
     unsigned gen;
     elector_txn_cb ucb; /* guarded_txn only */
     void *uud;
-    bool paced;      /* holds a slot of the pacer */
-    int64_t sent_ms; /* ... since then (deadline clock) */
-    int64_t del_rev; /* a delete of our key: its guard (elector__delete_key) */
-    int tries;       /* ... sent again this many times */
+    bool paced;           /* holds a slot of the pacer */
+    int64_t sent_ms;      /* ... since then (deadline clock) */
+    int64_t del_rev;      /* a delete of our key: its guard (elector__delete_key) */
+    elector_etcd_cb done; /* ... its callback */
+    struct op *qnext;     /* ... waiting for a slot of the pacer */
+    int tries;            /* ... sent again this many times */
     uint8_t *value;
     size_t vlen;
     /* A serializable check: what the DELETE event of our predecessor that it
@@ -163,9 +165,16 @@ int elector__send_txn(elector_election *el, Etcdserverpb__TxnRequest *txn, struc
                       elector_etcd_cb done);
 
 /* leader.c */
-/* Deletes our key, guarded by rev (0: by our lease); o is released on error. */
+/* Deletes our key, guarded by rev (0: by our lease); o is released on error.
+ * The delete is paced: without a free slot it waits in the pacer, and goes
+ * from the loop (done is called then, with the send error if it fails). */
 int elector__delete_key(elector_election *el, int64_t rev, struct op *o,
                         elector_etcd_cb done);
+/* Sends o's delete (o->del_rev, o->done) now; the send error, o untouched. */
+int elector__send_delete(struct op *o);
+/* The pacer (election.c): true when o must wait (it is queued); else o takes a
+ * slot and the caller sends it. */
+bool elector__pace_delete(struct op *o);
 /* The answer to a delete of our key that nobody waits for. */
 void elector__stray_deleted(elector_etcd *e, int err, const ProtobufCMessage *m,
                             void *ud);

@@ -65,16 +65,25 @@ int elector_proclaim(elector_election *el, const void *value, size_t len)
  * (rev 0: a campaign Txn was applied but not answered), by our lease: the key
  * is ours by its name (prefix + our lease) and by its lease. Returns 0 or the
  * send error (then `o` is released and `done` is not called). */
+int elector__send_delete(struct op *o)
+{
+    elector_election *el = o->el;
+    elector__txn t;
+    elector__txn_delete(&t, el->key, el->klen, o->del_rev, el->key_lease);
+    return elector_etcd_call(el->etcd, ELECTOR_RPC_TXN, &t.txn.base, NULL, o->done, o);
+}
+
 int elector__delete_key(elector_election *el, int64_t rev, struct op *o,
                         elector_etcd_cb done)
 {
-    elector__txn t;
     o->del_rev = rev;
-    elector__txn_delete(&t, el->key, el->klen, rev, el->key_lease);
-    int rc = elector_etcd_call(el->etcd, ELECTOR_RPC_TXN, &t.txn.base, NULL, done, o);
-    if (rc) {
-        elector__op_end(o);
-        return rc;
+    o->done = done;
+    if (!elector__pace_delete(o)) {
+        int rc = elector__send_delete(o);
+        if (rc) {
+            elector__op_end(o);
+            return rc;
+        }
     }
     el->deletes++; /* o holds el */
     return 0;
