@@ -195,10 +195,10 @@ void elector_election_set_log(elector_election *el, elector_election_cb log, voi
  * watch are sent again inside the library, after a jittered pause (50 ms
  * doubling to 1.6 s), for as long as the session lives; the session's deadline
  * bounds them. They are counted in elector_election_get_stats() (retries).
- * Campaign and check Txns are paced: at most 256 in flight per client (fewer
- * while etcd answers them slowly), the others wait their turn, so that the
- * lease's keepalive is never stuck behind them (docs/DESIGN.md, "Many elections
- * on one client").
+ * Campaign and check Txns, and the deletes of resign and free, are paced: at
+ * most 256 in flight per client (fewer while etcd answers them slowly), the
+ * others wait their turn, so that the lease's keepalive is never stuck behind
+ * them (docs/DESIGN.md, "Many elections on one client").
  * A campaign or check that fails for good (EPERM, EAUTH, ...) deletes the key it
  * made, so it does not make later candidates wait for our session.
  * Our key is NAME/<lease>: one per name and session. Another election object
