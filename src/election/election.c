@@ -119,7 +119,7 @@ bool elector__emit(elector_election *el, elector_event_type type, int reason,
  *
  * The limit follows etcd's pace (additive increase, multiplicative decrease):
  * a paced reply that took longer than PACE_SLOW_MS cuts it by a quarter (once
- * per PACE_SLOW_MS), a quick one raises it by one, between PACE_MIN and
+ * per PACE_SLOW_MS), any other raises it by one, between PACE_MIN and
  * ELECTOR__PACE_MAX. etcd renews a lease only once it has applied what it had
  * committed before, so the keepalive waits behind etcd's backlog of applies:
  * keeping the replies under a second keeps that backlog short, on a fast
@@ -246,7 +246,7 @@ static void pace_release(elector_election *el, const struct op *o)
             if (p->limit < PACE_MIN) p->limit = PACE_MIN;
             p->cut_ms = now;
         }
-    } else if (now - o->sent_ms < PACE_SLOW_MS / 2 && p->limit < ELECTOR__PACE_MAX) {
+    } else if (p->limit < ELECTOR__PACE_MAX) {
         p->limit++;
     }
     if ((p->head || p->dhead) && p->in_flight < p->limit && !p->timer.armed)
