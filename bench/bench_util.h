@@ -215,23 +215,25 @@ static inline double bu_msgs_total_no_ka(const bu_msgs *m)
 
 /* GET http://hostport/metrics with HTTP/1.0 and add every
  * grpc_server_msg_received_total{...grpc_method="X"...} V to m. */
-static inline int bu_scrape_one(const char *hostport, bu_msgs *m)
+/* GET /metrics of one member: a malloc'd, NUL-terminated body (with the HTTP
+ * head), or NULL. */
+static inline char *bu_fetch_metrics(const char *hostport)
 {
     char host[256];
     snprintf(host, sizeof(host), "%s", hostport);
     if (!strncmp(host, "http://", 7)) memmove(host, host + 7, strlen(host + 7) + 1);
     char *colon = strrchr(host, ':');
-    if (!colon) return -1;
+    if (!colon) return NULL;
     *colon = 0;
     const char *port = colon + 1;
     struct addrinfo hints = {0}, *ai = NULL;
     hints.ai_socktype = SOCK_STREAM;
-    if (getaddrinfo(host, port, &hints, &ai) || !ai) return -1;
+    if (getaddrinfo(host, port, &hints, &ai) || !ai) return NULL;
     int fd = socket(ai->ai_family, SOCK_STREAM, 0);
     if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
         if (fd >= 0) close(fd);
         freeaddrinfo(ai);
-        return -1;
+        return NULL;
     }
     freeaddrinfo(ai);
     char req[512];
@@ -239,7 +241,7 @@ static inline int bu_scrape_one(const char *hostport, bu_msgs *m)
                       host, port);
     if (write(fd, req, (size_t)rl) != rl) {
         close(fd);
-        return -1;
+        return NULL;
     }
     size_t cap = 1 << 18, len = 0;
     char *buf = malloc(cap);
@@ -257,6 +259,37 @@ static inline int bu_scrape_one(const char *hostport, bu_msgs *m)
     }
     close(fd);
     buf[len] = 0;
+    return buf;
+}
+
+/* The sum of a gauge or counter without labels (e.g.
+ * "etcd_debugging_mvcc_slow_watcher_total") over a comma-separated list of
+ * members; -1 if a member could not be read. */
+static inline double bu_gauge(const char *list, const char *metric)
+{
+    char tmp[1024];
+    snprintf(tmp, sizeof(tmp), "%s", list);
+    double sum = 0;
+    size_t ml = strlen(metric);
+    for (char *tok = strtok(tmp, ","); tok; tok = strtok(NULL, ",")) {
+        char *buf = bu_fetch_metrics(tok);
+        if (!buf) return -1;
+        for (char *line = buf; line && *line;) {
+            char *nl = strchr(line, '\n');
+            if (nl) *nl = 0;
+            if (!strncmp(line, metric, ml) && line[ml] == ' ')
+                sum += strtod(line + ml + 1, NULL);
+            line = nl ? nl + 1 : NULL;
+        }
+        free(buf);
+    }
+    return sum;
+}
+
+static inline int bu_scrape_one(const char *hostport, bu_msgs *m)
+{
+    char *buf = bu_fetch_metrics(hostport);
+    if (!buf) return -1;
     static const char name[] = "grpc_server_msg_received_total{";
     for (char *line = buf; line && *line;) {
         char *nl = strchr(line, '\n');

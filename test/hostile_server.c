@@ -540,10 +540,32 @@ static void on_keepalive(conn *c, stream *st, const uint8_t *p, size_t n)
     etcdserverpb__lease_keep_alive_request__free_unpacked(q, NULL);
 }
 
+/* HS_BUSY: answers "too many requests" while *left > 0; true if it did. */
+static bool busy_refuse(conn *c, stream *st, int *left)
+{
+    if (O->attack != HS_BUSY || *left <= 0) return false;
+    (*left)--;
+    static const char msg[] = "etcdserver: too many requests";
+    nghttp2_nv hd[] = {
+        {(uint8_t *)":status", (uint8_t *)"200", 7, 3, 0},
+        {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, 0},
+        {(uint8_t *)"grpc-status", (uint8_t *)"2", 11, 1, 0},
+        {(uint8_t *)"grpc-message", (uint8_t *)msg, 12, sizeof(msg) - 1, 0}};
+    st->responded = true;
+    nghttp2_submit_response(c->h2, st->id, hd, 4, NULL);
+    c->answered++;
+    return true;
+}
+
+static int busy_grants = 2, busy_txns = 3;
+
 static void on_message(conn *c, stream *st, const uint8_t *p, size_t n)
 {
     const char *m = strrchr(st->path, '/');
     m = m ? m + 1 : "";
+    if ((!strcmp(m, "Txn") && busy_refuse(c, st, &busy_txns)) ||
+        (!strcmp(m, "LeaseGrant") && busy_refuse(c, st, &busy_grants)))
+        return;
     if (!strcmp(m, "Txn")) {
         on_txn(c, st, p, n);
     } else if (!strcmp(m, "Range")) {

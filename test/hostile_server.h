@@ -72,6 +72,9 @@ typedef enum hs_attack {
     HS_FAST_EVENT_HEADER_BELOW, /* header revision HS_R - 1 < mod_revision HS_R */
     HS_FAST_EVENT_OTHER_KEY,    /* the DELETE is of PREFIX "2", not the predecessor */
     HS_FAST_EVENT_OLD_REV,      /* mod_revision 60: before the watch's start */
+    /* etcd overloaded: the first 2 LeaseGrants and the first 3 Txns are answered
+     * "etcdserver: too many requests" (grpc-status 2), then all is well. */
+    HS_BUSY,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

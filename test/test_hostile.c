@@ -897,6 +897,74 @@ TEST(lib_fast_check_inconsistent_event_gets_the_linearizable_check)
                 W_NO_FAST);
 }
 
+/* ---------------------------------------------------------------- library: etcd busy */
+
+/* etcd answers "too many requests" (issue 27): the library retries the
+ * LeaseGrant and the campaign's Txns itself, counts the retries, and the
+ * campaign ends ELECTED, not FAILED. */
+struct busy_out {
+    int wait_rc, elected, failed, reason;
+    elector_session_stats ss;
+    elector_election_stats es;
+};
+
+static void busy_cb(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el;
+    struct busy_out *b = ud;
+    if (ev->type == ELECTOR_EV_ELECTED) b->elected++;
+    if (ev->type == ELECTOR_EV_FAILED) {
+        b->failed++;
+        b->reason = ev->reason;
+    }
+}
+
+static void lib_busy(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    struct busy_out b = {0};
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    b.wait_rc = elector_session_wait(s, 8000);
+    if (!b.wait_rc) {
+        elector_election *el = elector_election_new(s, "e", busy_cb, &b);
+        if (!el || elector_campaign(el, "v", 1)) _exit(6);
+        double end = tl_now() + 10;
+        while (tl_now() < end && !b.elected && !b.failed)
+            elector_etcd_run_once(e, 50);
+        elector_election_get_stats(el, &b.es);
+        elector_election_free(el);
+    }
+    elector_session_get_stats(s, &b.ss);
+    elector_session_close(s);
+    elector_etcd_free(e);
+    _Static_assert(sizeof(b) <= sizeof(o->msg), "busy_out fits in lib_out.msg");
+    memcpy(o->msg, &b, sizeof(b));
+}
+
+TEST(lib_too_many_requests_is_retried)
+{
+    hs_server s;
+    start(&s, HS_BUSY, false);
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(lib_busy, s.endpoint, NULL, &o, &rss, &sig);
+    struct busy_out b;
+    memcpy(&b, o.msg, sizeof(b));
+    tl_log("etcd busy: session wait %s, grant retries %d; elected %d, failed %d (%s), "
+           "election retries %d, in %.2f s",
+           elector_err_name(b.wait_rc), (int)b.ss.grant_retries, b.elected, b.failed,
+           elector_err_name(b.reason), (int)b.es.retries, o.secs);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(0, b.wait_rc);
+    ASSERT_EQ(2, (int)b.ss.grant_retries);
+    ASSERT_EQ(0, b.failed);
+    ASSERT_EQ(1, b.elected);
+    ASSERT_EQ(3, (int)b.es.retries);
+    hs_stop(&s);
+}
+
 /* ---------------------------------------------------------------- library: TLS */
 
 static elector_etcd *tls_client(const char *endpoint, const char *ca)

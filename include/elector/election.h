@@ -129,7 +129,11 @@ elector_session *elector_session_new(elector_etcd *etcd,
                                      elector_session_cb cb, void *ud);
 
 /* Blocks (running the loop) until the lease is granted. Returns 0, ELECTOR_ETIMEDOUT,
- * or the grant's error (ECONNECT, ETLS, EAUTH, ENOLEADER, ...). */
+ * or the grant's error (ECONNECT, ETLS, EAUTH, ENOLEADER, ...). A grant refused
+ * as ELECTOR_EUNAVAILABLE (etcd's "too many requests", the leader changing, the
+ * connection lost under the request) or ELECTOR_ETIMEDOUT (etcd's "request
+ * timed out", no answer in time) is sent again after a jittered pause for up to
+ * 30 s after elector_session_new(); only then does it end the session. */
 int elector_session_wait(elector_session *s, int64_t timeout_ms);
 
 /* Revokes the lease (so our keys vanish at once) and frees the session. A session
@@ -176,6 +180,10 @@ typedef struct elector_session_stats {
     uint64_t rtt_buckets[ELECTOR_RTT_BUCKETS];
     uint64_t rtt_count;
     int64_t rtt_sum_ns;
+    /* LeaseGrant requests sent again after ELECTOR_EUNAVAILABLE ("too many
+     * requests", the connection lost under it) or ELECTOR_ETIMEDOUT, for up to
+     * 30 s. */
+    uint64_t grant_retries;
 } elector_session_stats;
 
 void elector_session_get_stats(const elector_session *s, elector_session_stats *out);
@@ -191,9 +199,10 @@ typedef void (*elector_election_cb)(elector_election *el, const elector_event *e
 elector_election *elector_election_new(elector_session *s, const char *name,
                                        elector_election_cb cb, void *ud);
 
-/* Resigns if leading or campaigning (best effort, one attempt: the delete of our
- * key is sent by the loop; it is also sent when a lost answer left our key's
- * revision unknown, guarded then by our lease), frees.
+/* Resigns if leading or campaigning (best effort: the delete of our key is sent
+ * by the loop, and sent again after a transient failure, up to 12 times; it is
+ * also sent, once, when a lost answer left our key's revision unknown, guarded
+ * then by our lease), frees.
  * Safe from any callback, also one delivered to another election (say, the
  * LOST of the first election of a dying session frees them all). */
 void elector_election_free(elector_election *el);
@@ -209,8 +218,15 @@ void elector_election_set_log(elector_election *el, elector_election_cb log, voi
  * error etcd gives that retrying cannot cure (ETOOLARGE, EPERM, EAUTH, ...),
  * ELECTOR_EPROTO among them: the server sent what etcd never sends (a malformed
  * or oversized reply, a result of the wrong kind). A leader loses with it too.
- * Transient errors (no leader, connection lost, etcd busy) are retried while the
- * session lives.
+ * Transient errors (etcd's "too many requests", no leader, a timeout, the
+ * connection lost) are never a reason: the campaign and check Txns and the
+ * watch are sent again inside the library, after a jittered pause (50 ms
+ * doubling to 1.6 s), for as long as the session lives; the session's deadline
+ * bounds them. They are counted in elector_election_get_stats() (retries).
+ * Campaign and check Txns, and the deletes of resign and free, are paced: at
+ * most 256 in flight per client (fewer while etcd answers them slowly), the
+ * others wait their turn, so that the lease's keepalive is never stuck behind
+ * them (docs/DESIGN.md, "Many elections on one client").
  * A campaign or check that fails for good (EPERM, EAUTH, ...) deletes the key it
  * made, so it does not make later candidates wait for our session.
  * Our key is NAME/<lease>: one per name and session. Another election object
@@ -275,6 +291,16 @@ typedef struct elector_election_stats {
                                  missing, extra or of the wrong kind, ...) */
     int last_decided_by;      /* the last check whose answer was used: 0 none yet,
                                  1 linearizable, 2 serializable */
+    /* Requests sent again after a transient error (etcd's "too many requests",
+     * no leader, a timeout, the connection lost): campaign and check Txns, a
+     * watch that broke or could not be created, a freed election's delete. */
+    uint64_t retries;
+    /* 1 while etcd has confirmed the watch this election relies on now (a
+     * leader's on its own key, a waiting candidate's on its predecessor's).
+     * ELECTED comes before that confirmation: in between, a delete of our key
+     * by someone else is not noticed until it comes (docs/DESIGN.md). */
+    int watching;
+    int64_t watch_wait_ns; /* how long etcd took to confirm the last watch */
 } elector_election_stats;
 
 void elector_election_get_stats(const elector_election *el, elector_election_stats *out);

@@ -102,6 +102,184 @@ bool elector__emit(elector_election *el, elector_event_type type, int reason,
     return alive;
 }
 
+/* ---------------------------------------------------------------- the pacer
+ *
+ * Setting up many elections at once sends a campaign and a check Txn for each.
+ * Handed to the transport all at once, 100,000 of them are 100,000 HTTP/2
+ * streams that etcd serves in parallel: the lease's keepalive waits behind
+ * them until the lease expires, and etcd refuses proposals ("too many
+ * requests"). So these two bulk requests hold a slot of a pacer, one per
+ * client, while in flight: at most `limit` at a time. An election that finds
+ * no slot waits in a FIFO; a slot freed by a reply goes to it from the loop (a
+ * timer due now), never from inside another election's callback. Deletes of
+ * our keys (resign, free) are paced too, in a FIFO of their own served first:
+ * freeing 100,000 elections at once is as much bulk as setting them up.
+ * Keepalives, proclaims, guarded Txns and the check after a predecessor's
+ * delete are not paced.
+ *
+ * The limit follows etcd's pace (additive increase, multiplicative decrease):
+ * a paced reply that took longer than PACE_SLOW_MS cuts it by a quarter (once
+ * per PACE_SLOW_MS), any other raises it by one, between PACE_MIN and
+ * ELECTOR__PACE_MAX. etcd renews a lease only once it has applied what it had
+ * committed before, so the keepalive waits behind etcd's backlog of applies:
+ * keeping the replies under a second keeps that backlog short, on a fast
+ * member as on a slow one. (A lower mark starved setup on a busy disk, where
+ * every Txn waits 100-250 ms for the WAL's fsync however few are in flight:
+ * the window fell to its minimum and stayed there.) */
+#define ELECTOR__PACE_MAX 256
+#define PACE_MIN 4
+#define PACE_SLOW_MS 1000
+
+enum { PACE_CAMPAIGN = 1, PACE_CHECK };
+
+typedef struct pacer {
+    elector__ext ext; /* first: the client's handle on it */
+    elector_etcd *etcd;
+    int in_flight, limit;
+    int64_t cut_ms; /* when the limit was last cut */
+    elector_election *head, *tail;
+    struct op *dhead, *dtail; /* deletes waiting for a slot (they go first) */
+    elector__timer timer;
+} pacer;
+
+static const char pacer_kind = 'P';
+
+static void pacer_free(elector__ext *x)
+{
+    pacer *p = (pacer *)x;
+    elector__timer_disarm(p->etcd, &p->timer);
+    /* The client is being freed: deletes never sent are dropped (their
+     * elections' holds too; nothing is called back). */
+    while (p->dhead) {
+        struct op *o = p->dhead;
+        p->dhead = o->qnext;
+        o->el->deletes--;
+        elector__op_end(o);
+    }
+    free(p);
+}
+
+static void pace_unqueue(pacer *p, elector_election *el)
+{
+    if (!el->pace_queued) return;
+    if (el->pace_prev)
+        el->pace_prev->pace_next = el->pace_next;
+    else
+        p->head = el->pace_next;
+    if (el->pace_next)
+        el->pace_next->pace_prev = el->pace_prev;
+    else
+        p->tail = el->pace_prev;
+    el->pace_next = el->pace_prev = NULL;
+    el->pace_queued = false;
+}
+
+static void pace_go(elector_election *el);
+static void pace_take(struct op *o);
+
+static void pace_fired(elector__timer *t, void *ud)
+{
+    (void)t;
+    pacer *p = ud;
+    while (p->dhead && p->in_flight < p->limit) {
+        struct op *o = p->dhead;
+        p->dhead = o->qnext;
+        if (!p->dhead) p->dtail = NULL;
+        o->qnext = NULL;
+        pace_take(o);
+        int rc = elector__send_delete(o);
+        if (rc) o->done(p->etcd, rc, NULL, o); /* ends o, frees its slot */
+    }
+    while (p->head && p->in_flight < p->limit) {
+        elector_election *el = p->head;
+        pace_unqueue(p, el);
+        elector__el_hold(el);
+        pace_go(el);
+        elector__el_unhold(el);
+    }
+}
+
+/* True when el must wait for a slot (it is queued, to send what its state then
+ * asks for); false when it may send now. */
+static bool pace_wait(elector_election *el)
+{
+    pacer *p =
+        (pacer *)elector__ext_get(el->etcd, &pacer_kind, sizeof(pacer), pacer_free);
+    if (!p) return false; /* out of memory: unpaced */
+    p->etcd = el->etcd;
+    if (!p->limit) p->limit = ELECTOR__PACE_MAX;
+    if (p->in_flight < p->limit) {
+        pace_unqueue(p, el);
+        return false;
+    }
+    if (el->pace_queued) return true;
+    el->pace_queued = true;
+    el->pace_next = NULL;
+    el->pace_prev = p->tail;
+    if (p->tail)
+        p->tail->pace_next = el;
+    else
+        p->head = el;
+    p->tail = el;
+    return true;
+}
+
+/* o (a campaign or check Txn) holds a slot until elector__op_end(). */
+static void pace_take(struct op *o)
+{
+    pacer *p = (pacer *)elector__ext_find(o->el->etcd, &pacer_kind);
+    if (!p) return;
+    o->paced = true;
+    o->sent_ms = elector__now_ms();
+    p->in_flight++;
+}
+
+static void pace_release(elector_election *el, const struct op *o)
+{
+    pacer *p = (pacer *)elector__ext_find(el->etcd, &pacer_kind);
+    if (!p) return;
+    p->in_flight--;
+    int64_t now = elector__now_ms();
+    if (now - o->sent_ms > PACE_SLOW_MS) {
+        if (now - p->cut_ms > PACE_SLOW_MS && p->limit > PACE_MIN) {
+            p->limit -= p->limit / 4 ? p->limit / 4 : 1;
+            if (p->limit < PACE_MIN) p->limit = PACE_MIN;
+            p->cut_ms = now;
+        }
+    } else if (p->limit < ELECTOR__PACE_MAX) {
+        p->limit++;
+    }
+    if ((p->head || p->dhead) && p->in_flight < p->limit && !p->timer.armed)
+        elector__timer_arm(p->etcd, &p->timer, elector__now_ms(), pace_fired, p);
+}
+
+bool elector__pace_delete(struct op *o)
+{
+    pacer *p =
+        (pacer *)elector__ext_get(o->el->etcd, &pacer_kind, sizeof(pacer), pacer_free);
+    if (!p) return false; /* out of memory: unpaced */
+    p->etcd = o->el->etcd;
+    if (!p->limit) p->limit = ELECTOR__PACE_MAX;
+    if (p->in_flight < p->limit) {
+        pace_take(o);
+        return false;
+    }
+    o->qnext = NULL;
+    if (p->dtail)
+        p->dtail->qnext = o;
+    else
+        p->dhead = o;
+    p->dtail = o;
+    return true;
+}
+
+/* Leaves the queue for good (the election is freed). */
+static void pace_forget(elector_election *el)
+{
+    pacer *p = el->pace_queued ? (pacer *)elector__ext_find(el->etcd, &pacer_kind) : NULL;
+    if (p) pace_unqueue(p, el);
+}
+
 struct op *elector__op_new(elector_election *el)
 {
     struct op *o = calloc(1, sizeof(*o));
@@ -118,6 +296,7 @@ elector_election *elector__op_end(struct op *o)
 {
     elector_election *el = o->el;
     bool current = !el->life.closed && o->gen == el->gen;
+    if (o->paced) pace_release(el, o);
     free(o->value);
     free(o);
     elector__el_unhold(el);
@@ -128,6 +307,7 @@ void elector__stop_watch(elector_election *el)
 {
     if (el->watch) elector_watch_cancel(el->watch);
     el->watch = NULL;
+    el->watch_ok = false;
 }
 
 int elector__send_txn(elector_election *el, Etcdserverpb__TxnRequest *txn, struct op *o,
@@ -225,7 +405,12 @@ static void retry_fired(elector__timer *t, void *ud)
  * long this can go on. */
 static void schedule_retry(elector_election *el)
 {
-    int64_t d = elector__retry_ms(el->retries++);
+    /* Jittered: thousands of elections that failed together (etcd busy, the
+     * connection lost) do not come back together. */
+    int64_t d =
+        elector__backoff_ms(el->retries + 1, 50, 1600, elector__next_rnd(el->etcd));
+    el->retries++;
+    el->checks.retries++;
     elector__timer_arm(el->etcd, &el->retry, elector__now_ms() + d, retry_fired, el);
 }
 
@@ -263,6 +448,10 @@ static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchRespons
         else
             fail(el, err, elector_etcd_errstr(el->etcd));
         return;
+    }
+    if (r->created && !el->watch_ok) {
+        el->watch_ok = true;
+        el->checks.watch_wait_ns = elector_now_ns() - el->watch_asked_ns;
     }
     for (size_t i = 0; i < r->n_events; i++) {
         if (r->events[i]->type != MVCCPB__EVENT__EVENT_TYPE__DELETE) continue;
@@ -302,6 +491,7 @@ static void watch_key(elector_election *el, const uint8_t *key, size_t klen, int
     wc.filters = &f;
     elector__stop_watch(el);
     el->watch_from = from;
+    el->watch_asked_ns = elector_now_ns();
     el->watch = elector_etcd_watch(el->etcd, &wc, watch_cb, el);
     if (!el->watch) schedule_retry(el);
 }
@@ -436,11 +626,29 @@ static void check_done(elector_etcd *e, int err, const ProtobufCMessage *m, void
 
 static void send_check(elector_election *el)
 {
+    el->pace_what = PACE_CHECK;
+    el->pace_gen = el->gen;
+    if (pace_wait(el)) return;
     elector__txn t;
     elector__txn_check(&t, el->key, el->klen, el->rev, &el->prefix);
     struct op *o = elector__op_new(el);
+    if (o) pace_take(o);
     el->checks.checks_linearizable++;
     if (!o || elector__send_txn(el, &t.txn, o, check_done)) schedule_retry(el);
+}
+
+/* A slot is free for el, queued by send_check() or elector__send_campaign():
+ * it sends what its state asks for now (nothing, if that changed meanwhile:
+ * resigned, failed, or a reply came). */
+static void pace_go(elector_election *el)
+{
+    if (el->life.closed) return;
+    if (el->state == E_CAMPAIGN && el->rev == 0) {
+        if (el->campaign_waits && !el->deletes && session_live(el))
+            elector__send_campaign(el);
+    } else if (el->state == E_WAIT || el->state == E_LEADER) {
+        if (el->pace_what == PACE_CHECK && el->pace_gen == el->gen) send_check(el);
+    }
 }
 
 /* The check after our predecessor's DELETE event at revision R: the same
@@ -479,6 +687,7 @@ static void send_fast_check(elector_election *el, const struct deleted *ev)
 void elector_election_get_stats(const elector_election *el, elector_election_stats *out)
 {
     *out = el->checks;
+    out->watching = el->watch && el->watch_ok;
 }
 
 /* ---------------------------------------------------------------- campaign */
@@ -562,6 +771,12 @@ static int make_key(elector_election *el)
  * campaign, or etcdctl's), overwrite its value and read its create revision. */
 void elector__send_campaign(elector_election *el)
 {
+    el->pace_what = PACE_CAMPAIGN;
+    el->pace_gen = el->gen;
+    if (pace_wait(el)) {
+        el->campaign_waits = true; /* not sent yet */
+        return;
+    }
     el->campaign_waits = false;
     if (make_key(el)) {
         fail(el, ELECTOR_ENOMEM, "out of memory");
@@ -570,19 +785,98 @@ void elector__send_campaign(elector_election *el)
     elector__txn t;
     elector__txn_campaign(&t, el->key, el->klen, el->value, el->vlen, el->key_lease);
     struct op *o = elector__op_new(el);
+    if (o) pace_take(o);
     int rc = o ? elector__send_txn(el, &t.txn, o, campaign_done) : ELECTOR_ENOMEM;
     if (rc) fail(el, rc, elector_etcd_errstr(el->etcd));
+}
+
+/* ---------------------------------------------------------------- names
+ *
+ * The client's elections by name, so that a campaign finds another election
+ * object with its name without walking every election of its session (that
+ * made setting up 100,000 elections quadratic: minutes of CPU with the loop
+ * not running, and the session lost). */
+typedef struct names {
+    elector__ext ext; /* first */
+    elector_election **tab;
+    size_t cap, count;
+} names;
+
+static const char names_kind = 'N';
+
+static void names_free(elector__ext *x)
+{
+    names *n = (names *)x;
+    free(n->tab);
+    free(n);
+}
+
+static uint32_t name_hash(const char *s)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
+static names *names_of(elector_etcd *e)
+{
+    return (names *)elector__ext_get(e, &names_kind, sizeof(names), names_free);
+}
+
+/* Adds el; false when out of memory. */
+static bool name_add(elector_election *el)
+{
+    names *n = names_of(el->etcd);
+    if (!n) return false;
+    if (n->count >= n->cap) {
+        size_t cap = n->cap ? 2 * n->cap : 64;
+        elector_election **t = calloc(cap, sizeof(*t));
+        if (!t) return false;
+        for (size_t i = 0; i < n->cap; i++) {
+            for (elector_election *o = n->tab[i], *nx; o; o = nx) {
+                nx = o->name_next;
+                o->name_next = t[o->name_hash & (cap - 1)];
+                t[o->name_hash & (cap - 1)] = o;
+            }
+        }
+        free(n->tab);
+        n->tab = t;
+        n->cap = cap;
+    }
+    el->name_hash = name_hash(el->name);
+    elector_election **b = &n->tab[el->name_hash & (n->cap - 1)];
+    el->name_next = *b;
+    *b = el;
+    n->count++;
+    el->named = true;
+    return true;
+}
+
+static void name_remove(elector_election *el)
+{
+    names *n = el->named ? (names *)elector__ext_find(el->etcd, &names_kind) : NULL;
+    if (!n) return;
+    elector_election **pp = &n->tab[el->name_hash & (n->cap - 1)];
+    while (*pp && *pp != el)
+        pp = &(*pp)->name_next;
+    if (*pp) {
+        *pp = el->name_next;
+        n->count--;
+    }
+    el->named = false;
 }
 
 /* Another election object with el's name campaigns, leads or deletes our key
  * on this session (one key per name and session). */
 static bool name_busy(const elector_election *el)
 {
-    for (elector__session_listener *l = elector__session_listeners(el->s); l;
-         l = l->next) {
-        if (l->ev != &session_events) continue;
-        const elector_election *o = of_listener(l);
-        if (o != el && (o->state != E_IDLE || o->resign_pending || o->deletes) &&
+    names *n = (names *)elector__ext_find(el->etcd, &names_kind);
+    if (!n || !n->cap) return false;
+    for (const elector_election *o = n->tab[el->name_hash & (n->cap - 1)]; o;
+         o = o->name_next) {
+        if (o != el && o->s == el->s &&
+            (o->state != E_IDLE || o->resign_pending || o->deletes) &&
             !strcmp(o->name, el->name))
             return true;
     }
@@ -659,6 +953,12 @@ elector_election *elector_election_new(elector_session *s, const char *name,
     el->etcd = elector__session_etcd(s);
     el->cb = cb;
     el->ud = ud;
+    if (!name_add(el)) {
+        elector__prefix_free(&el->prefix);
+        free(el->name);
+        free(el);
+        return NULL;
+    }
     elector__session_listen(s, &el->listener, &session_events);
     return el;
 }
@@ -688,6 +988,8 @@ void elector_election_free(elector_election *el)
         if (o) elector__delete_key(el, rev, o, elector__stray_deleted);
     }
     elector__stop_watch(el);
+    pace_forget(el);
+    name_remove(el);
     elector__timer_disarm(el->etcd, &el->retry);
     elector__timer_disarm(el->etcd, &el->notify);
     elector__timer_disarm(el->etcd, &el->resign_timer);

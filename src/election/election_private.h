@@ -126,6 +126,20 @@ struct elector_election {
     bool resign_pending, resign_was_leader;
     int resign_tries;
     int retries;
+    /* Waiting for a slot of the pacer (election.c): its next campaign or check
+     * Txn goes when fewer than ELECTOR__PACE_MAX are in flight on the client. */
+    elector_election *pace_next, *pace_prev;
+    /* In the client's table of elections by name (election.c, name_busy()). */
+    elector_election *name_next;
+    uint32_t name_hash;
+    bool named;
+    bool pace_queued;
+    int pace_what;     /* PACE_CAMPAIGN or PACE_CHECK */
+    unsigned pace_gen; /* the generation that asked */
+    /* The watch (on our key as leader, on our predecessor's while waiting) is
+     * confirmed by etcd; watch_asked_ns: when it was asked for (deadline clock). */
+    bool watch_ok;
+    int64_t watch_asked_ns;
     /* Holds: in-flight operations and callbacks running; closed: the owner let
      * go (elector_election_free), memory stays until the last hold goes. */
     elector__life life;
@@ -141,6 +155,12 @@ struct op {
     unsigned gen;
     elector_txn_cb ucb; /* guarded_txn only */
     void *uud;
+    bool paced;           /* holds a slot of the pacer */
+    int64_t sent_ms;      /* ... since then (deadline clock) */
+    int64_t del_rev;      /* a delete of our key: its guard (elector__delete_key) */
+    elector_etcd_cb done; /* ... its callback */
+    struct op *qnext;     /* ... waiting for a slot of the pacer */
+    int tries;            /* ... sent again this many times */
     uint8_t *value;
     size_t vlen;
     /* A serializable check: what the DELETE event of our predecessor that it
@@ -165,9 +185,16 @@ int elector__send_txn(elector_election *el, Etcdserverpb__TxnRequest *txn, struc
                       elector_etcd_cb done);
 
 /* leader.c */
-/* Deletes our key, guarded by rev (0: by our lease); o is released on error. */
+/* Deletes our key, guarded by rev (0: by our lease); o is released on error.
+ * The delete is paced: without a free slot it waits in the pacer, and goes
+ * from the loop (done is called then, with the send error if it fails). */
 int elector__delete_key(elector_election *el, int64_t rev, struct op *o,
                         elector_etcd_cb done);
+/* Sends o's delete (o->del_rev, o->done) now; the send error, o untouched. */
+int elector__send_delete(struct op *o);
+/* The pacer (election.c): true when o must wait (it is queued); else o takes a
+ * slot and the caller sends it. */
+bool elector__pace_delete(struct op *o);
 /* The answer to a delete of our key that nobody waits for. */
 void elector__stray_deleted(elector_etcd *e, int err, const ProtobufCMessage *m,
                             void *ud);

@@ -28,6 +28,7 @@ struct elector_session {
     bool ka_in_flight;
     bool revoke_owed; /* we hold a lease that nobody revoked and etcd did not drop */
     int last_err, grant_err;
+    int64_t created_ms; /* deadline clock: grants are retried for GRANT_RETRY_MS */
     elector_session_stats stats;
     /* Holds: the grant in flight, events under way; closed: by the owner. */
     elector__life life;
@@ -339,6 +340,40 @@ static void granted(elector_session *s, int64_t id, int64_t ttl)
     notify(s, READY, 0, NULL, 0);
 }
 
+/* A grant refused as ELECTOR_EUNAVAILABLE (etcd's "too many requests", the
+ * leader changing, the connection lost under the request) or ELECTOR_ETIMEDOUT
+ * (etcd's "request timed out" when it is overloaded, or no answer in time) is
+ * sent again, with a jittered pause, for this long after the session was
+ * created. Other errors (no connection at all, no leader) end the session as
+ * before: the caller decides how long to wait for a cluster that is down. (A grant
+ * applied but not answered leaves a lease nobody uses: it expires after its TTL.) */
+#define GRANT_RETRY_MS 30000
+
+static void grant_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud);
+
+static int send_grant(elector_session *s)
+{
+    Etcdserverpb__LeaseGrantRequest req = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
+    req.ttl = s->cfg.ttl_s;
+    s->ka_sent_ns = elector_now_ns();
+    int rc = elector_etcd_call(s->etcd, ELECTOR_RPC_LEASE_GRANT, &req.base, NULL,
+                               grant_done, s);
+    if (!rc) elector__hold(&s->life); /* until grant_done */
+    return rc;
+}
+
+static void grant_retry_fired(elector__timer *t, void *ud)
+{
+    (void)t;
+    elector_session *s = ud;
+    if (s->state != ELECTOR__S_GRANTING) return;
+    int rc = send_grant(s);
+    if (rc) {
+        s->grant_err = rc;
+        session_die(s, rc, elector_etcd_errstr(s->etcd));
+    }
+}
+
 static void grant_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
 {
     elector_session *s = ud;
@@ -346,7 +381,14 @@ static void grant_done(elector_etcd *e, int err, const ProtobufCMessage *m, void
         const Etcdserverpb__LeaseGrantResponse *r = (const void *)m;
         if (!err && r->error && *r->error) err = ELECTOR_EGRPC;
         if (!err && r->ttl <= 0) err = ELECTOR_ELEASE;
-        if (err) {
+        if ((err == ELECTOR_EUNAVAILABLE || err == ELECTOR_ETIMEDOUT) &&
+            elector__now_ms() - s->created_ms < GRANT_RETRY_MS) {
+            s->stats.grant_retries++;
+            int64_t d = elector__backoff_ms((int)s->stats.grant_retries, 50, 1600,
+                                            elector__next_rnd(e));
+            elector__timer_arm(e, &s->renew_timer, elector__now_ms() + d,
+                               grant_retry_fired, s);
+        } else if (err) {
             s->grant_err = err;
             char detail[600];
             snprintf(detail, sizeof(detail), "cannot grant lease: %s",
@@ -389,16 +431,13 @@ elector_session *elector_session_new(elector_etcd *etcd,
     elector__release_init(&s->rel);
     s->state = ELECTOR__S_GRANTING;
     s->ka_sent_ns = elector_now_ns();
+    s->created_ms = elector__now_ms();
     int rc;
     if (s->cfg.lease_id) {
         rc = elector_etcd_keepalive(etcd, s->cfg.lease_id, 0, adopt_done, s);
         if (!rc) s->ka_in_flight = true;
     } else {
-        Etcdserverpb__LeaseGrantRequest req = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
-        req.ttl = s->cfg.ttl_s;
-        rc = elector_etcd_call(etcd, ELECTOR_RPC_LEASE_GRANT, &req.base, NULL, grant_done,
-                               s);
-        if (!rc) elector__hold(&s->life); /* until grant_done */
+        rc = send_grant(s);
     }
     if (rc) {
         free(s);

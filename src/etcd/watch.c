@@ -19,7 +19,8 @@
 #include "etcd_internal.h"
 
 struct elector_watch {
-    struct elector_watch *next;
+    struct elector_watch *next, *prev; /* the state's list */
+    struct elector_watch *hnext;       /* its bucket in the table by ID */
     elector_etcd *etcd;
     elector_stream *s; /* the stream it was created on */
     int64_t id;
@@ -41,6 +42,10 @@ typedef struct watch_state {
     elector__ext ext;    /* first: the client's handle on this state */
     elector_stream *cur; /* where new watches go */
     elector_watch *list;
+    /* The watches by ID (IDs are unique per client): a response finds its watch
+     * without walking the list, which holds 100,000 of them at scale. */
+    elector_watch **tab;
+    size_t tab_cap, count;
     struct pending *pending; /* unanswered creates, oldest first: [head, n) */
     size_t head, n, cap;
     int64_t next_id;
@@ -67,8 +72,74 @@ static void state_free(elector__ext *x)
         st->list = w->next;
         watch_free(w);
     }
+    free(st->tab);
     free(st->pending);
     free(st);
+}
+
+/* ---------------------------------------------------------------- list and table */
+
+static size_t bucket(const watch_state *st, int64_t id)
+{
+    return (size_t)((uint64_t)id * 0x9E3779B97F4A7C15ull >> 20) & (st->tab_cap - 1);
+}
+
+/* Grows the table to keep chains short; false when out of memory. */
+static bool tab_reserve(watch_state *st)
+{
+    if (st->count < st->tab_cap) return true;
+    size_t cap = st->tab_cap ? 2 * st->tab_cap : 64;
+    elector_watch **t = calloc(cap, sizeof(*t));
+    if (!t) return false;
+    elector_watch **old = st->tab;
+    size_t ocap = st->tab_cap;
+    st->tab = t;
+    st->tab_cap = cap;
+    for (size_t i = 0; i < ocap; i++) {
+        for (elector_watch *w = old[i], *n; w; w = n) {
+            n = w->hnext;
+            size_t b = bucket(st, w->id);
+            w->hnext = t[b];
+            t[b] = w;
+        }
+    }
+    free(old);
+    return true;
+}
+
+static void link_watch(watch_state *st, elector_watch *w)
+{
+    w->prev = NULL;
+    w->next = st->list;
+    if (w->next) w->next->prev = w;
+    st->list = w;
+    size_t b = bucket(st, w->id);
+    w->hnext = st->tab[b];
+    st->tab[b] = w;
+    st->count++;
+}
+
+static void unlink_watch(watch_state *st, elector_watch *w)
+{
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        st->list = w->next;
+    if (w->next) w->next->prev = w->prev;
+    elector_watch **pp = &st->tab[bucket(st, w->id)];
+    while (*pp && *pp != w)
+        pp = &(*pp)->hnext;
+    if (*pp) *pp = w->hnext;
+    st->count--;
+}
+
+static elector_watch *find_watch(const watch_state *st, int64_t id)
+{
+    if (!st->tab_cap) return NULL;
+    elector_watch *w = st->tab[bucket(st, id)];
+    while (w && w->id != id)
+        w = w->hnext;
+    return w;
 }
 
 static watch_state *state(elector_etcd *e)
@@ -76,16 +147,14 @@ static watch_state *state(elector_etcd *e)
     return (watch_state *)elector__ext_get(e, &kind, sizeof(watch_state), state_free);
 }
 
+/* After a fan-out: frees the watches canceled during it. */
 static void purge_canceled(watch_state *st)
 {
-    elector_watch **pp = &st->list;
-    while (*pp) {
-        elector_watch *w = *pp;
+    for (elector_watch *w = st->list, *n; w; w = n) {
+        n = w->next;
         if (w->canceled) {
-            *pp = w->next;
+            unlink_watch(st, w);
             watch_free(w);
-        } else {
-            pp = &w->next;
         }
     }
 }
@@ -144,10 +213,18 @@ static int64_t pending_settle(watch_state *st, elector_stream *s, int64_t id)
     return id;
 }
 
+/* Forgets the creates of stream s, keeping the others in order. (It once
+ * removed them one by one, walking down from the end: removing the head entry
+ * could reset head and n to 0, and the walk then went on below the new end,
+ * moving a negative number of entries: heap corruption when a stream with
+ * several creates unanswered ended, issue 27.) */
 static void pending_drop_stream(watch_state *st, elector_stream *s)
 {
-    for (size_t i = st->n; i-- > st->head;)
-        if (st->pending[i].s == s) pending_remove(st, i);
+    size_t j = st->head;
+    for (size_t i = st->head; i < st->n; i++)
+        if (st->pending[i].s != s) st->pending[j++] = st->pending[i];
+    st->n = j;
+    if (st->head == st->n) st->head = st->n = 0;
 }
 
 /* ---------------------------------------------------------------- streams */
@@ -248,10 +325,8 @@ static void on_msg(elector_stream *s, int err, const ProtobufCMessage *m, void *
     }
     const Etcdserverpb__WatchResponse *r = (const void *)m;
     int64_t id = r->created ? pending_settle(st, s, r->watch_id) : r->watch_id;
-    elector_watch *w = st->list;
-    while (w && !(w->id == id && w->s == s))
-        w = w->next;
-    if (!w || w->dead || w->canceled) return;
+    elector_watch *w = find_watch(st, id);
+    if (!w || w->s != s || w->dead || w->canceled) return;
     if (r->canceled) {
         int rc = response_err(e, r, w->id);
         if (rc == ELECTOR_ETOKEN && retry_on_fresh_stream(e, st, w)) return;
@@ -293,6 +368,11 @@ elector_watch *elector_etcd_watch(elector_etcd *e,
         return NULL;
     }
     protobuf_c_message_pack(&in->base, w->create);
+    if (!tab_reserve(st)) {
+        watch_free(w);
+        elector__set_err(e, ELECTOR_ENOMEM, "out of memory");
+        return NULL;
+    }
     w->id = ++st->next_id;
     w->etcd = e;
     w->cb = cb;
@@ -303,8 +383,7 @@ elector_watch *elector_etcd_watch(elector_etcd *e,
         elector__set_err(e, rc, "watch: cannot send create request");
         return NULL;
     }
-    w->next = st->list;
-    st->list = w;
+    link_watch(st, w);
     return w;
 }
 
@@ -326,7 +405,11 @@ void elector_watch_cancel(elector_watch *w)
     w->canceled = true;
     w->s = NULL;
     maybe_close_retired(st, s);
-    if (!elector__held(&st->fanout)) purge_canceled(st);
+    if (!elector__held(&st->fanout)) {
+        /* Not during a fan-out over the list: it goes now. */
+        unlink_watch(st, w);
+        watch_free(w);
+    }
 }
 
 enum elector__watch_next elector__watch_next(int err)

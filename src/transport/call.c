@@ -84,7 +84,8 @@ static void call_free(call *c)
 
 void elector__calls_submit(elector_etcd *e)
 {
-    if (e->cstate != C_READY || e->draining) return;
+    /* Nothing waits: do not walk the list (all calls in flight are on it). */
+    if (e->cstate != C_READY || e->draining || e->n_queued <= 0) return;
     bool need_auth = elector__auth_needed(e);
     if (need_auth && !e->authenticating) elector__auth_start(e);
     for (call *c = e->calls; c; c = c->next) {

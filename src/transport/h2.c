@@ -12,8 +12,12 @@
 static ssize_t data_read_cb(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len,
                             uint32_t *flags, nghttp2_data_source *src, void *ud)
 {
-    (void)s, (void)sid, (void)ud;
-    call *c = src->ptr;
+    (void)src, (void)ud;
+    /* The call as the stream knows it, not src->ptr: a call reset by us
+     * (elector__h2_reset) may be freed before nghttp2 has sent the RST_STREAM
+     * and dropped the stream, and must not be read then. */
+    call *c = nghttp2_session_get_stream_user_data(s, sid);
+    if (!c) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     size_t n = elector__buf_avail(&c->out);
     if (n > len) n = len;
     if (n) memcpy(buf, elector__buf_head(&c->out), n);

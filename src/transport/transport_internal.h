@@ -151,6 +151,9 @@ void elector__drop_token(elector_etcd *etcd);
  * [0.5, 1.0] taken from rnd (0 .. 2^32-1; UINT32_MAX: no jitter). */
 int64_t elector__backoff_ms(int failures, int64_t min_ms, int64_t max_ms, uint32_t rnd);
 
+/* A pseudo-random number of the client, for jitter. */
+uint32_t elector__next_rnd(elector_etcd *etcd);
+
 /* The pause before retrying one's own request after `retries` failed ones:
  * 50 ms doubling up to 1.6 s, without jitter (no crowd of clients to spread). */
 static inline int64_t elector__retry_ms(int retries)
