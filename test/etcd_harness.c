@@ -119,6 +119,33 @@ static void vec_push_words(eh_vec *v, const char *s)
     free(copy);
 }
 
+/* ELECTOR_ETCD_DIR selects the etcd version (scripts/etcd35.sh prints such a
+ * directory): it goes first in PATH, so the harness and every test that runs
+ * etcdctl by name use its etcd, etcdctl and etcdutl. A directory without an
+ * etcd in it is a setup error, not a silent fallback to the one in PATH. */
+static void use_etcd_dir(void)
+{
+    const char *dir = getenv("ELECTOR_ETCD_DIR");
+    if (dir == NULL || dir[0] == '\0') return;
+    char *etcd = strf("%s/etcd", dir), *ctl = strf("%s/etcdctl", dir);
+    if (access(etcd, X_OK) != 0 || access(ctl, X_OK) != 0) {
+        fprintf(stderr,
+                "etcd_harness: ELECTOR_ETCD_DIR=%s has no executable etcd and etcdctl "
+                "(scripts/etcd35.sh prints a directory that has)\n",
+                dir);
+        exit(2);
+    }
+    free(etcd);
+    free(ctl);
+    const char *path = getenv("PATH");
+    size_t n = strlen(dir);
+    if (path != NULL && strncmp(path, dir, n) == 0 && (path[n] == ':' || path[n] == '\0'))
+        return;
+    char *np = strf("%s:%s", dir, path != NULL ? path : "/usr/bin:/bin");
+    setenv("PATH", np, 1);
+    free(np);
+}
+
 /* $env_name, else name found in PATH, else /usr/bin/name. */
 static char *find_bin(const char *env_name, const char *name)
 {
@@ -781,6 +808,7 @@ static eh_cluster *cluster_new(const eh_opts *o)
     c->tls = o->tls;
     c->auth = o->auth;
     c->owner = getpid();
+    use_etcd_dir();
     c->etcd_bin = find_bin("ETCD_BIN", "etcd");
     c->etcdctl_bin = find_bin("ETCDCTL_BIN", "etcdctl");
     env_without(&c->etcd_env, "ETCD_", "ETCD_UNSUPPORTED_ARCH=");

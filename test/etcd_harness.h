@@ -17,7 +17,9 @@
  * Functions returning int return 0 on success and -1 on failure (with a
  * message on stderr) unless said otherwise. Member indexes are 0-based.
  *
- * Environment: ETCD_BIN / ETCDCTL_BIN override the binaries (default: found
+ * Environment: ELECTOR_ETCD_DIR selects the etcd version: a directory with
+ * etcd and etcdctl (scripts/etcd35.sh prints one), put first in PATH;
+ * ETCD_BIN / ETCDCTL_BIN override the binaries (default: found
  * in PATH, else /usr/bin); EH_LOG_LEVEL sets etcd's --log-level (default
  * "warn"); each member logs to <eh_dir>/mN.log, which TL_KEEP_TMP=1 keeps.
  */
