@@ -23,6 +23,7 @@
 #   ELECTOR_SKIP_ASAN=1 ./scripts/test.sh     skip the sanitizer pass
 #   ELECTOR_ETCD_VERSIONS=3.4 ./scripts/test.sh   only the machine's etcd
 #   ELECTOR_ETCD_VERSIONS=3.5 ./scripts/test.sh   only etcd 3.5
+#   ELECTOR_ETCD_DIR=DIR ./scripts/test.sh     DIR's etcd as the second version
 #   ./scripts/test.sh -R election              only tests whose name matches
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,7 +36,13 @@ for v in $VERSIONS; do
     case $v in
         3.4) ;;
         3.5)
-            # A failed download stops the run: etcd35.sh names what is missing.
+            # A directory given in ELECTOR_ETCD_DIR is used as it is (another
+            # build of etcd, 3.6 for instance); else the download. A failed
+            # download stops the run: etcd35.sh names what is missing.
+            if [ -n "${ELECTOR_ETCD_DIR:-}" ]; then
+                ETCD35_DIR=$ELECTOR_ETCD_DIR
+                continue
+            fi
             echo "== fetching etcd 3.5 (scripts/etcd35.sh)"
             ETCD35_DIR=$(scripts/etcd35.sh) || {
                 echo "test.sh: etcd 3.5 is not available (see above);" \
