@@ -36,7 +36,10 @@ extern "C" {
     X(ECLOSED, -18, "handle closed")                                                     \
     X(ENOTLEADER, -19, "not the leader")                                                 \
     X(ESESSION, -20, "session expired")                                                  \
-    X(EBUSY, -21, "operation already in progress")
+    X(EBUSY, -21, "operation already in progress")                                       \
+    X(ENOSPACE, -22,                                                                     \
+      "etcd's database is full: compact and defragment, then `etcdctl alarm disarm`")    \
+    X(EALARM, -23, "an etcd alarm is raised (`etcdctl alarm list`)")
 
 enum elector_errno {
     ELECTOR_OK = 0,
