@@ -99,7 +99,7 @@ if [ "${ELECTOR_SKIP_ASAN:-0}" != 1 ]; then
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     build_dir build-asan -DELECTOR_SANITIZE=ON -DELECTOR_BENCH=OFF
-    set -- $VERSIONS
-    run_ctest "$1" build-asan
+    read -r first _ <<<"$VERSIONS"
+    run_ctest "$first" build-asan
 fi
 echo "== all tests passed"
