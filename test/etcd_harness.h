@@ -64,6 +64,14 @@ int eh_member_pause(eh_cluster *c, int i);   /* SIGSTOP */
 int eh_member_resume(eh_cluster *c, int i);  /* SIGCONT */
 int eh_member_restart(eh_cluster *c, int i); /* same ports and data dir; does
                                                 not wait for health */
+/* Stops member i (if running), replaces its data directory with a restore of
+ * the snapshot file (same name, peer URL and cluster token: the same cluster
+ * ID) and starts it again, waiting until healthy. restore_args: more words for
+ * the restore command, e.g. "--bump-revision=1000 --mark-compacted" (etcdutl,
+ * used when it is next to etcd: 3.5; else etcdctl: 3.4), or NULL. Single-member
+ * clusters only. */
+int eh_member_restore(eh_cluster *c, int i, const char *snapshot,
+                      const char *restore_args);
 int eh_member_running(eh_cluster *c, int i); /* 1 if its process is alive
                                                 (paused counts), else 0 */
 pid_t eh_pid(eh_cluster *c, int i);          /* 0 when not running */

@@ -52,6 +52,7 @@ struct app {
     int alarm_retries;       /* campaigns refused by an etcd alarm in a row */
     uint64_t alarm_refusals; /* campaigns refused by an etcd alarm, in all */
     bool alarm_on;           /* the last campaign was refused by an etcd alarm */
+    uint64_t restores;       /* sessions ended because etcd was restored (ERESTORED) */
     bool child_noted;        /* its containment was logged */
     FILE *events;            /* where -w json events go: stdout, stderr or --events-fd */
     int64_t retry_at_ms;     /* campaign again on a new session after this */

@@ -11,7 +11,8 @@ static bool transient(int err)
 {
     return err == ELECTOR_ESESSION || err == ELECTOR_ELEASE || err == ELECTOR_ECLOSED ||
            err == ELECTOR_ENOLEADER || err == ELECTOR_ETIMEDOUT ||
-           err == ELECTOR_EUNAVAILABLE || err == ELECTOR_ECONNECT;
+           err == ELECTOR_EUNAVAILABLE || err == ELECTOR_ECONNECT ||
+           err == ELECTOR_ERESTORED;
 }
 
 static void on_elected(struct app *a, const elector_event *ev)
@@ -123,6 +124,7 @@ void app_on_event(elector_election *el, const elector_event *ev, void *ud)
     struct app *a = ud;
     if (a->o->fmt == FMT_JSON) app_event(a, ev);
     app_note_event(a, ev);
+    if (ev->reason == ELECTOR_ERESTORED) a->restores++;
     if (app_stepdown_event(a, ev)) return; /* health.c: out of the queue, or back */
     switch (ev->type) {
     case ELECTOR_EV_WAITING:

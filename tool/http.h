@@ -32,6 +32,7 @@ typedef struct tool_view {
     int health_failures;     /* consecutive failed checks */
     bool alarm_on;           /* the last campaign was refused by an etcd alarm */
     uint64_t alarm_refusals; /* campaigns refused by an etcd alarm */
+    uint64_t restores;       /* sessions ended by a restore of etcd (ERESTORED) */
     const elector_session_stats *ka; /* NULL without a session */
     const elector_etcd_stats *etcd;  /* never NULL */
 } tool_view;

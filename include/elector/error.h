@@ -39,7 +39,9 @@ extern "C" {
     X(EBUSY, -21, "operation already in progress")                                       \
     X(ENOSPACE, -22,                                                                     \
       "etcd's database is full: compact and defragment, then `etcdctl alarm disarm`")    \
-    X(EALARM, -23, "an etcd alarm is raised (`etcdctl alarm list`)")
+    X(EALARM, -23, "an etcd alarm is raised (`etcdctl alarm list`)")                     \
+    X(ERESTORED, -24,                                                                    \
+      "etcd's revision went back or its cluster ID changed: restored from a snapshot?")
 
 enum elector_errno {
     ELECTOR_OK = 0,
