@@ -292,9 +292,7 @@ void elector_leader_free(elector_leader_info *info);
 
 /* Follows the leader of `name`: LEADER (with every new value proclaimed) and
  * NO_LEADER events, in order, without duplicates, never an older state after a
- * newer one (events at or below the revision already reported are ignored),
- * except after etcd was restored from a snapshot (the client saw its revision go
- * back, ELECTOR_ERESTORED): then the state read again replaces what was reported.
+ * newer one (events at or below the revision already reported are ignored).
  * Survives compaction, broken watches and reconnects by re-reading the current
  * state. Errors are retried and give no events, except ELECTOR_EPROTO (the server
  * broke the protocol, which a retry cannot cure): then one ELECTOR_EV_FAILED event

@@ -158,13 +158,6 @@ static void fail(elector_election *el, int reason, const char *detail)
  * event carries that instant on CLOCK_MONOTONIC. */
 void elector__lose(elector_election *el, int reason, const char *detail, int64_t at_ns)
 {
-    /* Whatever ended it (our key gone, a lower key back, the lease gone), a
-     * restore of etcd seen meanwhile is the cause the operator must hear of. */
-    const char *why;
-    if (el->s && reason != ELECTOR_ERESTORED && elector__session_restored(el->s, &why)) {
-        reason = ELECTOR_ERESTORED;
-        detail = why;
-    }
     if (!at_ns) at_ns = elector_now_ns();
     int64_t deadline = el->s ? elector__session_deadline_raw_ns(el->s) : 0;
     if (deadline && deadline < at_ns) at_ns = deadline;

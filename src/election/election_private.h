@@ -24,9 +24,6 @@ enum elector__session_phase {
     ELECTOR__S_CLOSED    /* closed by its owner */
 };
 enum elector__session_phase elector__session_phase(const elector_session *s);
-/* True when the client saw etcd restored (elector__restores) since the session's
- * lease was granted; *why gets the finding. */
-bool elector__session_restored(const elector_session *s, const char **why);
 elector_etcd *elector__session_etcd(const elector_session *s);
 bool elector__session_manual_release(const elector_session *s);
 /* The validity deadline as last proven (also once the session is over; 0

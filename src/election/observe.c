@@ -27,10 +27,9 @@ struct elector_observer {
     elector__prefix prefix;
     elector_watch *watch;
     bool reading, reread;
-    bool failed;       /* ended by a protocol error: no more reads */
-    int64_t rev;       /* the reported state is that of this revision (or later) */
-    int64_t seen_rev;  /* newest event seen while the read in flight was out */
-    uint64_t restores; /* elector__restores() when rev was set */
+    bool failed;      /* ended by a protocol error: no more reads */
+    int64_t rev;      /* the reported state is that of this revision (or later) */
+    int64_t seen_rev; /* newest event seen while the read in flight was out */
     int retries;
     elector__timer retry;
     /* Holds: the read in flight, callbacks running; closed: the owner let go. */
@@ -182,6 +181,7 @@ static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchRespons
 
 static void read_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
 {
+    (void)e;
     elector_observer *o = ud;
     o->reading = false;
     if (o->life.closed) {
@@ -199,14 +199,10 @@ static void read_done(elector_etcd *e, int err, const ProtobufCMessage *m, void 
     const Etcdserverpb__RangeResponse *r = (const void *)m;
     int64_t rrev = r->header ? r->header->revision : 0;
     o->retries = 0;
-    uint64_t restores = elector__restores(e, NULL);
-    if (rrev && rrev < o->rev && restores == o->restores) {
+    if (rrev && rrev < o->rev) {
         /* Older than what we reported already (from the watch): read again. */
         o->reread = true;
     } else {
-        /* After a restore (etcd's revision went back) the read is the state:
-         * it replaces what was reported, whatever its revision. */
-        o->restores = restores;
         if (rrev) o->rev = rrev;
         report(o, r->n_kvs ? r->kvs[0] : NULL);
         /* Events newer than this read arrived while it was out: one of them
@@ -256,7 +252,6 @@ elector_observer *elector_observe(elector_etcd *etcd, const char *name,
     elector_observer *o = calloc(1, sizeof(*o));
     if (!o) return NULL;
     o->etcd = etcd;
-    o->restores = elector__restores(etcd, NULL);
     o->cb = cb;
     o->ud = ud;
     o->name = elector__strdup(name);

@@ -328,12 +328,6 @@ static void renew_fired(elector__timer *t, void *ud)
     s->ka_in_flight = true;
 }
 
-bool elector__session_restored(const elector_session *s, const char **why)
-{
-    return s->state != ELECTOR__S_GRANTING &&
-           elector__restores(s->etcd, why) != s->restores;
-}
-
 static void granted(elector_session *s, int64_t id, int64_t ttl)
 {
     s->restores = elector__restores(s->etcd, NULL);

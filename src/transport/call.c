@@ -90,7 +90,6 @@ void elector__calls_submit(elector_etcd *e)
     for (call *c = e->calls; c; c = c->next) {
         if (c->state != CS_QUEUED || c->user_closed) continue;
         if (need_auth && !c->is_auth) continue;
-        if (e->probe && c != e->probe && !c->is_auth) continue;
         elector__h2_submit(e, c);
     }
 }

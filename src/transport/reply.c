@@ -224,15 +224,12 @@ uint64_t elector__restores(const elector_etcd *e, const char **msg)
 
 static void probe_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
 {
-    (void)err, (void)m, (void)ud; /* note_history saw the reply */
-    e->probe = NULL;
+    (void)e, (void)err, (void)m, (void)ud; /* note_history saw the reply */
 }
 
 /* A new connection after replies were seen: a linearizable read shows at once
  * whether the cluster's revision went back (a restore restarts the members,
- * so it always comes with a new connection). It goes first: other calls and
- * streams wait for its answer, so that none of them acts on a restored
- * cluster before the restore is known. Its errors do not matter. */
+ * so it always comes with a new connection). Its errors do not matter. */
 void elector__restore_probe(elector_etcd *e)
 {
     if (!e->seen_rev) return;
@@ -241,14 +238,7 @@ void elector__restore_probe(elector_etcd *e)
     r.key = (ProtobufCBinaryData){1, (uint8_t *)key};
     r.count_only = true;
     r.limit = 1;
-    /* Short: a member without a leader holds a linearizable read, and the
-     * other calls wait behind it. */
-    elector_call_opts o = {.timeout_ms = e->cfg.request_timeout_ms < 1000
-                                             ? e->cfg.request_timeout_ms
-                                             : 1000};
-    call *c;
-    if (elector__call_start(e, ELECTOR_RPC_RANGE, &r.base, &o, probe_done, NULL, &c) == 0)
-        e->probe = c;
+    elector_etcd_call(e, ELECTOR_RPC_RANGE, &r.base, NULL, probe_done, NULL);
 }
 
 static void finish_unary(elector_etcd *e, call *c)

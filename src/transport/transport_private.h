@@ -223,8 +223,6 @@ struct elector_etcd {
     uint64_t seen_cluster;
     uint64_t restores;
     char restore_msg[256];
-    call *probe; /* the restore probe of this connection, until it is answered:
-                    nothing else is sent before it (auth aside) */
 };
 
 /* engine.c */
