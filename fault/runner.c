@@ -48,6 +48,7 @@ fr_run R = {.ttl_s = 2, .rounds = 3, .slow_delay_ms = 40};
 
 static volatile sig_atomic_t g_int;
 static elector_etcd *g_admin;
+static char g_etcd_version[32] = "?"; /* the members' version (Status), for the report */
 static pid_t g_pids[FR_MAX_CANDS * 2];
 static int g_npids;
 static int64_t g_t0;
@@ -1574,6 +1575,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "fault-runner: admin client failed\n");
         return 3;
     }
+    {
+        Etcdserverpb__StatusRequest sreq = ETCDSERVERPB__STATUS_REQUEST__INIT;
+        ProtobufCMessage *sm = NULL;
+        if (elector_etcd_call_sync(g_admin, ELECTOR_RPC_STATUS, &sreq.base, NULL, &sm) ==
+            0) {
+            const Etcdserverpb__StatusResponse *sr = (const void *)sm;
+            snprintf(g_etcd_version, sizeof g_etcd_version, "%s",
+                     sr->version ? sr->version : "?");
+        }
+        if (sm) protobuf_c_message_free_unpacked(sm, NULL);
+        fr_say("etcd version: %s", g_etcd_version);
+    }
     if (need_slow) {
         if (slow_proxy_setup() != 0)
             fr_say("WARNING: the delaying proxy did not start: compact runs without "
@@ -1665,10 +1678,10 @@ int main(int argc, char **argv)
                 "seed %llu, TTL %d s, %s, liveness bound %" PRId64
                 " ms (TTL + 2 s after each heal; a heal by a new etcd Raft leader has "
                 "its own, "
-                "docs/FAULTS.md \"Bounds\"), etcd 3-member cluster on loopback\n\n",
+                "docs/FAULTS.md \"Bounds\"), etcd %s 3-member cluster on loopback\n\n",
                 R.seed, R.ttl_s,
                 R.duration_s > 0 ? "random-mix soak" : "fixed rounds per scenario",
-                R.bound_ms);
+                R.bound_ms, g_etcd_version);
         print_table(f, rows, nsel, true);
         fprintf(
             f,

@@ -69,7 +69,7 @@ cleanup() {
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
     if command -v sudo >/dev/null; then
-        SUDO="sudo --preserve-env=TMPDIR"
+        SUDO="sudo --preserve-env=TMPDIR,ELECTOR_ETCD_DIR"
     else
         echo "fault.sh: not root and no sudo: the partition scenario will be skipped" >&2
     fi

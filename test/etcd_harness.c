@@ -119,6 +119,33 @@ static void vec_push_words(eh_vec *v, const char *s)
     free(copy);
 }
 
+/* ELECTOR_ETCD_DIR selects the etcd version (scripts/etcd35.sh prints such a
+ * directory): it goes first in PATH, so the harness and every test that runs
+ * etcdctl by name use its etcd, etcdctl and etcdutl. A directory without an
+ * etcd in it is a setup error, not a silent fallback to the one in PATH. */
+static void use_etcd_dir(void)
+{
+    const char *dir = getenv("ELECTOR_ETCD_DIR");
+    if (dir == NULL || dir[0] == '\0') return;
+    char *etcd = strf("%s/etcd", dir), *ctl = strf("%s/etcdctl", dir);
+    if (access(etcd, X_OK) != 0 || access(ctl, X_OK) != 0) {
+        fprintf(stderr,
+                "etcd_harness: ELECTOR_ETCD_DIR=%s has no executable etcd and etcdctl "
+                "(scripts/etcd35.sh prints a directory that has)\n",
+                dir);
+        exit(2);
+    }
+    free(etcd);
+    free(ctl);
+    const char *path = getenv("PATH");
+    size_t n = strlen(dir);
+    if (path != NULL && strncmp(path, dir, n) == 0 && (path[n] == ':' || path[n] == '\0'))
+        return;
+    char *np = strf("%s:%s", dir, path != NULL ? path : "/usr/bin:/bin");
+    setenv("PATH", np, 1);
+    free(np);
+}
+
 /* $env_name, else name found in PATH, else /usr/bin/name. */
 static char *find_bin(const char *env_name, const char *name)
 {
@@ -518,6 +545,61 @@ int eh_member_restart(eh_cluster *c, int i)
     return member_spawn(c, i);
 }
 
+/* The value of member i's flag "--NAME=" (in its argv), or NULL. */
+static const char *member_flag(eh_cluster *c, int i, const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t k = 0; k < c->m[i].argv.n; k++) {
+        const char *a = c->m[i].argv.v[k];
+        if (a != NULL && strncmp(a, name, n) == 0 && a[n] == '=') return a + n + 1;
+    }
+    return NULL;
+}
+
+int eh_member_restore(eh_cluster *c, int i, const char *snapshot,
+                      const char *restore_args)
+{
+    if (!valid(c, i) || c->n != 1) return -1;
+    if (member_alive(c, i) && eh_member_stop(c, i) != 0) return -1;
+    const char *data = member_flag(c, i, "--data-dir");
+    if (data == NULL) return -1;
+    char *utl = xstrdup(c->etcd_bin);
+    char *slash = strrchr(utl, '/');
+    char *tool = slash != NULL ? strf("%.*s/etcdutl", (int)(slash - utl), utl)
+                               : xstrdup("etcdutl");
+    free(utl);
+    if (access(tool, X_OK) != 0) { /* 3.4: etcdctl restores */
+        free(tool);
+        tool = xstrdup(c->etcdctl_bin);
+    }
+    char *old = strf("%s.old", data);
+    eh_vec argv = {0};
+    vec_push(&argv, xstrdup("sh"));
+    vec_push(&argv, xstrdup("-c"));
+    vec_push(&argv,
+             strf("rm -rf '%s' && mv '%s' '%s' && '%s' snapshot restore '%s' --name='%s' "
+                  "--data-dir='%s' --initial-cluster='%s' --initial-cluster-token='%s' "
+                  "--initial-advertise-peer-urls='%s' %s && rm -rf '%s'",
+                  old, data, old, tool, snapshot, member_flag(c, i, "--name"), data,
+                  member_flag(c, i, "--initial-cluster"),
+                  member_flag(c, i, "--initial-cluster-token"),
+                  member_flag(c, i, "--initial-advertise-peer-urls"),
+                  restore_args != NULL ? restore_args : "", old));
+    tl_run_opts ro = {
+        .envp = (const char *const *)c->ctl_env.v, .timeout_s = 30, .merge_stderr = 1};
+    char *out = NULL;
+    int rc = tl_run_ex(&out, (const char *const *)argv.v, &ro);
+    if (rc != 0)
+        fprintf(stderr, "etcd_harness: restore of m%d failed:\n%s\n", i, out ? out : "");
+    free(out);
+    vec_free(&argv);
+    free(old);
+    free(tool);
+    if (rc != 0) return -1;
+    if (member_spawn(c, i) != 0) return -1;
+    return eh_wait_healthy(c, i, 20);
+}
+
 int eh_member_running(eh_cluster *c, int i)
 {
     return valid(c, i) && member_alive(c, i);
@@ -781,6 +863,7 @@ static eh_cluster *cluster_new(const eh_opts *o)
     c->tls = o->tls;
     c->auth = o->auth;
     c->owner = getpid();
+    use_etcd_dir();
     c->etcd_bin = find_bin("ETCD_BIN", "etcd");
     c->etcdctl_bin = find_bin("ETCDCTL_BIN", "etcdctl");
     env_without(&c->etcd_env, "ETCD_", "ETCD_UNSUPPORTED_ARCH=");

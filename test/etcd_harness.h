@@ -17,7 +17,9 @@
  * Functions returning int return 0 on success and -1 on failure (with a
  * message on stderr) unless said otherwise. Member indexes are 0-based.
  *
- * Environment: ETCD_BIN / ETCDCTL_BIN override the binaries (default: found
+ * Environment: ELECTOR_ETCD_DIR selects the etcd version: a directory with
+ * etcd and etcdctl (scripts/etcd35.sh prints one), put first in PATH;
+ * ETCD_BIN / ETCDCTL_BIN override the binaries (default: found
  * in PATH, else /usr/bin); EH_LOG_LEVEL sets etcd's --log-level (default
  * "warn"); each member logs to <eh_dir>/mN.log, which TL_KEEP_TMP=1 keeps.
  */
@@ -62,6 +64,14 @@ int eh_member_pause(eh_cluster *c, int i);   /* SIGSTOP */
 int eh_member_resume(eh_cluster *c, int i);  /* SIGCONT */
 int eh_member_restart(eh_cluster *c, int i); /* same ports and data dir; does
                                                 not wait for health */
+/* Stops member i (if running), replaces its data directory with a restore of
+ * the snapshot file (same name, peer URL and cluster token: the same cluster
+ * ID) and starts it again, waiting until healthy. restore_args: more words for
+ * the restore command, e.g. "--bump-revision=1000 --mark-compacted" (etcdutl,
+ * used when it is next to etcd: 3.5; else etcdctl: 3.4), or NULL. Single-member
+ * clusters only. */
+int eh_member_restore(eh_cluster *c, int i, const char *snapshot,
+                      const char *restore_args);
 int eh_member_running(eh_cluster *c, int i); /* 1 if its process is alive
                                                 (paused counts), else 0 */
 pid_t eh_pid(eh_cluster *c, int i);          /* 0 when not running */

@@ -639,6 +639,24 @@ TEST(clean_stop_fails_at_most_the_in_flight_call_and_the_rest_move_on)
     eh_stop(c);
 }
 
+/* 1 when the server sent something on this process's TCP connection to `port`
+ * that the client has not read yet, or closed it (the socket found by its peer
+ * address among our open descriptors; polled, not read); 0 when not; -1 when
+ * there is no such connection. */
+static int unread_from_port(int port)
+{
+    for (int fd = 3; fd < 1024; fd++) {
+        struct sockaddr_in a;
+        socklen_t al = sizeof(a);
+        if (getpeername(fd, (struct sockaddr *)&a, &al) != 0 || a.sin_family != AF_INET ||
+            ntohs(a.sin_port) != port)
+            continue;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        return poll(&p, 1, 0) > 0 ? 1 : 0;
+    }
+    return -1;
+}
+
 TEST(calls_queued_during_a_clean_stop_are_sent_to_another_member)
 {
     eh_cluster *c = start3();
@@ -647,7 +665,11 @@ TEST(calls_queued_during_a_clean_stop_are_sent_to_another_member)
     elector_etcd *e = client(endpoints_first(c, v, eps, sizeof(eps)));
     put_ok(e, "warm", "x");
     ASSERT_STREQ(eh_endpoint(c, v), elector_etcd_current_endpoint(e));
-    /* Queued, not sent: the client is not pumped until the member is gone. */
+    /* Queued, not sent: the client is not pumped until the member's GOAWAY is
+     * in its socket. (Waiting for the member to exit instead would wait on
+     * the client: etcd 3.5's graceful stop lets each connection drain until
+     * its client leaves or the request timeout, 5 s + 2 election timeouts,
+     * passes; etcd 3.4 closes at once.) */
     res r[5];
     for (int i = 0; i < 5; i++) {
         char k[16];
@@ -655,8 +677,14 @@ TEST(calls_queued_during_a_clean_stop_are_sent_to_another_member)
         put_async(e, k, "v", NULL, &r[i]);
     }
     double t0 = tl_now();
-    ASSERT_OK(eh_member_stop(c, v));
+    term_member(c, v);
+    int port = eh_client_port(c, v);
+    while (unread_from_port(port) == 0) {
+        ASSERT_LT(tl_now() - t0, 5.0);
+        usleep(2000);
+    }
     double t1 = tl_now();
+    tl_log("GOAWAY (or close) from the member %.0f ms after SIGTERM", (t1 - t0) * 1e3);
     for (int i = 0; i < 5; i++) {
         ASSERT(pump_until(e, 5000, res_done, &r[i]));
         if (r[i].err)
@@ -664,8 +692,14 @@ TEST(calls_queued_during_a_clean_stop_are_sent_to_another_member)
         ASSERT_OK(r[i].err);
         ASSERT(strcmp(r[i].endpoint, eh_endpoint(c, v)) != 0);
     }
-    tl_log("member stopped in %.0f ms; queued puts done %.0f ms later on %s",
-           (t1 - t0) * 1e3, (tl_now() - t1) * 1e3, r[4].endpoint);
+    tl_log("queued puts done %.0f ms after the GOAWAY, on %s", (tl_now() - t1) * 1e3,
+           r[4].endpoint);
+    /* The client left the drained connection: the member's stop completes. */
+    while (eh_member_running(c, v)) {
+        ASSERT_LT(tl_now() - t0, 10.0);
+        pump_until(e, 20, NULL, NULL);
+    }
+    tl_log("member exited %.0f ms after SIGTERM", (tl_now() - t0) * 1e3);
     elector_etcd_free(e);
     eh_stop(c);
 }

@@ -483,6 +483,8 @@ TEST(grpc_error_etcd_messages)
         {3, "etcdserver: request is too large", ELECTOR_ETOOLARGE},
         {8, "grpc: trying to send message larger than max (3000000 vs. 2097152)",
          ELECTOR_ETOOLARGE},
+        {8, "etcdserver: mvcc: database space exceeded", ELECTOR_ENOSPACE},
+        {8, "etcdserver: corrupt cluster", ELECTOR_EALARM},
         {14, "etcdserver: request timed out", ELECTOR_ETIMEDOUT},
         {14, "etcdserver: leader changed", ELECTOR_EUNAVAILABLE},
         /* Other prefixes ("rpc error: ...") still match. */

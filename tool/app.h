@@ -46,12 +46,16 @@ struct app {
     bool stdout_tty; /* keys and values on a terminal are escaped */
     int exit_code, child_status;
     int64_t child_deadline;
-    int64_t child_lease;    /* the lease the guard releases if elector dies */
-    int64_t child_start_ms; /* when the command started (restart backoff) */
-    int restarts;           /* quick restarts in a row */
-    bool child_noted;       /* its containment was logged */
-    FILE *events;           /* where -w json events go: stdout, stderr or --events-fd */
-    int64_t retry_at_ms;    /* campaign again on a new session after this */
+    int64_t child_lease;     /* the lease the guard releases if elector dies */
+    int64_t child_start_ms;  /* when the command started (restart backoff) */
+    int restarts;            /* quick restarts in a row */
+    int alarm_retries;       /* campaigns refused by an etcd alarm in a row */
+    uint64_t alarm_refusals; /* campaigns refused by an etcd alarm, in all */
+    bool alarm_on;           /* the last campaign was refused by an etcd alarm */
+    uint64_t restores;       /* sessions ended because etcd was restored (ERESTORED) */
+    bool child_noted;        /* its containment was logged */
+    FILE *events;            /* where -w json events go: stdout, stderr or --events-fd */
+    int64_t retry_at_ms;     /* campaign again on a new session after this */
 
     /* The leader as last known, for --http. */
     bool has_leader;

@@ -11,7 +11,8 @@ static bool transient(int err)
 {
     return err == ELECTOR_ESESSION || err == ELECTOR_ELEASE || err == ELECTOR_ECLOSED ||
            err == ELECTOR_ENOLEADER || err == ELECTOR_ETIMEDOUT ||
-           err == ELECTOR_EUNAVAILABLE || err == ELECTOR_ECONNECT;
+           err == ELECTOR_EUNAVAILABLE || err == ELECTOR_ECONNECT ||
+           err == ELECTOR_ERESTORED;
 }
 
 static void on_elected(struct app *a, const elector_event *ev)
@@ -89,10 +90,35 @@ static void on_lost(struct app *a, const elector_event *ev)
     }
 }
 
+/* An etcd alarm (NOSPACE: the database is full; CORRUPT) refuses new leases
+ * and writes until an operator clears it: campaign again, backing off from 1 s
+ * doubling to 30 s, and say why each time. A leader is not affected: keepalives
+ * still work under the alarm. */
+static bool alarm_err(int err)
+{
+    return err == ELECTOR_ENOSPACE || err == ELECTOR_EALARM;
+}
+
+static void retry_after_alarm(struct app *a, const elector_event *ev)
+{
+    int n = a->alarm_retries < 5 ? a->alarm_retries : 5;
+    int64_t d = 1000LL << n;
+    if (d > 30000) d = 30000;
+    a->alarm_retries++;
+    a->alarm_refusals++;
+    a->alarm_on = true;
+    tool_log(LOG_WARN, "%s (%s); campaigning again in %lld ms",
+             elector_strerror(ev->reason), ev->detail, (long long)d);
+    a->session_dead = true;
+    a->retry_at_ms = app_now_ms() + d;
+}
+
 static void on_failed(struct app *a, const elector_event *ev)
 {
     if (a->stopping) {
         a->done = true;
+    } else if (alarm_err(ev->reason)) {
+        retry_after_alarm(a, ev);
     } else if (!a->joined && !(a->s && elector_session_lease(a->s))) {
         /* Never reached etcd: say so at once (within the dial timeout), as
          * `leader` does, instead of retrying in silence. */
@@ -118,14 +144,19 @@ void app_on_event(elector_election *el, const elector_event *ev, void *ud)
     struct app *a = ud;
     if (a->o->fmt == FMT_JSON) app_event(a, ev);
     app_note_event(a, ev);
+    if (ev->reason == ELECTOR_ERESTORED) a->restores++;
     if (app_stepdown_event(a, ev)) return; /* health.c: out of the queue, or back */
     switch (ev->type) {
     case ELECTOR_EV_WAITING:
+        a->alarm_retries = 0;
+        a->alarm_on = false;
         a->joined = true;
         tool_log(LOG_INFO, "waiting behind %.*s", (int)ev->key_len,
                  (const char *)ev->key);
         break;
     case ELECTOR_EV_ELECTED:
+        a->alarm_retries = 0;
+        a->alarm_on = false;
         on_elected(a, ev);
         break;
     case ELECTOR_EV_PROCLAIMED:

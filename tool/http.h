@@ -28,8 +28,11 @@ typedef struct tool_view {
     uint64_t leader_changes;     /* times the election's leader changed, as seen here */
     const char *version;         /* elector_build_info's label; NULL: not shown */
     double lease_remaining_s;    /* validity deadline - now, 0 if none */
-    const char *health;  /* --health-cmd: starting, healthy, unhealthy; NULL: none */
-    int health_failures; /* consecutive failed checks */
+    const char *health;      /* --health-cmd: starting, healthy, unhealthy; NULL: none */
+    int health_failures;     /* consecutive failed checks */
+    bool alarm_on;           /* the last campaign was refused by an etcd alarm */
+    uint64_t alarm_refusals; /* campaigns refused by an etcd alarm */
+    uint64_t restores;       /* sessions ended by a restore of etcd (ERESTORED) */
     const elector_session_stats *ka; /* NULL without a session */
     const elector_etcd_stats *etcd;  /* never NULL */
 } tool_view;

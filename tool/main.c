@@ -56,6 +56,9 @@ static void fill_view(void *ud, tool_view *v)
     v->leadership_changes = a->changes;
     v->leader_changes = a->leader_changes;
     v->version = elector_version();
+    v->alarm_on = a->alarm_on;
+    v->alarm_refusals = a->alarm_refusals;
+    v->restores = a->restores;
     if (a->health) {
         v->health = tool_health_state_name(tool_health_get_state(a->health));
         v->health_failures = tool_health_failures(a->health);

@@ -362,6 +362,19 @@ char *tool_metrics_render(const tool_view *v)
         putf(&b, "elector_health_failures %d\n", v->health_failures);
     }
 
+    family(&b, "elector_etcd_alarm", "gauge",
+           "1 while campaigns are refused by an etcd alarm (NOSPACE: the database is "
+           "full), else 0.");
+    putf(&b, "elector_etcd_alarm %d\n", v->alarm_on ? 1 : 0);
+    family(&b, "elector_etcd_alarm_refusals_total", "counter",
+           "Campaigns refused by an etcd alarm (NOSPACE, CORRUPT).");
+    putf(&b, "elector_etcd_alarm_refusals_total %" PRIu64 "\n", v->alarm_refusals);
+
+    family(&b, "elector_etcd_restores_total", "counter",
+           "Sessions ended because etcd's revision went back or its cluster ID changed "
+           "(restored from a snapshot?).");
+    putf(&b, "elector_etcd_restores_total %" PRIu64 "\n", v->restores);
+
     rtt_histogram(&b, v->ka);
 
     const elector_etcd_stats *st = v->etcd;

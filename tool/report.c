@@ -62,6 +62,16 @@ const char *app_hint(struct app *a, int err)
                "default)";
     case ELECTOR_ENOLEADER:
         return "the etcd cluster has lost its quorum";
+    case ELECTOR_ENOSPACE:
+        return "etcd's quota (--quota-backend-bytes) is reached: `etcdctl compact`, "
+               "`etcdctl defrag`, then `etcdctl alarm disarm`";
+    case ELECTOR_ERESTORED:
+        return "etcd was restored from a snapshot: restore with `etcdutl snapshot "
+               "restore "
+               "--bump-revision N --mark-compacted` so that fencing tokens keep "
+               "increasing";
+    case ELECTOR_EALARM:
+        return "`etcdctl alarm list` shows the alarm; an operator must clear it";
     case ELECTOR_EPROTO:
         return "the endpoint does not answer as etcd does; check --endpoints";
     default:

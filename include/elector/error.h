@@ -37,7 +37,12 @@ extern "C" {
     X(ENOTLEADER, -19, "not the leader")                                                 \
     X(ESESSION, -20, "session expired")                                                  \
     X(EBUSY, -21, "operation already in progress")                                       \
-    X(EFORKED, -22, "handle used in a forked child")
+    X(EFORKED, -22, "handle used in a forked child")                                     \
+    X(ENOSPACE, -23,                                                                     \
+      "etcd's database is full: compact and defragment, then `etcdctl alarm disarm`")    \
+    X(EALARM, -24, "an etcd alarm is raised (`etcdctl alarm list`)")                     \
+    X(ERESTORED, -25,                                                                    \
+      "etcd's revision went back or its cluster ID changed: restored from a snapshot?")
 
 enum elector_errno {
     ELECTOR_OK = 0,

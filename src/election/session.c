@@ -29,6 +29,7 @@ struct elector_session {
     bool revoke_owed; /* we hold a lease that nobody revoked and etcd did not drop */
     int last_err, grant_err;
     int64_t created_ms; /* deadline clock: grants are retried for GRANT_RETRY_MS */
+    uint64_t restores; /* elector__restores() when the lease was granted */
     elector_session_stats stats;
     /* Holds: the grant in flight, events under way; closed: by the owner. */
     elector__life life;
@@ -278,6 +279,13 @@ static void keepalive_done(elector_etcd *e, int err, int64_t lease, int64_t ttl,
     elector_session *s = ud;
     s->ka_in_flight = false;
     if (s->state != ELECTOR__S_ALIVE) return;
+    const char *why;
+    if (elector__restores(e, &why) != s->restores) {
+        /* etcd went back to an older revision: the lease and the keys may be
+         * gone, or the fencing tokens handed out may be handed out again. */
+        session_die(s, ELECTOR_ERESTORED, why);
+        return;
+    }
     if (err == ELECTOR_ELEASE || err == ELECTOR_EPROTO) {
         /* Gone, or a server that breaks the protocol: a retry cannot help. */
         session_die(s, err, elector_etcd_errstr(e));
@@ -331,6 +339,7 @@ static void renew_fired(elector__timer *t, void *ud)
 
 static void granted(elector_session *s, int64_t id, int64_t ttl)
 {
+    s->restores = elector__restores(s->etcd, NULL);
     s->lease = id;
     s->state = ELECTOR__S_ALIVE;
     s->revoke_owed = true;

@@ -19,6 +19,7 @@
 typedef struct ka_req {
     struct ka_req *next;
     int64_t lease, deadline_ms;
+    bool token_retried; /* sent again once on a fresh stream after ETOKEN */
     elector_keepalive_cb cb;
     void *ud;
 } ka_req;
@@ -85,6 +86,37 @@ static bool settle(elector_etcd *e, ka_req *r, int err, int64_t ttl)
     return elector__etcd_leave(e);
 }
 
+static void on_msg(elector_stream *s, int err, const ProtobufCMessage *m, void *ud);
+
+/* etcd (3.5) checks the token a LeaseKeepAlive stream is opened with: a stream
+ * opened after the token expired ends with "invalid auth token" (the transport
+ * has dropped the token by then). Each pending renewal goes out once more, on a
+ * fresh stream that authenticates again. False if that is not possible (a
+ * renewal already retried, or the new stream cannot be opened): the caller then
+ * settles them with the error. */
+static bool resend_on_fresh_stream(elector_etcd *e, ka_state *st)
+{
+    for (ka_req *r = st->head; r; r = r->next)
+        if (r->token_retried) return false;
+    if (!st->head) return false;
+    elector_call_opts o = {.require_leader = 1};
+    st->s = elector_etcd_stream_open(e, ELECTOR_RPC_LEASE_KEEPALIVE, &o, on_msg, st);
+    if (!st->s) return false;
+    for (ka_req *r = st->head; r; r = r->next) {
+        Etcdserverpb__LeaseKeepAliveRequest req =
+            ETCDSERVERPB__LEASE_KEEP_ALIVE_REQUEST__INIT;
+        req.id = r->lease;
+        r->token_retried = true;
+        if (elector_stream_send(st->s, &req.base)) {
+            elector_stream_close(st->s);
+            st->s = NULL;
+            return false;
+        }
+    }
+    pending_changed(st);
+    return true;
+}
+
 static void on_msg(elector_stream *s, int err, const ProtobufCMessage *m, void *ud)
 {
     elector_etcd *e = elector_stream_client(s);
@@ -93,6 +125,7 @@ static void on_msg(elector_stream *s, int err, const ProtobufCMessage *m, void *
         /* The stream is over: every pending renewal is unknown. */
         elector_stream_close(s);
         st->s = NULL;
+        if (err == ELECTOR_ETOKEN && resend_on_fresh_stream(e, st)) return;
         while (st->head) {
             ka_req *r = st->head;
             unlink_req(st, NULL, r);

@@ -278,7 +278,8 @@ static const struct {
     {"request is too large", ELECTOR_ETOOLARGE},
     {"larger than max", ELECTOR_ETOOLARGE},
     {"too many requests", ELECTOR_EUNAVAILABLE},
-    {"database space exceeded", ELECTOR_EGRPC},
+    {"database space exceeded", ELECTOR_ENOSPACE}, /* NOSPACE alarm */
+    {"corrupt cluster", ELECTOR_EALARM},           /* CORRUPT alarm */
     {"request timed out", ELECTOR_ETIMEDOUT},
     {"context deadline exceeded", ELECTOR_ETIMEDOUT}, /* grpc-timeout ran out in etcd */
     {"leader changed", ELECTOR_EUNAVAILABLE},

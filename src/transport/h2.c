@@ -162,6 +162,7 @@ static int on_frame_cb(nghttp2_session *s, const nghttp2_frame *f, void *ud)
         if (!(f->hd.flags & NGHTTP2_FLAG_ACK) && e->cstate == C_SETTINGS) {
             e->cstate = C_READY;
             e->stats.connects++;
+            elector__restore_probe(e);
             e->round_failures = 0;
             e->backoffs = 0;
             elector__conn_rearm(e);

@@ -132,6 +132,115 @@ static bool resend(call *c, int err)
     return true;
 }
 
+/* ---------------------------------------------------------------- restores */
+
+/* The reply's ResponseHeader (every etcd reply has one, field "header"). */
+static const Etcdserverpb__ResponseHeader *header_of(const ProtobufCMessage *m)
+{
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field_by_name(m->descriptor, "header");
+    if (!f || f->type != PROTOBUF_C_TYPE_MESSAGE ||
+        f->descriptor != &etcdserverpb__response_header__descriptor)
+        return NULL;
+    return *(const Etcdserverpb__ResponseHeader *const *)((const char *)m + f->offset);
+}
+
+/* True when the reply's revision cannot be older than any the cluster showed
+ * before: writes and linearizable reads. A serializable read (a Range, or a
+ * Txn of serializable Ranges only, which etcd serves locally) may come from a
+ * member that lags, and so may a stream's header (the answering member's). */
+static bool ordered(const call *c)
+{
+    const uint8_t *p = c->out.data + 5;
+    size_t n = c->out.len >= 5 ? c->out.len - 5 : 0;
+    switch (c->rpc_id) {
+    case ELECTOR_RPC_PUT:
+    case ELECTOR_RPC_DELETE_RANGE:
+    case ELECTOR_RPC_LEASE_GRANT:
+    case ELECTOR_RPC_LEASE_REVOKE:
+        return true;
+    case ELECTOR_RPC_RANGE: {
+        Etcdserverpb__RangeRequest *r = etcdserverpb__range_request__unpack(NULL, n, p);
+        bool lin = r && !r->serializable;
+        if (r) etcdserverpb__range_request__free_unpacked(r, NULL);
+        return lin;
+    }
+    case ELECTOR_RPC_TXN: {
+        Etcdserverpb__TxnRequest *t = etcdserverpb__txn_request__unpack(NULL, n, p);
+        bool lin = false;
+        for (size_t i = 0; t && i < t->n_success + t->n_failure; i++) {
+            const Etcdserverpb__RequestOp *op =
+                i < t->n_success ? t->success[i] : t->failure[i - t->n_success];
+            if (op->request_case != ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE ||
+                !op->request_range || !op->request_range->serializable)
+                lin = true;
+        }
+        if (t) etcdserverpb__txn_request__free_unpacked(t, NULL);
+        return lin;
+    }
+    default:
+        return false;
+    }
+}
+
+/* Keeps the highest revision and the cluster ID replies showed; a reply that
+ * contradicts them counts as a restore (the reply itself is delivered: it is
+ * the cluster's answer, and what etcd applied stays applied). */
+static void note_history(call *c, const ProtobufCMessage *m)
+{
+    elector_etcd *e = c->etcd;
+    const Etcdserverpb__ResponseHeader *h = header_of(m);
+    if (!h) return;
+    const char *ep = elector__authority(e);
+    bool ord = ordered(c);
+    if (h->cluster_id && e->seen_cluster && h->cluster_id != e->seen_cluster) {
+        snprintf(e->restore_msg, sizeof(e->restore_msg),
+                 "etcd at %s has cluster ID %llx, %llx before: restored from a snapshot "
+                 "(or another cluster)?",
+                 ep, (unsigned long long)h->cluster_id,
+                 (unsigned long long)e->seen_cluster);
+        e->restores++;
+        e->seen_cluster = h->cluster_id;
+        e->seen_rev = ord ? h->revision : 0;
+        return;
+    }
+    if (h->cluster_id) e->seen_cluster = h->cluster_id;
+    if (!ord || h->revision <= 0) return;
+    if (h->revision < e->seen_rev) {
+        snprintf(e->restore_msg, sizeof(e->restore_msg),
+                 "etcd's revision at %s is %lld, %lld was seen before: restored from a "
+                 "snapshot?",
+                 ep, (long long)h->revision, (long long)e->seen_rev);
+        e->restores++;
+    }
+    e->seen_rev = h->revision;
+}
+
+uint64_t elector__restores(const elector_etcd *e, const char **msg)
+{
+    if (msg) *msg = e->restore_msg;
+    return e->restores;
+}
+
+static void probe_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)e, (void)err, (void)m, (void)ud; /* note_history saw the reply */
+}
+
+/* A new connection after replies were seen: a linearizable read shows at once
+ * whether the cluster's revision went back (a restore restarts the members,
+ * so it always comes with a new connection). Its errors do not matter. */
+void elector__restore_probe(elector_etcd *e)
+{
+    if (!e->seen_rev) return;
+    static const uint8_t key[1] = {0};
+    Etcdserverpb__RangeRequest r = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    r.key = (ProtobufCBinaryData){1, (uint8_t *)key};
+    r.count_only = true;
+    r.limit = 1;
+    elector_etcd_call(e, ELECTOR_RPC_RANGE, &r.base, NULL, probe_done, NULL);
+}
+
 static void finish_unary(elector_etcd *e, call *c)
 {
     char msg[512];
@@ -146,6 +255,7 @@ static void finish_unary(elector_etcd *e, call *c)
         elector__call_end(c, err, msg);
         return;
     }
+    note_history(c, m);
     elector__call_set_state(c, CS_DONE);
     c->ended = true;
     e->err = 0;

@@ -144,6 +144,13 @@ bool elector__transient(int err);
  * that etcd refuses because the token they were opened with expired). */
 void elector__drop_token(elector_etcd *etcd);
 
+/* ---- restores ----
+ * Times a reply showed etcd's revision lower than one seen before (from a
+ * reply that cannot be stale) or another cluster ID: the cluster was restored
+ * from a snapshot, or the endpoints now name another cluster. msg (may be
+ * NULL) gets the last such finding. */
+uint64_t elector__restores(const elector_etcd *etcd, const char **msg);
+
 /* ---- delays ---- */
 
 /* Delay before attempt `failures` + 1 after that many failures in a row: 0 for

@@ -216,6 +216,13 @@ struct elector_etcd {
     elector__ext *exts;
     elector__timers timers;
     elector_etcd_stats stats;
+    /* What etcd's replies showed so far (restore detection, reply.c): the
+     * highest revision of a reply that cannot be stale, the cluster ID, and
+     * how many times either went wrong. */
+    int64_t seen_rev;
+    uint64_t seen_cluster;
+    uint64_t restores;
+    char restore_msg[256];
 };
 
 /* engine.c */
@@ -294,6 +301,7 @@ int elector__call_start(elector_etcd *e, elector_rpc rpc, const ProtobufCMessage
 /* reply.c */
 void elector__call_end(call *c, int err, const char *msg);
 void elector__dispatch(elector_etcd *e);
+void elector__restore_probe(elector_etcd *e); /* a new connection: check for a restore */
 
 /* auth.c */
 void elector__auth_start(elector_etcd *e);
