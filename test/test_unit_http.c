@@ -395,6 +395,7 @@ TEST(metrics_families_and_values)
     ASSERT_NOT_NULL(m);
     static const char *fam[][2] = {{"elector_is_leader", "gauge"},
                                    {"elector_leadership_changes_total", "counter"},
+                                   {"elector_start_retries_total", "counter"},
                                    {"elector_lease_remaining_seconds", "gauge"},
                                    {"elector_session_healthy", "gauge"},
                                    {"elector_keepalive_rtt_seconds", "histogram"},

@@ -52,6 +52,11 @@ struct app {
     bool child_noted;       /* its containment was logged */
     FILE *events;           /* where -w json events go: stdout, stderr or --events-fd */
     int64_t retry_at_ms;    /* campaign again on a new session after this */
+    int64_t wait_until_ms;  /* --timeout: give up waiting at this time (0: none) */
+    int stop_sig;           /* SIGINT or SIGTERM that asked us to stop (0: none) */
+    bool interrupted;       /* ... before being elected (logged after the signal) */
+    int start_retries;      /* etcd unreachable at start: attempts so far */
+    uint64_t start_retries_total; /* the metric elector_start_retries_total */
 
     /* The leader as last known, for --http. */
     bool has_leader;
@@ -143,6 +148,8 @@ int64_t app_now_ms(void);
 void app_on_event(elector_election *el, const elector_event *ev, void *ud);
 void app_start_campaign(struct app *a);
 void app_schedule_restart(struct app *a);
+/* --timeout, --no-wait: stop waiting; exit EXIT_TIMEOUT. */
+void app_give_up_waiting(struct app *a, const char *why);
 
 /* child.c */
 void app_start_child(struct app *a, const elector_event *ev);

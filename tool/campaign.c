@@ -2,6 +2,7 @@
 /* campaign, run and lock: the election's events and what the tool does about
  * them; campaigning again on a new session (transient failures, --restart). */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include "app.h"
 #include "output.h"
@@ -14,9 +15,20 @@ static bool transient(int err)
            err == ELECTOR_EUNAVAILABLE || err == ELECTOR_ECONNECT;
 }
 
+/* etcd was reached after failed attempts at start: say so once. */
+static void reached(struct app *a)
+{
+    if (a->start_retries)
+        tool_log(LOG_INFO, "etcd reached after %d failed attempt%s", a->start_retries,
+                 a->start_retries == 1 ? "" : "s");
+    a->start_retries = 0;
+}
+
 static void on_elected(struct app *a, const elector_event *ev)
 {
+    reached(a);
     a->joined = true;
+    a->wait_until_ms = 0;
     a->changes++;
     app_remember_leader(a, ev);
     bool supervised = app_supervised(a);
@@ -93,9 +105,26 @@ static void on_failed(struct app *a, const elector_event *ev)
 {
     if (a->stopping) {
         a->done = true;
+    } else if (!a->joined && !(a->s && elector_session_lease(a->s)) && !a->o->fail_fast &&
+               transient(ev->reason)) {
+        /* etcd not reachable yet (at boot, services often start before it):
+         * retry with backoff (500 ms doubling up to 30 s, jittered), saying so
+         * (a log line, systemd's STATUS=, elector_start_retries_total).
+         * --fail-fast: exit 1 at once instead. */
+        int64_t d = 500LL << (a->start_retries < 6 ? a->start_retries : 6);
+        if (d > 30000) d = 30000;
+        d = d / 2 + (int64_t)((uint64_t)random() % (uint64_t)(d / 2 + 1));
+        a->start_retries++;
+        a->start_retries_total++;
+        tool_log(LOG_WARN,
+                 "cannot start a session (%s): etcd unreachable; retrying in %.1f s "
+                 "(attempt %d; --fail-fast to exit instead)",
+                 ev->detail, (double)d / 1000.0, a->start_retries);
+        a->session_dead = true;
+        a->retry_at_ms = app_now_ms() + d;
     } else if (!a->joined && !(a->s && elector_session_lease(a->s))) {
-        /* Never reached etcd: say so at once (within the dial timeout), as
-         * `leader` does, instead of retrying in silence. */
+        /* Never reached etcd, and --fail-fast or an error that waiting cannot
+         * fix (TLS, authentication): say so at once, as `leader` does. */
         app_fail(a, "cannot start a session", ev);
         a->exit_code = EXIT_ERROR;
         a->done = true;
@@ -121,9 +150,11 @@ void app_on_event(elector_election *el, const elector_event *ev, void *ud)
     if (app_stepdown_event(a, ev)) return; /* health.c: out of the queue, or back */
     switch (ev->type) {
     case ELECTOR_EV_WAITING:
+        reached(a);
         a->joined = true;
         tool_log(LOG_INFO, "waiting behind %.*s", (int)ev->key_len,
                  (const char *)ev->key);
+        if (a->o->no_wait && !a->stopping) app_give_up_waiting(a, "--no-wait");
         break;
     case ELECTOR_EV_ELECTED:
         on_elected(a, ev);
@@ -208,4 +239,31 @@ void app_schedule_restart(struct app *a)
     d = d / 2 + (int64_t)((uint64_t)random() % (uint64_t)(d / 2 + 1));
     tool_log(LOG_INFO, "campaigning again in %lld ms", (long long)d);
     a->retry_at_ms = app_now_ms() + d;
+}
+
+/* --timeout passed (why NULL), or --no-wait and another leads: stop waiting,
+ * delete our key (the resign), exit EXIT_TIMEOUT. */
+void app_give_up_waiting(struct app *a, const char *why)
+{
+    char t[64];
+    if (!why) {
+        snprintf(t, sizeof(t), "--timeout %.3gs passed",
+                 (double)a->o->timeout_ms / 1000.0);
+        why = t;
+    } else if (a->o->cmd == CMD_LOCK) {
+        why = "--no-wait: another holds it";
+    } else {
+        why = "--no-wait: another leads";
+    }
+    a->wait_until_ms = 0;
+    a->retry_at_ms = 0;
+    bool cmd = app_supervised(a);
+    tool_log(LOG_ERROR, "%s %s %s: %s%s%s (exit %d)",
+             a->o->cmd == CMD_LOCK ? "lock" : "not elected for", a->o->name,
+             a->o->cmd == CMD_LOCK ? "not acquired" : "(gave up)", why,
+             cmd ? "; not started: " : "", cmd ? a->o->argv[0] : "", EXIT_TIMEOUT);
+    a->exit_code = EXIT_TIMEOUT;
+    a->stopping = true;
+    if (a->el && elector_resign(a->el) == 0) return; /* done on FAILED (canceled) */
+    a->done = true;
 }

@@ -340,6 +340,11 @@ char *tool_metrics_render(const tool_view *v)
            "Times this process became or stopped being leader.");
     putf(&b, "elector_leadership_changes_total %" PRIu64 "\n", v->leadership_changes);
 
+    family(&b, "elector_start_retries_total", "counter",
+           "Failed attempts to reach etcd at start (etcd unreachable; elector "
+           "retries with backoff unless --fail-fast).");
+    putf(&b, "elector_start_retries_total %" PRIu64 "\n", v->start_retries);
+
     family(&b, "elector_lease_remaining_seconds", "gauge",
            "Time left until the session's validity deadline, 0 if none.");
     puts_(&b, "elector_lease_remaining_seconds ");

@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: MIT */
+/* What a newcomer trips over (issue 25), as real processes against real etcd:
+ * the exit status of a stop under a service manager, an interrupted wait,
+ * --timeout and --no-wait, etcd unreachable at start (retries, --fail-fast),
+ * a command checked before campaigning. */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "elect_util.h"
+#include "testlib.h"
+#include "tool_util.h"
+
+/* The keys under NAME/ (etcdctl get --prefix --keys-only), one per line. */
+static int count_keys(const char *eps, const char *name)
+{
+    char prefix[128];
+    snprintf(prefix, sizeof(prefix), "%s/", name);
+    char *out = NULL;
+    int rc = tl_run(&out, (const char *[]){"etcdctl", "--endpoints", eps, "get",
+                                           "--prefix", prefix, "--keys-only", NULL});
+    ASSERT_EQ(0, rc);
+    int n = 0;
+    for (char *line = out; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (!strncmp(line, prefix, strlen(prefix))) n++;
+        line = nl ? nl + 1 : NULL;
+    }
+    free(out);
+    return n;
+}
+
+/* elector in the background, stderr to dir/NAME.err; returns that path. */
+static const char *bg(eu_child *ch, const char *dir, const char *nm,
+                      const char *const args[])
+{
+    static char paths[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(paths[k], sizeof(paths[k]), "%s/%s.err", dir, nm);
+    tool_bg_opts o = {.err_path = paths[k], .in_fd = -1};
+    tool_bg_ex(ch, &o, args);
+    return paths[k];
+}
+
+/* Item 1: `systemctl stop` (SIGTERM) of a leading `run` is a success: the
+ * command ended by the relayed SIGTERM (status 143) and elector exits 0, as the
+ * man page says; a command that exits with a status of its own keeps it. No
+ * systemd runs here: the example unit is checked by systemd-analyze in
+ * test_tool_ops; this checks the status that systemd would see. */
+TEST_WITH_TIMEOUT(run_stopped_by_sigterm_exits_0, 90)
+{
+    eh_cluster *c = start1();
+    const char *eps = eh_endpoints(c);
+    char *dir = tl_tmpdir("stop");
+    eu_child a;
+    const char *err =
+        bg(&a, dir, "a",
+           (const char *[]){"--endpoints", eps, "run", "svc", "--", "sleep", "60", NULL});
+    ASSERT(wait_contains(err, "started sleep", 15));
+    ASSERT_OK(kill(a.pid, SIGTERM));
+    ASSERT_EQ(0, tool_wait(&a, 20));
+    ASSERT(wait_contains(err, "stopped by Terminated as asked (status 143)", 1));
+    /* SIGINT (^C) the same. */
+    err =
+        bg(&a, dir, "b",
+           (const char *[]){"--endpoints", eps, "run", "svc", "--", "sleep", "60", NULL});
+    ASSERT(wait_contains(err, "started sleep", 15));
+    ASSERT_OK(kill(a.pid, SIGINT));
+    ASSERT_EQ(0, tool_wait(&a, 20));
+    /* A command that handles SIGTERM and exits 3: its own status. */
+    err = bg(&a, dir, "c",
+             (const char *[]){"--endpoints", eps, "run", "svc", "--", "sh", "-c",
+                              "trap 'exit 9' TERM; while :; do sleep 0.1; done", NULL});
+    ASSERT(wait_contains(err, "started sh", 15));
+    tl_msleep(300); /* the trap is set */
+    ASSERT_OK(kill(a.pid, SIGTERM));
+    ASSERT_EQ(9, tool_wait(&a, 20));
+    free(dir);
+    eh_stop(c);
+}
+
+/* Item 2: interrupted while waiting for a lock held by another: nothing was
+ * acquired or run, exit 1 (etcdctl lock's status) with a line that says so. A
+ * standby of run stopped the same way exits 0 (a normal stop of a service). */
+TEST_WITH_TIMEOUT(interrupted_while_waiting, 90)
+{
+    eh_cluster *c = start1();
+    const char *eps = eh_endpoints(c);
+    char *dir = tl_tmpdir("intr");
+    eu_child h, w;
+    char line[256];
+    tool_bg(&h, (const char *[]){"--endpoints", eps, "lock", "L2", NULL});
+    ASSERT_OK(eu_child_expect(&h, "L2/", line, sizeof(line), 15000));
+    const char *err =
+        bg(&w, dir, "w",
+           (const char *[]){"--endpoints", eps, "lock", "L2", "--", "echo", "ran", NULL});
+    ASSERT(wait_contains(err, "waiting behind L2/", 15));
+    ASSERT_OK(kill(w.pid, SIGTERM));
+    ASSERT_EQ(1, tool_wait(&w, 20));
+    ASSERT(
+        wait_contains(err, "interrupted while waiting for the lock L2: not acquired", 1));
+    ASSERT_NE(0, eu_child_expect(&w, "ran", line, sizeof(line), 100));
+    /* lock without a command: the same. */
+    err = bg(&w, dir, "w2", (const char *[]){"--endpoints", eps, "lock", "L2", NULL});
+    ASSERT(wait_contains(err, "waiting behind L2/", 15));
+    ASSERT_OK(kill(w.pid, SIGINT));
+    ASSERT_EQ(1, tool_wait(&w, 20));
+    ASSERT_EQ(1, count_keys(eps, "L2")); /* only the holder's */
+    /* run: a standby stopped exits 0. */
+    eu_child r1, r2;
+    const char *e1 =
+        bg(&r1, dir, "r1",
+           (const char *[]){"--endpoints", eps, "run", "R", "--", "sleep", "60", NULL});
+    ASSERT(wait_contains(e1, "started sleep", 15));
+    const char *e2 =
+        bg(&r2, dir, "r2",
+           (const char *[]){"--endpoints", eps, "run", "R", "--", "sleep", "60", NULL});
+    ASSERT(wait_contains(e2, "waiting behind R/", 15));
+    ASSERT_OK(kill(r2.pid, SIGTERM));
+    ASSERT_EQ(0, tool_wait(&r2, 20));
+    ASSERT(wait_contains(e2, "never elected for R", 1));
+    ASSERT_OK(kill(r1.pid, SIGTERM));
+    ASSERT_EQ(0, tool_wait(&r1, 20));
+    ASSERT_OK(kill(h.pid, SIGTERM));
+    ASSERT_EQ(0, tool_wait(&h, 20));
+    free(dir);
+    eh_stop(c);
+}
+
+/* Item 3: --timeout and --no-wait give up with exit 6 and leave no key; with
+ * the lock free, --no-wait takes it. */
+TEST_WITH_TIMEOUT(timeout_and_no_wait, 90)
+{
+    eh_cluster *c = start1();
+    const char *eps = eh_endpoints(c);
+    eu_child h;
+    char line[256];
+    tool_bg(&h, (const char *[]){"--endpoints", eps, "lock", "nightly", NULL});
+    ASSERT_OK(eu_child_expect(&h, "nightly/", line, sizeof(line), 15000));
+    char *out = NULL, *err = NULL;
+    double t0 = tl_now();
+    ASSERT_EQ(6, tool(&out, &err,
+                      (const char *[]){"--endpoints", eps, "lock", "nightly", "--timeout",
+                                       "1s", "--", "echo", "ran", NULL}));
+    tl_log("--timeout 1s: gave up after %.2f s", tl_now() - t0);
+    ASSERT_STREQ("", out);
+    ASSERT_CONTAINS(err, "lock nightly not acquired: --timeout 1s passed");
+    free(out);
+    free(err);
+    ASSERT_EQ(1, count_keys(eps, "nightly"));
+    ASSERT_EQ(6, tool(&out, &err,
+                      (const char *[]){"--endpoints", eps, "lock", "nightly", "--no-wait",
+                                       "--", "echo", "ran", NULL}));
+    ASSERT_STREQ("", out);
+    ASSERT_CONTAINS(err, "--no-wait: another holds it");
+    free(out);
+    free(err);
+    ASSERT_EQ(6, tool(&out, &err,
+                      (const char *[]){"--endpoints", eps, "campaign", "nightly",
+                                       "--timeout", "500ms", NULL}));
+    ASSERT_CONTAINS(err, "not elected for nightly");
+    free(out);
+    free(err);
+    ASSERT_EQ(1, count_keys(eps, "nightly"));
+    ASSERT_OK(kill(h.pid, SIGTERM));
+    ASSERT_EQ(0, tool_wait(&h, 20));
+    ASSERT_EQ(0, count_keys(eps, "nightly"));
+    ASSERT_EQ(0, tool(&out, &err,
+                      (const char *[]){"--endpoints", eps, "lock", "nightly", "--no-wait",
+                                       "--", "echo", "ran", NULL}));
+    ASSERT_STREQ("ran\n", out);
+    free(out);
+    free(err);
+    /* Usage: not for leader; not both. */
+    ASSERT_EQ(
+        2, tool(NULL, &err,
+                (const char *[]){"--endpoints", eps, "leader", "x", "--no-wait", NULL}));
+    free(err);
+    ASSERT_EQ(2, tool(NULL, &err,
+                      (const char *[]){"--endpoints", eps, "lock", "x", "--no-wait",
+                                       "--timeout", "1s", NULL}));
+    free(err);
+    eh_stop(c);
+}
+
+/* Item 4: etcd unreachable at start: run retries with backoff and says so (a
+ * log line, the metric); --fail-fast exits 1 at once; leader fails fast. */
+TEST_WITH_TIMEOUT(unreachable_at_start_retries_unless_fail_fast, 90)
+{
+    char *dir = tl_tmpdir("unreach");
+    eu_child r;
+    const char *err = bg(
+        &r, dir, "r",
+        (const char *[]){"--endpoints", "127.0.0.1:1", "run", "x", "--", "true", NULL});
+    ASSERT(wait_contains(err, "etcd unreachable; retrying in", 10));
+    ASSERT(wait_contains(err, "(attempt 2; --fail-fast to exit instead)", 10));
+    ASSERT_OK(kill(r.pid, SIGTERM));
+    ASSERT_EQ(0, tool_wait(&r, 20)); /* a standby stopped: never elected */
+    char *out = NULL, *e = NULL;
+    ASSERT_EQ(1, tool(&out, &e,
+                      (const char *[]){"--endpoints", "127.0.0.1:1", "--fail-fast", "run",
+                                       "x", "--", "true", NULL}));
+    ASSERT_CONTAINS(e, "cannot start a session");
+    free(out);
+    free(e);
+    ASSERT_EQ(1,
+              tool(&out, &e,
+                   (const char *[]){"--endpoints", "127.0.0.1:1", "leader", "x", NULL}));
+    free(out);
+    free(e);
+    ASSERT_EQ(2, tool(&out, &e,
+                      (const char *[]){"--endpoints", "127.0.0.1:1", "--fail-fast",
+                                       "leader", "x", NULL}));
+    free(out);
+    free(e);
+    /* etcd comes up later: the retrying elector is elected. */
+    eh_cluster *c = start1();
+    const char *eps = eh_endpoints(c);
+    ASSERT_OK(eh_member_stop(c, 0));
+    err = bg(&r, dir, "late",
+             (const char *[]){"--endpoints", eps, "--dial-timeout", "1s", "run", "late",
+                              "--", "sleep", "60", NULL});
+    ASSERT(wait_contains(err, "etcd unreachable; retrying in", 15));
+    ASSERT_OK(eh_member_restart(c, 0));
+    ASSERT(wait_contains(err, "started sleep", 60));
+    ASSERT(wait_contains(err, "etcd reached after", 1));
+    ASSERT_OK(kill(r.pid, SIGTERM));
+    ASSERT_EQ(0, tool_wait(&r, 20));
+    free(dir);
+    eh_stop(c);
+}
+
+/* Item 6: a command that cannot be found or run is found before campaigning:
+ * exit 127 (126), nobody was elected. */
+TEST_WITH_TIMEOUT(run_checks_the_command_before_campaigning, 60)
+{
+    eh_cluster *c = start1();
+    const char *eps = eh_endpoints(c);
+    char *out = NULL, *err = NULL;
+    ASSERT_EQ(127, tool(&out, &err,
+                        (const char *[]){"--endpoints", eps, "run", "svc", "--",
+                                         "/nonexistent/cmd", NULL}));
+    ASSERT_CONTAINS(err, "cannot run /nonexistent/cmd: No such file or directory "
+                         "(checked before campaigning)");
+    ASSERT(!strstr(err, "elected"));
+    free(out);
+    free(err);
+    ASSERT_EQ(127, tool(&out, &err,
+                        (const char *[]){"--endpoints", eps, "lock", "svc", "--",
+                                         "no-such-command-here", NULL}));
+    ASSERT_CONTAINS(err, "command not found in $PATH");
+    free(out);
+    free(err);
+    ASSERT_EQ(126, tool(&out, &err,
+                        (const char *[]){"--endpoints", eps, "run", "svc", "--", "/tmp",
+                                         NULL}));
+    free(out);
+    free(err);
+    ASSERT_EQ(0, count_keys(eps, "svc"));
+    eh_stop(c);
+}
