@@ -172,7 +172,7 @@ char *tool_leader_json(const tool_view *v)
     puts_(&b, "{\"name\":");
     jstr(&b, name, strlen(name));
     if (!v->has_leader) {
-        puts_(&b, ",\"leader\":false}");
+        puts_(&b, ",\"leader\":false,\"has_leader\":false}");
         return finish(&b);
     }
     puts_(&b, ",\"leader\":true,\"key\":");
@@ -192,7 +192,10 @@ char *tool_leader_json(const tool_view *v)
     if (v->since_unix_ms > 0 && v->since_kind > 0 && v->since_kind <= 3)
         putf(&b, ",\"since_unix_ms\":%" PRId64 ",\"since_kind\":\"%s\"", v->since_unix_ms,
              kinds[v->since_kind]);
-    putf(&b, ",\"is_leader\":%s}", v->is_leader ? "true" : "false");
+    /* "has_leader" says what "leader" says (a leader is known), in a name that
+     * cannot be read as "this process leads" (that is "is_leader"); "leader"
+     * stays, deprecated, as fields are only ever added (docs/DESIGN.md). */
+    putf(&b, ",\"is_leader\":%s,\"has_leader\":true}", v->is_leader ? "true" : "false");
     return finish(&b);
 }
 

@@ -35,7 +35,13 @@ static void on_observe(elector_observer *o, const elector_event *ev, void *ud)
         tool_log(LOG_DEBUG, "leader %.*s (token %lld), a value of %zu bytes",
                  (int)ev->key_len, (const char *)ev->key, (long long)ev->token,
                  ev->value_len);
-        if (a->o->fmt == FMT_SIMPLE) {
+        /* The same leader and value again (quick switchovers can make the
+         * observer report a leader it reported already): printed once. */
+        bool same = a->has_leader && ev->token == a->ltoken && a->lklen == ev->key_len &&
+                    a->lvlen == ev->value_len &&
+                    !memcmp(a->lkey, ev->key, ev->key_len) &&
+                    !memcmp(a->lval, ev->value, ev->value_len);
+        if (a->o->fmt == FMT_SIMPLE && !same) {
             int rc = tool_write_kv(stdout, a->stdout_tty, a->o->hex, ev->key, ev->key_len,
                                    ev->value, ev->value_len);
             wrote(a, rc, errno);
