@@ -262,3 +262,88 @@ TEST_WITH_TIMEOUT(run_checks_the_command_before_campaigning, 60)
     ASSERT_EQ(0, count_keys(eps, "svc"));
     eh_stop(c);
 }
+
+/* Item 7: usage errors are log lines like every other error (one format); the
+ * TTL etcd raised is said; README's install says ldconfig and works without
+ * sudo; deps.sh has a build-only mode. */
+TEST(one_format_and_what_is_said)
+{
+    char *out = NULL, *err = NULL;
+    ASSERT_EQ(2, tool(&out, &err, (const char *[]){"lock", NULL}));
+    ASSERT_CONTAINS(err, " error elector: missing lock NAME");
+    ASSERT(strchr(err, '\n') == err + strlen(err) - 1);
+    ASSERT(err[0] >= '0' && err[0] <= '9'); /* the time first, as every line */
+    free(out);
+    free(err);
+    ASSERT_EQ(2, tool(&out, &err,
+                      (const char *[]){"--http", "nonsense:xx", "campaign", "x", NULL}));
+    ASSERT(err[0] >= '0' && err[0] <= '9');
+    free(out);
+    free(err);
+    char *readme = NULL;
+    ASSERT_EQ(0, tl_run(&readme,
+                        (const char *[]){"cat", ELECTOR_DOCS_DIR "/../README.md", NULL}));
+    const char *inst = strstr(readme, "sudo cmake --install build");
+    ASSERT_NOT_NULL(inst);
+    ASSERT_NOT_NULL(strstr(inst, "ldconfig"));
+    ASSERT_NOT_NULL(strstr(inst, "As root (a container without `sudo`)"));
+    ASSERT_NOT_NULL(strstr(readme, "libelector.so.1.1.0"));
+    free(readme);
+    char *deps = NULL;
+    ASSERT_EQ(0, tl_run(&deps, (const char *[]){
+                                   "cat", ELECTOR_DOCS_DIR "/../scripts/deps.sh", NULL}));
+    const char *b = strstr(deps, "BUILD=("), *t = strstr(deps, "TEST=(");
+    ASSERT(b && t && t > b);
+    char build[512];
+    snprintf(build, sizeof(build), "%.*s", (int)(t - b), b);
+    ASSERT(!strstr(build, "etcd") && !strstr(build, "valgrind") &&
+           !strstr(build, "prometheus"));
+    free(deps);
+}
+
+TEST_WITH_TIMEOUT(ttl_raised_by_etcd_is_said, 60)
+{
+    eh_cluster *c = start1();
+    const char *eps = eh_endpoints(c);
+    char *dir = tl_tmpdir("ttl");
+    eu_child a;
+    char line[256];
+    const char *err =
+        bg(&a, dir, "a",
+           (const char *[]){"--endpoints", eps, "--ttl", "1s", "campaign", "t", NULL});
+    ASSERT_OK(eu_child_expect(&a, "t/", line, sizeof(line), 15000));
+    ASSERT(wait_contains(err, "--ttl 1s: etcd granted a TTL of 2s instead", 5));
+    ASSERT_OK(kill(a.pid, SIGTERM));
+    ASSERT_EQ(0, tool_wait(&a, 20));
+    free(dir);
+    eh_stop(c);
+}
+
+/* Item 7: renewals stop (etcd frozen): the line that says the command is being
+ * stopped comes before the line that says it is gone. */
+TEST_WITH_TIMEOUT(deadline_stop_is_said_before_the_command_is_gone, 90)
+{
+    eh_cluster *c = start1();
+    const char *eps = eh_endpoints(c);
+    char *dir = tl_tmpdir("dl");
+    eu_child a;
+    const char *err = bg(&a, dir, "a",
+                         (const char *[]){"--endpoints", eps, "--ttl", "3s", "--grace",
+                                          "1s", "run", "dl", "--", "sleep", "60", NULL});
+    ASSERT(wait_contains(err, "started sleep", 15));
+    ASSERT_OK(eh_member_pause(c, 0));
+    int rc = tool_wait(&a, 30);
+    ASSERT_OK(eh_member_resume(c, 0));
+    ASSERT_EQ(3, rc);
+    char *s = check_file(err);
+    ASSERT_NOT_NULL(s);
+    tl_log("%s", s);
+    const char *stop = strstr(s, "stopping sleep: no lease renewal reached elector");
+    const char *gone = strstr(s, "sleep and its descendants are gone");
+    ASSERT_NOT_NULL(stop);
+    ASSERT_NOT_NULL(gone);
+    ASSERT(stop < gone);
+    free(s);
+    free(dir);
+    eh_stop(c);
+}

@@ -378,7 +378,10 @@ int main(int argc, char **argv)
     tool_opts o;
     char err[400];
     if (tool_parse_args(argc, argv, &o, err, sizeof(err))) {
-        fprintf(stderr, "elector: %s\n", err);
+        /* A log line as every other error (time, level), in the text format: the
+         * command line that names another could not be read. */
+        tool_log_setup(LOG_INFO, LOGFMT_TEXT);
+        tool_log(LOG_ERROR, "%s", err);
         return EXIT_USAGE;
     }
     if (o.cmd == CMD_HELP || o.help) {
