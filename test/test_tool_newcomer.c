@@ -338,7 +338,8 @@ TEST_WITH_TIMEOUT(deadline_stop_is_said_before_the_command_is_gone, 90)
     char *s = check_file(err);
     ASSERT_NOT_NULL(s);
     tl_log("%s", s);
-    const char *stop = strstr(s, "stopping sleep: no lease renewal reached elector");
+    const char *stop =
+        strstr(s, "guard: stopping sleep: no lease renewal reached elector");
     const char *gone = strstr(s, "sleep and its descendants are gone");
     ASSERT_NOT_NULL(stop);
     ASSERT_NOT_NULL(gone);

@@ -50,7 +50,6 @@ struct app {
     int64_t child_start_ms; /* when the command started (restart backoff) */
     int restarts;           /* quick restarts in a row */
     bool child_noted;       /* its containment was logged */
-    bool deadline_noted;    /* the guard's SIGTERM at deadline - grace was logged */
     FILE *events;           /* where -w json events go: stdout, stderr or --events-fd */
     int64_t retry_at_ms;    /* campaign again on a new session after this */
     int64_t wait_until_ms;  /* --timeout: give up waiting at this time (0: none) */

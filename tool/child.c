@@ -85,7 +85,6 @@ void app_start_child(struct app *a, const elector_event *ev)
     }
     a->child_start_ms = app_now_ms();
     a->child_noted = false;
-    a->deadline_noted = false;
     tool_log(LOG_INFO, "started %s (token %lld)", a->o->argv[0], (long long)ev->token);
 }
 
@@ -157,20 +156,6 @@ void app_check_child(struct app *a)
     if (d > a->child_deadline && a->el && elector_is_leader(a->el)) {
         a->child_deadline = d;
         tool_child_deadline(a->child, d);
-    }
-    /* The guard SIGTERMs the command --grace before the deadline by itself:
-     * say so as it happens, before the command is reported gone (the LOST
-     * event with the reason may come later). */
-    int64_t now = elector_now_ns();
-    if (!a->deadline_noted && !a->stopping && a->child_deadline &&
-        now >= a->child_deadline - a->o->grace_ms * 1000000) {
-        tool_log(LOG_WARN,
-                 "stopping %s: no lease renewal reached elector, so %s cannot be "
-                 "proven held past its deadline in %.0f ms (SIGTERM now, its tree "
-                 "killed at the deadline)",
-                 a->o->argv[0], app_held(a),
-                 a->child_deadline > now ? (double)(a->child_deadline - now) / 1e6 : 0.0);
-        a->deadline_noted = true;
     }
     int st;
     tool_child_cause why;

@@ -473,6 +473,15 @@ static int64_t guard_timers(struct guard *g)
 {
     int64_t now = elector_now_ns();
     if (!g->termed && now >= g->term_at) {
+        /* Said here, as it happens, before anything says the command is gone
+         * (elector's LOST event with the reason may come up to --grace later). */
+        if (!g->cause)
+            tool_log(LOG_WARN,
+                     "guard: stopping %s: no lease renewal reached elector, so the "
+                     "deadline in %.0f ms cannot be moved (SIGTERM now, the tree killed "
+                     "at the deadline)",
+                     g->sp->argv[0],
+                     g->deadline > now ? (double)(g->deadline - now) / 1e6 : 0.0);
         stop_for(g, TOOL_CHILD_DEADLINE);
         kill(-g->cmd, SIGTERM);
         g->termed = true;
