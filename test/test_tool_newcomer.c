@@ -348,3 +348,65 @@ TEST_WITH_TIMEOUT(deadline_stop_is_said_before_the_command_is_gone, 90)
     free(dir);
     eh_stop(c);
 }
+
+/* Item 3: lock -n N: up to N holders at once, on keys of elector's own; the
+ * N+1st waits (--no-wait, --timeout: exit 6, no key left) until one leaves. */
+TEST_WITH_TIMEOUT(semaphore_holds_up_to_n, 90)
+{
+    eh_cluster *c = start1();
+    const char *eps = eh_endpoints(c);
+    eu_child h1, h2;
+    char line[256];
+    tool_bg(&h1, (const char *[]){"--endpoints", eps, "lock", "sem", "-n", "2", NULL});
+    ASSERT_OK(
+        eu_child_expect(&h1, "__elector/semaphore/sem/", line, sizeof(line), 15000));
+    tool_bg(&h2,
+            (const char *[]){"--endpoints", eps, "lock", "sem", "--limit", "2", NULL});
+    ASSERT_OK(
+        eu_child_expect(&h2, "__elector/semaphore/sem/", line, sizeof(line), 15000));
+    /* Each holder keeps one slot: two keys. */
+    ASSERT_EQ(2, count_keys(eps, "__elector/semaphore/sem/0") +
+                     count_keys(eps, "__elector/semaphore/sem/1"));
+    char *out = NULL, *err = NULL;
+    ASSERT_EQ(6, tool(&out, &err,
+                      (const char *[]){"--endpoints", eps, "lock", "sem", "-n", "2",
+                                       "--no-wait", "--", "echo", "ran", NULL}));
+    ASSERT_STREQ("", out);
+    ASSERT_CONTAINS(err, "all 2 slots of sem are taken");
+    free(out);
+    free(err);
+    ASSERT_EQ(6, tool(&out, &err,
+                      (const char *[]){"--endpoints", eps, "lock", "sem", "-n", "2",
+                                       "--timeout", "1s", "--", "echo", "ran", NULL}));
+    ASSERT_STREQ("", out);
+    free(out);
+    free(err);
+    ASSERT_EQ(2, count_keys(eps, "__elector/semaphore/sem/0") +
+                     count_keys(eps, "__elector/semaphore/sem/1"));
+    /* The plain lock of the same NAME is another thing: free. */
+    ASSERT_EQ(0, tool(&out, &err,
+                      (const char *[]){"--endpoints", eps, "lock", "sem", "--no-wait",
+                                       "--", "echo", "plain", NULL}));
+    ASSERT_STREQ("plain\n", out);
+    free(out);
+    free(err);
+    /* A holder leaves: a third gets its slot. */
+    ASSERT_OK(kill(h1.pid, SIGTERM));
+    ASSERT_EQ(0, tool_wait(&h1, 20));
+    ASSERT_EQ(0, tool(&out, &err,
+                      (const char *[]){"--endpoints", eps, "lock", "sem", "-n", "2",
+                                       "--timeout", "10s", "--", "sh", "-c",
+                                       "echo \"$ETCD_LOCK_KEY\"", NULL}));
+    ASSERT_CONTAINS(out, "__elector/semaphore/sem/");
+    free(out);
+    free(err);
+    ASSERT_OK(kill(h2.pid, SIGTERM));
+    ASSERT_EQ(0, tool_wait(&h2, 20));
+    ASSERT_EQ(0, count_keys(eps, "__elector/semaphore/sem/0") +
+                     count_keys(eps, "__elector/semaphore/sem/1"));
+    ASSERT_EQ(2, tool(NULL, &err,
+                      (const char *[]){"--endpoints", eps, "run", "x", "-n", "2", "--",
+                                       "true", NULL}));
+    free(err);
+    eh_stop(c);
+}

@@ -411,7 +411,7 @@ TEST(metrics_families_and_values)
         ASSERT_CONTAINS(m, want);
     }
     ASSERT_CONTAINS(m, "elector_is_leader{name=\"svc\"} 1\n");
-    ASSERT_CONTAINS(m, "elector_leadership_changes_total 5\n");
+    ASSERT_CONTAINS(m, "elector_leadership_changes_total{name=\"svc\"} 5\n");
     ASSERT_CONTAINS(
         m,
         "\n# TYPE elector_build_info gauge\nelector_build_info{version=\"1.2.3\"} 1\n");
@@ -731,7 +731,9 @@ TEST(http_several_requests_on_one_connection)
                                            u2, u3, u1, NULL},
                           &out));
     tl_log("%s", out);
-    ASSERT_CONTAINS(out, "ok\n|200 1\n{\"name\":\"svc\",\"leader\":false,\"has_leader\":false}|200 0\n");
+    ASSERT_CONTAINS(
+        out,
+        "ok\n|200 1\n{\"name\":\"svc\",\"leader\":false,\"has_leader\":false}|200 0\n");
     ASSERT_CONTAINS(out, "elector_etcd_disconnects_total 2\n");
     ASSERT_CONTAINS(out, "\n|200 0\nok\n|200 0\n"); /* /metrics, then /healthz */
     free(out);

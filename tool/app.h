@@ -35,6 +35,12 @@ struct app {
     elector_etcd *etcd;
     elector_session *s;
     elector_election *el;
+    /* lock -n N (N > 1): a semaphore of N slots, each an election of its own
+     * (__elector/semaphore/NAME/<slot>/), campaigned for at once on one session;
+     * the first slot won becomes el, the others are resigned. */
+    elector_election **slots;
+    char **slot_names;
+    int nslots, slots_waiting, slots_failed;
     elector_observer *obs;
     tool_http *http;
     tool_child *child;
@@ -151,6 +157,7 @@ void app_start_campaign(struct app *a);
 void app_schedule_restart(struct app *a);
 /* --timeout, --no-wait: stop waiting; exit EXIT_TIMEOUT. */
 void app_give_up_waiting(struct app *a, const char *why);
+void app_free_slots(struct app *a); /* all but el (the slot won) */
 
 /* child.c */
 void app_start_child(struct app *a, const elector_event *ev);

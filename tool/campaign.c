@@ -141,10 +141,81 @@ static void on_failed(struct app *a, const elector_event *ev)
     }
 }
 
+/* lock -n N: an event of one of the slots while none is won yet. Returns true
+ * when the event is to be handled as the lock's own (the slot just won, or the
+ * first failure); the other slots' events are consumed here. */
+static bool slot_event(struct app *a, elector_election *el, const elector_event *ev)
+{
+    if (a->el) return false; /* a slot was won: the others are being resigned */
+    switch (ev->type) {
+    case ELECTOR_EV_ELECTED:
+        a->el = el;
+        for (int i = 0; i < a->nslots; i++)
+            if (a->slots[i] != el) elector_resign(a->slots[i]);
+        return true;
+    case ELECTOR_EV_WAITING:
+        reached(a);
+        a->joined = true;
+        if (++a->slots_waiting == a->nslots) {
+            tool_log(LOG_INFO, "all %d slots of %s are taken: waiting for one", a->nslots,
+                     a->o->name);
+            if (a->o->no_wait && !a->stopping) app_give_up_waiting(a, "--no-wait");
+        }
+        return false;
+    case ELECTOR_EV_FAILED:
+        if (a->stopping) {
+            a->done = true;
+            return false;
+        }
+        return !a->slots_failed++; /* the first says what happened */
+    default:
+        return false;
+    }
+}
+
+void app_free_slots(struct app *a)
+{
+    for (int i = 0; i < a->nslots; i++) {
+        if (a->slots[i] != a->el) elector_election_free(a->slots[i]);
+        free(a->slot_names[i]);
+    }
+    free(a->slots);
+    free(a->slot_names);
+    a->slots = NULL;
+    a->slot_names = NULL;
+    a->nslots = a->slots_waiting = a->slots_failed = 0;
+}
+
+/* lock -n N: campaign for every slot at once; the first won is the lock. */
+static void campaign_slots(struct app *a)
+{
+    int n = a->o->limit;
+    a->slots = calloc((size_t)n, sizeof(*a->slots));
+    a->slot_names = calloc((size_t)n, sizeof(*a->slot_names));
+    if (!a->slots || !a->slot_names) {
+        app_fatal_etcd(a, ELECTOR_ENOMEM, "cannot campaign");
+        return;
+    }
+    a->nslots = n;
+    tool_log(LOG_DEBUG, "semaphore %s: campaigning for %d slots", a->o->name, n);
+    for (int i = 0; i < n; i++) {
+        int rc = ELECTOR_ENOMEM;
+        if (asprintf(&a->slot_names[i], "__elector/semaphore/%s/%d", a->o->name, i) >=
+                0 &&
+            (a->slots[i] =
+                 elector_election_new(a->s, a->slot_names[i], app_on_event, a)) != NULL)
+            rc = elector_campaign(a->slots[i], a->value, a->vlen);
+        if (rc) {
+            app_fatal_etcd(a, rc, "cannot campaign");
+            return;
+        }
+    }
+}
+
 void app_on_event(elector_election *el, const elector_event *ev, void *ud)
 {
-    (void)el;
     struct app *a = ud;
+    if (a->slots && el != a->el && !slot_event(a, el, ev)) return;
     if (a->o->fmt == FMT_JSON) app_event(a, ev);
     app_note_event(a, ev);
     if (app_stepdown_event(a, ev)) return; /* health.c: out of the queue, or back */
@@ -198,6 +269,7 @@ void app_start_campaign(struct app *a)
 {
     if (app_campaign_blocked(a)) return; /* unhealthy: health.c campaigns later */
     if (a->session_dead) {
+        if (a->slots) app_free_slots(a);
         if (a->el) elector_election_free(a->el);
         a->el = NULL;
         if (a->s) elector_session_close(a->s);
@@ -219,6 +291,10 @@ void app_start_campaign(struct app *a)
             return;
         }
         a->session_dead = false;
+    }
+    if (a->o->limit > 1 && !a->el) {
+        if (!a->slots) campaign_slots(a);
+        return;
     }
     if (!a->el) a->el = elector_election_new(a->s, a->o->name, app_on_event, a);
     tool_log(LOG_DEBUG, "campaigning for %s with a value of %zu bytes", a->o->name,

@@ -203,7 +203,8 @@ static const char RUN[] =
     "Global options: elector --help.\n";
 
 static const char LOCK[] =
-    "Usage: elector [OPTIONS] lock NAME [--grace D] [--restart] [[--] CMD [ARGS]]\n"
+    "Usage: elector [OPTIONS] lock NAME [-n N] [--grace D] [--restart] [[--] CMD "
+    "[ARGS]]\n"
     "\n"
     "Take the lock NAME, as `etcdctl lock` does (same keys: NAME/<lease in hex>, an\n"
     "empty value; elector and etcdctl wait for each other). Without CMD: print the\n"
@@ -224,7 +225,12 @@ static const char LOCK[] =
     "  --events-fd N       with CMD and -w json: the events to fd N instead of stderr\n"
     "  --http ADDR         serve GET /leader, /healthz, /metrics on ADDR\n"
     "  --release-on-exit=false\n"
-    "                      without CMD: no release helper (see campaign)\n" WAIT_OPTIONS
+    "                      without CMD: no release helper (see campaign)\n"
+    "  -n, --limit N       a semaphore: up to N holders at once (1 to 64; as consul\n"
+    "                      lock -n). Its keys are elector's own, shared with no other\n"
+    "                      tool: __elector/semaphore/NAME/<slot>/<lease in hex>, one\n"
+    "                      election per slot 0..N-1; not with --restart or "
+    "--http\n" WAIT_OPTIONS
     "Exit status: 1 interrupted (SIGINT, SIGTERM) before the lock was acquired (as\n"
     "etcdctl lock; CMD not run); 6 not acquired within --timeout, or held by another\n"
     "with --no-wait (flock -n); else as run.\n"

@@ -267,7 +267,7 @@ static int run_command(struct app *a)
          * connecting; a failure before etcd was reached ends it (FAILED). */
         a->session_dead = true;
         /* /leader and systemd's status name the leader also while we wait. */
-        if (a->o->http || a->notify) app_start_follow(a);
+        if ((a->o->http || a->notify) && a->o->limit < 2) app_start_follow(a);
         app_start_campaign(a);
     }
     loop(a);
@@ -286,6 +286,7 @@ static void cleanup(struct app *a)
     app_health_free(a);
     app_sw_free(a);
     elector_observer_free(a->obs);
+    if (a->slots) app_free_slots(a);
     if (a->el) {
         if (elector_is_leader(a->el)) elector_resign(a->el);
         elector_election_free(a->el);

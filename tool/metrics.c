@@ -308,7 +308,8 @@ static void alert_metrics(mbuf *b, const tool_view *v)
     putf(b, "\"} %" PRId64 ".%03" PRId64 "\n", since / 1000, since % 1000);
     family(b, "elector_leader_changes_total", "counter",
            "Times the election's leader changed to another key, as this process saw "
-           "it.");
+           "it (whoever led; elector_leadership_changes_total counts this process's "
+           "own transitions).");
     puts_(b, "elector_leader_changes_total{name=\"");
     label_value(b, v->name);
     putf(b, "\"} %" PRIu64 "\n", v->leader_changes);
@@ -339,9 +340,15 @@ char *tool_metrics_render(const tool_view *v)
     label_value(&b, v->name);
     putf(&b, "\"} %d\n", v->is_leader ? 1 : 0);
 
+    /* Not elector_leader_changes_total: that one counts the election's leader
+     * changing (any candidate), this one this process's own transitions. Both
+     * carry name (this one without it until issue 25). */
     family(&b, "elector_leadership_changes_total", "counter",
-           "Times this process became or stopped being leader.");
-    putf(&b, "elector_leadership_changes_total %" PRIu64 "\n", v->leadership_changes);
+           "Times this process itself became or stopped being leader (its own "
+           "transitions; elector_leader_changes_total counts the election's).");
+    puts_(&b, "elector_leadership_changes_total{name=\"");
+    label_value(&b, v->name);
+    putf(&b, "\"} %" PRIu64 "\n", v->leadership_changes);
 
     family(&b, "elector_start_retries_total", "counter",
            "Failed attempts to reach etcd at start (etcd unreachable; elector "

@@ -38,8 +38,7 @@ static void on_observe(elector_observer *o, const elector_event *ev, void *ud)
         /* The same leader and value again (quick switchovers can make the
          * observer report a leader it reported already): printed once. */
         bool same = a->has_leader && ev->token == a->ltoken && a->lklen == ev->key_len &&
-                    a->lvlen == ev->value_len &&
-                    !memcmp(a->lkey, ev->key, ev->key_len) &&
+                    a->lvlen == ev->value_len && !memcmp(a->lkey, ev->key, ev->key_len) &&
                     !memcmp(a->lval, ev->value, ev->value_len);
         if (a->o->fmt == FMT_SIMPLE && !same) {
             int rc = tool_write_kv(stdout, a->stdout_tty, a->o->hex, ev->key, ev->key_len,

@@ -169,6 +169,7 @@ enum opt_id {
     O_TIMEOUT,
     O_NOWAIT,
     O_FAILFAST,
+    O_LIMIT,
     O_HELP,
     O_VERSION,
     O_COUNT
@@ -225,6 +226,7 @@ static const struct optdef {
     [O_TIMEOUT] = {"timeout", required_argument, 0, ENV_NONE},
     [O_NOWAIT] = {"no-wait", optional_argument, 0, ENV_NONE},
     [O_FAILFAST] = {"fail-fast", optional_argument, 0, ENV_ELECTOR},
+    [O_LIMIT] = {"limit", required_argument, 'n', ENV_NONE},
     [O_HELP] = {"help", no_argument, 'h', ENV_NONE},
     [O_VERSION] = {"version", no_argument, 0, ENV_NONE},
 };
@@ -448,6 +450,15 @@ static int apply(tool_opts *o, int id, const tool_setting *s, char *err, size_t 
         return set_bool(s, &o->no_wait, err, cap);
     case O_FAILFAST:
         return set_bool(s, &o->fail_fast, err, cap);
+    case O_LIMIT: {
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (!*v || *end || n < 1 || n > 64)
+            return usage_err(err, cap, "%s: '%.100s' is not a number from 1 to 64",
+                             s->from, v);
+        o->limit = (int)n;
+        break;
+    }
     case O_TO:
         o->to = v;
         break;
@@ -627,6 +638,10 @@ static int check(tool_opts *o, const struct raw *r, char *err, size_t cap)
                          "switchover");
     if (given[O_NOWAIT] && !waits)
         return usage_err(err, cap, "--no-wait is for campaign, run and lock");
+    if (given[O_LIMIT] && o->cmd != CMD_LOCK)
+        return usage_err(err, cap, "-n/--limit is for `elector lock` (a semaphore)");
+    if (o->limit > 1 && (o->restart || o->http))
+        return usage_err(err, cap, "-n/--limit does not go with --restart or --http");
     if (o->no_wait && given[O_TIMEOUT])
         return usage_err(err, cap, "--no-wait and --timeout exclude each other");
     if (given[O_FAILFAST] && !waits && o->cmd != CMD_OBSERVE)

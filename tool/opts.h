@@ -92,6 +92,7 @@ typedef struct tool_opts {
     const char *to;
     int64_t timeout_ms;
     bool no_wait;   /* campaign, run, lock: give up at once if another leads */
+    int limit;      /* lock -n N: a semaphore, up to N holders (0, 1: a lock) */
     bool fail_fast; /* campaign, run, lock, observe: etcd unreachable at start ends
                        elector (exit 1) instead of retrying with backoff */
     int events_fd;  /* run/lock -w json: events to this fd (0: stderr) */
