@@ -131,14 +131,14 @@ static void child_ended(struct app *a, int st, tool_child_cause why)
                  held, st, cmd);
         a->exit_code = EXIT_LOST;
     } else if (a->stop_sig && a->exit_code != EXIT_LOST &&
-               (st == 128 + a->stop_sig || st == 128 + SIGTERM || st == 128 + SIGINT ||
-                st == 128 + SIGKILL)) {
-        /* Ended by the SIGINT/SIGTERM relayed to it (or killed --grace later):
-         * a stop that was asked for, and the resignation that follows is a
-         * success (systemctl stop must not mark the unit failed). A command that
-         * exits with a status of its own on SIGTERM keeps that status. */
+               (st == 128 + SIGTERM || st == 128 + SIGINT)) {
+        /* Ended by the SIGINT/SIGTERM relayed to it: a stop that was asked for,
+         * and the resignation that follows is a success (systemctl stop must not
+         * mark the unit failed). A command that exits with a status of its own
+         * on SIGTERM keeps it, and one that had to be killed --grace later
+         * exits 137: it did not stop as asked. */
         tool_log(LOG_INFO, "%s stopped by %s as asked (status %d); exit 0", cmd,
-                 st == 128 + SIGKILL ? "SIGKILL after --grace" : strsignal(st - 128), st);
+                 strsignal(st - 128), st);
         a->exit_code = EXIT_OK;
     } else {
         if (a->exit_code == EXIT_LOST)
