@@ -192,11 +192,25 @@ TEST_WITH_TIMEOUT(unreachable_at_start_retries_unless_fail_fast, 90)
 {
     char *dir = tl_tmpdir("unreach");
     eu_child r;
-    const char *err = bg(
-        &r, dir, "r",
-        (const char *[]){"--endpoints", "127.0.0.1:1", "run", "x", "--", "true", NULL});
+    const char *err = bg(&r, dir, "r",
+                         (const char *[]){"--endpoints", "127.0.0.1:1", "--http",
+                                          "127.0.0.1:0", "run", "x", "--", "true", NULL});
     ASSERT(wait_contains(err, "etcd unreachable; retrying in", 10));
     ASSERT(wait_contains(err, "(attempt 2; --fail-fast to exit instead)", 10));
+    /* The metric counts them. */
+    char *log = check_file(err);
+    const char *at = log ? strstr(log, "on http://") : NULL;
+    ASSERT_NOT_NULL(at);
+    char url[128];
+    snprintf(url, sizeof(url), "http://%.*s/metrics", (int)strcspn(at + 10, " \n"),
+             at + 10);
+    free(log);
+    char *m = NULL;
+    ASSERT_EQ(0, tl_run(&m, (const char *[]){"curl", "-s", url, NULL}));
+    const char *v = m ? strstr(m, "\nelector_start_retries_total ") : NULL;
+    ASSERT_NOT_NULL(v);
+    ASSERT_GE(atoi(v + strlen("\nelector_start_retries_total ")), 2);
+    free(m);
     ASSERT_OK(kill(r.pid, SIGTERM));
     ASSERT_EQ(0, tool_wait(&r, 20)); /* a standby stopped: never elected */
     char *out = NULL, *e = NULL;
