@@ -424,3 +424,58 @@ TEST_WITH_TIMEOUT(semaphore_holds_up_to_n, 90)
     free(err);
     eh_stop(c);
 }
+
+/* Item 7: observe (text) across quick switchovers prints each leader once: no
+ * two consecutive key/value pairs are the same. */
+TEST_WITH_TIMEOUT(observe_prints_a_leader_once_across_quick_switchovers, 120)
+{
+    eh_cluster *c = start1();
+    const char *eps = eh_endpoints(c);
+    eu_child cand[3], obs;
+    const char *vals[] = {"A", "B", "C"};
+    char line[512];
+    for (int i = 0; i < 3; i++) {
+        tool_bg(&cand[i],
+                (const char *[]){"--endpoints", eps, "campaign", "sw", vals[i], NULL});
+        if (i == 0)
+            ASSERT_OK(eu_child_expect(&cand[0], "sw/", line, sizeof(line), 15000));
+    }
+    tl_msleep(500); /* B and C wait */
+    tool_bg(&obs, (const char *[]){"--endpoints", eps, "observe", "sw", NULL});
+    ASSERT_OK(eu_child_expect(&obs, "sw/", line, sizeof(line), 15000));
+    const char *order[] = {"B", "C", "A", "B"};
+    for (int k = 0; k < 4; k++) {
+        char *out = NULL, *err = NULL;
+        int rc = tool(&out, &err,
+                      (const char *[]){"--endpoints", eps, "switchover", "sw", "--to",
+                                       order[k], "--timeout", "20s", NULL});
+        tl_log("switchover to %s: exit %d", order[k], rc);
+        ASSERT_EQ(0, rc);
+        free(out);
+        free(err);
+    }
+    tl_msleep(1000);
+    /* Lines after the first key: value, key, value, ... */
+    char prev[1100], key[512], val[512];
+    ASSERT_OK(eu_child_expect(&obs, "", val, sizeof(val), 2000));
+    snprintf(prev, sizeof(prev), "%s=%s", line, val);
+    int pairs = 1;
+    while (eu_child_expect(&obs, "", key, sizeof(key), 1000) == 0) {
+        ASSERT_OK(eu_child_expect(&obs, "", val, sizeof(val), 2000));
+        char cur[1100];
+        snprintf(cur, sizeof(cur), "%s=%s", key, val);
+        tl_log("observed %s", cur);
+        ASSERT(strcmp(cur, prev) != 0);
+        snprintf(prev, sizeof(prev), "%s", cur);
+        pairs++;
+    }
+    tl_log("%d leaders observed", pairs);
+    ASSERT_GE(pairs, 5);
+    kill(obs.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&obs, 10));
+    for (int i = 0; i < 3; i++) {
+        kill(cand[i].pid, SIGTERM);
+        tool_wait(&cand[i], 10);
+    }
+    eh_stop(c);
+}
