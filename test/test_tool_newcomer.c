@@ -434,9 +434,12 @@ TEST_WITH_TIMEOUT(observe_prints_a_leader_once_across_quick_switchovers, 120)
     eu_child cand[3], obs;
     const char *vals[] = {"A", "B", "C"};
     char line[512];
+    char *dir = tl_tmpdir("sw");
+    const char *errs[3];
     for (int i = 0; i < 3; i++) {
-        tool_bg(&cand[i],
-                (const char *[]){"--endpoints", eps, "campaign", "sw", vals[i], NULL});
+        errs[i] =
+            bg(&cand[i], dir, vals[i],
+               (const char *[]){"--endpoints", eps, "campaign", "sw", vals[i], NULL});
         if (i == 0)
             ASSERT_OK(eu_child_expect(&cand[0], "sw/", line, sizeof(line), 15000));
     }
@@ -477,5 +480,17 @@ TEST_WITH_TIMEOUT(observe_prints_a_leader_once_across_quick_switchovers, 120)
         kill(cand[i].pid, SIGTERM);
         tool_wait(&cand[i], 10);
     }
+    /* A switchover's step-down is planned: info, not warn (item 7). */
+    int info = 0;
+    for (int i = 0; i < 3; i++) {
+        char *e = check_file(errs[i]);
+        ASSERT_NOT_NULL(e);
+        ASSERT(!strstr(e, "warn elector: switchover: stepping back") &&
+               !strstr(e, "warn elector: switchover: the target is next in line"));
+        info += strstr(e, "info elector: switchover: ") != NULL;
+        free(e);
+    }
+    ASSERT_GE(info, 1);
+    free(dir);
     eh_stop(c);
 }
