@@ -1,13 +1,25 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Installs what elector needs to build and test, from Debian's packages, when it is
-# missing. Idempotent; runs as root or through sudo.
+# Installs what elector needs from Debian's packages, when it is missing.
+# Idempotent; runs as root or through sudo.
+#   scripts/deps.sh build   what building the library and the tool needs (a
+#                           compiler, cmake, the -dev packages): nothing else
+#   scripts/deps.sh         the same and what the tests, benchmarks and package
+#                           checks use (etcd, curl, valgrind, clang, clang-format,
+#                           iproute2, gnuplot, prometheus, systemd, lintian, ...);
+#                           scripts/test.sh and the other scripts call this
 set -euo pipefail
 
-PKGS=(build-essential cmake pkg-config libnghttp2-dev libprotobuf-c-dev
-      protobuf-c-compiler libssl-dev libmicrohttpd-dev etcd-server etcd-client
-      openssl curl valgrind clang clang-format iproute2 gnuplot-nox prometheus
-      systemd debhelper dpkg-dev lintian)
+BUILD=(build-essential cmake pkg-config libnghttp2-dev libprotobuf-c-dev
+       protobuf-c-compiler libssl-dev libmicrohttpd-dev)
+TEST=(etcd-server etcd-client openssl curl valgrind clang clang-format iproute2
+      gnuplot-nox prometheus systemd debhelper dpkg-dev lintian)
+
+case "${1:-all}" in
+build) PKGS=("${BUILD[@]}") ;;
+all | test) PKGS=("${BUILD[@]}" "${TEST[@]}") ;;
+*) echo "usage: scripts/deps.sh [build]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${PKGS[@]}"; do

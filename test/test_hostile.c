@@ -196,8 +196,19 @@ static void tool_attack(const char *what, hs_attack attack, const char *cmd, int
 {
     hs_server s;
     start(&s, attack, true);
-    const char *args[] = {cmd,  "e",     "--endpoints", s.endpoint, "--dial-timeout",
-                          DIAL, "--ttl", "3s",          NULL};
+    /* --fail-fast: an answer that makes no sense at start ends elector at once
+     * (without it, campaign and observe retry what looks transient). */
+    bool waits = !strcmp(cmd, "campaign") || !strcmp(cmd, "observe");
+    const char *args[] = {cmd,
+                          "e",
+                          "--endpoints",
+                          s.endpoint,
+                          "--dial-timeout",
+                          DIAL,
+                          "--ttl",
+                          "3s",
+                          waits ? "--fail-fast" : NULL,
+                          NULL};
     run_result r;
     run_tool(&r, 60, args);
     log_run(what, &r);

@@ -150,6 +150,7 @@ TEST_WITH_TIMEOUT(waiting_candidates_name_the_leader_and_follow_a_failover, 120)
     ASSERT_NOT_NULL(body);
     tl_log("B: %s", body);
     ASSERT_CONTAINS(body, "\"leader\":true,");
+    ASSERT_CONTAINS(body, "\"has_leader\":true}"); /* issue 25: the clearer name */
     ASSERT_CONTAINS(body, "\"token\":");
     free(body);
     ASSERT_NOT_NULL(body = wait_leader(hc, 10, names_a));

@@ -64,7 +64,7 @@ TEST(observe_fails_within_the_dial_timeout_when_etcd_is_unreachable)
     double t0 = tl_now();
     int rc = tool(&out, &err,
                   (const char *[]){"--endpoints", "127.0.0.1:1", "observe", "x",
-                                   "--dial-timeout", "1s", NULL});
+                                   "--dial-timeout", "1s", "--fail-fast", NULL});
     double dt = tl_now() - t0;
     tl_log("refused: exit %d after %.2f s: %s", rc, dt, err);
     ASSERT_EQ(1, rc);
@@ -82,7 +82,7 @@ TEST(observe_fails_within_the_dial_timeout_when_etcd_is_unreachable)
     t0 = tl_now();
     rc = tool(&out, &err,
               (const char *[]){"--endpoints", ep, "observe", "x", "--dial-timeout", "1s",
-                               "--command-timeout", "1s", NULL});
+                               "--command-timeout", "1s", "--fail-fast", NULL});
     dt = tl_now() - t0;
     tl_log("silent: exit %d after %.2f s: %s", rc, dt, err);
     ASSERT_EQ(1, rc);
@@ -258,7 +258,8 @@ TEST(json_events_keep_their_documented_contract)
     char *err = NULL;
     ASSERT_EQ(1, tool(&out, &err,
                       (const char *[]){"-w", "json", "campaign", "j", "--endpoints",
-                                       "127.0.0.1:1", "--dial-timeout", "1s", NULL}));
+                                       "127.0.0.1:1", "--dial-timeout", "1s",
+                                       "--fail-fast", NULL}));
     assert_field(out, "event", "failed");
     assert_field(out, "error", "ECONNECT");
     free(out);

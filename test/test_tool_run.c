@@ -1094,7 +1094,9 @@ TEST_WITH_TIMEOUT(stop_sent_in_the_commands_start_window_is_not_lost, 60)
                (tl_now() - t0) * 1e3);
         pid_t cmd = (pid_t)atoi(slurp(mp));
         if (cmd > 0 && pid_alive(cmd)) kill(cmd, SIGKILL);
-        ASSERT_EQ(128 + SIGTERM, rc); /* sleep's own end by SIGTERM, not 137 */
+        /* sleep ended by the relayed SIGTERM: a stop as asked, exit 0 (issue 25;
+         * sleep 30 cannot exit 0 by itself here), not 137 */
+        ASSERT_EQ(0, rc);
     }
     free(dir);
     eh_stop(c);
@@ -1102,8 +1104,8 @@ TEST_WITH_TIMEOUT(stop_sent_in_the_commands_start_window_is_not_lost, 60)
 
 /* The same window without the library, as it happens: SIGTERM to elector at a
  * spread of delays (0..20 ms) after it says it started the command. Every round
- * must end with the command terminated by the SIGTERM (143), none killed after
- * --grace (137). */
+ * must end with the command terminated by the SIGTERM (elector exits 0 then,
+ * issue 25), none killed after --grace (137). */
 TEST_WITH_TIMEOUT(stop_soon_after_the_command_starts_is_never_lost, 120)
 {
     eh_cluster *c = start1();
@@ -1127,7 +1129,7 @@ TEST_WITH_TIMEOUT(stop_soon_after_the_command_starts_is_never_lost, 120)
         close(errfd);
         if (rc < 0) kill(-e, SIGKILL), wait_exit(e, 5);
         if (rc == 128 + SIGKILL) lost++;
-        if (rc != 128 + SIGTERM) {
+        if (rc != 0) {
             other += rc != 128 + SIGKILL;
             tl_log("round %d: delay %d us, exit %d%s", i, delay_us, rc,
                    started ? "" : " (never said started)");

@@ -326,7 +326,7 @@ TEST(leader_json_with_binary_key_and_value)
         "{\"name\":\"svc\",\"leader\":true,\"key\":\"e/\\u0000\\u00ff\\\"\\n\","
         "\"value\":\"v\xc3\xa9\\u0080\",\"token\":42,\"lease\":\"694d8e1a2b3c4d5e\","
         "\"since\":\"2023-11-14T22:13:20.123Z\",\"since_unix_ms\":1700000000123,"
-        "\"since_kind\":\"elected\",\"is_leader\":true}",
+        "\"since_kind\":\"elected\",\"is_leader\":true,\"has_leader\":true}",
         j);
     free(j);
     fake.v.is_leader = false;
@@ -335,7 +335,7 @@ TEST(leader_json_with_binary_key_and_value)
     j = tool_leader_json(&fake.v);
     ASSERT_CONTAINS(j, "\"lease\":\"ffffffffffffffff\"");
     ASSERT_CONTAINS(j, "\"since\":\"2023-11-14T22:13:20.007Z\"");
-    ASSERT_CONTAINS(j, "\"is_leader\":false}");
+    ASSERT_CONTAINS(j, "\"is_leader\":false,\"has_leader\":true}");
     free(j);
 }
 
@@ -358,7 +358,7 @@ TEST(leader_json_without_leader)
 {
     fake_init("a\"b");
     char *j = tool_leader_json(&fake.v);
-    ASSERT_STREQ("{\"name\":\"a\\\"b\",\"leader\":false}", j);
+    ASSERT_STREQ("{\"name\":\"a\\\"b\",\"leader\":false,\"has_leader\":false}", j);
     free(j);
 }
 
@@ -395,6 +395,7 @@ TEST(metrics_families_and_values)
     ASSERT_NOT_NULL(m);
     static const char *fam[][2] = {{"elector_is_leader", "gauge"},
                                    {"elector_leadership_changes_total", "counter"},
+                                   {"elector_start_retries_total", "counter"},
                                    {"elector_lease_remaining_seconds", "gauge"},
                                    {"elector_session_healthy", "gauge"},
                                    {"elector_keepalive_rtt_seconds", "histogram"},
@@ -410,7 +411,7 @@ TEST(metrics_families_and_values)
         ASSERT_CONTAINS(m, want);
     }
     ASSERT_CONTAINS(m, "elector_is_leader{name=\"svc\"} 1\n");
-    ASSERT_CONTAINS(m, "elector_leadership_changes_total 5\n");
+    ASSERT_CONTAINS(m, "elector_leadership_changes_total{name=\"svc\"} 5\n");
     ASSERT_CONTAINS(
         m,
         "\n# TYPE elector_build_info gauge\nelector_build_info{version=\"1.2.3\"} 1\n");
@@ -585,7 +586,7 @@ TEST(http_leader_json)
     resp r = fetch(h, NULL, "/leader");
     ASSERT_EQ(200, r.code);
     ASSERT_STREQ("application/json", r.ctype);
-    ASSERT_STREQ("{\"name\":\"svc\",\"leader\":false}", r.body);
+    ASSERT_STREQ("{\"name\":\"svc\",\"leader\":false,\"has_leader\":false}", r.body);
     free(r.body);
 
     fake_leader(false);
@@ -595,14 +596,14 @@ TEST(http_leader_json)
         "{\"name\":\"svc\",\"leader\":true,\"key\":\"e/\\u0000\\u00ff\\\"\\n\","
         "\"value\":\"v\xc3\xa9\\u0080\",\"token\":42,\"lease\":\"694d8e1a2b3c4d5e\","
         "\"since\":\"2023-11-14T22:13:20.123Z\",\"since_unix_ms\":1700000000123,"
-        "\"since_kind\":\"elected\",\"is_leader\":false}",
+        "\"since_kind\":\"elected\",\"is_leader\":false,\"has_leader\":true}",
         r.body);
     free(r.body);
     /* The view is taken per request. */
     int calls = fake.calls;
     fake.v.is_leader = true;
     r = fetch(h, NULL, "/leader");
-    ASSERT_CONTAINS(r.body, "\"is_leader\":true}");
+    ASSERT_CONTAINS(r.body, "\"is_leader\":true,\"has_leader\":true}");
     ASSERT_EQ(calls + 1, fake.calls);
     free(r.body);
     tool_http_stop(h);
@@ -730,7 +731,9 @@ TEST(http_several_requests_on_one_connection)
                                            u2, u3, u1, NULL},
                           &out));
     tl_log("%s", out);
-    ASSERT_CONTAINS(out, "ok\n|200 1\n{\"name\":\"svc\",\"leader\":false}|200 0\n");
+    ASSERT_CONTAINS(
+        out,
+        "ok\n|200 1\n{\"name\":\"svc\",\"leader\":false,\"has_leader\":false}|200 0\n");
     ASSERT_CONTAINS(out, "elector_etcd_disconnects_total 2\n");
     ASSERT_CONTAINS(out, "\n|200 0\nok\n|200 0\n"); /* /metrics, then /healthz */
     free(out);

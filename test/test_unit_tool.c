@@ -176,8 +176,20 @@ TEST(health_and_switchover_options_are_checked)
          "switchover: missing --to VALUE (the value of the candidate that is to lead)"},
         {{"switchover", "N", "--to", "v", "--timeout", "-1s"},
          "--timeout: invalid duration '-1s' (use e.g. 500ms, 10s, 1m30s, 1.5h)"},
-        {{"campaign", "N", "--to", "v"},
-         "--to and --timeout are for `elector switchover`"},
+        {{"campaign", "N", "--to", "v"}, "--to is for `elector switchover`"},
+        {{"observe", "N", "--timeout", "1s"},
+         "--timeout is for campaign, run, lock (how long to wait) and switchover"},
+        {{"leader", "N", "--no-wait"}, "--no-wait is for campaign, run and lock"},
+        {{"run", "N", "-n", "2", "--", "x"},
+         "-n/--limit is for `elector lock` (a semaphore)"},
+        {{"lock", "N", "-n", "0"}, "-n: '0' is not a number from 1 to 64"},
+        {{"lock", "N", "--limit", "2", "--restart", "--", "x"},
+         "-n/--limit does not go with --restart or --http"},
+        {{"lock", "N", "--no-wait", "--timeout", "1s"},
+         "--no-wait and --timeout exclude each other"},
+        {{"leader", "N", "--fail-fast"},
+         "--fail-fast is for campaign, run, lock and observe (leader and switchover "
+         "always fail fast)"},
         {{"switchover"}, "missing election NAME (see elector switchover --help)"},
     };
     tool_opts o;

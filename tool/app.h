@@ -35,6 +35,12 @@ struct app {
     elector_etcd *etcd;
     elector_session *s;
     elector_election *el;
+    /* lock -n N (N > 1): a semaphore of N slots, each an election of its own
+     * (__elector/semaphore/NAME/<slot>/), campaigned for at once on one session;
+     * the first slot won becomes el, the others are resigned. */
+    elector_election **slots;
+    char **slot_names;
+    int nslots, slots_waiting, slots_failed;
     elector_observer *obs;
     tool_http *http;
     tool_child *child;
@@ -56,6 +62,11 @@ struct app {
     bool child_noted;        /* its containment was logged */
     FILE *events;            /* where -w json events go: stdout, stderr or --events-fd */
     int64_t retry_at_ms;     /* campaign again on a new session after this */
+    int64_t wait_until_ms;   /* --timeout: give up waiting at this time (0: none) */
+    int stop_sig;            /* SIGINT or SIGTERM that asked us to stop (0: none) */
+    bool interrupted;        /* ... before being elected (logged after the signal) */
+    int start_retries;       /* etcd unreachable at start: attempts so far */
+    uint64_t start_retries_total; /* the metric elector_start_retries_total */
 
     /* The leader as last known, for --http. */
     bool has_leader;
@@ -68,6 +79,7 @@ struct app {
     char endpoint[256];
     int64_t lost_at_ms;
     int64_t seen_lease;
+    bool ttl_noted; /* --ttl raised by etcd: said once */
     uint64_t seen_renewals;
 
     /* --proclaim-stdin: the partial line, and the latest line not yet proclaimed. */
@@ -147,6 +159,9 @@ int64_t app_now_ms(void);
 void app_on_event(elector_election *el, const elector_event *ev, void *ud);
 void app_start_campaign(struct app *a);
 void app_schedule_restart(struct app *a);
+/* --timeout, --no-wait: stop waiting; exit EXIT_TIMEOUT. */
+void app_give_up_waiting(struct app *a, const char *why);
+void app_free_slots(struct app *a); /* all but el (the slot won) */
 
 /* child.c */
 void app_start_child(struct app *a, const elector_event *ev);

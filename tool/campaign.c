@@ -2,6 +2,7 @@
 /* campaign, run and lock: the election's events and what the tool does about
  * them; campaigning again on a new session (transient failures, --restart). */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include "app.h"
 #include "output.h"
@@ -15,9 +16,20 @@ static bool transient(int err)
            err == ELECTOR_ERESTORED;
 }
 
+/* etcd was reached after failed attempts at start: say so once. */
+static void reached(struct app *a)
+{
+    if (a->start_retries)
+        tool_log(LOG_INFO, "etcd reached after %d failed attempt%s", a->start_retries,
+                 a->start_retries == 1 ? "" : "s");
+    a->start_retries = 0;
+}
+
 static void on_elected(struct app *a, const elector_event *ev)
 {
+    reached(a);
     a->joined = true;
+    a->wait_until_ms = 0;
     a->changes++;
     app_remember_leader(a, ev);
     bool supervised = app_supervised(a);
@@ -119,9 +131,26 @@ static void on_failed(struct app *a, const elector_event *ev)
         a->done = true;
     } else if (alarm_err(ev->reason)) {
         retry_after_alarm(a, ev);
+    } else if (!a->joined && !(a->s && elector_session_lease(a->s)) && !a->o->fail_fast &&
+               transient(ev->reason)) {
+        /* etcd not reachable yet (at boot, services often start before it):
+         * retry with backoff (500 ms doubling up to 30 s, jittered), saying so
+         * (a log line, systemd's STATUS=, elector_start_retries_total).
+         * --fail-fast: exit 1 at once instead. */
+        int64_t d = 500LL << (a->start_retries < 6 ? a->start_retries : 6);
+        if (d > 30000) d = 30000;
+        d = d / 2 + (int64_t)((uint64_t)random() % (uint64_t)(d / 2 + 1));
+        a->start_retries++;
+        a->start_retries_total++;
+        tool_log(LOG_WARN,
+                 "cannot start a session (%s): etcd unreachable; retrying in %.1f s "
+                 "(attempt %d; --fail-fast to exit instead)",
+                 ev->detail, (double)d / 1000.0, a->start_retries);
+        a->session_dead = true;
+        a->retry_at_ms = app_now_ms() + d;
     } else if (!a->joined && !(a->s && elector_session_lease(a->s))) {
-        /* Never reached etcd: say so at once (within the dial timeout), as
-         * `leader` does, instead of retrying in silence. */
+        /* Never reached etcd, and --fail-fast or an error that waiting cannot
+         * fix (TLS, authentication): say so at once, as `leader` does. */
         app_fail(a, "cannot start a session", ev);
         a->exit_code = EXIT_ERROR;
         a->done = true;
@@ -138,10 +167,81 @@ static void on_failed(struct app *a, const elector_event *ev)
     }
 }
 
+/* lock -n N: an event of one of the slots while none is won yet. Returns true
+ * when the event is to be handled as the lock's own (the slot just won, or the
+ * first failure); the other slots' events are consumed here. */
+static bool slot_event(struct app *a, elector_election *el, const elector_event *ev)
+{
+    if (a->el) return false; /* a slot was won: the others are being resigned */
+    switch (ev->type) {
+    case ELECTOR_EV_ELECTED:
+        a->el = el;
+        for (int i = 0; i < a->nslots; i++)
+            if (a->slots[i] != el) elector_resign(a->slots[i]);
+        return true;
+    case ELECTOR_EV_WAITING:
+        reached(a);
+        a->joined = true;
+        if (++a->slots_waiting == a->nslots) {
+            tool_log(LOG_INFO, "all %d slots of %s are taken: waiting for one", a->nslots,
+                     a->o->name);
+            if (a->o->no_wait && !a->stopping) app_give_up_waiting(a, "--no-wait");
+        }
+        return false;
+    case ELECTOR_EV_FAILED:
+        if (a->stopping) {
+            a->done = true;
+            return false;
+        }
+        return !a->slots_failed++; /* the first says what happened */
+    default:
+        return false;
+    }
+}
+
+void app_free_slots(struct app *a)
+{
+    for (int i = 0; i < a->nslots; i++) {
+        if (a->slots[i] != a->el) elector_election_free(a->slots[i]);
+        free(a->slot_names[i]);
+    }
+    free(a->slots);
+    free(a->slot_names);
+    a->slots = NULL;
+    a->slot_names = NULL;
+    a->nslots = a->slots_waiting = a->slots_failed = 0;
+}
+
+/* lock -n N: campaign for every slot at once; the first won is the lock. */
+static void campaign_slots(struct app *a)
+{
+    int n = a->o->limit;
+    a->slots = calloc((size_t)n, sizeof(*a->slots));
+    a->slot_names = calloc((size_t)n, sizeof(*a->slot_names));
+    if (!a->slots || !a->slot_names) {
+        app_fatal_etcd(a, ELECTOR_ENOMEM, "cannot campaign");
+        return;
+    }
+    a->nslots = n;
+    tool_log(LOG_DEBUG, "semaphore %s: campaigning for %d slots", a->o->name, n);
+    for (int i = 0; i < n; i++) {
+        int rc = ELECTOR_ENOMEM;
+        if (asprintf(&a->slot_names[i], "__elector/semaphore/%s/%d", a->o->name, i) >=
+                0 &&
+            (a->slots[i] =
+                 elector_election_new(a->s, a->slot_names[i], app_on_event, a)) != NULL)
+            rc = elector_campaign(a->slots[i], a->value, a->vlen);
+        if (rc) {
+            app_fatal_etcd(a, rc, "cannot campaign");
+            return;
+        }
+    }
+}
+
 void app_on_event(elector_election *el, const elector_event *ev, void *ud)
 {
-    (void)el;
     struct app *a = ud;
+    if (a->slots && el != a->el && !slot_event(a, el, ev)) return;
     if (a->o->fmt == FMT_JSON) app_event(a, ev);
     app_note_event(a, ev);
     if (ev->reason == ELECTOR_ERESTORED) a->restores++;
@@ -150,9 +250,11 @@ void app_on_event(elector_election *el, const elector_event *ev, void *ud)
     case ELECTOR_EV_WAITING:
         a->alarm_retries = 0;
         a->alarm_on = false;
+        reached(a);
         a->joined = true;
         tool_log(LOG_INFO, "waiting behind %.*s", (int)ev->key_len,
                  (const char *)ev->key);
+        if (a->o->no_wait && !a->stopping) app_give_up_waiting(a, "--no-wait");
         break;
     case ELECTOR_EV_ELECTED:
         a->alarm_retries = 0;
@@ -198,6 +300,7 @@ void app_start_campaign(struct app *a)
 {
     if (app_campaign_blocked(a)) return; /* unhealthy: health.c campaigns later */
     if (a->session_dead) {
+        if (a->slots) app_free_slots(a);
         if (a->el) elector_election_free(a->el);
         a->el = NULL;
         if (a->s) elector_session_close(a->s);
@@ -220,6 +323,10 @@ void app_start_campaign(struct app *a)
         }
         a->session_dead = false;
     }
+    if (a->o->limit > 1 && !a->el) {
+        if (!a->slots) campaign_slots(a);
+        return;
+    }
     if (!a->el) a->el = elector_election_new(a->s, a->o->name, app_on_event, a);
     tool_log(LOG_DEBUG, "campaigning for %s with a value of %zu bytes", a->o->name,
              a->vlen);
@@ -239,4 +346,31 @@ void app_schedule_restart(struct app *a)
     d = d / 2 + (int64_t)((uint64_t)random() % (uint64_t)(d / 2 + 1));
     tool_log(LOG_INFO, "campaigning again in %lld ms", (long long)d);
     a->retry_at_ms = app_now_ms() + d;
+}
+
+/* --timeout passed (why NULL), or --no-wait and another leads: stop waiting,
+ * delete our key (the resign), exit EXIT_TIMEOUT. */
+void app_give_up_waiting(struct app *a, const char *why)
+{
+    char t[64];
+    if (!why) {
+        snprintf(t, sizeof(t), "--timeout %.3gs passed",
+                 (double)a->o->timeout_ms / 1000.0);
+        why = t;
+    } else if (a->o->cmd == CMD_LOCK) {
+        why = "--no-wait: another holds it";
+    } else {
+        why = "--no-wait: another leads";
+    }
+    a->wait_until_ms = 0;
+    a->retry_at_ms = 0;
+    bool cmd = app_supervised(a);
+    tool_log(LOG_ERROR, "%s %s %s: %s%s%s (exit %d)",
+             a->o->cmd == CMD_LOCK ? "lock" : "not elected for", a->o->name,
+             a->o->cmd == CMD_LOCK ? "not acquired" : "(gave up)", why,
+             cmd ? "; not started: " : "", cmd ? a->o->argv[0] : "", EXIT_TIMEOUT);
+    a->exit_code = EXIT_TIMEOUT;
+    a->stopping = true;
+    if (a->el && elector_resign(a->el) == 0) return; /* done on FAILED (canceled) */
+    a->done = true;
 }

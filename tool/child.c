@@ -2,7 +2,9 @@
 /* run and lock with a command: the supervised command (tool/supervise.c owns its
  * tree), its environment, why it ended, and campaigning again (--restart). */
 #define _GNU_SOURCE
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 #include "app.h"
 
@@ -128,6 +130,16 @@ static void child_ended(struct app *a, int st, tool_child_cause why)
                  "its descendants were killed",
                  held, st, cmd);
         a->exit_code = EXIT_LOST;
+    } else if (a->stop_sig && a->exit_code != EXIT_LOST &&
+               (st == 128 + SIGTERM || st == 128 + SIGINT)) {
+        /* Ended by the SIGINT/SIGTERM relayed to it: a stop that was asked for,
+         * and the resignation that follows is a success (systemctl stop must not
+         * mark the unit failed). A command that exits with a status of its own
+         * on SIGTERM keeps it, and one that had to be killed --grace later
+         * exits 137: it did not stop as asked. */
+        tool_log(LOG_INFO, "%s stopped by %s as asked (status %d); exit 0", cmd,
+                 strsignal(st - 128), st);
+        a->exit_code = EXIT_OK;
     } else {
         if (a->exit_code == EXIT_LOST)
             tool_log(LOG_INFO, "%s stopped (status %d)", cmd, st);

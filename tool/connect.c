@@ -64,8 +64,19 @@ void app_note_connection(struct app *a)
 /* Debug lines: the lease granted, each renewal. */
 void app_note_session(struct app *a)
 {
-    if (!a->s || !tool_log_enabled(LOG_DEBUG)) return;
+    if (!a->s) return;
     int64_t lease = elector_session_lease(a->s);
+    int64_t ttl = lease ? elector_session_ttl(a->s) : 0;
+    if (lease && a->o->ttl_s && ttl != a->o->ttl_s && !a->ttl_noted) {
+        /* etcd raises a TTL below its minimum (1.5 election timeouts, rounded up
+         * to whole seconds: 2 s with its defaults) without an error. */
+        tool_log(LOG_WARN,
+                 "--ttl %llds: etcd granted a TTL of %llds instead (etcd's minimum "
+                 "lease TTL is 1.5 election timeouts: 2s with its defaults)",
+                 (long long)a->o->ttl_s, (long long)ttl);
+        a->ttl_noted = true;
+    }
+    if (!tool_log_enabled(LOG_DEBUG)) return;
     if (lease && lease != a->seen_lease) {
         tool_log(LOG_DEBUG, "lease %llx granted with a TTL of %lld s",
                  (unsigned long long)lease, (long long)elector_session_ttl(a->s));

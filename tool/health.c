@@ -10,6 +10,7 @@
  * step-down takes the usual way out (the hooks below let it). */
 #define _GNU_SOURCE
 #include <stdlib.h>
+#include <string.h>
 #include "app.h"
 #include "output.h"
 
@@ -93,13 +94,15 @@ static void resign_now(struct app *a)
 void app_step_down(struct app *a, const char *why)
 {
     if (a->stopping || a->sd_state != SD_NONE) return; /* already on the way */
+    /* A switchover's step is planned: info; a failed health check: warn. */
+    int lvl = strncmp(why, "switchover", 10) ? LOG_WARN : LOG_INFO;
     if (a->child) {
-        tool_log(LOG_WARN, "%s: stopping %s, then resigning", why, a->o->argv[0]);
+        tool_log(lvl, "%s: stopping %s, then resigning", why, a->o->argv[0]);
         app_stop_child(a);
         a->sd_state = SD_STOPPING;
         return;
     }
-    tool_log(LOG_WARN, "%s: resigning", why);
+    tool_log(lvl, "%s: resigning", why);
     resign_now(a);
 }
 

@@ -22,6 +22,15 @@
     "and with elector (a cgroup of their own, and a subreaper).\n"                       \
     "Takes part in `elector switchover` (see there).\n"
 
+/* Waiting and starting: campaign, run, lock. */
+#define WAIT_OPTIONS                                                                     \
+    "  --timeout DURATION  give up waiting to be elected (the lock) after this long:\n"  \
+    "                      our key is deleted, exit 6 (default: wait without limit)\n"   \
+    "  --no-wait           give up at once if another leads (holds the lock): exit 6\n"  \
+    "  --fail-fast         etcd unreachable at start: exit 1 at once (default: retry\n"  \
+    "                      with backoff from 0.5s to 30s, saying so on stderr, in\n"     \
+    "                      systemd's STATUS= and elector_start_retries_total)\n"
+
 static const char GENERAL[] =
     "Usage: elector [OPTIONS] COMMAND NAME [ARGS]\n"
     "\n"
@@ -81,12 +90,16 @@ static const char GENERAL[] =
     "seconds. Booleans: --flag, --flag=true, --flag=false (variables: 1, true, 0, "
     "false).\n"
     "\n"
-    "Exit status: 0 success, 1 error (etcd unreachable, TLS, auth, a port taken, ...),\n"
-    "2 bad usage, 3 leadership (the lock) lost, 4 no leader (leader), 5 switchover\n"
-    "refused, 6 switchover timed out, 7 switchover handed over but the target did not\n"
-    "confirm it took over. run and lock with a\n"
-    "command: CMD's status when it ended on its own (128+N if killed by signal N, 126\n"
-    "not executable, 127 not found), 3 when it was stopped because leadership ended.\n"
+    "Exit status: 0 success (also a stop by SIGINT/SIGTERM: resigned, or a standby\n"
+    "that was never elected), 1 error (etcd unreachable with --fail-fast, TLS, auth, a\n"
+    "port taken, ...; lock: interrupted before the lock was acquired), 2 bad usage,\n"
+    "3 leadership (the lock) lost, 4 no leader (leader), 5 switchover refused,\n"
+    "6 timed out (switchover; campaign, run, lock: --timeout or --no-wait), 7\n"
+    "switchover handed over but the target did not confirm it took over. run and lock\n"
+    "with a command: CMD's status when it ended on its own (128+N if killed by signal\n"
+    "N; 126 not executable, 127 not found, both checked before campaigning), 0 when\n"
+    "the SIGINT/SIGTERM relayed to it ended it, 3 when it was stopped because\n"
+    "leadership ended.\n"
     "\n"
     "--http serves GET /leader (the leader, on every instance), /healthz and /metrics;\n"
     "--http 0.0.0.0:PORT for probes and scrapes from other hosts. Under systemd\n"
@@ -127,19 +140,21 @@ static const char CAMPAIGN[] =
     "  --release-on-exit=false\n"
     "                      no release helper: if elector dies (SIGKILL, crash), the\n"
     "                      next candidate waits for the TTL instead of "
-    "milliseconds\n" HEALTH_OPTIONS "Global options: elector --help.\n";
+    "milliseconds\n" WAIT_OPTIONS HEALTH_OPTIONS "Global options: elector --help.\n";
 
 static const char OBSERVE[] =
     "Usage: elector [OPTIONS] observe NAME [--http ADDR]\n"
     "\n"
     "Print the key and the value of every new leader of NAME, and every value it\n"
     "proclaims, until interrupted (-w json: leader and no_leader events). An\n"
-    "unreachable cluster or a failed authentication at the start is an error (exit 1)\n"
-    "within the dial timeout; later the connection lost and back are said on stderr,\n"
-    "and observing resumes. A closed stdout ends it quietly (exit 0).\n"
+    "unreachable cluster at the start is retried with backoff (said on stderr) unless\n"
+    "--fail-fast; a failed authentication or TLS is an error (exit 1) at once; later\n"
+    "the connection lost and back are said on stderr, and observing resumes. A closed\n"
+    "stdout ends it quietly (exit 0).\n"
     "\n"
     "Options:\n"
     "  --http ADDR         serve GET /leader, /healthz, /metrics on ADDR\n"
+    "  --fail-fast         etcd unreachable at start: exit 1 at once\n"
     "Global options: elector --help.\n";
 
 static const char LEADER[] =
@@ -180,13 +195,16 @@ static const char RUN[] =
     "                      (CAP_SYS_ADMIN) only\n"
     "  --events-fd N       with -w json: the events to fd N instead of stderr\n"
     "  --http ADDR         serve GET /leader, /healthz[?leader=1], /metrics on ADDR\n"
-    "  --ttl DURATION      session lease TTL (default 10s)\n" HEALTH_OPTIONS
-    "Exit status: CMD's when it ended on its own (128+N: signal N; 126: cannot be\n"
-    "executed; 127: not found); 3 when it was stopped because leadership ended.\n"
+    "  --ttl DURATION      session lease TTL (default 10s)\n" WAIT_OPTIONS HEALTH_OPTIONS
+    "Exit status: CMD's when it ended on its own (128+N: signal N); 0 when the\n"
+    "SIGINT/SIGTERM relayed to it ended it (systemctl stop), or stopped while waiting;\n"
+    "126 cannot be executed, 127 not found: both checked before campaigning; 3 when\n"
+    "it was stopped because leadership ended; 6 --timeout, --no-wait.\n"
     "Global options: elector --help.\n";
 
 static const char LOCK[] =
-    "Usage: elector [OPTIONS] lock NAME [--grace D] [--restart] [[--] CMD [ARGS]]\n"
+    "Usage: elector [OPTIONS] lock NAME [-n N] [--grace D] [--restart] [[--] CMD "
+    "[ARGS]]\n"
     "\n"
     "Take the lock NAME, as `etcdctl lock` does (same keys: NAME/<lease in hex>, an\n"
     "empty value; elector and etcdctl wait for each other). Without CMD: print the\n"
@@ -208,6 +226,14 @@ static const char LOCK[] =
     "  --http ADDR         serve GET /leader, /healthz, /metrics on ADDR\n"
     "  --release-on-exit=false\n"
     "                      without CMD: no release helper (see campaign)\n"
+    "  -n, --limit N       a semaphore: up to N holders at once (1 to 64; as consul\n"
+    "                      lock -n). Its keys are elector's own, shared with no other\n"
+    "                      tool: __elector/semaphore/NAME/<slot>/<lease in hex>, one\n"
+    "                      election per slot 0..N-1; not with --restart or "
+    "--http\n" WAIT_OPTIONS
+    "Exit status: 1 interrupted (SIGINT, SIGTERM) before the lock was acquired (as\n"
+    "etcdctl lock; CMD not run); 6 not acquired within --timeout, or held by another\n"
+    "with --no-wait (flock -n); else as run.\n"
     "Global options: elector --help.\n";
 
 static const char SWITCHOVER[] =

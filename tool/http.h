@@ -26,6 +26,7 @@ typedef struct tool_view {
     int since_kind;              /* what since_unix_ms is: a tool_since */
     uint64_t leadership_changes; /* times this process became or stopped being leader */
     uint64_t leader_changes;     /* times the election's leader changed, as seen here */
+    uint64_t start_retries;      /* failed attempts to reach etcd at start */
     const char *version;         /* elector_build_info's label; NULL: not shown */
     double lease_remaining_s;    /* validity deadline - now, 0 if none */
     const char *health;      /* --health-cmd: starting, healthy, unhealthy; NULL: none */

@@ -55,6 +55,7 @@ static void fill_view(void *ud, tool_view *v)
     }
     v->leadership_changes = a->changes;
     v->leader_changes = a->leader_changes;
+    v->start_retries = a->start_retries_total;
     v->version = elector_version();
     v->alarm_on = a->alarm_on;
     v->alarm_refusals = a->alarm_refusals;
@@ -83,9 +84,20 @@ static int on_signal(struct app *a, int sig)
         return sig;
     }
     a->stopping = true;
+    if (!a->stop_sig) a->stop_sig = sig;
     if (a->child) {
         tool_child_signal(a->child, sig);
         return sig;
+    }
+    a->retry_at_ms = 0;
+    a->wait_until_ms = 0;
+    if (a->o->cmd != CMD_OBSERVE && !a->done && !a->child_start_ms &&
+        !(a->el && elector_is_leader(a->el)) && a->exit_code == EXIT_OK) {
+        /* Interrupted before being elected: a lock was not acquired (exit 1, as
+         * etcdctl lock's "context canceled"); a standby of run or campaign just
+         * stops (exit 0: systemctl stop of a standby is a normal stop). */
+        a->interrupted = true;
+        if (a->o->cmd == CMD_LOCK) a->exit_code = EXIT_ERROR;
     }
     if (a->el && elector_resign(a->el) == 0) return sig; /* done on RESIGNED/FAILED */
     a->done = true;
@@ -124,6 +136,8 @@ static void loop(struct app *a)
         int64_t now = app_now_ms();
         if (a->retry_at_ms && (t < 0 || a->retry_at_ms - now < t))
             t = a->retry_at_ms > now ? a->retry_at_ms - now : 0;
+        if (a->wait_until_ms && (t < 0 || a->wait_until_ms - now < t))
+            t = a->wait_until_ms > now ? a->wait_until_ms - now : 0;
         if (a->child && (t < 0 || t > 100)) t = 100; /* deadline pushes */
         int64_t ct = a->child ? tool_child_timeout_ms(a->child) : -1;
         if (ct >= 0 && (t < 0 || ct < t)) t = ct; /* the watch on the guard */
@@ -139,6 +153,21 @@ static void loop(struct app *a)
         }
         elector_etcd_process(a->etcd);
         if (logsig) tool_log(LOG_INFO, "%s received", strsignal(logsig));
+        if (logsig && a->interrupted) {
+            a->interrupted = false;
+            if (a->o->cmd == CMD_LOCK)
+                tool_log(LOG_ERROR,
+                         "interrupted while waiting for the lock %s: not acquired%s%s%s "
+                         "(exit 1)",
+                         a->o->name, app_supervised(a) ? ", " : "",
+                         app_supervised(a) ? a->o->argv[0] : "",
+                         app_supervised(a) ? " not run" : "");
+            else
+                tool_log(LOG_INFO,
+                         "interrupted while waiting: never elected for %s%s%s (exit 0)",
+                         a->o->name, app_supervised(a) ? ", never started " : "",
+                         app_supervised(a) ? a->o->argv[0] : "");
+        }
         app_note_connection(a);
         app_note_session(a);
         if (http_i >= 0) tool_http_process(a->http);
@@ -151,6 +180,9 @@ static void loop(struct app *a)
         app_check_child(a);
         app_health_process(a);
         app_sw_process(a);
+        if (a->wait_until_ms && app_now_ms() >= a->wait_until_ms && !a->stopping &&
+            !a->done)
+            app_give_up_waiting(a, NULL);
         if (a->retry_at_ms && app_now_ms() >= a->retry_at_ms && !a->stopping) {
             a->retry_at_ms = 0;
             app_start_campaign(a);
@@ -221,13 +253,24 @@ static int run_command(struct app *a)
             tool_log(LOG_ERROR, "--pid-namespace: %s", err);
             return 126;
         }
+        if (app_supervised(a)) {
+            /* Before campaigning too: a command that cannot be found or run must
+             * not take leadership from a candidate that could use it. */
+            int st = tool_child_check_cmd(a->o->argv[0], err, sizeof(err));
+            if (st) {
+                tool_log(LOG_ERROR, "cannot run %s: %s (checked before campaigning)",
+                         a->o->argv[0], err);
+                return st;
+            }
+        }
+        if (a->o->timeout_ms) a->wait_until_ms = app_now_ms() + a->o->timeout_ms;
         app_health_start(a);
         if (a->o->cmd != CMD_LOCK) app_sw_start(a);
         /* The session is granted while the loop runs, so signals are served while
          * connecting; a failure before etcd was reached ends it (FAILED). */
         a->session_dead = true;
         /* /leader and systemd's status name the leader also while we wait. */
-        if (a->o->http || a->notify) app_start_follow(a);
+        if ((a->o->http || a->notify) && a->o->limit < 2) app_start_follow(a);
         app_start_campaign(a);
     }
     loop(a);
@@ -246,6 +289,7 @@ static void cleanup(struct app *a)
     app_health_free(a);
     app_sw_free(a);
     elector_observer_free(a->obs);
+    if (a->slots) app_free_slots(a);
     if (a->el) {
         if (elector_is_leader(a->el)) elector_resign(a->el);
         elector_election_free(a->el);
@@ -338,7 +382,10 @@ int main(int argc, char **argv)
     tool_opts o;
     char err[400];
     if (tool_parse_args(argc, argv, &o, err, sizeof(err))) {
-        fprintf(stderr, "elector: %s\n", err);
+        /* A log line as every other error (time, level), in the text format: the
+         * command line that names another could not be read. */
+        tool_log_setup(LOG_INFO, LOGFMT_TEXT);
+        tool_log(LOG_ERROR, "%s", err);
         return EXIT_USAGE;
     }
     if (o.cmd == CMD_HELP || o.help) {

@@ -172,7 +172,7 @@ char *tool_leader_json(const tool_view *v)
     puts_(&b, "{\"name\":");
     jstr(&b, name, strlen(name));
     if (!v->has_leader) {
-        puts_(&b, ",\"leader\":false}");
+        puts_(&b, ",\"leader\":false,\"has_leader\":false}");
         return finish(&b);
     }
     puts_(&b, ",\"leader\":true,\"key\":");
@@ -192,7 +192,10 @@ char *tool_leader_json(const tool_view *v)
     if (v->since_unix_ms > 0 && v->since_kind > 0 && v->since_kind <= 3)
         putf(&b, ",\"since_unix_ms\":%" PRId64 ",\"since_kind\":\"%s\"", v->since_unix_ms,
              kinds[v->since_kind]);
-    putf(&b, ",\"is_leader\":%s}", v->is_leader ? "true" : "false");
+    /* "has_leader" says what "leader" says (a leader is known), in a name that
+     * cannot be read as "this process leads" (that is "is_leader"); "leader"
+     * stays, deprecated, as fields are only ever added (docs/DESIGN.md). */
+    putf(&b, ",\"is_leader\":%s,\"has_leader\":true}", v->is_leader ? "true" : "false");
     return finish(&b);
 }
 
@@ -305,7 +308,8 @@ static void alert_metrics(mbuf *b, const tool_view *v)
     putf(b, "\"} %" PRId64 ".%03" PRId64 "\n", since / 1000, since % 1000);
     family(b, "elector_leader_changes_total", "counter",
            "Times the election's leader changed to another key, as this process saw "
-           "it.");
+           "it (whoever led; elector_leadership_changes_total counts this process's "
+           "own transitions).");
     puts_(b, "elector_leader_changes_total{name=\"");
     label_value(b, v->name);
     putf(b, "\"} %" PRIu64 "\n", v->leader_changes);
@@ -336,9 +340,20 @@ char *tool_metrics_render(const tool_view *v)
     label_value(&b, v->name);
     putf(&b, "\"} %d\n", v->is_leader ? 1 : 0);
 
+    /* Not elector_leader_changes_total: that one counts the election's leader
+     * changing (any candidate), this one this process's own transitions. Both
+     * carry name (this one without it until issue 25). */
     family(&b, "elector_leadership_changes_total", "counter",
-           "Times this process became or stopped being leader.");
-    putf(&b, "elector_leadership_changes_total %" PRIu64 "\n", v->leadership_changes);
+           "Times this process itself became or stopped being leader (its own "
+           "transitions; elector_leader_changes_total counts the election's).");
+    puts_(&b, "elector_leadership_changes_total{name=\"");
+    label_value(&b, v->name);
+    putf(&b, "\"} %" PRIu64 "\n", v->leadership_changes);
+
+    family(&b, "elector_start_retries_total", "counter",
+           "Failed attempts to reach etcd at start (etcd unreachable; elector "
+           "retries with backoff unless --fail-fast).");
+    putf(&b, "elector_start_retries_total %" PRIu64 "\n", v->start_retries);
 
     family(&b, "elector_lease_remaining_seconds", "gauge",
            "Time left until the session's validity deadline, 0 if none.");

@@ -2,7 +2,9 @@
 /* observe and leader: the leader of an election, once or as it changes. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "app.h"
 #include "output.h"
 
@@ -33,7 +35,14 @@ static void on_observe(elector_observer *o, const elector_event *ev, void *ud)
         tool_log(LOG_DEBUG, "leader %.*s (token %lld), a value of %zu bytes",
                  (int)ev->key_len, (const char *)ev->key, (long long)ev->token,
                  ev->value_len);
-        if (a->o->fmt == FMT_SIMPLE) {
+        /* The text format prints a key and a value; the same two lines again
+         * (the same key leading again with the same value, its interim
+         * successors too brief to be seen, as in quick switchovers) would say
+         * nothing: printed once. -w json reports every change, with tokens. */
+        bool same = a->has_leader && a->lklen == ev->key_len &&
+                    a->lvlen == ev->value_len && !memcmp(a->lkey, ev->key, ev->key_len) &&
+                    !memcmp(a->lval, ev->value, ev->value_len);
+        if (a->o->fmt == FMT_SIMPLE && !same) {
             int rc = tool_write_kv(stdout, a->stdout_tty, a->o->hex, ev->key, ev->key_len,
                                    ev->value, ev->value_len);
             wrote(a, rc, errno);
@@ -58,11 +67,32 @@ static void on_observe(elector_observer *o, const elector_event *ev, void *ud)
 int app_start_observe(struct app *a)
 {
     elector_leader_info li;
-    int rc = elector_leader_sync(a->etcd, a->o->name, app_request_ms(a->o), &li);
+    int rc;
+    /* etcd not reachable yet: retry with backoff (as campaign, run and lock do),
+     * unless --fail-fast. TLS and authentication failures end it at once. */
+    for (int n = 0;; n++) {
+        rc = elector_leader_sync(a->etcd, a->o->name, app_request_ms(a->o), &li);
+        bool transient = rc == ELECTOR_ECONNECT || rc == ELECTOR_EUNAVAILABLE ||
+                         rc == ELECTOR_ETIMEDOUT;
+        if (rc >= 0 || !transient || a->o->fail_fast) break;
+        int64_t d = 500LL << (n < 6 ? n : 6);
+        if (d > 30000) d = 30000;
+        d = d / 2 + (int64_t)((uint64_t)random() % (uint64_t)(d / 2 + 1));
+        a->start_retries_total++;
+        tool_log(LOG_WARN,
+                 "cannot observe (%s): etcd unreachable; retrying in %.1f s (attempt %d; "
+                 "--fail-fast to exit instead)",
+                 elector_strerror(rc), (double)d / 1000.0, n + 1);
+        struct timespec ts = {(time_t)(d / 1000), (long)(d % 1000) * 1000000};
+        nanosleep(&ts, NULL);
+        if (n == 0) a->start_retries = 1;
+    }
     if (rc < 0) {
         app_fatal_etcd(a, rc, "cannot observe");
         return EXIT_ERROR;
     }
+    if (a->start_retries) tool_log(LOG_INFO, "etcd reached: observing %s", a->o->name);
+    a->start_retries = 0;
     if (rc == 0) elector_leader_free(&li);
     app_note_connection(a);
     a->obs = elector_observe(a->etcd, a->o->name, on_observe, a);

@@ -167,6 +167,9 @@ enum opt_id {
     O_HEALTH_HOLDOFF_MAX,
     O_TO,
     O_TIMEOUT,
+    O_NOWAIT,
+    O_FAILFAST,
+    O_LIMIT,
     O_HELP,
     O_VERSION,
     O_COUNT
@@ -221,6 +224,9 @@ static const struct optdef {
     [O_HEALTH_HOLDOFF_MAX] = {"health-holdoff-max", required_argument, 0, ENV_NONE},
     [O_TO] = {"to", required_argument, 0, ENV_NONE},
     [O_TIMEOUT] = {"timeout", required_argument, 0, ENV_NONE},
+    [O_NOWAIT] = {"no-wait", optional_argument, 0, ENV_NONE},
+    [O_FAILFAST] = {"fail-fast", optional_argument, 0, ENV_ELECTOR},
+    [O_LIMIT] = {"limit", required_argument, 'n', ENV_NONE},
     [O_HELP] = {"help", no_argument, 'h', ENV_NONE},
     [O_VERSION] = {"version", no_argument, 0, ENV_NONE},
 };
@@ -440,6 +446,19 @@ static int apply(tool_opts *o, int id, const tool_setting *s, char *err, size_t 
         return set_duration(s, &o->health_holdoff_max_ms, true, err, cap);
     case O_TIMEOUT:
         return set_duration(s, &o->timeout_ms, false, err, cap);
+    case O_NOWAIT:
+        return set_bool(s, &o->no_wait, err, cap);
+    case O_FAILFAST:
+        return set_bool(s, &o->fail_fast, err, cap);
+    case O_LIMIT: {
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (!*v || *end || n < 1 || n > 64)
+            return usage_err(err, cap, "%s: '%.100s' is not a number from 1 to 64",
+                             s->from, v);
+        o->limit = (int)n;
+        break;
+    }
     case O_TO:
         o->to = v;
         break;
@@ -610,8 +629,25 @@ static int check(tool_opts *o, const struct raw *r, char *err, size_t cap)
                          "--health-holdoff (%lldms)",
                          (long long)o->health_holdoff_max_ms,
                          (long long)o->health_holdoff_ms);
-    if ((given[O_TO] || given[O_TIMEOUT]) && o->cmd != CMD_SWITCHOVER)
-        return usage_err(err, cap, "--to and --timeout are for `elector switchover`");
+    bool waits = o->cmd == CMD_CAMPAIGN || o->cmd == CMD_RUN || o->cmd == CMD_LOCK;
+    if (given[O_TO] && o->cmd != CMD_SWITCHOVER)
+        return usage_err(err, cap, "--to is for `elector switchover`");
+    if (given[O_TIMEOUT] && o->cmd != CMD_SWITCHOVER && !waits)
+        return usage_err(err, cap,
+                         "--timeout is for campaign, run, lock (how long to wait) and "
+                         "switchover");
+    if (given[O_NOWAIT] && !waits)
+        return usage_err(err, cap, "--no-wait is for campaign, run and lock");
+    if (given[O_LIMIT] && o->cmd != CMD_LOCK)
+        return usage_err(err, cap, "-n/--limit is for `elector lock` (a semaphore)");
+    if (o->limit > 1 && (o->restart || o->http))
+        return usage_err(err, cap, "-n/--limit does not go with --restart or --http");
+    if (o->no_wait && given[O_TIMEOUT])
+        return usage_err(err, cap, "--no-wait and --timeout exclude each other");
+    if (given[O_FAILFAST] && !waits && o->cmd != CMD_OBSERVE)
+        return usage_err(err, cap,
+                         "--fail-fast is for campaign, run, lock and observe (leader and "
+                         "switchover always fail fast)");
     if (o->cmd == CMD_SWITCHOVER && !o->to)
         return usage_err(err, cap,
                          "switchover: missing --to VALUE (the value of the candidate "

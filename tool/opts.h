@@ -43,7 +43,9 @@ enum {
     EXIT_NOLEADER = 4,   /* `leader`: nobody leads */
     EXIT_REFUSED = 5,    /* `switchover`: cannot be done (unknown or ambiguous target, a
                             foreign candidate ahead, another switchover, target gone) */
-    EXIT_TIMEOUT = 6,    /* `switchover`: the target did not lead within --timeout */
+    EXIT_TIMEOUT = 6,    /* `switchover`: the target did not lead within --timeout;
+                            campaign, run, lock: not elected (the lock not taken)
+                            within --timeout, or at once with --no-wait */
     EXIT_UNCONFIRMED = 7 /* `switchover`: handed over (the target's key was first),
                             but the target did not confirm it took over */
 };
@@ -85,10 +87,15 @@ typedef struct tool_opts {
     /* after a health step-down: out of the election this long, doubled with each
      * step-down in a row up to the max (default 10 s, 5 min; 0: no hold-off) */
     int64_t health_holdoff_ms, health_holdoff_max_ms;
-    /* switchover: --to VALUE, --timeout (0: default 60 s) */
+    /* switchover: --to VALUE, --timeout (0: default 60 s); campaign, run, lock:
+     * --timeout: give up waiting after this (0: wait without limit) */
     const char *to;
     int64_t timeout_ms;
-    int events_fd; /* run/lock -w json: events to this fd (0: stderr) */
+    bool no_wait;   /* campaign, run, lock: give up at once if another leads */
+    int limit;      /* lock -n N: a semaphore, up to N holders (0, 1: a lock) */
+    bool fail_fast; /* campaign, run, lock, observe: etcd unreachable at start ends
+                       elector (exit 1) instead of retrying with backoff */
+    int events_fd;  /* run/lock -w json: events to this fd (0: stderr) */
     enum tool_fmt fmt;
     enum tool_log log;
     enum tool_logfmt log_format;

@@ -108,6 +108,10 @@ static void status_line(const struct app *a, char *out, size_t cap)
         snprintf(out, cap, "%s %s since %s as %s (token %lld)",
                  a->o->cmd == CMD_LOCK ? "holding the lock" : "leading", name, since, key,
                  (long long)a->ltoken);
+    } else if (a->start_retries && !a->joined) {
+        snprintf(out, cap,
+                 "etcd unreachable: retrying to campaign for %s (%d failed attempt%s)",
+                 name, a->start_retries, a->start_retries == 1 ? "" : "s");
     } else if (a->retry_at_ms) {
         snprintf(out, cap, "not campaigning: campaigning again for %s shortly", name);
     } else if (!a->joined) {

@@ -473,6 +473,15 @@ static int64_t guard_timers(struct guard *g)
 {
     int64_t now = elector_now_ns();
     if (!g->termed && now >= g->term_at) {
+        /* Said here, as it happens, before anything says the command is gone
+         * (elector's LOST event with the reason may come up to --grace later). */
+        if (!g->cause)
+            tool_log(LOG_WARN,
+                     "guard: stopping %s: no lease renewal reached elector, so the "
+                     "deadline in %.0f ms cannot be moved (SIGTERM now, the tree killed "
+                     "at the deadline)",
+                     g->sp->argv[0],
+                     g->deadline > now ? (double)(g->deadline - now) / 1e6 : 0.0);
         stop_for(g, TOOL_CHILD_DEADLINE);
         kill(-g->cmd, SIGTERM);
         g->termed = true;
@@ -659,6 +668,52 @@ static _Noreturn void guard_start(const tool_child_spec *sp, int in, int out,
 }
 
 /* ---------------------------------------------------------------- elector side */
+
+/* 0: runnable; else errno (ENOENT, EACCES, EISDIR). */
+static int runnable(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st)) return errno;
+    if (S_ISDIR(st.st_mode)) return EISDIR;
+    if (!S_ISREG(st.st_mode) || access(path, X_OK)) return EACCES;
+    return 0;
+}
+
+int tool_child_check_cmd(const char *cmd, char *err, size_t cap)
+{
+    int e = ENOENT;
+    if (!*cmd) {
+        e = ENOENT;
+    } else if (strchr(cmd, '/')) {
+        e = runnable(cmd);
+    } else {
+        const char *path = getenv("PATH");
+        if (!path || !*path) path = "/bin:/usr/bin";
+        int found = 0; /* a match that is not executable: 126 unless another is */
+        while (*path) {
+            size_t n = strcspn(path, ":");
+            char full[PATH_MAX];
+            if (n == 0)
+                snprintf(full, sizeof(full), "./%s", cmd); /* an empty entry: "." */
+            else
+                snprintf(full, sizeof(full), "%.*s/%s", (int)n, path, cmd);
+            int r = runnable(full);
+            if (!r) return 0;
+            if (r != ENOENT && r != ENOTDIR) found = r;
+            path += n;
+            if (*path == ':') path++;
+        }
+        e = found ? found : ENOENT;
+        if (e == ENOENT) {
+            snprintf(err, cap, "command not found in $PATH");
+            return 127;
+        }
+    }
+    if (!e) return 0;
+    snprintf(err, cap, "%s", strerror(e == EISDIR ? EACCES : e));
+    if (e == EISDIR) snprintf(err, cap, "%s (a directory)", strerror(EACCES));
+    return e == ENOENT || e == ENOTDIR ? 127 : 126;
+}
 
 int tool_child_check_pid_ns(char *err, size_t cap)
 {

@@ -141,6 +141,13 @@ void tool_reset_signals(void);
  * the namespaces): 0, or -1 with the reason in err. */
 int tool_child_check_pid_ns(char *err, size_t cap);
 
+/* Whether execvp() could run cmd, as found now: a name with a '/' as is, else
+ * each directory of $PATH (the default path if unset). Returns 0, or the shell's
+ * status with the reason in err: 127 not found, 126 found but not executable
+ * (a directory, no permission). Checked before campaigning: the command is
+ * then run as it is, and its own exec failure still gives 126/127. */
+int tool_child_check_cmd(const char *cmd, char *err, size_t cap);
+
 /* Exit status of a wait() status: the code, or 128 + signal. */
 int tool_exit_code(int wstatus);
 

@@ -29,7 +29,7 @@ struct elector_session {
     bool revoke_owed; /* we hold a lease that nobody revoked and etcd did not drop */
     int last_err, grant_err;
     int64_t created_ms; /* deadline clock: grants are retried for GRANT_RETRY_MS */
-    uint64_t restores; /* elector__restores() when the lease was granted */
+    uint64_t restores;  /* elector__restores() when the lease was granted */
     elector_session_stats stats;
     /* Holds: the grant in flight, events under way; closed: by the owner. */
     elector__life life;
