@@ -190,6 +190,7 @@ elector_etcd *elector_etcd_new(const elector_etcd_config *cfg)
     for (int i = 0; i < n; i++)
         any_tls |= e->eps[i].tls;
     if (any_tls) e->init_err = elector__tls_setup(e);
+    if (!e->init_err) elector__autosync_start(e);
     return e;
 }
 
@@ -315,6 +316,8 @@ static void real_free(elector_etcd *e)
     elector__calls_free(e);
     elector__endpoints_free(e->eps, e->nep);
     elector__tls_free_ctx(e);
+    elector__tls_files_free(e);
+    elector__autosync_free(e);
     if (e->evfd >= 0) close(e->evfd);
     if (e->tfd >= 0) close(e->tfd);
     if (e->epfd >= 0) close(e->epfd);
