@@ -37,6 +37,8 @@ typedef struct tool_creds {
     char from[300]; /* where the password came from, for hints ("$ETCDCTL_PASSWORD");
                        "" when there is none */
     bool on_argv;   /* the password was on the command line (see tool_creds_scrub) */
+    const char *file; /* --password-file the password came from (the library reads
+                         it again when it changes); NULL: not from a file */
 } tool_creds;
 
 /* Resolves o's credentials into c. Returns 0, or EXIT_USAGE with a message in

@@ -91,6 +91,12 @@ typedef struct elector_etcd_config {
      * Off by default because the list given may be a load balancer or a DNS
      * name that must stay in use; see docs/DESIGN.md, "Membership". */
     int64_t auto_sync_interval_ms;
+    /* A file that holds the password (its first line), read again before an
+     * Auth.Authenticate whenever it changed (inode, size or mtime): a rotated
+     * password is used without a restart. A file that cannot be read or is
+     * empty is a notice, and the previous password stays in use. password, if
+     * also set, is the one to start with. NULL: the password field only. */
+    const char *password_file;
 } elector_etcd_config;
 
 /* Fills defaults. */

@@ -30,7 +30,15 @@ struct elector__tls_files {
     file_sig loaded[F_N]; /* the files of the context in use */
     file_sig failed[F_N]; /* the last files that did not load */
     bool have_failed;
+    file_sig pw_loaded, pw_failed; /* the password file, likewise */
+    bool pw_have_loaded, pw_have_failed;
 };
+
+static struct elector__tls_files *files(elector_etcd *e)
+{
+    if (!e->tls_files) e->tls_files = calloc(1, sizeof(*e->tls_files));
+    return e->tls_files;
+}
 
 static void sig_take(const char *path, file_sig *s)
 {
@@ -45,6 +53,13 @@ static void sig_take(const char *path, file_sig *s)
     s->ino = st.st_ino;
     s->size = st.st_size;
     s->mtime = st.st_mtim;
+}
+
+static bool sigs_equal1(const file_sig *a, const file_sig *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec &&
+           a->err == b->err;
 }
 
 static bool sigs_equal(const file_sig *a, const file_sig *b)
@@ -66,8 +81,66 @@ static void sigs_take(const elector_etcd *e, file_sig *out)
 
 void elector__tls_files_note(elector_etcd *e)
 {
-    if (!e->tls_files) e->tls_files = calloc(1, sizeof(*e->tls_files));
-    if (e->tls_files) sigs_take(e, e->tls_files->loaded);
+    if (files(e)) sigs_take(e, e->tls_files->loaded);
+}
+
+/* The first line of the file, without its line end; NULL with errno-like code
+ * in *why_err, or 0 there for an empty line. */
+static char *read_first_line(const char *path, int *why_err)
+{
+    enum { MAX = 4096 };
+    *why_err = 0;
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        *why_err = errno ? errno : EIO;
+        return NULL;
+    }
+    char *buf = calloc(1, MAX);
+    if (!buf) {
+        fclose(f);
+        *why_err = ENOMEM;
+        return NULL;
+    }
+    size_t n = fread(buf, 1, MAX - 1, f);
+    if (ferror(f)) *why_err = errno ? errno : EIO;
+    fclose(f);
+    buf[n] = 0;
+    buf[strcspn(buf, "\r\n")] = 0;
+    char *out = !*why_err && buf[0] ? elector__strdup(buf) : NULL;
+    explicit_bzero(buf, MAX);
+    free(buf);
+    return out;
+}
+
+void elector__password_refresh(elector_etcd *e)
+{
+    struct elector__tls_files *f = files(e);
+    if (!e->s_password_file || !f) return;
+    file_sig now;
+    sig_take(e->s_password_file, &now);
+    if (f->pw_have_loaded && sigs_equal1(&now, &f->pw_loaded)) return;
+    if (f->pw_have_failed && sigs_equal1(&now, &f->pw_failed)) return;
+    int err = now.err;
+    char *pw = err ? NULL : read_first_line(e->s_password_file, &err);
+    if (!pw) {
+        f->pw_failed = now;
+        f->pw_have_failed = true;
+        elector__notice(e, ELECTOR_EINVAL,
+                        "the password file %s %s; the previous password stays in use",
+                        e->s_password_file,
+                        err ? strerror(err) : "has an empty first line");
+        return;
+    }
+    bool changed = f->pw_have_loaded;
+    if (e->s_password) explicit_bzero(e->s_password, strlen(e->s_password));
+    free(e->s_password);
+    e->s_password = pw;
+    f->pw_loaded = now;
+    f->pw_have_loaded = true;
+    f->pw_have_failed = false;
+    if (changed)
+        elector__notice(e, 0, "the password file %s changed: read again",
+                        e->s_password_file);
 }
 
 void elector__tls_refresh(elector_etcd *e)

@@ -179,6 +179,7 @@ typedef struct nghttp2_session nghttp2_session;
 struct elector_etcd {
     elector_etcd_config cfg;
     char *s_endpoints, *s_cacert, *s_cert, *s_key, *s_user, *s_password;
+    char *s_password_file;
     elector__endpoint *eps;
     int nep, ep;
     int epfd, evfd, tfd, fd;
@@ -277,6 +278,8 @@ void elector__tls_ctx_free(SSL_CTX *ctx);
 void elector__tls_files_note(elector_etcd *e);
 void elector__tls_refresh(elector_etcd *e);
 void elector__tls_files_free(elector_etcd *e);
+/* Before Auth.Authenticate: the password file read again when it changed. */
+void elector__password_refresh(elector_etcd *e);
 
 /* A notice for the application (elector_etcd_set_notice()); err 0: informative. */
 void elector__notice(elector_etcd *e, int err, const char *fmt, ...)
