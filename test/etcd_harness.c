@@ -916,7 +916,8 @@ int eh_tls_rotate(eh_cluster *c)
     char *s1 = strf("%d", 10 * c->tls_rotations + 1);
     char *s2 = strf("%d", 10 * c->tls_rotations + 2);
     int rc = make_ca(cnf, ca_key, c->cacert, cn);
-    if (rc == 0) rc = make_leaf(c, cnf, c->srv_key, c->srv_cert, "localhost", "v3_server", s1);
+    if (rc == 0)
+        rc = make_leaf(c, cnf, c->srv_key, c->srv_cert, "localhost", "v3_server", s1);
     if (rc == 0) rc = make_leaf(c, cnf, c->key, c->cert, "root", "v3_client", s2);
     free(s2);
     free(s1);
@@ -941,7 +942,38 @@ static void running_endpoints(eh_cluster *c)
     c->endpoints = s;
 }
 
+static int member_add(eh_cluster *c, int learner);
+
 int eh_member_add(eh_cluster *c)
+{
+    return member_add(c, 0);
+}
+
+int eh_member_add_learner(eh_cluster *c)
+{
+    return member_add(c, 1);
+}
+
+/* A learner refuses `endpoint health` (a linearizable read): its Status
+ * answering is what "up" means for it. */
+static int wait_learner(eh_cluster *c, int i, double deadline)
+{
+    while (tl_now() < deadline) {
+        if (!member_alive(c, i)) return -1;
+        if (port_open(c->m[i].client_port)) {
+            eh_ctl_opts o = {.endpoints = c->m[i].endpoint, .timeout_s = 5};
+            char *err = NULL;
+            o.err = &err;
+            int rc = eh_etcdctl_opts(c, &o, NULL, "endpoint", "status", NULL);
+            free(err);
+            if (rc == 0) return 0;
+        }
+        tl_msleep(100);
+    }
+    return -1;
+}
+
+static int member_add(eh_cluster *c, int learner)
 {
     if (c == NULL || c->n >= EH_MAX_MEMBERS) {
         fprintf(stderr, "etcd_harness: no room for another member\n");
@@ -967,7 +999,8 @@ int eh_member_add(eh_cluster *c)
     for (double end = tl_now() + 20; rc != 0 && tl_now() < end;) {
         free(out);
         out = NULL;
-        rc = eh_etcdctl(c, &out, "member", "add", name, peer, NULL);
+        rc = learner ? eh_etcdctl(c, &out, "member", "add", name, peer, "--learner", NULL)
+                     : eh_etcdctl(c, &out, "member", "add", name, peer, NULL);
         if (rc != 0) tl_msleep(500);
     }
     free(peer);
@@ -990,7 +1023,8 @@ int eh_member_add(eh_cluster *c)
             m->argv.v[a] = xstrdup("--initial-cluster-state=existing");
         }
     if (member_spawn(c, i) != 0) return -1;
-    if (wait_member(c, i, tl_now() + 30) != 0) {
+    if ((learner ? wait_learner(c, i, tl_now() + 30) : wait_member(c, i, tl_now() + 30)) !=
+        0) {
         print_log_tail(c, i);
         return -1;
     }
@@ -1020,8 +1054,8 @@ int eh_member_remove(eh_cluster *c, int i)
     char *others = NULL;
     for (int k = 0; k < c->n; k++) {
         if (k == i || c->m[k].pid == 0) continue;
-        char *next = others ? strf("%s,%s", others, c->m[k].endpoint)
-                            : xstrdup(c->m[k].endpoint);
+        char *next =
+            others ? strf("%s,%s", others, c->m[k].endpoint) : xstrdup(c->m[k].endpoint);
         free(others);
         others = next;
     }

@@ -119,6 +119,7 @@ extern const char EH_USER_PREFIX[];
  * them). */
 int eh_tls_rotate(eh_cluster *c);
 int eh_member_add(eh_cluster *c);
+int eh_member_add_learner(eh_cluster *c); /* the same with --learner */
 int eh_member_remove(eh_cluster *c, int i);
 
 #endif /* ELECTOR_ETCD_HARNESS_H */

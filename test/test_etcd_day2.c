@@ -59,7 +59,8 @@ typedef struct secret_dir {
 
 /* A new version from the three files (key NULL: take it from key_from);
  * made complete, then swapped in with one rename of the ..data link. */
-static void secret_publish(secret_dir *s, const char *ca, const char *crt, const char *key)
+static void secret_publish(secret_dir *s, const char *ca, const char *crt,
+                           const char *key)
 {
     char vdir[600], path[700], tmp[600], data[600];
     s->version++;
@@ -205,10 +206,11 @@ TEST_WITH_TIMEOUT(tls_rotated_files_and_new_ca_are_picked_up_by_a_running_leader
     p.renewals = ss.renewals;
     ASSERT(eu_pump_until(15000, picked_up, &p));
     double t_done = tl_now();
-    tl_log("FIGURE rotation pickup: connected with the new files %.3f s after the "
-           "cluster with the new CA answered etcdctl (lease renewed over it after %.3f s; "
-           "the restart itself took %.3f s)",
-           p.connected_at - t_up, t_done - t_up, t_up - t_stop);
+    tl_log(
+        "FIGURE rotation pickup: connected with the new files %.3f s after the "
+        "cluster with the new CA answered etcdctl (lease renewed over it after %.3f s; "
+        "the restart itself took %.3f s)",
+        p.connected_at - t_up, t_done - t_up, t_up - t_stop);
     elector_etcd_get_stats(cand->etcd, &st);
     ASSERT_EQ(1, (long long)st.tls_reloads);
     ASSERT_EQ(0, n_err);
@@ -234,8 +236,9 @@ TEST_WITH_TIMEOUT(tls_bad_new_files_are_reported_and_the_previous_ones_stay_in_u
     char *d = tl_tmpdir("badkey");
     char other[600], half[600];
     snprintf(other, sizeof(other), "%s/other.key", d);
-    const char *gen[] = {"openssl", "genpkey", "-algorithm", "EC", "-pkeyopt",
-                         "ec_paramgen_curve:prime256v1", "-out", other, NULL};
+    const char *gen[] = {"openssl", "genpkey",  "-algorithm",
+                         "EC",      "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                         "-out",    other,      NULL};
     ASSERT_OK(tl_run(NULL, gen));
     secret_publish(&s, eh_cacert(c), eh_cert(c), other);
     ASSERT_OK(eh_member_stop(c, 0)); /* the next connection looks at the files */
@@ -336,8 +339,8 @@ TEST_WITH_TIMEOUT(autosync_follows_every_member_replaced_under_a_running_leader,
     ASSERT_EQ(3, n);
     elector_etcd_stats st;
     elector_etcd_get_stats(e, &st);
-    int failovers = count_events(cand, ELECTOR_EV_LOST) +
-                    count_events(cand, ELECTOR_EV_ELECTED) - 1;
+    int failovers =
+        count_events(cand, ELECTOR_EV_LOST) + count_events(cand, ELECTOR_EV_ELECTED) - 1;
     tl_log("FIGURE member replacement: 3 of 3 members replaced in %.1f s, failovers %d, "
            "endpoint syncs %llu, connections %llu",
            tl_now() - t0, failovers, (unsigned long long)st.endpoint_syncs,
@@ -350,3 +353,47 @@ TEST_WITH_TIMEOUT(autosync_follows_every_member_replaced_under_a_running_leader,
     eh_stop(c);
 }
 
+/* ---------------------------------------------------------------- learners */
+
+TEST_WITH_TIMEOUT(a_learner_in_the_endpoint_list_is_skipped_and_left_out_by_autosync, 120)
+{
+    eh_opts o = {.members = 1};
+    eh_cluster *c = eh_start(&o);
+    ASSERT_NOT_NULL(c);
+    int l = eh_member_add_learner(c);
+    ASSERT(l > 0);
+    char eps[256];
+    snprintf(eps, sizeof(eps), "%s,%s", eh_endpoint(c, l), eh_endpoint(c, 0));
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eps;
+    cfg.dial_timeout_ms = 2000;
+    cfg.request_timeout_ms = 3000;
+    cfg.auto_sync_interval_ms = 300;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    elector_etcd_set_notice(e, notice, NULL);
+    /* The first endpoint is the learner: the put goes to the voting member. */
+    ASSERT_OK(put(e, "learner", "skipped"));
+    char port[16];
+    snprintf(port, sizeof(port), ":%d", eh_client_port(c, 0));
+    ASSERT_CONTAINS(elector_etcd_current_endpoint(e), port);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    tl_log("connections %llu (the learner's, then the voter's)",
+           (unsigned long long)st.connects);
+    ASSERT_EQ(2, (long long)st.connects);
+    /* An election works (lease, keepalive stream, txns). */
+    eu_cand *cand = eu_cand_new_client(e, "learner", 10);
+    ASSERT_OK(elector_campaign(cand->el, "v", 1));
+    ASSERT(eu_wait_event(cand, 0, ELECTOR_EV_ELECTED, 10000) >= 0);
+    /* Auto-sync leaves the learner out. */
+    eu_pump(1500);
+    elector_endpoint_info info;
+    ASSERT_OK(elector_etcd_endpoint_info(e, 0, &info));
+    ASSERT_CONTAINS(eh_endpoint(c, 0), info.authority);
+    ASSERT(elector_etcd_endpoint_info(e, 1, &info) != 0);
+    ASSERT(elector_is_leader(cand->el));
+    eu_cand_free(cand);
+    eh_stop(c);
+}

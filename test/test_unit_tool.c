@@ -329,25 +329,25 @@ TEST(options_take_every_getopt_form)
     ASSERT_STREQ("example.com", o.discovery_srv);
     ASSERT_STREQ("east", o.discovery_srv_name);
     ASSERT(o.srv_secure_only);
-    ASSERT_EQ(EXIT_USAGE, parse(&o, err,
-                                (const char *[]){"--discovery-srv", "example.com",
-                                                 "--endpoints", "127.0.0.1:2379",
-                                                 "leader", "N", NULL}));
+    ASSERT_EQ(EXIT_USAGE,
+              parse(&o, err,
+                    (const char *[]){"--discovery-srv", "example.com", "--endpoints",
+                                     "127.0.0.1:2379", "leader", "N", NULL}));
     ASSERT_CONTAINS(err, "--endpoints and --discovery-srv both name the members");
     ASSERT_EQ(EXIT_USAGE, parse(&o, err,
                                 (const char *[]){"--discovery-srv", "exa mple.com",
                                                  "leader", "N", NULL}));
     ASSERT_CONTAINS(err, "is not a DNS domain");
-    ASSERT_EQ(EXIT_USAGE, parse(&o, err,
-                                (const char *[]){"--discovery-srv-name", "x", "leader",
-                                                 "N", NULL}));
+    ASSERT_EQ(EXIT_USAGE,
+              parse(&o, err,
+                    (const char *[]){"--discovery-srv-name", "x", "leader", "N", NULL}));
     ASSERT_CONTAINS(err, "--discovery-srv-name needs --discovery-srv");
     /* --auto-sync-interval: a duration, 0 for off. */
-    ASSERT_OK(parse(&o, err,
-                    (const char *[]){"--auto-sync-interval", "30s", "leader", "N", NULL}));
+    ASSERT_OK(parse(
+        &o, err, (const char *[]){"--auto-sync-interval", "30s", "leader", "N", NULL}));
     ASSERT_EQ(30000, o.auto_sync_interval_ms);
-    ASSERT_OK(parse(&o, err,
-                    (const char *[]){"--auto-sync-interval=0", "leader", "N", NULL}));
+    ASSERT_OK(
+        parse(&o, err, (const char *[]){"--auto-sync-interval=0", "leader", "N", NULL}));
     ASSERT_EQ(0, o.auto_sync_interval_ms);
     ASSERT_EQ(EXIT_USAGE, parse(&o, err,
                                 (const char *[]){"--auto-sync-interval", "-1s", "leader",

@@ -399,13 +399,15 @@ static int apply(tool_opts *o, int id, const tool_setting *s, char *err, size_t 
     case O_DISCOVERY_SRV:
     case O_DISCOVERY_SRV_NAME:
         if (v && !*v && s->origin != ORIGIN_ARGV) break; /* an empty variable */
-        if (!v || !*v || strlen(v) > 200 || strspn(v, "abcdefghijklmnopqrstuvwxyz"
-                                                      "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                      "0123456789.-_") != strlen(v))
+        if (!v || !*v || strlen(v) > 200 ||
+            strspn(v, "abcdefghijklmnopqrstuvwxyz"
+                      "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                      "0123456789.-_") != strlen(v))
             return usage_err(err, cap,
                              "%s: '%.100s' is not a DNS %s (letters, digits, '.', '-', "
                              "'_')",
-                             s->from, v ? v : "", id == O_DISCOVERY_SRV ? "domain" : "name");
+                             s->from, v ? v : "",
+                             id == O_DISCOVERY_SRV ? "domain" : "name");
         if (id == O_DISCOVERY_SRV)
             o->discovery_srv = v;
         else
@@ -591,8 +593,8 @@ static int check(tool_opts *o, const struct raw *r, char *err, size_t cap)
     /* The members from DNS or from --endpoints: the command line beats the
      * environment; both on the command line is a mistake. */
     if (o->discovery_srv && given[O_ENDPOINTS] && given[O_DISCOVERY_SRV])
-        return usage_err(err, cap,
-                         "--endpoints and --discovery-srv both name the members: give one");
+        return usage_err(
+            err, cap, "--endpoints and --discovery-srv both name the members: give one");
     if (o->discovery_srv && given[O_ENDPOINTS])
         o->discovery_srv = NULL;
     else if (o->discovery_srv)

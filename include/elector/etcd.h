@@ -207,9 +207,9 @@ typedef struct elector_call_opts {
 typedef struct elector_etcd_stats {
     uint64_t requests[ELECTOR_RPC_COUNT_];
     uint64_t errors[ELECTOR_RPC_COUNT_];
-    uint64_t connects;    /* connections that reached HTTP/2 SETTINGS */
-    uint64_t disconnects; /* established connections lost */
-    uint64_t tls_reloads; /* TLS files loaded again after they changed */
+    uint64_t connects;       /* connections that reached HTTP/2 SETTINGS */
+    uint64_t disconnects;    /* established connections lost */
+    uint64_t tls_reloads;    /* TLS files loaded again after they changed */
     uint64_t endpoint_syncs; /* endpoint lists taken from MemberList (auto-sync) */
 } elector_etcd_stats;
 

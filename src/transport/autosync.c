@@ -161,8 +161,8 @@ static void sync_fired(elector__timer *t, void *ud)
     }
     Etcdserverpb__MemberListRequest req = ETCDSERVERPB__MEMBER_LIST_REQUEST__INIT;
     a->in_flight = true;
-    if (elector__call_start(e, ELECTOR_RPC_MEMBER_LIST, &req.base, NULL, members_done, NULL,
-                            NULL)) {
+    if (elector__call_start(e, ELECTOR_RPC_MEMBER_LIST, &req.base, NULL, members_done,
+                            NULL, NULL)) {
         a->in_flight = false;
         sync_arm(e);
     }
@@ -171,8 +171,8 @@ static void sync_fired(elector__timer *t, void *ud)
 static void sync_arm(elector_etcd *e)
 {
     struct elector__autosync *a = e->autosync;
-    elector__timer_arm(e, &a->sync_timer, elector__now_ms() + e->cfg.auto_sync_interval_ms,
-                       sync_fired, e);
+    elector__timer_arm(e, &a->sync_timer,
+                       elector__now_ms() + e->cfg.auto_sync_interval_ms, sync_fired, e);
 }
 
 void elector__autosync_start(elector_etcd *e)

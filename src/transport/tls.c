@@ -36,9 +36,10 @@ int elector__tls_ctx_build(elector_etcd *e, SSL_CTX **out, char *why, size_t cap
         return ELECTOR_ETLS;
     }
     int err = 0;
-    SSL_CTX_set_verify(ctx, e->cfg.insecure_skip_verify ? SSL_VERIFY_NONE : SSL_VERIFY_PEER,
-                       NULL);
-    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_verify(
+        ctx, e->cfg.insecure_skip_verify ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
+    SSL_CTX_set_mode(ctx,
+                     SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     static const unsigned char alpn[] = "\x02h2";
     /* SSL_CTX_set_alpn_protos returns 0 on success, unlike its neighbours. */
     if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
