@@ -1023,8 +1023,8 @@ static int member_add(eh_cluster *c, int learner)
             m->argv.v[a] = xstrdup("--initial-cluster-state=existing");
         }
     if (member_spawn(c, i) != 0) return -1;
-    if ((learner ? wait_learner(c, i, tl_now() + 30) : wait_member(c, i, tl_now() + 30)) !=
-        0) {
+    if ((learner ? wait_learner(c, i, tl_now() + 30)
+                 : wait_member(c, i, tl_now() + 30)) != 0) {
         print_log_tail(c, i);
         return -1;
     }
