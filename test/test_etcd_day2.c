@@ -397,3 +397,73 @@ TEST_WITH_TIMEOUT(a_learner_in_the_endpoint_list_is_skipped_and_left_out_by_auto
     eu_cand_free(cand);
     eh_stop(c);
 }
+
+/* ---------------------------------------------------------------- password */
+
+static void write_atomic(const char *path, const char *text)
+{
+    char tmp[600];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    ASSERT_NOT_NULL(f);
+    fputs(text, f);
+    ASSERT_OK(fclose(f));
+    ASSERT_OK(rename(tmp, path));
+}
+
+static void restart_member0(eh_cluster *c)
+{
+    ASSERT_OK(eh_member_stop(c, 0));
+    ASSERT_OK(eh_member_restart(c, 0));
+    ASSERT_OK(eh_wait_healthy(c, 0, 20));
+}
+
+TEST_WITH_TIMEOUT(password_file_is_read_again_when_it_changes, 120)
+{
+    eh_opts o = {.members = 1, .auth = 1};
+    eh_cluster *c = eh_start(&o);
+    ASSERT_NOT_NULL(c);
+    char *d = tl_tmpdir("pw");
+    char path[600], key[128], newpw[64];
+    snprintf(path, sizeof(path), "%s/password", d);
+    char line[128];
+    snprintf(line, sizeof(line), "%s\n", EH_USER_PASSWORD);
+    write_atomic(path, line);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    cfg.user = EH_USER;
+    cfg.password_file = path;
+    cfg.dial_timeout_ms = 2000;
+    cfg.request_timeout_ms = 3000;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    elector_etcd_set_notice(e, notice, NULL);
+    snprintf(key, sizeof(key), "%spw", EH_USER_PREFIX);
+    ASSERT_OK(put(e, key, "1"));
+
+    /* The user's password changes in etcd (its tokens go with it), then in
+     * the file: the next authentication reads the new one. */
+    snprintf(newpw, sizeof(newpw), "%s:rotated-pw-77", EH_USER);
+    char role[64];
+    snprintf(role, sizeof(role), "%s-role", EH_USER);
+    ASSERT_OK(eh_etcdctl(c, NULL, "user", "delete", EH_USER, NULL));
+    ASSERT_OK(eh_etcdctl(c, NULL, "user", "add", newpw, NULL));
+    ASSERT_OK(eh_etcdctl(c, NULL, "user", "grant-role", EH_USER, role, NULL));
+    write_atomic(path, "rotated-pw-77\n");
+    restart_member0(c);
+    ASSERT_OK(put_again(e, key, "2"));
+    ASSERT_EQ(0, n_err);
+    ASSERT(n_ok >= 1);
+
+    /* An empty file: an error notice, the password in use stays. */
+    write_atomic(path, "\n");
+    restart_member0(c);
+    ASSERT_OK(put_again(e, key, "3"));
+    ASSERT_EQ(1, n_err);
+    ASSERT_CONTAINS(last_err, "empty first line");
+    ASSERT_CONTAINS(last_err, "previous password stays in use");
+    free(d);
+    elector_etcd_free(e);
+    eh_stop(c);
+}
