@@ -107,7 +107,6 @@ static elector_etcd *tls_client(eh_cluster *c, const secret_dir *s)
     cfg.key = s->key;
     cfg.dial_timeout_ms = 2000;
     cfg.request_timeout_ms = 3000;
-    cfg.backoff_max_ms = 500;
     elector_etcd *e = elector_etcd_new(&cfg);
     ASSERT_NOT_NULL(e);
     if (elector_etcd_err(e)) tl_log("client: %s", elector_etcd_errstr(e));
@@ -219,6 +218,7 @@ TEST_WITH_TIMEOUT(tls_rotated_files_and_new_ca_are_picked_up_by_a_running_leader
     ASSERT_EQ(1, count_events(cand, ELECTOR_EV_ELECTED));
     ASSERT_OK(put(cand->etcd, "after-rotation", "ok"));
     eu_cand_free(cand);
+    free(s.dir);
     eh_stop(c);
 }
 
@@ -278,6 +278,7 @@ TEST_WITH_TIMEOUT(tls_bad_new_files_are_reported_and_the_previous_ones_stay_in_u
     ASSERT_EQ(1, (long long)st.tls_reloads);
     ASSERT_EQ(2, n_err);
     free(d);
+    free(s.dir);
     elector_etcd_free(e);
     eh_stop(c);
 }
