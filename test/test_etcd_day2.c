@@ -147,16 +147,6 @@ static int count_events(const eu_cand *c, elector_event_type t)
     return n;
 }
 
-/* Stop and restart every member (a cluster restart), then wait for health. */
-static void restart_cluster(eh_cluster *c)
-{
-    for (int i = 0; i < eh_members(c); i++)
-        ASSERT_OK(eh_member_stop(c, i));
-    for (int i = 0; i < eh_members(c); i++)
-        ASSERT_OK(eh_member_restart(c, i));
-    ASSERT_OK(eh_wait_healthy(c, -1, 30));
-}
-
 typedef struct pickup {
     eu_cand *cand;
     uint64_t connects;
@@ -197,19 +187,23 @@ TEST_WITH_TIMEOUT(tls_rotated_files_and_new_ca_are_picked_up_by_a_running_leader
     elector_etcd_stats st;
     elector_etcd_get_stats(cand->etcd, &st);
     p.connects = st.connects;
-    double t_stop = tl_now();
-    restart_cluster(c);
-    double t_up = tl_now();
+    /* The member restarts trusting only the new CA; the leader's loop runs
+     * all along (no wait for health in between), so the figure is what a
+     * running leader needs: from the member's restart to its first
+     * connection with the new files (etcd's start-up, the reconnect backoff,
+     * the handshake), and to the first renewal of its lease over it. */
+    ASSERT_OK(eh_member_stop(c, 0));
+    ASSERT_OK(eh_member_restart(c, 0));
+    double t_start = tl_now();
     elector_session_stats ss;
     elector_session_get_stats(cand->s, &ss);
     p.renewals = ss.renewals;
-    ASSERT(eu_pump_until(15000, picked_up, &p));
+    ASSERT(eu_pump_until(20000, picked_up, &p));
     double t_done = tl_now();
-    tl_log(
-        "FIGURE rotation pickup: connected with the new files %.3f s after the "
-        "cluster with the new CA answered etcdctl (lease renewed over it after %.3f s; "
-        "the restart itself took %.3f s)",
-        p.connected_at - t_up, t_done - t_up, t_up - t_stop);
+    tl_log("FIGURE rotation pickup: first connection with the new files %.3f s after the "
+           "member was restarted with the new CA (lease renewed over it after %.3f s)",
+           p.connected_at - t_start, t_done - t_start);
+    ASSERT_OK(eh_wait_healthy(c, 0, 20));
     elector_etcd_get_stats(cand->etcd, &st);
     ASSERT_EQ(1, (long long)st.tls_reloads);
     ASSERT_EQ(0, n_err);
