@@ -152,11 +152,14 @@ typedef void (*elector_etcd_notice_cb)(elector_etcd *etcd, int err, const char *
                                        void *ud);
 void elector_etcd_set_notice(elector_etcd *etcd, elector_etcd_notice_cb cb, void *ud);
 
-/* Endpoint currently connected ("" if none). */
+/* Endpoint currently connected ("" if none). Valid until the next call into the
+ * client (auto-sync may replace the list). */
 const char *elector_etcd_current_endpoint(const elector_etcd *etcd);
 
 /* What endpoint i (0-based) of the configured list is, for callers that want to
- * check where credentials go. The strings live as long as the client. */
+ * check where credentials go. The strings live as long as the client, or, with
+ * auto_sync_interval_ms set, until the list is synced (the next process call at
+ * the earliest): copy them to keep them. */
 typedef struct elector_endpoint_info {
     const char *authority; /* "host:port" as given */
     const char *host;      /* without brackets */
