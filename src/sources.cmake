@@ -8,6 +8,7 @@ set(ELECTOR_LAYERS transport etcd election driver)
 
 set(ELECTOR_TRANSPORT_SRCS
   auth.c
+  autosync.c
   buf.c
   call.c
   conn.c
@@ -21,6 +22,7 @@ set(ELECTOR_TRANSPORT_SRCS
   ssl_lazy.c
   timer.c
   tls.c
+  tls_reload.c
   util.c
   version.c)
 set(ELECTOR_ETCD_SRCS

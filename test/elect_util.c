@@ -74,9 +74,14 @@ static void cand_cb(elector_election *el, const elector_event *ev, void *ud)
 
 eu_cand *eu_cand_new(const char *endpoints, const char *name, int ttl_s)
 {
+    return eu_cand_new_client(eu_client(endpoints), name, ttl_s);
+}
+
+eu_cand *eu_cand_new_client(elector_etcd *etcd, const char *name, int ttl_s)
+{
     eu_cand *c = calloc(1, sizeof(*c));
     ASSERT_NOT_NULL(c);
-    c->etcd = eu_client(endpoints);
+    c->etcd = etcd;
     elector_session_config sc;
     elector_session_config_init(&sc);
     sc.ttl_s = ttl_s;

@@ -34,6 +34,8 @@ elector_etcd *eu_client(const char *endpoints);
 /* Client + session(ttl) + election(name); the session is granted before return. */
 eu_cand *eu_cand_new(const char *endpoints, const char *name, int ttl_s);
 void eu_cand_free(eu_cand *c); /* closes the session synchronously */
+/* The same on a client made by the caller (TLS, auto-sync, ...); it takes it. */
+eu_cand *eu_cand_new_client(elector_etcd *etcd, const char *name, int ttl_s);
 
 /* Pumps every live candidate's client (and extra clients) for up to ms, or until
  * pred(arg) is true; returns pred's last value. */

@@ -200,6 +200,9 @@ struct eh_cluster {
     char *endpoints;
     char *etcd_bin, *etcdctl_bin;
     char *cacert, *cert, *key, *srv_cert, *srv_key, *wrong_cacert;
+    char *token;       /* --initial-cluster-token */
+    char *extra;       /* extra_args, for members added later */
+    int tls_rotations; /* eh_tls_rotate() calls so far */
     eh_vec etcd_env, ctl_env;
     eh_member m[EH_MAX_MEMBERS];
     pid_t owner; /* process that started it: only it may stop it */
@@ -850,7 +853,8 @@ static int setup_members(eh_cluster *c, const char *extra)
     char *token = strf("eh-%d-%lld", (int)getpid(), (long long)tl_now_ns());
     for (int i = 0; i < c->n; i++)
         build_member_argv(c, i, cluster, token, extra);
-    free(token);
+    c->token = token;
+    c->extra = extra ? xstrdup(extra) : NULL;
     free(cluster);
     return 0;
 }
@@ -976,7 +980,181 @@ void eh_stop(eh_cluster *c)
     free(c->srv_cert);
     free(c->srv_key);
     free(c->wrong_cacert);
+    free(c->token);
+    free(c->extra);
     vec_free(&c->etcd_env);
     vec_free(&c->ctl_env);
     free(c);
+}
+
+/* ------------------------------------------ day 2: TLS rotation, membership */
+
+int eh_tls_rotate(eh_cluster *c)
+{
+    if (c == NULL || !c->tls) return -1;
+    c->tls_rotations++;
+    char *cnf = strf("%s/openssl.cnf", c->dir);
+    char *ca_key = strf("%s/ca.key", c->dir);
+    char *cn = strf("elector-test-ca-%d", c->tls_rotations);
+    char *s1 = strf("%d", 10 * c->tls_rotations + 1);
+    char *s2 = strf("%d", 10 * c->tls_rotations + 2);
+    int rc = make_ca(cnf, ca_key, c->cacert, cn);
+    if (rc == 0)
+        rc = make_leaf(c, cnf, c->srv_key, c->srv_cert, "localhost", "v3_server", s1);
+    if (rc == 0) rc = make_leaf(c, cnf, c->key, c->cert, "root", "v3_client", s2);
+    free(s2);
+    free(s1);
+    free(cn);
+    free(ca_key);
+    free(cnf);
+    return rc;
+}
+
+/* c->endpoints: the members running now. */
+static void running_endpoints(eh_cluster *c)
+{
+    char *s = NULL;
+    for (int i = 0; i < c->n; i++) {
+        if (c->m[i].pid == 0) continue;
+        char *next = s ? strf("%s,%s", s, c->m[i].endpoint) : xstrdup(c->m[i].endpoint);
+        free(s);
+        s = next;
+    }
+    if (s == NULL) return;
+    free(c->endpoints);
+    c->endpoints = s;
+}
+
+static int member_add(eh_cluster *c, int learner);
+
+int eh_member_add(eh_cluster *c)
+{
+    return member_add(c, 0);
+}
+
+int eh_member_add_learner(eh_cluster *c)
+{
+    return member_add(c, 1);
+}
+
+/* A learner refuses `endpoint health` (a linearizable read): its Status
+ * answering is what "up" means for it. */
+static int wait_learner(eh_cluster *c, int i, double deadline)
+{
+    while (tl_now() < deadline) {
+        if (!member_alive(c, i)) return -1;
+        if (port_open(c->m[i].client_port)) {
+            eh_ctl_opts o = {.endpoints = c->m[i].endpoint, .timeout_s = 5};
+            char *err = NULL;
+            o.err = &err;
+            int rc = eh_etcdctl_opts(c, &o, NULL, "endpoint", "status", NULL);
+            free(err);
+            if (rc == 0) return 0;
+        }
+        tl_msleep(100);
+    }
+    return -1;
+}
+
+static int member_add(eh_cluster *c, int learner)
+{
+    if (c == NULL || c->n >= EH_MAX_MEMBERS) {
+        fprintf(stderr, "etcd_harness: no room for another member\n");
+        return -1;
+    }
+    int ports[2];
+    if (pick_ports(ports, 2) != 0) return -1;
+    int i = c->n;
+    eh_member *m = &c->m[i];
+    memset(m, 0, sizeof(*m));
+    m->client_port = ports[0];
+    m->peer_port = ports[1];
+    m->endpoint = c->tls ? strf("https://127.0.0.1:%d", m->client_port)
+                         : strf("127.0.0.1:%d", m->client_port);
+    m->log_path = strf("%s/m%d.log", c->dir, i);
+    c->n++;
+    char *name = strf("m%d", i);
+    char *peer = strf("--peer-urls=http://127.0.0.1:%d", m->peer_port);
+    char *out = NULL;
+    int rc = -1;
+    /* etcd refuses a change that its members have not all been connected for
+     * 5 s to carry ("unhealthy cluster", --strict-reconfig-check): retry. */
+    for (double end = tl_now() + 20; rc != 0 && tl_now() < end;) {
+        free(out);
+        out = NULL;
+        rc = learner ? eh_etcdctl(c, &out, "member", "add", name, peer, "--learner", NULL)
+                     : eh_etcdctl(c, &out, "member", "add", name, peer, NULL);
+        if (rc != 0) tl_msleep(500);
+    }
+    free(peer);
+    free(name);
+    const char *k = out ? strstr(out, "ETCD_INITIAL_CLUSTER=\"") : NULL;
+    if (rc != 0 || k == NULL) {
+        fprintf(stderr, "etcd_harness: member add failed (%d): %s\n", rc, out ? out : "");
+        free(out);
+        return -1;
+    }
+    k += strlen("ETCD_INITIAL_CLUSTER=\"");
+    const char *q = strchr(k, '"');
+    char *cluster = strndup(k, q ? (size_t)(q - k) : strlen(k));
+    free(out);
+    build_member_argv(c, i, cluster, c->token, c->extra);
+    free(cluster);
+    for (size_t a = 0; a < m->argv.n; a++)
+        if (m->argv.v[a] && !strcmp(m->argv.v[a], "--initial-cluster-state=new")) {
+            free(m->argv.v[a]);
+            m->argv.v[a] = xstrdup("--initial-cluster-state=existing");
+        }
+    if (member_spawn(c, i) != 0) return -1;
+    if ((learner ? wait_learner(c, i, tl_now() + 30)
+                 : wait_member(c, i, tl_now() + 30)) != 0) {
+        print_log_tail(c, i);
+        return -1;
+    }
+    running_endpoints(c);
+    return i;
+}
+
+int eh_member_remove(eh_cluster *c, int i)
+{
+    if (!valid(c, i)) return -1;
+    char *out = NULL, *needle = strf(", m%d, ", i);
+    int rc = eh_etcdctl(c, &out, "member", "list", NULL);
+    const char *hit = out ? strstr(out, needle) : NULL;
+    free(needle);
+    if (rc != 0 || hit == NULL) {
+        fprintf(stderr, "etcd_harness: m%d not in the member list: %s\n", i,
+                out ? out : "");
+        free(out);
+        return -1;
+    }
+    const char *line = hit;
+    while (line > out && line[-1] != '\n')
+        line--;
+    char *id = strndup(line, strcspn(line, ","));
+    free(out);
+    /* Ask the others, not the member that goes. */
+    char *others = NULL;
+    for (int k = 0; k < c->n; k++) {
+        if (k == i || c->m[k].pid == 0) continue;
+        char *next =
+            others ? strf("%s,%s", others, c->m[k].endpoint) : xstrdup(c->m[k].endpoint);
+        free(others);
+        others = next;
+    }
+    eh_ctl_opts o = {.endpoints = others};
+    rc = -1;
+    for (double end = tl_now() + 20; rc != 0 && tl_now() < end;) {
+        rc = eh_etcdctl_opts(c, &o, NULL, "member", "remove", id, NULL);
+        if (rc != 0) tl_msleep(500);
+    }
+    free(others);
+    free(id);
+    if (rc != 0) return -1;
+    /* A removed member stops on its own; SIGTERM in case it has not yet. */
+    if (c->m[i].pid != 0) tl_reap(c->m[i].pid, SIGTERM, EH_STOP_TIMEOUT);
+    c->m[i].pid = 0;
+    c->m[i].paused = 0;
+    running_endpoints(c);
+    return 0;
 }

@@ -28,7 +28,7 @@
 
 #include <sys/types.h>
 
-#define EH_MAX_MEMBERS 5
+#define EH_MAX_MEMBERS 8
 
 typedef struct eh_cluster eh_cluster;
 
@@ -118,5 +118,18 @@ extern const char EH_ROOT_PASSWORD[];
 extern const char EH_USER[];
 extern const char EH_USER_PASSWORD[];
 extern const char EH_USER_PREFIX[];
+
+/* Day 2. eh_tls_rotate: a new CA, server and client certificates, written
+ * over the same files (eh_cacert() etc.); running members keep trusting the old
+ * CA until restarted. eh_member_add: `etcdctl member add` a new member, start
+ * it (--initial-cluster-state=existing), wait until healthy; returns its index.
+ * eh_member_remove: `etcdctl member remove` member i (asked of the others),
+ * then its process is reaped. Both leave eh_endpoints() listing the members
+ * running now; indexes of removed members stay taken (eh_members() counts
+ * them). */
+int eh_tls_rotate(eh_cluster *c);
+int eh_member_add(eh_cluster *c);
+int eh_member_add_learner(eh_cluster *c); /* the same with --learner */
+int eh_member_remove(eh_cluster *c, int i);
 
 #endif /* ELECTOR_ETCD_HARNESS_H */

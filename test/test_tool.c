@@ -68,8 +68,11 @@ TEST(bad_usage_gives_one_clear_line_and_exit_2)
          "invalid HTTP address 'nonsense:xx'"},
         /* etcdctl's forms (issue 13) */
         {{"leader", "x", "--dial-timeout", "1m30", NULL}, "invalid duration '1m30'"},
-        {{"--discovery-srv", "example.com", "leader", "x", NULL},
-         "DNS discovery is not supported"},
+        {{"--discovery-srv", "example.com", "--endpoints", "127.0.0.1:1", "leader", "x",
+          NULL},
+         "--endpoints and --discovery-srv both name the members"},
+        {{"--auto-sync-interval", "-1s", "leader", "x", NULL},
+         "--auto-sync-interval: invalid duration '-1s'"},
         {{"help", "dance", NULL}, "help: unknown command 'dance'"},
         {{"lock", NULL}, "missing lock NAME"},
         {{"lock", "L", "--", NULL}, "lock: missing command after '--'"},
@@ -691,5 +694,31 @@ TEST(run_restart_campaigns_again_after_the_command_exits)
     int rc = tool_wait(&b, 10);
     ASSERT(rc == 0 || rc == 143);
     free(dir);
+    eh_stop(c);
+}
+
+/* --auto-sync-interval: the endpoint given as "localhost:PORT" is replaced by
+ * the member's own client URL (127.0.0.1:PORT), and the log says so. */
+TEST(auto_sync_interval_takes_the_endpoints_from_the_member_list)
+{
+    eh_cluster *c = start1();
+    char eps[64], err_path[600], want[128];
+    snprintf(eps, sizeof(eps), "localhost:%d", eh_client_port(c, 0));
+    char *d = tl_tmpdir("autosync");
+    snprintf(err_path, sizeof(err_path), "%s/err", d);
+    eu_child a;
+    tool_bg_opts o = {.err_path = err_path, .in_fd = -1};
+    tool_bg_ex(&a, &o,
+               (const char *[]){"--endpoints", eps, "--auto-sync-interval", "200ms",
+                                "campaign", "svc", "node-a", NULL});
+    char key[256];
+    ASSERT_OK(eu_child_expect(&a, "svc/", key, sizeof(key), 10000));
+    snprintf(want, sizeof(want),
+             "endpoints synced from the cluster's member list: 127.0.0.1:%d",
+             eh_client_port(c, 0));
+    ASSERT(wait_contains(err_path, want, 10));
+    kill(a.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&a, 10));
+    free(d);
     eh_stop(c);
 }

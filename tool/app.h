@@ -137,6 +137,7 @@ static inline const char *app_held(const struct app *a)
 
 /* connect.c */
 elector_etcd *app_make_client(const tool_opts *o, const tool_creds *c);
+void app_notice(elector_etcd *e, int err, const char *msg, void *ud);
 void app_note_connection(struct app *a);
 void app_note_session(struct app *a);
 int64_t app_dial_ms(const tool_opts *o);

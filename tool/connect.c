@@ -31,6 +31,8 @@ elector_etcd *app_make_client(const tool_opts *o, const tool_creds *c)
     cfg.key = o->key;
     cfg.user = c ? c->user : NULL;
     cfg.password = c ? c->password : NULL;
+    cfg.password_file = c && c->user ? c->file : NULL;
+    cfg.auto_sync_interval_ms = o->auto_sync_interval_ms;
     cfg.insecure_skip_verify = o->insecure_skip_verify;
     cfg.dial_timeout_ms = app_dial_ms(o);
     cfg.request_timeout_ms = app_request_ms(o);
@@ -38,7 +40,20 @@ elector_etcd *app_make_client(const tool_opts *o, const tool_creds *c)
     if (o->keepalive_timeout_ms) cfg.keepalive_timeout_ms = o->keepalive_timeout_ms;
     elector_etcd *e = elector_etcd_new(&cfg); /* copies every string */
     free(eps);
+    if (e) elector_etcd_set_notice(e, app_notice, NULL);
     return e;
+}
+
+/* What the client did on its own: TLS files or the password file read again
+ * (or refused: the previous ones stay in use), the endpoint list synced. */
+void app_notice(elector_etcd *e, int err, const char *msg, void *ud)
+{
+    (void)e;
+    (void)ud;
+    if (err)
+        tool_log(LOG_ERROR, "%s", msg);
+    else
+        tool_log(LOG_INFO, "%s", msg);
 }
 
 /* Says when the connection to etcd is lost and when it is back. */

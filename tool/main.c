@@ -21,6 +21,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 #include "app.h"
+#include "srv.h"
 #include "help.h"
 
 /* ---------------------------------------------------------------- http view */
@@ -408,6 +409,17 @@ int main(int argc, char **argv)
      * first line, which is the elected line, on the handover path. Every write
      * to stdout is flushed at once, so full buffering changes nothing else. */
     setvbuf(stdout, NULL, _IOFBF, BUFSIZ);
+    char *srv_eps = NULL; /* lives as long as the process: o.endpoints points to it */
+    if (o.discovery_srv) {
+        srv_eps = tool_srv_endpoints(o.discovery_srv, o.discovery_srv_name,
+                                     o.srv_secure_only, err, sizeof(err));
+        if (!srv_eps) {
+            tool_log(LOG_ERROR, "--discovery-srv %s: %s", o.discovery_srv, err);
+            return EXIT_ERROR;
+        }
+        tool_log(LOG_INFO, "--discovery-srv %s: endpoints %s", o.discovery_srv, srv_eps);
+        o.endpoints = srv_eps;
+    }
     int rc = credentials(&a, argv);
     if (rc) return rc;
     int64_t ttl_ms = (o.ttl_s ? o.ttl_s : 10) * 1000;

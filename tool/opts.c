@@ -165,6 +165,7 @@ enum opt_id {
     O_HEALTH_START,
     O_HEALTH_HOLDOFF,
     O_HEALTH_HOLDOFF_MAX,
+    O_AUTO_SYNC,
     O_TO,
     O_TIMEOUT,
     O_NOWAIT,
@@ -222,6 +223,7 @@ static const struct optdef {
     [O_HEALTH_START] = {"health-start-period", required_argument, 0, ENV_NONE},
     [O_HEALTH_HOLDOFF] = {"health-holdoff", required_argument, 0, ENV_NONE},
     [O_HEALTH_HOLDOFF_MAX] = {"health-holdoff-max", required_argument, 0, ENV_NONE},
+    [O_AUTO_SYNC] = {"auto-sync-interval", required_argument, 0, ENV_ELECTOR},
     [O_TO] = {"to", required_argument, 0, ENV_NONE},
     [O_TIMEOUT] = {"timeout", required_argument, 0, ENV_NONE},
     [O_NOWAIT] = {"no-wait", optional_argument, 0, ENV_NONE},
@@ -402,12 +404,27 @@ static int apply(tool_opts *o, int id, const tool_setting *s, char *err, size_t 
         break;
     case O_DISCOVERY_SRV:
     case O_DISCOVERY_SRV_NAME:
-    case O_INSECURE_DISCOVERY:
         if (v && !*v && s->origin != ORIGIN_ARGV) break; /* an empty variable */
-        return usage_err(err, cap,
-                         "%s: DNS discovery is not supported; name the members with "
-                         "--endpoints",
-                         s->from);
+        if (!v || !*v || strlen(v) > 200 ||
+            strspn(v, "abcdefghijklmnopqrstuvwxyz"
+                      "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                      "0123456789.-_") != strlen(v))
+            return usage_err(err, cap,
+                             "%s: '%.100s' is not a DNS %s (letters, digits, '.', '-', "
+                             "'_')",
+                             s->from, v ? v : "",
+                             id == O_DISCOVERY_SRV ? "domain" : "name");
+        if (id == O_DISCOVERY_SRV)
+            o->discovery_srv = v;
+        else
+            o->discovery_srv_name = v;
+        break;
+    case O_INSECURE_DISCOVERY:
+        if (set_bool(s, &b, err, cap)) return EXIT_USAGE;
+        o->srv_secure_only = !b;
+        break;
+    case O_AUTO_SYNC:
+        return set_duration(s, &o->auto_sync_interval_ms, true, err, cap);
     case O_PROCLAIM:
         o->proclaim_stdin = true;
         break;
@@ -592,6 +609,17 @@ static int check(tool_opts *o, const struct raw *r, char *err, size_t cap)
         given[i] = r->set[i].origin == ORIGIN_ARGV;
     if (o->proclaim_stdin && o->cmd != CMD_CAMPAIGN)
         return usage_err(err, cap, "--proclaim-stdin is only for `elector campaign`");
+    /* The members from DNS or from --endpoints: the command line beats the
+     * environment; both on the command line is a mistake. */
+    if (o->discovery_srv && given[O_ENDPOINTS] && given[O_DISCOVERY_SRV])
+        return usage_err(
+            err, cap, "--endpoints and --discovery-srv both name the members: give one");
+    if (o->discovery_srv && given[O_ENDPOINTS])
+        o->discovery_srv = NULL;
+    else if (o->discovery_srv)
+        o->endpoints = NULL;
+    if (given[O_DISCOVERY_SRV_NAME] && !o->discovery_srv)
+        return usage_err(err, cap, "--discovery-srv-name needs --discovery-srv DOMAIN");
     if ((given[O_RESTART] || given[O_GRACE] || given[O_PIDNS] || given[O_GRACE_LOSS]) &&
         !supervised)
         return usage_err(err, cap,

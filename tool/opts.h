@@ -76,6 +76,11 @@ typedef struct tool_opts {
     int64_t ttl_s;                                   /* 0: default 10 */
     int64_t dial_timeout_ms, command_timeout_ms;     /* 0: defaults */
     int64_t keepalive_time_ms, keepalive_timeout_ms; /* 0: the library's defaults */
+    int64_t auto_sync_interval_ms;                   /* --auto-sync-interval; 0: off */
+    /* --discovery-srv DOMAIN, --discovery-srv-name NAME (NULL: not given);
+     * --insecure-discovery=false: only _etcd-client-ssl records */
+    const char *discovery_srv, *discovery_srv_name;
+    bool srv_secure_only;
     int64_t grace_ms; /* run, lock: SIGTERM this long before the deadline */
     const char *cacert, *cert, *key;
     tool_setting user, password, password_file;

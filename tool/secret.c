@@ -191,6 +191,7 @@ int tool_creds_resolve(const tool_opts *o, tool_creds *c, char *err, size_t err_
     c->on_argv = best->level == ORIGIN_ARGV && !best->file;
     if (best->file) {
         c->password = tool_password_read(best->file, err, err_cap, warn, warn_cap);
+        c->file = best->file;
         if (!c->password) {
             tool_creds_free(c);
             return EXIT_USAGE;

@@ -32,11 +32,13 @@ char *tool_password_read(const char *path, char *err, size_t err_cap, char *warn
  * over ELECTOR_* variables, which win over ETCDCTL_* ones; two passwords at the
  * same level are an error. */
 typedef struct tool_creds {
-    char *user;     /* malloc'd; NULL: no authentication */
-    char *password; /* malloc'd, free with tool_secret_free(); NULL: none */
-    char from[300]; /* where the password came from, for hints ("$ETCDCTL_PASSWORD");
-                       "" when there is none */
-    bool on_argv;   /* the password was on the command line (see tool_creds_scrub) */
+    char *user;       /* malloc'd; NULL: no authentication */
+    char *password;   /* malloc'd, free with tool_secret_free(); NULL: none */
+    char from[300];   /* where the password came from, for hints ("$ETCDCTL_PASSWORD");
+                         "" when there is none */
+    bool on_argv;     /* the password was on the command line (see tool_creds_scrub) */
+    const char *file; /* --password-file the password came from (the library reads
+                         it again when it changes); NULL: not from a file */
 } tool_creds;
 
 /* Resolves o's credentials into c. Returns 0, or EXIT_USAGE with a message in

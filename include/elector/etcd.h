@@ -85,6 +85,18 @@ typedef struct elector_etcd_config {
      * --insecure-skip-tls-verify). The connection is encrypted but anyone in the
      * path can pose as etcd and read the password. For tests only. */
     bool insecure_skip_verify;
+    /* Every this many ms, the endpoint list is replaced by the client URLs of the
+     * cluster's members (Cluster.MemberList; learners left out), like the Go
+     * client's AutoSyncInterval. 0 (the default): off, the list stays as given.
+     * Off by default because the list given may be a load balancer or a DNS
+     * name that must stay in use; see docs/DESIGN.md, "Membership". */
+    int64_t auto_sync_interval_ms;
+    /* A file that holds the password (its first line), read again before an
+     * Auth.Authenticate whenever it changed (inode, size or mtime): a rotated
+     * password is used without a restart. A file that cannot be read or is
+     * empty is a notice, and the previous password stays in use. password, if
+     * also set, is the one to start with. NULL: the password field only. */
+    const char *password_file;
 } elector_etcd_config;
 
 /* Fills defaults. */
@@ -130,11 +142,24 @@ int elector_etcd_run_once(elector_etcd *etcd, int64_t max_ms);
  * elector/driver.h builds on it to take calls from any thread. */
 void elector_etcd_wakeup(elector_etcd *etcd);
 
-/* Endpoint currently connected ("" if none). */
+/* Notices: what the client did on its own that an operator wants in a log.
+ * err 0: informative (the TLS files changed and were loaded again, the
+ * endpoint list was synced from the cluster); else an error code and what went
+ * wrong (new TLS files that do not load: the previous ones stay in use). The
+ * callback runs from the loop; it must not call into the client (log, return).
+ * NULL cb: no notices (the default). */
+typedef void (*elector_etcd_notice_cb)(elector_etcd *etcd, int err, const char *msg,
+                                       void *ud);
+void elector_etcd_set_notice(elector_etcd *etcd, elector_etcd_notice_cb cb, void *ud);
+
+/* Endpoint currently connected ("" if none). Valid until the next call into the
+ * client (auto-sync may replace the list). */
 const char *elector_etcd_current_endpoint(const elector_etcd *etcd);
 
 /* What endpoint i (0-based) of the configured list is, for callers that want to
- * check where credentials go. The strings live as long as the client. */
+ * check where credentials go. The strings live as long as the client, or, with
+ * auto_sync_interval_ms set, until the list is synced (the next process call at
+ * the earliest): copy them to keep them. */
 typedef struct elector_endpoint_info {
     const char *authority; /* "host:port" as given */
     const char *host;      /* without brackets */
@@ -185,8 +210,10 @@ typedef struct elector_call_opts {
 typedef struct elector_etcd_stats {
     uint64_t requests[ELECTOR_RPC_COUNT_];
     uint64_t errors[ELECTOR_RPC_COUNT_];
-    uint64_t connects;    /* connections that reached HTTP/2 SETTINGS */
-    uint64_t disconnects; /* established connections lost */
+    uint64_t connects;       /* connections that reached HTTP/2 SETTINGS */
+    uint64_t disconnects;    /* established connections lost */
+    uint64_t tls_reloads;    /* TLS files loaded again after they changed */
+    uint64_t endpoint_syncs; /* endpoint lists taken from MemberList (auto-sync) */
 } elector_etcd_stats;
 
 void elector_etcd_get_stats(const elector_etcd *etcd, elector_etcd_stats *out);

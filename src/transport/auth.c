@@ -50,6 +50,7 @@ static void auth_done(elector_etcd *e, int err, const ProtobufCMessage *m, void 
 
 void elector__auth_start(elector_etcd *e)
 {
+    elector__password_refresh(e); /* tls_reload.c */
     Etcdserverpb__AuthenticateRequest req = ETCDSERVERPB__AUTHENTICATE_REQUEST__INIT;
     req.name = e->s_user;
     req.password = e->s_password;

@@ -118,6 +118,8 @@ static int copy_config(elector_etcd *e, const elector_etcd_config *cfg)
     e->s_key = elector__strdup(cfg->key);
     e->s_user = elector__strdup(cfg->user);
     e->s_password = elector__strdup(cfg->password ? cfg->password : "");
+    e->s_password_file = elector__strdup(cfg->password_file);
+    if (cfg->password_file && !e->s_password_file) return ELECTOR_ENOMEM;
     if (!e->s_endpoints || (cfg->cacert && !e->s_cacert) || (cfg->cert && !e->s_cert) ||
         (cfg->key && !e->s_key) || (cfg->user && !e->s_user) || !e->s_password)
         return ELECTOR_ENOMEM;
@@ -146,6 +148,7 @@ void elector__etcd_settings(const elector_etcd *e, elector_etcd_config *out)
     out->key = e->s_key;
     out->user = e->s_user;
     out->password = e->s_password;
+    out->password_file = e->s_password_file;
 }
 
 elector_etcd *elector_etcd_new(const elector_etcd_config *cfg)
@@ -190,6 +193,8 @@ elector_etcd *elector_etcd_new(const elector_etcd_config *cfg)
     for (int i = 0; i < n; i++)
         any_tls |= e->eps[i].tls;
     if (any_tls) e->init_err = elector__tls_setup(e);
+    if (!e->init_err && e->s_password_file) elector__password_refresh(e);
+    if (!e->init_err) elector__autosync_start(e);
     return e;
 }
 
@@ -315,6 +320,8 @@ static void real_free(elector_etcd *e)
     elector__calls_free(e);
     elector__endpoints_free(e->eps, e->nep);
     elector__tls_free_ctx(e);
+    elector__tls_files_free(e);
+    elector__autosync_free(e);
     if (e->evfd >= 0) close(e->evfd);
     if (e->tfd >= 0) close(e->tfd);
     if (e->epfd >= 0) close(e->epfd);
@@ -325,6 +332,7 @@ static void real_free(elector_etcd *e)
     free(e->s_user);
     if (e->s_password) explicit_bzero(e->s_password, strlen(e->s_password));
     free(e->s_password);
+    free(e->s_password_file);
     elector__drop_token(e);
     free(e);
 }

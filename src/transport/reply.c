@@ -41,6 +41,8 @@ static int status_err(call *c, char *msg, size_t cap)
         snprintf(msg, cap, "%s: stream ended by %s", c->rpc->path, ep);
     }
     if (err == ELECTOR_ETOKEN) elector__drop_token(c->etcd);
+    if (c->grpc_status > 0 && elector__learner_refusal(c->etcd, c->grpc_msg))
+        err = ELECTOR_EUNAVAILABLE; /* not executed; the next member will */
     return err;
 }
 
@@ -124,6 +126,8 @@ static bool resend(call *c, int err)
         /* never processed */
     } else if (elector__auth_may_resend(c, err)) {
         c->auth_retried = true;
+    } else if (c->grpc_status > 0 && strstr(c->grpc_msg, "not supported for learner")) {
+        /* refused by a learner, never executed: the connection moves on */
     } else {
         return false;
     }

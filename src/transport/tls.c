@@ -23,42 +23,73 @@ static const char *ssl_err_text(void)
     return buf;
 }
 
-int elector__tls_setup(elector_etcd *e)
+/* A new context from the configured files, into *out; 0, or an error code with
+ * what is wrong in why. Called at start, and again when the files change
+ * (tls_reload.c): a failure then leaves the previous context in use. */
+int elector__tls_ctx_build(elector_etcd *e, SSL_CTX **out, char *why, size_t cap)
 {
-    char why[300];
-    if (elector__ssl_load(why, sizeof(why)))
-        return elector__set_err(e, ELECTOR_ETLS, "%s", why);
-    e->ssl_ctx = SSL_CTX_new(TLS_client_method());
-    if (!e->ssl_ctx)
-        return elector__set_err(e, ELECTOR_ETLS, "cannot create TLS context");
-    SSL_CTX_set_verify(e->ssl_ctx,
-                       e->cfg.insecure_skip_verify ? SSL_VERIFY_NONE : SSL_VERIFY_PEER,
-                       NULL);
-    SSL_CTX_set_mode(e->ssl_ctx,
+    *out = NULL;
+    if (elector__ssl_load(why, cap)) return ELECTOR_ETLS;
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    if (!ctx) {
+        snprintf(why, cap, "cannot create TLS context");
+        return ELECTOR_ETLS;
+    }
+    int err = 0;
+    SSL_CTX_set_verify(
+        ctx, e->cfg.insecure_skip_verify ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
+    SSL_CTX_set_mode(ctx,
                      SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     static const unsigned char alpn[] = "\x02h2";
     /* SSL_CTX_set_alpn_protos returns 0 on success, unlike its neighbours. */
-    if (SSL_CTX_set_min_proto_version(e->ssl_ctx, TLS1_2_VERSION) != 1 ||
-        SSL_CTX_set_alpn_protos(e->ssl_ctx, alpn, sizeof(alpn) - 1) != 0)
-        return elector__set_err(e, ELECTOR_ETLS, "cannot set up TLS (version, ALPN): %s",
-                                ssl_err_text());
-    int ok = e->s_cacert ? SSL_CTX_load_verify_locations(e->ssl_ctx, e->s_cacert, NULL)
-                         : SSL_CTX_set_default_verify_paths(e->ssl_ctx);
-    if (ok != 1)
-        return elector__set_err(e, ELECTOR_EINVAL, "cannot load CA file '%s': %s",
-                                e->s_cacert ? e->s_cacert : "(system)", ssl_err_text());
-    if (e->s_cert && SSL_CTX_use_certificate_chain_file(e->ssl_ctx, e->s_cert) != 1)
-        return elector__set_err(e, ELECTOR_EINVAL,
-                                "cannot load client certificate '%s': %s", e->s_cert,
-                                ssl_err_text());
+    if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
+        SSL_CTX_set_alpn_protos(ctx, alpn, sizeof(alpn) - 1) != 0) {
+        snprintf(why, cap, "cannot set up TLS (version, ALPN): %s", ssl_err_text());
+        err = ELECTOR_ETLS;
+        goto out;
+    }
+    int ok = e->s_cacert ? SSL_CTX_load_verify_locations(ctx, e->s_cacert, NULL)
+                         : SSL_CTX_set_default_verify_paths(ctx);
+    if (ok != 1) {
+        snprintf(why, cap, "cannot load CA file '%s': %s",
+                 e->s_cacert ? e->s_cacert : "(system)", ssl_err_text());
+        err = ELECTOR_EINVAL;
+        goto out;
+    }
+    if (e->s_cert && SSL_CTX_use_certificate_chain_file(ctx, e->s_cert) != 1) {
+        snprintf(why, cap, "cannot load client certificate '%s': %s", e->s_cert,
+                 ssl_err_text());
+        err = ELECTOR_EINVAL;
+        goto out;
+    }
     const char *key = e->s_key ? e->s_key : e->s_cert;
-    if (e->s_cert &&
-        (SSL_CTX_use_PrivateKey_file(e->ssl_ctx, key, SSL_FILETYPE_PEM) != 1 ||
-         SSL_CTX_check_private_key(e->ssl_ctx) != 1))
-        return elector__set_err(e, ELECTOR_EINVAL,
-                                "cannot use client key '%s' with certificate '%s': %s",
-                                key, e->s_cert, ssl_err_text());
-    return 0;
+    if (e->s_cert && (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1 ||
+                      SSL_CTX_check_private_key(ctx) != 1)) {
+        snprintf(why, cap, "cannot use client key '%s' with certificate '%s': %s", key,
+                 e->s_cert, ssl_err_text());
+        err = ELECTOR_EINVAL;
+        goto out;
+    }
+out:
+    ERR_clear_error();
+    if (err)
+        SSL_CTX_free(ctx);
+    else
+        *out = ctx;
+    return err;
+}
+
+void elector__tls_ctx_free(SSL_CTX *ctx)
+{
+    if (ctx) SSL_CTX_free(ctx);
+}
+
+int elector__tls_setup(elector_etcd *e)
+{
+    char why[600];
+    elector__tls_files_note(e); /* before reading: a change meanwhile is seen later */
+    int err = elector__tls_ctx_build(e, &e->ssl_ctx, why, sizeof(why));
+    return err ? elector__set_err(e, err, "%s", why) : 0;
 }
 
 void elector__tls_free(elector_etcd *e)
@@ -76,6 +107,7 @@ void elector__tls_free_ctx(elector_etcd *e)
 void elector__tls_start(elector_etcd *e)
 {
     const elector__endpoint *ep = &e->eps[e->ep];
+    elector__tls_refresh(e); /* the files changed: a new context (tls_reload.c) */
     e->ssl = SSL_new(e->ssl_ctx);
     BIO *bio = e->ssl ? elector__ssl_socket_bio(e->fd) : NULL;
     if (!bio) {

@@ -179,6 +179,7 @@ typedef struct nghttp2_session nghttp2_session;
 struct elector_etcd {
     elector_etcd_config cfg;
     char *s_endpoints, *s_cacert, *s_cert, *s_key, *s_user, *s_password;
+    char *s_password_file;
     elector__endpoint *eps;
     int nep, ep;
     int epfd, evfd, tfd, fd;
@@ -188,6 +189,12 @@ struct elector_etcd {
     uint32_t ep_events;
     SSL_CTX *ssl_ctx;
     SSL *ssl;
+    /* Day-2 operations (tls_reload.c, autosync.c): what the TLS files were
+     * when last loaded, the endpoint list kept from MemberList, notices. */
+    struct elector__tls_files *tls_files;
+    struct elector__autosync *autosync;
+    elector_etcd_notice_cb notice_cb;
+    void *notice_ud;
     nghttp2_session *h2;
     enum conn_state cstate;
     int64_t dial_deadline_ms, retry_at_ms;
@@ -268,6 +275,34 @@ ssize_t elector__tls_read(elector_etcd *e, uint8_t *buf, size_t len);
 ssize_t elector__tls_write(elector_etcd *e, const uint8_t *buf, size_t len);
 void elector__tls_free(elector_etcd *e);
 void elector__tls_free_ctx(elector_etcd *e);
+int elector__tls_ctx_build(elector_etcd *e, SSL_CTX **out, char *why, size_t cap);
+void elector__tls_ctx_free(SSL_CTX *ctx);
+
+/* tls_reload.c: the TLS files follow the disk. note() records what the files
+ * are now (before the first load); refresh(), before each handshake, loads
+ * them again when one changed (inode, size or mtime, through symlinks) and
+ * keeps the previous context when the new files do not load. */
+void elector__tls_files_note(elector_etcd *e);
+void elector__tls_refresh(elector_etcd *e);
+void elector__tls_files_free(elector_etcd *e);
+/* Before Auth.Authenticate: the password file read again when it changed. */
+void elector__password_refresh(elector_etcd *e);
+
+/* A notice for the application (elector_etcd_set_notice()); err 0: informative. */
+void elector__notice(elector_etcd *e, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* autosync.c: endpoints from MemberList every auto_sync_interval_ms, and
+ * members that are learners skipped. */
+void elector__autosync_start(elector_etcd *e);
+void elector__autosync_free(elector_etcd *e);
+/* A call ended with this grpc status text from a learner ("rpc not supported
+ * for learner"): the connection is left for the next endpoint. True when so. */
+bool elector__learner_refusal(elector_etcd *e, const char *grpc_msg);
+/* Replaces the endpoint list by urls[0..n-1] (the connection in use stays
+ * until it ends). 0, or an error code with why set; an empty list is refused. */
+int elector__endpoints_replace(elector_etcd *e, const char *const *urls, int n, char *why,
+                               size_t cap);
 
 /* ping.c */
 void elector__ping_rearm(elector_etcd *e);

@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: MIT */
+/* Membership follows the cluster. With auto_sync_interval_ms set, the client
+ * asks the member it is connected to for Cluster.MemberList every interval and
+ * replaces its endpoint list by the client URLs of the members (learners and
+ * members not started yet left out), like the Go client's AutoSyncInterval.
+ * Members replaced one by one (add the new, remove the old) are followed as
+ * long as one known member answers between two replacements.
+ *
+ * Learners (etcd 3.4+ `member add --learner`) refuse most RPCs with "rpc not
+ * supported for learner": such a refusal was not executed, so a unary call
+ * goes out again, and the connection moves to the next endpoint (counted as a
+ * failed endpoint of the round, so a list of learners only backs off). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "transport_private.h"
+
+struct elector__autosync {
+    elector__timer sync_timer;  /* next MemberList */
+    elector__timer leave_timer; /* leave a learner, from the loop */
+    uint64_t leave_serial;      /* the connection to leave */
+    bool in_flight;
+};
+
+static struct elector__autosync *get(elector_etcd *e)
+{
+    if (!e->autosync) e->autosync = calloc(1, sizeof(*e->autosync));
+    return e->autosync;
+}
+
+/* ---------------------------------------------------------------- endpoints */
+
+static bool same_ep(const elector__endpoint *a, const elector__endpoint *b)
+{
+    return a->tls == b->tls && strcmp(a->authority, b->authority) == 0;
+}
+
+static int ep_copy(elector__endpoint *dst, const elector__endpoint *src)
+{
+    dst->host = elector__strdup(src->host);
+    dst->port = elector__strdup(src->port);
+    dst->authority = elector__strdup(src->authority);
+    dst->tls = src->tls;
+    return dst->host && dst->port && dst->authority ? 0 : ELECTOR_ENOMEM;
+}
+
+int elector__endpoints_replace(elector_etcd *e, const char *const *urls, int n, char *why,
+                               size_t cap)
+{
+    bool tls_default = e->s_cacert || e->s_cert;
+    elector__endpoint *eps = calloc((size_t)n + 1, sizeof(*eps));
+    if (!eps) return ELECTOR_ENOMEM;
+    int m = 0, skipped = 0;
+    for (int i = 0; i < n; i++) {
+        elector__endpoint *one = NULL;
+        char err[300];
+        if (!urls[i] || strchr(urls[i], ',') ||
+            elector__endpoints_parse(urls[i], tls_default, &one, err, sizeof(err)) != 1) {
+            skipped++;
+            continue;
+        }
+        bool dup = false;
+        for (int k = 0; k < m; k++)
+            dup |= same_ep(&eps[k], one);
+        /* TLS to a member needs the TLS files; a client set up without them
+         * cannot use an https:// member. */
+        if (dup || (one->tls && !e->ssl_ctx)) {
+            skipped += !dup;
+            elector__endpoints_free(one, 1);
+            continue;
+        }
+        eps[m++] = *one;
+        free(one); /* its strings moved to eps[m - 1] */
+    }
+    if (m == 0) {
+        elector__endpoints_free(eps, m);
+        snprintf(why, cap, "no usable client URL among the %d given", n);
+        return ELECTOR_EINVAL;
+    }
+    bool changed = m != e->nep;
+    for (int i = 0; !changed && i < m; i++)
+        changed = !same_ep(&eps[i], &e->eps[i]);
+    if (!changed) {
+        elector__endpoints_free(eps, m);
+        return 0;
+    }
+    /* The endpoint in use (or to be tried next) keeps its place: the
+     * connection stays; one no longer listed stays at the end until the
+     * connection ends (the next sync drops it). */
+    const elector__endpoint *cur = &e->eps[e->ep];
+    int at = -1;
+    for (int i = 0; i < m; i++)
+        if (same_ep(&eps[i], cur)) at = i;
+    if (at < 0 && e->cstate != C_IDLE) {
+        if (ep_copy(&eps[m], cur)) {
+            elector__endpoints_free(eps, m + 1);
+            return ELECTOR_ENOMEM;
+        }
+        at = m++;
+    }
+    elector__endpoints_free(e->eps, e->nep);
+    e->eps = eps;
+    e->nep = m;
+    e->ep = at < 0 ? 0 : at;
+    e->round_failures = 0;
+    e->stats.endpoint_syncs++;
+    char list[1024];
+    size_t off = 0;
+    list[0] = 0;
+    for (int i = 0; i < m && off < sizeof(list); i++)
+        off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s%s", i ? "," : "",
+                                eps[i].tls ? "https://" : "", eps[i].authority);
+    elector__notice(e, 0, "endpoints synced from the cluster's member list: %s%s", list,
+                    skipped ? " (some client URLs skipped: unusable)" : "");
+    return 0;
+}
+
+/* ---------------------------------------------------------------- auto-sync */
+
+static void sync_arm(elector_etcd *e);
+
+static void members_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)ud;
+    struct elector__autosync *a = e->autosync;
+    if (!a) return;
+    a->in_flight = false;
+    if (e->life.closed) return;
+    sync_arm(e);
+    if (err) return; /* next time; the connection's own errors say why */
+    const Etcdserverpb__MemberListResponse *r = (const void *)m;
+    size_t total = 0;
+    for (size_t i = 0; i < r->n_members; i++)
+        if (!r->members[i]->islearner) total += r->members[i]->n_clienturls;
+    if (total == 0 || total > 1000) return; /* nothing usable: keep the list */
+    const char **urls = calloc(total, sizeof(*urls));
+    if (!urls) return;
+    int n = 0;
+    for (size_t i = 0; i < r->n_members; i++) {
+        const Etcdserverpb__Member *mb = r->members[i];
+        if (mb->islearner) continue; /* refuses most RPCs */
+        for (size_t k = 0; k < mb->n_clienturls; k++)
+            urls[n++] = mb->clienturls[k];
+    }
+    char why[300];
+    if (elector__endpoints_replace(e, urls, n, why, sizeof(why)))
+        elector__notice(e, ELECTOR_EINVAL, "endpoint auto-sync: %s", why);
+    free(urls);
+}
+
+static void sync_fired(elector__timer *t, void *ud)
+{
+    (void)t;
+    elector_etcd *e = ud;
+    struct elector__autosync *a = e->autosync;
+    /* Only over a connection that is up: a sync must not make one, and with
+     * none up the list cannot be refreshed anyway. */
+    if (a->in_flight || e->cstate != C_READY || e->draining) {
+        sync_arm(e);
+        return;
+    }
+    Etcdserverpb__MemberListRequest req = ETCDSERVERPB__MEMBER_LIST_REQUEST__INIT;
+    a->in_flight = true;
+    if (elector__call_start(e, ELECTOR_RPC_MEMBER_LIST, &req.base, NULL, members_done,
+                            NULL, NULL)) {
+        a->in_flight = false;
+        sync_arm(e);
+    }
+}
+
+static void sync_arm(elector_etcd *e)
+{
+    struct elector__autosync *a = e->autosync;
+    elector__timer_arm(e, &a->sync_timer,
+                       elector__now_ms() + e->cfg.auto_sync_interval_ms, sync_fired, e);
+}
+
+void elector__autosync_start(elector_etcd *e)
+{
+    if (e->cfg.auto_sync_interval_ms <= 0 || !get(e)) return;
+    sync_arm(e);
+}
+
+void elector__autosync_free(elector_etcd *e)
+{
+    struct elector__autosync *a = e->autosync;
+    if (!a) return;
+    elector__timer_disarm(e, &a->sync_timer);
+    elector__timer_disarm(e, &a->leave_timer);
+    free(a);
+    e->autosync = NULL;
+}
+
+/* ---------------------------------------------------------------- learners */
+
+static void leave_fired(elector__timer *t, void *ud)
+{
+    (void)t;
+    elector_etcd *e = ud;
+    struct elector__autosync *a = e->autosync;
+    if (e->cstate != C_READY || e->stats.connects != a->leave_serial) return;
+    /* Counted as an endpoint that failed to connect: a round of learners only
+     * backs off instead of spinning. */
+    e->cstate = C_SETTINGS;
+    elector__conn_fail(e, ELECTOR_EUNAVAILABLE,
+                       "the member is a learner (rpc not supported for learner): "
+                       "trying the next endpoint");
+}
+
+bool elector__learner_refusal(elector_etcd *e, const char *grpc_msg)
+{
+    if (!grpc_msg || !strstr(grpc_msg, "not supported for learner")) return false;
+    struct elector__autosync *a = get(e);
+    if (a && e->cstate == C_READY && !a->leave_timer.armed) {
+        a->leave_serial = e->stats.connects;
+        elector__timer_arm(e, &a->leave_timer, elector__now_ms(), leave_fired, e);
+    }
+    return true;
+}
