@@ -7,7 +7,9 @@ set -euo pipefail
 PKGS=(build-essential cmake pkg-config libnghttp2-dev libprotobuf-c-dev
       protobuf-c-compiler libssl-dev libmicrohttpd-dev etcd-server etcd-client
       openssl curl valgrind clang clang-format iproute2 gnuplot-nox prometheus
-      systemd debhelper dpkg-dev lintian)
+      systemd debhelper dpkg-dev lintian
+      python3-dev python3-setuptools python3-pytest python3-eventlet python3-gevent
+      mypy)
 
 missing=()
 for p in "${PKGS[@]}"; do
