@@ -197,8 +197,8 @@ def _wait_on(h: Any, cond: Callable[[], Any], deadline: Optional[float],
             rem = _remaining(deadline)
             if rem is not None and rem <= 0:
                 raise Timeout(f"{what}: deadline exceeded")
-            select.select([fd], [], [], rem)
-            _drain(fd)
+            if select.select([fd], [], [], rem)[0]:
+                _drain(fd)  # only when readable: eventlet's os.read waits otherwise
     finally:
         h.remove_waiter(fd)
 
@@ -401,7 +401,7 @@ class Session:
                 if rem is not None and rem <= 0:
                     raise Timeout("session: lease not granted in time")
                 wait = pause[0] if rem is None else min(pause[0], rem)
-                select.select([], [], [], wait)
+                time.sleep(wait)
                 pause[0] = min(pause[0] * 2, 0.05)
         except BaseException:
             self._s.close()

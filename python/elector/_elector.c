@@ -293,8 +293,7 @@ static void Driver_dealloc(DriverObject *self)
 static PyObject *Driver_close(DriverObject *self, PyObject *unused)
 {
     (void)unused;
-    if (self->d && forked_check(self->pid)) return NULL;
-    driver_close(self);
+    driver_close(self); /* in a forked child: only forgets the parent's driver */
     Py_RETURN_NONE;
 }
 

@@ -74,7 +74,8 @@ class Etcd:
 
     def leases(self):
         r = self.ctl("lease", "list")
-        return [w for w in r.stdout.split() if all(c in "0123456789abcdef" for c in w)]
+        # "found N leases" then one lease ID (hex) a line
+        return [ln.strip() for ln in r.stdout.split("\n")[1:] if ln.strip()]
 
     def stop(self):
         if self.proc.poll() is None:
