@@ -75,7 +75,7 @@ class Etcd:
     def leases(self):
         r = self.ctl("lease", "list")
         # "found N leases" then one lease ID (hex) a line
-        return [ln.strip() for ln in r.stdout.split("\n")[1:] if ln.strip()]
+        return [int(ln, 16) for ln in r.stdout.split("\n")[1:] if ln.strip()]
 
     def stop(self):
         if self.proc.poll() is None:
