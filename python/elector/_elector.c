@@ -1037,6 +1037,483 @@ static PyTypeObject ObserverType = {
     .tp_methods = Observer_methods,
 };
 
+/* ------------------------------------------------------------ embedded (asyncio) */
+
+/* The core API on the caller's event loop, for elector.aio: no thread. The
+ * loop watches fd() for reading and calls process(); callbacks run inside
+ * process(), with the GIL held, and only record into the hstate structures. */
+
+typedef struct {
+    PyObject_HEAD elector_etcd *etcd;
+    pid_t pid;
+    bool closed;
+} CoreObject;
+
+static PyTypeObject CoreType;
+
+static int Core_init(CoreObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"endpoints", "user",     "password",    "cacert",
+                             "cert",      "key",      "dial_timeout_ms",
+                             "request_timeout_ms",    NULL};
+    PyObject *ep, *user = Py_None, *pw = Py_None, *ca = Py_None, *cert = Py_None,
+                  *key = Py_None;
+    long long dial = 0, req = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOOOOLL", kwlist, &ep, &user, &pw, &ca,
+                                     &cert, &key, &dial, &req))
+        return -1;
+    if (self->etcd) {
+        PyErr_SetString(PyExc_RuntimeError, "already initialized");
+        return -1;
+    }
+    int err = 0;
+    char *s_ep = dup_opt(ep, "endpoints", &err);
+    char *s_user = dup_opt(user, "user", &err);
+    char *s_pw = dup_opt(pw, "password", &err);
+    char *s_ca = dup_opt(ca, "cacert", &err);
+    char *s_cert = dup_opt(cert, "cert", &err);
+    char *s_key = dup_opt(key, "key", &err);
+    int rc = 0;
+    if (!err) {
+        elector_etcd_config cfg;
+        elector_etcd_config_init(&cfg);
+        cfg.endpoints = s_ep;
+        cfg.user = s_user;
+        cfg.password = s_pw;
+        cfg.cacert = s_ca;
+        cfg.cert = s_cert;
+        cfg.key = s_key;
+        if (dial > 0) cfg.dial_timeout_ms = dial;
+        if (req > 0) cfg.request_timeout_ms = req;
+        self->etcd = elector_etcd_new(&cfg);
+        if (!self->etcd) {
+            PyErr_NoMemory();
+            err = 1;
+        } else if ((rc = elector_etcd_err(self->etcd)) != 0) {
+            PyObject *v = Py_BuildValue("(is)", rc, elector_etcd_errstr(self->etcd));
+            if (v) {
+                PyErr_SetObject(PyExc_OSError, v);
+                Py_DECREF(v);
+            }
+            elector_etcd_free(self->etcd);
+            self->etcd = NULL;
+            err = 1;
+        }
+        self->pid = getpid();
+    }
+    if (s_pw) explicit_bzero(s_pw, strlen(s_pw));
+    free(s_ep);
+    free(s_user);
+    free(s_pw);
+    free(s_ca);
+    free(s_cert);
+    free(s_key);
+    return err ? -1 : 0;
+}
+
+static void core_close(CoreObject *self)
+{
+    if (self->closed || !self->etcd) return;
+    self->closed = true;
+    if (getpid() != self->pid) return; /* the parent's: never touched */
+    elector_etcd_free(self->etcd);
+}
+
+static void Core_dealloc(CoreObject *self)
+{
+    core_close(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+#define CORE_CHECK(c)                                                                    \
+    do {                                                                                 \
+        if (forked_check((c)->pid)) return NULL;                                         \
+        if ((c)->closed || !(c)->etcd) {                                                 \
+            PyErr_SetString(PyExc_ValueError, "client is closed");                       \
+            return NULL;                                                                 \
+        }                                                                                \
+    } while (0)
+
+static PyObject *Core_close(CoreObject *self, PyObject *unused)
+{
+    (void)unused;
+    core_close(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Core_fd(CoreObject *self, PyObject *unused)
+{
+    (void)unused;
+    CORE_CHECK(self);
+    return PyLong_FromLong(elector_etcd_fd(self->etcd));
+}
+
+/* Runs what is due, then arms the fd's timer: the next due time in ms (-1). */
+static PyObject *Core_process(CoreObject *self, PyObject *unused)
+{
+    (void)unused;
+    CORE_CHECK(self);
+    elector_etcd_process(self->etcd);
+    return PyLong_FromLongLong(elector_etcd_timeout(self->etcd));
+}
+
+static PyMethodDef Core_methods[] = {
+    {"close", (PyCFunction)Core_close, METH_NOARGS, "Frees the client."},
+    {"fd", (PyCFunction)Core_fd, METH_NOARGS, "The fd to watch for reading."},
+    {"process", (PyCFunction)Core_process, METH_NOARGS,
+     "Runs what is due; returns ms until the next due time (-1: none)."},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject CoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "elector._elector.Core",
+    .tp_basicsize = sizeof(CoreObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "libelector's client on the caller's event loop (embedded mode).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Core_init,
+    .tp_dealloc = (destructor)Core_dealloc,
+    .tp_methods = Core_methods,
+};
+
+typedef struct {
+    PyObject_HEAD CoreObject *core;
+    elector_session *s;
+    hstate *st;
+} CoreSessionObject;
+
+static void core_session_cb(elector_session *s, const elector_event *ev, void *ud)
+{
+    (void)s;
+    hstate *h = ud;
+    pthread_mutex_lock(&h->mu);
+    h->phase = 3;
+    h->reason = ev->reason;
+    snprintf(h->detail, sizeof(h->detail), "%s", ev->detail ? ev->detail : "");
+    h->events++;
+    pthread_mutex_unlock(&h->mu);
+}
+
+static int CoreSession_init(CoreSessionObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"core", "ttl", "release_on_exit", NULL};
+    CoreObject *core;
+    long long ttl = 10;
+    int roe = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|Lp", kwlist, &CoreType, &core, &ttl,
+                                     &roe))
+        return -1;
+    if (forked_check(core->pid)) return -1;
+    if (core->closed || self->s) {
+        PyErr_SetString(PyExc_ValueError, "client is closed");
+        return -1;
+    }
+    self->st = hstate_new(NULL);
+    if (!self->st) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    elector_session_config cfg;
+    elector_session_config_init(&cfg);
+    cfg.ttl_s = ttl;
+    cfg.release_on_exit = roe != 0;
+    self->s = elector_session_new(core->etcd, &cfg, core_session_cb, self->st);
+    if (!self->s) {
+        PyErr_SetString(PyExc_MemoryError, "cannot create a session");
+        return -1;
+    }
+    Py_INCREF(core);
+    self->core = core;
+    return 0;
+}
+
+static void core_session_close(CoreSessionObject *self)
+{
+    if (!self->s) return;
+    elector_session *s = self->s;
+    self->s = NULL;
+    if (self->core->closed || getpid() != self->core->pid) return;
+    elector_session_close(s);
+}
+
+static void CoreSession_dealloc(CoreSessionObject *self)
+{
+    if (self->core) {
+        bool child = getpid() != self->core->pid;
+        core_session_close(self);
+        if (!child) hstate_free(self->st);
+        Py_DECREF(self->core);
+    } else {
+        hstate_free(self->st);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+#define CSES_CHECK(self)                                                                 \
+    do {                                                                                 \
+        if (!(self)->core) {                                                             \
+            PyErr_SetString(PyExc_ValueError, "not initialized");                        \
+            return NULL;                                                                 \
+        }                                                                                \
+        if (forked_check((self)->core->pid)) return NULL;                                \
+        if (!(self)->s || (self)->core->closed) {                                        \
+            PyErr_SetString(PyExc_ValueError, "session is closed");                      \
+            return NULL;                                                                 \
+        }                                                                                \
+    } while (0)
+
+static PyObject *CoreSession_close(CoreSessionObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->core && forked_check(self->core->pid)) return NULL;
+    if (self->core) core_session_close(self);
+    Py_RETURN_NONE;
+}
+
+/* (lease, alive, lost reason or 0, detail) */
+static PyObject *CoreSession_state(CoreSessionObject *self, PyObject *unused)
+{
+    (void)unused;
+    CSES_CHECK(self);
+    return Py_BuildValue("(LNis)", (long long)elector_session_lease(self->s),
+                         PyBool_FromLong(elector_session_alive(self->s)),
+                         self->st->phase == 3 ? (self->st->reason ? self->st->reason
+                                                                  : ELECTOR_ESESSION)
+                                              : 0,
+                         self->st->detail);
+}
+
+static PyMethodDef CoreSession_methods[] = {
+    {"close", (PyCFunction)CoreSession_close, METH_NOARGS, "Revokes the lease."},
+    {"state", (PyCFunction)CoreSession_state, METH_NOARGS,
+     "(lease, alive, lost reason or 0, detail)."},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject CoreSessionType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "elector._elector.CoreSession",
+    .tp_basicsize = sizeof(CoreSessionObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A session in embedded mode.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)CoreSession_init,
+    .tp_dealloc = (destructor)CoreSession_dealloc,
+    .tp_methods = CoreSession_methods,
+};
+
+typedef struct {
+    PyObject_HEAD CoreSessionObject *ses;
+    elector_election *el;
+    hstate *st;
+} CoreElectionObject;
+
+static void core_election_cb(elector_election *el, const elector_event *ev, void *ud)
+{
+    election_cb(NULL, ev, ud);
+    (void)el;
+}
+
+static void core_guarded_cb(elector_election *el, int err, void *ud)
+{
+    guarded_cb(NULL, err, ud);
+    (void)el;
+}
+
+static int CoreElection_init(CoreElectionObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"session", "name", NULL};
+    CoreSessionObject *ses;
+    const char *name;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!s", kwlist, &CoreSessionType, &ses,
+                                     &name))
+        return -1;
+    if (!ses->core || forked_check(ses->core->pid)) return -1;
+    if (!ses->s || ses->core->closed || self->el) {
+        PyErr_SetString(PyExc_ValueError, "session is closed");
+        return -1;
+    }
+    if (!*name) {
+        PyErr_SetString(PyExc_ValueError, "election name must not be empty");
+        return -1;
+    }
+    self->st = hstate_new(NULL);
+    if (!self->st) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->el = elector_election_new(ses->s, name, core_election_cb, self->st);
+    if (!self->el) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_INCREF(ses);
+    self->ses = ses;
+    return 0;
+}
+
+static bool cel_dead(CoreElectionObject *self)
+{
+    return !self->el || !self->ses->s || self->ses->core->closed;
+}
+
+static void core_election_free(CoreElectionObject *self)
+{
+    if (!self->el) return;
+    elector_election *el = self->el;
+    self->el = NULL;
+    if (!self->ses->s || self->ses->core->closed || getpid() != self->ses->core->pid)
+        return;
+    elector_election_free(el);
+}
+
+static void CoreElection_dealloc(CoreElectionObject *self)
+{
+    if (self->ses) {
+        bool child = getpid() != self->ses->core->pid;
+        core_election_free(self);
+        if (!child) hstate_free(self->st);
+        Py_DECREF(self->ses);
+    } else {
+        hstate_free(self->st);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+#define CEL_CHECK(self)                                                                  \
+    do {                                                                                 \
+        if (!(self)->ses) {                                                              \
+            PyErr_SetString(PyExc_ValueError, "not initialized");                        \
+            return NULL;                                                                 \
+        }                                                                                \
+        if (forked_check((self)->ses->core->pid)) return NULL;                           \
+        if (cel_dead(self)) {                                                            \
+            PyErr_SetString(PyExc_ValueError, "election is closed");                     \
+            return NULL;                                                                 \
+        }                                                                                \
+    } while (0)
+
+static PyObject *CoreElection_free(CoreElectionObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->ses && forked_check(self->ses->core->pid)) return NULL;
+    if (self->ses) core_election_free(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *CoreElection_campaign(CoreElectionObject *self, PyObject *arg)
+{
+    Py_buffer v;
+    if (PyObject_GetBuffer(arg, &v, PyBUF_SIMPLE)) return NULL;
+    if (!self->ses || forked_check(self->ses->core->pid) || cel_dead(self)) {
+        PyBuffer_Release(&v);
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "election is closed");
+        return NULL;
+    }
+    int old = self->st->phase;
+    self->st->phase = 1;
+    self->st->reason = 0;
+    self->st->detail[0] = 0;
+    self->st->token = 0;
+    int rc = elector_campaign(self->el, v.buf, (size_t)v.len);
+    PyBuffer_Release(&v);
+    if (rc && self->st->phase == 1) self->st->phase = old;
+    return PyLong_FromLong(rc);
+}
+
+static PyObject *CoreElection_resign(CoreElectionObject *self, PyObject *unused)
+{
+    (void)unused;
+    CEL_CHECK(self);
+    return PyLong_FromLong(elector_resign(self->el));
+}
+
+static PyObject *CoreElection_state(CoreElectionObject *self, PyObject *unused)
+{
+    (void)unused;
+    CEL_CHECK(self);
+    return Py_BuildValue("(iisLLK)", self->st->phase, self->st->reason, self->st->detail,
+                         (long long)self->st->token, (long long)self->st->lease,
+                         (unsigned long long)self->st->events);
+}
+
+static PyObject *CoreElection_is_leader(CoreElectionObject *self, PyObject *unused)
+{
+    (void)unused;
+    CEL_CHECK(self);
+    return PyBool_FromLong(elector_is_leader(self->el));
+}
+
+static PyObject *CoreElection_guarded(CoreElectionObject *self, PyObject *args)
+{
+    Py_buffer k, v = {0};
+    PyObject *vo;
+    if (!PyArg_ParseTuple(args, "y*O", &k, &vo)) return NULL;
+    bool del = vo == Py_None;
+    if (!del && PyObject_GetBuffer(vo, &v, PyBUF_SIMPLE)) {
+        PyBuffer_Release(&k);
+        return NULL;
+    }
+    PyObject *r = NULL;
+    if (!self->ses || forked_check(self->ses->core->pid) || cel_dead(self)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "election is closed");
+        goto out;
+    }
+    gop *g = calloc(1, sizeof(*g));
+    if (!g) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    g->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (g->fd < 0) {
+        free(g);
+        PyErr_SetFromErrno(PyExc_OSError);
+        goto out;
+    }
+    atomic_init(&g->refs, 2);
+    OpObject *op = PyObject_New(OpObject, &OpType);
+    if (!op) {
+        close(g->fd);
+        free(g);
+        goto out;
+    }
+    op->g = g;
+    op->pid = getpid();
+    int rc = del ? elector_guarded_delete(self->el, k.buf, (size_t)k.len, core_guarded_cb, g)
+                 : elector_guarded_put(self->el, k.buf, (size_t)k.len, v.buf,
+                                       (size_t)v.len, core_guarded_cb, g);
+    if (rc) {
+        atomic_fetch_sub(&g->refs, 1);
+        Py_DECREF(op);
+        r = PyLong_FromLong(rc);
+    } else {
+        r = (PyObject *)op;
+    }
+out:
+    PyBuffer_Release(&k);
+    if (!del) PyBuffer_Release(&v);
+    return r;
+}
+
+static PyMethodDef CoreElection_methods[] = {
+    {"free", (PyCFunction)CoreElection_free, METH_NOARGS, "Resigns if needed and frees."},
+    {"campaign", (PyCFunction)CoreElection_campaign, METH_O, "Starts campaigning."},
+    {"resign", (PyCFunction)CoreElection_resign, METH_NOARGS, "Resigns."},
+    {"state", (PyCFunction)CoreElection_state, METH_NOARGS,
+     "(phase, reason, detail, token, lease, events)."},
+    {"is_leader", (PyCFunction)CoreElection_is_leader, METH_NOARGS, "Deadline check."},
+    {"guarded", (PyCFunction)CoreElection_guarded, METH_VARARGS,
+     "guarded(key, value or None) -> Op or error code."},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject CoreElectionType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "elector._elector.CoreElection",
+    .tp_basicsize = sizeof(CoreElectionObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "An election in embedded mode.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)CoreElection_init,
+    .tp_dealloc = (destructor)CoreElection_dealloc,
+    .tp_methods = CoreElection_methods,
+};
+
 /* ------------------------------------------------------------ module */
 
 static PyObject *mod_strerror(PyObject *m, PyObject *arg)
@@ -1091,13 +1568,15 @@ static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "elector._elector",
 PyMODINIT_FUNC PyInit__elector(void);
 PyMODINIT_FUNC PyInit__elector(void)
 {
-    PyTypeObject *types[] = {&DriverType, &SessionType, &ElectionType, &OpType,
-                             &ObserverType};
+    PyTypeObject *types[] = {&DriverType,   &SessionType,     &ElectionType,
+                             &OpType,       &ObserverType,    &CoreType,
+                             &CoreSessionType, &CoreElectionType};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
         if (PyType_Ready(types[i]) < 0) return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;
-    const char *names[] = {"Driver", "Session", "Election", "Op", "Observer"};
+    const char *names[] = {"Driver",   "Session",     "Election",    "Op",
+                           "Observer", "Core",        "CoreSession", "CoreElection"};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
         Py_INCREF(types[i]);
         if (PyModule_AddObject(m, names[i], (PyObject *)types[i]) < 0) {
