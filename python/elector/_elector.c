@@ -197,9 +197,9 @@ static char *dup_opt(PyObject *o, const char *what, int *err)
 
 static int Driver_init(DriverObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"endpoints", "user",     "password",    "cacert",
-                             "cert",      "key",      "dial_timeout_ms",
-                             "request_timeout_ms",    NULL};
+    static char *kwlist[] = {"endpoints", "user", "password",        "cacert",
+                             "cert",      "key",  "dial_timeout_ms", "request_timeout_ms",
+                             NULL};
     PyObject *ep, *user = Py_None, *pw = Py_None, *ca = Py_None, *cert = Py_None,
                   *key = Py_None;
     long long dial = 0, req = 0;
@@ -318,12 +318,14 @@ static PyObject *Driver_leader(DriverObject *self, PyObject *args)
     DRV_CHECK(self);
     elector_leader_info info;
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = elector_driver_leader_sync(self->d, name, timeout_ms, &info);
+    Py_BEGIN_ALLOW_THREADS rc =
+        elector_driver_leader_sync(self->d, name, timeout_ms, &info);
     Py_END_ALLOW_THREADS if (rc == 1) Py_RETURN_NONE;
     if (rc < 0) return PyLong_FromLong(rc);
-    PyObject *r = Py_BuildValue("(y#y#LL)", (const char *)info.key, (Py_ssize_t)info.key_len,
-                                (const char *)info.value, (Py_ssize_t)info.value_len,
-                                (long long)info.token, (long long)info.lease);
+    PyObject *r =
+        Py_BuildValue("(y#y#LL)", (const char *)info.key, (Py_ssize_t)info.key_len,
+                      (const char *)info.value, (Py_ssize_t)info.value_len,
+                      (long long)info.token, (long long)info.lease);
     elector_leader_free(&info);
     return r;
 }
@@ -400,7 +402,8 @@ static int Session_init(SessionObject *self, PyObject *args, PyObject *kw)
     cfg.ttl_s = ttl;
     cfg.release_on_exit = roe != 0;
     elector_driver_session *s;
-    Py_BEGIN_ALLOW_THREADS s = elector_driver_session_new(drv->d, &cfg, session_cb, self->st);
+    Py_BEGIN_ALLOW_THREADS s =
+        elector_driver_session_new(drv->d, &cfg, session_cb, self->st);
     Py_END_ALLOW_THREADS if (!s)
     {
         PyErr_SetString(PyExc_MemoryError, "cannot create a session (driver stopping?)");
@@ -703,10 +706,10 @@ static PyObject *Election_state(ElectionObject *self, PyObject *unused)
     (void)unused;
     EL_CHECK(self);
     pthread_mutex_lock(&self->st->mu);
-    PyObject *r = Py_BuildValue("(iisLLK)", self->st->phase, self->st->reason,
-                                self->st->detail, (long long)self->st->token,
-                                (long long)self->st->lease,
-                                (unsigned long long)self->st->events);
+    PyObject *r =
+        Py_BuildValue("(iisLLK)", self->st->phase, self->st->reason, self->st->detail,
+                      (long long)self->st->token, (long long)self->st->lease,
+                      (unsigned long long)self->st->events);
     pthread_mutex_unlock(&self->st->mu);
     return r;
 }
@@ -996,10 +999,10 @@ static PyObject *Observer_pop(ObserverObject *self, PyObject *unused)
     }
     pthread_mutex_unlock(&self->st->mu);
     if (!e) Py_RETURN_NONE;
-    PyObject *r = Py_BuildValue("(iiy#y#LL)", e->type, e->reason, (const char *)e->key,
-                                (Py_ssize_t)e->key_len, (const char *)e->value,
-                                (Py_ssize_t)e->value_len, (long long)e->token,
-                                (long long)e->lease);
+    PyObject *r =
+        Py_BuildValue("(iiy#y#LL)", e->type, e->reason, (const char *)e->key,
+                      (Py_ssize_t)e->key_len, (const char *)e->value,
+                      (Py_ssize_t)e->value_len, (long long)e->token, (long long)e->lease);
     free(e->key);
     free(e->value);
     free(e);
@@ -1053,9 +1056,9 @@ static PyTypeObject CoreType;
 
 static int Core_init(CoreObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"endpoints", "user",     "password",    "cacert",
-                             "cert",      "key",      "dial_timeout_ms",
-                             "request_timeout_ms",    NULL};
+    static char *kwlist[] = {"endpoints", "user", "password",        "cacert",
+                             "cert",      "key",  "dial_timeout_ms", "request_timeout_ms",
+                             NULL};
     PyObject *ep, *user = Py_None, *pw = Py_None, *ca = Py_None, *cert = Py_None,
                   *key = Py_None;
     long long dial = 0, req = 0;
@@ -1276,9 +1279,9 @@ static PyObject *CoreSession_state(CoreSessionObject *self, PyObject *unused)
     CSES_CHECK(self);
     return Py_BuildValue("(LNis)", (long long)elector_session_lease(self->s),
                          PyBool_FromLong(elector_session_alive(self->s)),
-                         self->st->phase == 3 ? (self->st->reason ? self->st->reason
-                                                                  : ELECTOR_ESESSION)
-                                              : 0,
+                         self->st->phase == 3
+                             ? (self->st->reason ? self->st->reason : ELECTOR_ESESSION)
+                             : 0,
                          self->st->detail);
 }
 
@@ -1476,9 +1479,10 @@ static PyObject *CoreElection_guarded(CoreElectionObject *self, PyObject *args)
     }
     op->g = g;
     op->pid = getpid();
-    int rc = del ? elector_guarded_delete(self->el, k.buf, (size_t)k.len, core_guarded_cb, g)
-                 : elector_guarded_put(self->el, k.buf, (size_t)k.len, v.buf,
-                                       (size_t)v.len, core_guarded_cb, g);
+    int rc =
+        del ? elector_guarded_delete(self->el, k.buf, (size_t)k.len, core_guarded_cb, g)
+            : elector_guarded_put(self->el, k.buf, (size_t)k.len, v.buf, (size_t)v.len,
+                                  core_guarded_cb, g);
     if (rc) {
         atomic_fetch_sub(&g->refs, 1);
         Py_DECREF(op);
@@ -1561,22 +1565,28 @@ static PyMethodDef mod_methods[] = {
     {"_hold_gil", mod_hold_gil, METH_O, "Sleeps ms milliseconds holding the GIL."},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "elector._elector",
-                                    "libelector's driver for the elector package.", -1,
-                                    mod_methods, NULL, NULL, NULL, NULL};
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT,
+                                    "elector._elector",
+                                    "libelector's driver for the elector package.",
+                                    -1,
+                                    mod_methods,
+                                    NULL,
+                                    NULL,
+                                    NULL,
+                                    NULL};
 
 PyMODINIT_FUNC PyInit__elector(void);
 PyMODINIT_FUNC PyInit__elector(void)
 {
-    PyTypeObject *types[] = {&DriverType,   &SessionType,     &ElectionType,
-                             &OpType,       &ObserverType,    &CoreType,
+    PyTypeObject *types[] = {&DriverType,      &SessionType,     &ElectionType,
+                             &OpType,          &ObserverType,    &CoreType,
                              &CoreSessionType, &CoreElectionType};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
         if (PyType_Ready(types[i]) < 0) return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;
-    const char *names[] = {"Driver",   "Session",     "Election",    "Op",
-                           "Observer", "Core",        "CoreSession", "CoreElection"};
+    const char *names[] = {"Driver",   "Session", "Election",    "Op",
+                           "Observer", "Core",    "CoreSession", "CoreElection"};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
         Py_INCREF(types[i]);
         if (PyModule_AddObject(m, names[i], (PyObject *)types[i]) < 0) {
