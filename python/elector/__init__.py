@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 import weakref
-from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional, Union
+from typing import Any, Callable, Iterable, Iterator, List, NamedTuple, Optional, Union
 
 from . import _elector
 
@@ -215,7 +215,7 @@ def _unraisable(exc: BaseException, obj: Any) -> None:
         err_msg = "Exception ignored in elector callback"
         object = obj
 
-    hook(_U)  # type: ignore[arg-type]
+    hook(_U)
 
 
 # ---------------------------------------------------------------- values
@@ -475,7 +475,7 @@ class Leadership:
                  timeout: Optional[float]) -> None:
         self.session = session
         self.name = name
-        self._callbacks: list = []
+        self._callbacks: List[Callable[["Leadership"], Any]] = []
         self._fired = False
         self._resigned = False
         self._el: Any = _elector.Election(session._s, name)
