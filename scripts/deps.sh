@@ -9,7 +9,7 @@ PKGS=(build-essential cmake pkg-config libnghttp2-dev libprotobuf-c-dev
       openssl curl valgrind clang clang-format iproute2 gnuplot-nox prometheus
       systemd debhelper dpkg-dev lintian
       python3-dev python3-setuptools python3-pytest python3-eventlet python3-gevent
-      mypy)
+      mypy python3-tooz)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -16,7 +16,10 @@ PKG_PARENT = os.path.dirname(os.path.dirname(elector.__file__))
 def run(tmp_path, *args):
     # stubtest has no --cache-dir: a cache_dir in the config file serves both
     cfg = tmp_path / "mypy.ini"
-    cfg.write_text(f"[mypy]\ncache_dir = {tmp_path}/cache\n")
+    cfg.write_text(f"[mypy]\ncache_dir = {tmp_path}/cache\n"
+                   "[mypy-tooz.*]\nignore_missing_imports = True\n"
+                   "[mypy-elector.tooz_driver]\ndisallow_subclassing_any = False\n"
+                   "disallow_any_unimported = False\nwarn_return_any = False\n")
     r = subprocess.run([sys.executable, "-m", *args, "--config-file" if args[0] == "mypy"
                         else "--mypy-config-file", str(cfg)],
                        cwd=PKG_PARENT, capture_output=True, text=True, timeout=600)
