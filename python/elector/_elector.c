@@ -1518,6 +1518,114 @@ static PyTypeObject CoreElectionType = {
     .tp_methods = CoreElection_methods,
 };
 
+typedef struct {
+    PyObject_HEAD CoreObject *core;
+    elector_observer *o;
+    hstate *st;
+} CoreObserverObject;
+
+static void core_observe_cb(elector_observer *o, const elector_event *ev, void *ud)
+{
+    (void)o;
+    observe_cb(NULL, ev, ud);
+}
+
+static int CoreObserver_init(CoreObserverObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"core", "name", NULL};
+    CoreObject *core;
+    const char *name;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!s", kwlist, &CoreType, &core, &name))
+        return -1;
+    if (forked_check(core->pid)) return -1;
+    if (core->closed || self->o) {
+        PyErr_SetString(PyExc_ValueError, "client is closed");
+        return -1;
+    }
+    if (!*name) {
+        PyErr_SetString(PyExc_ValueError, "election name must not be empty");
+        return -1;
+    }
+    self->st = hstate_new(NULL);
+    if (!self->st) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->o = elector_observe(core->etcd, name, core_observe_cb, self->st);
+    if (!self->o) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_INCREF(core);
+    self->core = core;
+    return 0;
+}
+
+static void core_observer_free(CoreObserverObject *self)
+{
+    if (!self->o) return;
+    elector_observer *o = self->o;
+    self->o = NULL;
+    if (self->core->closed || getpid() != self->core->pid) return;
+    elector_observer_free(o);
+}
+
+static void CoreObserver_dealloc(CoreObserverObject *self)
+{
+    if (self->core) {
+        bool child = getpid() != self->core->pid;
+        core_observer_free(self);
+        if (!child) hstate_free(self->st);
+        Py_DECREF(self->core);
+    } else {
+        hstate_free(self->st);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *CoreObserver_close(CoreObserverObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->core && forked_check(self->core->pid)) return NULL;
+    if (self->core) core_observer_free(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *CoreObserver_pop(CoreObserverObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!self->core) Py_RETURN_NONE;
+    if (forked_check(self->core->pid)) return NULL;
+    qev *e = self->st->head;
+    if (!e) Py_RETURN_NONE;
+    self->st->head = e->next;
+    if (!e->next) self->st->tail = NULL;
+    PyObject *r =
+        Py_BuildValue("(iiy#y#LL)", e->type, e->reason, (const char *)e->key,
+                      (Py_ssize_t)e->key_len, (const char *)e->value,
+                      (Py_ssize_t)e->value_len, (long long)e->token, (long long)e->lease);
+    free(e->key);
+    free(e->value);
+    free(e);
+    return r;
+}
+
+static PyMethodDef CoreObserver_methods[] = {
+    {"close", (PyCFunction)CoreObserver_close, METH_NOARGS, "Stops observing."},
+    {"pop", (PyCFunction)CoreObserver_pop, METH_NOARGS, "The next event or None."},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject CoreObserverType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "elector._elector.CoreObserver",
+    .tp_basicsize = sizeof(CoreObserverObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "An observer in embedded mode.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)CoreObserver_init,
+    .tp_dealloc = (destructor)CoreObserver_dealloc,
+    .tp_methods = CoreObserver_methods,
+};
+
 /* ------------------------------------------------------------ module */
 
 static PyObject *mod_strerror(PyObject *m, PyObject *arg)
@@ -1578,15 +1686,16 @@ static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT,
 PyMODINIT_FUNC PyInit__elector(void);
 PyMODINIT_FUNC PyInit__elector(void)
 {
-    PyTypeObject *types[] = {&DriverType,      &SessionType,     &ElectionType,
-                             &OpType,          &ObserverType,    &CoreType,
-                             &CoreSessionType, &CoreElectionType};
+    PyTypeObject *types[] = {&DriverType,      &SessionType,      &ElectionType,
+                             &OpType,          &ObserverType,     &CoreType,
+                             &CoreSessionType, &CoreElectionType, &CoreObserverType};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
         if (PyType_Ready(types[i]) < 0) return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;
-    const char *names[] = {"Driver",   "Session", "Election",    "Op",
-                           "Observer", "Core",    "CoreSession", "CoreElection"};
+    const char *names[] = {"Driver",      "Session",      "Election",
+                           "Op",          "Observer",     "Core",
+                           "CoreSession", "CoreElection", "CoreObserver"};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
         Py_INCREF(types[i]);
         if (PyModule_AddObject(m, names[i], (PyObject *)types[i]) < 0) {

@@ -24,10 +24,10 @@ import weakref
 from typing import Any, Callable, Iterable, List, Optional, Set, Union
 
 from . import (_IDLE, _CAMPAIGNING, _LEADING, _LOST, _FAILED, _RESIGNED,  # noqa: F401
-               Busy, Error, ForkError, InvalidArgument, LeadershipLost, NotLeader,
-               Timeout, _bytes, _check, _elector, _error, _name)
+               _EV_LEADER, _EV_NO_LEADER, Busy, Error, ForkError, InvalidArgument, Leader,
+               LeadershipLost, NotLeader, Timeout, _bytes, _check, _elector, _error, _name)
 
-__all__ = ["Client", "Session", "Leadership"]
+__all__ = ["Client", "Session", "Leadership", "Lock", "Observer"]
 
 
 class Client:
@@ -116,6 +116,17 @@ class Client:
              timeout: Optional[float] = None, *, release_on_exit: bool = True) -> "Lock":
         """A lock on the keys of ``etcdctl lock name``: ``async with``."""
         return Lock(self, _name(name), ttl, timeout, release_on_exit)
+
+    def observe(self, name: Union[str, bytes]) -> "Observer":
+        """``async for leader in client.observe(name)``: Leader, or None when
+        nobody leads, in order."""
+        return Observer(self, _name(name))
+
+    async def leader(self, name: Union[str, bytes],
+                     timeout: Optional[float] = None) -> Optional[Leader]:
+        """The current leader of ``name``, or None (the observer's first state)."""
+        async with self.observe(name) as obs:
+            return await obs.next(timeout)
 
     async def close(self) -> None:
         """Resigns, revokes the leases (waits for etcd briefly), frees."""
@@ -350,6 +361,44 @@ class _Guard:
             raise LeadershipLost(f"leadership of {self.lead.name!r} was lost",
                                  _elector.ESESSION)
         return False
+
+
+class Observer:
+    def __init__(self, client: Client, name: str) -> None:
+        self.client = client
+        self.name = name
+        self._o: Any = _elector.CoreObserver(client._core, name)
+        client._kick()
+
+    async def next(self, timeout: Optional[float] = None) -> Optional[Leader]:
+        """The next state; Timeout after ``timeout`` seconds."""
+        if self._o is None:
+            raise StopAsyncIteration
+        ev = await self.client._wait(self._o.pop, timeout, f"observe {self.name!r}")
+        typ, reason, key, value, token, lease = ev
+        if typ == _EV_LEADER:
+            return Leader(key, value, token, lease)
+        if typ == _EV_NO_LEADER:
+            return None
+        raise _error(reason or _elector.EPROTO, what=f"observe {self.name!r}")
+
+    def __aiter__(self) -> "Observer":
+        return self
+
+    async def __anext__(self) -> Optional[Leader]:
+        return await self.next()
+
+    def close(self) -> None:
+        if self._o is not None:
+            self._o.close()
+            self._o = None
+            self.client._kick()
+
+    async def __aenter__(self) -> "Observer":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.close()
 
 
 class Lock:

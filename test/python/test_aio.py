@@ -87,3 +87,24 @@ def test_aio_cycles_leak_nothing(etcd):
         assert len(os.listdir("/proc/self/task")) == t0
         await c.close()
     asyncio.run(main())
+
+
+def test_aio_leader_and_observe(etcd):
+    name = uniq("aioobs")
+
+    async def main():
+        async with elector.aio.Client([etcd.endpoint]) as c:
+            assert await c.leader(name, timeout=10) is None
+            seen = []
+            async with c.observe(name) as obs:
+                seen.append(await obs.next(timeout=10))
+                async with c.session(ttl=5) as s:
+                    lease = s.lease
+                    async with s.campaign(name, b"v1") as lead:
+                        seen.append(await obs.next(timeout=10))
+                        ldr = await c.leader(name, timeout=10)
+                        assert ldr.value == b"v1" and ldr.token == lead.token
+                    seen.append(await obs.next(timeout=10))
+            assert seen[0] is None and seen[2] is None
+            assert seen[1].value == b"v1" and seen[1].lease == lease
+    asyncio.run(main())
