@@ -22,7 +22,7 @@ import tooz
 from tooz import coordination, locking
 
 import elector
-from elector import _CAMPAIGNING, _LEADING, _elector
+from elector import _CAMPAIGNING, _FAILED, _LEADING, _RESIGNED, _elector
 
 
 def _done(value: Any) -> coordination.CoordinatorResult:
@@ -195,8 +195,17 @@ class ElectorDriver(coordination.CoordinationDriver):
     def _stand_down(self, g: str) -> None:
         el = self._elections.pop(g, None)
         self._fired.pop(g, None)
-        if el is not None:
-            el.free()  # resigns: the delete is sent by the driver
+        if el is None:
+            return
+        try:  # resign and wait (bounded) until etcd deleted our key
+            if el.state()[0] in (_CAMPAIGNING, _LEADING) and el.resign() == 0:
+                elector._wait_on(
+                    el, lambda: True if el.state()[0] in (_FAILED, _RESIGNED) else None,
+                    elector._deadline(5.0), "stand down")
+        except elector.Error:
+            pass
+        finally:
+            el.free()
 
     def stand_down_group_leader(self, group_id: Any) -> None:
         g = group_id.decode() if isinstance(group_id, bytes) else str(group_id)

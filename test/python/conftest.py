@@ -18,6 +18,14 @@ def _bin(env, name):
     return os.environ.get(env) or shutil.which(name) or f"/usr/bin/{name}"
 
 
+def _die_with_parent():
+    # etcd gets SIGKILL when pytest dies (killed by a ctest timeout, say), so no
+    # etcd outlives the tests even when the fixture's finalizer cannot run
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -39,7 +47,8 @@ class Etcd:
              f"--initial-advertise-peer-urls=http://127.0.0.1:{self.peer_port}",
              f"--initial-cluster=m0=http://127.0.0.1:{self.peer_port}",
              "--log-level=warn", "--logger=zap"],
-            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=_die_with_parent)
         deadline = time.monotonic() + 30
         while True:
             if self.proc.poll() is not None:
