@@ -136,3 +136,42 @@ def test_on_lost_and_revoke(client, etcd):
                     time.sleep(0.01)
                 assert len(calls) == 1
     assert etcd.ctl("get", "--print-value-only", "guarded/" + name).stdout.strip() == ""
+
+
+def test_lock_excludes_etcdctl_lock(client, etcd):
+    import subprocess
+    from conftest import _bin
+    name = uniq("ctl-lock")
+    with client.lock(name, ttl=5, timeout=10):
+        p = subprocess.Popen([_bin("ETCDCTL_BIN", "etcdctl"), f"--endpoints={etcd.endpoint}",
+                              "lock", name, "echo", "etcdctl-got-it"],
+                             stdout=subprocess.PIPE, text=True,
+                             env=dict(__import__("os").environ, ETCDCTL_API="3"))
+        try:
+            with pytest.raises(subprocess.TimeoutExpired):
+                p.wait(1.0)  # it waits behind our key
+            assert len(etcd.keys(name + "/")) == 2
+        except BaseException:
+            p.kill()
+            p.wait()
+            raise
+    out, _ = p.communicate(timeout=30)
+    assert "etcdctl-got-it" in out
+    assert etcd.keys(name + "/") == []
+    # and ours waits behind etcdctl's
+    p = subprocess.Popen([_bin("ETCDCTL_BIN", "etcdctl"), f"--endpoints={etcd.endpoint}",
+                          "lock", name, "sleep", "1"],
+                         env=dict(__import__("os").environ, ETCDCTL_API="3"))
+    try:
+        deadline = time.monotonic() + 10
+        while not etcd.keys(name + "/") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        t0 = time.monotonic()
+        with client.lock(name, ttl=5, timeout=30) as held:
+            # etcdctl held it for its `sleep 1`, then deleted its key
+            assert time.monotonic() - t0 > 0.3
+            assert etcd.keys(name + "/") == [f"{name}/{held.lease:x}"]
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
