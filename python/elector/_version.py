@@ -1,0 +1,2 @@
+# SPDX-License-Identifier: MIT
+__version__ = "0.1.0"

@@ -1,0 +1,177 @@
+# SPDX-License-Identifier: MIT
+"""The sync API against a real etcd: campaign, resign, leader, observe, lock,
+guarded writes, timeouts, exceptions."""
+
+import threading
+import time
+import uuid
+
+import pytest
+
+import elector
+
+
+def uniq(prefix):
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def test_campaign_resign_leader(client, etcd):
+    name = uniq("basic")
+    assert client.leader(name) is None
+    with client.session(ttl=5) as s:
+        assert s.lease > 0
+        with s.campaign(name, b"host-a") as lead:
+            assert lead.is_leader()
+            assert lead.token > 0
+            assert not lead.lost.is_set()
+            ldr = client.leader(name)
+            assert ldr is not None
+            assert ldr.value == b"host-a"
+            assert ldr.token == lead.token
+            assert ldr.lease == s.lease
+            assert ldr.key == f"{name}/{s.lease:x}".encode()
+            assert etcd.keys(name + "/") == [ldr.key.decode()]
+        assert not lead.is_leader()
+        assert client.leader(name) is None
+        assert etcd.keys(name + "/") == []
+
+
+def test_second_candidate_waits_and_times_out(client, etcd):
+    name = uniq("wait")
+    with client.session(ttl=5) as s1, client.session(ttl=5) as s2:
+        with s1.campaign(name, b"a"):
+            t0 = time.monotonic()
+            with pytest.raises(elector.Timeout):
+                s2.campaign(name, b"b", timeout=0.3)
+            assert time.monotonic() - t0 >= 0.29
+            # the timed-out candidate left no key
+            assert etcd.keys(name + "/") == [f"{name}/{s1.lease:x}"]
+
+
+def test_handover_and_observe(client, etcd):
+    name = uniq("obs")
+    seen = []
+    with client.observe(name) as obs:
+        assert obs.next(timeout=10) is None  # nobody leads
+        with client.session(ttl=5) as s1, client.session(ttl=5) as s2:
+            lead1 = s1.campaign(name, b"one")
+            got = {}
+
+            def second():
+                with s2.campaign(name, b"two", timeout=20) as l2:
+                    got["token"] = l2.token
+            t = threading.Thread(target=second)
+            t.start()
+            seen.append(obs.next(timeout=10))
+            time.sleep(0.2)
+            lead1.resign()
+            t.join(30)
+            assert not t.is_alive()
+            seen.append(obs.next(timeout=10))
+            assert seen[0].value == b"one"
+            assert seen[1].value == b"two"
+            assert seen[1].token == got["token"] > seen[0].token
+            assert obs.next(timeout=10) is None  # the second resigned
+
+
+def test_guarded_put_delete(client, etcd):
+    name = uniq("guard")
+    with client.session(ttl=5) as s:
+        with s.campaign(name, b"x") as lead:
+            lead.put("guarded/" + name, "v1")
+            assert etcd.ctl("get", "--print-value-only", "guarded/" + name).stdout.strip() == "v1"
+            lead.delete("guarded/" + name)
+            assert etcd.ctl("get", "--print-value-only", "guarded/" + name).stdout.strip() == ""
+        with pytest.raises(elector.NotLeader):
+            lead.put("guarded/" + name, "v2")
+
+
+def test_lock_uses_etcdctl_keys(client, etcd):
+    name = uniq("lock")
+    with client.lock(name, ttl=5, timeout=10) as held:
+        keys = etcd.keys(name + "/")
+        assert len(keys) == 1
+        # etcdctl lock on the same name waits for us
+        assert held.is_leader()
+        with pytest.raises(elector.Timeout):
+            client.lock(name, ttl=5, timeout=0.3).acquire()
+    assert etcd.keys(name + "/") == []
+
+
+def test_errors(client, etcd):
+    with pytest.raises(elector.InvalidArgument):
+        client.leader("")
+    with pytest.raises(elector.InvalidArgument):
+        client.session(ttl=0)
+    assert issubclass(elector.Timeout, elector.Error)
+    assert issubclass(elector.NotLeader, elector.Error)
+    assert elector.Timeout().code == -4
+    bad = elector.Client(["127.0.0.1:1"], dial_timeout=0.5)
+    try:
+        with pytest.raises(elector.Unavailable):
+            bad.session(ttl=5, timeout=10)
+    finally:
+        bad.close()
+
+
+def test_on_lost_and_revoke(client, etcd):
+    name = uniq("revoke")
+    ttl = 6
+    calls = []
+    with client.session(ttl=ttl) as s:
+        with pytest.raises(elector.LeadershipLost):
+            with s.campaign(name, b"x") as lead:
+                lead.on_lost(lambda l: calls.append(time.monotonic()))
+                t0 = time.monotonic()
+                etcd.ctl("lease", "revoke", f"{s.lease:x}")
+                assert lead.lost.wait(ttl)
+                noticed = time.monotonic() - t0
+                print(f"revoke noticed after {noticed * 1000:.0f} ms (ttl {ttl} s)")
+                assert noticed < ttl / 3
+                assert not lead.is_leader()
+                with pytest.raises(elector.NotLeader):
+                    lead.put("guarded/" + name, "v")
+                deadline = time.monotonic() + 5
+                while not calls and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                assert len(calls) == 1
+    assert etcd.ctl("get", "--print-value-only", "guarded/" + name).stdout.strip() == ""
+
+
+def test_lock_excludes_etcdctl_lock(client, etcd):
+    import subprocess
+    from conftest import _bin
+    name = uniq("ctl-lock")
+    with client.lock(name, ttl=5, timeout=10):
+        p = subprocess.Popen([_bin("ETCDCTL_BIN", "etcdctl"), f"--endpoints={etcd.endpoint}",
+                              "lock", name, "echo", "etcdctl-got-it"],
+                             stdout=subprocess.PIPE, text=True,
+                             env=dict(__import__("os").environ, ETCDCTL_API="3"))
+        try:
+            with pytest.raises(subprocess.TimeoutExpired):
+                p.wait(1.0)  # it waits behind our key
+            assert len(etcd.keys(name + "/")) == 2
+        except BaseException:
+            p.kill()
+            p.wait()
+            raise
+    out, _ = p.communicate(timeout=30)
+    assert "etcdctl-got-it" in out
+    assert etcd.keys(name + "/") == []
+    # and ours waits behind etcdctl's
+    p = subprocess.Popen([_bin("ETCDCTL_BIN", "etcdctl"), f"--endpoints={etcd.endpoint}",
+                          "lock", name, "sleep", "1"],
+                         env=dict(__import__("os").environ, ETCDCTL_API="3"))
+    try:
+        deadline = time.monotonic() + 10
+        while not etcd.keys(name + "/") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        t0 = time.monotonic()
+        with client.lock(name, ttl=5, timeout=30) as held:
+            # etcdctl held it for its `sleep 1`, then deleted its key
+            assert time.monotonic() - t0 > 0.3
+            assert etcd.keys(name + "/") == [f"{name}/{held.lease:x}"]
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.wait()

@@ -1,0 +1,203 @@
+# SPDX-License-Identifier: MIT
+"""What the Python binding must keep safe: the GIL held past the TTL, fork(),
+green threads (eventlet, gevent), timed-out and cancelled campaigns, leaks."""
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+
+import pytest
+
+import elector
+from elector import _elector
+
+
+def uniq(prefix):
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def lease_alive(etcd, lease):
+    r = etcd.ctl("lease", "timetolive", f"{lease:x}")
+    return "already expired" not in r.stdout and "remaining(-1" not in r.stdout
+
+
+def test_gil_held_three_ttls(client, etcd):
+    name = uniq("gil")
+    ttl = 2
+    with client.session(ttl=ttl) as s:
+        with s.campaign(name, b"x") as lead:
+            t0 = time.monotonic()
+            _elector._hold_gil(3 * ttl * 1000 + 500)  # no Python runs meanwhile
+            held = time.monotonic() - t0
+            assert held >= 3 * ttl
+            assert lead.is_leader()
+            assert not lead.lost.is_set()
+            assert lease_alive(etcd, s.lease)
+            ldr = client.leader(name)
+            assert ldr is not None and ldr.lease == s.lease
+            lead.put("gil/" + name, "still-leader")
+
+
+def test_fork_while_leading(client, etcd):
+    name = uniq("fork")
+    with client.session(ttl=3) as s:
+        with s.campaign(name, b"parent") as lead:
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: every use raises ForkError
+                os.close(r)
+                code = 0
+                for f in (lead.is_leader, lambda: s.lease, lambda: client.session(ttl=3),
+                          lambda: lead.put("fork/" + name, "child"),
+                          lambda: client.leader(name), s.close, lead.resign):
+                    try:
+                        f()
+                        code |= 1
+                    except elector.ForkError:
+                        pass
+                    except BaseException:
+                        code |= 2
+                del lead, s
+                gc.collect()
+                client.close()  # forgets the parent's driver, sends nothing
+                os.write(w, bytes([code]))
+                os._exit(0)
+            os.close(w)
+            code = os.read(r, 1)
+            os.close(r)
+            _, status = os.waitpid(pid, 0)
+            assert status == 0
+            assert code == b"\0", f"child result bits {code!r}"
+            # the parent keeps leading past a TTL: the child renewed, revoked nothing
+            time.sleep(3.5)
+            assert lead.is_leader()
+            assert lease_alive(etcd, s.lease)
+            lead.put("fork/" + name, "parent")
+            assert client.leader(name).lease == s.lease
+
+
+GREEN = r"""
+import sys, time
+MODE = sys.argv[2]
+if MODE == "eventlet":
+    import eventlet
+    eventlet.monkey_patch()
+    spawn = eventlet.spawn
+else:
+    from gevent import monkey
+    monkey.patch_all()
+    import gevent
+    spawn = gevent.spawn
+import elector
+c = elector.Client([sys.argv[1]])
+name = "green-" + MODE + "-" + str(time.time())
+ticks = []
+stop = [False]
+def ticker():
+    while not stop[0]:
+        ticks.append(time.monotonic())
+        time.sleep(0.01)
+with c.session(ttl=5) as s1, c.session(ttl=5) as s2:
+    with s1.campaign(name, b"a"):
+        g = spawn(ticker)
+        time.sleep(0.05)
+        t0 = time.monotonic()
+        try:
+            s2.campaign(name, b"b", timeout=1.0)
+            print("ERROR: elected")
+        except elector.Timeout:
+            pass
+        t1 = time.monotonic()
+        stop[0] = True
+        g.wait() if MODE == "eventlet" else g.join()
+during = [t for t in ticks if t0 <= t <= t1]
+gaps = [b - a for a, b in zip(during, during[1:])] or [t1 - t0]
+print("TICKS", len(during), "MAXGAP_MS", round(max(gaps) * 1000, 1))
+c.close()
+"""
+
+
+@pytest.mark.parametrize("mode", ["eventlet", "gevent"])
+def test_green_threads(etcd, mode):
+    pytest.importorskip(mode)
+    r = subprocess.run([sys.executable, "-c", GREEN, etcd.endpoint, mode],
+                       capture_output=True, text=True, timeout=120)
+    print(r.stdout, r.stderr[-2000:])
+    assert r.returncode == 0
+    assert "ERROR" not in r.stdout
+    words = r.stdout.split()
+    ticks = int(words[words.index("TICKS") + 1])
+    # about 100 expected; a campaign that blocked the hub would give 0 or 1
+    assert ticks >= 20
+
+
+def test_timed_out_and_cancelled_campaigns_leave_nothing(client, etcd):
+    name = uniq("timeout")
+    leases_before = set(etcd.leases())
+    with client.session(ttl=5) as s1:
+        with s1.campaign(name, b"a"):
+            for _ in range(50):
+                with client.session(ttl=5) as s:
+                    with pytest.raises(elector.Timeout):
+                        s.campaign(name, b"b", timeout=0.02)
+            # cancelled by Ctrl-C (SIGINT raises KeyboardInterrupt in the wait)
+            for _ in range(10):
+                with client.session(ttl=5) as s:
+                    signal.setitimer(signal.ITIMER_REAL, 0.03)
+                    old = signal.signal(signal.SIGALRM, signal.default_int_handler)
+                    try:
+                        with pytest.raises(KeyboardInterrupt):
+                            s.campaign(name, b"c")
+                    finally:
+                        signal.setitimer(signal.ITIMER_REAL, 0)
+                        signal.signal(signal.SIGALRM, old)
+            assert etcd.keys(name + "/") == [f"{name}/{s1.lease:x}"]
+            assert set(etcd.leases()) - leases_before == {s1.lease}
+    assert etcd.keys(name + "/") == []
+    assert set(etcd.leases()) - leases_before == set()
+
+
+def fds():
+    return len(os.listdir("/proc/self/fd"))
+
+
+def tasks():
+    return len(os.listdir("/proc/self/task"))
+
+
+def test_thread_cycles_leak_nothing(etcd):
+    name = uniq("cycles")
+    c = elector.Client([etcd.endpoint])
+    # warm up: the first session starts a release helper and a connection
+    with c.session(ttl=5) as s:
+        s.campaign(name, b"w").resign()
+    gc.collect()
+    fd0, t0, th0 = fds(), tasks(), threading.active_count()
+    errors = []
+
+    def worker(i):
+        try:
+            with c.session(ttl=5) as s:
+                for _ in range(50):
+                    with s.campaign(name, f"w{i}".encode(), timeout=60) as lead:
+                        assert lead.is_leader()
+        except BaseException as e:
+            errors.append(e)
+    ts = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(300)
+    assert not errors, errors
+    gc.collect()
+    assert etcd.keys(name + "/") == []
+    assert fds() == fd0
+    assert tasks() == t0
+    assert threading.active_count() == th0
+    c.close()
