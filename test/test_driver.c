@@ -522,7 +522,8 @@ static void *lock_thread(void *p)
     for (int r = 0; r < h->rounds && el; r++) {
         int rc = elector_driver_campaign_sync(el, "l", 1, 30000);
         if (rc) {
-            atomic_fetch_add(&h->errors, 1);
+            if (atomic_fetch_add(&h->errors, 1) < 3)
+                tl_log("campaign_sync: %s (%d)", elector_strerror(rc), rc);
             continue;
         }
         int n = atomic_fetch_add(&h->holders, 1) + 1;

@@ -172,6 +172,8 @@ static call *call_new(elector_etcd *e, elector_rpc rpc, const elector_call_opts 
     c->stream = d->stream;
     c->grpc_status = -1;
     c->require_leader = opts && opts->require_leader;
+    c->rev_floor = e->seen_rev;
+    c->rev_epoch = e->restores;
     return c;
 }
 

@@ -210,14 +210,20 @@ static void note_history(call *c, const ProtobufCMessage *m)
     }
     if (h->cluster_id) e->seen_cluster = h->cluster_id;
     if (!ord || h->revision <= 0) return;
-    if (h->revision < e->seen_rev) {
+    /* Linearizable: a reply may not show less than what was seen before its
+     * call was made. (Against the highest revision seen so far it may: calls
+     * in flight together are answered in any order.) A call made before a
+     * restore was noticed is not counted again. */
+    if (c->rev_epoch == e->restores && h->revision < c->rev_floor) {
         snprintf(e->restore_msg, sizeof(e->restore_msg),
                  "etcd's revision at %s is %lld, %lld was seen before: restored from a "
                  "snapshot?",
-                 ep, (long long)h->revision, (long long)e->seen_rev);
+                 ep, (long long)h->revision, (long long)c->rev_floor);
         e->restores++;
+        e->seen_rev = h->revision; /* the new history */
+        return;
     }
-    e->seen_rev = h->revision;
+    if (h->revision > e->seen_rev) e->seen_rev = h->revision;
 }
 
 uint64_t elector__restores(const elector_etcd *e, const char **msg)

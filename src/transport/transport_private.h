@@ -136,6 +136,12 @@ struct elector_stream {
     elector_etcd *etcd;
     const elector__rpc_desc *rpc;
     elector_rpc rpc_id;
+    /* The highest revision seen (and the restore count) when the call was made:
+     * its reply may not show less (restore detection, reply.c). Replies to
+     * calls in flight together may arrive in any order, so a call is held
+     * only to what was seen before it was made. */
+    int64_t rev_floor;
+    uint64_t rev_epoch;
     enum call_state state; /* changed only by elector__call_set_state() */
     int32_t sid;
     elector__timer deadline; /* unary only */
