@@ -80,8 +80,10 @@ static void count_put(elector_etcd *e, int err, const ProtobufCMessage *m, void 
 {
     (void)e, (void)m;
     int *n = ud;
-    if (!err) n[0]++;
-    else n[1]++;
+    if (!err)
+        n[0]++;
+    else
+        n[1]++;
 }
 
 /* Replies to calls in flight together come in any order: one with a lower
@@ -104,7 +106,8 @@ TEST_WITH_TIMEOUT(concurrent_writes_answered_out_of_order_are_not_a_restore, 90)
             Etcdserverpb__PutRequest p = ETCDSERVERPB__PUT_REQUEST__INIT;
             p.key = (ProtobufCBinaryData){strlen(k), (uint8_t *)k};
             p.value = (ProtobufCBinaryData){1, (uint8_t *)"v"};
-            ASSERT_OK(elector_etcd_call(e, ELECTOR_RPC_PUT, &p.base, NULL, count_put, done));
+            ASSERT_OK(
+                elector_etcd_call(e, ELECTOR_RPC_PUT, &p.base, NULL, count_put, done));
         }
         double t0 = tl_now();
         while (done[0] + done[1] < total) {
