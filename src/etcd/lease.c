@@ -54,7 +54,9 @@ static ka_state *state(elector_etcd *e)
 static void deadline_fired(elector__timer *t, void *ud);
 
 /* The pending requests changed: the stream awaits a reply while there are any,
- * and the timer waits for the earliest deadline among them. */
+ * and the timer waits for the earliest deadline among them. Walks them all: only
+ * when a deadline fires or the stream ends, never per request or reply (10,000
+ * sessions on one client renew together: a walk per reply was quadratic). */
 static void pending_changed(ka_state *st)
 {
     int64_t t = INT64_MAX;
@@ -65,6 +67,23 @@ static void pending_changed(ka_state *st)
         elector__timer_disarm(st->etcd, &st->timer);
     else if (!st->timer.armed || st->timer.due_ms != t)
         elector__timer_arm(st->etcd, &st->timer, t, deadline_fired, st);
+}
+
+/* One request joined: the timer is due at its deadline if that is earlier. */
+static void pending_added(ka_state *st, const ka_req *r)
+{
+    if (st->s) elector__stream_set_awaiting(st->s, true);
+    if (!st->timer.armed || r->deadline_ms < st->timer.due_ms)
+        elector__timer_arm(st->etcd, &st->timer, r->deadline_ms, deadline_fired, st);
+}
+
+/* One request left: the timer stays (at worst it fires early, finds nothing due
+ * and is armed again at the earliest deadline left) unless none is left. */
+static void pending_removed(ka_state *st)
+{
+    if (st->head) return;
+    if (st->s) elector__stream_set_awaiting(st->s, false);
+    elector__timer_disarm(st->etcd, &st->timer);
 }
 
 static void unlink_req(ka_state *st, ka_req *prev, ka_req *r)
@@ -107,7 +126,7 @@ static void on_msg(elector_stream *s, int err, const ProtobufCMessage *m, void *
         prev = r, r = r->next;
     if (!r) return; /* forgotten or timed out already */
     unlink_req(st, prev, r);
-    pending_changed(st);
+    pending_removed(st);
     if (resp->ttl <= 0) {
         elector__set_err(e, ELECTOR_ELEASE, "lease %llx has expired or was revoked",
                          (unsigned long long)resp->id);
@@ -172,7 +191,7 @@ int elector_etcd_keepalive(elector_etcd *e, int64_t lease, int64_t timeout_ms,
     else
         st->head = r;
     st->tail = r;
-    pending_changed(st);
+    pending_added(st, r);
     return 0;
 }
 
