@@ -2,10 +2,11 @@
 /* The other axis of scale (issue 27): many sessions on one client, and many
  * candidates of one election.
  *
- * - Thousands of sessions (leases) on one client share its one LeaseKeepAlive
- *   stream: all are granted, every one is renewed round after round at a short
- *   TTL without a failure or a loss, etcd sees one keepalive stream opened, and
- *   closing them revokes every lease.
+ * - Thousands of sessions (leases) on one client share its few LeaseKeepAlive
+ *   streams (a new one only when 256 renewals wait on each, at most 16): all
+ *   are granted, every one is renewed round after round at a short TTL without
+ *   a failure or a loss, etcd sees at most 16 keepalive streams opened (not one
+ *   per lease), and closing them revokes every lease.
  * - Hundreds of candidates queued on one election: a change (the leader
  *   resigns) wakes only the successor. etcd counts the watch events it sends
  *   (etcd_debugging_mvcc_events_total): a change that woke every waiter would
@@ -108,7 +109,7 @@ static int env_int(const char *name, int dflt)
     return v && atoi(v) > 0 ? atoi(v) : dflt;
 }
 
-TEST_WITH_TIMEOUT(thousands_of_sessions_share_one_keepalive_stream, 120)
+TEST_WITH_TIMEOUT(thousands_of_sessions_share_a_few_keepalive_streams, 120)
 {
     int n = env_int("SESSIONS_N", 2000);
     eh_opts eo = {.members = 1};
@@ -151,10 +152,10 @@ TEST_WITH_TIMEOUT(thousands_of_sessions_share_one_keepalive_stream, 120)
            (unsigned long long)min_renewals, (unsigned long long)failures);
     ASSERT(min_renewals >= 3);
     ASSERT_EQ(failures, 0);
-    /* All of them on one stream: etcd saw one LeaseKeepAlive stream begin. */
+    /* A few shared streams, not one per lease. */
     double streams1 = metric(port, streams);
     tl_log("LeaseKeepAlive streams started: %.0f", streams1 - streams0);
-    ASSERT(streams1 - streams0 == 1);
+    ASSERT(streams1 - streams0 >= 1 && streams1 - streams0 <= 16);
 
     /* Closing revokes every lease. */
     for (int i = 0; i < n; i++)
