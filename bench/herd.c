@@ -17,9 +17,13 @@
  * over members and methods, LeaseKeepAlive excluded (its traffic depends on time,
  * not on changes). Failover time: from the resign call to the successor's win, on
  * CLOCK_MONOTONIC in this process (elector: the ELECTED event's mono_ns; naive: the
- * winning Txn's reply). Then the old leader joins again at the back of the queue
- * (outside the counted window; the cost of a join is reported separately), so N
- * stays constant.
+ * winning Txn's reply). Watch events per change: etcd_debugging_mvcc_events_total
+ * (events etcd sent to watchers) summed over members, over the same window: 1-2 when
+ * only the successor wakes (the leader's delete reaches the successor's watch on its
+ * predecessor, and the old leader's watch on its own key if not canceled first),
+ * N - 1 or more when a change wakes every waiter. Then the old leader joins again at the
+ * back of the queue (outside the counted window; the cost of a join is reported
+ * separately), so N stays constant.
  *
  *   herd --endpoints E --metrics M1,M2,M3 --mode elector|naive --n N
  *        [--changes C] [--clients K] [--ttl S] [--out DIR]
@@ -414,12 +418,14 @@ int main(int argc, char **argv)
     int64_t *fo = bu_xcalloc((size_t)changes, sizeof(int64_t));
     double *srv = bu_xcalloc((size_t)changes, sizeof(double));
     double *jn = bu_xcalloc((size_t)changes, sizeof(double));
+    double ev_sum = 0, ev_max = 0; /* watch events etcd sent, per change */
     uint64_t cli_sum = 0;
     bu_msgs per_method = {0};
     for (int ch = 0; ch < changes; ch++) {
         bu_msgs m0, m1, d, j1, dj;
         uint64_t c0 = bu_client_reqs(g_clients, g_k, false);
         scrape_total(metrics, &m0);
+        double ev0 = bu_gauge(metrics, "etcd_debugging_mvcc_events_total");
         cand *old = g_leader;
         g_leader = NULL;
         g_want_resigned = g_resigned + 1;
@@ -428,6 +434,9 @@ int main(int argc, char **argv)
         settle(change_done, 100, 60000, "the new leader");
         fo[ch] = g_t_elected - t0;
         scrape_total(metrics, &m1);
+        double ev = bu_gauge(metrics, "etcd_debugging_mvcc_events_total") - ev0;
+        ev_sum += ev;
+        if (ev > ev_max) ev_max = ev;
         cli_sum += bu_client_reqs(g_clients, g_k, false) - c0;
         bu_msgs_diff(&m1, &m0, &d);
         srv[ch] = bu_msgs_total_no_ka(&d);
@@ -459,9 +468,10 @@ int main(int argc, char **argv)
     printf("herd mode=%s n=%d changes=%d clients=%d ttl_s=%d setup_s=%.2f "
            "req_per_change_mean=%.2f "
            "req_per_change_min=%.0f req_per_change_max=%.0f client_req_per_change=%.2f "
-           "req_per_join=%.2f methods=",
+           "req_per_join=%.2f events_per_change_mean=%.2f events_per_change_max=%.0f "
+           "methods=",
            mode, g_n, changes, g_k, ttl, setup_s, ssum / changes, smin, smax,
-           (double)cli_sum / changes, jsum / changes);
+           (double)cli_sum / changes, jsum / changes, ev_sum / changes, ev_max);
     for (int i = 0; i < per_method.n; i++)
         printf("%s%s:%.2f", i ? "," : "", per_method.method[i],
                per_method.count[i] / changes);

@@ -20,6 +20,13 @@
  * session lost at any point ends the run with an error.
  *
  *   many --endpoints E --metrics M1,M2,M3 --count N [--idle-s S] [--ttl T]
+ *        [--sessions K]
+ *
+ * --sessions K: K sessions (leases) on the one client instead of one; election i
+ * campaigns on session i % K. --count 0 holds sessions only. Setup then starts
+ * with the K grants (sessions_ms: all granted); the idle window shows their
+ * keepalives (K / (TTL/3) per second expected, on the client's one shared
+ * LeaseKeepAlive stream). A session lost at any time ends the run.
  *
  * The library retries transient errors itself (etcd's "too many requests"
  * among them); a campaign that still comes back FAILED with
@@ -39,8 +46,9 @@ static char g_first_failure[256];
 
 static void on_session(elector_session *s, const elector_event *ev, void *ud)
 {
-    (void)s, (void)ud;
-    if (ev->type == ELECTOR_EV_SESSION_LOST) bu_die("session lost: %s", ev->detail);
+    (void)s;
+    if (ev->type == ELECTOR_EV_SESSION_LOST)
+        bu_die("session %d lost: %s", (int)(intptr_t)ud, ev->detail);
 }
 
 static void on_event(elector_election *el, const elector_event *ev, void *ud)
@@ -65,7 +73,7 @@ static void on_event(elector_election *el, const elector_event *ev, void *ud)
 static void usage(void)
 {
     fprintf(stderr, "usage: many --endpoints E --metrics M1,M2,.. --count N [--idle-s S] "
-                    "[--ttl T]\n");
+                    "[--ttl T] [--sessions K]\n");
     exit(2);
 }
 
@@ -83,7 +91,7 @@ static uint64_t reqs(elector_etcd *e, int rpc)
 int main(int argc, char **argv)
 {
     const char *endpoints = "127.0.0.1:2379", *metrics = NULL;
-    int count = 1, idle_s = 10, ttl = 10;
+    int count = 1, idle_s = 10, ttl = 10, nsess = 1;
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc) usage();
         const char *o = argv[i], *v = argv[++i];
@@ -97,10 +105,13 @@ int main(int argc, char **argv)
             idle_s = atoi(v);
         else if (!strcmp(o, "--ttl"))
             ttl = atoi(v);
+        else if (!strcmp(o, "--sessions"))
+            nsess = atoi(v);
         else
             usage();
     }
-    if (!metrics || count < 1 || idle_s < 1) usage();
+    if (!metrics || count < 0 || (count < 1 && nsess < 2) || idle_s < 1 || nsess < 1)
+        usage();
     signal(SIGPIPE, SIG_IGN);
 
     elector_etcd_config cfg;
@@ -112,19 +123,31 @@ int main(int argc, char **argv)
     elector_session_config sc;
     elector_session_config_init(&sc);
     sc.ttl_s = ttl;
-    elector_session *s = elector_session_new(e, &sc, on_session, NULL);
-    if (!s) bu_die("session_new");
-    int rc = elector_session_wait(s, 60000); /* the grant is retried while etcd is busy */
-    if (rc) bu_die("session: %s (%s)", elector_strerror(rc), elector_etcd_errstr(e));
+    long rss_none = bu_status_field(0, "VmRSS");
+    int64_t ts0 = elector_now_ns();
+    elector_session **ss = bu_xcalloc((size_t)nsess, sizeof(*ss));
+    for (int i = 0; i < nsess; i++) {
+        ss[i] = elector_session_new(e, &sc, on_session, (void *)(intptr_t)i);
+        if (!ss[i]) bu_die("session_new");
+    }
+    int rc = 0;
+    for (int i = 0; i < nsess; i++) {
+        /* the grant is retried while etcd is busy; the others progress meanwhile */
+        rc = elector_session_wait(ss[i], 60000);
+        if (rc)
+            bu_die("session %d: %s (%s)", i, elector_strerror(rc),
+                   elector_etcd_errstr(e));
+    }
+    double sessions_ms = (double)(elector_now_ns() - ts0) / 1e6;
     long rss_base = bu_status_field(0, "VmRSS");
 
     int64_t t0 = elector_now_ns();
-    elector_election **els = bu_xcalloc((size_t)count, sizeof(*els));
-    g_retry = bu_xcalloc((size_t)count, sizeof(*g_retry));
+    elector_election **els = bu_xcalloc((size_t)count + 1, sizeof(*els));
+    g_retry = bu_xcalloc((size_t)count + 1, sizeof(*g_retry));
     for (int i = 0; i < count; i++) {
         char name[96];
         snprintf(name, sizeof(name), "many-%d-%d/e%d", (int)getpid(), count, i);
-        els[i] = elector_election_new(s, name, on_event, NULL);
+        els[i] = elector_election_new(ss[i % nsess], name, on_event, NULL);
         if (!els[i]) bu_die("election_new");
         rc = elector_campaign(els[i], "v", 1);
         if (rc) bu_die("campaign: %s", elector_strerror(rc));
@@ -202,6 +225,29 @@ int main(int argc, char **argv)
     int alive = 0;
     for (int i = 0; i < count; i++)
         alive += elector_is_leader(els[i]);
+    uint64_t renewals = 0, ka_failures = 0, rtt_n = 0;
+    int64_t rtt_sum = 0;
+    int top = 0; /* the highest round-trip bucket any session saw */
+    for (int i = 0; i < nsess; i++) {
+        elector_session_stats st;
+        elector_session_get_stats(ss[i], &st);
+        renewals += st.renewals;
+        ka_failures += st.failures;
+        rtt_n += st.rtt_count;
+        rtt_sum += st.rtt_sum_ns;
+        for (int b = top + 1; b < ELECTOR_RTT_BUCKETS; b++)
+            if (st.rtt_buckets[b]) top = b;
+    }
+    double ka_rtt_max_ms =
+        top < ELECTOR_RTT_BUCKETS - 1 ? (double)elector_rtt_bounds_us[top] / 1000.0 : -1;
+    if (nsess > 1)
+        printf("many_sessions sessions=%d count=%d ttl_s=%d sessions_ms=%.1f "
+               "rss_none_kb=%ld rss_sessions_kb=%ld per_session_kb=%.2f renewals=%llu "
+               "ka_failures=%llu ka_rtt_mean_ms=%.2f ka_rtt_max_ms_le=%.1f\n",
+               nsess, count, ttl, sessions_ms, rss_none, rss_base,
+               (double)(rss_base - rss_none) / nsess, (unsigned long long)renewals,
+               (unsigned long long)ka_failures,
+               rtt_n ? (double)rtt_sum / (double)rtt_n / 1e6 : 0.0, ka_rtt_max_ms);
     printf("many count=%d ttl_s=%d setup_ms=%.1f watched_ms=%.1f watch_wait_max_ms=%.1f "
            "slow_watchers_at_watched=%.0f synced_ms=%.1f lib_retries=%llu "
            "campaign_retries=%d leaders=%d "
@@ -228,8 +274,14 @@ int main(int argc, char **argv)
     /* clean up: resign everything, revoke the lease */
     for (int i = 0; i < count; i++)
         elector_election_free(els[i]);
-    elector_session_close_sync(s, 30000);
+    for (int i = 0; i < nsess; i++)
+        elector_session_close(ss[i]);
+    /* the revokes: sent from the loop; give them time to go out */
+    int64_t q2 = elector_now_ns() + (nsess > 1 ? 3000000000LL : 0);
+    while (elector_now_ns() < q2)
+        elector_etcd_run_once(e, 50);
     elector_etcd_free(e);
     free(els);
+    free(ss);
     return 0;
 }

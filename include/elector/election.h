@@ -122,8 +122,9 @@ void elector_session_config_init(elector_session_config *cfg);
 typedef void (*elector_session_cb)(elector_session *s, const elector_event *ev, void *ud);
 
 /* Grants (or adopts) the lease asynchronously and keeps it alive every TTL/3 on the
- * client's shared LeaseKeepAlive stream. Returns NULL only when out of memory or
- * when etcd is a handle in error (see elector_etcd_err()). cb may be NULL. */
+ * client's shared LeaseKeepAlive streams (one up to 256 renewals in flight). Returns NULL
+ * only when out of memory or when etcd is a handle in error (see elector_etcd_err()). cb
+ * may be NULL. */
 elector_session *elector_session_new(elector_etcd *etcd,
                                      const elector_session_config *cfg,
                                      elector_session_cb cb, void *ud);

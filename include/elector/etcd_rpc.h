@@ -102,7 +102,7 @@ void elector_watch_cancel(elector_watch *w);
 
 int64_t elector_watch_id(const elector_watch *w);
 
-/* ---- lease keepalive: one shared LeaseKeepAlive stream -------------------------- */
+/* ---- lease keepalive: shared LeaseKeepAlive streams ------------------------------ */
 
 /* ttl > 0: the lease was renewed for ttl seconds (counted by the server from
  * the moment it received the request). err ELECTOR_ELEASE: the lease is gone.
@@ -111,8 +111,10 @@ typedef void (*elector_keepalive_cb)(elector_etcd *etcd, int err, int64_t lease_
                                      int64_t ttl, void *ud);
 
 /* Sends one keepalive for lease_id and calls cb exactly once, at the latest after
- * timeout_ms (0: 5000 ms). Returns 0, ELECTOR_EINVAL, ELECTOR_ENOMEM,
- * ELECTOR_ECLOSED; on error cb is not called. */
+ * timeout_ms (0: 5000 ms). All of a client's keepalives share its LeaseKeepAlive
+ * streams: one, and another each time 256 renewals wait on every open one (etcd
+ * serves a stream's renewals one at a time), at most 16. Returns 0, ELECTOR_EINVAL,
+ * ELECTOR_ENOMEM, ELECTOR_ECLOSED; on error cb is not called. */
 int elector_etcd_keepalive(elector_etcd *etcd, int64_t lease_id, int64_t timeout_ms,
                            elector_keepalive_cb cb, void *ud);
 

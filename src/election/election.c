@@ -125,10 +125,20 @@ bool elector__emit(elector_election *el, elector_event_type type, int reason,
  * keeping the replies under a second keeps that backlog short, on a fast
  * member as on a slow one. (A lower mark starved setup on a busy disk, where
  * every Txn waits 100-250 ms for the WAL's fsync however few are in flight:
- * the window fell to its minimum and stayed there.) */
+ * the window fell to its minimum and stayed there.)
+ *
+ * A check costs etcd more the more candidates its election has: etcd 3.4
+ * reads, filters and sorts every key under the prefix before the limit of 1.
+ * 1,024 checks in flight over 10,000 candidates kept etcd busy enough that
+ * renewals came late and a session at TTL 10 s was lost. So a check holds
+ * 1 + K / PACE_KEYS_PER_SLOT slots, K the key count (RangeResponse.count) of
+ * the latest check answered on this client; a campaign or a delete holds one.
+ * An operation that needs more slots than are free waits, unless nothing is
+ * in flight. */
 #define ELECTOR__PACE_MAX 256
 #define PACE_MIN 4
 #define PACE_SLOW_MS 1000
+#define PACE_KEYS_PER_SLOT 256
 
 enum { PACE_CAMPAIGN = 1, PACE_CHECK };
 
@@ -136,7 +146,8 @@ typedef struct pacer {
     elector__ext ext; /* first: the client's handle on it */
     elector_etcd *etcd;
     int in_flight, limit;
-    int64_t cut_ms; /* when the limit was last cut */
+    int64_t cut_ms;     /* when the limit was last cut */
+    int64_t check_keys; /* keys under the prefix, as the latest check saw */
     elector_election *head, *tail;
     struct op *dhead, *dtail; /* deletes waiting for a slot (they go first) */
     elector__timer timer;
@@ -175,7 +186,25 @@ static void pace_unqueue(pacer *p, elector_election *el)
 }
 
 static void pace_go(elector_election *el);
-static void pace_take(struct op *o);
+static void pace_take(struct op *o, int weight);
+
+static int check_weight(const pacer *p)
+{
+    int64_t w = 1 + p->check_keys / PACE_KEYS_PER_SLOT;
+    return w > ELECTOR__PACE_MAX ? ELECTOR__PACE_MAX : (int)w;
+}
+
+/* The slots el's next paced request holds (pace_go sends a campaign or a check). */
+static int pace_weight(const pacer *p, const elector_election *el)
+{
+    if (el->state == E_CAMPAIGN && el->rev == 0) return 1;
+    return el->pace_what == PACE_CHECK ? check_weight(p) : 1;
+}
+
+static bool pace_fits(const pacer *p, int weight)
+{
+    return p->in_flight == 0 || p->in_flight + weight <= p->limit;
+}
 
 static void pace_fired(elector__timer *t, void *ud)
 {
@@ -186,11 +215,11 @@ static void pace_fired(elector__timer *t, void *ud)
         p->dhead = o->qnext;
         if (!p->dhead) p->dtail = NULL;
         o->qnext = NULL;
-        pace_take(o);
+        pace_take(o, 1);
         int rc = elector__send_delete(o);
         if (rc) o->done(p->etcd, rc, NULL, o); /* ends o, frees its slot */
     }
-    while (p->head && p->in_flight < p->limit) {
+    while (p->head && pace_fits(p, pace_weight(p, p->head))) {
         elector_election *el = p->head;
         pace_unqueue(p, el);
         elector__el_hold(el);
@@ -208,7 +237,7 @@ static bool pace_wait(elector_election *el)
     if (!p) return false; /* out of memory: unpaced */
     p->etcd = el->etcd;
     if (!p->limit) p->limit = ELECTOR__PACE_MAX;
-    if (p->in_flight < p->limit) {
+    if (pace_fits(p, pace_weight(p, el))) {
         pace_unqueue(p, el);
         return false;
     }
@@ -224,21 +253,23 @@ static bool pace_wait(elector_election *el)
     return true;
 }
 
-/* o (a campaign or check Txn) holds a slot until elector__op_end(). */
-static void pace_take(struct op *o)
+/* o (a campaign or check Txn, a delete) holds `weight` slots until
+ * elector__op_end(). */
+static void pace_take(struct op *o, int weight)
 {
     pacer *p = (pacer *)elector__ext_find(o->el->etcd, &pacer_kind);
     if (!p) return;
     o->paced = true;
+    o->weight = weight;
     o->sent_ms = elector__now_ms();
-    p->in_flight++;
+    p->in_flight += weight;
 }
 
 static void pace_release(elector_election *el, const struct op *o)
 {
     pacer *p = (pacer *)elector__ext_find(el->etcd, &pacer_kind);
     if (!p) return;
-    p->in_flight--;
+    p->in_flight -= o->weight;
     int64_t now = elector__now_ms();
     if (now - o->sent_ms > PACE_SLOW_MS) {
         if (now - p->cut_ms > PACE_SLOW_MS && p->limit > PACE_MIN) {
@@ -261,7 +292,7 @@ bool elector__pace_delete(struct op *o)
     p->etcd = o->el->etcd;
     if (!p->limit) p->limit = ELECTOR__PACE_MAX;
     if (p->in_flight < p->limit) {
-        pace_take(o);
+        pace_take(o, 1);
         return false;
     }
     o->qnext = NULL;
@@ -590,6 +621,10 @@ static void check_done(elector_etcd *e, int err, const ProtobufCMessage *m, void
     const Etcdserverpb__RangeResponse *rr =
         !err && r->succeeded ? elector__txn_range(e, r, 0) : NULL;
     if (!err && r->succeeded && !rr) err = ELECTOR_EPROTO;
+    if (rr && !fast.fast) {
+        pacer *p = (pacer *)elector__ext_find(e, &pacer_kind);
+        if (p) p->check_keys = rr->count;
+    }
     if (err == ELECTOR_EPERM || err == ELECTOR_EAUTH || err == ELECTOR_EPROTO) {
         check_refused(el, err, elector_etcd_errstr(e));
         return;
@@ -632,7 +667,10 @@ static void send_check(elector_election *el)
     elector__txn t;
     elector__txn_check(&t, el->key, el->klen, el->rev, &el->prefix);
     struct op *o = elector__op_new(el);
-    if (o) pace_take(o);
+    if (o) {
+        pacer *p = (pacer *)elector__ext_find(el->etcd, &pacer_kind);
+        pace_take(o, p ? check_weight(p) : 1);
+    }
     el->checks.checks_linearizable++;
     if (!o || elector__send_txn(el, &t.txn, o, check_done)) schedule_retry(el);
 }
@@ -785,7 +823,7 @@ void elector__send_campaign(elector_election *el)
     elector__txn t;
     elector__txn_campaign(&t, el->key, el->klen, el->value, el->vlen, el->key_lease);
     struct op *o = elector__op_new(el);
-    if (o) pace_take(o);
+    if (o) pace_take(o, 1);
     int rc = o ? elector__send_txn(el, &t.txn, o, campaign_done) : ELECTOR_ENOMEM;
     if (rc) fail(el, rc, elector_etcd_errstr(el->etcd));
 }

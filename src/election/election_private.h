@@ -155,7 +155,8 @@ struct op {
     unsigned gen;
     elector_txn_cb ucb; /* guarded_txn only */
     void *uud;
-    bool paced;           /* holds a slot of the pacer */
+    bool paced;           /* holds slots of the pacer */
+    int weight;           /* ... this many (a check over a large election: more) */
     int64_t sent_ms;      /* ... since then (deadline clock) */
     int64_t del_rev;      /* a delete of our key: its guard (elector__delete_key) */
     elector_etcd_cb done; /* ... its callback */
