@@ -333,7 +333,10 @@ TEST_WITH_TIMEOUT(server_restart_while_leading_then_destructors, 90)
             CHECK(eh_member_restart(c, 0) == 0);
             CHECK(eh_wait_healthy(c, 0, 10) == 0);
         } // ~leadership, ~election, ~session after the reconnect
-        elector::session s2(cl, {std::chrono::seconds(2)});
+        // TTL 5 s: etcd has just restarted, and on a busy machine its first
+        // grant may take longer than a 2 s lease lasts (the session would then
+        // be granted already past its validity deadline).
+        elector::session s2(cl, {std::chrono::seconds(5)});
         elector::election e2(s2, "restart");
         auto l2 = e2.campaign("b", 10s);
         CHECK(l2.is_leader());

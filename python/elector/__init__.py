@@ -31,7 +31,8 @@ __all__ = [
     "Error", "InvalidArgument", "Unavailable", "ConnectError", "Timeout",
     "Canceled", "TLSError", "ProtocolError", "NoClusterLeader", "Compacted",
     "LeaseExpired", "SessionExpired", "AuthError", "PermissionDenied",
-    "TooLarge", "Closed", "NotLeader", "Busy", "ForkError", "LeadershipLost",
+    "TooLarge", "Closed", "NotLeader", "Busy", "ForkError", "DatabaseFull", "Alarm",
+    "Restored", "LeadershipLost",
 ]
 
 # ---------------------------------------------------------------- errors
@@ -127,6 +128,26 @@ class ForkError(Error):
     code = _elector.EFORKED
 
 
+class DatabaseFull(Error):
+    """etcd's NOSPACE alarm: its database is full. Compact and defragment, then
+    ``etcdctl alarm disarm``."""
+
+    code = _elector.ENOSPACE
+
+
+class Alarm(Error):
+    """Another etcd alarm is raised (``etcdctl alarm list``)."""
+
+    code = _elector.EALARM
+
+
+class Restored(Error):
+    """etcd's revision went back or its cluster ID changed: restored from a
+    snapshot? Fencing tokens may be handed out again."""
+
+    code = _elector.ERESTORED
+
+
 class LeadershipLost(Error):
     """A campaign block was left after leadership was lost during it: the body's
     work may not have been exclusive. ``code`` is the loss's reason."""
@@ -137,7 +158,7 @@ _by_code = {
     for c in (InvalidArgument, Unavailable, ConnectError, NoClusterLeader, Timeout,
               Canceled, TLSError, ProtocolError, Compacted, LeaseExpired,
               SessionExpired, AuthError, PermissionDenied, TooLarge, Closed,
-              NotLeader, Busy, ForkError)
+              NotLeader, Busy, ForkError, DatabaseFull, Alarm, Restored)
 }
 _by_code[_elector.ETOKEN] = AuthError
 _elector._set_fork_error(ForkError)

@@ -24,6 +24,9 @@ ENOTLEADER: int
 ESESSION: int
 EBUSY: int
 EFORKED: int
+ENOSPACE: int
+EALARM: int
+ERESTORED: int
 
 _Buf = Union[bytes, bytearray, memoryview]
 _LeaderTuple = Tuple[bytes, bytes, int, int]
