@@ -21,7 +21,7 @@
 # depend on the server's version, and both versions under ASan would take the
 # run past 45 minutes on 2 cores.
 #
-#   ./scripts/test.sh            everything (about 35 minutes on 2 cores)
+#   ./scripts/test.sh            everything (about 45 minutes on 2 cores)
 #   ELECTOR_SKIP_ASAN=1 ./scripts/test.sh     skip the ASan pass
 #   ELECTOR_SKIP_TSAN=1 ./scripts/test.sh     skip the TSan pass
 #   ELECTOR_ETCD_VERSIONS=3.4 ./scripts/test.sh   only the machine's etcd
