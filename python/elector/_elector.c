@@ -801,6 +801,30 @@ static PyTypeObject OpType = {
     .tp_methods = Op_methods,
 };
 
+/* A guarded write's Op: its eventfd, two references (the Op's and the
+ * callback's, which the caller drops if the write is not sent). NULL with a
+ * Python error set. */
+static OpObject *op_new(void)
+{
+    gop *g = calloc(1, sizeof(*g));
+    if (!g) return (OpObject *)PyErr_NoMemory();
+    g->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (g->fd < 0) {
+        free(g);
+        return (OpObject *)PyErr_SetFromErrno(PyExc_OSError);
+    }
+    atomic_init(&g->refs, 2);
+    OpObject *op = PyObject_New(OpObject, &OpType);
+    if (!op) {
+        close(g->fd);
+        free(g);
+        return NULL;
+    }
+    op->g = g;
+    op->pid = getpid();
+    return op;
+}
+
 /* put(key, value or None) -> Op, or an error code (nothing sent). */
 static PyObject *Election_guarded(ElectionObject *self, PyObject *args)
 {
@@ -817,26 +841,9 @@ static PyObject *Election_guarded(ElectionObject *self, PyObject *args)
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "election is closed");
         goto out;
     }
-    gop *g = calloc(1, sizeof(*g));
-    if (!g) {
-        PyErr_NoMemory();
-        goto out;
-    }
-    g->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (g->fd < 0) {
-        free(g);
-        PyErr_SetFromErrno(PyExc_OSError);
-        goto out;
-    }
-    atomic_init(&g->refs, 2);
-    OpObject *op = PyObject_New(OpObject, &OpType);
-    if (!op) {
-        close(g->fd);
-        free(g);
-        goto out;
-    }
-    op->g = g;
-    op->pid = getpid();
+    OpObject *op = op_new();
+    if (!op) goto out;
+    gop *g = op->g;
     int rc;
     Py_BEGIN_ALLOW_THREADS if (del) rc =
         elector_driver_guarded_delete(self->el, k.buf, (size_t)k.len, guarded_cb, g);
@@ -1459,26 +1466,9 @@ static PyObject *CoreElection_guarded(CoreElectionObject *self, PyObject *args)
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "election is closed");
         goto out;
     }
-    gop *g = calloc(1, sizeof(*g));
-    if (!g) {
-        PyErr_NoMemory();
-        goto out;
-    }
-    g->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (g->fd < 0) {
-        free(g);
-        PyErr_SetFromErrno(PyExc_OSError);
-        goto out;
-    }
-    atomic_init(&g->refs, 2);
-    OpObject *op = PyObject_New(OpObject, &OpType);
-    if (!op) {
-        close(g->fd);
-        free(g);
-        goto out;
-    }
-    op->g = g;
-    op->pid = getpid();
+    OpObject *op = op_new();
+    if (!op) goto out;
+    gop *g = op->g;
     int rc =
         del ? elector_guarded_delete(self->el, k.buf, (size_t)k.len, core_guarded_cb, g)
             : elector_guarded_put(self->el, k.buf, (size_t)k.len, v.buf, (size_t)v.len,
