@@ -84,7 +84,7 @@ if(ELECTOR_TOOL)
   install(TARGETS elector_tool RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT tool)
   install(FILES ${CMAKE_CURRENT_SOURCE_DIR}/docs/elector.1
           DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT tool)
-  install(FILES ${CMAKE_CURRENT_SOURCE_DIR}/tool/elector.bash-completion
+  install(FILES ${CMAKE_CURRENT_SOURCE_DIR}/tool/options/elector.bash-completion
           DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/bash-completion/completions
           RENAME elector COMPONENT tool)
 endif()

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* libFuzzer target: the tool's command line (tool/opts.c).
+/* libFuzzer target: the tool's command line (tool/options/opts.c).
  * Input: split on NUL bytes into strings ("a\0b" and "a\0b\0" both give a, b;
  * "a\0\0" gives a and an empty string).
  *   - each string goes through tool_parse_duration_ms;
@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "opts.h"
+#include "options/opts.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

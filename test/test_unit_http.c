@@ -12,7 +12,7 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <unistd.h>
-#include "http.h"
+#include "ops/http.h"
 #include "testlib.h"
 
 /* ---------------------------------------------------------------- helpers */

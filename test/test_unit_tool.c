@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "json_check.h"
-#include "log.h"
-#include "opts.h"
-#include "output.h"
-#include "secret.h"
-#include "srv.h"
+#include "text/log.h"
+#include "options/opts.h"
+#include "text/output.h"
+#include "options/secret.h"
+#include "app/srv.h"
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <resolv.h>
@@ -742,14 +742,14 @@ static char *read_all(const char *path)
     return buf;
 }
 
-#include "help.h"
+#include "options/help.h"
 
 /* Every option the parser takes is in the man page (OPTIONS), in the help and
  * in the bash completion; every variable in the man page (ENVIRONMENT). */
 TEST(every_option_and_variable_is_documented)
 {
     char *man = read_all(ELECTOR_DOCS_DIR "/elector.1");
-    char *comp = read_all(ELECTOR_DOCS_DIR "/../tool/elector.bash-completion");
+    char *comp = read_all(ELECTOR_DOCS_DIR "/../tool/options/elector.bash-completion");
     static const enum tool_cmd cmds[] = {CMD_NONE,      CMD_CAMPAIGN, CMD_OBSERVE,
                                          CMD_LEADER,    CMD_RUN,      CMD_LOCK,
                                          CMD_SWITCHOVER};
@@ -798,7 +798,7 @@ TEST(bash_completion_completes_commands_options_and_values)
 {
     char script[2048];
     snprintf(script, sizeof(script),
-             "source %s/../tool/elector.bash-completion\n"
+             "source %s/../tool/options/elector.bash-completion\n"
              "t() { COMP_WORDS=(\"$@\"); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); "
              "COMPREPLY=(); _elector; echo \"${COMPREPLY[*]}\"; }\n"
              "t elector l; t elector -w js; t elector campaign x --proc; "

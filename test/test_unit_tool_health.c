@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* --health-cmd's runner (tool/healthcheck.c) without etcd: Docker's state
+/* --health-cmd's runner (tool/supervise/healthcheck.c) without etcd: Docker's state
  * machine, the start period, a hung check killed with its process group at its
  * timeout, and the state in /healthz's body and /metrics. */
 #define _GNU_SOURCE
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "healthcheck.h"
-#include "http.h"
+#include "supervise/healthcheck.h"
+#include "ops/http.h"
 #include "testlib.h"
 
 /* A live process (not a zombie: an orphan of the check may be reparented to

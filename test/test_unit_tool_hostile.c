@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The tool's defences of issue 10 that need no server: escaping of untrusted bytes
- * (tool/escape.c) and the handling of secrets (tool/secret.c). */
+ * (tool/text/escape.c) and the handling of secrets (tool/options/secret.c). */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "escape.h"
-#include "secret.h"
+#include "text/escape.h"
+#include "options/secret.h"
 #include "testlib.h"
 
 static char *esc(const char *s, size_t n)

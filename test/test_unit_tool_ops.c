@@ -13,8 +13,8 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
-#include "notify.h"
-#include "process_metrics.h"
+#include "ops/notify.h"
+#include "ops/process_metrics.h"
 #include "testlib.h"
 
 /* A datagram socket bound to path (a file path, or "@name": abstract). */

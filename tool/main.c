@@ -20,9 +20,9 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
-#include "app.h"
-#include "srv.h"
-#include "help.h"
+#include "app/app.h"
+#include "app/srv.h"
+#include "options/help.h"
 
 /* ---------------------------------------------------------------- http view */
 

@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: MIT */
+/* The elector tool's state and the parts of the program that share it
+ * (paths from tool/; docs/DESIGN.md, "The tool's layout", has the rooms):
+ *
+ *   main.c                 setup (options, credentials, client), the event loop, signals
+ *   app/connect.c          the etcd client from the options; endpoint and session notes
+ *   app/report.c           what the tool reports: -w json events, hints for errors
+ *   candidate/campaign.c   campaign, run and lock: the election's events, campaigning
+ * again candidate/child.c      run and lock CMD: the supervised command
+ *   candidate/proclaim.c   --proclaim-stdin: lines from stdin
+ *   candidate/health.c     --health-cmd, and stepping down without exiting (health,
+ * switchover) commands/observe.c     observe and leader ops/status.c           the leader
+ * followed while waiting; systemd's notifications switchover/switchover.c  `switchover`
+ * (the requester) and the candidates' side of it
+ *
+ * One event loop (poll) serves etcd, signals (signalfd), the optional HTTP
+ * endpoint, stdin (--proclaim-stdin) and the supervised command. */
+#ifndef ELECTOR_TOOL_APP_H
+#define ELECTOR_TOOL_APP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "elector/election.h"
+#include "supervise/healthcheck.h"
+#include "ops/http.h"
+#include "text/log.h"
+#include "ops/notify.h"
+#include "options/opts.h"
+#include "options/secret.h"
+#include "supervise/supervise.h"
+
+struct app {
+    tool_opts *o;
+    tool_creds creds; /* wiped at exit; run/lock keep them for the guard's release */
+    elector_etcd *etcd;
+    elector_session *s;
+    elector_election *el;
+    /* lock -n N (N > 1): a semaphore of N slots, each an election of its own
+     * (__elector/semaphore/NAME/<slot>/), campaigned for at once on one session;
+     * the first slot won becomes el, the others are resigned. */
+    elector_election **slots;
+    char **slot_names;
+    int nslots, slots_waiting, slots_failed;
+    elector_observer *obs;
+    tool_http *http;
+    tool_child *child;
+    int sfd;
+    char *value; /* the value to campaign with */
+    size_t vlen;
+    bool done, stopping, restart_pending, session_dead;
+    bool joined;     /* the first campaign reached etcd (WAITING or ELECTED) */
+    bool stdout_tty; /* keys and values on a terminal are escaped */
+    int exit_code, child_status;
+    int64_t child_deadline;
+    int64_t child_lease;     /* the lease the guard releases if elector dies */
+    int64_t child_start_ms;  /* when the command started (restart backoff) */
+    int restarts;            /* quick restarts in a row */
+    int alarm_retries;       /* campaigns refused by an etcd alarm in a row */
+    uint64_t alarm_refusals; /* campaigns refused by an etcd alarm, in all */
+    bool alarm_on;           /* the last campaign was refused by an etcd alarm */
+    uint64_t restores;       /* sessions ended because etcd was restored (ERESTORED) */
+    bool child_noted;        /* its containment was logged */
+    FILE *events;            /* where -w json events go: stdout, stderr or --events-fd */
+    int64_t retry_at_ms;     /* campaign again on a new session after this */
+    int64_t wait_until_ms;   /* --timeout: give up waiting at this time (0: none) */
+    int stop_sig;            /* SIGINT or SIGTERM that asked us to stop (0: none) */
+    bool interrupted;        /* ... before being elected (logged after the signal) */
+    int start_retries;       /* etcd unreachable at start: attempts so far */
+    uint64_t start_retries_total; /* the metric elector_start_retries_total */
+
+    /* The leader as last known, for --http. */
+    bool has_leader;
+    char *lkey, *lval;
+    size_t lklen, lvlen;
+    int64_t ltoken, llease, lsince_ms;
+    uint64_t changes;
+
+    /* The connection and the session, as last noted (connect.c). */
+    char endpoint[256];
+    int64_t lost_at_ms;
+    int64_t seen_lease;
+    bool ttl_noted; /* --ttl raised by etcd: said once */
+    uint64_t seen_renewals;
+
+    /* --proclaim-stdin: the partial line, and the latest line not yet proclaimed. */
+    char *in_buf;
+    size_t in_len, in_cap;
+    bool in_eof, in_skip;
+    char *next;
+    size_t next_len;
+    bool has_next;
+
+    char hint_buf[512]; /* app_hint's composed texts */
+
+    /* Stepping down without exiting (health.c): --health-cmd, switchover. */
+    tool_health *health;
+    int sd_state;    /* SD_* of health.c */
+    bool health_out; /* unhealthy: out of the queue until a check passes */
+    /* Damping (health.c): the hold-off after a health step-down, and a new
+     * leader's first interval. */
+    int64_t holdoff_until_ms; /* no campaign before this */
+    int holdoffs;             /* health step-downs in a row (the doubling) */
+    bool was_leader;          /* led at the last health pass */
+    int64_t elected_ms;       /* when we last became leader */
+    int lead_fails;           /* failures in a row counted since then */
+    bool lead_early;          /* the first of them came in the first interval */
+    struct app_sw *sw;        /* the candidates' side of switchover (switchover.c) */
+
+    /* Snapshots for the HTTP view (they must outlive fill_view's return). */
+    elector_session_stats view_ka;
+    elector_etcd_stats view_st;
+
+    /* The leader followed while not leading, and systemd (status.c). */
+    elector_observer *follow; /* campaign, run, lock: the election's leader */
+    int lsince_kind;          /* what lsince_ms is: a tool_since */
+    bool leader_looked;       /* a state of the election was known before */
+    int64_t last_token;       /* the last leader's token ever known */
+    uint64_t leader_changes;  /* times the leader changed to another key */
+    char *pred;               /* waiting: the key just ahead of ours */
+    size_t predlen;
+    tool_notify *notify; /* $NOTIFY_SOCKET; NULL: not under systemd */
+    bool notified_ready, notified_stopping;
+    char notified_status[512];
+};
+
+/* run, or lock with a command: a supervised command. */
+static inline bool app_supervised(const struct app *a)
+{
+    return a->o->argv && a->o->argv[0];
+}
+
+/* "the lock" for lock, "leadership" otherwise: what is held and lost. */
+static inline const char *app_held(const struct app *a)
+{
+    return a->o->cmd == CMD_LOCK ? "the lock" : "leadership";
+}
+
+/* connect.c */
+elector_etcd *app_make_client(const tool_opts *o, const tool_creds *c);
+void app_notice(elector_etcd *e, int err, const char *msg, void *ud);
+void app_note_connection(struct app *a);
+void app_note_session(struct app *a);
+int64_t app_dial_ms(const tool_opts *o);
+int64_t app_request_ms(const tool_opts *o);
+static inline int64_t app_ttl_ms(const tool_opts *o)
+{
+    return (o->ttl_s ? o->ttl_s : 10) * 1000;
+}
+
+/* report.c */
+const char *app_hint(struct app *a, int err);
+void app_fatal_etcd(struct app *a, int err, const char *what);
+void app_fail(struct app *a, const char *what, const elector_event *ev);
+int app_event(struct app *a, const elector_event *ev);
+void app_remember_leader(struct app *a, const elector_event *ev);
+int64_t app_mono_ns(void);
+int64_t app_now_ms(void);
+
+/* campaign.c */
+void app_on_event(elector_election *el, const elector_event *ev, void *ud);
+void app_start_campaign(struct app *a);
+void app_schedule_restart(struct app *a);
+/* --timeout, --no-wait: stop waiting; exit EXIT_TIMEOUT. */
+void app_give_up_waiting(struct app *a, const char *why);
+void app_free_slots(struct app *a); /* all but el (the slot won) */
+
+/* child.c */
+void app_start_child(struct app *a, const elector_event *ev);
+/* Stops the command: SIGTERM, the tree killed grace later (or at the deadline). */
+void app_stop_child(struct app *a);
+/* Kills the command's whole tree now (no SIGTERM first). */
+void app_kill_child(struct app *a);
+void app_check_child(struct app *a);
+
+/* proclaim.c */
+void app_read_stdin(struct app *a);
+void app_proclaim_pending(struct app *a);
+
+/* health.c */
+void app_health_start(struct app *a);
+void app_health_process(struct app *a);
+int64_t app_health_timeout(const struct app *a);
+void app_health_free(struct app *a);
+void app_step_down(struct app *a, const char *why);
+bool app_stepdown_child_gone(struct app *a);
+bool app_stepdown_event(struct app *a, const elector_event *ev);
+bool app_campaign_blocked(struct app *a);
+
+/* switchover.c */
+int app_cmd_switchover(struct app *a);
+void app_sw_start(struct app *a); /* candidates: join the protocol */
+void app_sw_process(struct app *a);
+int64_t app_sw_timeout(const struct app *a);
+void app_sw_free(struct app *a);    /* before the client is freed */
+void app_sw_release(struct app *a); /* after */
+
+/* observe.c */
+int app_cmd_leader(struct app *a);
+int app_start_observe(struct app *a);
+
+/* status.c */
+void app_start_follow(struct app *a);
+void app_note_event(struct app *a, const elector_event *ev);
+void app_notify_open(struct app *a);
+void app_notify_update(struct app *a);
+int64_t app_notify_timeout(const struct app *a);
+void app_notify_stop(struct app *a);
+
+#endif

@@ -1,0 +1,376 @@
+/* SPDX-License-Identifier: MIT */
+/* campaign, run and lock: the election's events and what the tool does about
+ * them; campaigning again on a new session (transient failures, --restart). */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include "app/app.h"
+#include "text/output.h"
+
+/* Failures that may heal by themselves: campaign again, on a new session. */
+static bool transient(int err)
+{
+    return err == ELECTOR_ESESSION || err == ELECTOR_ELEASE || err == ELECTOR_ECLOSED ||
+           err == ELECTOR_ENOLEADER || err == ELECTOR_ETIMEDOUT ||
+           err == ELECTOR_EUNAVAILABLE || err == ELECTOR_ECONNECT ||
+           err == ELECTOR_ERESTORED;
+}
+
+/* etcd was reached after failed attempts at start: say so once. */
+static void reached(struct app *a)
+{
+    if (a->start_retries)
+        tool_log(LOG_INFO, "etcd reached after %d failed attempt%s", a->start_retries,
+                 a->start_retries == 1 ? "" : "s");
+    a->start_retries = 0;
+}
+
+static void on_elected(struct app *a, const elector_event *ev)
+{
+    reached(a);
+    a->joined = true;
+    a->wait_until_ms = 0;
+    a->changes++;
+    app_remember_leader(a, ev);
+    bool supervised = app_supervised(a);
+    if (!supervised && a->o->fmt == FMT_SIMPLE) {
+        /* The key and the value, as `etcdctl elect` and `etcdctl lock` print them
+         * (a lock's value is empty: an empty line); first, as what waits for it
+         * reads stdout, then the log line. */
+        tool_write_kv(stdout, a->stdout_tty, a->o->hex, ev->key, ev->key_len, ev->value,
+                      ev->value_len);
+    }
+    tool_log(LOG_INFO, "%s: %.*s (token %lld)",
+             a->o->cmd == CMD_LOCK ? "lock acquired" : "elected", (int)ev->key_len,
+             (const char *)ev->key, (long long)ev->token);
+    if (a->s && elector_session_helper(a->s) > 0)
+        tool_log(LOG_DEBUG, "release helper: pid %d revokes the lease if elector dies",
+                 elector_session_helper(a->s));
+    else if (a->s && elector_session_helper(a->s) < 0)
+        tool_log(LOG_DEBUG,
+                 "no release helper (%s): if elector dies, the lease ends by "
+                 "its TTL",
+                 elector_strerror(elector_session_helper(a->s)));
+    /* stdout is the command's; the line above says it on stderr. */
+    if (supervised) app_start_child(a, ev);
+    app_proclaim_pending(a); /* lines read while waiting: the latest one */
+    if (a->el) {
+        elector_election_stats st;
+        elector_election_get_stats(a->el, &st);
+        tool_log(
+            LOG_DEBUG,
+            "decided by a %s check (serializable checks: %llu, taken %llu; "
+            "fallbacks: error %llu, member %llu, connection %llu, below the "
+            "delete %llu, malformed %llu)",
+            st.last_decided_by == 2 ? "serializable" : "linearizable",
+            (unsigned long long)st.checks_serializable,
+            (unsigned long long)st.serializable_taken,
+            (unsigned long long)st.fallback_error, (unsigned long long)st.fallback_member,
+            (unsigned long long)st.fallback_conn, (unsigned long long)st.fallback_stale,
+            (unsigned long long)st.fallback_reply);
+    }
+}
+
+static void on_lost(struct app *a, const elector_event *ev)
+{
+    a->changes++;
+    app_remember_leader(a, NULL);
+    tool_log(LOG_ERROR, "%s lost: %s", a->o->cmd == CMD_LOCK ? "lock" : "leadership",
+             ev->detail);
+    a->session_dead = transient(ev->reason) && ev->reason != ELECTOR_ENOLEADER;
+    /* The key or the lease is gone (an outside `etcdctl del` or `lease revoke`):
+     * a successor may lead already, so the time is up; any grace would be
+     * overlap. A deadline approaching (no renewal) still leaves the grace. */
+    bool outside = ev->reason == ELECTOR_ENOTLEADER || ev->reason == ELECTOR_ELEASE;
+    if (a->child) {
+        bool at_once = outside && !a->o->grace_on_loss;
+        if (at_once)
+            tool_log(LOG_WARN, "%s is gone: killing %s and its descendants at once",
+                     ev->reason == ELECTOR_ELEASE ? "our lease" : "our key",
+                     a->o->argv[0]);
+        if (at_once)
+            app_kill_child(a);
+        else
+            app_stop_child(a);
+        a->exit_code = EXIT_LOST;
+        a->restart_pending = a->o->restart;
+    } else if (app_supervised(a) && a->o->restart) {
+        a->retry_at_ms = app_now_ms() + 1000;
+    } else {
+        a->exit_code = EXIT_LOST;
+        a->done = true;
+    }
+}
+
+/* An etcd alarm (NOSPACE: the database is full; CORRUPT) refuses new leases
+ * and writes until an operator clears it: campaign again, backing off from 1 s
+ * doubling to 30 s, and say why each time. A leader is not affected: keepalives
+ * still work under the alarm. */
+static bool alarm_err(int err)
+{
+    return err == ELECTOR_ENOSPACE || err == ELECTOR_EALARM;
+}
+
+static void retry_after_alarm(struct app *a, const elector_event *ev)
+{
+    int n = a->alarm_retries < 5 ? a->alarm_retries : 5;
+    int64_t d = 1000LL << n;
+    if (d > 30000) d = 30000;
+    a->alarm_retries++;
+    a->alarm_refusals++;
+    a->alarm_on = true;
+    tool_log(LOG_WARN, "%s (%s); campaigning again in %lld ms",
+             elector_strerror(ev->reason), ev->detail, (long long)d);
+    a->session_dead = true;
+    a->retry_at_ms = app_now_ms() + d;
+}
+
+static void on_failed(struct app *a, const elector_event *ev)
+{
+    if (a->stopping) {
+        a->done = true;
+    } else if (alarm_err(ev->reason)) {
+        retry_after_alarm(a, ev);
+    } else if (!a->joined && !(a->s && elector_session_lease(a->s)) && !a->o->fail_fast &&
+               transient(ev->reason)) {
+        /* etcd not reachable yet (at boot, services often start before it):
+         * retry with backoff (500 ms doubling up to 30 s, jittered), saying so
+         * (a log line, systemd's STATUS=, elector_start_retries_total).
+         * --fail-fast: exit 1 at once instead. */
+        int64_t d = 500LL << (a->start_retries < 6 ? a->start_retries : 6);
+        if (d > 30000) d = 30000;
+        d = d / 2 + (int64_t)((uint64_t)random() % (uint64_t)(d / 2 + 1));
+        a->start_retries++;
+        a->start_retries_total++;
+        tool_log(LOG_WARN,
+                 "cannot start a session (%s): etcd unreachable; retrying in %.1f s "
+                 "(attempt %d; --fail-fast to exit instead)",
+                 ev->detail, (double)d / 1000.0, a->start_retries);
+        a->session_dead = true;
+        a->retry_at_ms = app_now_ms() + d;
+    } else if (!a->joined && !(a->s && elector_session_lease(a->s))) {
+        /* Never reached etcd, and --fail-fast or an error that waiting cannot
+         * fix (TLS, authentication): say so at once, as `leader` does. */
+        app_fail(a, "cannot start a session", ev);
+        a->exit_code = EXIT_ERROR;
+        a->done = true;
+    } else if (transient(ev->reason)) {
+        tool_log(LOG_WARN,
+                 "campaign interrupted (%s); campaigning again on a new session",
+                 ev->detail);
+        a->session_dead = true;
+        a->retry_at_ms = app_now_ms() + 1000;
+    } else {
+        app_fail(a, "campaign failed", ev);
+        a->exit_code = EXIT_ERROR;
+        a->done = true;
+    }
+}
+
+/* lock -n N: an event of one of the slots while none is won yet. Returns true
+ * when the event is to be handled as the lock's own (the slot just won, or the
+ * first failure); the other slots' events are consumed here. */
+static bool slot_event(struct app *a, elector_election *el, const elector_event *ev)
+{
+    if (a->el) return false; /* a slot was won: the others are being resigned */
+    switch (ev->type) {
+    case ELECTOR_EV_ELECTED:
+        a->el = el;
+        for (int i = 0; i < a->nslots; i++)
+            if (a->slots[i] != el) elector_resign(a->slots[i]);
+        return true;
+    case ELECTOR_EV_WAITING:
+        reached(a);
+        a->joined = true;
+        if (++a->slots_waiting == a->nslots) {
+            tool_log(LOG_INFO, "all %d slots of %s are taken: waiting for one", a->nslots,
+                     a->o->name);
+            if (a->o->no_wait && !a->stopping) app_give_up_waiting(a, "--no-wait");
+        }
+        return false;
+    case ELECTOR_EV_FAILED:
+        if (a->stopping) {
+            a->done = true;
+            return false;
+        }
+        return !a->slots_failed++; /* the first says what happened */
+    default:
+        return false;
+    }
+}
+
+void app_free_slots(struct app *a)
+{
+    for (int i = 0; i < a->nslots; i++) {
+        if (a->slots[i] != a->el) elector_election_free(a->slots[i]);
+        free(a->slot_names[i]);
+    }
+    free(a->slots);
+    free(a->slot_names);
+    a->slots = NULL;
+    a->slot_names = NULL;
+    a->nslots = a->slots_waiting = a->slots_failed = 0;
+}
+
+/* lock -n N: campaign for every slot at once; the first won is the lock. */
+static void campaign_slots(struct app *a)
+{
+    int n = a->o->limit;
+    a->slots = calloc((size_t)n, sizeof(*a->slots));
+    a->slot_names = calloc((size_t)n, sizeof(*a->slot_names));
+    if (!a->slots || !a->slot_names) {
+        app_fatal_etcd(a, ELECTOR_ENOMEM, "cannot campaign");
+        return;
+    }
+    a->nslots = n;
+    tool_log(LOG_DEBUG, "semaphore %s: campaigning for %d slots", a->o->name, n);
+    for (int i = 0; i < n; i++) {
+        int rc = ELECTOR_ENOMEM;
+        if (asprintf(&a->slot_names[i], "__elector/semaphore/%s/%d", a->o->name, i) >=
+                0 &&
+            (a->slots[i] =
+                 elector_election_new(a->s, a->slot_names[i], app_on_event, a)) != NULL)
+            rc = elector_campaign(a->slots[i], a->value, a->vlen);
+        if (rc) {
+            app_fatal_etcd(a, rc, "cannot campaign");
+            return;
+        }
+    }
+}
+
+void app_on_event(elector_election *el, const elector_event *ev, void *ud)
+{
+    struct app *a = ud;
+    if (a->slots && el != a->el && !slot_event(a, el, ev)) return;
+    if (a->o->fmt == FMT_JSON) app_event(a, ev);
+    app_note_event(a, ev);
+    if (ev->reason == ELECTOR_ERESTORED) a->restores++;
+    if (app_stepdown_event(a, ev)) return; /* health.c: out of the queue, or back */
+    switch (ev->type) {
+    case ELECTOR_EV_WAITING:
+        a->alarm_retries = 0;
+        a->alarm_on = false;
+        reached(a);
+        a->joined = true;
+        tool_log(LOG_INFO, "waiting behind %.*s", (int)ev->key_len,
+                 (const char *)ev->key);
+        if (a->o->no_wait && !a->stopping) app_give_up_waiting(a, "--no-wait");
+        break;
+    case ELECTOR_EV_ELECTED:
+        a->alarm_retries = 0;
+        a->alarm_on = false;
+        on_elected(a, ev);
+        break;
+    case ELECTOR_EV_PROCLAIMED:
+        if (ev->reason)
+            app_fail(a, "proclaim failed", ev);
+        else
+            app_remember_leader(a, ev);
+        if (!ev->reason)
+            tool_log(LOG_DEBUG, "proclaimed a value of %zu bytes", ev->value_len);
+        app_proclaim_pending(a);
+        break;
+    case ELECTOR_EV_LOST:
+        on_lost(a, ev);
+        break;
+    case ELECTOR_EV_RESIGNED:
+        a->changes++;
+        app_remember_leader(a, NULL);
+        tool_log(LOG_DEBUG, "resigned: %.*s deleted", (int)ev->key_len,
+                 (const char *)ev->key);
+        if (a->restart_pending && !a->stopping) {
+            a->restart_pending = false;
+            app_schedule_restart(a);
+        } else if (a->stopping && !a->child) {
+            a->done = true;
+        }
+        break;
+    case ELECTOR_EV_FAILED:
+        on_failed(a, ev);
+        break;
+    default:
+        break;
+    }
+}
+
+/* Campaigns on the current session, or on a new one if it died. The new session
+ * is granted asynchronously (the campaign waits for it), so the loop keeps
+ * serving signals and HTTP; a failed grant comes back as a FAILED event. */
+void app_start_campaign(struct app *a)
+{
+    if (app_campaign_blocked(a)) return; /* unhealthy: health.c campaigns later */
+    if (a->session_dead) {
+        if (a->slots) app_free_slots(a);
+        if (a->el) elector_election_free(a->el);
+        a->el = NULL;
+        if (a->s) elector_session_close(a->s);
+        elector_session_config sc;
+        elector_session_config_init(&sc);
+        if (a->o->ttl_s) sc.ttl_s = a->o->ttl_s;
+        /* A supervised command: a session that dies must keep its lease until the
+         * command's tree is reaped; closing it (here, cleanup) revokes it then. */
+        sc.manual_release = app_supervised(a);
+        /* Without a command (campaign, lock): if elector dies, its release
+         * helper revokes the lease at once, as run's guard does after the
+         * command's tree. With a command, the guard does it, after the tree. */
+        sc.release_on_exit = !app_supervised(a) && !a->o->no_release;
+        a->s = elector_session_new(a->etcd, &sc, NULL, NULL);
+        if (!a->s) {
+            tool_log(LOG_ERROR, "out of memory");
+            a->exit_code = EXIT_ERROR;
+            a->done = true;
+            return;
+        }
+        a->session_dead = false;
+    }
+    if (a->o->limit > 1 && !a->el) {
+        if (!a->slots) campaign_slots(a);
+        return;
+    }
+    if (!a->el) a->el = elector_election_new(a->s, a->o->name, app_on_event, a);
+    tool_log(LOG_DEBUG, "campaigning for %s with a value of %zu bytes", a->o->name,
+             a->vlen);
+    int rc = a->el ? elector_campaign(a->el, a->value, a->vlen) : ELECTOR_ENOMEM;
+    if (rc) app_fatal_etcd(a, rc, "cannot campaign");
+}
+
+/* --restart: campaign again after a pause. Quick failures back off exponentially
+ * (200 ms doubling up to 30 s, each drawn from [d/2, d] so that candidates
+ * restarting together spread out); a command that ran 10 s or more resets it. */
+void app_schedule_restart(struct app *a)
+{
+    if (app_now_ms() - a->child_start_ms >= 10000) a->restarts = 0;
+    int64_t d = 200LL << (a->restarts < 8 ? a->restarts : 8);
+    if (d > 30000) d = 30000;
+    a->restarts++;
+    d = d / 2 + (int64_t)((uint64_t)random() % (uint64_t)(d / 2 + 1));
+    tool_log(LOG_INFO, "campaigning again in %lld ms", (long long)d);
+    a->retry_at_ms = app_now_ms() + d;
+}
+
+/* --timeout passed (why NULL), or --no-wait and another leads: stop waiting,
+ * delete our key (the resign), exit EXIT_TIMEOUT. */
+void app_give_up_waiting(struct app *a, const char *why)
+{
+    char t[64];
+    if (!why) {
+        snprintf(t, sizeof(t), "--timeout %.3gs passed",
+                 (double)a->o->timeout_ms / 1000.0);
+        why = t;
+    } else if (a->o->cmd == CMD_LOCK) {
+        why = "--no-wait: another holds it";
+    } else {
+        why = "--no-wait: another leads";
+    }
+    a->wait_until_ms = 0;
+    a->retry_at_ms = 0;
+    bool cmd = app_supervised(a);
+    tool_log(LOG_ERROR, "%s %s %s: %s%s%s (exit %d)",
+             a->o->cmd == CMD_LOCK ? "lock" : "not elected for", a->o->name,
+             a->o->cmd == CMD_LOCK ? "not acquired" : "(gave up)", why,
+             cmd ? "; not started: " : "", cmd ? a->o->argv[0] : "", EXIT_TIMEOUT);
+    a->exit_code = EXIT_TIMEOUT;
+    a->stopping = true;
+    if (a->el && elector_resign(a->el) == 0) return; /* done on FAILED (canceled) */
+    a->done = true;
+}

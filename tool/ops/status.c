@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: MIT */
+/* Two ways the tool tells others what it is doing:
+ *
+ * - The follower: campaign, run and lock follow the election's leader with the
+ *   library's observer, so that GET /leader names the leader while this process
+ *   waits (the election itself only knows its predecessor). While this process
+ *   leads, its own belief is what counts and the follower's events are ignored.
+ * - systemd (sd_notify's protocol, notify.c): READY=1 once the campaign reached
+ *   etcd (observe: once the observer reported the leader), STATUS= on every change of
+ *   what the tool does, WATCHDOG=1 every $WATCHDOG_USEC/2 from the event loop,
+ *   STOPPING=1 when it begins to stop. */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "app/app.h"
+#include "text/escape.h"
+
+/* ---------------------------------------------------------------- follower */
+
+static void on_follow(elector_observer *o, const elector_event *ev, void *ud)
+{
+    (void)o;
+    struct app *a = ud;
+    if (a->el && elector_is_leader(a->el)) return; /* our own belief counts */
+    if (ev->type == ELECTOR_EV_LEADER) {
+        app_remember_leader(a, ev);
+    } else if (ev->type == ELECTOR_EV_FAILED) {
+        /* EPROTO only: the server broke the protocol. The election goes on;
+         * /leader then knows only what the election itself knows. */
+        tool_log(LOG_WARN, "following the leader failed: %s", ev->detail);
+        app_remember_leader(a, NULL);
+    } else {
+        app_remember_leader(a, NULL);
+    }
+}
+
+void app_start_follow(struct app *a)
+{
+    a->follow = elector_observe(a->etcd, a->o->name, on_follow, a);
+    if (!a->follow) tool_log(LOG_WARN, "cannot follow the leader: out of memory");
+}
+
+/* The election's events that the status needs: the key we wait behind. */
+void app_note_event(struct app *a, const elector_event *ev)
+{
+    free(a->pred);
+    a->pred = NULL;
+    a->predlen = 0;
+    if (ev->type != ELECTOR_EV_WAITING || !ev->key) return;
+    a->pred = malloc(ev->key_len + 1);
+    if (!a->pred) return;
+    memcpy(a->pred, ev->key, ev->key_len);
+    a->pred[ev->key_len] = 0;
+    a->predlen = ev->key_len;
+}
+
+/* ---------------------------------------------------------------- systemd */
+
+void app_notify_open(struct app *a)
+{
+    char err[300];
+    a->notify = tool_notify_open(err, sizeof(err));
+    if (*err) tool_log(LOG_WARN, "%s; systemd is not told anything", err);
+    if (a->notify && tool_notify_watchdog_ms(a->notify))
+        tool_log(LOG_DEBUG, "systemd watchdog: WATCHDOG=1 every %lld ms",
+                 (long long)tool_notify_watchdog_ms(a->notify));
+}
+
+/* A key for the status line: escaped (no newline can end the STATUS= field)
+ * and cut at 100 bytes. */
+static void short_key(char *out, size_t cap, const char *k, size_t n)
+{
+    size_t len = tool_escape(out, cap, k, n);
+    if (len >= cap && cap > 4) memcpy(out + cap - 4, "...", 4);
+}
+
+static void fmt_time(char *out, size_t cap, int64_t unix_ms)
+{
+    time_t t = (time_t)(unix_ms / 1000);
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || !strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm))
+        snprintf(out, cap, "?");
+}
+
+/* What the tool is doing, in one line. */
+static void status_line(const struct app *a, char *out, size_t cap)
+{
+    char key[104], pred[104], since[32];
+    key[0] = pred[0] = since[0] = 0;
+    if (a->has_leader) {
+        short_key(key, sizeof(key), a->lkey, a->lklen);
+        fmt_time(since, sizeof(since), a->lsince_ms);
+    }
+    const char *name = a->o->name;
+    if (a->stopping || a->done) {
+        snprintf(out, cap, "stopping");
+    } else if (a->o->cmd == CMD_OBSERVE) {
+        if (!a->leader_looked)
+            snprintf(out, cap, "observing %s: reading the leader", name);
+        else if (a->has_leader)
+            snprintf(out, cap, "observing %s: leader %s (token %lld) since %s%s", name,
+                     key, (long long)a->ltoken, since,
+                     a->lsince_kind == TOOL_SINCE_FIRST_SEEN ? " or before" : "");
+        else
+            snprintf(out, cap, "observing %s: no leader", name);
+    } else if (a->el && elector_is_leader(a->el)) {
+        snprintf(out, cap, "%s %s since %s as %s (token %lld)",
+                 a->o->cmd == CMD_LOCK ? "holding the lock" : "leading", name, since, key,
+                 (long long)a->ltoken);
+    } else if (a->start_retries && !a->joined) {
+        snprintf(out, cap,
+                 "etcd unreachable: retrying to campaign for %s (%d failed attempt%s)",
+                 name, a->start_retries, a->start_retries == 1 ? "" : "s");
+    } else if (a->retry_at_ms) {
+        snprintf(out, cap, "not campaigning: campaigning again for %s shortly", name);
+    } else if (!a->joined) {
+        snprintf(out, cap, "connecting to etcd to campaign for %s", name);
+    } else if (a->pred) {
+        short_key(pred, sizeof(pred), a->pred, a->predlen);
+        if (a->has_leader && a->lklen == a->predlen &&
+            !memcmp(a->lkey, a->pred, a->predlen))
+            snprintf(out, cap, "waiting behind the leader %s (token %lld) for %s", key,
+                     (long long)a->ltoken, name);
+        else if (a->has_leader)
+            snprintf(out, cap, "waiting behind %s for %s; leader %s (token %lld)", pred,
+                     name, key, (long long)a->ltoken);
+        else
+            snprintf(out, cap, "waiting behind %s for %s", pred, name);
+    } else {
+        snprintf(out, cap, "campaigning for %s", name);
+    }
+}
+
+void app_notify_update(struct app *a)
+{
+    if (!a->notify) return;
+    int64_t now = app_now_ms();
+    char st[sizeof(a->notified_status)], msg[sizeof(st) + 64];
+    status_line(a, st, sizeof(st));
+    /* Ready: the campaign reached etcd; observe: the observer's first answer. */
+    bool ready =
+        !a->notified_ready && (a->o->cmd == CMD_OBSERVE ? a->leader_looked : a->joined);
+    bool stopping = !a->notified_stopping && (a->stopping || a->done);
+    if (ready || stopping || strcmp(st, a->notified_status) != 0) {
+        snprintf(msg, sizeof(msg), "%s%sSTATUS=%s", ready ? "READY=1\n" : "",
+                 stopping ? "STOPPING=1\n" : "", st);
+        if (tool_notify_send(a->notify, msg) == 0 || !ready) {
+            a->notified_ready |= ready;
+            a->notified_stopping |= stopping;
+            snprintf(a->notified_status, sizeof(a->notified_status), "%s", st);
+        }
+    }
+    tool_notify_tick(a->notify, now);
+}
+
+int64_t app_notify_timeout(const struct app *a)
+{
+    return tool_notify_timeout(a->notify, app_now_ms());
+}
+
+void app_notify_stop(struct app *a)
+{
+    if (a->notify && !a->notified_stopping) {
+        tool_notify_send(a->notify, "STOPPING=1\nSTATUS=stopping");
+        a->notified_stopping = true;
+    }
+    tool_notify_free(a->notify);
+    a->notify = NULL;
+}
