@@ -13,6 +13,7 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 #include "ops/http.h"
+#include "text/json.h"
 #include "testlib.h"
 
 /* ---------------------------------------------------------------- helpers */

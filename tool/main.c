@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include "app/app.h"
 #include "app/srv.h"
+#include "ops/http.h"
 #include "options/help.h"
 
 /* ---------------------------------------------------------------- http view */
@@ -197,11 +198,7 @@ static void loop(struct app *a)
 static int setup_signals(void)
 {
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGCHLD);
+    tool_stop_signals(&set, true);
     sigprocmask(SIG_BLOCK, &set, NULL);
     return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 }

@@ -22,13 +22,16 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "elector/election.h"
-#include "supervise/healthcheck.h"
-#include "ops/http.h"
-#include "text/log.h"
-#include "ops/notify.h"
 #include "options/opts.h"
 #include "options/secret.h"
+#include "supervise/healthcheck.h"
 #include "supervise/supervise.h"
+#include "text/log.h"
+
+/* Only pointers to these are kept here: the files that use them include
+ * ops/http.h and ops/notify.h (app/ does not include ops/). */
+struct tool_http;
+struct tool_notify;
 
 struct app {
     tool_opts *o;
@@ -43,7 +46,7 @@ struct app {
     char **slot_names;
     int nslots, slots_waiting, slots_failed;
     elector_observer *obs;
-    tool_http *http;
+    struct tool_http *http;
     tool_child *child;
     int sfd;
     char *value; /* the value to campaign with */
@@ -119,7 +122,7 @@ struct app {
     uint64_t leader_changes;  /* times the leader changed to another key */
     char *pred;               /* waiting: the key just ahead of ours */
     size_t predlen;
-    tool_notify *notify; /* $NOTIFY_SOCKET; NULL: not under systemd */
+    struct tool_notify *notify; /* $NOTIFY_SOCKET; NULL: not under systemd */
     bool notified_ready, notified_stopping;
     char notified_status[512];
 };
@@ -151,6 +154,8 @@ static inline int64_t app_ttl_ms(const tool_opts *o)
 /* report.c */
 const char *app_hint(struct app *a, int err);
 void app_fatal_etcd(struct app *a, int err, const char *what);
+/* Out of memory: said, and the tool ends (exit 1) at the loop's next turn. */
+void app_out_of_memory(struct app *a);
 void app_fail(struct app *a, const char *what, const elector_event *ev);
 int app_event(struct app *a, const elector_event *ev);
 void app_remember_leader(struct app *a, const elector_event *ev);

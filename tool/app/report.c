@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 #include "app/app.h"
+#include "ops/http.h" /* TOOL_SINCE_* */
 #include "text/output.h"
 
 int64_t app_now_ms(void)
@@ -85,6 +86,13 @@ void app_fatal_etcd(struct app *a, int err, const char *what)
     const char *detail = elector_etcd_errstr(a->etcd);
     tool_log(LOG_ERROR, "%s: %s%s%s", what, *detail ? detail : elector_strerror(err),
              h ? "; " : "", h ? h : "");
+    a->exit_code = EXIT_ERROR;
+    a->done = true;
+}
+
+void app_out_of_memory(struct app *a)
+{
+    tool_log(LOG_ERROR, "out of memory");
     a->exit_code = EXIT_ERROR;
     a->done = true;
 }

@@ -316,9 +316,7 @@ void app_start_campaign(struct app *a)
         sc.release_on_exit = !app_supervised(a) && !a->o->no_release;
         a->s = elector_session_new(a->etcd, &sc, NULL, NULL);
         if (!a->s) {
-            tool_log(LOG_ERROR, "out of memory");
-            a->exit_code = EXIT_ERROR;
-            a->done = true;
+            app_out_of_memory(a);
             return;
         }
         a->session_dead = false;

@@ -27,9 +27,7 @@ void app_health_start(struct app *a)
                            .start_ms = o->health_start_ms};
     a->health = tool_health_new(&sp);
     if (!a->health) {
-        tool_log(LOG_ERROR, "out of memory");
-        a->exit_code = EXIT_ERROR;
-        a->done = true;
+        app_out_of_memory(a);
         return;
     }
     tool_log(LOG_DEBUG,

@@ -84,9 +84,4 @@ char *tool_healthz_body(const tool_view *v);
 /* Renders GET /leader's JSON object (one line, no newline) into a malloc'd string. */
 char *tool_leader_json(const tool_view *v);
 
-/* Appends s (len bytes, any bytes) as a JSON string literal, with quotes, to a
- * malloc'd buffer (*buf, *len, *cap); returns 0 or -1 on allocation failure.
- * Bytes that are not valid UTF-8 are written as \\u00XX of each byte. */
-int tool_json_str(char **buf, size_t *len, size_t *cap, const uint8_t *s, size_t n);
-
 #endif

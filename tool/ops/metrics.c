@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Renderers for the HTTP endpoint: GET /leader's JSON, GET /metrics' Prometheus
- * text exposition (format 0.0.4), and the JSON string escaper the tool shares. */
+ * text exposition (format 0.0.4). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -10,6 +10,8 @@
 #include <time.h>
 #include "ops/http.h"
 #include "ops/process_metrics.h"
+#include "text/escape.h"
+#include "text/json.h"
 
 /* ---------------------------------------------------------------- buffer */
 
@@ -19,26 +21,10 @@ typedef struct mbuf {
     int oom; /* an append failed: the result is discarded */
 } mbuf;
 
-/* Makes room for n more bytes plus a NUL. */
-static int reserve(char **buf, size_t len, size_t *cap, size_t n)
-{
-    if (n > SIZE_MAX - len - 1) return -1;
-    size_t need = len + n + 1;
-    if (*buf && need <= *cap) return 0;
-    size_t c = *cap ? *cap : 256;
-    while (c < need)
-        c = c > SIZE_MAX / 2 ? need : c * 2;
-    char *q = realloc(*buf, c);
-    if (!q) return -1;
-    *buf = q;
-    *cap = c;
-    return 0;
-}
-
 static void put(mbuf *b, const char *s, size_t n)
 {
     if (b->oom) return;
-    if (reserve(&b->p, b->len, &b->cap, n) != 0) {
+    if (tool_buf_reserve(&b->p, b->len, &b->cap, n) != 0) {
         b->oom = 1;
         return;
     }
@@ -75,88 +61,6 @@ static char *finish(mbuf *b)
         return NULL;
     }
     return b->p;
-}
-
-/* ---------------------------------------------------------------- UTF-8 */
-
-/* Length of the valid UTF-8 sequence (RFC 3629: no overlongs, no surrogates, at
- * most U+10FFFF) starting at s[0], or 0 if s[0] does not start one. */
-static size_t utf8_seq(const uint8_t *s, size_t n)
-{
-    uint8_t c = s[0];
-    if (c < 0x80) return 1;
-    size_t len;
-    uint8_t lo = 0x80, hi = 0xbf; /* range of the second byte */
-    if (c >= 0xc2 && c <= 0xdf)
-        len = 2;
-    else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        if (c == 0xe0) lo = 0xa0; /* overlong */
-        if (c == 0xed) hi = 0x9f; /* surrogates */
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        if (c == 0xf0) lo = 0x90; /* overlong */
-        if (c == 0xf4) hi = 0x8f; /* > U+10FFFF */
-    } else
-        return 0;
-    if (n < len || s[1] < lo || s[1] > hi) return 0;
-    for (size_t i = 2; i < len; i++)
-        if ((s[i] & 0xc0) != 0x80) return 0;
-    return len;
-}
-
-/* ---------------------------------------------------------------- JSON */
-
-/* Writes s as the inside of a JSON string to out (if non-NULL); returns the
- * number of bytes it takes. */
-static const char hex[] = "0123456789abcdef";
-static const char short_esc[] = "\"\\\b\f\n\r\t", short_rep[] = "\"\\bfnrt";
-
-static size_t json_escape(char *out, const uint8_t *s, size_t n)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < n;) {
-        uint8_t c = s[i];
-        const char *e = memchr(short_esc, c, sizeof(short_esc) - 1);
-        if (e) { /* \" \\ \b \f \n \r \t */
-            if (out) {
-                out[o] = '\\';
-                out[o + 1] = short_rep[e - short_esc];
-            }
-            o += 2;
-            i++;
-            continue;
-        }
-        size_t k = c < 0x20 ? 0 : utf8_seq(s + i, n - i);
-        if (k == 0) { /* control character or a byte that is not UTF-8 */
-            if (out) {
-                memcpy(out + o, "\\u00", 4);
-                out[o + 4] = hex[c >> 4];
-                out[o + 5] = hex[c & 15];
-            }
-            o += 6;
-            i++;
-            continue;
-        }
-        if (out) memcpy(out + o, s + i, k);
-        o += k;
-        i += k;
-    }
-    return o;
-}
-
-int tool_json_str(char **buf, size_t *len, size_t *cap, const uint8_t *s, size_t n)
-{
-    if (!s) n = 0;
-    size_t need = json_escape(NULL, s, n);
-    if (need > SIZE_MAX - 2 || reserve(buf, *len, cap, need + 2) != 0) return -1;
-    char *o = *buf + *len;
-    *o++ = '"';
-    json_escape(o, s, n);
-    o[need] = '"';
-    *len += need + 2;
-    (*buf)[*len] = 0;
-    return 0;
 }
 
 static void jstr(mbuf *b, const void *s, size_t n)
@@ -212,7 +116,7 @@ static void label_value(mbuf *b, const char *s)
                           : u[i] == '"'  ? "\\\""
                           : u[i] == '\n' ? "\\n"
                                          : NULL;
-        size_t k = esc ? 1 : utf8_seq(u + i, n - i);
+        size_t k = esc ? 1 : tool_utf8_seq(u + i, n - i, NULL);
         if (esc)
             puts_(b, esc);
         else if (k == 0)

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <time.h>
 #include "app/app.h"
+#include "ops/http.h"
+#include "ops/notify.h"
 #include "text/escape.h"
 
 /* ---------------------------------------------------------------- follower */

@@ -164,11 +164,7 @@ static _Noreturn void reaper(const char *cmd, const char *cg, pid_t elector,
                              int64_t timeout_ms)
 {
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGCHLD);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
+    tool_stop_signals(&set, true);
     sigprocmask(SIG_SETMASK, &set, NULL);
     signal(SIGALRM, SIG_DFL);
     close_range(3, ~0U, 0);

@@ -280,6 +280,15 @@ static void cgroup_remove(const char *cg)
 
 /* ---------------------------------------------------------------- the command */
 
+void tool_stop_signals(sigset_t *set, bool with_chld)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+    if (with_chld) sigaddset(set, SIGCHLD);
+}
+
 void tool_reset_signals(void)
 {
     for (int s = 1; s < NSIG; s++) {

@@ -55,6 +55,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <sys/types.h>
 
 typedef struct tool_child tool_child;
@@ -136,6 +137,11 @@ void tool_child_init(void);
  * (also glibc's internal ones, which signal() refuses) and an empty mask, so that
  * nothing ignored or blocked here is inherited. */
 void tool_reset_signals(void);
+
+/* The signals that ask elector to stop: SIGINT, SIGTERM and SIGHUP, and SIGCHLD
+ * too when with_chld (the event loop and the health check's reaper take all
+ * four). The one place that lists them; set is emptied first. */
+void tool_stop_signals(sigset_t *set, bool with_chld);
 
 /* Whether this process may run a command with pid_ns (a trial child creates
  * the namespaces): 0, or -1 with the reason in err. */

@@ -703,10 +703,7 @@ static int look(struct app *a, const Mvccpb__KeyValue *t, struct seen *sn)
 static bool interrupted(void)
 {
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
+    tool_stop_signals(&set, false);
     struct timespec zero = {0, 0};
     int sig = sigtimedwait(&set, NULL, &zero);
     if (sig <= 0) return false;
@@ -797,10 +794,7 @@ static int request(struct app *a, const Mvccpb__KeyValue *t, int64_t deadline_ms
 int app_cmd_switchover(struct app *a)
 {
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
+    tool_stop_signals(&set, false);
     sigprocmask(SIG_BLOCK, &set, NULL);
     int64_t deadline = app_now_ms() + (a->o->timeout_ms ? a->o->timeout_ms : 60000);
     char *prefix = cat(a->o->name, "/");

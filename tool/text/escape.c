@@ -7,15 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Length of the valid UTF-8 sequence at p (RFC 3629: no overlongs, no
- * surrogates, at most U+10FFFF) and its code point, or 0 if it is not one. */
-static size_t utf8(const uint8_t *p, size_t n, uint32_t *cp)
+size_t tool_utf8_seq(const void *src, size_t n, uint32_t *cp)
 {
+    const uint8_t *p = src;
     uint8_t b = p[0];
     size_t len;
     uint32_t c, min;
     if (b < 0x80) {
-        *cp = b;
+        if (cp) *cp = b;
         return 1;
     } else if (b >= 0xc2 && b <= 0xdf) {
         len = 2, c = b & 0x1f, min = 0x80;
@@ -32,7 +31,7 @@ static size_t utf8(const uint8_t *p, size_t n, uint32_t *cp)
         c = c << 6 | (p[i] & 0x3f);
     }
     if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) return 0;
-    *cp = c;
+    if (cp) *cp = c;
     return len;
 }
 
@@ -55,7 +54,7 @@ size_t tool_escape(char *out, size_t cap, const void *src, size_t n)
     } while (0)
     for (size_t i = 0; i < n;) {
         uint32_t cp = 0;
-        size_t len = utf8(s + i, n - i, &cp);
+        size_t len = tool_utf8_seq(s + i, n - i, &cp);
         const char *rep = NULL;
         if (len == 1) {
             if (cp == '\n')
@@ -103,7 +102,7 @@ bool tool_utf8_valid(const void *src, size_t n)
     const uint8_t *s = src;
     for (size_t i = 0; i < n;) {
         uint32_t cp;
-        size_t len = utf8(s + i, n - i, &cp);
+        size_t len = tool_utf8_seq(s + i, n - i, &cp);
         if (!len) return false;
         i += len;
     }

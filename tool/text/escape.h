@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Writes s (n bytes, any bytes) to out (cap bytes, always NUL-terminated when cap
  * > 0) with these shown as text: \n \r \t, \\ for a backslash, \xNN for other C0
@@ -18,6 +19,11 @@ size_t tool_escape(char *out, size_t cap, const void *s, size_t n);
 
 /* The same into a malloc'd string; NULL when out of memory. */
 char *tool_escape_dup(const void *s, size_t n);
+
+/* The tool's one UTF-8 decoder: the length of the valid UTF-8 sequence at s
+ * (n > 0 bytes; RFC 3629: no overlongs, no surrogates, at most U+10FFFF) and its
+ * code point in *cp (if cp is not NULL), or 0 if s does not start one. */
+size_t tool_utf8_seq(const void *s, size_t n, uint32_t *cp);
 
 /* True when s (n bytes) is valid UTF-8 (RFC 3629: no overlongs, no surrogates,
  * at most U+10FFFF). */

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 #include "text/escape.h"
-#include "ops/http.h" /* tool_json_str */
+#include "text/json.h"
 
 /* The logger's settings: process-wide, set once by main() (the guard process
  * forked for `run` inherits them). */

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "text/escape.h"
-#include "ops/http.h" /* tool_json_str */
+#include "text/json.h"
 
 static const char tab[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
