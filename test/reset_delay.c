@@ -2,7 +2,7 @@
 /* An LD_PRELOAD library for test_tool_run: it widens the start window of `run`'s
  * command to a chosen length, so that a stop sent in it is a test, not a race.
  *
- * The command (tool/supervise/supervise.c, exec_command) is forked from the guard, which
+ * The command (tool/supervise/command.c, exec_command) is forked from the guard, which
  * ignores SIGTERM and more; before exec it resets every disposition to SIG_DFL,
  * beginning with signal(SIGHUP, SIG_DFL). This library's signal() sleeps
  * ELECTOR_TEST_RESET_DELAY_MS before that first reset, and only in the command:

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* run and lock with a command: the supervised command (tool/supervise/supervise.c owns
+/* run and lock with a command: the supervised command (tool/supervise/ owns
  * its tree), its environment, why it ended, and campaigning again (--restart). */
 #define _GNU_SOURCE
 #include <signal.h>
