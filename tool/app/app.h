@@ -2,16 +2,17 @@
 /* The elector tool's state and the parts of the program that share it
  * (paths from tool/; docs/DESIGN.md, "The tool's layout", has the rooms):
  *
- *   main.c                 setup (options, credentials, client), the event loop, signals
- *   app/connect.c          the etcd client from the options; endpoint and session notes
- *   app/report.c           what the tool reports: -w json events, hints for errors
- *   candidate/campaign.c   campaign, run and lock: the election's events, campaigning
- * again candidate/child.c      run and lock CMD: the supervised command
- *   candidate/proclaim.c   --proclaim-stdin: lines from stdin
- *   candidate/health.c     --health-cmd, and stepping down without exiting (health,
- * switchover) commands/observe.c     observe and leader ops/status.c           the leader
- * followed while waiting; systemd's notifications switchover/switchover.c  `switchover`
- * (the requester) and the candidates' side of it
+ *   main.c                setup (options, credentials, client), the loop, signals
+ *   app/connect.c         the etcd client from the options; endpoint, session notes
+ *   app/report.c          what the tool reports: -w json events, hints for errors
+ *   candidate/campaign.c  campaign, run, lock: the election's events; decides
+ *   candidate/child.c     run and lock CMD: the supervised command
+ *   candidate/proclaim.c  --proclaim-stdin: lines from stdin
+ *   candidate/health.c    --health-cmd; stepping down without exiting
+ *   commands/observe.c    observe and leader
+ *   ops/status.c          the leader followed while waiting; systemd's notifications
+ *   switchover/           request.c (the requester), candidate.c (the candidates'
+ *                         side), keys.c
  *
  * One event loop (poll) serves etcd, signals (signalfd), the optional HTTP
  * endpoint, stdin (--proclaim-stdin) and the supervised command. */
@@ -108,7 +109,7 @@ struct app {
     int64_t elected_ms;       /* when we last became leader */
     int lead_fails;           /* failures in a row counted since then */
     bool lead_early;          /* the first of them came in the first interval */
-    struct app_sw *sw;        /* the candidates' side of switchover (switchover.c) */
+    struct app_sw *sw;        /* the candidates' side of switchover */
 
     /* Snapshots for the HTTP view (they must outlive fill_view's return). */
     elector_session_stats view_ka;
@@ -139,7 +140,7 @@ static inline const char *app_held(const struct app *a)
     return a->o->cmd == CMD_LOCK ? "the lock" : "leadership";
 }
 
-/* connect.c */
+/* app/connect.c */
 elector_etcd *app_make_client(const tool_opts *o, const tool_creds *c);
 void app_notice(elector_etcd *e, int err, const char *msg, void *ud);
 void app_note_connection(struct app *a);
@@ -151,7 +152,7 @@ static inline int64_t app_ttl_ms(const tool_opts *o)
     return (o->ttl_s ? o->ttl_s : 10) * 1000;
 }
 
-/* report.c */
+/* app/report.c */
 const char *app_hint(struct app *a, int err);
 void app_fatal_etcd(struct app *a, int err, const char *what);
 /* Out of memory: said, and the tool ends (exit 1) at the loop's next turn. */
@@ -162,7 +163,7 @@ void app_remember_leader(struct app *a, const elector_event *ev);
 int64_t app_mono_ns(void);
 int64_t app_now_ms(void);
 
-/* campaign.c */
+/* candidate/campaign.c */
 void app_on_event(elector_election *el, const elector_event *ev, void *ud);
 void app_start_campaign(struct app *a);
 void app_schedule_restart(struct app *a);
@@ -170,7 +171,7 @@ void app_schedule_restart(struct app *a);
 void app_give_up_waiting(struct app *a, const char *why);
 void app_free_slots(struct app *a); /* all but el (the slot won) */
 
-/* child.c */
+/* candidate/child.c */
 void app_start_child(struct app *a, const elector_event *ev);
 /* Stops the command: SIGTERM, the tree killed grace later (or at the deadline). */
 void app_stop_child(struct app *a);
@@ -178,11 +179,11 @@ void app_stop_child(struct app *a);
 void app_kill_child(struct app *a);
 void app_check_child(struct app *a);
 
-/* proclaim.c */
+/* candidate/proclaim.c */
 void app_read_stdin(struct app *a);
 void app_proclaim_pending(struct app *a);
 
-/* health.c */
+/* candidate/health.c */
 void app_health_start(struct app *a);
 void app_health_process(struct app *a);
 int64_t app_health_timeout(const struct app *a);
@@ -192,19 +193,20 @@ bool app_stepdown_child_gone(struct app *a);
 bool app_stepdown_event(struct app *a, const elector_event *ev);
 bool app_campaign_blocked(struct app *a);
 
-/* switchover.c */
+/* switchover/request.c */
 int app_cmd_switchover(struct app *a);
+/* switchover/candidate.c */
 void app_sw_start(struct app *a); /* candidates: join the protocol */
 void app_sw_process(struct app *a);
 int64_t app_sw_timeout(const struct app *a);
 void app_sw_free(struct app *a);    /* before the client is freed */
 void app_sw_release(struct app *a); /* after */
 
-/* observe.c */
+/* commands/observe.c */
 int app_cmd_leader(struct app *a);
 int app_start_observe(struct app *a);
 
-/* status.c */
+/* ops/status.c */
 void app_start_follow(struct app *a);
 void app_note_event(struct app *a, const elector_event *ev);
 void app_notify_open(struct app *a);
