@@ -106,6 +106,45 @@ static int on_signal(struct app *a, int sig)
     return sig;
 }
 
+/* How long poll may sleep: the nearest of every timer (-1: none). */
+static int64_t poll_timeout(struct app *a)
+{
+    int64_t t = elector_etcd_timeout(a->etcd);
+    int64_t ht = a->http ? tool_http_timeout(a->http) : -1;
+    if (ht >= 0 && (t < 0 || ht < t)) t = ht;
+    int64_t nt = app_notify_timeout(a); /* the systemd watchdog's next ping */
+    if (nt >= 0 && (t < 0 || nt < t)) t = nt;
+    int64_t now = app_now_ms();
+    if (a->retry_at_ms && (t < 0 || a->retry_at_ms - now < t))
+        t = a->retry_at_ms > now ? a->retry_at_ms - now : 0;
+    if (a->wait_until_ms && (t < 0 || a->wait_until_ms - now < t))
+        t = a->wait_until_ms > now ? a->wait_until_ms - now : 0;
+    if (a->child && (t < 0 || t > 100)) t = 100; /* deadline pushes */
+    int64_t ct = a->child ? tool_child_timeout_ms(a->child) : -1;
+    if (ct >= 0 && (t < 0 || ct < t)) t = ct; /* the watch on the guard */
+    int64_t st = app_health_timeout(a), wt = app_sw_timeout(a);
+    if (st >= 0 && (t < 0 || st < t)) t = st;
+    if (wt >= 0 && (t < 0 || wt < t)) t = wt;
+    return t;
+}
+
+/* A stop signal came before we were elected: said after the signal's line. */
+static void note_interrupted(struct app *a)
+{
+    a->interrupted = false;
+    if (a->o->cmd == CMD_LOCK)
+        tool_log(LOG_ERROR,
+                 "interrupted while waiting for the lock %s: not acquired%s%s%s "
+                 "(exit 1)",
+                 a->o->name, app_supervised(a) ? ", " : "",
+                 app_supervised(a) ? a->o->argv[0] : "",
+                 app_supervised(a) ? " not run" : "");
+    else
+        tool_log(LOG_INFO, "interrupted while waiting: never elected for %s%s%s (exit 0)",
+                 a->o->name, app_supervised(a) ? ", never started " : "",
+                 app_supervised(a) ? a->o->argv[0] : "");
+}
+
 static void loop(struct app *a)
 {
     /* observe: a reader that went away (`| head -1`) shows as POLLERR on stdout. */
@@ -130,22 +169,7 @@ static void loop(struct app *a)
         }
         if (a->child)
             p[n++] = (struct pollfd){.fd = tool_child_fd(a->child), .events = POLLIN};
-        int64_t t = elector_etcd_timeout(a->etcd);
-        int64_t ht = a->http ? tool_http_timeout(a->http) : -1;
-        if (ht >= 0 && (t < 0 || ht < t)) t = ht;
-        int64_t nt = app_notify_timeout(a); /* the systemd watchdog's next ping */
-        if (nt >= 0 && (t < 0 || nt < t)) t = nt;
-        int64_t now = app_now_ms();
-        if (a->retry_at_ms && (t < 0 || a->retry_at_ms - now < t))
-            t = a->retry_at_ms > now ? a->retry_at_ms - now : 0;
-        if (a->wait_until_ms && (t < 0 || a->wait_until_ms - now < t))
-            t = a->wait_until_ms > now ? a->wait_until_ms - now : 0;
-        if (a->child && (t < 0 || t > 100)) t = 100; /* deadline pushes */
-        int64_t ct = a->child ? tool_child_timeout_ms(a->child) : -1;
-        if (ct >= 0 && (t < 0 || ct < t)) t = ct; /* the watch on the guard */
-        int64_t st = app_health_timeout(a), wt = app_sw_timeout(a);
-        if (st >= 0 && (t < 0 || st < t)) t = st;
-        if (wt >= 0 && (t < 0 || wt < t)) t = wt;
+        int64_t t = poll_timeout(a);
         poll(p, (nfds_t)n, t < 0 || t > 1000 ? 1000 : (int)t);
         int logsig = 0;
         if (p[1].revents) {
@@ -155,21 +179,7 @@ static void loop(struct app *a)
         }
         elector_etcd_process(a->etcd);
         if (logsig) tool_log(LOG_INFO, "%s received", strsignal(logsig));
-        if (logsig && a->interrupted) {
-            a->interrupted = false;
-            if (a->o->cmd == CMD_LOCK)
-                tool_log(LOG_ERROR,
-                         "interrupted while waiting for the lock %s: not acquired%s%s%s "
-                         "(exit 1)",
-                         a->o->name, app_supervised(a) ? ", " : "",
-                         app_supervised(a) ? a->o->argv[0] : "",
-                         app_supervised(a) ? " not run" : "");
-            else
-                tool_log(LOG_INFO,
-                         "interrupted while waiting: never elected for %s%s%s (exit 0)",
-                         a->o->name, app_supervised(a) ? ", never started " : "",
-                         app_supervised(a) ? a->o->argv[0] : "");
-        }
+        if (logsig && a->interrupted) note_interrupted(a);
         app_note_connection(a);
         app_note_session(a);
         if (http_i >= 0) tool_http_process(a->http);
@@ -371,6 +381,75 @@ static int client_error(struct app *a)
     return usage ? EXIT_USAGE : EXIT_ERROR;
 }
 
+/* --discovery-srv: the members from DNS, into o->endpoints. */
+static int discover(tool_opts *o, char *err, size_t cap)
+{
+    /* Lives as long as the process: o->endpoints points to it. */
+    char *srv_eps = tool_srv_endpoints(o->discovery_srv, o->discovery_srv_name,
+                                       o->srv_secure_only, err, cap);
+    if (!srv_eps) {
+        tool_log(LOG_ERROR, "--discovery-srv %s: %s", o->discovery_srv, err);
+        return EXIT_ERROR;
+    }
+    tool_log(LOG_INFO, "--discovery-srv %s: endpoints %s", o->discovery_srv, srv_eps);
+    o->endpoints = srv_eps;
+    return 0;
+}
+
+/* --grace's default, and the settings worth a warning. */
+static void note_settings(struct app *a)
+{
+    tool_opts *o = a->o;
+    int64_t ttl_ms = (o->ttl_s ? o->ttl_s : 10) * 1000;
+    if (app_supervised(a) && o->grace_ms < 0)
+        o->grace_ms = ttl_ms / 4 < 2000 ? ttl_ms / 4 : 2000;
+    if (app_supervised(a) && o->grace_ms * 2 >= ttl_ms)
+        tool_log(LOG_WARN,
+                 "--grace %lldms is at least half the TTL: the command may be "
+                 "stopped while leadership is still fine",
+                 (long long)o->grace_ms);
+    if (o->insecure_skip_verify)
+        tool_log(LOG_WARN,
+                 "--insecure-skip-tls-verify: etcd's certificate is not checked; "
+                 "anyone between here and etcd can pose as it and read the password. For "
+                 "tests only");
+}
+
+/* The client, the cleartext warning, and where -w json events go: 0 or the exit
+ * status (the client and the credentials freed). */
+static int open_client(struct app *a)
+{
+    const tool_opts *o = a->o;
+    a->etcd = app_make_client(o, &a->creds);
+    if (!a->etcd) {
+        tool_creds_free(&a->creds);
+        return EXIT_ERROR;
+    }
+    if (elector_etcd_err(a->etcd)) {
+        int rc = client_error(a);
+        elector_etcd_free(a->etcd);
+        tool_creds_free(&a->creds);
+        return rc;
+    }
+    char warn[600];
+    if (a->creds.user && a->creds.password &&
+        tool_check_cleartext(a->etcd, a->creds.user, warn, sizeof(warn)))
+        tool_log(LOG_WARN, "%s", warn);
+    /* Events go to stdout, but a supervised command owns stdout: stderr or
+     * --events-fd then. */
+    a->events = stdout;
+    if (app_supervised(a) && o->fmt == FMT_JSON) {
+        a->events = o->events_fd > 0 ? fdopen(o->events_fd, "w") : stderr;
+        if (!a->events) {
+            tool_log(LOG_ERROR, "--events-fd %d: %s", o->events_fd, strerror(errno));
+            elector_etcd_free(a->etcd);
+            tool_creds_free(&a->creds);
+            return EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     /* A peer or a reader that went away is an error to report, not a reason to
@@ -406,60 +485,13 @@ int main(int argc, char **argv)
      * first line, which is the elected line, on the handover path. Every write
      * to stdout is flushed at once, so full buffering changes nothing else. */
     setvbuf(stdout, NULL, _IOFBF, BUFSIZ);
-    char *srv_eps = NULL; /* lives as long as the process: o.endpoints points to it */
-    if (o.discovery_srv) {
-        srv_eps = tool_srv_endpoints(o.discovery_srv, o.discovery_srv_name,
-                                     o.srv_secure_only, err, sizeof(err));
-        if (!srv_eps) {
-            tool_log(LOG_ERROR, "--discovery-srv %s: %s", o.discovery_srv, err);
-            return EXIT_ERROR;
-        }
-        tool_log(LOG_INFO, "--discovery-srv %s: endpoints %s", o.discovery_srv, srv_eps);
-        o.endpoints = srv_eps;
-    }
+    if (o.discovery_srv && discover(&o, err, sizeof(err))) return EXIT_ERROR;
     int rc = credentials(&a, argv);
     if (rc) return rc;
-    int64_t ttl_ms = (o.ttl_s ? o.ttl_s : 10) * 1000;
-    if (app_supervised(&a) && o.grace_ms < 0)
-        o.grace_ms = ttl_ms / 4 < 2000 ? ttl_ms / 4 : 2000;
-    if (app_supervised(&a) && o.grace_ms * 2 >= ttl_ms)
-        tool_log(LOG_WARN,
-                 "--grace %lldms is at least half the TTL: the command may be "
-                 "stopped while leadership is still fine",
-                 (long long)o.grace_ms);
-    if (o.insecure_skip_verify)
-        tool_log(LOG_WARN,
-                 "--insecure-skip-tls-verify: etcd's certificate is not checked; "
-                 "anyone between here and etcd can pose as it and read the password. For "
-                 "tests only");
+    note_settings(&a);
     log_config(&a);
-    a.etcd = app_make_client(&o, &a.creds);
-    if (!a.etcd) {
-        tool_creds_free(&a.creds);
-        return EXIT_ERROR;
-    }
-    if (elector_etcd_err(a.etcd)) {
-        rc = client_error(&a);
-        elector_etcd_free(a.etcd);
-        tool_creds_free(&a.creds);
-        return rc;
-    }
-    char warn[600];
-    if (a.creds.user && a.creds.password &&
-        tool_check_cleartext(a.etcd, a.creds.user, warn, sizeof(warn)))
-        tool_log(LOG_WARN, "%s", warn);
-    /* Events go to stdout, but a supervised command owns stdout: stderr or
-     * --events-fd then. */
-    a.events = stdout;
-    if (app_supervised(&a) && o.fmt == FMT_JSON) {
-        a.events = o.events_fd > 0 ? fdopen(o.events_fd, "w") : stderr;
-        if (!a.events) {
-            tool_log(LOG_ERROR, "--events-fd %d: %s", o.events_fd, strerror(errno));
-            elector_etcd_free(a.etcd);
-            tool_creds_free(&a.creds);
-            return EXIT_USAGE;
-        }
-    }
+    rc = open_client(&a);
+    if (rc) return rc;
     /* Only the guard's release connection needs the password after this. */
     if (!app_supervised(&a)) {
         tool_secret_free(a.creds.password);
