@@ -5,10 +5,11 @@
  *   main.c                setup (options, credentials, client), the loop, signals
  *   app/connect.c         the etcd client from the options; endpoint, session notes
  *   app/report.c          what the tool reports: -w json events, hints for errors
- *   candidate/campaign.c  campaign, run, lock: the election's events; decides
+ *   candidate/campaign.c  campaign, run, lock: decides the next step; step-downs
  *   candidate/child.c     run and lock CMD: the supervised command
  *   candidate/proclaim.c  --proclaim-stdin: lines from stdin
- *   candidate/health.c    --health-cmd; stepping down without exiting
+ *   candidate/health.c    --health-cmd: the checks, reported to campaign.c
+ *   candidate/slots.c     lock -n N: the semaphore's slots
  *   commands/observe.c    observe and leader
  *   ops/status.c          the leader followed while waiting; systemd's notifications
  *   switchover/           request.c (the requester), candidate.c (the candidates'
@@ -99,7 +100,7 @@ struct app {
 
     /* Stepping down without exiting (health.c): --health-cmd, switchover. */
     tool_health *health;
-    int sd_state;    /* SD_* of health.c */
+    int sd_state;    /* SD_*: a step-down (campaign.c) */
     bool health_out; /* unhealthy: out of the queue until a check passes */
     /* Damping (health.c): the hold-off after a health step-down, and a new
      * leader's first interval. */
@@ -127,6 +128,9 @@ struct app {
     bool notified_ready, notified_stopping;
     char notified_status[512];
 };
+
+/* A step-down's state (candidate/campaign.c, "stepping down"). */
+enum { SD_NONE, SD_STOPPING, SD_RESIGNING, SD_OUT };
 
 /* run, or lock with a command: a supervised command. */
 static inline bool app_supervised(const struct app *a)
@@ -169,6 +173,15 @@ void app_start_campaign(struct app *a);
 void app_schedule_restart(struct app *a);
 /* --timeout, --no-wait: stop waiting; exit EXIT_TIMEOUT. */
 void app_give_up_waiting(struct app *a, const char *why);
+void app_child_gone(struct app *a); /* child.c: the command's tree is gone */
+void app_on_health(struct app *a, tool_health_state st, bool changed, bool leading,
+                   int64_t now);
+void app_step_down(struct app *a, const char *why);
+bool app_stepdown_event(struct app *a, const elector_event *ev);
+bool app_campaign_blocked(struct app *a);
+
+/* candidate/slots.c */
+void app_campaign_slots(struct app *a);
 void app_free_slots(struct app *a); /* all but el (the slot won) */
 
 /* candidate/child.c */
@@ -188,10 +201,8 @@ void app_health_start(struct app *a);
 void app_health_process(struct app *a);
 int64_t app_health_timeout(const struct app *a);
 void app_health_free(struct app *a);
-void app_step_down(struct app *a, const char *why);
-bool app_stepdown_child_gone(struct app *a);
-bool app_stepdown_event(struct app *a, const elector_event *ev);
-bool app_campaign_blocked(struct app *a);
+/* A leader stepped down for its health: the hold-off, doubled in a row. */
+void app_health_holdoff(struct app *a);
 
 /* switchover/request.c */
 int app_cmd_switchover(struct app *a);

@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* campaign, run and lock: the election's events and what the tool does about
- * them; campaigning again on a new session (transient failures, --restart). */
+/* campaign, run and lock: the one file that decides the candidate's next step.
+ * It takes the election's events, and the reports of child.c (the command
+ * ended), health.c (a check's result) and switchover (step down); it
+ * campaigns again on a new session (transient failures, --restart), steps down
+ * and rejoins. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "app/app.h"
 #include "text/output.h"
 
@@ -199,45 +203,6 @@ static bool slot_event(struct app *a, elector_election *el, const elector_event 
     }
 }
 
-void app_free_slots(struct app *a)
-{
-    for (int i = 0; i < a->nslots; i++) {
-        if (a->slots[i] != a->el) elector_election_free(a->slots[i]);
-        free(a->slot_names[i]);
-    }
-    free(a->slots);
-    free(a->slot_names);
-    a->slots = NULL;
-    a->slot_names = NULL;
-    a->nslots = a->slots_waiting = a->slots_failed = 0;
-}
-
-/* lock -n N: campaign for every slot at once; the first won is the lock. */
-static void campaign_slots(struct app *a)
-{
-    int n = a->o->limit;
-    a->slots = calloc((size_t)n, sizeof(*a->slots));
-    a->slot_names = calloc((size_t)n, sizeof(*a->slot_names));
-    if (!a->slots || !a->slot_names) {
-        app_fatal_etcd(a, ELECTOR_ENOMEM, "cannot campaign");
-        return;
-    }
-    a->nslots = n;
-    tool_log(LOG_DEBUG, "semaphore %s: campaigning for %d slots", a->o->name, n);
-    for (int i = 0; i < n; i++) {
-        int rc = ELECTOR_ENOMEM;
-        if (asprintf(&a->slot_names[i], "__elector/semaphore/%s/%d", a->o->name, i) >=
-                0 &&
-            (a->slots[i] =
-                 elector_election_new(a->s, a->slot_names[i], app_on_event, a)) != NULL)
-            rc = elector_campaign(a->slots[i], a->value, a->vlen);
-        if (rc) {
-            app_fatal_etcd(a, rc, "cannot campaign");
-            return;
-        }
-    }
-}
-
 void app_on_event(elector_election *el, const elector_event *ev, void *ud)
 {
     struct app *a = ud;
@@ -245,7 +210,7 @@ void app_on_event(elector_election *el, const elector_event *ev, void *ud)
     if (a->o->fmt == FMT_JSON) app_event(a, ev);
     app_note_event(a, ev);
     if (ev->reason == ELECTOR_ERESTORED) a->restores++;
-    if (app_stepdown_event(a, ev)) return; /* health.c: out of the queue, or back */
+    if (app_stepdown_event(a, ev)) return; /* a step-down: out of the queue, or back */
     switch (ev->type) {
     case ELECTOR_EV_WAITING:
         a->alarm_retries = 0;
@@ -298,7 +263,7 @@ void app_on_event(elector_election *el, const elector_event *ev, void *ud)
  * serving signals and HTTP; a failed grant comes back as a FAILED event. */
 void app_start_campaign(struct app *a)
 {
-    if (app_campaign_blocked(a)) return; /* unhealthy: health.c campaigns later */
+    if (app_campaign_blocked(a)) return; /* unhealthy: app_on_health campaigns later */
     if (a->session_dead) {
         if (a->slots) app_free_slots(a);
         if (a->el) elector_election_free(a->el);
@@ -322,7 +287,7 @@ void app_start_campaign(struct app *a)
         a->session_dead = false;
     }
     if (a->o->limit > 1 && !a->el) {
-        if (!a->slots) campaign_slots(a);
+        if (!a->slots) app_campaign_slots(a);
         return;
     }
     if (!a->el) a->el = elector_election_new(a->s, a->o->name, app_on_event, a);
@@ -371,4 +336,152 @@ void app_give_up_waiting(struct app *a, const char *why)
     a->stopping = true;
     if (a->el && elector_resign(a->el) == 0) return; /* done on FAILED (canceled) */
     a->done = true;
+}
+
+/* ---------------------------------------------------------------- stepping down
+ *
+ * Stepping down without exiting, for --health-cmd and switchover. A step-down
+ * walks SD_NONE -> [SD_STOPPING: run's command is being stopped, as on any loss
+ * of leadership; we still lead and nobody else can] -> SD_RESIGNING (our key's
+ * delete was sent; the successor is elected by the usual protocol once it is
+ * gone) -> SD_OUT (no key in the election). From SD_OUT the tool campaigns
+ * again, to the back of the queue, unless the health check fails: then it stays
+ * out until a check passes. A signal that stops elector during a step-down
+ * takes the usual way out (the hooks below let it). */
+
+/* SD_OUT reached: campaign again (to the back), unless unhealthy. */
+static void settle(struct app *a)
+{
+    a->sd_state = SD_OUT;
+    if (a->health_out) {
+        tool_log(LOG_INFO, "out of the election until the health check passes");
+        return;
+    }
+    a->sd_state = SD_NONE;
+    a->exit_code = EXIT_OK;
+    app_start_campaign(a);
+}
+
+static void resign_now(struct app *a)
+{
+    a->retry_at_ms = 0; /* settle() campaigns when it is time */
+    a->restart_pending = false;
+    a->exit_code = EXIT_OK;
+    if (a->el && elector_resign(a->el) == 0) {
+        a->sd_state = SD_RESIGNING;
+        return;
+    }
+    settle(a);
+}
+
+void app_step_down(struct app *a, const char *why)
+{
+    if (a->stopping || a->sd_state != SD_NONE) return; /* already on the way */
+    /* A switchover's step is planned: info; a failed health check: warn. */
+    int lvl = strncmp(why, "switchover", 10) ? LOG_WARN : LOG_INFO;
+    if (a->child) {
+        tool_log(lvl, "%s: stopping %s, then resigning", why, a->o->argv[0]);
+        app_stop_child(a);
+        a->sd_state = SD_STOPPING;
+        return;
+    }
+    tool_log(lvl, "%s: resigning", why);
+    resign_now(a);
+}
+
+static bool stepdown_child_gone(struct app *a)
+{
+    if (a->sd_state != SD_STOPPING || a->stopping) return false;
+    resign_now(a); /* the tree is gone: only now may our key go */
+    return true;
+}
+
+bool app_stepdown_event(struct app *a, const elector_event *ev)
+{
+    if (a->sd_state != SD_RESIGNING || a->stopping) return false;
+    if (ev->type == ELECTOR_EV_RESIGNED) {
+        a->changes++;
+        app_remember_leader(a, NULL);
+        tool_log(LOG_INFO, "resigned: %.*s deleted", (int)ev->key_len,
+                 (const char *)ev->key);
+    } else if (ev->type == ELECTOR_EV_FAILED) {
+        /* ECANCELED: a waiting campaign ended; else the session died meanwhile. */
+        if (ev->reason != ELECTOR_ECANCELED) a->session_dead = true;
+        tool_log(LOG_INFO, "left the queue");
+    } else {
+        return false;
+    }
+    settle(a);
+    return true;
+}
+
+bool app_campaign_blocked(struct app *a)
+{
+    int64_t now = app_now_ms();
+    if (!a->health_out && now >= a->holdoff_until_ms) {
+        if (a->sd_state == SD_OUT) a->sd_state = SD_NONE; /* the hold-off is over */
+        return false;
+    }
+    if (a->sd_state == SD_NONE) a->sd_state = SD_OUT; /* a retry came due */
+    if (a->health_out) {
+        tool_log(LOG_DEBUG, "unhealthy: not campaigning");
+    } else {
+        /* Healthy, held off: the loop campaigns when it ends (said once). */
+        bool first = a->retry_at_ms != a->holdoff_until_ms;
+        if (!a->retry_at_ms || a->retry_at_ms < a->holdoff_until_ms)
+            a->retry_at_ms = a->holdoff_until_ms;
+        tool_log(first ? LOG_INFO : LOG_DEBUG,
+                 "healthy again: campaigning in %lld ms (hold-off)",
+                 (long long)(a->holdoff_until_ms - now));
+    }
+    return true;
+}
+
+/* child.c reports: the command's whole tree is gone (it said why). */
+void app_child_gone(struct app *a)
+{
+    if (stepdown_child_gone(a)) return; /* resigns, and maybe rejoins */
+    /* The whole tree is gone: only now may the lease (our key) be released. */
+    if (a->o->restart && !a->stopping) {
+        a->restart_pending = true;
+        if (a->el && elector_resign(a->el) == 0) return; /* campaign again on RESIGNED */
+        a->restart_pending = false;
+        app_schedule_restart(a);
+        a->exit_code = 0;
+        return;
+    }
+    a->stopping = true;
+    if (a->el && elector_resign(a->el) == 0) return;
+    a->done = true;
+}
+
+/* health.c reports a check's result: st, changed (a new state), whether we lead
+ * (not in a step-down), and its pass's time. */
+void app_on_health(struct app *a, tool_health_state st, bool changed, bool leading,
+                   int64_t now)
+{
+    if (st == TOOL_HEALTH_UNHEALTHY && !a->health_out) {
+        /* A new leader is not stepped down by one failure in its first interval:
+         * the next check decides. */
+        if (leading && a->lead_early && a->lead_fails < 2) {
+            if (changed)
+                tool_log(LOG_INFO,
+                         "unhealthy, but elected %lld ms ago: one failure in the first "
+                         "interval is not enough; the next check decides",
+                         (long long)(now - a->elected_ms));
+            return;
+        }
+        a->health_out = true;
+        if (leading) app_health_holdoff(a);
+        app_step_down(a, "unhealthy");
+        if (a->sd_state == SD_NONE) a->sd_state = SD_OUT;
+    } else if (st == TOOL_HEALTH_HEALTHY && changed) {
+        if (!a->health_out) return;
+        a->health_out = false;
+        if (a->sd_state == SD_OUT) {
+            if (now >= a->holdoff_until_ms)
+                tool_log(LOG_INFO, "healthy again: campaigning");
+            settle(a);
+        }
+    }
 }

@@ -170,17 +170,5 @@ void app_check_child(struct app *a)
     a->child = NULL;
     a->child_status = st;
     child_ended(a, st, why);
-    if (app_stepdown_child_gone(a)) return; /* health.c resigns, and maybe rejoins */
-    /* The whole tree is gone: only now may the lease (our key) be released. */
-    if (a->o->restart && !a->stopping) {
-        a->restart_pending = true;
-        if (a->el && elector_resign(a->el) == 0) return; /* campaign again on RESIGNED */
-        a->restart_pending = false;
-        app_schedule_restart(a);
-        a->exit_code = 0;
-        return;
-    }
-    a->stopping = true;
-    if (a->el && elector_resign(a->el) == 0) return;
-    a->done = true;
+    app_child_gone(a); /* campaign.c decides what follows */
 }

@@ -1,20 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* Stepping down without exiting, for --health-cmd and switchover.
- *
- * A step-down walks SD_NONE -> [SD_STOPPING: run's command is being stopped, as
- * on any loss of leadership; we still lead and nobody else can] -> SD_RESIGNING
- * (our key's delete was sent; the successor is elected by the usual protocol
- * once it is gone) -> SD_OUT (no key in the election). From SD_OUT the tool
- * campaigns again, to the back of the queue, unless the health check fails:
- * then it stays out until a check passes. A signal that stops elector during a
- * step-down takes the usual way out (the hooks below let it). */
+/* --health-cmd: runs the checks (supervise/healthcheck.c), counts the failures
+ * of a leader, says what it sees (logs, -w json healthy/unhealthy) and reports
+ * each result to campaign.c (app_on_health), which decides: step down, stay
+ * out, campaign again. */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
 #include "app/app.h"
 #include "text/output.h"
-
-enum { SD_NONE, SD_STOPPING, SD_RESIGNING, SD_OUT };
 
 void app_health_start(struct app *a)
 {
@@ -64,98 +57,10 @@ static void health_event(struct app *a, tool_health_state st)
     free(line);
 }
 
-/* SD_OUT reached: campaign again (to the back), unless unhealthy. */
-static void settle(struct app *a)
-{
-    a->sd_state = SD_OUT;
-    if (a->health_out) {
-        tool_log(LOG_INFO, "out of the election until the health check passes");
-        return;
-    }
-    a->sd_state = SD_NONE;
-    a->exit_code = EXIT_OK;
-    app_start_campaign(a);
-}
-
-static void resign_now(struct app *a)
-{
-    a->retry_at_ms = 0; /* settle() campaigns when it is time */
-    a->restart_pending = false;
-    a->exit_code = EXIT_OK;
-    if (a->el && elector_resign(a->el) == 0) {
-        a->sd_state = SD_RESIGNING;
-        return;
-    }
-    settle(a);
-}
-
-void app_step_down(struct app *a, const char *why)
-{
-    if (a->stopping || a->sd_state != SD_NONE) return; /* already on the way */
-    /* A switchover's step is planned: info; a failed health check: warn. */
-    int lvl = strncmp(why, "switchover", 10) ? LOG_WARN : LOG_INFO;
-    if (a->child) {
-        tool_log(lvl, "%s: stopping %s, then resigning", why, a->o->argv[0]);
-        app_stop_child(a);
-        a->sd_state = SD_STOPPING;
-        return;
-    }
-    tool_log(lvl, "%s: resigning", why);
-    resign_now(a);
-}
-
-bool app_stepdown_child_gone(struct app *a)
-{
-    if (a->sd_state != SD_STOPPING || a->stopping) return false;
-    resign_now(a); /* the tree is gone: only now may our key go */
-    return true;
-}
-
-bool app_stepdown_event(struct app *a, const elector_event *ev)
-{
-    if (a->sd_state != SD_RESIGNING || a->stopping) return false;
-    if (ev->type == ELECTOR_EV_RESIGNED) {
-        a->changes++;
-        app_remember_leader(a, NULL);
-        tool_log(LOG_INFO, "resigned: %.*s deleted", (int)ev->key_len,
-                 (const char *)ev->key);
-    } else if (ev->type == ELECTOR_EV_FAILED) {
-        /* ECANCELED: a waiting campaign ended; else the session died meanwhile. */
-        if (ev->reason != ELECTOR_ECANCELED) a->session_dead = true;
-        tool_log(LOG_INFO, "left the queue");
-    } else {
-        return false;
-    }
-    settle(a);
-    return true;
-}
-
-bool app_campaign_blocked(struct app *a)
-{
-    int64_t now = app_now_ms();
-    if (!a->health_out && now >= a->holdoff_until_ms) {
-        if (a->sd_state == SD_OUT) a->sd_state = SD_NONE; /* the hold-off is over */
-        return false;
-    }
-    if (a->sd_state == SD_NONE) a->sd_state = SD_OUT; /* a retry came due */
-    if (a->health_out) {
-        tool_log(LOG_DEBUG, "unhealthy: not campaigning");
-    } else {
-        /* Healthy, held off: the loop campaigns when it ends (said once). */
-        bool first = a->retry_at_ms != a->holdoff_until_ms;
-        if (!a->retry_at_ms || a->retry_at_ms < a->holdoff_until_ms)
-            a->retry_at_ms = a->holdoff_until_ms;
-        tool_log(first ? LOG_INFO : LOG_DEBUG,
-                 "healthy again: campaigning in %lld ms (hold-off)",
-                 (long long)(a->holdoff_until_ms - now));
-    }
-    return true;
-}
-
 /* A leader steps down for its health: out of the election for the hold-off,
  * doubled with each such step-down in a row (up to the max); a candidate that
  * stayed in after its last hold-off for the max starts again from the base. */
-static void hold_off(struct app *a)
+void app_health_holdoff(struct app *a)
 {
     const tool_opts *o = a->o;
     if (!o->health_holdoff_ms) return;
@@ -202,30 +107,9 @@ void app_health_process(struct app *a)
     seen = f;
     if (changed) health_event(a, tool_health_get_state(a->health));
     tool_health_state st = tool_health_get_state(a->health);
-    if (st == TOOL_HEALTH_UNHEALTHY && !a->health_out) {
-        /* A new leader is not stepped down by one failure in its first interval:
-         * the next check decides. */
-        if (leading && a->lead_early && a->lead_fails < 2) {
-            if (changed)
-                tool_log(LOG_INFO,
-                         "unhealthy, but elected %lld ms ago: one failure in the first "
-                         "interval is not enough; the next check decides",
-                         (long long)(now - a->elected_ms));
-            return;
-        }
-        a->health_out = true;
-        if (leading) hold_off(a);
-        app_step_down(a, "unhealthy");
-        if (a->sd_state == SD_NONE) a->sd_state = SD_OUT;
-    } else if (st == TOOL_HEALTH_HEALTHY && changed) {
+    if (st == TOOL_HEALTH_HEALTHY && changed)
         tool_log(a->health_out ? LOG_INFO : LOG_DEBUG, "health check passes (%s)",
                  tool_health_last(a->health));
-        if (!a->health_out) return;
-        a->health_out = false;
-        if (a->sd_state == SD_OUT) {
-            if (now >= a->holdoff_until_ms)
-                tool_log(LOG_INFO, "healthy again: campaigning");
-            settle(a);
-        }
-    }
+    /* What follows is campaign.c's to decide. */
+    app_on_health(a, st, changed, leading, now);
 }
