@@ -132,40 +132,42 @@ static int parse_port(const char *s, int *port)
 
 /* Parses "HOST:PORT", ":PORT", "PORT" or "[V6]:PORT" into ss. HOST may be a
  * name; its first IPv4 address is preferred. */
-static int parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *sslen,
-                      int *portp, char *err, size_t cap)
+#define HOST_MAX 256
+
+/* HOST:PORT, [IPV6]:PORT, :PORT or PORT into host (HOST_MAX bytes; 127.0.0.1
+ * when empty) and the port's text; numeric: an IPv6 literal. 0 or -1. */
+static int split_addr(const char *addr, char *host, const char **port_s, int *numeric,
+                      char *err, size_t cap)
 {
-    char host[256];
-    const char *port_s;
-    int numeric = 0;
+    *numeric = 0;
     if (!addr || !*addr) {
         seterr(err, cap, "invalid HTTP address '': expected HOST:PORT, :PORT or PORT");
         return -1;
     }
     if (addr[0] == '[') {
         const char *rb = strchr(addr, ']');
-        if (!rb || rb[1] != ':' || (size_t)(rb - addr - 1) >= sizeof(host) ||
+        if (!rb || rb[1] != ':' || (size_t)(rb - addr - 1) >= HOST_MAX ||
             rb == addr + 1) {
             seterr(err, cap, "invalid HTTP address '%s': expected [IPV6]:PORT", addr);
             return -1;
         }
         memcpy(host, addr + 1, (size_t)(rb - addr - 1));
         host[rb - addr - 1] = 0;
-        port_s = rb + 2;
-        numeric = 1;
+        *port_s = rb + 2;
+        *numeric = 1;
     } else {
         const char *colon = strrchr(addr, ':');
         if (!colon) {
             host[0] = 0;
-            port_s = addr;
+            *port_s = addr;
         } else {
-            if ((size_t)(colon - addr) >= sizeof(host)) {
+            if ((size_t)(colon - addr) >= HOST_MAX) {
                 seterr(err, cap, "invalid HTTP address '%s': host name too long", addr);
                 return -1;
             }
             memcpy(host, addr, (size_t)(colon - addr));
             host[colon - addr] = 0;
-            port_s = colon + 1;
+            *port_s = colon + 1;
             if (strchr(host, ':')) {
                 seterr(err, cap,
                        "invalid HTTP address '%s': write IPv6 addresses as [ADDR]:PORT",
@@ -173,15 +175,16 @@ static int parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *
                 return -1;
             }
         }
-        if (!host[0]) snprintf(host, sizeof(host), "127.0.0.1");
+        if (!host[0]) snprintf(host, HOST_MAX, "127.0.0.1");
     }
-    int port;
-    if (parse_port(port_s, &port) != 0) {
-        seterr(err, cap,
-               "invalid HTTP address '%s': port '%s' is not a number from 0 to 65535",
-               addr, port_s);
-        return -1;
-    }
+    return 0;
+}
+
+/* host's first IPv4 address, else its first IPv6 one, with port, into ss. */
+static int resolve_addr(const char *addr, const char *host, int numeric, int port,
+                        struct sockaddr_storage *ss, socklen_t *sslen, char *err,
+                        size_t cap)
+{
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
                              .ai_family = numeric ? AF_INET6 : AF_UNSPEC,
                              .ai_flags = numeric ? AI_NUMERICHOST : 0};
@@ -213,6 +216,24 @@ static int parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *
         ((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)port);
     else
         ((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)port);
+    return 0;
+}
+
+static int parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *sslen,
+                      int *portp, char *err, size_t cap)
+{
+    char host[HOST_MAX];
+    const char *port_s;
+    int numeric;
+    if (split_addr(addr, host, &port_s, &numeric, err, cap)) return -1;
+    int port;
+    if (parse_port(port_s, &port) != 0) {
+        seterr(err, cap,
+               "invalid HTTP address '%s': port '%s' is not a number from 0 to 65535",
+               addr, port_s);
+        return -1;
+    }
+    if (resolve_addr(addr, host, numeric, port, ss, sslen, err, cap)) return -1;
     *portp = port;
     return 0;
 }
@@ -249,6 +270,28 @@ static MHD_Result_ reply(struct MHD_Connection *c, unsigned status, const char *
 /* *con_cls once the request's headers have been seen: its address is the mark. */
 static char seen;
 
+/* GET /healthz: the session's health, or ?leader: whether we lead. */
+static MHD_Result_ healthz(struct MHD_Connection *c, const tool_view *v)
+{
+    const char *val = NULL;
+    size_t vlen = 0;
+    /* ?leader, ?leader=1, ?leader=true ask for leadership; ?leader=0 does not. */
+    int want_leader = mhd.lookup_connection_value_n(c, MHD_GET_ARGUMENT_KIND, "leader", 6,
+                                                    &val, &vlen) == MHD_YES &&
+                      !(val && (strcmp(val, "0") == 0 || strcmp(val, "false") == 0));
+    if (want_leader)
+        return v->is_leader
+                   ? reply(c, MHD_HTTP_OK, TEXT, "ok\n", 0)
+                   : reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, TEXT, "not leader\n", 0);
+    /* --health-cmd: its state in the body (the status is the session's). */
+    if (v->health)
+        return reply(c, v->session_healthy ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
+                     TEXT, tool_healthz_body(v), 1);
+    return v->session_healthy
+               ? reply(c, MHD_HTTP_OK, TEXT, "ok\n", 0)
+               : reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, TEXT, "unhealthy\n", 0);
+}
+
 static MHD_Result_ on_request(void *cls, struct MHD_Connection *c, const char *url,
                               const char *method, const char *version,
                               const char *upload_data, size_t *upload_data_size,
@@ -284,27 +327,8 @@ static MHD_Result_ on_request(void *cls, struct MHD_Connection *c, const char *u
     switch (which) {
     case 1:
         return reply(c, MHD_HTTP_OK, "application/json", tool_leader_json(&v), 1);
-    case 2: {
-        const char *val = NULL;
-        size_t vlen = 0;
-        /* ?leader, ?leader=1, ?leader=true ask for leadership; ?leader=0 does not. */
-        int want_leader =
-            mhd.lookup_connection_value_n(c, MHD_GET_ARGUMENT_KIND, "leader", 6, &val,
-                                          &vlen) == MHD_YES &&
-            !(val && (strcmp(val, "0") == 0 || strcmp(val, "false") == 0));
-        if (want_leader)
-            return v.is_leader
-                       ? reply(c, MHD_HTTP_OK, TEXT, "ok\n", 0)
-                       : reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, TEXT, "not leader\n", 0);
-        if (v.health) /* --health-cmd: its state in the body (the status is the session's)
-                       */
-            return reply(c,
-                         v.session_healthy ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
-                         TEXT, tool_healthz_body(&v), 1);
-        return v.session_healthy
-                   ? reply(c, MHD_HTTP_OK, TEXT, "ok\n", 0)
-                   : reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, TEXT, "unhealthy\n", 0);
-    }
+    case 2:
+        return healthz(c, &v);
     default:
         return reply(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
                      tool_metrics_render(&v), 1);
@@ -331,6 +355,39 @@ int tool_http_check_addr(const char *addr, char *err, size_t cap)
     socklen_t sslen;
     int port;
     return parse_addr(addr, &ss, &sslen, &port, err, cap);
+}
+
+/* Why the daemon did not start, into err: MHD's message names the step that
+ * failed (errno alone may be a later step's). */
+static void start_error(tool_http *h, int e, char *err, size_t cap)
+{
+    /* "Failed to bind to port 80: Permission denied" -> "bind: Permission denied" */
+    unsigned p;
+    int off = 0;
+    if (sscanf(h->log, "Failed to bind to port %u: %n", &p, &off) == 1 && off > 6) {
+        memmove(h->log + 6, h->log + off, strlen(h->log + off) + 1);
+        memcpy(h->log, "bind: ", 6);
+    }
+    seterr(err, cap, "cannot listen on %s: %s", h->addr,
+           h->log[0] ? h->log
+           : e       ? strerror(e)
+                     : "libmicrohttpd could not start");
+}
+
+/* The port the daemon listens on (asked: port, 0 for an ephemeral one). */
+static int bound_port(tool_http *h, int port)
+{
+    const union MHD_DaemonInfo *i = mhd.get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    int bound = i && i->port ? i->port : port;
+    if (bound == 0) { /* ephemeral and MHD did not say: ask the socket */
+        i = mhd.get_daemon_info(h->d, MHD_DAEMON_INFO_LISTEN_FD);
+        struct sockaddr_storage b;
+        socklen_t bl = sizeof(b);
+        if (i && getsockname(i->listen_fd, (struct sockaddr *)&b, &bl) == 0)
+            bound = ntohs(b.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&b)->sin6_port
+                                                  : ((struct sockaddr_in *)&b)->sin_port);
+    }
+    return bound;
 }
 
 tool_http *tool_http_start(const char *addr, tool_view_fn fn, void *ud, char *err,
@@ -367,35 +424,13 @@ tool_http *tool_http_start(const char *addr, tool_view_fn fn, void *ud, char *er
     int e = errno;
     h->starting = 0;
     if (!h->d) {
-        /* "Failed to bind to port 80: Permission denied" -> "bind: Permission denied" */
-        unsigned p;
-        int off = 0;
-        if (sscanf(h->log, "Failed to bind to port %u: %n", &p, &off) == 1 && off > 6) {
-            memmove(h->log + 6, h->log + off, strlen(h->log + off) + 1);
-            memcpy(h->log, "bind: ", 6);
-        }
-        /* MHD's message names the step that failed; errno alone may be a
-         * later step's. */
-        seterr(err, cap, "cannot listen on %s: %s", h->addr,
-               h->log[0] ? h->log
-               : e       ? strerror(e)
-                         : "libmicrohttpd could not start");
+        start_error(h, e, err, cap);
         free(h);
         return NULL;
     }
     const union MHD_DaemonInfo *i = mhd.get_daemon_info(h->d, MHD_DAEMON_INFO_EPOLL_FD);
     h->fd = i ? i->epoll_fd : -1;
-    i = mhd.get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
-    h->port = i && i->port ? i->port : port;
-    if (h->port == 0) { /* ephemeral and MHD did not say: ask the socket */
-        i = mhd.get_daemon_info(h->d, MHD_DAEMON_INFO_LISTEN_FD);
-        struct sockaddr_storage b;
-        socklen_t bl = sizeof(b);
-        if (i && getsockname(i->listen_fd, (struct sockaddr *)&b, &bl) == 0)
-            h->port =
-                ntohs(b.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&b)->sin6_port
-                                              : ((struct sockaddr_in *)&b)->sin_port);
-    }
+    h->port = bound_port(h, port);
     if (h->fd < 0 || h->port <= 0) {
         seterr(err, cap, "cannot listen on %s: libmicrohttpd gave no epoll fd or port",
                h->addr);
