@@ -235,64 +235,76 @@ char *tool_healthz_body(const tool_view *v)
     return finish(&b);
 }
 
-char *tool_metrics_render(const tool_view *v)
+/* This process: leading, its transitions, start retries, the session, the
+ * health check. */
+static void self_metrics(mbuf *b, const tool_view *v)
 {
-    mbuf b = {0};
-    family(&b, "elector_is_leader", "gauge",
+    family(b, "elector_is_leader", "gauge",
            "1 while this process leads the election, else 0.");
-    puts_(&b, "elector_is_leader{name=\"");
-    label_value(&b, v->name);
-    putf(&b, "\"} %d\n", v->is_leader ? 1 : 0);
+    puts_(b, "elector_is_leader{name=\"");
+    label_value(b, v->name);
+    putf(b, "\"} %d\n", v->is_leader ? 1 : 0);
 
     /* Not elector_leader_changes_total: that one counts the election's leader
      * changing (any candidate), this one this process's own transitions. Both
      * carry name (this one without it until issue 25). */
-    family(&b, "elector_leadership_changes_total", "counter",
+    family(b, "elector_leadership_changes_total", "counter",
            "Times this process itself became or stopped being leader (its own "
            "transitions; elector_leader_changes_total counts the election's).");
-    puts_(&b, "elector_leadership_changes_total{name=\"");
-    label_value(&b, v->name);
-    putf(&b, "\"} %" PRIu64 "\n", v->leadership_changes);
+    puts_(b, "elector_leadership_changes_total{name=\"");
+    label_value(b, v->name);
+    putf(b, "\"} %" PRIu64 "\n", v->leadership_changes);
 
-    family(&b, "elector_start_retries_total", "counter",
+    family(b, "elector_start_retries_total", "counter",
            "Failed attempts to reach etcd at start (etcd unreachable; elector "
            "retries with backoff unless --fail-fast).");
-    putf(&b, "elector_start_retries_total %" PRIu64 "\n", v->start_retries);
+    putf(b, "elector_start_retries_total %" PRIu64 "\n", v->start_retries);
 
-    family(&b, "elector_lease_remaining_seconds", "gauge",
+    family(b, "elector_lease_remaining_seconds", "gauge",
            "Time left until the session's validity deadline, 0 if none.");
-    puts_(&b, "elector_lease_remaining_seconds ");
-    value_double(&b, v->lease_remaining_s);
-    puts_(&b, "\n");
+    puts_(b, "elector_lease_remaining_seconds ");
+    value_double(b, v->lease_remaining_s);
+    puts_(b, "\n");
 
-    family(&b, "elector_session_healthy", "gauge",
+    family(b, "elector_session_healthy", "gauge",
            "1 while the session's lease is provably alive (observe: while connected).");
-    putf(&b, "elector_session_healthy %d\n", v->session_healthy ? 1 : 0);
+    putf(b, "elector_session_healthy %d\n", v->session_healthy ? 1 : 0);
 
     if (v->health) { /* --health-cmd */
-        family(&b, "elector_health_status", "gauge",
+        family(b, "elector_health_status", "gauge",
                "The health check's state (--health-cmd): 1 for the current one.");
         static const char *const states[] = {"starting", "healthy", "unhealthy"};
         for (size_t i = 0; i < 3; i++)
-            putf(&b, "elector_health_status{state=\"%s\"} %d\n", states[i],
+            putf(b, "elector_health_status{state=\"%s\"} %d\n", states[i],
                  !strcmp(v->health, states[i]));
-        family(&b, "elector_health_failures", "gauge",
+        family(b, "elector_health_failures", "gauge",
                "Consecutive failed health checks counted (0 after a pass).");
-        putf(&b, "elector_health_failures %d\n", v->health_failures);
+        putf(b, "elector_health_failures %d\n", v->health_failures);
     }
+}
 
-    family(&b, "elector_etcd_alarm", "gauge",
+/* etcd's alarms and restores, as campaigns met them. */
+static void etcd_event_metrics(mbuf *b, const tool_view *v)
+{
+    family(b, "elector_etcd_alarm", "gauge",
            "1 while campaigns are refused by an etcd alarm (NOSPACE: the database is "
            "full), else 0.");
-    putf(&b, "elector_etcd_alarm %d\n", v->alarm_on ? 1 : 0);
-    family(&b, "elector_etcd_alarm_refusals_total", "counter",
+    putf(b, "elector_etcd_alarm %d\n", v->alarm_on ? 1 : 0);
+    family(b, "elector_etcd_alarm_refusals_total", "counter",
            "Campaigns refused by an etcd alarm (NOSPACE, CORRUPT).");
-    putf(&b, "elector_etcd_alarm_refusals_total %" PRIu64 "\n", v->alarm_refusals);
+    putf(b, "elector_etcd_alarm_refusals_total %" PRIu64 "\n", v->alarm_refusals);
 
-    family(&b, "elector_etcd_restores_total", "counter",
+    family(b, "elector_etcd_restores_total", "counter",
            "Sessions ended because etcd's revision went back or its cluster ID changed "
            "(restored from a snapshot?).");
-    putf(&b, "elector_etcd_restores_total %" PRIu64 "\n", v->restores);
+    putf(b, "elector_etcd_restores_total %" PRIu64 "\n", v->restores);
+}
+
+char *tool_metrics_render(const tool_view *v)
+{
+    mbuf b = {0};
+    self_metrics(&b, v);
+    etcd_event_metrics(&b, v);
 
     rtt_histogram(&b, v->ka);
 

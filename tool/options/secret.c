@@ -141,15 +141,15 @@ struct cand {
     char from[96];
 };
 
-int tool_creds_resolve(const tool_opts *o, tool_creds *c, char *err, size_t err_cap,
-                       char *warn, size_t warn_cap)
+/* The password's sources as given (a file, a value, NAME:PASSWORD), into cs
+ * (3); *best the one that wins (the command line before $ELECTOR_* before
+ * $ETCDCTL_*; NULL: none). 0, or EXIT_USAGE when two of one level compete. */
+static int password_source(const tool_opts *o, struct cand *cs, const struct cand **best,
+                           char *err, size_t err_cap)
 {
-    memset(c, 0, sizeof(*c));
-    if (err_cap) err[0] = 0;
-    if (warn_cap) warn[0] = 0;
     const char *u = o->user.value;
     const char *colon = u ? strchr(u, ':') : NULL;
-    struct cand cs[3];
+    *best = NULL;
     int n = 0;
     if (o->password_file.value) {
         cs[n] = (struct cand){.level = o->password_file.origin,
@@ -164,16 +164,29 @@ int tool_creds_resolve(const tool_opts *o, tool_creds *c, char *err, size_t err_
         cs[n] = (struct cand){.level = o->user.origin, .value = colon + 1};
         snprintf(cs[n++].from, sizeof(cs[0].from), "%s NAME:PASSWORD", o->user.from);
     }
-    const struct cand *best = NULL;
     for (int i = 0; i < n; i++) {
-        if (best && cs[i].level == best->level) {
+        if (*best && cs[i].level == (*best)->level) {
             snprintf(err, err_cap,
                      "the password is given twice, by %s and by %s: give it once",
-                     best->from, cs[i].from);
+                     (*best)->from, cs[i].from);
             return EXIT_USAGE;
         }
-        if (!best || cs[i].level < best->level) best = &cs[i];
+        if (!*best || cs[i].level < (*best)->level) *best = &cs[i];
     }
+    return 0;
+}
+
+int tool_creds_resolve(const tool_opts *o, tool_creds *c, char *err, size_t err_cap,
+                       char *warn, size_t warn_cap)
+{
+    memset(c, 0, sizeof(*c));
+    if (err_cap) err[0] = 0;
+    if (warn_cap) warn[0] = 0;
+    const char *u = o->user.value;
+    const char *colon = u ? strchr(u, ':') : NULL;
+    struct cand cs[3];
+    const struct cand *best;
+    if (password_source(o, cs, &best, err, err_cap)) return EXIT_USAGE;
     if (u && *u) {
         /* NAME:PASSWORD is always split (etcdctl takes --user whole when
          * --password is given; a name with ':' cannot be made with etcdctl, and
