@@ -39,6 +39,40 @@ static int64_t unit_ns(const char *s, size_t *len)
     return 0;
 }
 
+/* [0-9]*(\.[0-9]*)? with at least one digit, at *p (moved past it): the whole
+ * part and the fraction frac/scale. 0, or -1 (no digit, overflow). */
+static int number(const char **pp, uint64_t *whole, uint64_t *frac, uint64_t *scale)
+{
+    const uint64_t max = INT64_MAX;
+    const char *p = *pp;
+    bool digits = false, overflow = false;
+    *whole = 0;
+    while (isdigit((unsigned char)*p)) {
+        if (*whole > (max - 9) / 10)
+            overflow = true;
+        else
+            *whole = *whole * 10 + (uint64_t)(*p - '0');
+        digits = true;
+        p++;
+    }
+    *frac = 0;
+    *scale = 1;
+    if (*p == '.') {
+        p++;
+        while (isdigit((unsigned char)*p)) {
+            /* Beyond 18 digits the fraction cannot matter at ns resolution. */
+            if (*scale < 1000000000000000000ULL) {
+                *frac = *frac * 10 + (uint64_t)(*p - '0');
+                *scale *= 10;
+            }
+            digits = true;
+            p++;
+        }
+    }
+    *pp = p;
+    return digits && !overflow ? 0 : -1;
+}
+
 int tool_parse_duration_ns(const char *s, int64_t *ns)
 {
     if (!s || !*s) return -1;
@@ -52,31 +86,8 @@ int tool_parse_duration_ns(const char *s, int64_t *ns)
     uint64_t total = 0;
     const char *p = s;
     while (*p) {
-        /* [0-9]*(\.[0-9]*)? with at least one digit */
-        uint64_t whole = 0;
-        bool digits = false, overflow = false;
-        while (isdigit((unsigned char)*p)) {
-            if (whole > (max - 9) / 10)
-                overflow = true;
-            else
-                whole = whole * 10 + (uint64_t)(*p - '0');
-            digits = true;
-            p++;
-        }
-        uint64_t frac = 0, scale = 1;
-        if (*p == '.') {
-            p++;
-            while (isdigit((unsigned char)*p)) {
-                /* Beyond 18 digits the fraction cannot matter at ns resolution. */
-                if (scale < 1000000000000000000ULL) {
-                    frac = frac * 10 + (uint64_t)(*p - '0');
-                    scale *= 10;
-                }
-                digits = true;
-                p++;
-            }
-        }
-        if (!digits || overflow || (bare && *p)) return -1;
+        uint64_t whole, frac, scale;
+        if (number(&p, &whole, &frac, &scale) || (bare && *p)) return -1;
         int64_t unit;
         size_t ulen = 0;
         if (bare) {

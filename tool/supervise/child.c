@@ -104,6 +104,22 @@ void tool_child_init(void)
     prctl(PR_SET_CHILD_SUBREAPER, 1);
 }
 
+/* The two pipes: down (elector -> guard) and up (guard -> elector). 0 or -1. */
+static int open_pipes(int down[2], int up[2], char *err, size_t cap)
+{
+    if (pipe2(down, O_CLOEXEC)) {
+        snprintf(err, cap, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    if (pipe2(up, O_CLOEXEC)) {
+        snprintf(err, cap, "pipe: %s", strerror(errno));
+        close(down[0]);
+        close(down[1]);
+        return -1;
+    }
+    return 0;
+}
+
 tool_child *tool_child_start(const tool_child_spec *sp, char *err, size_t cap)
 {
     int down[2], up[2];
@@ -112,15 +128,7 @@ tool_child *tool_child_start(const tool_child_spec *sp, char *err, size_t cap)
         snprintf(err, cap, "out of memory");
         return NULL;
     }
-    if (pipe2(down, O_CLOEXEC)) {
-        snprintf(err, cap, "pipe: %s", strerror(errno));
-        free(c);
-        return NULL;
-    }
-    if (pipe2(up, O_CLOEXEC)) {
-        snprintf(err, cap, "pipe: %s", strerror(errno));
-        close(down[0]);
-        close(down[1]);
+    if (open_pipes(down, up, err, cap)) {
         free(c);
         return NULL;
     }

@@ -230,8 +230,9 @@ static int contain(struct guard *g, const char *base)
     return MODE_CGROUP;
 }
 
-_Noreturn void sv_guard_start(const tool_child_spec *sp, int in, int out,
-                              const char *base)
+/* The guard's process: its signals (chld: the mask, SIGCHLD only), a session of
+ * its own, and only stdio and the pipes (in as fd 3, out as fd 4) kept. */
+static void guard_detach(int in, int out, sigset_t *chld)
 {
     /* Dispositions first, then the mask, so that no signal meant for elector
      * lands in the gap. The guard stops the command only on elector's word or by
@@ -240,10 +241,9 @@ _Noreturn void sv_guard_start(const tool_child_spec *sp, int in, int out,
                  SIGTTIN, SIGTTOU, SIGPIPE, SIGUSR1, SIGUSR2};
     for (size_t i = 0; i < sizeof(ign) / sizeof(ign[0]); i++)
         signal(ign[i], SIG_IGN);
-    sigset_t chld;
-    sigemptyset(&chld);
-    sigaddset(&chld, SIGCHLD);
-    sigprocmask(SIG_SETMASK, &chld, NULL);
+    sigemptyset(chld);
+    sigaddset(chld, SIGCHLD);
+    sigprocmask(SIG_SETMASK, chld, NULL);
     /* A session of its own: no group or session signal of elector's reaches it. */
     setsid();
     prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -253,6 +253,13 @@ _Noreturn void sv_guard_start(const tool_child_spec *sp, int in, int out,
     close_range(5, ~0U, 0);
     /* Never blocked by a stopped elector: reports are few (one per ping). */
     fcntl(4, F_SETFL, O_NONBLOCK);
+}
+
+_Noreturn void sv_guard_start(const tool_child_spec *sp, int in, int out,
+                              const char *base)
+{
+    sigset_t chld;
+    guard_detach(in, out, &chld);
     struct guard g = {.sp = sp,
                       .in = 3,
                       .out = 4,
