@@ -25,49 +25,6 @@
 #include "ops/http.h"
 #include "options/help.h"
 
-/* ---------------------------------------------------------------- http view */
-
-static void fill_view(void *ud, tool_view *v)
-{
-    struct app *a = ud;
-    memset(v, 0, sizeof(*v));
-    elector_etcd_get_stats(a->etcd, &a->view_st);
-    v->etcd = &a->view_st;
-    v->name = a->o->name;
-    v->is_leader = a->el && elector_is_leader(a->el);
-    if (a->s) {
-        elector_session_get_stats(a->s, &a->view_ka);
-        v->ka = &a->view_ka;
-        v->session_healthy = elector_session_alive(a->s);
-        int64_t left = elector_session_deadline_ns(a->s) - elector_now_ns();
-        v->lease_remaining_s = left > 0 ? (double)left / 1e9 : 0;
-    } else {
-        v->session_healthy = a->obs && *elector_etcd_current_endpoint(a->etcd);
-    }
-    v->has_leader = a->has_leader;
-    if (a->has_leader) {
-        v->key = (const uint8_t *)a->lkey;
-        v->key_len = a->lklen;
-        v->value = (const uint8_t *)a->lval;
-        v->value_len = a->lvlen;
-        v->token = a->ltoken;
-        v->lease = a->llease;
-        v->since_unix_ms = a->lsince_ms;
-        v->since_kind = a->lsince_kind;
-    }
-    v->leadership_changes = a->changes;
-    v->leader_changes = a->leader_changes;
-    v->start_retries = a->start_retries_total;
-    v->version = elector_version();
-    v->alarm_on = a->alarm_on;
-    v->alarm_refusals = a->alarm_refusals;
-    v->restores = a->restores;
-    if (a->health) {
-        v->health = tool_health_state_name(tool_health_get_state(a->health));
-        v->health_failures = tool_health_failures(a->health);
-    }
-}
-
 /* ---------------------------------------------------------------- loop */
 
 /* Returns the signal to log (0: none). The caller logs it after the client's
@@ -241,7 +198,7 @@ static int run_command(struct app *a)
     app_notify_open(a);
     if (a->o->http) {
         char err[300];
-        a->http = tool_http_start(a->o->http, fill_view, a, err, sizeof(err));
+        a->http = tool_http_start(a->o->http, app_fill_view, a, err, sizeof(err));
         if (!a->http) {
             /* The address was checked at start: this is a runtime failure (a port
              * taken, no permission), not bad usage. */

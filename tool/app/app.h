@@ -34,6 +34,7 @@
  * ops/http.h and ops/notify.h (app/ does not include ops/). */
 struct tool_http;
 struct tool_notify;
+struct tool_view;
 
 struct app {
     tool_opts *o;
@@ -224,5 +225,7 @@ void app_notify_open(struct app *a);
 void app_notify_update(struct app *a);
 int64_t app_notify_timeout(const struct app *a);
 void app_notify_stop(struct app *a);
+/* --http's view (ops/http.h's tool_view_fn: ud is the app, v a tool_view *). */
+void app_fill_view(void *ud, struct tool_view *v);
 
 #endif

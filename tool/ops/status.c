@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Two ways the tool tells others what it is doing:
+/* How the tool tells others what it is doing:
  *
  * - The follower: campaign, run and lock follow the election's leader with the
  *   library's observer, so that GET /leader names the leader while this process
@@ -8,7 +8,9 @@
  * - systemd (sd_notify's protocol, notify.c): READY=1 once the campaign reached
  *   etcd (observe: once the observer reported the leader), STATUS= on every change of
  *   what the tool does, WATCHDOG=1 every $WATCHDOG_USEC/2 from the event loop,
- *   STOPPING=1 when it begins to stop. */
+ *   STOPPING=1 when it begins to stop.
+ * - The HTTP view (--http): what /leader, /healthz and /metrics show, filled
+ *   from the app for ops/http.c (app_fill_view). */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
@@ -169,4 +171,48 @@ void app_notify_stop(struct app *a)
     }
     tool_notify_free(a->notify);
     a->notify = NULL;
+}
+
+/* ---------------------------------------------------------------- the HTTP view */
+
+/* --http: the view of /leader, /healthz and /metrics (a tool_view_fn; ud: app). */
+void app_fill_view(void *ud, tool_view *v)
+{
+    struct app *a = ud;
+    memset(v, 0, sizeof(*v));
+    elector_etcd_get_stats(a->etcd, &a->view_st);
+    v->etcd = &a->view_st;
+    v->name = a->o->name;
+    v->is_leader = a->el && elector_is_leader(a->el);
+    if (a->s) {
+        elector_session_get_stats(a->s, &a->view_ka);
+        v->ka = &a->view_ka;
+        v->session_healthy = elector_session_alive(a->s);
+        int64_t left = elector_session_deadline_ns(a->s) - elector_now_ns();
+        v->lease_remaining_s = left > 0 ? (double)left / 1e9 : 0;
+    } else {
+        v->session_healthy = a->obs && *elector_etcd_current_endpoint(a->etcd);
+    }
+    v->has_leader = a->has_leader;
+    if (a->has_leader) {
+        v->key = (const uint8_t *)a->lkey;
+        v->key_len = a->lklen;
+        v->value = (const uint8_t *)a->lval;
+        v->value_len = a->lvlen;
+        v->token = a->ltoken;
+        v->lease = a->llease;
+        v->since_unix_ms = a->lsince_ms;
+        v->since_kind = a->lsince_kind;
+    }
+    v->leadership_changes = a->changes;
+    v->leader_changes = a->leader_changes;
+    v->start_retries = a->start_retries_total;
+    v->version = elector_version();
+    v->alarm_on = a->alarm_on;
+    v->alarm_refusals = a->alarm_refusals;
+    v->restores = a->restores;
+    if (a->health) {
+        v->health = tool_health_state_name(tool_health_get_state(a->health));
+        v->health_failures = tool_health_failures(a->health);
+    }
 }
