@@ -11,7 +11,7 @@
  *   candidate/health.c    --health-cmd: the checks, reported to campaign.c
  *   candidate/slots.c     lock -n N: the semaphore's slots
  *   commands/observe.c    observe and leader
- *   ops/status.c          the leader followed while waiting; systemd's notifications
+ *   app/status.c          the followed leader, systemd's notifications, HTTP view
  *   switchover/           request.c (the requester), candidate.c (the candidates'
  *                         side), keys.c
  *
@@ -31,7 +31,7 @@
 #include "text/log.h"
 
 /* Only pointers to these are kept here: the files that use them include
- * ops/http.h and ops/notify.h (app/ does not include ops/). */
+ * ops/http.h and ops/notify.h. */
 struct tool_http;
 struct tool_notify;
 struct tool_view;
@@ -218,7 +218,7 @@ void app_sw_release(struct app *a); /* after */
 int app_cmd_leader(struct app *a);
 int app_start_observe(struct app *a);
 
-/* ops/status.c */
+/* app/status.c */
 void app_start_follow(struct app *a);
 void app_note_event(struct app *a, const elector_event *ev);
 void app_notify_open(struct app *a);
