@@ -73,7 +73,6 @@ def _out(*words):
 
 def worker(lib, endpoint, name, ttl):
     host, port = endpoint.rsplit(":", 1)
-    held = None  # library object for "release"/"belief"
     local = io = None
     if lib.startswith("elector"):
         import elector
@@ -174,6 +173,13 @@ def worker(lib, endpoint, name, ttl):
 # ------------------------------------------------------------------ etcd
 
 
+def _die_with_parent():
+    # SIGKILL when the benchmark dies (killed, say), so that no etcd or
+    # candidate outlives it even when its finally: cannot run
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -198,8 +204,10 @@ class Cluster:
                  f"--listen-peer-urls=http://127.0.0.1:{p}",
                  f"--initial-advertise-peer-urls=http://127.0.0.1:{p}",
                  f"--initial-cluster={cluster}", "--log-level=warn", "--logger=zap"],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=_die_with_parent))
         ctl = os.environ.get("ETCDCTL_BIN") or shutil.which("etcdctl") or "/usr/bin/etcdctl"
+        self.ctl = ctl
         deadline = time.monotonic() + 60
         while True:
             r = subprocess.run([ctl, "--endpoints=" + ",".join(self.endpoints),
@@ -226,11 +234,12 @@ class Cluster:
 
 
 class Cand:
-    def __init__(self, lib, endpoint, name, ttl):
+    def __init__(self, lib, endpoint, name, ttl, live):
         self.p = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "--worker", lib, endpoint, name,
              str(ttl)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-            stderr=None)
+            stderr=None, preexec_fn=_die_with_parent)
+        live.append(self)
         self.expect("ready")
 
     def line(self, timeout=60):
@@ -250,8 +259,11 @@ class Cand:
         return w
 
     def send(self, cmd):
-        self.p.stdin.write(cmd + "\n")
-        self.p.stdin.flush()
+        try:
+            self.p.stdin.write(cmd + "\n")
+            self.p.stdin.flush()
+        except OSError:  # a killed candidate
+            pass
 
     def kill(self):
         if self.p.poll() is None:
@@ -291,64 +303,39 @@ def run(args):
     cl = Cluster(args.members)
     ep = cl.endpoints[0]
     res = {lib: {"graceful": [], "crash": [], "rss": [], "rss_tree": [], "thr": [],
-                 "thr_tree": [], "wrong_local": 0, "wrong_io": 0, "pause": 0,
+                 "thr_tree": [], "wrong_local": 0, "wrong_io": 0, "pause": 0, "failed": [],
                  "io_checks": 0}
            for lib in args.libs}
-    live = []
+    live = []  # the candidates of the current round
     try:
         for rnd in range(args.rounds):
             for k, lib in enumerate(args.libs[rnd % len(args.libs):] +
                                     args.libs[:rnd % len(args.libs)]):
                 name = f"pybench-{lib}-{rnd}"
                 r = res[lib]
-                # graceful, and the idle candidate's footprint
-                a = Cand(lib, ep, name, args.ttl)
-                live.append(a)
-                a.expect("acquired")
-                b = Cand(lib, ep, name, args.ttl)
-                live.append(b)
-                time.sleep(2)
-                own, tree = b.tree_status()
-                r["rss"].append(own[0])
-                r["thr"].append(own[1])
-                r["rss_tree"].append(tree[0])
-                r["thr_tree"].append(tree[1])
-                a.send("release")
-                t0 = int(a.expect("releasing")[1])
-                t1 = int(b.expect("acquired")[1])
-                r["graceful"].append((t1 - t0) / 1e6)
-                a.send("exit")
-                a.kill()
-                # crash: b holds; c waits; SIGKILL b
-                c = Cand(lib, ep, name, args.ttl)
-                live.append(c)
-                time.sleep(0.5)
-                t0 = time.monotonic_ns()
-                b.p.send_signal(signal.SIGKILL)
-                t1 = int(c.expect("acquired", timeout=args.ttl * 4 + 30)[1])
-                r["crash"].append((t1 - t0) / 1e6)
-                b.kill()
-                # pause: c holds; d waits; SIGSTOP c past the TTL
-                d = Cand(lib, ep, name, args.ttl)
-                live.append(d)
-                time.sleep(0.5)
-                c.p.send_signal(signal.SIGSTOP)
-                d.expect("acquired", timeout=args.ttl * 4 + 30)
-                time.sleep(max(0.0, args.ttl + 3 - 0))  # well past the TTL
-                c.p.send_signal(signal.SIGCONT)
-                c.send("belief")
-                w = c.expect("belief")
-                r["pause"] += 1
-                if w[1] == "1":
-                    r["wrong_local"] += 1
-                if w[2] != "-":
-                    r["io_checks"] += 1
-                    if w[2] == "1":
-                        r["wrong_io"] += 1
-                for x in (c, d):
+                try:
+                    w, own = one_round(args, ep, lib, name, r, live)
+                except RuntimeError as e:
+                    # a candidate that says nothing in time: counted, reported
+                    keys = subprocess.run(
+                        [cl.ctl, "--endpoints=" + ",".join(cl.endpoints), "get", "--prefix",
+                         "--keys-only", "", ], capture_output=True, text=True,
+                        env=dict(os.environ, ETCDCTL_API="3")).stdout.split()
+                    e = f"{e} (keys then: {' '.join(k for k in keys if name in k)})"
+                    r["failed"].append(str(e))
+                    print(f"round {rnd} {lib}: FAILED: {e}", flush=True)
+                    for x in live:
+                        x.kill()
+                    live.clear()
+                    continue
+                for x in live:
                     x.send("exit")
                     x.kill()
-                live = []
+                    try:
+                        x.p.stdin.close()
+                    except OSError:
+                        pass
+                live.clear()
                 print(f"round {rnd} {lib}: graceful {r['graceful'][-1]:.1f} ms, crash "
                       f"{r['crash'][-1]:.0f} ms, idle {own[0]} kB {own[1]} threads, "
                       f"belief {w[1:]}", flush=True)
@@ -357,6 +344,48 @@ def run(args):
             x.kill()
         cl.stop()
     return cl, res
+
+
+def one_round(args, ep, lib, name, r, live):
+    # graceful, and the idle candidate's footprint
+    a = Cand(lib, ep, name, args.ttl, live)
+    a.expect("acquired")
+    b = Cand(lib, ep, name, args.ttl, live)
+    time.sleep(2)
+    own, tree = b.tree_status()
+    r["rss"].append(own[0])
+    r["thr"].append(own[1])
+    r["rss_tree"].append(tree[0])
+    r["thr_tree"].append(tree[1])
+    a.send("release")
+    t0 = int(a.expect("releasing")[1])
+    t1 = int(b.expect("acquired")[1])
+    r["graceful"].append((t1 - t0) / 1e6)
+    # crash: b holds; c waits; SIGKILL b
+    c = Cand(lib, ep, name, args.ttl, live)
+    time.sleep(0.5)
+    t0 = time.monotonic_ns()
+    b.p.send_signal(signal.SIGKILL)
+    t1 = int(c.expect("acquired", timeout=args.ttl * 4 + 30)[1])
+    r["crash"].append((t1 - t0) / 1e6)
+    b.kill()
+    # pause: c holds; d waits; SIGSTOP c past the TTL
+    d = Cand(lib, ep, name, args.ttl, live)
+    time.sleep(0.5)
+    c.p.send_signal(signal.SIGSTOP)
+    d.expect("acquired", timeout=args.ttl * 4 + 30)
+    time.sleep(args.ttl + 3)  # well past the TTL
+    c.p.send_signal(signal.SIGCONT)
+    c.send("belief")
+    w = c.expect("belief")
+    r["pause"] += 1
+    if w[1] == "1":
+        r["wrong_local"] += 1
+    if w[2] != "-":
+        r["io_checks"] += 1
+        if w[2] == "1":
+            r["wrong_io"] += 1
+    return w, own
 
 
 def report(args, cl, res):
@@ -372,17 +401,20 @@ def report(args, cl, res):
     lines.append("")
     lines.append("| library | graceful p50 | graceful p90 | crash p50 | crash p90 | "
                  "idle RSS p50 (kB) | + children (kB) | threads | + children | "
-                 "wrong beliefs after pause (local) | (asking etcd) |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+                 "wrong beliefs after pause (local) | (asking etcd) | failed rounds |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for lib in args.libs:
         r = res[lib]
         io = f"{r['wrong_io']}/{r['io_checks']}" if r["io_checks"] else "—"
         lines.append(
             f"| {lib} | {pct(r['graceful'], 50):.1f} ms | {pct(r['graceful'], 90):.1f} ms | "
             f"{pct(r['crash'], 50):.0f} ms | {pct(r['crash'], 90):.0f} ms | "
-            f"{statistics.median(r['rss'])} | {statistics.median(r['rss_tree'])} | "
-            f"{statistics.median(r['thr'])} | {statistics.median(r['thr_tree'])} | "
-            f"{r['wrong_local']}/{r['pause']} | {io} |")
+            f"{int(statistics.median(r['rss']))} | {int(statistics.median(r['rss_tree']))} | "
+            f"{int(statistics.median(r['thr']))} | {int(statistics.median(r['thr_tree']))} | "
+            f"{r['wrong_local']}/{r['pause']} | {io} | {len(r['failed'])} |")
+    for lib in args.libs:
+        for f in res[lib]["failed"]:
+            lines.append(f"\nfailed round, {lib}: {f}")
     return "\n".join(lines)
 
 
