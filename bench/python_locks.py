@@ -283,14 +283,21 @@ class Cand:
             return rss, thr
         own = st(self.p.pid)
         tot = list(own)
-        try:
-            with open(f"/proc/{self.p.pid}/task/{self.p.pid}/children") as f:
-                for c in f.read().split():
-                    r, t = st(int(c))
-                    tot[0] += r
-                    tot[1] += t
-        except OSError:
-            pass
+        # children of every thread (elector's driver thread spawns the helper)
+        kids = set()
+        for tid in os.listdir(f"/proc/{self.p.pid}/task"):
+            try:
+                with open(f"/proc/{self.p.pid}/task/{tid}/children") as f:
+                    kids.update(int(c) for c in f.read().split())
+            except OSError:
+                pass
+        for c in kids:
+            try:
+                r, t = st(c)
+            except OSError:
+                continue
+            tot[0] += r
+            tot[1] += t
         return own, tuple(tot)
 
 
