@@ -27,6 +27,11 @@ static void on_observe(elector_observer *o, const elector_event *ev, void *ud)
 {
     (void)o;
     struct app *a = ud;
+    if (ev->reason == ELECTOR_ERESTORED && ev->type != ELECTOR_EV_FAILED) {
+        /* The observer forgot what it knew and read the leader again. */
+        a->restores++;
+        tool_log(LOG_WARN, "%s: leader read again", ev->detail);
+    }
     if (a->o->fmt == FMT_JSON) {
         int rc = app_event(a, ev);
         wrote(a, rc, errno);
