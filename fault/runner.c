@@ -646,15 +646,16 @@ static void endpoints_for(int id, bool netns, bool slow, char *out, size_t cap)
     out[0] = '\0';
     for (int k = 0; k < m; k++) {
         int i = (id + k) % m;
-        if (slow && !netns && R.slow_pid > 0)
-            n += (size_t)snprintf(out + n, cap - n, "%s127.0.0.1:%d", k ? "," : "",
-                                  R.slow_port[i]);
+        if (eh_member_removed(R.cl, i)) continue; /* member-replace */
+        const char *sep = n ? "," : "";
+        if (slow && !netns && R.slow_pid > 0 && R.slow_port[i])
+            n +=
+                (size_t)snprintf(out + n, cap - n, "%s127.0.0.1:%d", sep, R.slow_port[i]);
         else if (netns)
-            n += (size_t)snprintf(out + n, cap - n, "%s%s:%d", k ? "," : "", R.host_ip,
+            n += (size_t)snprintf(out + n, cap - n, "%s%s:%d", sep, R.host_ip,
                                   eh_client_port(R.cl, i));
         else
-            n += (size_t)snprintf(out + n, cap - n, "%s%s", k ? "," : "",
-                                  eh_endpoint(R.cl, i));
+            n += (size_t)snprintf(out + n, cap - n, "%s%s", sep, eh_endpoint(R.cl, i));
         if (n >= cap) break;
     }
 }
@@ -915,6 +916,7 @@ int fr_restore_members(fr_world *w)
 {
     int rc = 0;
     for (int i = 0; i < eh_members(R.cl); i++) {
+        if (eh_member_removed(R.cl, i)) continue; /* member-replace */
         if (!eh_member_running(R.cl, i)) {
             if (eh_member_restart(R.cl, i) != 0) rc = -1;
         } else {
@@ -1570,6 +1572,8 @@ int main(int argc, char **argv)
     cfg.endpoints = eh_endpoints(R.cl);
     cfg.dial_timeout_ms = 1000;
     cfg.request_timeout_ms = 3000;
+    /* member-replace replaces every member the run started with. */
+    cfg.auto_sync_interval_ms = 1000;
     g_admin = elector_etcd_new(&cfg);
     if (!g_admin || elector_etcd_err(g_admin)) {
         fprintf(stderr, "fault-runner: admin client failed\n");
@@ -1631,7 +1635,7 @@ int main(int argc, char **argv)
             /* a round starts from a running cluster with a leader */
             bool all_up = true;
             for (int i = 0; i < eh_members(R.cl); i++)
-                all_up &= eh_member_running(R.cl, i) != 0;
+                all_up &= eh_member_removed(R.cl, i) || eh_member_running(R.cl, i);
             if (!all_up && fr_restore_members(w) != 0)
                 fr_say("WARNING: cluster not healthy before round %d", r);
             if (fr_wait_leader(w, -1, -1, (int)R.bound_ms + 5000) < 0) {

@@ -1290,6 +1290,66 @@ static int r_run_health_flap(fr_world *w, int r)
     return 0;
 }
 
+/* ---------------------------------------------------------------- day 2 */
+
+/* A member replaced under a running leader (issue 20): `member add` of a fresh
+ * member, then `member remove` of the one the leader is connected to. The
+ * candidates auto-sync their endpoint lists from MemberList (--auto-sync-ms),
+ * so after rounds that replace every member the run started with they still
+ * reach the cluster. The goal is no failover at all: the leader's client moves
+ * to another member well within its TTL. A failover is reported, not a
+ * failure (safety and liveness are the checker's). */
+static int r_member_replace(fr_world *w, int r)
+{
+    (void)r;
+    int l = need_leader(w);
+    if (l < 0) return -1;
+    int live = 0;
+    for (int i = 0; i < eh_members(R.cl); i++)
+        live += !eh_member_removed(R.cl, i);
+    if (eh_members(R.cl) >= EH_MAX_MEMBERS || live < 3) {
+        fr_say("   no member slot left (%d of %d taken)", eh_members(R.cl),
+               EH_MAX_MEMBERS);
+        return -1;
+    }
+    int old = fr_member_of(w->c[l].endpoint);
+    if (old < 0 || eh_member_removed(R.cl, old)) {
+        for (old = 0; old < eh_members(R.cl) && eh_member_removed(R.cl, old); old++) {
+        }
+    }
+    int64_t token = w->c[l].token, t0 = fr_now();
+    fr_mark_fault(
+        w, "member add, then member remove m%d (the endpoint of leader cand %d)", old, l);
+    int added = eh_member_add(R.cl);
+    fr_pump(w);
+    if (added < 0) {
+        fr_say("   member add failed");
+        fr_restore_members(w);
+        finish(w, -1, -1);
+        return -1;
+    }
+    int64_t t_add = fr_now();
+    int rm = eh_member_remove(R.cl, old);
+    int64_t t_rm = fr_now();
+    fr_pump(w);
+    if (eh_wait_leader(R.cl, 15) < 0) fr_log(w, "note no Raft leader after the removal");
+    fr_mark_heal(w, "member replaced");
+    /* The history recorder (etcdctl watch) knows only the endpoints it started
+     * with: it restarts on the current ones from the last recorded revision. */
+    fr_sync_recorder(w);
+    if (w->recorder_pid > 0) kill(w->recorder_pid, SIGTERM);
+    fr_sleep(w, ttl_ms() + 1000); /* a lease lost to the move would show by now */
+    finish(w, -1, -1);
+    bool kept = w->c[l].pid && w->c[l].leading && w->c[l].token == token;
+    fr_log(w, "note member-replace m%d -> m%d: add %.0f ms, remove %.0f ms, leader %s",
+           old, added, (double)(t_add - t0) / 1e6, (double)(t_rm - t_add) / 1e6,
+           kept ? "kept" : "FAILOVER");
+    fr_say("   m%d replaced by m%d (add %.1f s, remove %.1f s): leader cand %d %s", old,
+           added, (double)(t_add - t0) / 1e9, (double)(t_rm - t_add) / 1e9, l,
+           kept ? "kept its leadership (no failover)" : "lost it: a failover");
+    return rm == 0 ? 0 : -1;
+}
+
 const fr_scenario fr_scenarios[] = {
     {.name = "kill",
      .ncand = 3,
@@ -1472,6 +1532,12 @@ const fr_scenario fr_scenarios[] = {
      .round = r_run_deadline_revoke,
      .what = "run: elector resumes just past its deadline, tree slow to die: "
              "is the lease released before the tree is reaped?"},
+    {.name = "member-replace",
+     .ncand = 3,
+     .cand_args = "--auto-sync-ms 500",
+     .round = r_member_replace,
+     .what = "member added, the leader's member removed (auto-sync): no two leaders, "
+             "the leader stays (runs last: the proxies know only the first members)"},
 };
 const int fr_nscenarios = (int)(sizeof fr_scenarios / sizeof fr_scenarios[0]);
 
