@@ -550,9 +550,20 @@ static void recorder_start(fr_world *w, int64_t from)
     snprintf(rev, sizeof rev, "--rev=%" PRId64, from);
     snprintf(out, sizeof out, "%s/history.jsonl", w->dir);
     snprintf(err, sizeof err, "%s/recorder.err", w->dir);
-    const char *argv[] = {
-        "etcdctl", eps, "--dial-timeout=1s", "watch", "--prefix", w->prefix, rev, "-w",
-        "json",    NULL};
+    const char *argv[] = {"etcdctl", eps,        "--dial-timeout=1s",
+                          "watch",   "--prefix", w->prefix,
+                          rev,       "-w",       "json",
+                          NULL,      NULL,       NULL,
+                          NULL};
+    char tls[3][600]; /* a TLS run: the files, read at each start */
+    if (eh_cacert(R.cl)) {
+        snprintf(tls[0], sizeof tls[0], "--cacert=%s", eh_cacert(R.cl));
+        snprintf(tls[1], sizeof tls[1], "--cert=%s", eh_cert(R.cl));
+        snprintf(tls[2], sizeof tls[2], "--key=%s", eh_key(R.cl));
+        argv[9] = tls[0];
+        argv[10] = tls[1];
+        argv[11] = tls[2];
+    }
     w->recorder_pid = spawn(argv, out, err, NULL);
     fr_log(w, "recorder %d from %" PRId64, (int)w->recorder_pid, from);
 }
@@ -715,6 +726,14 @@ int fr_spawn(fr_world *w, bool netns)
                             c->log_path, "--resource", w->res_sock, "--txn-key",
                             w->txn_key,  "--ttl",      ttl};
     int na = 15;
+    if (eh_cacert(R.cl)) {
+        argv[na++] = "--cacert";
+        argv[na++] = eh_cacert(R.cl);
+        argv[na++] = "--cert";
+        argv[na++] = eh_cert(R.cl);
+        argv[na++] = "--key";
+        argv[na++] = eh_key(R.cl);
+    }
     char extra[256];
     snprintf(extra, sizeof extra, "%s", w->cand_args ? w->cand_args : "");
     for (char *save = NULL, *t = strtok_r(extra, " ", &save); t && na < 31;
@@ -1542,10 +1561,21 @@ int main(int argc, char **argv)
         fprintf(stderr, "fault-runner: no scenario selected (see --list)\n");
         return 2;
     }
-    bool need_netns = false, need_slow = false;
+    bool need_netns = false, need_slow = false, need_tls = false;
     for (int i = 0; i < nsel; i++) {
         need_netns |= sel[i]->netns;
         need_slow |= sel[i]->slow;
+        need_tls |= sel[i]->tls;
+    }
+    for (int i = 0; need_tls && i < nsel; i++) {
+        if (sel[i]->run || sel[i]->netns || sel[i]->slow) {
+            fprintf(stderr,
+                    "fault-runner: a selected scenario needs a TLS cluster, which %s "
+                    "cannot use (its candidates or proxies are plaintext): run them "
+                    "apart\n",
+                    sel[i]->name);
+            return 2;
+        }
     }
 
     struct sigaction sa = {.sa_handler = on_signal};
@@ -1560,7 +1590,7 @@ int main(int argc, char **argv)
            " ms, out %s",
            R.seed, R.ttl_s, R.rounds, R.duration_s > 0 ? " (soak)" : "", R.bound_ms,
            R.out);
-    eh_opts eo = {.members = 3};
+    eh_opts eo = {.members = 3, .tls = need_tls};
     R.cl = eh_start(&eo);
     if (!R.cl) {
         fprintf(stderr, "fault-runner: cannot start etcd\n");
@@ -1574,6 +1604,9 @@ int main(int argc, char **argv)
     cfg.request_timeout_ms = 3000;
     /* member-replace replaces every member the run started with. */
     cfg.auto_sync_interval_ms = 1000;
+    cfg.cacert = eh_cacert(R.cl); /* NULLs without TLS */
+    cfg.cert = eh_cert(R.cl);
+    cfg.key = eh_key(R.cl);
     g_admin = elector_etcd_new(&cfg);
     if (!g_admin || elector_etcd_err(g_admin)) {
         fprintf(stderr, "fault-runner: admin client failed\n");

@@ -160,6 +160,7 @@ typedef struct fr_scenario {
     bool run;              /* `elector run` candidates; cand_args go to fault-job */
     const char *run_args;  /* with run: extra options of `elector run` */
     bool optional;         /* run only when named in --scenarios */
+    bool tls; /* the cluster runs with TLS (fault-candidate scenarios only) */
     int (*round)(fr_world *w, int r); /* 0 ok, -1 could not run the round */
 } fr_scenario;
 

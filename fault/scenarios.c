@@ -1350,6 +1350,48 @@ static int r_member_replace(fr_world *w, int r)
     return rm == 0 ? 0 : -1;
 }
 
+/* Certificate rotation (issue 20): the CA, the members' and the client's
+ * certificates and key are rewritten in place (as cert-manager or a Vault
+ * agent does) while a leader leads; then the members restart one by one
+ * (SIGKILL, start) trusting only the new CA. Clients read the files again at
+ * each new connection: the leader's client reconnects with the new files. No
+ * two leaders; the leader stays (reported) or hands over cleanly. */
+static int r_cert_rotate(fr_world *w, int r)
+{
+    (void)r;
+    int l = need_leader(w);
+    if (l < 0) return -1;
+    int64_t token = w->c[l].token, t0 = fr_now();
+    fr_mark_fault(w, "TLS files rotated (new CA, client cert and key), members "
+                     "restarted one by one trusting only the new CA");
+    if (eh_tls_rotate(R.cl) != 0) {
+        fr_say("   eh_tls_rotate failed");
+        finish(w, -1, -1);
+        return -1;
+    }
+    int rc = 0;
+    for (int i = 0; i < eh_members(R.cl); i++) {
+        if (eh_member_removed(R.cl, i)) continue;
+        eh_member_kill(R.cl, i);
+        if (eh_member_restart(R.cl, i) != 0 || eh_wait_healthy(R.cl, i, 20) != 0) rc = -1;
+        fr_pump(w);
+    }
+    if (eh_wait_leader(R.cl, 15) < 0) rc = -1;
+    int64_t t_done = fr_now();
+    fr_mark_heal(w, "every member restarted with the new CA");
+    /* The recorder (etcdctl) read the old CA at its start: restart it. */
+    if (w->recorder_pid > 0) kill(w->recorder_pid, SIGTERM);
+    fr_sleep(w, ttl_ms() + 1000);
+    finish(w, -1, -1);
+    bool kept = w->c[l].pid && w->c[l].leading && w->c[l].token == token;
+    fr_log(w, "note cert-rotate: members restarted in %.0f ms, leader %s",
+           (double)(t_done - t0) / 1e6, kept ? "kept" : "handed over");
+    fr_say("   rolling restart with the new CA %.1f s: leader cand %d %s",
+           (double)(t_done - t0) / 1e9, l,
+           kept ? "kept its leadership" : "lost it (a handover)");
+    return rc;
+}
+
 const fr_scenario fr_scenarios[] = {
     {.name = "kill",
      .ncand = 3,
@@ -1538,6 +1580,13 @@ const fr_scenario fr_scenarios[] = {
      .round = r_member_replace,
      .what = "member added, the leader's member removed (auto-sync): no two leaders, "
              "the leader stays (runs last: the proxies know only the first members)"},
+    {.name = "cert-rotate",
+     .ncand = 3,
+     .tls = true,
+     .optional = true,
+     .round = r_cert_rotate,
+     .what = "TLS files rotated, members restarted trusting only the new CA: no two "
+             "leaders (a TLS cluster: run on its own, --scenarios cert-rotate)"},
 };
 const int fr_nscenarios = (int)(sizeof fr_scenarios / sizeof fr_scenarios[0]);
 
