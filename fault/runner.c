@@ -983,6 +983,43 @@ int64_t fr_noise(void)
     return rev;
 }
 
+int fr_fill_until_nospace(int max, int *puts)
+{
+    static uint8_t big[100 * 1024];
+    memset(big, 'f', sizeof big);
+    int rc = 0;
+    for (*puts = 0; *puts < max; (*puts)++) {
+        char key[40];
+        snprintf(key, sizeof key, "fault-fill/%04d", *puts);
+        Etcdserverpb__PutRequest req = ETCDSERVERPB__PUT_REQUEST__INIT;
+        req.key = (ProtobufCBinaryData){strlen(key), (uint8_t *)key};
+        req.value = (ProtobufCBinaryData){sizeof big, big};
+        ProtobufCMessage *m = NULL;
+        rc = admin_call(ELECTOR_RPC_PUT, &req.base, &m);
+        if (m) protobuf_c_message_free_unpacked(m, NULL);
+        if (rc == ELECTOR_ENOSPACE) return 0;
+        if (rc) return rc;
+    }
+    return -1;
+}
+
+int fr_clear_nospace(void)
+{
+    static const char pfx[] = "fault-fill/", end[] = "fault-fill0";
+    Etcdserverpb__DeleteRangeRequest req = ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
+    req.key = (ProtobufCBinaryData){strlen(pfx), (uint8_t *)pfx};
+    req.range_end = (ProtobufCBinaryData){strlen(end), (uint8_t *)end};
+    ProtobufCMessage *m = NULL;
+    int rc = admin_call(ELECTOR_RPC_DELETE_RANGE, &req.base, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    if (rc) return rc;
+    int64_t rev = fr_revision();
+    if (rev <= 0 || fr_compact(rev) != 0) return -1;
+    eh_ctl_opts o = {.timeout_s = 30};
+    if (eh_etcdctl_opts(R.cl, &o, NULL, "defrag", "--cluster", NULL) != 0) return -1;
+    return eh_etcdctl(R.cl, NULL, "alarm", "disarm", NULL);
+}
+
 int fr_revoke_key_lease(const char *key)
 {
     const char *slash = strrchr(key, '/');
@@ -1561,11 +1598,21 @@ int main(int argc, char **argv)
         fprintf(stderr, "fault-runner: no scenario selected (see --list)\n");
         return 2;
     }
-    bool need_netns = false, need_slow = false, need_tls = false;
+    bool need_netns = false, need_slow = false, need_tls = false, need_quota = false;
     for (int i = 0; i < nsel; i++) {
         need_netns |= sel[i]->netns;
         need_slow |= sel[i]->slow;
         need_tls |= sel[i]->tls;
+        need_quota |= sel[i]->quota;
+    }
+    for (int i = 0; need_quota && i < nsel; i++) {
+        if (!sel[i]->quota) {
+            fprintf(stderr,
+                    "fault-runner: a selected scenario runs etcd with a small quota, "
+                    "which %s does not expect: run them apart\n",
+                    sel[i]->name);
+            return 2;
+        }
     }
     for (int i = 0; need_tls && i < nsel; i++) {
         if (sel[i]->run || sel[i]->netns || sel[i]->slow) {
@@ -1590,7 +1637,9 @@ int main(int argc, char **argv)
            " ms, out %s",
            R.seed, R.ttl_s, R.rounds, R.duration_s > 0 ? " (soak)" : "", R.bound_ms,
            R.out);
-    eh_opts eo = {.members = 3, .tls = need_tls};
+    eh_opts eo = {.members = 3,
+                  .tls = need_tls,
+                  .extra_args = need_quota ? "--quota-backend-bytes=8388608" : NULL};
     R.cl = eh_start(&eo);
     if (!R.cl) {
         fprintf(stderr, "fault-runner: cannot start etcd\n");

@@ -1392,6 +1392,43 @@ static int r_cert_rotate(fr_world *w, int r)
     return rc;
 }
 
+/* A full backend (issue 20): etcd runs with an 8 MiB quota; 100 KiB puts
+ * outside the election fill it until etcd raises the NOSPACE alarm. Under the
+ * alarm puts and Txns that write are refused (the leader's fenced writes get
+ * ENOSPACE), keepalives still work: the leader keeps its lease and its
+ * leadership for 2 TTLs. Then the operator's way back (delete, compact,
+ * defrag, alarm disarm) and the round ends as usual. */
+static int r_nospace(fr_world *w, int r)
+{
+    (void)r;
+    int l = need_leader(w);
+    if (l < 0) return -1;
+    int64_t token = w->c[l].token;
+    fr_mark_fault(w, "backend filled to its quota (NOSPACE alarm) for %d ms",
+                  2 * ttl_ms());
+    int puts = 0;
+    int rc = fr_fill_until_nospace(200, &puts);
+    fr_pump(w);
+    if (rc != 0) {
+        fr_say("   no NOSPACE after %d puts of 100 KiB (%d)", puts, rc);
+        fr_clear_nospace();
+        finish(w, -1, -1);
+        return -1;
+    }
+    fr_mark_heal(w, "keepalives work under the alarm");
+    fr_sleep(w, 2 * ttl_ms());
+    bool kept = w->c[l].pid && w->c[l].leading && w->c[l].token == token;
+    expect(w, kept, "leader cand %d kept its leadership under the NOSPACE alarm", l);
+    if (fr_clear_nospace() != 0) {
+        fr_say("   clearing the alarm failed");
+        rc = -1;
+    }
+    finish(w, -1, -1);
+    fr_say("   NOSPACE after %d puts of 100 KiB; leader cand %d %s", puts, l,
+           kept ? "kept its leadership" : "lost it");
+    return rc;
+}
+
 const fr_scenario fr_scenarios[] = {
     {.name = "kill",
      .ncand = 3,
@@ -1587,6 +1624,13 @@ const fr_scenario fr_scenarios[] = {
      .round = r_cert_rotate,
      .what = "TLS files rotated, members restarted trusting only the new CA: no two "
              "leaders (a TLS cluster: run on its own, --scenarios cert-rotate)"},
+    {.name = "nospace",
+     .ncand = 3,
+     .quota = true,
+     .optional = true,
+     .round = r_nospace,
+     .what = "backend quota reached (NOSPACE alarm) for 2 TTLs, then cleared: the "
+             "leader keeps leading (an 8 MiB quota: run on its own)"},
 };
 const int fr_nscenarios = (int)(sizeof fr_scenarios / sizeof fr_scenarios[0]);
 
