@@ -94,8 +94,10 @@ if [ ${#CTEST_ARGS[@]} -eq 0 ]; then
     for v in $VERSIONS; do
         echo "== fault injection on etcd $v with the leadership-history checker (about 4 minutes)"
         with_etcd "$v" scripts/fault.sh
-        # cert-rotate needs a TLS cluster, so it runs on its own (about 20 s)
+        # cert-rotate needs a TLS cluster, nospace a small quota: each runs on
+        # its own (about 20 s each)
         with_etcd "$v" scripts/fault.sh --scenarios cert-rotate
+        with_etcd "$v" scripts/fault.sh --scenarios nospace
     done
 fi
 if [ "${ELECTOR_SKIP_ASAN:-0}" != 1 ]; then
