@@ -100,6 +100,10 @@ if [ ${#CTEST_ARGS[@]} -eq 0 ]; then
     for v in $VERSIONS; do
         echo "== fault injection on etcd $v with the leadership-history checker ($rounds round(s))"
         with_etcd "$v" scripts/fault.sh --rounds "$rounds"
+        # cert-rotate needs a TLS cluster, nospace a small quota: each runs on
+        # its own (about 20 s each)
+        with_etcd "$v" scripts/fault.sh --rounds "$rounds" --scenarios cert-rotate
+        with_etcd "$v" scripts/fault.sh --rounds "$rounds" --scenarios nospace
         rounds=${ELECTOR_FAULT_ROUNDS:-1}
     done
 fi
