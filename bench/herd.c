@@ -527,7 +527,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < g_n; i++)
         join(&g_c[i]);
     g_want_waiting = g_n - 1;
-    settle(all_waiting, 200, 120000, "all candidates waiting");
+    settle(all_waiting, 200, 600000, "all candidates waiting");
     double setup_s = (double)(bu_mono_ns() - t_setup) / 1e9;
 
     int64_t *fo = bu_xcalloc((size_t)changes, sizeof(int64_t));
