@@ -29,10 +29,11 @@
  *        [--changes C] [--clients K] [--ttl S] [--out DIR] [--probe 1]
  *
  * --probe 1 (elector mode) splits each failover with timestamps taken in this
- * process: the resign call (t0), the old leader's delete Txn sent (the candidate
- * clients' Txn count grows by one), the DELETE event on a watch of the election's
+ * process: the resign call (t0), the DELETE event on a watch of the election's
  * prefix held by an extra client (when etcd's watch delivered the delete), the
- * next Txn the candidate clients send (the successor's check), and the
+ * candidates' second Txn after t0 (the successor's check; the first is the
+ * delete; taken from the clients' request counters, which count a request when
+ * its HTTP/2 stream is submitted, so to the resolution of one loop pass), and the
  * successor's ELECTED.
  * After each change (outside the counted window) it times, on the extra idle
  * client, the successor's check as the library sends it (Range of the prefix,
@@ -306,8 +307,8 @@ static void naive_resign(cand *c)
 
 /* ---------------------------------------------------------------- probe */
 
-static void probe_watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r,
-                           void *ud)
+static void probe_watch_cb(elector_watch *w, int err,
+                           const Etcdserverpb__WatchResponse *r, void *ud)
 {
     (void)w, (void)ud;
     if (err && g_probe_closing) return;
@@ -595,14 +596,13 @@ int main(int argc, char **argv)
             int64_t one;
             p_one[ch] = probe_txn(false, 0, &one);
             fprintf(stderr,
-                    "herd probe change %d: failover %.2f ms: delete sent %.2f, delete seen "
+                    "herd probe change %d: failover %.2f ms: delete seen "
                     "%.2f, check sent %.2f (+%.2f after the delete), elected %.2f "
                     "(+%.2f after the check); keepalives in the window %lld; idle check "
                     "%.2f ms over %lld keys, one-key Range %.2f ms\n",
-                    ch + 1, fo[ch] / 1e6, p_res[ch] / 1e6, p_del[ch] / 1e6,
-                    p_chk[ch] / 1e6, p_d2c[ch] / 1e6, fo[ch] / 1e6, p_c2e[ch] / 1e6,
-                    (long long)p_ka[ch], p_idle[ch] / 1e6, (long long)p_keys,
-                    p_one[ch] / 1e6);
+                    ch + 1, fo[ch] / 1e6, p_del[ch] / 1e6, p_chk[ch] / 1e6,
+                    p_d2c[ch] / 1e6, fo[ch] / 1e6, p_c2e[ch] / 1e6, (long long)p_ka[ch],
+                    p_idle[ch] / 1e6, (long long)p_keys, p_one[ch] / 1e6);
         }
         fprintf(stderr, "\rherd %s n=%d: change %d/%d", mode, g_n, ch + 1, changes);
     }
@@ -633,7 +633,6 @@ int main(int argc, char **argv)
     bu_summary_ms(stdout, " ", "failover_", fo, (size_t)changes);
     if (g_probe) {
         printf(" probe_keys=%lld", (long long)p_keys);
-        bu_summary_ms(stdout, " ", "delete_sent_", p_res, (size_t)changes);
         bu_summary_ms(stdout, " ", "delete_seen_", p_del, (size_t)changes);
         bu_summary_ms(stdout, " ", "delete_to_check_", p_d2c, (size_t)changes);
         bu_summary_ms(stdout, " ", "check_to_elected_", p_c2e, (size_t)changes);
