@@ -653,8 +653,6 @@ static void check_done(elector_etcd *e, int err, const ProtobufCMessage *m, void
     }
     const Mvccpb__KeyValue *kv = rr->kvs[0];
     el->state = E_WAIT;
-    /* One older key, read from the whole prefix (a narrow check sees only one) */
-    el->pred_only = rr->n_kvs == 1 && !fast.narrow;
     if (set_pred(el, kv->key.data, kv->key.len) &&
         !elector__emit(el, ELECTOR_EV_WAITING, 0, NULL, 0))
         return;
@@ -704,19 +702,13 @@ static void send_fast_check(elector_election *el, const struct deleted *ev)
         return;
     }
     elector__txn t;
-    /* The predecessor was the only key older than ours: nothing older is left */
-    bool narrow = el->pred_only && el->pred_len > 0;
-    if (narrow)
-        elector__txn_check_narrow(&t, el->key, el->klen, el->rev, el->pred, el->pred_len);
-    else
-        elector__txn_check_serializable(&t, el->key, el->klen, el->rev, &el->prefix);
+    elector__txn_check_serializable(&t, el->key, el->klen, el->rev, &el->prefix);
     struct op *o = elector__op_new(el);
     if (!o) {
         schedule_retry(el);
         return;
     }
     o->fast = true;
-    o->narrow = narrow;
     o->ev_rev = ev->rev + k->rev_shift;
     o->ev_member = ev->member;
     o->ev_cluster = ev->cluster;

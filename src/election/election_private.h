@@ -97,10 +97,6 @@ struct elector_election {
     elector__prefix prefix;
     uint8_t *key, *value, *pred;
     size_t klen, vlen, pred_len;
-    /* The latest check found `pred` the only key created before ours: once
-     * it is deleted, none is left (a key created later has a later revision),
-     * so the check after its DELETE reads `pred`'s key only, not the prefix. */
-    bool pred_only;
     int64_t key_lease; /* the lease named in `key` (and attached to it) */
     int64_t rev;
     /* A campaign Txn of this campaign was answered with a transient error: it may
@@ -172,7 +168,6 @@ struct op {
      * follows came with (its revision R, the member that sent it, and the
      * connection it came on). */
     bool fast;
-    bool narrow; /* ... reading only the predecessor's key (pred_only) */
     int64_t ev_rev;
     uint64_t ev_member, ev_cluster, ev_conn;
 };
@@ -225,14 +220,10 @@ void elector__leader_range(Etcdserverpb__RangeRequest *r, const elector__prefix 
 /* If CreateRevision(key) == 0: Put(key, value, lease); else Put + Range(key). */
 void elector__txn_campaign(elector__txn *t, const uint8_t *key, size_t klen,
                            const uint8_t *value, size_t vlen, int64_t lease);
-/* If CreateRevision(key) == rev: Range(the two newest keys under p created
- * before rev) -- our predecessor, if any, first; a second key says it is not the
- * only one. With only_key (pred_len > 0), the Range reads that one key instead of
- * the prefix (same filter, same answer once every other older key is gone). */
+/* If CreateRevision(key) == rev: Range(the newest key under p created before
+ * rev) -- our predecessor, if any. */
 void elector__txn_check(elector__txn *t, const uint8_t *key, size_t klen, int64_t rev,
                         const elector__prefix *p);
-void elector__txn_check_narrow(elector__txn *t, const uint8_t *key, size_t klen,
-                               int64_t rev, const uint8_t *only_key, size_t only_len);
 /* The same Txn with a serializable Range: read-only, and made only of
  * serializable ranges, so the member answers it from its own state without a
  * round through the Raft leader (etcd's isTxnSerializable). */

@@ -100,25 +100,10 @@ void elector__txn_check(elector__txn *t, const uint8_t *key, size_t klen, int64_
     elector__leader_range(&t->range, p);
     t->range.sort_order = ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__DESCEND;
     t->range.max_create_revision = rev - 1;
-    t->range.limit = 2; /* a second key: the first is not the only older one */
     etcdserverpb__request_op__init(&t->op[0]);
     t->op[0].request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
     t->op[0].request_range = &t->range;
     txn_init(t, 1);
-}
-
-void elector__txn_check_narrow(elector__txn *t, const uint8_t *key, size_t klen,
-                               int64_t rev, const uint8_t *only_key, size_t only_len)
-{
-    elector__prefix one = {0};
-    elector__txn_check(t, key, klen, rev, &one);
-    /* etcd 3.4 reads, filters and sorts every key of the range before the
-     * limit: one key instead of the prefix's N */
-    t->range.key.data = (uint8_t *)only_key;
-    t->range.key.len = only_len;
-    t->range.range_end.data = NULL;
-    t->range.range_end.len = 0;
-    t->range.serializable = true;
 }
 
 void elector__txn_check_serializable(elector__txn *t, const uint8_t *key, size_t klen,
