@@ -80,7 +80,7 @@ static int g_races;        /* naive Txns in flight */
 static int g_watches_live; /* naive: watches confirmed by etcd and not canceled */
 /* --probe: timestamps of one failover (CLOCK_MONOTONIC ns, 0 = not seen yet) */
 static elector_etcd *g_probe;
-static int64_t g_t_resigned, g_t_deleted, g_t_delsent, g_t_check;
+static int64_t g_t_resigned, g_t_deleted, g_t_check;
 static uint64_t g_txn_base; /* candidate clients' Txn count before the resign */
 static bool g_probe_closing;
 
@@ -121,9 +121,7 @@ static void loop_once(int max_ms)
     for (int i = 0; i < g_k; i++) {
         elector_etcd_process(g_clients[i]);
         if (g_probe && g_t_resigned && !g_t_check) {
-            uint64_t n = txn_count();
-            if (n > g_txn_base && !g_t_delsent) g_t_delsent = bu_mono_ns();
-            if (n > g_txn_base + 1) g_t_check = bu_mono_ns();
+            if (txn_count() > g_txn_base + 1) g_t_check = bu_mono_ns();
         }
     }
 }
@@ -537,9 +535,8 @@ int main(int argc, char **argv)
     double ev_sum = 0, ev_max = 0; /* watch events etcd sent, per change */
     uint64_t cli_sum = 0;
     bu_msgs per_method = {0};
-    /* --probe: per change, ns from t0 to RESIGNED, DELETE seen, check sent, ELECTED;
+    /* --probe: per change, ns from t0 to the DELETE seen, the check sent, ELECTED;
      * the idle check and one-key Range times; keepalives sent in the window */
-    int64_t *p_res = bu_xcalloc((size_t)changes, sizeof(int64_t));
     int64_t *p_del = bu_xcalloc((size_t)changes, sizeof(int64_t));
     int64_t *p_chk = bu_xcalloc((size_t)changes, sizeof(int64_t));
     int64_t *p_d2c = bu_xcalloc((size_t)changes, sizeof(int64_t));
@@ -557,15 +554,13 @@ int main(int argc, char **argv)
         g_leader = NULL;
         g_want_resigned = g_resigned + 1;
         uint64_t ka0 = bu_client_reqs(g_clients, g_k, true) - c0;
-        g_t_resigned = g_t_deleted = g_t_delsent = g_t_check = 0;
+        g_t_resigned = g_t_deleted = g_t_check = 0;
         g_txn_base = txn_count();
         int64_t t0 = bu_mono_ns();
         resign(old);
-        if (g_probe && txn_count() > g_txn_base) g_t_delsent = bu_mono_ns();
         settle(change_done, 100, 60000, "the new leader");
         fo[ch] = g_t_elected - t0;
         if (g_probe) {
-            p_res[ch] = g_t_delsent ? g_t_delsent - t0 : -1;
             p_del[ch] = g_t_deleted ? g_t_deleted - t0 : -1;
             p_chk[ch] = g_t_check ? g_t_check - t0 : -1;
             p_d2c[ch] = g_t_check && g_t_deleted ? g_t_check - g_t_deleted : -1;
@@ -659,7 +654,7 @@ int main(int argc, char **argv)
     g_probe_closing = true;
     if (g_probe) elector_etcd_free(g_probe); /* frees its watch */
     free(g_c), free(g_clients), free(fo), free(srv), free(jn);
-    free(p_res), free(p_del), free(p_chk), free(p_d2c), free(p_c2e), free(p_idle);
+    free(p_del), free(p_chk), free(p_d2c), free(p_c2e), free(p_idle);
     free(p_one), free(p_ka);
     return 0;
 }
