@@ -8,6 +8,8 @@
 #                           checks use (etcd, curl, valgrind, clang, clang-format,
 #                           iproute2, gnuplot, prometheus, systemd, lintian, ...);
 #                           scripts/test.sh and the other scripts call this
+#   scripts/deps.sh coverage  the build's packages and gcovr (scripts/coverage.sh;
+#                           optional, not in the default set)
 set -euo pipefail
 
 BUILD=(build-essential cmake pkg-config libnghttp2-dev libprotobuf-c-dev
@@ -16,11 +18,13 @@ TEST=(etcd-server etcd-client openssl curl valgrind clang clang-format iproute2
       gnuplot-nox prometheus systemd debhelper dpkg-dev lintian
       python3-dev python3-setuptools python3-pytest python3-eventlet python3-gevent
       mypy python3-tooz)
+COVERAGE=(gcovr)
 
 case "${1:-all}" in
 build) PKGS=("${BUILD[@]}") ;;
 all | test) PKGS=("${BUILD[@]}" "${TEST[@]}") ;;
-*) echo "usage: scripts/deps.sh [build]" >&2; exit 2 ;;
+coverage) PKGS=("${BUILD[@]}" "${COVERAGE[@]}") ;;
+*) echo "usage: scripts/deps.sh [build|coverage]" >&2; exit 2 ;;
 esac
 
 missing=()
