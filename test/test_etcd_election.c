@@ -189,6 +189,37 @@ static void obs_wait(struct obs_log *l, int n)
     }
 }
 
+/* Found by scripts/mutate.sh (src/election/leader.c: notify_fired returning
+ * early survived): a resign while the campaign Txn is in flight, before any key
+ * is known, still ends the campaign with FAILED/ECANCELED, from the loop (not
+ * inside elector_resign), and the key that Txn made is deleted. */
+TEST(resign_before_the_campaign_txn_answers_fails_with_canceled)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "early", 5);
+    int n0 = a->n;
+    ASSERT_OK(elector_campaign(a->el, "a", 1));
+    ASSERT_OK(elector_resign(a->el));
+    ASSERT_EQ(n0, a->n);
+    int f = eu_wait_event(a, n0, ELECTOR_EV_FAILED, 3000);
+    ASSERT_GE(f, 0);
+    ASSERT_EQ(ELECTOR_ECANCELED, a->reasons[f]);
+    ASSERT_EQ(-1, eu_wait_event(a, n0, ELECTOR_EV_ELECTED, 200));
+    ASSERT(!elector_is_leader(a->el));
+    elector_leader_info li;
+    int rc = 0;
+    for (int i = 0; i < 30 && rc != 1; i++) {
+        rc = elector_leader_sync(a->etcd, "early", 3000, &li);
+        if (rc == 0) {
+            elector_leader_free(&li);
+            eu_pump(100);
+        }
+    }
+    ASSERT_EQ(1, rc);
+    eu_cand_free(a);
+    eh_stop(c);
+}
+
 TEST(proclaim_is_seen_by_observers_and_leader_query)
 {
     eh_cluster *c = start1();
