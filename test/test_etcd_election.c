@@ -371,6 +371,27 @@ TEST(guarded_txn_writes_only_while_leading)
     eh_stop(c);
 }
 
+/* Found by scripts/mutate.sh (src/election/leader.c: the ETIMEDOUT of
+ * gsync_wait deleted survived, so a sync guarded write that timed out returned
+ * 0): with etcd stopped (SIGSTOP) the write gets no answer and must report
+ * ETIMEDOUT, never success; the late answer after SIGCONT frees what the
+ * abandoned wait left (ASan). */
+TEST(guarded_write_sync_without_answer_times_out)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "gwt", 10);
+    ASSERT_OK(elector_campaign_sync(a->el, "a", 1, 5000));
+    ASSERT_OK(eh_member_pause(c, 0));
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, elector_guarded_put_sync(a->el, "res", 3, "w", 1, 300));
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, elector_guarded_delete_sync(a->el, "res", 3, 300));
+    ASSERT_OK(eh_member_resume(c, 0));
+    eu_pump(300);
+    ASSERT(elector_is_leader(a->el));
+    ASSERT_OK(elector_guarded_put_sync(a->el, "res", 3, "w2", 2, 3000));
+    eu_cand_free(a);
+    eh_stop(c);
+}
+
 /* The public guarded writes: written while leading; after `etcdctl lease
  * revoke` (before the client notices: TTL 10 s, so no keepalive answer comes
  * in between) etcd refuses them, ENOTLEADER, and nothing is written. */
