@@ -23,6 +23,7 @@
 #include <linux/capability.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -875,6 +876,53 @@ TEST(run_reports_126_for_a_command_that_cannot_be_executed)
     char *err = NULL;
     ASSERT_EQ(126, tool(NULL, &err,
                         (const char *[]){"--endpoints", eh_endpoints(c), "run", "nx",
+                                         "--", path, NULL}));
+    ASSERT_CONTAINS(err, "Permission denied");
+    free(err);
+    free(dir);
+    eh_stop(c);
+}
+
+/* A command that passes elector's check before campaigning (an executable
+ * file) but whose exec fails in the guard exits 127 (its interpreter is
+ * missing) or 126 (not executable) with the reason, as a shell does, and the
+ * leadership is given up: no key is left. */
+TEST(run_reports_127_when_exec_fails_in_the_guard)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("badinterp");
+    char path[512];
+    snprintf(path, sizeof(path), "%s/script", dir);
+    FILE *f = fopen(path, "w");
+    ASSERT_NOT_NULL(f);
+    fputs("#!/nonexistent/interpreter\nexit 0\n", f);
+    fclose(f);
+    ASSERT_OK(chmod(path, 0700));
+    char *err = NULL;
+    ASSERT_EQ(127, tool(NULL, &err,
+                        (const char *[]){"--endpoints", eh_endpoints(c), "run", "bi",
+                                         "--", path, NULL}));
+    char want[600];
+    snprintf(want, sizeof(want), "cannot run '%s'", path);
+    ASSERT_CONTAINS(err, want);
+    ASSERT_CONTAINS(err, "elected: bi/");
+    free(err);
+    char *out = NULL;
+    ASSERT_OK(eh_etcdctl(c, &out, "get", "--prefix", "bi/", NULL));
+    ASSERT_STREQ("", out);
+    free(out);
+    /* An interpreter that is not executable: EACCES, 126. */
+    char interp[512];
+    snprintf(interp, sizeof(interp), "%s/interp", dir);
+    f = fopen(interp, "w"); /* mode 0600 */
+    ASSERT_NOT_NULL(f);
+    fclose(f);
+    f = fopen(path, "w");
+    ASSERT_NOT_NULL(f);
+    fprintf(f, "#!%s\nexit 0\n", interp);
+    fclose(f);
+    ASSERT_EQ(126, tool(NULL, &err,
+                        (const char *[]){"--endpoints", eh_endpoints(c), "run", "bi",
                                          "--", path, NULL}));
     ASSERT_CONTAINS(err, "Permission denied");
     free(err);
