@@ -19,10 +19,10 @@ execute_process(
 if(NOT _covwrap_rc EQUAL 0)
   message(FATAL_ERROR "test/covwrap.c does not compile")
 endif()
-# Which of them the sources call: grep -rnE '\b(_exit|exec[lv]p?e?)\s*\(' src tool test fault
+# Which of them the sources call: grep -rnE '\b(_exit|exec[lv]p?e?|raise)\s*\(' src tool test fault
 add_compile_options(--coverage -O0)
 add_link_options(--coverage
-  -Wl,--wrap=_exit,--wrap=execl,--wrap=execv,--wrap=execvp,--wrap=execve
+  -Wl,--wrap=_exit,--wrap=execl,--wrap=execv,--wrap=execvp,--wrap=execve,--wrap=raise
   ${ELECTOR_COVWRAP_O})
 
 # The fuzz targets of fuzz/ as programs (fuzz/replay_main.c) that run their
