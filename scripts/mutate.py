@@ -31,7 +31,9 @@ import time
 # file (relative to the root, or a prefix ending in /) -> test programs of test/,
 # each "program" or "program:case-substring,case-substring". The first match wins.
 TESTS = [
-    ("src/election/session.c", ["test_etcd_election", "test_etcd_fast_check"]),
+    ("src/election/session.c", ["test_etcd_election", "test_etcd_election_safety",
+                                "test_etcd_fast_check", "test_etcd_sessions",
+                                "test_etcd_release"]),
     ("src/election/leader.c", ["test_etcd_election", "test_etcd_election_safety"]),
     ("src/election/election.c", ["test_etcd_election", "test_etcd_election_safety"]),
     ("src/election/observe.c", ["test_etcd_election"]),
@@ -260,6 +262,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=0,
                     help="seconds per mutant's tests (default: 3x the unmutated run, at least 60)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="build jobs")
+    ap.add_argument("--redo", metavar="REPORT",
+                    help="run again only the survivors listed in an earlier report (after new tests)")
     ap.add_argument("--list", action="store_true", help="list the mutants only")
     ap.add_argument("--out", help="report file (Markdown; default: the work directory's report.md)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
@@ -281,10 +285,21 @@ def main():
         lo, hi = (int(x) for x in a.lines.split("-"))
     override = a.tests.split(",") if a.tests else None
 
+    redo = None
+    if a.redo:
+        redo = set()
+        for line in open(a.redo):
+            m = re.match(r"- `([^`:]+):(\d+)` (\w+): `(.*)`$", line.rstrip("\n"))
+            if m:
+                redo.add((m.group(1), int(m.group(2)), m.group(3), m.group(4)))
+        if not a.files:
+            files = sorted({r[0] for r in redo})
     plan = []
     for f in files:
         text = open(os.path.join(root, f)).read()
         ms = [m for m in mutants_of(text) if (ops is None or m[1] in ops) and lo <= m[0] + 1 <= hi]
+        if redo is not None:
+            ms = [m for m in ms if (f, m[0] + 1, m[1], m[2].strip()) in redo]
         total = len(ms)
         if a.max and len(ms) > a.max:
             ms = sorted(random.Random(f"{a.seed}:{f}").sample(ms, a.max))
