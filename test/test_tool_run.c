@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -880,6 +881,56 @@ TEST(run_reports_126_for_a_command_that_cannot_be_executed)
     ASSERT_CONTAINS(err, "Permission denied");
     free(err);
     free(dir);
+    eh_stop(c);
+}
+
+/* The cgroup v2 directory of this process, found as the guard finds it (its
+ * own line "0::PATH" of /proc/self/cgroup under the cgroup2 mount of the whole
+ * hierarchy), or "" when there is none. */
+static void own_cgroup_dir(char *out, size_t cap)
+{
+    char line[1024], own[sizeof(line)] = "", mnt[sizeof(line)] = "";
+    out[0] = 0;
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f) return;
+    while (fgets(line, sizeof(line), f))
+        if (!strncmp(line, "0::", 3)) snprintf(own, sizeof(own), "%s", line + 3);
+    fclose(f);
+    own[strcspn(own, "\n")] = 0;
+    if (!*own || !(f = fopen("/proc/self/mountinfo", "r"))) return;
+    while (fgets(line, sizeof(line), f)) {
+        char root[sizeof(line)], mp[sizeof(line)];
+        if (strstr(line, " - cgroup2 ") &&
+            sscanf(line, "%*s %*s %*s %1023s %1023s", root, mp) == 2 &&
+            !strcmp(root, "/")) {
+            snprintf(mnt, sizeof(mnt), "%s", mp);
+            break;
+        }
+    }
+    fclose(f);
+    if (*mnt) snprintf(out, cap, "%s%s", mnt, strcmp(own, "/") ? own : "");
+}
+
+/* Where a cgroup may be made (root here), the guard contains the command's
+ * tree in one, not only as a subreaper: a mistake in finding the cgroup
+ * directory would silently weaken containment (found by scripts/mutate.sh:
+ * tool/supervise.c, cgroup_base reading the path one character off). */
+TEST(run_contains_the_tree_in_a_cgroup_when_it_may)
+{
+    char dir[2100], probe[2200];
+    own_cgroup_dir(dir, sizeof(dir));
+    snprintf(probe, sizeof(probe), "%s/elector-test-probe.%d", dir, (int)getpid());
+    bool may = *dir && mkdir(probe, 0755) == 0;
+    if (may) rmdir(probe);
+    tl_log("cgroup directory '%s': %s", dir, may ? "writable" : "not writable");
+    eh_cluster *c = start1();
+    char *err = NULL;
+    ASSERT_EQ(0,
+              tool(NULL, &err,
+                   (const char *[]){"--endpoints", eh_endpoints(c), "--log-level",
+                                    "debug", "run", "cg", "--", "sleep", "0.3", NULL}));
+    ASSERT_CONTAINS(err, may ? "by cgroup" : "by subreaper");
+    free(err);
     eh_stop(c);
 }
 
