@@ -33,7 +33,8 @@ import time
 TESTS = [
     ("src/election/session.c", ["test_etcd_election", "test_etcd_election_safety",
                                 "test_etcd_fast_check", "test_etcd_sessions",
-                                "test_etcd_release"]),
+                                "test_etcd_release",
+                                "test_driver:revoked_lease_is_noticed_within_one_keepalive"]),
     ("src/election/leader.c", ["test_etcd_election", "test_etcd_election_safety"]),
     ("src/election/election.c", ["test_etcd_election", "test_etcd_election_safety"]),
     ("src/election/observe.c", ["test_etcd_election"]),
