@@ -214,14 +214,14 @@ def run_group(cmd, timeout, env=None, cwd=None):
 
 
 class Tree:
-    def __init__(self, root, work, jobs):
+    def __init__(self, root, work, jobs, cmake_args):
         self.src = os.path.join(work, "src-copy")
         self.build = os.path.join(work, "build")
         self.jobs = jobs
         copy_tree(root, self.src)
         subprocess.run(["cmake", "-S", self.src, "-B", self.build, "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
                         "-DELECTOR_BENCH=OFF", "-DELECTOR_FAULT=OFF", "-DELECTOR_PYTHON=OFF",
-                        "-DELECTOR_EXAMPLES=OFF", "-DELECTOR_SHARED=OFF"],
+                        "-DELECTOR_EXAMPLES=OFF", "-DELECTOR_SHARED=OFF"] + cmake_args,
                        check=True, stdout=subprocess.DEVNULL)
 
     def build_targets(self, programs):
@@ -263,6 +263,9 @@ def main():
     ap.add_argument("--timeout", type=float, default=0,
                     help="seconds per mutant's tests (default: 3x the unmutated run, at least 60)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="build jobs")
+    ap.add_argument("--cmake-arg", action="append", default=[], metavar="ARG",
+                    help="one more argument for the copy's cmake configure, e.g. "
+                    "-DELECTOR_SANITIZE=ON (ASan+UBSan: mutants that only corrupt memory)")
     ap.add_argument("--redo", metavar="REPORT",
                     help="run again only the survivors listed in an earlier report (after new tests)")
     ap.add_argument("--list", action="store_true", help="list the mutants only")
@@ -316,7 +319,7 @@ def main():
     out_path = a.out or os.path.join(work, "report.md")
     t_start = time.monotonic()
     print(f"mutate: work directory {work}", flush=True)
-    tree = Tree(root, work, a.jobs)
+    tree = Tree(root, work, a.jobs, a.cmake_arg)
     results = []  # (file, line, op, new, status)
     summary = []
     try:
