@@ -32,7 +32,8 @@ if [ "${1:-}" = --report ]; then
     shift
 fi
 
-scripts/deps.sh coverage
+scripts/deps.sh          # what the tests use (etcd, clang-format, ...)
+scripts/deps.sh coverage # and gcovr
 t0=$(date +%s)
 failed=()
 
