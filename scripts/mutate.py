@@ -379,9 +379,11 @@ def main():
             fh.write(text)
         print(text)
         print(f"mutate: report in {out_path}")
-        if not a.keep:
+        if not a.keep:  # the report stays (in the work directory unless --out)
             shutil.rmtree(os.path.join(work, "build"), ignore_errors=True)
             shutil.rmtree(os.path.join(work, "src-copy"), ignore_errors=True)
+            if a.out:
+                shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
