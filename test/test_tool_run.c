@@ -934,6 +934,39 @@ TEST(run_contains_the_tree_in_a_cgroup_when_it_may)
     eh_stop(c);
 }
 
+/* Under a service manager elector runs in a nested cgroup: the guard's cgroup
+ * is made inside it, not at the hierarchy's root (found by scripts/mutate.sh:
+ * tool/supervise.c, cgroup_base dropping its own path went unnoticed, the
+ * tests running in the root cgroup). The command prints where it runs. */
+TEST(run_makes_its_cgroup_inside_a_nested_one)
+{
+    char dir[2100], nest[2200];
+    own_cgroup_dir(dir, sizeof(dir));
+    snprintf(nest, sizeof(nest), "%s/elector-test-nest.%d", dir, (int)getpid());
+    if (!*dir || mkdir(nest, 0755) != 0) {
+        tl_log("no cgroup may be made under '%s': nothing to check", dir);
+        return;
+    }
+    eh_cluster *c = start1();
+    char script[4096];
+    snprintf(script, sizeof(script),
+             "echo $$ > %s/cgroup.procs && exec %s --endpoints %s run nest -- cat "
+             "/proc/self/cgroup",
+             nest, ELECTOR_BIN, eh_endpoints(c));
+    const char *argv[] = {"/bin/sh", "-c", script, NULL};
+    tl_run_opts o = {.quiet_stderr = 1, .timeout_s = 30};
+    char *out = NULL;
+    int rc = tl_run_ex(&out, argv, &o);
+    for (int i = 0; i < 50 && rmdir(nest) != 0; i++) /* empty once sh is reaped */
+        tl_msleep(20);
+    ASSERT_EQ(0, rc);
+    char want[128];
+    snprintf(want, sizeof(want), "/elector-test-nest.%d/elector-run.", (int)getpid());
+    ASSERT_CONTAINS(out, want);
+    free(out);
+    eh_stop(c);
+}
+
 /* A command that passes elector's check before campaigning (an executable
  * file) but whose exec fails in the guard exits 127 (its interpreter is
  * missing) or 126 (not executable) with the reason, as a shell does, and the
