@@ -257,7 +257,7 @@ def main():
     ap.add_argument("--max", "--sample", type=int, default=0, dest="max",
                     help="at most N mutants per file, a random sample (default: all)")
     ap.add_argument("--seed", type=int, default=1, help="seed of the sample (default 1)")
-    ap.add_argument("--lines", help="only lines A-B (1-based, inclusive)")
+    ap.add_argument("--lines", help="only line N, or lines A-B (1-based, inclusive)")
     ap.add_argument("--ops", help="only these operators, comma-separated (rel,logic,const,negate,delete,return)")
     ap.add_argument("--tests", help="test programs to run for every file, comma-separated "
                     "(program or program:case,case); default: the table in scripts/mutate.py")
@@ -287,7 +287,8 @@ def main():
     ops = set(a.ops.split(",")) if a.ops else None
     lo, hi = (0, 1 << 30)
     if a.lines:
-        lo, hi = (int(x) for x in a.lines.split("-"))
+        lo, _, hi = a.lines.partition("-")
+        lo, hi = int(lo), int(hi or lo)
     override = a.tests.split(",") if a.tests else None
 
     redo = None
