@@ -47,13 +47,13 @@ TESTS = [
     ("src/etcd/*", ["test_etcd_lease_watch", "test_etcd_kv"]),
     ("src/transport/*", ["test_unit_grpc", "test_etcd_kv"]),
     ("tool/*healthcheck*", ["test_unit_tool_health", "test_tool_health"]),
-    ("tool/*supervise*", ["test_tool_run", "test_unit_tool"]),
+    ("tool/supervise/*", ["test_tool_run", "test_unit_tool"]),
     ("tool/*child*", ["test_tool_run"]),
     ("tool/*", ["test_unit_tool", "test_tool"]),
 ]
 
-DEFAULT_FILES = ["src/election/*.c", "src/etcd/lease.c", "tool/**/supervise*.c",
-                 "tool/**/healthcheck*.c", "tool/**/child*.c"]
+DEFAULT_FILES = ["src/election/*.c", "src/etcd/lease.c", "tool/supervise/*.c",
+                 "tool/candidate/child.c"]
 
 # Targets every run builds besides the test programs: programs the tests exec.
 ALWAYS_TARGETS = ["elector_tool", "elector_release", "elector_test_release_owner",
