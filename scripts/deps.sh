@@ -15,7 +15,7 @@ BUILD=(build-essential cmake pkg-config libnghttp2-dev libprotobuf-c-dev
 TEST=(etcd-server etcd-client openssl curl valgrind clang clang-format iproute2
       gnuplot-nox prometheus systemd debhelper dpkg-dev lintian
       python3-dev python3-setuptools python3-pytest python3-eventlet python3-gevent
-      mypy python3-tooz)
+      mypy python3-tooz universal-ctags)
 
 case "${1:-all}" in
 build) PKGS=("${BUILD[@]}") ;;
