@@ -27,6 +27,7 @@ set(ELECTOR_TRANSPORT_SRCS
   version.c)
 set(ELECTOR_ETCD_SRCS
   keys.c
+  kv.c
   lease.c
   watch.c)
 set(ELECTOR_ELECTION_SRCS

@@ -201,21 +201,8 @@ void elector__stray_deleted(elector_etcd *e, int err, const ProtobufCMessage *m,
                             void *ud);
 
 /* ---- the protocol's requests (txn.c) ----
- * Each fills caller-owned structures (no allocation); keys and values are
+ * Each fills an elector__txn (etcd_internal.h) in place; keys and values are
  * borrowed. */
-
-/* Storage for one Txn of the protocol: one compare, up to two operations. */
-typedef struct elector__txn {
-    Etcdserverpb__TxnRequest txn;
-    Etcdserverpb__Compare cmp, *cmps[1];
-    Etcdserverpb__RequestOp op[2], *ops[2];
-    Etcdserverpb__PutRequest put;
-    Etcdserverpb__RangeRequest range;
-    Etcdserverpb__DeleteRangeRequest del;
-} elector__txn;
-
-/* The leader of prefix p: the lowest create revision under it. */
-void elector__leader_range(Etcdserverpb__RangeRequest *r, const elector__prefix *p);
 
 /* If CreateRevision(key) == 0: Put(key, value, lease); else Put + Range(key). */
 void elector__txn_campaign(elector__txn *t, const uint8_t *key, size_t klen,
@@ -235,16 +222,5 @@ void elector__txn_proclaim(elector__txn *t, const uint8_t *key, size_t klen, int
 /* If CreateRevision(key) == rev (rev 0: if Lease(key) == lease): Delete(key). */
 void elector__txn_delete(elector__txn *t, const uint8_t *key, size_t klen, int64_t rev,
                          int64_t lease);
-/* The compare CreateRevision(key) == rev and the op Range(key), for
- * elector_guarded_txn. */
-void elector__cmp_create(Etcdserverpb__Compare *c, const uint8_t *key, size_t klen,
-                         int64_t rev);
-void elector__op_range_key(Etcdserverpb__RequestOp *op, Etcdserverpb__RangeRequest *r,
-                           const uint8_t *key, size_t klen);
-
-/* The Range result at position i of a Txn reply, or NULL (with an EPROTO detail
- * on the client) when the server put anything else there. */
-const Etcdserverpb__RangeResponse *
-elector__txn_range(elector_etcd *e, const Etcdserverpb__TxnResponse *r, size_t i);
 
 #endif
