@@ -31,12 +31,15 @@ set(ELECTOR_ETCD_SRCS
   lease.c
   watch.c)
 set(ELECTOR_ELECTION_SRCS
+  campaign.c
+  delete.c
   election.c
   leader.c
   observe.c
   release.c
   session.c
-  txn.c)
+  txn.c
+  wait.c)
 # Optional in use, always built: the loop on its own thread (elector/driver.h).
 set(ELECTOR_DRIVER_SRCS
   driver.c)
