@@ -7,7 +7,6 @@ set(ELECTOR_SRC_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(ELECTOR_LAYERS transport etcd election driver)
 
 set(ELECTOR_TRANSPORT_SRCS
-  auth.c
   autosync.c
   buf.c
   call.c
@@ -20,6 +19,7 @@ set(ELECTOR_TRANSPORT_SRCS
   reply.c
   rpc.c
   ssl_lazy.c
+  sync.c
   timer.c
   tls.c
   tls_reload.c
