@@ -38,6 +38,7 @@ set(ELECTOR_ELECTION_SRCS
   observe.c
   release.c
   session.c
+  session_view.c
   txn.c
   wait.c)
 # Optional in use, always built: the loop on its own thread (elector/driver.h).
