@@ -73,15 +73,16 @@ check() {
     [ -n "${2:-}" ] && { check_symbols "$2" "${order[@]}" || bad=1; }
     check_shape "$root" || bad=1
     if [ -d "$root/tool" ]; then
-        for f in "$root"/tool/*.[ch]; do
-            [ -e "$f" ] || continue
+        # Its folders too: a header of tool/ is found from the file's folder
+        # or from tool/ itself.
+        while IFS= read -r f; do
             while IFS= read -r inc; do
                 [[ $inc == elector/* ]] && continue
-                [ -e "$root/tool/$inc" ] && continue
-                echo "tool/$(basename "$f"): includes \"$inc\": the tool uses the public API only"
+                [ -e "$(dirname "$f")/$inc" ] || [ -e "$root/tool/$inc" ] && continue
+                echo "${f#"$root"/}: includes \"$inc\": the tool uses the public API only"
                 bad=1
             done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
-        done
+        done < <(find "$root/tool" -name '*.[ch]' | sort)
     fi
     return $bad
 }
