@@ -24,6 +24,8 @@
 #                                           and the objects of the layers in BUILD
 #   scripts/check-layers.sh --shape [ROOT]  print every circle and size breach
 #                                           of ROOT, exceptions ignored
+#   scripts/check-layers.sh --keys [ROOT]   the same as entries of the exceptions
+#                                           list (to shrink it after a change)
 #   scripts/check-layers.sh --self-test     check that planted violations are found
 #
 # Prints one line per violation; exit status 1 if there is any.
@@ -307,6 +309,8 @@ if [ "${1:-}" = --self-test ]; then
     self_test
 elif [ "${1:-}" = --shape ]; then
     shape "${2:-$(cd "$(dirname "$0")/.." && pwd)}" | cut -f2-
+elif [ "${1:-}" = --keys ]; then
+    shape "${2:-$(cd "$(dirname "$0")/.." && pwd)}" | cut -f1 | sort
 else
     root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
     if check "$root" "${2:-}"; then echo "check-layers: ok"; else exit 1; fi
