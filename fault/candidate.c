@@ -60,8 +60,10 @@ static struct {
     int ttl_s;
     int write_ms;
     int dial_ms, request_ms;
-    int stall_after, stall_ms; /* fault injection: one stall per process */
-    bool release_on_exit;      /* the session's release helper (kill-release) */
+    int64_t auto_sync_ms; /* --auto-sync-ms: the client's auto_sync_interval_ms */
+    const char *cacert, *cert, *key; /* TLS files (a TLS run: cert-rotate) */
+    int stall_after, stall_ms;       /* fault injection: one stall per process */
+    bool release_on_exit;            /* the session's release helper (kill-release) */
 } opt = {.ttl_s = 2, .write_ms = 20, .dial_ms = 1000, .request_ms = 1000};
 
 static volatile sig_atomic_t g_term;
@@ -386,7 +388,8 @@ static _Noreturn void usage(const char *argv0, int status)
         status ? stderr : stdout,
         "usage: %s --id N --endpoints LIST --election NAME --log FILE\n"
         "          [--resource SOCKET] [--txn-key KEY] [--ttl S] [--write-ms MS]\n"
-        "          [--release-on-exit]\n"
+        "          [--release-on-exit] [--auto-sync-ms MS]\n"
+        "          [--cacert FILE --cert FILE --key FILE]\n"
         "          [--dial-ms MS] [--request-ms MS] [--stall-after N --stall-ms MS]\n",
         argv0);
     exit(status);
@@ -407,6 +410,10 @@ static void parse(int argc, char **argv)
                                        {"stall-after", required_argument, 0, 'A'},
                                        {"stall-ms", required_argument, 0, 'M'},
                                        {"release-on-exit", no_argument, 0, 'R'},
+                                       {"auto-sync-ms", required_argument, 0, 'S'},
+                                       {"cacert", required_argument, 0, 'C'},
+                                       {"cert", required_argument, 0, 'E'},
+                                       {"key", required_argument, 0, 'K'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
     int c;
@@ -448,6 +455,18 @@ static void parse(int argc, char **argv)
         case 'M':
             opt.stall_ms = atoi(optarg);
             break;
+        case 'C':
+            opt.cacert = optarg;
+            break;
+        case 'E':
+            opt.cert = optarg;
+            break;
+        case 'K':
+            opt.key = optarg;
+            break;
+        case 'S':
+            opt.auto_sync_ms = atoll(optarg);
+            break;
         case 'R':
             opt.release_on_exit = true;
             break;
@@ -483,6 +502,10 @@ int main(int argc, char **argv)
     cfg.endpoints = opt.endpoints;
     cfg.dial_timeout_ms = opt.dial_ms;
     cfg.request_timeout_ms = opt.request_ms;
+    cfg.auto_sync_interval_ms = opt.auto_sync_ms;
+    cfg.cacert = opt.cacert;
+    cfg.cert = opt.cert;
+    cfg.key = opt.key;
     C.etcd = elector_etcd_new(&cfg);
     if (!C.etcd || elector_etcd_err(C.etcd)) {
         fu_line(g_log, "%" PRId64 " exit 1 %s", fu_now_ns(),

@@ -550,9 +550,20 @@ static void recorder_start(fr_world *w, int64_t from)
     snprintf(rev, sizeof rev, "--rev=%" PRId64, from);
     snprintf(out, sizeof out, "%s/history.jsonl", w->dir);
     snprintf(err, sizeof err, "%s/recorder.err", w->dir);
-    const char *argv[] = {
-        "etcdctl", eps, "--dial-timeout=1s", "watch", "--prefix", w->prefix, rev, "-w",
-        "json",    NULL};
+    const char *argv[] = {"etcdctl", eps,        "--dial-timeout=1s",
+                          "watch",   "--prefix", w->prefix,
+                          rev,       "-w",       "json",
+                          NULL,      NULL,       NULL,
+                          NULL};
+    char tls[3][600]; /* a TLS run: the files, read at each start */
+    if (eh_cacert(R.cl)) {
+        snprintf(tls[0], sizeof tls[0], "--cacert=%s", eh_cacert(R.cl));
+        snprintf(tls[1], sizeof tls[1], "--cert=%s", eh_cert(R.cl));
+        snprintf(tls[2], sizeof tls[2], "--key=%s", eh_key(R.cl));
+        argv[9] = tls[0];
+        argv[10] = tls[1];
+        argv[11] = tls[2];
+    }
     w->recorder_pid = spawn(argv, out, err, NULL);
     fr_log(w, "recorder %d from %" PRId64, (int)w->recorder_pid, from);
 }
@@ -646,15 +657,16 @@ static void endpoints_for(int id, bool netns, bool slow, char *out, size_t cap)
     out[0] = '\0';
     for (int k = 0; k < m; k++) {
         int i = (id + k) % m;
-        if (slow && !netns && R.slow_pid > 0)
-            n += (size_t)snprintf(out + n, cap - n, "%s127.0.0.1:%d", k ? "," : "",
-                                  R.slow_port[i]);
+        if (eh_member_removed(R.cl, i)) continue; /* member-replace */
+        const char *sep = n ? "," : "";
+        if (slow && !netns && R.slow_pid > 0 && R.slow_port[i])
+            n +=
+                (size_t)snprintf(out + n, cap - n, "%s127.0.0.1:%d", sep, R.slow_port[i]);
         else if (netns)
-            n += (size_t)snprintf(out + n, cap - n, "%s%s:%d", k ? "," : "", R.host_ip,
+            n += (size_t)snprintf(out + n, cap - n, "%s%s:%d", sep, R.host_ip,
                                   eh_client_port(R.cl, i));
         else
-            n += (size_t)snprintf(out + n, cap - n, "%s%s", k ? "," : "",
-                                  eh_endpoint(R.cl, i));
+            n += (size_t)snprintf(out + n, cap - n, "%s%s", sep, eh_endpoint(R.cl, i));
         if (n >= cap) break;
     }
 }
@@ -714,6 +726,14 @@ int fr_spawn(fr_world *w, bool netns)
                             c->log_path, "--resource", w->res_sock, "--txn-key",
                             w->txn_key,  "--ttl",      ttl};
     int na = 15;
+    if (eh_cacert(R.cl)) {
+        argv[na++] = "--cacert";
+        argv[na++] = eh_cacert(R.cl);
+        argv[na++] = "--cert";
+        argv[na++] = eh_cert(R.cl);
+        argv[na++] = "--key";
+        argv[na++] = eh_key(R.cl);
+    }
     char extra[256];
     snprintf(extra, sizeof extra, "%s", w->cand_args ? w->cand_args : "");
     for (char *save = NULL, *t = strtok_r(extra, " ", &save); t && na < 31;
@@ -915,6 +935,7 @@ int fr_restore_members(fr_world *w)
 {
     int rc = 0;
     for (int i = 0; i < eh_members(R.cl); i++) {
+        if (eh_member_removed(R.cl, i)) continue; /* member-replace */
         if (!eh_member_running(R.cl, i)) {
             if (eh_member_restart(R.cl, i) != 0) rc = -1;
         } else {
@@ -960,6 +981,43 @@ int64_t fr_noise(void)
     int64_t rev = r->header ? r->header->revision : -1;
     protobuf_c_message_free_unpacked(m, NULL);
     return rev;
+}
+
+int fr_fill_until_nospace(int max, int *puts)
+{
+    static uint8_t big[100 * 1024];
+    memset(big, 'f', sizeof big);
+    int rc = 0;
+    for (*puts = 0; *puts < max; (*puts)++) {
+        char key[40];
+        snprintf(key, sizeof key, "fault-fill/%04d", *puts);
+        Etcdserverpb__PutRequest req = ETCDSERVERPB__PUT_REQUEST__INIT;
+        req.key = (ProtobufCBinaryData){strlen(key), (uint8_t *)key};
+        req.value = (ProtobufCBinaryData){sizeof big, big};
+        ProtobufCMessage *m = NULL;
+        rc = admin_call(ELECTOR_RPC_PUT, &req.base, &m);
+        if (m) protobuf_c_message_free_unpacked(m, NULL);
+        if (rc == ELECTOR_ENOSPACE) return 0;
+        if (rc) return rc;
+    }
+    return -1;
+}
+
+int fr_clear_nospace(void)
+{
+    static const char pfx[] = "fault-fill/", end[] = "fault-fill0";
+    Etcdserverpb__DeleteRangeRequest req = ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
+    req.key = (ProtobufCBinaryData){strlen(pfx), (uint8_t *)pfx};
+    req.range_end = (ProtobufCBinaryData){strlen(end), (uint8_t *)end};
+    ProtobufCMessage *m = NULL;
+    int rc = admin_call(ELECTOR_RPC_DELETE_RANGE, &req.base, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    if (rc) return rc;
+    int64_t rev = fr_revision();
+    if (rev <= 0 || fr_compact(rev) != 0) return -1;
+    eh_ctl_opts o = {.timeout_s = 30};
+    if (eh_etcdctl_opts(R.cl, &o, NULL, "defrag", "--cluster", NULL) != 0) return -1;
+    return eh_etcdctl(R.cl, NULL, "alarm", "disarm", NULL);
 }
 
 int fr_revoke_key_lease(const char *key)
@@ -1540,10 +1598,31 @@ int main(int argc, char **argv)
         fprintf(stderr, "fault-runner: no scenario selected (see --list)\n");
         return 2;
     }
-    bool need_netns = false, need_slow = false;
+    bool need_netns = false, need_slow = false, need_tls = false, need_quota = false;
     for (int i = 0; i < nsel; i++) {
         need_netns |= sel[i]->netns;
         need_slow |= sel[i]->slow;
+        need_tls |= sel[i]->tls;
+        need_quota |= sel[i]->quota;
+    }
+    for (int i = 0; need_quota && i < nsel; i++) {
+        if (!sel[i]->quota) {
+            fprintf(stderr,
+                    "fault-runner: a selected scenario runs etcd with a small quota, "
+                    "which %s does not expect: run them apart\n",
+                    sel[i]->name);
+            return 2;
+        }
+    }
+    for (int i = 0; need_tls && i < nsel; i++) {
+        if (sel[i]->run || sel[i]->netns || sel[i]->slow) {
+            fprintf(stderr,
+                    "fault-runner: a selected scenario needs a TLS cluster, which %s "
+                    "cannot use (its candidates or proxies are plaintext): run them "
+                    "apart\n",
+                    sel[i]->name);
+            return 2;
+        }
     }
 
     struct sigaction sa = {.sa_handler = on_signal};
@@ -1558,7 +1637,9 @@ int main(int argc, char **argv)
            " ms, out %s",
            R.seed, R.ttl_s, R.rounds, R.duration_s > 0 ? " (soak)" : "", R.bound_ms,
            R.out);
-    eh_opts eo = {.members = 3};
+    eh_opts eo = {.members = 3,
+                  .tls = need_tls,
+                  .extra_args = need_quota ? "--quota-backend-bytes=8388608" : NULL};
     R.cl = eh_start(&eo);
     if (!R.cl) {
         fprintf(stderr, "fault-runner: cannot start etcd\n");
@@ -1570,6 +1651,11 @@ int main(int argc, char **argv)
     cfg.endpoints = eh_endpoints(R.cl);
     cfg.dial_timeout_ms = 1000;
     cfg.request_timeout_ms = 3000;
+    /* member-replace replaces every member the run started with. */
+    cfg.auto_sync_interval_ms = 1000;
+    cfg.cacert = eh_cacert(R.cl); /* NULLs without TLS */
+    cfg.cert = eh_cert(R.cl);
+    cfg.key = eh_key(R.cl);
     g_admin = elector_etcd_new(&cfg);
     if (!g_admin || elector_etcd_err(g_admin)) {
         fprintf(stderr, "fault-runner: admin client failed\n");
@@ -1631,7 +1717,7 @@ int main(int argc, char **argv)
             /* a round starts from a running cluster with a leader */
             bool all_up = true;
             for (int i = 0; i < eh_members(R.cl); i++)
-                all_up &= eh_member_running(R.cl, i) != 0;
+                all_up &= eh_member_removed(R.cl, i) || eh_member_running(R.cl, i);
             if (!all_up && fr_restore_members(w) != 0)
                 fr_say("WARNING: cluster not healthy before round %d", r);
             if (fr_wait_leader(w, -1, -1, (int)R.bound_ms + 5000) < 0) {

@@ -143,6 +143,10 @@ int64_t fr_revision(void);           /* current store revision, -1 on error */
 int fr_compact(int64_t rev);
 int fr_revoke_key_lease(const char *key); /* `etcdctl lease revoke` of NAME/<lease hex> */
 int64_t fr_noise(void);                   /* a put outside the scenario: a new revision */
+/* nospace: 100 KiB puts under fault-fill/ until etcd refuses with ENOSPACE (0),
+ * and the operator's way back: delete them, compact, defrag, alarm disarm. */
+int fr_fill_until_nospace(int max, int *puts);
+int fr_clear_nospace(void);
 bool fr_sync_recorder(fr_world *w); /* wait until etcd's history is recorded to now */
 
 /* ---- network namespace ---- */
@@ -160,6 +164,8 @@ typedef struct fr_scenario {
     bool run;              /* `elector run` candidates; cand_args go to fault-job */
     const char *run_args;  /* with run: extra options of `elector run` */
     bool optional;         /* run only when named in --scenarios */
+    bool tls;   /* the cluster runs with TLS (fault-candidate scenarios only) */
+    bool quota; /* the members run with a small backend quota (nospace) */
     int (*round)(fr_world *w, int r); /* 0 ok, -1 could not run the round */
 } fr_scenario;
 

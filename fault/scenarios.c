@@ -1290,6 +1290,145 @@ static int r_run_health_flap(fr_world *w, int r)
     return 0;
 }
 
+/* ---------------------------------------------------------------- day 2 */
+
+/* A member replaced under a running leader (issue 20): `member add` of a fresh
+ * member, then `member remove` of the one the leader is connected to. The
+ * candidates auto-sync their endpoint lists from MemberList (--auto-sync-ms),
+ * so after rounds that replace every member the run started with they still
+ * reach the cluster. The goal is no failover at all: the leader's client moves
+ * to another member well within its TTL. A failover is reported, not a
+ * failure (safety and liveness are the checker's). */
+static int r_member_replace(fr_world *w, int r)
+{
+    (void)r;
+    int l = need_leader(w);
+    if (l < 0) return -1;
+    int live = 0;
+    for (int i = 0; i < eh_members(R.cl); i++)
+        live += !eh_member_removed(R.cl, i);
+    if (eh_members(R.cl) >= EH_MAX_MEMBERS || live < 3) {
+        fr_say("   no member slot left (%d of %d taken)", eh_members(R.cl),
+               EH_MAX_MEMBERS);
+        return -1;
+    }
+    int old = fr_member_of(w->c[l].endpoint);
+    if (old < 0 || eh_member_removed(R.cl, old)) {
+        for (old = 0; old < eh_members(R.cl) && eh_member_removed(R.cl, old); old++) {
+        }
+    }
+    int64_t token = w->c[l].token, t0 = fr_now();
+    fr_mark_fault(
+        w, "member add, then member remove m%d (the endpoint of leader cand %d)", old, l);
+    int added = eh_member_add(R.cl);
+    fr_pump(w);
+    if (added < 0) {
+        fr_say("   member add failed");
+        fr_restore_members(w);
+        finish(w, -1, -1);
+        return -1;
+    }
+    int64_t t_add = fr_now();
+    int rm = eh_member_remove(R.cl, old);
+    int64_t t_rm = fr_now();
+    fr_pump(w);
+    if (eh_wait_leader(R.cl, 15) < 0) fr_log(w, "note no Raft leader after the removal");
+    fr_mark_heal(w, "member replaced");
+    /* The history recorder (etcdctl watch) knows only the endpoints it started
+     * with: it restarts on the current ones from the last recorded revision. */
+    fr_sync_recorder(w);
+    if (w->recorder_pid > 0) kill(w->recorder_pid, SIGTERM);
+    fr_sleep(w, ttl_ms() + 1000); /* a lease lost to the move would show by now */
+    finish(w, -1, -1);
+    bool kept = w->c[l].pid && w->c[l].leading && w->c[l].token == token;
+    fr_log(w, "note member-replace m%d -> m%d: add %.0f ms, remove %.0f ms, leader %s",
+           old, added, (double)(t_add - t0) / 1e6, (double)(t_rm - t_add) / 1e6,
+           kept ? "kept" : "FAILOVER");
+    fr_say("   m%d replaced by m%d (add %.1f s, remove %.1f s): leader cand %d %s", old,
+           added, (double)(t_add - t0) / 1e9, (double)(t_rm - t_add) / 1e9, l,
+           kept ? "kept its leadership (no failover)" : "lost it: a failover");
+    return rm == 0 ? 0 : -1;
+}
+
+/* Certificate rotation (issue 20): the CA, the members' and the client's
+ * certificates and key are rewritten in place (as cert-manager or a Vault
+ * agent does) while a leader leads; then the members restart one by one
+ * (SIGKILL, start) trusting only the new CA. Clients read the files again at
+ * each new connection: the leader's client reconnects with the new files. No
+ * two leaders; the leader stays (reported) or hands over cleanly. */
+static int r_cert_rotate(fr_world *w, int r)
+{
+    (void)r;
+    int l = need_leader(w);
+    if (l < 0) return -1;
+    int64_t token = w->c[l].token, t0 = fr_now();
+    fr_mark_fault(w, "TLS files rotated (new CA, client cert and key), members "
+                     "restarted one by one trusting only the new CA");
+    if (eh_tls_rotate(R.cl) != 0) {
+        fr_say("   eh_tls_rotate failed");
+        finish(w, -1, -1);
+        return -1;
+    }
+    int rc = 0;
+    for (int i = 0; i < eh_members(R.cl); i++) {
+        if (eh_member_removed(R.cl, i)) continue;
+        eh_member_kill(R.cl, i);
+        if (eh_member_restart(R.cl, i) != 0 || eh_wait_healthy(R.cl, i, 20) != 0) rc = -1;
+        fr_pump(w);
+    }
+    if (eh_wait_leader(R.cl, 15) < 0) rc = -1;
+    int64_t t_done = fr_now();
+    fr_mark_heal(w, "every member restarted with the new CA");
+    /* The recorder (etcdctl) read the old CA at its start: restart it. */
+    if (w->recorder_pid > 0) kill(w->recorder_pid, SIGTERM);
+    fr_sleep(w, ttl_ms() + 1000);
+    finish(w, -1, -1);
+    bool kept = w->c[l].pid && w->c[l].leading && w->c[l].token == token;
+    fr_log(w, "note cert-rotate: members restarted in %.0f ms, leader %s",
+           (double)(t_done - t0) / 1e6, kept ? "kept" : "handed over");
+    fr_say("   rolling restart with the new CA %.1f s: leader cand %d %s",
+           (double)(t_done - t0) / 1e9, l,
+           kept ? "kept its leadership" : "lost it (a handover)");
+    return rc;
+}
+
+/* A full backend (issue 20): etcd runs with an 8 MiB quota; 100 KiB puts
+ * outside the election fill it until etcd raises the NOSPACE alarm. Under the
+ * alarm puts and Txns that write are refused (the leader's fenced writes get
+ * ENOSPACE), keepalives still work: the leader keeps its lease and its
+ * leadership for 2 TTLs. Then the operator's way back (delete, compact,
+ * defrag, alarm disarm) and the round ends as usual. */
+static int r_nospace(fr_world *w, int r)
+{
+    (void)r;
+    int l = need_leader(w);
+    if (l < 0) return -1;
+    int64_t token = w->c[l].token;
+    fr_mark_fault(w, "backend filled to its quota (NOSPACE alarm) for %d ms",
+                  2 * ttl_ms());
+    int puts = 0;
+    int rc = fr_fill_until_nospace(200, &puts);
+    fr_pump(w);
+    if (rc != 0) {
+        fr_say("   no NOSPACE after %d puts of 100 KiB (%d)", puts, rc);
+        fr_clear_nospace();
+        finish(w, -1, -1);
+        return -1;
+    }
+    fr_mark_heal(w, "keepalives work under the alarm");
+    fr_sleep(w, 2 * ttl_ms());
+    bool kept = w->c[l].pid && w->c[l].leading && w->c[l].token == token;
+    expect(w, kept, "leader cand %d kept its leadership under the NOSPACE alarm", l);
+    if (fr_clear_nospace() != 0) {
+        fr_say("   clearing the alarm failed");
+        rc = -1;
+    }
+    finish(w, -1, -1);
+    fr_say("   NOSPACE after %d puts of 100 KiB; leader cand %d %s", puts, l,
+           kept ? "kept its leadership" : "lost it");
+    return rc;
+}
+
 const fr_scenario fr_scenarios[] = {
     {.name = "kill",
      .ncand = 3,
@@ -1472,6 +1611,26 @@ const fr_scenario fr_scenarios[] = {
      .round = r_run_deadline_revoke,
      .what = "run: elector resumes just past its deadline, tree slow to die: "
              "is the lease released before the tree is reaped?"},
+    {.name = "member-replace",
+     .ncand = 3,
+     .cand_args = "--auto-sync-ms 500",
+     .round = r_member_replace,
+     .what = "member added, the leader's member removed (auto-sync): no two leaders, "
+             "the leader stays (runs last: the proxies know only the first members)"},
+    {.name = "cert-rotate",
+     .ncand = 3,
+     .tls = true,
+     .optional = true,
+     .round = r_cert_rotate,
+     .what = "TLS files rotated, members restarted trusting only the new CA: no two "
+             "leaders (a TLS cluster: run on its own, --scenarios cert-rotate)"},
+    {.name = "nospace",
+     .ncand = 3,
+     .quota = true,
+     .optional = true,
+     .round = r_nospace,
+     .what = "backend quota reached (NOSPACE alarm) for 2 TTLs, then cleared: the "
+             "leader keeps leading (an 8 MiB quota: run on its own)"},
 };
 const int fr_nscenarios = (int)(sizeof fr_scenarios / sizeof fr_scenarios[0]);
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The `debian` test: builds the Debian packages (libelector1, libelector-dev,
-# elector) with `dpkg-buildpackage -us -uc -b` from a copy of the source tree
+# elector, python3-elector) with `dpkg-buildpackage -us -uc -b` from a copy of the source tree
 # (the tree itself is never written to), runs lintian on them (no errors
 # allowed) and checks what each package holds with `dpkg-deb -c`.
 #
@@ -71,6 +71,18 @@ expect elector /usr/bin/elector /usr/share/man/man1/elector.1.gz \
     /usr/share/bash-completion/completions/elector
 dpkg-deb -f "$T/libelector-dev_${version}_$arch.deb" Depends | grep -q "libelector1 (= $version)" ||
     fail "libelector-dev does not depend on libelector1 (= $version)"
+# The Python module: the extension for each supported python3, the package's
+# files, the tooz entry point; it depends on libelector1 and imports (below).
+pyext=$(contents python3-elector | grep -E '^/usr/lib/python3/dist-packages/elector/_elector\.cpython-[0-9]+-.*\.so$' || true)
+[ -n "$pyext" ] || fail "python3-elector lacks elector/_elector.cpython-*.so"
+expect python3-elector /usr/lib/python3/dist-packages/elector/__init__.py \
+    /usr/lib/python3/dist-packages/elector/aio.py \
+    /usr/lib/python3/dist-packages/elector/tooz_driver.py \
+    /usr/lib/python3/dist-packages/elector/_elector.pyi \
+    /usr/lib/python3/dist-packages/elector/py.typed
+contents python3-elector | grep -q '/entry_points.txt$' || fail "python3-elector: no entry_points.txt (tooz backend)"
+dpkg-deb -f "$T/python3-elector_${version}_$arch.deb" Depends | grep -q "libelector1 (= $version)" ||
+    fail "python3-elector does not depend on libelector1 (= $version)"
 
 # The release helper, unpacked: it runs, and the library (and the tool, linked
 # statically) look for it where the package puts it.
@@ -86,6 +98,16 @@ grep -qaF "/usr/lib/$ma/elector/elector-release" "$T/root/usr/bin/elector" ||
 v=$("$T/root/usr/bin/elector" --version)
 [ "$v" = "elector ${version%%-*}" ] || fail "packaged elector --version: '$v'"
 echo "$v"
+
+# The module, unpacked beside the library, imports under /usr/bin/python3 and
+# finds the tooz backend's entry point.
+dpkg-deb -x "$T/python3-elector_${version}_$arch.deb" "$T/pyroot"
+LD_LIBRARY_PATH="$T/libroot/usr/lib/$ma" PYTHONPATH="$T/pyroot/usr/lib/python3/dist-packages" \
+    /usr/bin/python3 -c 'import elector, importlib.metadata as m
+assert elector._elector.strerror(-4), "no strerror"
+eps = [e for e in m.entry_points(group="tooz.backends") if e.name == "elector"]
+assert eps, "no tooz.backends entry point"
+print("python3-elector imports:", elector.__file__)' || fail "the packaged module does not import"
 
 if [ -n "$out" ]; then
     mkdir -p "$out"

@@ -8,19 +8,23 @@
 #                           checks use (etcd, curl, valgrind, clang, clang-format,
 #                           iproute2, gnuplot, prometheus, systemd, lintian, ...);
 #                           scripts/test.sh and the other scripts call this
+#   scripts/deps.sh bench   the same and the benchmark-only anchors
+#                           (python3-etcd3, python3-etcd3gw: bench/python_locks.py)
 set -euo pipefail
 
 BUILD=(build-essential cmake pkg-config libnghttp2-dev libprotobuf-c-dev
        protobuf-c-compiler libssl-dev libmicrohttpd-dev)
 TEST=(etcd-server etcd-client openssl curl valgrind clang clang-format iproute2
-      gnuplot-nox prometheus systemd debhelper dpkg-dev lintian
+      gnuplot-nox prometheus systemd debhelper dpkg-dev lintian dh-python python3-all-dev
       python3-dev python3-setuptools python3-pytest python3-eventlet python3-gevent
       mypy python3-tooz universal-ctags)
+BENCH=(python3-etcd3 python3-etcd3gw)
 
 case "${1:-all}" in
 build) PKGS=("${BUILD[@]}") ;;
 all | test) PKGS=("${BUILD[@]}" "${TEST[@]}") ;;
-*) echo "usage: scripts/deps.sh [build]" >&2; exit 2 ;;
+bench) PKGS=("${BUILD[@]}" "${TEST[@]}" "${BENCH[@]}") ;;
+*) echo "usage: scripts/deps.sh [build|bench]" >&2; exit 2 ;;
 esac
 
 missing=()

@@ -6,7 +6,8 @@
 # once more. Each test starts and reaps its own etcd members on free loopback
 # ports in temporary directories. A subset also runs under valgrind memcheck,
 # each libFuzzer target runs for 20 seconds, and the fault-injection suite
-# (scripts/fault.sh, docs/FAULTS.md) runs every scenario 3 times. The ctest
+# (scripts/fault.sh, docs/FAULTS.md) runs every scenario 3 times (once more
+# on the second etcd version). The ctest
 # label `package` installs the build into a temporary prefix and builds programs
 # from it (scripts/check-install.sh) and builds the Debian packages from a copy
 # of the tree (scripts/check-debian.sh); not in the sanitizer build. Last, the
@@ -27,6 +28,7 @@
 #   ELECTOR_ETCD_VERSIONS=3.4 ./scripts/test.sh   only the machine's etcd
 #   ELECTOR_ETCD_VERSIONS=3.5 ./scripts/test.sh   only etcd 3.5
 #   ELECTOR_ETCD_DIR=DIR ./scripts/test.sh     DIR's etcd as the second version
+#   ELECTOR_FAULT_ROUNDS=3 ./scripts/test.sh   3 fault rounds on the second version too
 #   ./scripts/test.sh -R election              only tests whose name matches
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -91,9 +93,18 @@ if [ ${#CTEST_ARGS[@]} -eq 0 ]; then
     scripts/valgrind.sh build
     echo "== fuzzing, 20 s per target (scripts/fuzz.sh 600 for a longer run)"
     scripts/fuzz.sh 20
+    # Every scenario 3 times on the first version, once on the second: the
+    # scenarios are the same, and three rounds on both would take the run
+    # past its 45 minutes (ELECTOR_FAULT_ROUNDS=3 for three on both).
+    rounds=3
     for v in $VERSIONS; do
-        echo "== fault injection on etcd $v with the leadership-history checker (about 4 minutes)"
-        with_etcd "$v" scripts/fault.sh
+        echo "== fault injection on etcd $v with the leadership-history checker ($rounds round(s))"
+        with_etcd "$v" scripts/fault.sh --rounds "$rounds"
+        # cert-rotate needs a TLS cluster, nospace a small quota: each runs on
+        # its own (about 20 s each)
+        with_etcd "$v" scripts/fault.sh --rounds "$rounds" --scenarios cert-rotate
+        with_etcd "$v" scripts/fault.sh --rounds "$rounds" --scenarios nospace
+        rounds=${ELECTOR_FAULT_ROUNDS:-1}
     done
 fi
 if [ "${ELECTOR_SKIP_ASAN:-0}" != 1 ]; then

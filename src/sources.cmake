@@ -46,6 +46,7 @@ set(ELECTOR_DRIVER_SRCS
   driver.c
   driver_cb.c
   driver_election.c
+  driver_kv.c
   driver_ops.c)
 
 set(ELECTOR_LAYER_DIRS)

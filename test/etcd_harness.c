@@ -186,6 +186,7 @@ static uint64_t rng_next(void)
 typedef struct eh_member {
     pid_t pid; /* 0 when not running */
     int paused;
+    int removed; /* eh_member_remove'd: its index stays taken */
     int client_port, peer_port;
     char *endpoint; /* as etcdctl and tests use it */
     char *log_path;
@@ -601,6 +602,11 @@ int eh_member_restore(eh_cluster *c, int i, const char *snapshot,
     if (rc != 0) return -1;
     if (member_spawn(c, i) != 0) return -1;
     return eh_wait_healthy(c, i, 20);
+}
+
+int eh_member_removed(eh_cluster *c, int i)
+{
+    return valid(c, i) && c->m[i].removed;
 }
 
 int eh_member_running(eh_cluster *c, int i)
@@ -1155,6 +1161,7 @@ int eh_member_remove(eh_cluster *c, int i)
     if (c->m[i].pid != 0) tl_reap(c->m[i].pid, SIGTERM, EH_STOP_TIMEOUT);
     c->m[i].pid = 0;
     c->m[i].paused = 0;
+    c->m[i].removed = 1;
     running_endpoints(c);
     return 0;
 }

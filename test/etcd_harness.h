@@ -131,5 +131,6 @@ int eh_tls_rotate(eh_cluster *c);
 int eh_member_add(eh_cluster *c);
 int eh_member_add_learner(eh_cluster *c); /* the same with --learner */
 int eh_member_remove(eh_cluster *c, int i);
+int eh_member_removed(eh_cluster *c, int i); /* 1 after eh_member_remove(c, i) */
 
 #endif /* ELECTOR_ETCD_HARNESS_H */

@@ -187,6 +187,69 @@ TEST(embedded_client_in_the_callers_loop)
     eh_stop(c);
 }
 
+// The C options auto_sync_interval_ms and password_file, from C++: a login
+// with the password from a file only, and the endpoint list synced from
+// MemberList (a closed port given after the member is dropped).
+TEST(password_file_and_auto_sync_interval)
+{
+    eh_opts eo{};
+    eo.members = 1;
+    eo.auth = 1;
+    eh_cluster *c = eh_start(&eo);
+    ASSERT_NOT_NULL(c);
+    std::string pf = std::string(eh_dir(c)) + "/password";
+    FILE *f = fopen(pf.c_str(), "w");
+    ASSERT_NOT_NULL(f);
+    fprintf(f, "%s\n", EH_USER_PASSWORD);
+    fclose(f);
+    std::string name = std::string(EH_USER_PREFIX) + "pf";
+    {
+        elector::client_options o = opts(c);
+        o.user = EH_USER;
+        o.password_file = pf;
+        o.auto_sync_interval = 200ms;
+        // A closed port after the member: the member list leaves it out.
+        o.endpoints += ",127.0.0.1:1";
+        auto cfg = elector::detail::make_config(o);
+        CHECK(cfg.auto_sync_interval_ms == 200);
+        CHECK(std::string(cfg.password_file) == pf);
+        auto cl = elector::client::embedded(o);
+        CHECK(!cl.leader(name).has_value()); // logged in with the file's password
+        auto end = std::chrono::steady_clock::now() + 5s;
+        elector_etcd_stats st{};
+        while (std::chrono::steady_clock::now() < end) {
+            cl.run_once(50ms);
+            elector_etcd_get_stats(cl.native(), &st);
+            if (st.endpoint_syncs >= 1 && st.requests[ELECTOR_RPC_MEMBER_LIST] >= 2)
+                break;
+        }
+        tl_log("endpoint syncs after auto_sync_interval 200 ms: %llu (MemberList %llu, "
+               "errors %llu)",
+               (unsigned long long)st.endpoint_syncs,
+               (unsigned long long)st.requests[ELECTOR_RPC_MEMBER_LIST],
+               (unsigned long long)st.errors[ELECTOR_RPC_MEMBER_LIST]);
+        CHECK(st.endpoint_syncs >= 1);
+        CHECK(st.requests[ELECTOR_RPC_MEMBER_LIST] >= 2);
+        CHECK(!cl.leader(name).has_value());
+    }
+    {
+        // A wrong password in the file: a clear error, not a login.
+        f = fopen(pf.c_str(), "w");
+        ASSERT_NOT_NULL(f);
+        fprintf(f, "wrong\n");
+        fclose(f);
+        elector::client_options o = opts(c);
+        o.user = EH_USER;
+        o.password_file = pf;
+        auto cl = elector::client::embedded(o);
+        std::error_code ec;
+        cl.leader(name, 3s, ec);
+        tl_log("wrong password in the file: %s", ec.message().c_str());
+        CHECK(ec);
+    }
+    eh_stop(c);
+}
+
 TEST(errors_category_and_error_code_overloads)
 {
     elector::client_options o;

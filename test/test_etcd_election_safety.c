@@ -870,3 +870,40 @@ TEST_WITH_TIMEOUT(belief_that_ended_at_the_deadline_never_returns, 60)
     elector_etcd_free(e);
     eh_stop(c);
 }
+
+/* A LeaseGrant whose answer is read after the validity deadline it would give
+ * (the process stalled between sending it and reading the answer: a busy
+ * machine, a stopped process) is not believed: the session confirms the lease
+ * with a keepalive (or grants a new one if it is gone) before it reports ready,
+ * and then stays alive. Before, it reported ready on the late answer and died
+ * at once of its past deadline (ESESSION on the first campaign). */
+TEST_WITH_TIMEOUT(grant_answered_after_its_deadline_is_confirmed_before_ready, 60)
+{
+    eh_cluster *c = start1();
+    elector_etcd *e = eu_client(eh_endpoints(c));
+    struct sess_log sl = {0};
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 2; /* deadline = send + 2 s - 0.2 s */
+    elector_session *s = elector_session_new(e, &sc, sess_cb, &sl);
+    ASSERT_NOT_NULL(s);
+    tl_msleep(2500); /* the loop does not run: the answer is read late */
+    ASSERT_OK(elector_session_wait(s, 10000));
+    ASSERT(elector_session_alive(s));
+    ASSERT_GT(elector_session_deadline_ns(s), elector_now_ns());
+    ASSERT_GE(keepalives_sent(e), 1);
+    struct beliefs b = {0};
+    elector_election *el = elector_election_new(s, "late-grant", belief_cb, &b);
+    ASSERT_OK(elector_campaign_sync(el, "v", 1, 3000));
+    double end = tl_now() + 3; /* past the first lease's TTL: kept alive */
+    while (tl_now() < end)
+        step(e, 20);
+    ASSERT_EQ(0, sl.lost);
+    ASSERT_EQ(1, b.elected);
+    ASSERT_EQ(0, b.lost);
+    ASSERT(elector_is_leader(el));
+    elector_election_free(el);
+    ASSERT_OK(elector_session_close_sync(s, 3000));
+    elector_etcd_free(e);
+    eh_stop(c);
+}

@@ -722,3 +722,54 @@ TEST(auto_sync_interval_takes_the_endpoints_from_the_member_list)
     free(d);
     eh_stop(c);
 }
+
+/* ---------------------------------------------------------------- restores */
+
+/* Reads obs's lines until one contains needle; 0, or -1 on timeout. */
+static int expect_containing(eu_child *ch, const char *needle, int ms)
+{
+    char line[1024];
+    double end = tl_now() + ms / 1000.0;
+    while (tl_now() < end) {
+        int left = (int)((end - tl_now()) * 1000) + 1;
+        if (eu_child_expect(ch, "{", line, sizeof(line), left)) return -1;
+        if (strstr(line, needle)) return 0;
+    }
+    return -1;
+}
+
+/* etcd restored from a snapshot (its revision goes back): `observe` reads the
+ * leader again (a warning saying so) and keeps observing the new history.
+ * Before, it read again forever and reported nothing more. */
+TEST(observe_reads_the_leader_again_after_a_restore)
+{
+    eh_cluster *c = start1();
+    const char *eps = eh_endpoints(c);
+    eu_child obs, a, b;
+    char err[600];
+    snprintf(err, sizeof(err), "%s/observe.err", eh_dir(c));
+    tool_bg_ex(
+        &obs, &(tool_bg_opts){.err_path = err, .in_fd = -1},
+        (const char *[]){"--endpoints", eps, "-w", "json", "observe", "rso", NULL});
+    ASSERT_OK(expect_containing(&obs, "\"no_leader\"", 10000));
+    char snap[600];
+    snprintf(snap, sizeof(snap), "%s/snap.db", eh_dir(c));
+    ASSERT_OK(eh_etcdctl(c, NULL, "snapshot", "save", snap, NULL));
+    for (int i = 0; i < 10; i++)
+        ASSERT_OK(eh_etcdctl(c, NULL, "put", "rso-noise", "x", NULL));
+    tool_bg(&a, (const char *[]){"--endpoints", eps, "--ttl", "5s", "campaign", "rso",
+                                 "A", NULL});
+    ASSERT_OK(expect_containing(&obs, "\"value\":\"A\"", 10000));
+    kill(a.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&a, 10));
+    ASSERT_OK(expect_containing(&obs, "\"no_leader\"", 10000));
+    ASSERT_OK(eh_member_restore(c, 0, snap, NULL));
+    ASSERT(wait_contains(err, "restored from a snapshot?: leader read again", 20));
+    tool_bg(&b, (const char *[]){"--endpoints", eps, "campaign", "rso", "B", NULL});
+    ASSERT_OK(expect_containing(&obs, "\"value\":\"B\"", 10000));
+    kill(b.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&b, 10));
+    kill(obs.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&obs, 10));
+    eh_stop(c);
+}

@@ -577,6 +577,25 @@ static void tl_remove_root(void)
     tl_root[0] = '\0';
 }
 
+/* Where a skipped test leaves its reason for the runner (the test's root). */
+static const char *tl_skip_path(void)
+{
+    static char p[sizeof tl_root + 8];
+    snprintf(p, sizeof p, "%s/.skip", tl_root);
+    return p;
+}
+
+void tl_skip(const char *why)
+{
+    FILE *f = fopen(tl_skip_path(), "w");
+    if (f) {
+        fputs(why, f);
+        fclose(f);
+    }
+    fprintf(stderr, "skipped: %s\n", why);
+    exit(TL_SKIP_STATUS);
+}
+
 static void tl_report(const tl_test *t, int timed_out, int st, double secs, int timeout_s)
 {
     if (tl_interrupted)
@@ -585,14 +604,23 @@ static void tl_report(const tl_test *t, int timed_out, int st, double secs, int 
         printf("TIMEOUT %s (%ds)\n", t->name, timeout_s);
     else if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
         printf("ok %s (%.2fs)\n", t->name, secs);
-    else if (WIFEXITED(st))
+    else if (WIFEXITED(st) && WEXITSTATUS(st) == TL_SKIP_STATUS) {
+        char why[512] = "";
+        FILE *f = fopen(tl_skip_path(), "r");
+        if (f) {
+            size_t n = fread(why, 1, sizeof why - 1, f);
+            why[n] = '\0';
+            fclose(f);
+        }
+        printf("SKIP %s: %s (%.2fs)\n", t->name, why, secs);
+    } else if (WIFEXITED(st))
         printf("FAIL %s (exit %d, %.2fs)\n", t->name, WEXITSTATUS(st), secs);
     else
         printf("FAIL %s (signal %d, %.2fs)\n", t->name, WTERMSIG(st), secs);
     fflush(stdout);
 }
 
-/* Returns 1 if the test passed. */
+/* Returns 1 if the test passed, 2 if it was skipped, 0 if it failed. */
 static int tl_run_one(const tl_test *t)
 {
     int timeout_s = tl_timeout_for(t);
@@ -622,7 +650,9 @@ static int tl_run_one(const tl_test *t)
     }
     sigprocmask(SIG_SETMASK, &old, NULL);
     tl_remove_root();
-    return !timed_out && pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    if (timed_out || pid <= 0 || !WIFEXITED(st)) return 0;
+    if (WEXITSTATUS(st) == TL_SKIP_STATUS) return 2;
+    return WEXITSTATUS(st) == 0;
 }
 
 /* Ctrl-C or ctest giving up: kill the running test's processes at once;
@@ -679,18 +709,24 @@ int main(int argc, char **argv)
     }
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     tl_catch_signals();
-    int passed = 0, failed = 0;
+    int passed = 0, failed = 0, skipped = 0;
     for (int i = 0; i < tl_ntests; i++) {
         if (tl_interrupted) tl_reraise();
         if (!tl_selected(tl_tests[i].name, argc, argv)) continue;
-        if (tl_run_one(&tl_tests[i]))
+        int r = tl_run_one(&tl_tests[i]);
+        if (r == 1)
             passed++;
+        else if (r == 2)
+            skipped++;
         else
             failed++;
     }
     if (tl_interrupted) tl_reraise();
-    printf("%d passed, %d failed\n", passed, failed);
-    if (passed + failed == 0 && argc > 1) {
+    if (skipped)
+        printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    else
+        printf("%d passed, %d failed\n", passed, failed);
+    if (passed + failed + skipped == 0 && argc > 1) {
         fprintf(stderr, "testlib: no test matches the given names\n");
         return 1;
     }

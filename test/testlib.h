@@ -45,6 +45,11 @@ _Noreturn void tl_fail_num(const char *file, int line, const char *macro,
 _Noreturn void tl_fail_str(const char *file, int line, const char *macro,
                            const char *a_expr, const char *b_expr, const char *a,
                            const char *b);
+/* Ends the test as skipped (exit status TL_SKIP_STATUS): the runner prints
+ * "SKIP name: why" and counts it apart from passes. For a test that has
+ * nothing to check here (e.g. a feature the etcd under test lacks). */
+#define TL_SKIP_STATUS 77
+_Noreturn void tl_skip(const char *why);
 int tl_streq(const char *a, const char *b);           /* NULL-safe */
 int tl_contains(const char *hay, const char *needle); /* NULL-safe */
 

@@ -27,8 +27,20 @@ static void on_observe(elector_observer *o, const elector_event *ev, void *ud)
 {
     (void)o;
     struct app *a = ud;
+    if (ev->reason == ELECTOR_ERESTORED && ev->type != ELECTOR_EV_FAILED) {
+        /* The observer forgot what it knew and read the leader again. */
+        a->restores++;
+        tool_log(LOG_WARN, "%s: leader read again", ev->detail);
+    }
     if (a->o->fmt == FMT_JSON) {
-        int rc = app_event(a, ev);
+        /* leader / no_leader events carry no error in the JSON contract: the
+         * restore is the warning above. */
+        elector_event e = *ev;
+        if (e.type != ELECTOR_EV_FAILED) {
+            e.reason = 0;
+            e.detail = "";
+        }
+        int rc = app_event(a, &e);
         wrote(a, rc, errno);
     }
     if (ev->type == ELECTOR_EV_LEADER) {

@@ -179,6 +179,47 @@ elector_driver_observer *elector_driver_observe(elector_driver *d, const char *n
                                                 elector_driver_observe_cb cb, void *ud);
 void elector_driver_observer_free(elector_driver_observer *o);
 
+/* ---- keys -------------------------------------------------------------------- */
+
+/* Plain key operations for what elections do not cover (tooz's groups, say):
+ * blocking, from any thread but the callback thread; each waits for its own
+ * call, which ends by timeout_ms (<= 0: the client's request timeout).
+ * Keys and values are bytes; a key must not be empty. */
+
+/* A key as read from etcd; the array and its bytes are owned by the caller,
+ * freed with elector_driver_kvs_free(). */
+typedef struct elector_driver_kv {
+    uint8_t *key;
+    size_t key_len;
+    uint8_t *value;
+    size_t value_len;
+    int64_t create_revision, mod_revision;
+    int64_t lease; /* 0: none */
+} elector_driver_kv;
+
+/* Only when the key does not exist (a transaction on its create revision). */
+#define ELECTOR_DRIVER_PUT_IF_ABSENT 1u
+
+/* Puts key = value, bound to lease when not 0 (a session's:
+ * elector_driver_session_lease(); the key goes with the lease). Returns 0
+ * (written), 1 (ELECTOR_DRIVER_PUT_IF_ABSENT and the key exists: nothing
+ * written), or the call's error (ELECTOR_ELEASE: the lease is gone). */
+int elector_driver_put_sync(elector_driver *d, const void *key, size_t key_len,
+                            const void *value, size_t value_len, int64_t lease,
+                            unsigned flags, int64_t timeout_ms);
+
+/* The key (prefix false) or every key that starts with it (prefix true), in key
+ * order: 0 and *kvs, *n (NULL, 0 when none), or the call's error. */
+int elector_driver_get_sync(elector_driver *d, const void *key, size_t key_len,
+                            bool prefix, int64_t timeout_ms, elector_driver_kv **kvs,
+                            size_t *n);
+void elector_driver_kvs_free(elector_driver_kv *kvs, size_t n);
+
+/* Deletes the key, or every key that starts with it; *deleted (may be NULL):
+ * how many were. Returns 0 or the call's error. */
+int elector_driver_delete_sync(elector_driver *d, const void *key, size_t key_len,
+                               bool prefix, int64_t timeout_ms, int64_t *deleted);
+
 #ifdef __cplusplus
 }
 #endif

@@ -380,8 +380,11 @@ void elector_leader_free(elector_leader_info *info);
  * Survives compaction, broken watches and reconnects by re-reading the current
  * state. Errors are retried and give no events, except ELECTOR_EPROTO (the server
  * broke the protocol, which a retry cannot cure): then one ELECTOR_EV_FAILED event
- * (reason, detail) ends the observer; free it. Returns NULL when out of memory or
- * name is empty. */
+ * (reason, detail) ends the observer; free it. After a restore of etcd from a
+ * snapshot (its revision went back: ELECTOR_ERESTORED) the observer forgets the
+ * old history, reads again and reports the current state even if unchanged,
+ * that once with reason ELECTOR_ERESTORED and detail saying why; it goes on.
+ * Returns NULL when out of memory or name is empty. */
 typedef void (*elector_observe_cb)(elector_observer *o, const elector_event *ev,
                                    void *ud);
 elector_observer *elector_observe(elector_etcd *etcd, const char *name,

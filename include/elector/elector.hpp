@@ -152,7 +152,13 @@ struct client_options {
 
     std::string endpoints = "127.0.0.1:2379";
     std::string cacert, cert, key, user, password;
+    // A file holding the password (first line), read again before a login when
+    // it changed; password (if set) is the one to start with. Empty: unused.
+    std::string password_file;
     std::chrono::milliseconds dial_timeout{5000}, request_timeout{5000};
+    // Every this long the endpoint list is replaced by the members' client
+    // URLs (learners left out). 0 (the default): off, the list stays as given.
+    std::chrono::milliseconds auto_sync_interval{0};
     std::chrono::milliseconds stall{
         1000}; // threaded: a callback running longer is reported
 };
@@ -206,6 +212,8 @@ inline elector_etcd_config make_config(const client_options &o)
     c.key = opt(o.key);
     c.user = opt(o.user);
     c.password = opt(o.password);
+    c.password_file = opt(o.password_file);
+    c.auto_sync_interval_ms = o.auto_sync_interval.count();
     c.dial_timeout_ms = o.dial_timeout.count();
     c.request_timeout_ms = o.request_timeout.count();
     return c;

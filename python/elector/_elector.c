@@ -330,6 +330,72 @@ static PyObject *Driver_leader(DriverObject *self, PyObject *args)
     return r;
 }
 
+/* Plain key operations (tooz's groups): blocking in C without the GIL, each
+ * ended by its own deadline (timeout_ms; <= 0: the request timeout). */
+static PyObject *Driver_put(DriverObject *self, PyObject *args)
+{
+    const char *key, *value;
+    Py_ssize_t klen, vlen;
+    long long lease, timeout_ms;
+    int if_absent;
+    if (!PyArg_ParseTuple(args, "y#y#LpL", &key, &klen, &value, &vlen, &lease, &if_absent,
+                          &timeout_ms))
+        return NULL;
+    DRV_CHECK(self);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc =
+        elector_driver_put_sync(self->d, key, (size_t)klen, value, (size_t)vlen, lease,
+                                if_absent ? ELECTOR_DRIVER_PUT_IF_ABSENT : 0, timeout_ms);
+    Py_END_ALLOW_THREADS return PyLong_FromLong(rc);
+}
+
+static PyObject *Driver_get(DriverObject *self, PyObject *args)
+{
+    const char *key;
+    Py_ssize_t klen;
+    int prefix;
+    long long timeout_ms;
+    if (!PyArg_ParseTuple(args, "y#pL", &key, &klen, &prefix, &timeout_ms)) return NULL;
+    DRV_CHECK(self);
+    elector_driver_kv *kvs = NULL;
+    size_t n = 0;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc =
+        elector_driver_get_sync(self->d, key, (size_t)klen, prefix, timeout_ms, &kvs, &n);
+    Py_END_ALLOW_THREADS if (rc < 0) return PyLong_FromLong(rc);
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; list && i < n; i++) {
+        PyObject *t =
+            Py_BuildValue("(y#y#LLL)", (const char *)kvs[i].key,
+                          (Py_ssize_t)kvs[i].key_len, (const char *)kvs[i].value,
+                          (Py_ssize_t)kvs[i].value_len, (long long)kvs[i].create_revision,
+                          (long long)kvs[i].mod_revision, (long long)kvs[i].lease);
+        if (!t) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+    }
+    elector_driver_kvs_free(kvs, n);
+    return list;
+}
+
+static PyObject *Driver_delete(DriverObject *self, PyObject *args)
+{
+    const char *key;
+    Py_ssize_t klen;
+    int prefix;
+    long long timeout_ms;
+    if (!PyArg_ParseTuple(args, "y#pL", &key, &klen, &prefix, &timeout_ms)) return NULL;
+    DRV_CHECK(self);
+    int64_t deleted = 0;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = elector_driver_delete_sync(self->d, key, (size_t)klen,
+                                                           prefix, timeout_ms, &deleted);
+    Py_END_ALLOW_THREADS if (rc < 0) return PyLong_FromLong(rc);
+    return PyLong_FromLongLong((long long)deleted);
+}
+
 static PyObject *Driver_stalls(DriverObject *self, PyObject *unused)
 {
     (void)unused;
@@ -344,6 +410,16 @@ static PyMethodDef Driver_methods[] = {
     {"remove_waiter", (PyCFunction)Driver_remove_waiter, METH_O, "Closes a waiter fd."},
     {"leader", (PyCFunction)Driver_leader, METH_VARARGS,
      "leader(name, timeout_ms) -> (key, value, token, lease), None, or an error code."},
+    {"put", (PyCFunction)Driver_put, METH_VARARGS,
+     "put(key, value, lease, if_absent, timeout_ms) -> 0 (written), 1 (if_absent and the "
+     "key exists), or an error code. lease 0: none."},
+    {"get", (PyCFunction)Driver_get, METH_VARARGS,
+     "get(key, prefix, timeout_ms) -> [(key, value, create_revision, mod_revision, "
+     "lease)] "
+     "in key order, or an error code."},
+    {"delete", (PyCFunction)Driver_delete, METH_VARARGS,
+     "delete(key, prefix, timeout_ms) -> how many keys were deleted (>= 0), or an error "
+     "code (< 0)."},
     {"stalls", (PyCFunction)Driver_stalls, METH_NOARGS, "Callbacks that ran too long."},
     {NULL, NULL, 0, NULL}};
 

@@ -5,8 +5,12 @@
 Implemented: leader election (watch_elected_as_leader + run_watchers,
 get_leader, stand_down_group_leader), locks (get_lock: the keys of
 ``etcdctl lock``), heartbeat (the driver thread keeps the leases alive: it only
-reports whether they still are). Not yet: groups (create_group, join_group,
-get_members, ...), which raise tooz.NotImplemented.
+reports whether they still are), groups (create_group, get_groups,
+join_group, leave_group, get_members, get_member_capabilities,
+update_capabilities, delete_group: members are keys on the coordinator's
+session lease, so a member that dies leaves its groups within the TTL, or at
+once with release_on_exit). Group watchers (watch_join_group, ...) are not
+implemented (tooz.NotImplemented).
 
 URL: elector://host:port[,host:port...]?ttl=10&user=..&password=..&cacert=..
 &cert=..&key=..&release_on_exit=1
@@ -15,11 +19,12 @@ URL: elector://host:port[,host:port...]?ttl=10&user=..&password=..&cacert=..
 from __future__ import annotations
 
 import threading
+import urllib.parse
 from concurrent import futures
 from typing import Any, Callable, Dict, Optional
 
 import tooz
-from tooz import coordination, locking
+from tooz import coordination, locking, utils
 
 import elector
 from elector import _CAMPAIGNING, _FAILED, _LEADING, _RESIGNED, _elector
@@ -39,6 +44,14 @@ def _failed(exc: BaseException) -> coordination.CoordinatorResult:
 
 def _member(m: Any) -> bytes:
     return m if isinstance(m, bytes) else str(m).encode()
+
+
+def _quote(x: Any) -> bytes:
+    return urllib.parse.quote_from_bytes(_member(x), safe="").encode()
+
+
+def _unquote(b: bytes) -> bytes:
+    return urllib.parse.unquote_to_bytes(b)
 
 
 class ElectorLock(locking.Lock):
@@ -219,21 +232,116 @@ class ElectorDriver(coordination.CoordinationDriver):
             return _failed(coordination.ToozConnectionError(str(e)))
         return _done(None if ldr is None else ldr.value)
 
-    # -- groups: not yet
-    def create_group(self, group_id: Any) -> Any:
-        raise tooz.NotImplemented
+    # -- groups
+    # A group is a key without lease, PREFIX groups/<group>; its members are
+    # keys on this coordinator's session lease, PREFIX members/<group>/<member>
+    # (value: the capabilities, serialized as tooz's drivers do), so that a
+    # member whose process dies leaves the group with its lease. Group and
+    # member IDs are percent-encoded: a "/" in one cannot reach another's keys.
+    PREFIX = b"tooz-elector/"
 
-    def get_groups(self) -> Any:
-        raise tooz.NotImplemented
+    def _gkey(self, group_id: Any) -> bytes:
+        return self.PREFIX + b"groups/" + _quote(group_id)
 
-    def join_group(self, group_id: Any, capabilities: Any = b"") -> Any:
-        raise tooz.NotImplemented
+    def _mprefix(self, group_id: Any) -> bytes:
+        return self.PREFIX + b"members/" + _quote(group_id) + b"/"
 
-    def leave_group(self, group_id: Any) -> Any:
-        raise tooz.NotImplemented
+    def _kv(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self._client is None:
+            raise coordination.ToozConnectionError("not started")
+        r = fn(*args, 0)  # 0: the client's request timeout
+        if isinstance(r, int) and r < 0:
+            e = elector._error(r, what="tooz group")
+            if isinstance(e, (elector.LeaseExpired, elector.SessionExpired)):
+                raise coordination.ToozConnectionError(str(e)) from e
+            raise coordination.ToozError(str(e)) from e
+        return r
 
-    def delete_group(self, group_id: Any) -> Any:
-        raise tooz.NotImplemented
+    def _group_exists(self, group_id: Any) -> bool:
+        return bool(self._kv(self._client._drv.get, self._gkey(group_id), False))
 
-    def get_members(self, group_id: Any) -> Any:
-        raise tooz.NotImplemented
+    def _result(self, fn: Callable[[], Any]) -> coordination.CoordinatorResult:
+        try:
+            return _done(fn())
+        except tooz.ToozError as e:
+            return _failed(e)
+
+    def create_group(self, group_id: Any) -> coordination.CoordinatorResult:
+        def create() -> None:
+            if self._kv(self._client._drv.put, self._gkey(group_id), b"", 0, True) == 1:
+                raise coordination.GroupAlreadyExist(group_id)
+        return self._result(create)
+
+    def get_groups(self) -> coordination.CoordinatorResult:
+        def groups() -> list:  # type: ignore[type-arg]
+            pre = self.PREFIX + b"groups/"
+            kvs = self._kv(self._client._drv.get, pre, True)
+            return [_unquote(k[len(pre):]) for k, *_ in kvs]
+        return self._result(groups)
+
+    def join_group(self, group_id: Any, capabilities: Any = b""
+                   ) -> coordination.CoordinatorResult:
+        def join() -> None:
+            if self._session is None:
+                raise coordination.ToozConnectionError("not started")
+            if not self._group_exists(group_id):
+                raise coordination.GroupNotCreated(group_id)
+            key = self._mprefix(group_id) + _quote(self._member)
+            if self._kv(self._client._drv.put, key, utils.dumps(capabilities),
+                        self._session.lease, True) == 1:
+                raise coordination.MemberAlreadyExist(group_id, self._member_id)
+            self._joined_groups.add(group_id)
+        return self._result(join)
+
+    def leave_group(self, group_id: Any) -> coordination.CoordinatorResult:
+        def leave() -> None:
+            key = self._mprefix(group_id) + _quote(self._member)
+            if self._kv(self._client._drv.delete, key, False) == 0:
+                if not self._group_exists(group_id):
+                    raise coordination.GroupNotCreated(group_id)
+                raise coordination.MemberNotJoined(group_id, self._member_id)
+            self._joined_groups.discard(group_id)
+        return self._result(leave)
+
+    def delete_group(self, group_id: Any) -> coordination.CoordinatorResult:
+        def delete() -> None:
+            if self._kv(self._client._drv.get, self._mprefix(group_id), True):
+                raise coordination.GroupNotEmpty(group_id)
+            if self._kv(self._client._drv.delete, self._gkey(group_id), False) == 0:
+                raise coordination.GroupNotCreated(group_id)
+        return self._result(delete)
+
+    def get_members(self, group_id: Any) -> coordination.CoordinatorResult:
+        def members() -> set:  # type: ignore[type-arg]
+            pre = self._mprefix(group_id)
+            kvs = self._kv(self._client._drv.get, pre, True)
+            if not kvs and not self._group_exists(group_id):
+                raise coordination.GroupNotCreated(group_id)
+            return {_unquote(k[len(pre):]) for k, *_ in kvs}
+        return self._result(members)
+
+    def get_member_capabilities(self, group_id: Any, member_id: Any
+                                ) -> coordination.CoordinatorResult:
+        def caps() -> Any:
+            key = self._mprefix(group_id) + _quote(_member(member_id))
+            kvs = self._kv(self._client._drv.get, key, False)
+            if not kvs:
+                if not self._group_exists(group_id):
+                    raise coordination.GroupNotCreated(group_id)
+                raise coordination.MemberNotJoined(group_id, member_id)
+            return utils.loads(kvs[0][1])
+        return self._result(caps)
+
+    def update_capabilities(self, group_id: Any, capabilities: Any
+                            ) -> coordination.CoordinatorResult:
+        def update() -> None:
+            if self._session is None:
+                raise coordination.ToozConnectionError("not started")
+            key = self._mprefix(group_id) + _quote(self._member)
+            if not self._kv(self._client._drv.get, key, False):
+                if not self._group_exists(group_id):
+                    raise coordination.GroupNotCreated(group_id)
+                raise coordination.MemberNotJoined(group_id, self._member_id)
+            self._kv(self._client._drv.put, key, utils.dumps(capabilities),
+                     self._session.lease, False)
+        return self._result(update)

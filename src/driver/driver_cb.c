@@ -49,6 +49,16 @@ static char *put_bytes(char **p, const void *src, size_t n)
     return dst;
 }
 
+/* A copy of src[0..n-1] the caller frees (malloc'd, never NULL on success). */
+int elector__drv_copy_bytes(uint8_t **dst, size_t *len, const uint8_t *src, size_t n)
+{
+    *dst = malloc(n ? n : 1);
+    if (!*dst) return ELECTOR_ENOMEM;
+    if (n) memcpy(*dst, src, n);
+    *len = n;
+    return 0;
+}
+
 /* Queues a copy of ev for h's callback. Loop thread. */
 void elector__drv_queue_event(elector_driver *d, struct dh *h, const elector_event *ev)
 {

@@ -165,15 +165,6 @@ struct lctx {
     elector_leader_info info;
 };
 
-static int copy_bytes(uint8_t **dst, size_t *len, const uint8_t *src, size_t n)
-{
-    *dst = malloc(n ? n : 1);
-    if (!*dst) return ELECTOR_ENOMEM;
-    if (n) memcpy(*dst, src, n);
-    *len = n;
-    return 0;
-}
-
 static void leader_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
 {
     (void)e;
@@ -188,8 +179,10 @@ static void leader_done(elector_etcd *e, int err, const ProtobufCMessage *m, voi
             rc = 1;
         } else {
             const Mvccpb__KeyValue *kv = r->kvs[0];
-            if (copy_bytes(&info.key, &info.key_len, kv->key.data, kv->key.len) ||
-                copy_bytes(&info.value, &info.value_len, kv->value.data, kv->value.len))
+            if (elector__drv_copy_bytes(&info.key, &info.key_len, kv->key.data,
+                                        kv->key.len) ||
+                elector__drv_copy_bytes(&info.value, &info.value_len, kv->value.data,
+                                        kv->value.len))
                 rc = ELECTOR_ENOMEM;
             info.token = kv->create_revision;
             info.lease = kv->lease;

@@ -4,6 +4,7 @@
  *   driver.c         jobs for the loop thread, the loop, publishing, the driver
  *   driver_election.c  sessions and elections
  *   driver_ops.c     guarded writes, the leader query, observers
+ *   driver_kv.c      plain key operations (put, get, delete)
  * One mutex (d->mu) guards everything shared (driver.c says how). */
 #ifndef ELECTOR_DRIVER_PRIVATE_H
 #define ELECTOR_DRIVER_PRIVATE_H
@@ -159,6 +160,8 @@ void elector__drv_h_detach(struct dh *h);
 /* Queues a copy of ev for h's callback. Loop thread. */
 void elector__drv_queue_event(elector_driver *d, struct dh *h, const elector_event *ev);
 void *elector__drv_cb_main(void *arg);
+/* A copy of src[0..n-1] into *dst (malloc'd; the caller frees), its length in *len. */
+int elector__drv_copy_bytes(uint8_t **dst, size_t *len, const uint8_t *src, size_t n);
 /* Waits until no callback of h runs (unless we are that callback). mu held. */
 void elector__drv_quiesce(elector_driver *d, struct dh *h);
 

@@ -16,7 +16,14 @@
  * revision older than events already delivered. So the observer remembers the
  * revision its reported state stands for (`rev`): events at or below it are
  * old news and ignored; a read older than it is not reported; and a read that
- * comes back older than events seen while it was in flight is read again. */
+ * comes back older than events seen while it was in flight is read again.
+ *
+ * A restore of etcd from a snapshot (ERESTORED, noticed by the transport) takes
+ * the revisions back: everything the observer remembers by revision is of the
+ * old history. It forgets it, drops the watch (which would start from a
+ * revision the new history reaches only later) and reads again; the next
+ * report carries reason ELECTOR_ERESTORED and the restore's message, even when
+ * the same key leads. */
 #include <stdlib.h>
 #include <string.h>
 #include "election_private.h"
@@ -31,6 +38,8 @@ struct elector_observer {
     int64_t rev;      /* the reported state is that of this revision (or later) */
     int64_t seen_rev; /* newest event seen while the read in flight was out */
     int retries;
+    uint64_t restores; /* elector__restores() the remembered state belongs to */
+    bool restored;     /* the next report says why (ERESTORED) */
     elector__timer retry;
     /* Holds: the read in flight, callbacks running; closed: the owner let go. */
     elector__life life;
@@ -44,6 +53,7 @@ struct elector_observer {
 };
 
 static void start_read(elector_observer *o);
+static void stop_watch(elector_observer *o);
 
 static void obs_release(elector_observer *o)
 {
@@ -68,6 +78,20 @@ static void deliver(elector_observer *o, const elector_event *ev)
     obs_unhold(o);
 }
 
+/* True (and the state forgotten) when etcd was restored since it was read. */
+static bool restored(elector_observer *o)
+{
+    uint64_t n = elector__restores(o->etcd, NULL);
+    if (n == o->restores) return false;
+    o->restores = n;
+    o->restored = true;
+    o->known = false;
+    o->rev = 0;
+    o->seen_rev = 0;
+    stop_watch(o);
+    return true;
+}
+
 static void report(elector_observer *o, const Mvccpb__KeyValue *kv)
 {
     bool same =
@@ -82,6 +106,11 @@ static void report(elector_observer *o, const Mvccpb__KeyValue *kv)
                         .detail = "",
                         .name = o->name,
                         .mono_ns = elector__mono_ns()};
+    if (o->restored) {
+        o->restored = false;
+        ev.reason = ELECTOR_ERESTORED;
+        elector__restores(o->etcd, &ev.detail);
+    }
     if (kv) {
         if (elector__memdup(&o->key, &o->klen, kv->key.data, kv->key.len) ||
             elector__memdup(&o->value, &o->vlen, kv->value.data, kv->value.len)) {
@@ -105,8 +134,6 @@ static void retry_fired(elector__timer *t, void *ud)
     (void)t;
     start_read(ud);
 }
-
-static void stop_watch(elector_observer *o);
 
 /* The server broke the protocol (ELECTOR_EPROTO): retrying against it cannot
  * help, and retrying forever would hide it. One FAILED event ends the observer. */
@@ -146,6 +173,11 @@ static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchRespons
 {
     (void)w;
     elector_observer *o = ud;
+    if (restored(o)) {
+        /* Events (or an end) of a watch from the old history. */
+        start_read(o);
+        return;
+    }
     if (err) {
         stop_watch(o);
         enum elector__watch_next next = elector__watch_next(err);
@@ -199,6 +231,7 @@ static void read_done(elector_etcd *e, int err, const ProtobufCMessage *m, void 
     const Etcdserverpb__RangeResponse *r = (const void *)m;
     int64_t rrev = r->header ? r->header->revision : 0;
     o->retries = 0;
+    restored(o); /* then this read is the first of the new history */
     if (rrev && rrev < o->rev) {
         /* Older than what we reported already (from the watch): read again. */
         o->reread = true;
@@ -255,6 +288,7 @@ elector_observer *elector_observe(elector_etcd *etcd, const char *name,
     o->cb = cb;
     o->ud = ud;
     o->name = elector__strdup(name);
+    o->restores = elector__restores(etcd, NULL);
     if (!o->name || elector__prefix_init(&o->prefix, name)) {
         obs_release(o);
         return NULL;

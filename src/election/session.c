@@ -193,6 +193,25 @@ static void granted(elector_session *s, int64_t id, int64_t ttl)
 #define GRANT_RETRY_MS 30000
 
 static void grant_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud);
+static void adopt_done(elector_etcd *e, int err, int64_t lease, int64_t ttl, void *ud);
+
+/* A grant answered after the validity deadline it would have had (the process
+ * or the machine stalled between sending it and reading the answer, or etcd
+ * answered slower than the TTL): the lease may still live in etcd, since etcd
+ * counts the TTL from when it received the request, but nothing proves it. It
+ * is not reported ready on that answer: a keepalive sent now confirms it (or
+ * finds it gone, and the lease is granted again), for up to GRANT_RETRY_MS. */
+static void confirm_late_grant(elector_session *s, int64_t id)
+{
+    s->ka_sent_ns = elector_now_ns();
+    int rc = elector_etcd_keepalive(s->etcd, id, 0, adopt_done, s);
+    if (rc) {
+        s->grant_err = rc;
+        session_die(s, rc, elector_etcd_errstr(s->etcd));
+        return;
+    }
+    s->ka_in_flight = true;
+}
 
 static int send_grant(elector_session *s)
 {
@@ -237,6 +256,9 @@ static void grant_done(elector_etcd *e, int err, const ProtobufCMessage *m, void
             snprintf(detail, sizeof(detail), "cannot grant lease: %s",
                      elector_etcd_errstr(e));
             session_die(s, err, detail);
+        } else if (s->ka_sent_ns + r->ttl * 1000000000 - margin_ns(s) <=
+                   elector_now_ns()) {
+            confirm_late_grant(s, r->id);
         } else {
             granted(s, r->id, r->ttl);
         }
@@ -249,9 +271,35 @@ static void adopt_done(elector_etcd *e, int err, int64_t lease, int64_t ttl, voi
     elector_session *s = ud;
     s->ka_in_flight = false;
     if (s->state != ELECTOR__S_GRANTING) return;
+    if (!s->cfg.lease_id && elector__now_ms() - s->created_ms < GRANT_RETRY_MS) {
+        /* The confirmation of a late grant: answered late again, or the lease
+         * is gone already (ELEASE): try once more (a keepalive if it lives, a
+         * new grant if not). */
+        if (!err && s->ka_sent_ns + ttl * 1000000000 - margin_ns(s) <= elector_now_ns()) {
+            confirm_late_grant(s, lease);
+            return;
+        }
+        if (err == ELECTOR_ELEASE || err == ELECTOR_EUNAVAILABLE ||
+            err == ELECTOR_ETIMEDOUT) {
+            s->stats.grant_retries++;
+            int rc = send_grant(s);
+            if (rc) {
+                s->grant_err = rc;
+                session_die(s, rc, elector_etcd_errstr(e));
+            }
+            return;
+        }
+    }
     if (err) {
         s->grant_err = err;
         session_die(s, err, elector_etcd_errstr(e));
+        return;
+    }
+    if (s->ka_sent_ns + ttl * 1000000000 - margin_ns(s) <= elector_now_ns()) {
+        s->grant_err = ELECTOR_ETIMEDOUT;
+        session_die(s, ELECTOR_ETIMEDOUT,
+                    "the lease's keepalive was answered after its TTL: etcd (or this "
+                    "process) is too slow for this TTL");
         return;
     }
     granted(s, lease, ttl);

@@ -65,11 +65,92 @@ def test_tooz_lock(etcd):
         assert got == [True]
         assert lb.is_still_owner() and not la.is_still_owner()
         assert etcd.keys(name + "/") and len(etcd.keys(name + "/")) == 1
-        import tooz
-        with pytest.raises(tooz.NotImplemented):  # groups: not yet
-            a.join_group(b"g")
         lb.release()
     finally:
         a.stop()
         b.stop()
     assert etcd.keys(name + "/") == []
+
+
+def test_tooz_groups(etcd):
+    """tooz's group semantics, members on the coordinators' session leases."""
+    C = tooz_coordination
+    g = f"grp/{uuid.uuid4().hex[:8]}".encode()  # a "/" in the ID, on purpose
+    a, b = coord(etcd, b"m-a"), coord(etcd, b"m/b")
+    try:
+        with pytest.raises(C.GroupNotCreated):
+            a.join_group(g).get()
+        with pytest.raises(C.GroupNotCreated):
+            a.get_members(g).get()
+        with pytest.raises(C.GroupNotCreated):
+            a.delete_group(g).get()
+        a.create_group(g).get()
+        with pytest.raises(C.GroupAlreadyExist):
+            b.create_group(g).get()
+        assert g in a.get_groups().get()
+        assert a.get_members(g).get() == set()
+        a.join_group(g, b"cap-a").get()
+        with pytest.raises(C.MemberAlreadyExist):
+            a.join_group(g).get()
+        b.join_group(g, {"x": 1}).get()
+        assert b.get_members(g).get() == {b"m-a", b"m/b"}
+        assert b.get_member_capabilities(g, b"m-a").get() == b"cap-a"
+        assert a.get_member_capabilities(g, b"m/b").get() == {"x": 1}
+        with pytest.raises(C.MemberNotJoined):
+            a.get_member_capabilities(g, b"nobody").get()
+        a.update_capabilities(g, b"cap-a2").get()
+        assert b.get_member_capabilities(g, b"m-a").get() == b"cap-a2"
+        with pytest.raises(C.GroupNotEmpty):
+            a.delete_group(g).get()
+        # the member keys are bound to the coordinators' leases
+        leases = set(etcd.leases())
+        for lease_hex in [a._session.lease, b._session.lease]:
+            assert lease_hex in leases
+        r = etcd.ctl("get", "--prefix", "tooz-elector/members/", "-w", "json")
+        import json
+        kvs = json.loads(r.stdout)["kvs"]
+        assert sorted(kv["lease"] for kv in kvs) == sorted(
+            [a._session.lease, b._session.lease])
+        b.leave_group(g).get()
+        with pytest.raises(C.MemberNotJoined):
+            b.leave_group(g).get()
+        with pytest.raises(C.MemberNotJoined):
+            b.update_capabilities(g, b"x").get()
+        assert a.get_members(g).get() == {b"m-a"}
+        # another group whose ID starts with this one's sees none of its members
+        a.create_group(g + b"/sub").get()
+        assert a.get_members(g + b"/sub").get() == set()
+        a.delete_group(g + b"/sub").get()
+    finally:
+        b.stop()
+        a.stop()  # leaves its joined groups (tooz's stop())
+    # a stopped member is gone; then the group can be deleted
+    c = coord(etcd, b"m-c")
+    try:
+        assert c.get_members(g).get() == set()
+        c.delete_group(g).get()
+        assert g not in c.get_groups().get()
+    finally:
+        c.stop()
+    assert etcd.keys("tooz-elector/") == []
+
+
+def test_tooz_group_member_leaves_with_its_lease(etcd):
+    """A member whose lease is revoked (its process died) leaves the group."""
+    g = f"grp-{uuid.uuid4().hex[:8]}".encode()
+    a, b = coord(etcd, b"a"), coord(etcd, b"b")
+    try:
+        a.create_group(g).get()
+        a.join_group(g).get()
+        b.join_group(g).get()
+        etcd.ctl("lease", "revoke", format(b._session.lease, "x"))
+        assert a.get_members(g).get() == {b"a"}
+        a.leave_group(g).get()
+        a.delete_group(g).get()
+    finally:
+        a.stop()
+        try:
+            b.stop()
+        except Exception:
+            pass
+    assert etcd.keys("tooz-elector/") == []
