@@ -26,7 +26,20 @@
  * separately), so N stays constant.
  *
  *   herd --endpoints E --metrics M1,M2,M3 --mode elector|naive --n N
- *        [--changes C] [--clients K] [--ttl S] [--out DIR]
+ *        [--changes C] [--clients K] [--ttl S] [--out DIR] [--probe 1]
+ *
+ * --probe 1 (elector mode) splits each failover with timestamps taken in this
+ * process: the resign call (t0), the DELETE event on a watch of the election's
+ * prefix held by an extra client (when etcd's watch delivered the delete), the
+ * candidates' second Txn after t0 (the successor's check; the first is the
+ * delete; taken from the clients' request counters, which count a request when
+ * its HTTP/2 stream is submitted, so to the resolution of one loop pass), and the
+ * successor's ELECTED.
+ * After each change (outside the counted window) it times, on the extra idle
+ * client, the successor's check as the library sends it (Range of the prefix,
+ * max_create_revision, sorted by create revision, limit 1) and a plain Range of
+ * one key, and counts keepalives the candidates sent during the failover. The
+ * probe watch adds one watch event per change to etcd's count.
  *
  * Prints one "herd mode=... n=..." line; writes the failover samples to
  * DIR/herd_<mode>_<n>.txt (ms, one per line).
@@ -65,8 +78,24 @@ static int g_waiting;      /* candidates currently waiting */
 static int g_resigned;     /* RESIGNED events / naive deletes answered */
 static int g_races;        /* naive Txns in flight */
 static int g_watches_live; /* naive: watches confirmed by etcd and not canceled */
+/* --probe: timestamps of one failover (CLOCK_MONOTONIC ns, 0 = not seen yet) */
+static elector_etcd *g_probe;
+static int64_t g_t_resigned, g_t_deleted, g_t_check;
+static uint64_t g_txn_base; /* candidate clients' Txn count before the resign */
+static bool g_probe_closing;
 
 /* ---------------------------------------------------------------- loop */
+
+static uint64_t txn_count(void)
+{
+    uint64_t s = 0;
+    for (int i = 0; i < g_k; i++) {
+        elector_etcd_stats st;
+        elector_etcd_get_stats(g_clients[i], &st);
+        s += st.requests[ELECTOR_RPC_TXN];
+    }
+    return s;
+}
 
 static void loop_once(int max_ms)
 {
@@ -78,9 +107,23 @@ static void loop_once(int max_ms)
         int64_t t = elector_etcd_timeout(g_clients[i]);
         if (t >= 0 && t < tmo) tmo = t;
     }
-    poll(pfd, (nfds_t)g_k, (int)tmo);
-    for (int i = 0; i < g_k; i++)
+    int np = g_k;
+    if (g_probe) {
+        pfd[np].fd = elector_etcd_fd(g_probe);
+        pfd[np].events = POLLIN;
+        int64_t t = elector_etcd_timeout(g_probe);
+        if (t >= 0 && t < tmo) tmo = t;
+        np++;
+    }
+    poll(pfd, (nfds_t)np, (int)tmo);
+    /* the probe first: its DELETE timestamp is not delayed by the candidates' work */
+    if (g_probe) elector_etcd_process(g_probe);
+    for (int i = 0; i < g_k; i++) {
         elector_etcd_process(g_clients[i]);
+        if (g_probe && g_t_resigned && !g_t_check) {
+            if (txn_count() > g_txn_base + 1) g_t_check = bu_mono_ns();
+        }
+    }
 }
 
 /* Runs the loop until done() holds and no client has sent a request (keepalives
@@ -136,6 +179,7 @@ static void on_event(elector_election *el, const elector_event *ev, void *ud)
         break;
     case ELECTOR_EV_RESIGNED:
         g_resigned++;
+        g_t_resigned = ev->mono_ns;
         break;
     default:
         bu_die("candidate %d: unexpected event %s: %s", c->idx,
@@ -259,6 +303,56 @@ static void naive_resign(cand *c)
     if (rc) bu_die("naive delete: %s", elector_strerror(rc));
 }
 
+/* ---------------------------------------------------------------- probe */
+
+static void probe_watch_cb(elector_watch *w, int err,
+                           const Etcdserverpb__WatchResponse *r, void *ud)
+{
+    (void)w, (void)ud;
+    if (err && g_probe_closing) return;
+    if (err) bu_die("probe watch: %s", elector_strerror(err));
+    for (size_t i = 0; i < r->n_events; i++)
+        if (r->events[i]->type == MVCCPB__EVENT__EVENT_TYPE__DELETE && !g_t_deleted)
+            g_t_deleted = bu_mono_ns();
+}
+
+static uint8_t g_pfx[200], g_pend[200];
+static size_t g_pfx_len, g_pend_len;
+
+/* Times one Txn on the idle probe client: with check = 1 the successor's check as
+ * the library sends it, else a Range of one key. Returns ns; *count = keys seen. */
+static int64_t probe_txn(bool check, int64_t max_create, int64_t *count)
+{
+    Etcdserverpb__RangeRequest rr = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    rr.key.data = g_pfx;
+    rr.key.len = g_pfx_len;
+    if (check) {
+        rr.range_end.data = g_pend;
+        rr.range_end.len = g_pend_len;
+        rr.sort_order = ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__DESCEND;
+        rr.sort_target = ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__CREATE;
+        rr.max_create_revision = max_create;
+        rr.limit = 1;
+    }
+    Etcdserverpb__RequestOp op = ETCDSERVERPB__REQUEST_OP__INIT, *ops[1] = {&op};
+    op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
+    op.request_range = &rr;
+    Etcdserverpb__TxnRequest txn = ETCDSERVERPB__TXN_REQUEST__INIT;
+    txn.n_success = 1;
+    txn.success = ops;
+    ProtobufCMessage *resp = NULL;
+    int64_t t = bu_mono_ns();
+    int rc = elector_etcd_call_sync(g_probe, ELECTOR_RPC_TXN, &txn.base, NULL, &resp);
+    t = bu_mono_ns() - t;
+    if (rc) bu_die("probe Txn: %s", elector_strerror(rc));
+    const Etcdserverpb__TxnResponse *tr = (const void *)resp;
+    *count = 0;
+    if (tr->n_responses == 1 && tr->responses[0]->response_range)
+        *count = tr->responses[0]->response_range->count;
+    protobuf_c_message_free_unpacked(resp, NULL);
+    return t;
+}
+
 /* ---------------------------------------------------------------- both */
 
 static void join(cand *c)
@@ -327,7 +421,7 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: herd --endpoints E --metrics M1,M2,.. --mode elector|naive --n N "
-            "[--changes C] [--clients K] [--ttl S] [--out DIR]\n");
+            "[--changes C] [--clients K] [--ttl S] [--out DIR] [--probe 1]\n");
     exit(2);
 }
 
@@ -335,7 +429,7 @@ int main(int argc, char **argv)
 {
     const char *endpoints = "127.0.0.1:2379", *metrics = NULL, *mode = "elector",
                *out = NULL;
-    int changes = 20, ttl = 10;
+    int changes = 20, ttl = 10, probe = 0;
     g_n = 10;
     g_k = 0;
     for (int i = 1; i < argc; i++) {
@@ -357,6 +451,8 @@ int main(int argc, char **argv)
             ttl = atoi(v);
         else if (!strcmp(o, "--out"))
             out = v;
+        else if (!strcmp(o, "--probe"))
+            probe = atoi(v);
         else
             usage();
     }
@@ -378,6 +474,24 @@ int main(int argc, char **argv)
         cfg.request_timeout_ms = 30000;
         g_clients[i] = elector_etcd_new(&cfg);
         if (!g_clients[i] || elector_etcd_err(g_clients[i])) bu_die("elector_etcd_new");
+    }
+
+    if (probe && !g_naive) {
+        elector_etcd_config cfg;
+        elector_etcd_config_init(&cfg);
+        cfg.endpoints = endpoints;
+        cfg.request_timeout_ms = 30000;
+        g_probe = elector_etcd_new(&cfg);
+        if (!g_probe || elector_etcd_err(g_probe)) bu_die("elector_etcd_new (probe)");
+        g_pfx_len = (size_t)snprintf((char *)g_pfx, sizeof(g_pfx), "%s/", g_name);
+        g_pend_len = elector_prefix_end(g_pfx, g_pfx_len, g_pend);
+        Etcdserverpb__WatchCreateRequest wc = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+        wc.key.data = g_pfx;
+        wc.key.len = g_pfx_len;
+        wc.range_end.data = g_pend;
+        wc.range_end.len = g_pend_len;
+        if (!elector_etcd_watch(g_probe, &wc, probe_watch_cb, NULL))
+            bu_die("probe watch: %s", elector_strerror(elector_etcd_err(g_probe)));
     }
 
     /* Sessions: one lease per candidate. */
@@ -412,7 +526,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < g_n; i++)
         join(&g_c[i]);
     g_want_waiting = g_n - 1;
-    settle(all_waiting, 200, 120000, "all candidates waiting");
+    settle(all_waiting, 200, 600000, "all candidates waiting");
     double setup_s = (double)(bu_mono_ns() - t_setup) / 1e9;
 
     int64_t *fo = bu_xcalloc((size_t)changes, sizeof(int64_t));
@@ -421,6 +535,16 @@ int main(int argc, char **argv)
     double ev_sum = 0, ev_max = 0; /* watch events etcd sent, per change */
     uint64_t cli_sum = 0;
     bu_msgs per_method = {0};
+    /* --probe: per change, ns from t0 to the DELETE seen, the check sent, ELECTED;
+     * the idle check and one-key Range times; keepalives sent in the window */
+    int64_t *p_del = bu_xcalloc((size_t)changes, sizeof(int64_t));
+    int64_t *p_chk = bu_xcalloc((size_t)changes, sizeof(int64_t));
+    int64_t *p_d2c = bu_xcalloc((size_t)changes, sizeof(int64_t));
+    int64_t *p_c2e = bu_xcalloc((size_t)changes, sizeof(int64_t));
+    int64_t *p_idle = bu_xcalloc((size_t)changes, sizeof(int64_t));
+    int64_t *p_one = bu_xcalloc((size_t)changes, sizeof(int64_t));
+    int64_t *p_ka = bu_xcalloc((size_t)changes, sizeof(int64_t));
+    int64_t p_keys = 0;
     for (int ch = 0; ch < changes; ch++) {
         bu_msgs m0, m1, d, j1, dj;
         uint64_t c0 = bu_client_reqs(g_clients, g_k, false);
@@ -429,10 +553,21 @@ int main(int argc, char **argv)
         cand *old = g_leader;
         g_leader = NULL;
         g_want_resigned = g_resigned + 1;
+        uint64_t ka0 = bu_client_reqs(g_clients, g_k, true) - c0;
+        g_t_resigned = g_t_deleted = g_t_check = 0;
+        g_txn_base = txn_count();
         int64_t t0 = bu_mono_ns();
         resign(old);
         settle(change_done, 100, 60000, "the new leader");
         fo[ch] = g_t_elected - t0;
+        if (g_probe) {
+            p_del[ch] = g_t_deleted ? g_t_deleted - t0 : -1;
+            p_chk[ch] = g_t_check ? g_t_check - t0 : -1;
+            p_d2c[ch] = g_t_check && g_t_deleted ? g_t_check - g_t_deleted : -1;
+            p_c2e[ch] = g_t_check ? g_t_elected - g_t_check : -1;
+            p_ka[ch] = (int64_t)(bu_client_reqs(g_clients, g_k, true) -
+                                 bu_client_reqs(g_clients, g_k, false) - ka0);
+        }
         scrape_total(metrics, &m1);
         double ev = bu_gauge(metrics, "etcd_debugging_mvcc_events_total") - ev0;
         ev_sum += ev;
@@ -449,6 +584,21 @@ int main(int argc, char **argv)
         scrape_total(metrics, &j1);
         bu_msgs_diff(&j1, &m1, &dj);
         jn[ch] = bu_msgs_total_no_ka(&dj);
+        if (g_probe) {
+            /* the check the new leader made: keys created before it (none) */
+            int64_t rev = elector_election_token(g_leader->el);
+            p_idle[ch] = probe_txn(true, rev > 1 ? rev - 1 : 1, &p_keys);
+            int64_t one;
+            p_one[ch] = probe_txn(false, 0, &one);
+            fprintf(stderr,
+                    "herd probe change %d: failover %.2f ms: delete seen "
+                    "%.2f, check sent %.2f (+%.2f after the delete), elected %.2f "
+                    "(+%.2f after the check); keepalives in the window %lld; idle check "
+                    "%.2f ms over %lld keys, one-key Range %.2f ms\n",
+                    ch + 1, fo[ch] / 1e6, p_del[ch] / 1e6, p_chk[ch] / 1e6,
+                    p_d2c[ch] / 1e6, fo[ch] / 1e6, p_c2e[ch] / 1e6, (long long)p_ka[ch],
+                    p_idle[ch] / 1e6, (long long)p_keys, p_one[ch] / 1e6);
+        }
         fprintf(stderr, "\rherd %s n=%d: change %d/%d", mode, g_n, ch + 1, changes);
     }
     fprintf(stderr, "\n");
@@ -476,6 +626,18 @@ int main(int argc, char **argv)
         printf("%s%s:%.2f", i ? "," : "", per_method.method[i],
                per_method.count[i] / changes);
     bu_summary_ms(stdout, " ", "failover_", fo, (size_t)changes);
+    if (g_probe) {
+        printf(" probe_keys=%lld", (long long)p_keys);
+        bu_summary_ms(stdout, " ", "delete_seen_", p_del, (size_t)changes);
+        bu_summary_ms(stdout, " ", "delete_to_check_", p_d2c, (size_t)changes);
+        bu_summary_ms(stdout, " ", "check_to_elected_", p_c2e, (size_t)changes);
+        bu_summary_ms(stdout, " ", "idle_check_", p_idle, (size_t)changes);
+        bu_summary_ms(stdout, " ", "one_key_range_", p_one, (size_t)changes);
+        int64_t kmax = 0;
+        for (int i = 0; i < changes; i++)
+            if (p_ka[i] > kmax) kmax = p_ka[i];
+        printf(" keepalives_in_failover_max=%lld", (long long)kmax);
+    }
     printf("\n");
     fflush(stdout);
 
@@ -489,6 +651,10 @@ int main(int argc, char **argv)
     settle(NULL, 300, 60000, "the leases to be revoked");
     for (int i = 0; i < g_k; i++)
         elector_etcd_free(g_clients[i]);
+    g_probe_closing = true;
+    if (g_probe) elector_etcd_free(g_probe); /* frees its watch */
     free(g_c), free(g_clients), free(fo), free(srv), free(jn);
+    free(p_del), free(p_chk), free(p_d2c), free(p_c2e), free(p_idle);
+    free(p_one), free(p_ka);
     return 0;
 }

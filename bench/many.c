@@ -276,10 +276,27 @@ int main(int argc, char **argv)
         elector_election_free(els[i]);
     for (int i = 0; i < nsess; i++)
         elector_session_close(ss[i]);
-    /* the revokes: sent from the loop; give them time to go out */
-    int64_t q2 = elector_now_ns() + (nsess > 1 ? 3000000000LL : 0);
-    while (elector_now_ns() < q2)
+    /* The revokes are sent from the loop: run it until every one has gone out
+     * and been answered (no request in flight for a second), at most 120 s.
+     * (Before, with one session, the client was freed at once and the revoke
+     * never left: the run's keys and lease stayed on etcd for the TTL and the
+     * lease expired, all its keys in one apply, during the next run.) */
+    elector_etcd_stats st0;
+    elector_etcd_get_stats(e, &st0);
+    int64_t q2 = elector_now_ns() + 120000000000LL, quiet = elector_now_ns();
+    uint64_t last = bu_client_reqs(&e, 1, false);
+    while (elector_now_ns() < q2) {
         elector_etcd_run_once(e, 50);
+        elector_etcd_stats st;
+        elector_etcd_get_stats(e, &st);
+        uint64_t r = bu_client_reqs(&e, 1, false);
+        if (r != last) last = r, quiet = elector_now_ns();
+        if (st.requests[ELECTOR_RPC_LEASE_REVOKE] -
+                    st0.requests[ELECTOR_RPC_LEASE_REVOKE] >=
+                (uint64_t)nsess &&
+            elector_now_ns() - quiet > 1000000000LL)
+            break;
+    }
     elector_etcd_free(e);
     free(els);
     free(ss);

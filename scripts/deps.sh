@@ -10,6 +10,8 @@
 #                           scripts/test.sh and the other scripts call this
 #   scripts/deps.sh bench   the same and the benchmark-only anchors
 #                           (python3-etcd3, python3-etcd3gw: bench/python_locks.py)
+#   scripts/deps.sh coverage  the same and gcovr (scripts/coverage.sh;
+#                           optional, not in the default set)
 set -euo pipefail
 
 BUILD=(build-essential cmake pkg-config libnghttp2-dev libprotobuf-c-dev
@@ -19,12 +21,14 @@ TEST=(etcd-server etcd-client openssl curl valgrind clang clang-format iproute2
       python3-dev python3-setuptools python3-pytest python3-eventlet python3-gevent
       mypy python3-tooz universal-ctags)
 BENCH=(python3-etcd3 python3-etcd3gw)
+COVERAGE=(gcovr)
 
 case "${1:-all}" in
 build) PKGS=("${BUILD[@]}") ;;
 all | test) PKGS=("${BUILD[@]}" "${TEST[@]}") ;;
 bench) PKGS=("${BUILD[@]}" "${TEST[@]}" "${BENCH[@]}") ;;
-*) echo "usage: scripts/deps.sh [build|bench]" >&2; exit 2 ;;
+coverage) PKGS=("${BUILD[@]}" "${TEST[@]}" "${COVERAGE[@]}") ;;
+*) echo "usage: scripts/deps.sh [build|bench|coverage]" >&2; exit 2 ;;
 esac
 
 missing=()

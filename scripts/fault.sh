@@ -17,7 +17,9 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=$ROOT/build-fault
+# ELECTOR_FAULT_BUILD=DIR: an already configured build tree (scripts/coverage.sh
+# passes its coverage build), built as it is instead of build-fault/.
+BUILD=${ELECTOR_FAULT_BUILD:-$ROOT/build-fault}
 
 "$ROOT/scripts/deps.sh"
 
@@ -27,8 +29,10 @@ if ! grep -Eq '^[[:space:]]*add_subdirectory\(fault\)' "$ROOT/CMakeLists.txt"; t
 fi
 
 echo "== building into $BUILD"
-cmake -S "$ROOT" -B "$BUILD" -DELECTOR_WERROR=ON -DELECTOR_TESTS=OFF -DELECTOR_BENCH=OFF \
-    >/dev/null
+if [ -z "${ELECTOR_FAULT_BUILD:-}" ]; then
+    cmake -S "$ROOT" -B "$BUILD" -DELECTOR_WERROR=ON -DELECTOR_TESTS=OFF -DELECTOR_BENCH=OFF \
+        >/dev/null
+fi
 cmake --build "$BUILD" -j"$(nproc)" --target elector_fault_runner >/dev/null
 
 args=("$@")

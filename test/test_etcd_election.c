@@ -189,6 +189,37 @@ static void obs_wait(struct obs_log *l, int n)
     }
 }
 
+/* Found by scripts/mutate.sh (src/election/leader.c: notify_fired returning
+ * early survived): a resign while the campaign Txn is in flight, before any key
+ * is known, still ends the campaign with FAILED/ECANCELED, from the loop (not
+ * inside elector_resign), and the key that Txn made is deleted. */
+TEST(resign_before_the_campaign_txn_answers_fails_with_canceled)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "early", 5);
+    int n0 = a->n;
+    ASSERT_OK(elector_campaign(a->el, "a", 1));
+    ASSERT_OK(elector_resign(a->el));
+    ASSERT_EQ(n0, a->n);
+    int f = eu_wait_event(a, n0, ELECTOR_EV_FAILED, 3000);
+    ASSERT_GE(f, 0);
+    ASSERT_EQ(ELECTOR_ECANCELED, a->reasons[f]);
+    ASSERT_EQ(-1, eu_wait_event(a, n0, ELECTOR_EV_ELECTED, 200));
+    ASSERT(!elector_is_leader(a->el));
+    elector_leader_info li;
+    int rc = 0;
+    for (int i = 0; i < 30 && rc != 1; i++) {
+        rc = elector_leader_sync(a->etcd, "early", 3000, &li);
+        if (rc == 0) {
+            elector_leader_free(&li);
+            eu_pump(100);
+        }
+    }
+    ASSERT_EQ(1, rc);
+    eu_cand_free(a);
+    eh_stop(c);
+}
+
 TEST(proclaim_is_seen_by_observers_and_leader_query)
 {
     eh_cluster *c = start1();
@@ -336,6 +367,27 @@ TEST(guarded_txn_writes_only_while_leading)
     ASSERT_OK(eh_etcdctl(c, &out, "get", "resource", "--print-value-only", NULL));
     ASSERT_STREQ("w1\n", out);
     free(out);
+    eu_cand_free(a);
+    eh_stop(c);
+}
+
+/* Found by scripts/mutate.sh (src/election/leader.c: the ETIMEDOUT of
+ * gsync_wait deleted survived, so a sync guarded write that timed out returned
+ * 0): with etcd stopped (SIGSTOP) the write gets no answer and must report
+ * ETIMEDOUT, never success; the late answer after SIGCONT frees what the
+ * abandoned wait left (ASan). */
+TEST(guarded_write_sync_without_answer_times_out)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "gwt", 10);
+    ASSERT_OK(elector_campaign_sync(a->el, "a", 1, 5000));
+    ASSERT_OK(eh_member_pause(c, 0));
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, elector_guarded_put_sync(a->el, "res", 3, "w", 1, 300));
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, elector_guarded_delete_sync(a->el, "res", 3, 300));
+    ASSERT_OK(eh_member_resume(c, 0));
+    eu_pump(300);
+    ASSERT(elector_is_leader(a->el));
+    ASSERT_OK(elector_guarded_put_sync(a->el, "res", 3, "w2", 2, 3000));
     eu_cand_free(a);
     eh_stop(c);
 }

@@ -1,0 +1,393 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""A small mutation tester (docs/COVERAGE.md). Run it through scripts/mutate.sh.
+
+For each line of the chosen files it makes mutants with the usual operators,
+each built and tested in a copy of the tree (never in the checkout):
+
+  rel     relational flip: < <=, > >=, == != (each way)
+  logic   && into ||, || into &&
+  const   an integer constant plus or minus 1
+  negate  the condition of an if/while negated
+  delete  an expression statement deleted
+  return  `return X;` into `return 0;`, and an early return at a function's start
+
+A mutant that does not compile counts as build-failed; one whose tests fail is
+killed; one whose tests pass survived; one that runs past the timeout timed out.
+Which tests run for a file: the table TESTS below (a test program, optionally
+with name substrings that select its cases), or --tests.
+"""
+import argparse
+import fnmatch
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+# file pattern (fnmatch, relative to the root; * also matches /, so the tool's
+# files are found in subfolders too) -> test programs of test/, each "program"
+# or "program:case-substring". The first match wins.
+TESTS = [
+    ("src/election/session.c", ["test_etcd_election", "test_etcd_election_safety",
+                                "test_etcd_fast_check", "test_etcd_sessions",
+                                "test_etcd_release",
+                                "test_driver:revoked_lease_is_noticed_within_one_keepalive"]),
+    ("src/election/leader.c", ["test_etcd_election", "test_etcd_election_safety"]),
+    ("src/election/election.c", ["test_etcd_election", "test_etcd_election_safety"]),
+    ("src/election/observe.c", ["test_etcd_election"]),
+    ("src/election/txn.c", ["test_etcd_election", "test_etcd_election_safety"]),
+    ("src/election/release.c", ["test_etcd_release"]),
+    ("src/election/*", ["test_etcd_election"]),
+    ("src/etcd/lease.c", ["test_etcd_lease_watch", "test_etcd_fast_check"]),
+    ("src/etcd/*", ["test_etcd_lease_watch", "test_etcd_kv"]),
+    ("src/transport/*", ["test_unit_grpc", "test_etcd_kv"]),
+    ("tool/*healthcheck*", ["test_unit_tool_health", "test_tool_health"]),
+    ("tool/*supervise*", ["test_tool_run", "test_unit_tool"]),
+    ("tool/*child*", ["test_tool_run"]),
+    ("tool/*", ["test_unit_tool", "test_tool"]),
+]
+
+DEFAULT_FILES = ["src/election/*.c", "src/etcd/lease.c", "tool/**/supervise*.c",
+                 "tool/**/healthcheck*.c", "tool/**/child*.c"]
+
+# Targets every run builds besides the test programs: programs the tests exec.
+ALWAYS_TARGETS = ["elector_tool", "elector_release", "elector_test_release_owner",
+                  "elector_test_reset_delay"]
+
+REL = [(r"(?<![<>=!-])<=(?!=)", "<"), (r"(?<![<>=!-])<(?![<=])", "<="),
+       (r"(?<![<>=-])>=", ">"), (r"(?<![-<>=])>(?![>=])", ">="),
+       (r"==", "!="), (r"!=", "==")]
+DECL = re.compile(r"^\s*(static\s+|const\s+|volatile\s+|unsigned\s+|signed\s+|struct\s+|enum\s+|union\s+)*"
+                  r"[A-Za-z_]\w*[\s\*]+\**[A-Za-z_]\w*\s*(\[[^\]]*\])?\s*(=|;|,)")
+KEYWORDS = ("return", "break", "continue", "goto", "case", "default", "else", "do", "if",
+            "for", "while", "switch")
+
+
+def strip_strings(line):
+    """The line with string and char literals blanked (same length)."""
+    return re.sub(r'"(\\.|[^"\\])*"|\'(\\.|[^\'\\])*\'', lambda m: " " * len(m.group(0)), line)
+
+
+def code_lines(text):
+    """(index, line) of lines with code: not in comments, not preprocessor."""
+    out = []
+    in_comment = False
+    cont = False
+    for i, line in enumerate(text.split("\n")):
+        s = line.strip()
+        if cont:  # preprocessor continuation
+            cont = s.endswith("\\")
+            continue
+        if in_comment:
+            if "*/" in s:
+                in_comment = False
+                s = s[s.index("*/") + 2:].strip()
+                if not s:
+                    continue
+            else:
+                continue
+        if s.startswith("#"):
+            cont = s.endswith("\\")
+            continue
+        if s.startswith("/*") and "*/" not in s:
+            in_comment = True
+            continue
+        if not s or s.startswith("//") or s.startswith("*") or (s.startswith("/*") and s.endswith("*/")):
+            continue
+        out.append((i, line))
+    return out
+
+
+def match_paren(s, start):
+    depth = 0
+    for j in range(start, len(s)):
+        if s[j] == "(":
+            depth += 1
+        elif s[j] == ")":
+            depth -= 1
+            if depth == 0:
+                return j
+    return -1
+
+
+def function_kind(lines, i):
+    """For a line '{' at column 0: 'void', 'value' or None (not a function)."""
+    sig = []
+    for k in range(i - 1, max(-1, i - 8), -1):
+        sig.insert(0, lines[k])
+        if lines[k] and not lines[k][0].isspace():
+            break
+    sig = " ".join(x.strip() for x in sig)
+    if "(" not in sig or sig.startswith(("struct", "enum", "union", "typedef")) or "=" in sig.split("(")[0]:
+        return None
+    head = sig.split("(")[0].split()
+    if len(head) < 2:
+        return None
+    return "void" if "void" in head[:-1] and "*" not in " ".join(head) else "value"
+
+
+def mutants_of(text):
+    """Yield (line_no, operator, new_line) for one file."""
+    lines = text.split("\n")
+    prev_end = ";"
+    for i, line in code_lines(text):
+        code = strip_strings(line)
+        s = code.strip()
+        stmt_start = prev_end and prev_end[-1] in ";{}:"
+        prev_end = s.split("//")[0].rstrip() if s else prev_end
+        # early return at a function's start
+        if line == "{":
+            kind = function_kind(lines, i)
+            if kind:
+                yield i, "return", "{ return" + ("" if kind == "void" else " 0") + ";"
+            continue
+        for pat, rep in REL:
+            for m in re.finditer(pat, code):
+                yield i, "rel", line[:m.start()] + rep + line[m.end():]
+        for m in re.finditer(r"&&|\|\|", code):
+            yield i, "logic", line[:m.start()] + ("||" if m.group(0) == "&&" else "&&") + line[m.end():]
+        for m in re.finditer(r"(?<![\w.])(\d+)(?![\w.])", code):
+            n = int(m.group(1))
+            for v in (n + 1, n - 1):
+                if v >= 0:
+                    yield i, "const", line[:m.start()] + str(v) + line[m.end():]
+        m = re.search(r"\b(if|while)\s*\(", code)
+        if m:
+            open_at = code.index("(", m.start())
+            close = match_paren(code, open_at)
+            if close > 0:
+                yield i, "negate", (line[:open_at + 1] + "!(" + line[open_at + 1:close] + ")" +
+                                    line[close:])
+        m = re.match(r"\s*return\s+(.+);\s*$", code)
+        if m and m.group(1).strip() not in ("0", "NULL", "false"):
+            yield i, "return", line[:line.index("return")] + "return 0;"
+        if (stmt_start and s.endswith(";") and not s.startswith(KEYWORDS) and not DECL.match(code)
+                and not s.startswith(("}", "{"))):
+            yield i, "delete", line[:len(line) - len(line.lstrip())] + ";"
+
+
+def tests_for(path, override):
+    if override:
+        return override
+    for pattern, tests in TESTS:
+        if fnmatch.fnmatchcase(path, pattern):
+            return tests
+    return ["test_etcd_election"]
+
+
+def copy_tree(root, dest):
+    files = subprocess.run(["git", "-C", root, "ls-files", "-z", "--cached", "--others",
+                            "--exclude-standard"], check=True, capture_output=True).stdout
+    for f in files.decode().split("\0"):
+        if not f or not os.path.isfile(os.path.join(root, f)):
+            continue
+        d = os.path.join(dest, f)
+        os.makedirs(os.path.dirname(d), exist_ok=True)
+        shutil.copy2(os.path.join(root, f), d)
+
+
+def run_group(cmd, timeout, env=None, cwd=None):
+    """Runs cmd in a process group of its own; (rc, output, timed_out)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                         start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+        return p.returncode, out.decode(errors="replace"), False
+    except subprocess.TimeoutExpired:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                p.wait(timeout=5)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+        out = p.stdout.read() if p.stdout else b""
+        p.wait()
+        return -1, out.decode(errors="replace"), True
+
+
+class Tree:
+    def __init__(self, root, work, jobs, cmake_args):
+        self.src = os.path.join(work, "src-copy")
+        self.build = os.path.join(work, "build")
+        self.jobs = jobs
+        copy_tree(root, self.src)
+        subprocess.run(["cmake", "-S", self.src, "-B", self.build, "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+                        "-DELECTOR_BENCH=OFF", "-DELECTOR_FAULT=OFF", "-DELECTOR_PYTHON=OFF",
+                        "-DELECTOR_EXAMPLES=OFF", "-DELECTOR_SHARED=OFF"] + cmake_args,
+                       check=True, stdout=subprocess.DEVNULL)
+
+    def build_targets(self, programs):
+        targets = ALWAYS_TARGETS + ["elector_" + p for p in programs]
+        rc, out, _ = run_group(["cmake", "--build", self.build, "-j", str(self.jobs), "--target"] +
+                               targets, 1800)
+        return rc == 0, out
+
+    def run_tests(self, tests, timeout):
+        env = dict(os.environ)
+        env.pop("ELECTOR_ETCD_DIR", None)
+        env["ELECTOR_RELEASE_HELPER"] = os.path.join(self.build, "helper", "elector-release")
+        deadline = time.monotonic() + timeout
+        for t in tests:
+            prog, _, cases = t.partition(":")
+            cmd = [os.path.join(self.build, "test", prog)] + [c for c in cases.split(",") if c]
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "timeout", ""
+            rc, out, timed_out = run_group(cmd, left, env=env, cwd=self.build)
+            if timed_out:
+                return "timeout", out
+            if rc != 0:
+                return "killed", out
+        return "survived", ""
+
+
+def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("files", nargs="*", help="source files (default: %s)" % " ".join(DEFAULT_FILES))
+    ap.add_argument("--max", "--sample", type=int, default=0, dest="max",
+                    help="at most N mutants per file, a random sample (default: all)")
+    ap.add_argument("--seed", type=int, default=1, help="seed of the sample (default 1)")
+    ap.add_argument("--lines", help="only line N, or lines A-B (1-based, inclusive)")
+    ap.add_argument("--ops", help="only these operators, comma-separated (rel,logic,const,negate,delete,return)")
+    ap.add_argument("--tests", help="test programs to run for every file, comma-separated "
+                    "(program or program:case,case); default: the table in scripts/mutate.py")
+    ap.add_argument("--timeout", type=float, default=0,
+                    help="seconds per mutant's tests (default: 3x the unmutated run, at least 60)")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="build jobs")
+    ap.add_argument("--cmake-arg", action="append", default=[], metavar="ARG",
+                    help="one more argument for the copy's cmake configure, e.g. "
+                    "-DELECTOR_SANITIZE=ON (ASan+UBSan: mutants that only corrupt memory)")
+    ap.add_argument("--redo", metavar="REPORT",
+                    help="run again only the survivors listed in an earlier report (after new tests)")
+    ap.add_argument("--list", action="store_true", help="list the mutants only")
+    ap.add_argument("--out", help="report file (Markdown; default: the work directory's report.md)")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    a = ap.parse_args()
+
+    root = subprocess.run(["git", "rev-parse", "--show-toplevel"], check=True, capture_output=True,
+                          cwd=os.path.dirname(os.path.abspath(__file__))).stdout.decode().strip()
+    import glob
+    files = []
+    for pat in a.files or DEFAULT_FILES:
+        hits = sorted(glob.glob(os.path.join(root, pat), recursive=True)) if not os.path.isabs(pat) \
+            else [pat]
+        if not hits and a.files:
+            sys.exit(f"mutate: no such file: {pat}")
+        files += [os.path.relpath(h, root) for h in hits]
+    ops = set(a.ops.split(",")) if a.ops else None
+    lo, hi = (0, 1 << 30)
+    if a.lines:
+        lo, _, hi = a.lines.partition("-")
+        lo, hi = int(lo), int(hi or lo)
+    override = a.tests.split(",") if a.tests else None
+
+    redo = None
+    if a.redo:
+        redo = set()
+        for line in open(a.redo):
+            m = re.match(r"- `([^`:]+):(\d+)` (\w+): `(.*)`$", line.rstrip("\n"))
+            if m:
+                redo.add((m.group(1), int(m.group(2)), m.group(3), m.group(4)))
+        if not a.files:
+            files = sorted({r[0] for r in redo})
+    plan = []
+    for f in files:
+        text = open(os.path.join(root, f)).read()
+        ms = [m for m in mutants_of(text) if (ops is None or m[1] in ops) and lo <= m[0] + 1 <= hi]
+        if redo is not None:
+            ms = [m for m in ms if (f, m[0] + 1, m[1], m[2].strip()) in redo]
+        total = len(ms)
+        if a.max and len(ms) > a.max:
+            ms = sorted(random.Random(f"{a.seed}:{f}").sample(ms, a.max))
+        plan.append((f, text, ms, total))
+    if a.list:
+        for f, _, ms, total in plan:
+            print(f"# {f}: {total} mutants, {len(ms)} chosen; tests {' '.join(tests_for(f, override))}")
+            for ln, op, new in ms:
+                print(f"{f}:{ln + 1}: {op}: {new.strip()}")
+        return 0
+
+    work = tempfile.mkdtemp(prefix="elector-mutate.")
+    out_path = a.out or os.path.join(work, "report.md")
+    t_start = time.monotonic()
+    print(f"mutate: work directory {work}", flush=True)
+    tree = Tree(root, work, a.jobs, a.cmake_arg)
+    results = []  # (file, line, op, new, status)
+    summary = []
+    try:
+        for f, text, ms, total in plan:
+            tests = tests_for(f, override)
+            progs = sorted({t.split(":")[0] for t in tests})
+            target = os.path.join(tree.src, f)
+            ok, out = tree.build_targets(progs)
+            if not ok:
+                sys.exit(f"mutate: the unmutated tree does not build:\n{out[-3000:]}")
+            t0 = time.monotonic()
+            status, out = tree.run_tests(tests, 3600)
+            base = time.monotonic() - t0
+            if status != "survived":
+                print(f"mutate: {f}: the tests fail without a mutant ({status}); skipped\n{out[-2000:]}",
+                      flush=True)
+                summary.append((f, total, len(ms), None, base))
+                continue
+            timeout = a.timeout or max(60.0, 3 * base)
+            print(f"mutate: {f}: {total} mutants, {len(ms)} chosen; tests {' '.join(tests)} "
+                  f"({base:.0f} s unmutated, timeout {timeout:.0f} s)", flush=True)
+            lines = text.split("\n")
+            counts = {"killed": 0, "survived": 0, "timeout": 0, "build-failed": 0}
+            for k, (ln, op, new) in enumerate(ms):
+                mutated = lines[:ln] + [new] + lines[ln + 1:]
+                with open(target, "w") as fh:
+                    fh.write("\n".join(mutated))
+                ok, _ = tree.build_targets(progs)
+                status = tree.run_tests(tests, timeout)[0] if ok else "build-failed"
+                counts[status] += 1
+                results.append((f, ln + 1, op, new.strip(), status))
+                print(f"  [{k + 1}/{len(ms)}] {f}:{ln + 1} {op:<6} {status:<12} {new.strip()[:90]}",
+                      flush=True)
+                with open(target, "w") as fh:
+                    fh.write(text)
+            summary.append((f, total, len(ms), counts, base))
+    finally:
+        elapsed = time.monotonic() - t_start
+        rep = ["| file | mutants | run | killed | survived | timed out | build failed | score |",
+               "|---|---|---|---|---|---|---|---|"]
+        for f, total, n, c, base in summary:
+            if c is None:
+                rep.append(f"| {f} | {total} | 0 | tests fail unmutated | | | | |")
+                continue
+            judged = c["killed"] + c["survived"] + c["timeout"]
+            score = f"{100.0 * (c['killed'] + c['timeout']) / judged:.0f}%" if judged else "-"
+            rep.append(f"| {f} | {total} | {n} | {c['killed']} | {c['survived']} | {c['timeout']} | "
+                       f"{c['build-failed']} | {score} |")
+        rep.append("")
+        rep.append(f"Time: {elapsed:.0f} s.")
+        surv = [r for r in results if r[4] == "survived"]
+        if surv:
+            rep += ["", "Survivors:", ""]
+            rep += [f"- `{f}:{ln}` {op}: `{new}`" for f, ln, op, new, _ in surv]
+        text = "\n".join(rep) + "\n"
+        with open(out_path, "w") as fh:
+            fh.write(text)
+        print(text)
+        print(f"mutate: report in {out_path}")
+        if not a.keep:  # the report stays (in the work directory unless --out)
+            shutil.rmtree(os.path.join(work, "build"), ignore_errors=True)
+            shutil.rmtree(os.path.join(work, "src-copy"), ignore_errors=True)
+            if a.out:
+                shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
