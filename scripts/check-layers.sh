@@ -12,8 +12,20 @@
 # Given a build directory, it also checks the compiled objects: no layer refers
 # to a symbol that a layer above it defines (a call up, whatever the headers).
 #
+# Inside each folder of src/ and tool/ (shape()):
+#   - no import circle: file A uses file B when A names a function that B
+#     defines and does not keep static (found with universal-ctags on the
+#     sources, comments stripped); the uses must form no loop;
+#   - no file (.c or .h) over 500 lines, no function over 60 lines.
+# scripts/layers-exceptions.txt lists what still breaks these rules; a listed
+# entry that no longer breaks them is an error too, so the list only shrinks.
+#
 #   scripts/check-layers.sh [ROOT [BUILD]]  check the tree at ROOT (default: here)
 #                                           and the objects of the layers in BUILD
+#   scripts/check-layers.sh --shape [ROOT]  print every circle and size breach
+#                                           of ROOT, exceptions ignored
+#   scripts/check-layers.sh --keys [ROOT]   the same as entries of the exceptions
+#                                           list (to shrink it after a change)
 #   scripts/check-layers.sh --self-test     check that planted violations are found
 #
 # Prints one line per violation; exit status 1 if there is any.
@@ -61,17 +73,119 @@ check() {
         done
     done
     [ -n "${2:-}" ] && { check_symbols "$2" "${order[@]}" || bad=1; }
+    check_shape "$root" || bad=1
     if [ -d "$root/tool" ]; then
-        for f in "$root"/tool/*.[ch]; do
-            [ -e "$f" ] || continue
+        # Its folders too: a header of tool/ is found from the file's folder
+        # or from tool/ itself.
+        while IFS= read -r f; do
             while IFS= read -r inc; do
                 [[ $inc == elector/* ]] && continue
-                [ -e "$root/tool/$inc" ] && continue
-                echo "tool/$(basename "$f"): includes \"$inc\": the tool uses the public API only"
+                [ -e "$(dirname "$f")/$inc" ] || [ -e "$root/tool/$inc" ] && continue
+                echo "${f#"$root"/}: includes \"$inc\": the tool uses the public API only"
                 bad=1
             done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
-        done
+        done < <(find "$root/tool" -name '*.[ch]' | sort)
     fi
+    return $bad
+}
+
+MAX_FILE_LINES=500
+MAX_FUNC_LINES=60
+
+# The identifiers of C file $1, its comments left out.
+idents() {
+    cc -fpreprocessed -dD -E -P -x c "$1" 2>/dev/null |
+        grep -oE '\b[A-Za-z_][A-Za-z0-9_]*\b' | sort -u
+}
+
+# The import circles among the .c files of folder $2 of tree $1: A uses B when
+# A names a function or variable that B defines and does not keep static.
+# Prints "circle:DIR<TAB>message" for a folder that has any.
+circles() {
+    local root=$1 dir=$2 f
+    local -a files
+    mapfile -t files < <(cd "$root" && find "$dir" -maxdepth 1 -name '*.c' | sort)
+    [ ${#files[@]} -gt 1 ] || return 0
+    {
+        printf 'F\t%s\n' "${files[@]}"
+        (cd "$root" && ctags -x --_xformat='D	%N	%F	%{file}' --kinds-C=fv \
+            --language-force=C "${files[@]}") | awk -F'\t' '$4 == "-"'
+        for f in "${files[@]}"; do idents "$root/$f" | sed "s|^|U	$f	|"; done
+    } | awk -F'\t' -v dir="$dir" '
+        $1 == "F" { name[n++] = $2; next }
+        $1 == "D" { def[$2] = $3; next }
+        $1 == "U" && ($3 in def) && def[$3] != $2 {
+            a = $2; b = def[$3]
+            if (!((a, b) in via)) via[a, b] = $3
+        }
+        END {
+            for (i = 0; i < n; i++) for (j = 0; j < n; j++)
+                r[i, j] = ((name[i], name[j]) in via)
+            for (k = 0; k < n; k++) for (i = 0; i < n; i++) if (r[i, k])
+                for (j = 0; j < n; j++) if (r[k, j]) r[i, j] = 1
+            msg = ""
+            for (i = 0; i < n; i++) {
+                if (done[i] || !r[i, i]) continue
+                grp = ""; edges = ""
+                for (j = 0; j < n; j++) if (r[i, j] && r[j, i]) {
+                    done[j] = 1; grp = grp " " base(name[j])
+                    for (k = 0; k < n; k++) if (r[i, k] && r[k, i] && ((name[j], name[k]) in via))
+                        edges = edges sprintf("%s%s -> %s (%s)", edges == "" ? "" : ", ",
+                                              base(name[j]), base(name[k]), via[name[j], name[k]])
+                }
+                msg = msg sprintf("%s{%s }: %s", msg == "" ? "" : "; ", grp, edges)
+            }
+            if (msg != "") printf "circle:%s\t%s: import circle %s\n", dir, dir, msg
+        }
+        function base(p) { sub(".*/", "", p); return p }'
+}
+
+# Every breach of the shape rules in tree $1 (src/ and tool/), one line each:
+# "KEY<TAB>message", KEY as scripts/layers-exceptions.txt spells it.
+shape() {
+    local root=$1 f n dir
+    local -a srcs dirs
+    mapfile -t srcs < <(cd "$root" && find src tool -name '*.[ch]' 2>/dev/null | sort)
+    [ ${#srcs[@]} -gt 0 ] || return 0
+    for f in "${srcs[@]}"; do
+        n=$(wc -l <"$root/$f")
+        ((n <= MAX_FILE_LINES)) ||
+            printf '%s\t%s: %d lines (at most %d)\n' "$f" "$f" "$n" $MAX_FILE_LINES
+    done
+    (cd "$root" && ctags -x --_xformat='%N	%F	%n	%{end}' --kinds-C=f --language-force=C \
+        "${srcs[@]}") | awk -F'\t' -v max=$MAX_FUNC_LINES '
+        $4 ~ /^[0-9]+$/ && $4 - $3 + 1 > max {
+            printf "%s:%s\t%s: function %s is %d lines (at most %d)\n", $2, $1, $2, $1,
+                   $4 - $3 + 1, max }'
+    mapfile -t dirs < <(printf '%s\n' "${srcs[@]}" | grep '\.c$' | sed 's|/[^/]*$||' | sort -u)
+    for dir in "${dirs[@]}"; do circles "$root" "$dir"; done
+}
+
+# The breaches of tree $1 that scripts/layers-exceptions.txt does not list, and
+# the listed exceptions that are no longer breaches.
+check_shape() {
+    local root=$1 list=$1/scripts/layers-exceptions.txt bad=0 key msg
+    command -v ctags >/dev/null && ctags --version 2>/dev/null | grep -q Universal ||
+        { echo "check-layers: needs universal-ctags (scripts/deps.sh installs it)"; return 1; }
+    echo 'int x;' | cc -fpreprocessed -dD -E -P -x c - 2>/dev/null | grep -q 'int x' ||
+        { echo "check-layers: needs cc (GCC's -fpreprocessed) to read the sources"; return 1; }
+    local -A listed=() seen=()
+    if [ -e "$list" ]; then
+        while IFS= read -r key; do
+            key=${key%%#*}; key=${key//[[:space:]]/}
+            [ -n "$key" ] && listed[$key]=1
+        done <"$list"
+    fi
+    while IFS=$'\t' read -r key msg; do
+        seen[$key]=1
+        [ -n "${listed[$key]:-}" ] && continue
+        echo "$msg"; bad=1
+    done < <(shape "$root")
+    for key in "${!listed[@]}"; do
+        [ -n "${seen[$key]:-}" ] && continue
+        echo "scripts/layers-exceptions.txt: $key keeps the rules now: take it off the list"
+        bad=1
+    done
     return $bad
 }
 
@@ -162,11 +276,41 @@ EOF
             { echo "self-test: wrong report for $line in $file: $out"; rm -rf "$t.copy"; return 1; }
         rm -rf "$t.copy"
     done
-    echo "check-layers self-test: $((${#flaws[@]} + 1)) planted violations caught"
+    # The shape: a circle, a long file, a long function; and an exception kept
+    # after its breach is gone.
+    # d.c uses a.c; a.c names b_fn (d.c's) in a comment only, which is no use.
+    printf 'int a_fn(void);\nint a_fn(void) { return 0; } /* not b_fn() */\n' >>"$t/src/low/a.c"
+    printf 'int a_fn(void);\nint b_fn(void);\nint b_fn(void) { return a_fn(); }\n' \
+        >"$t/src/low/d.c"
+    sed -i 's/^  a.c)/  a.c d.c)/' "$t/src/sources.cmake"
+    out=$(check "$t") || { echo "self-test: a clean shape was refused:"; echo "$out"; return 1; }
+    local -a shapes=(
+        "src/low/a.c|int b_fn(void); int f(void) { return b_fn(); }|import circle { a.c d.c }"
+        "src/low/a.c|$(printf '/**/\\n%.0s' $(seq 500))|src/low/a.c: 50"
+        "src/low/a.c|int g(void)\\n{\\n$(printf 'g();\\n%.0s' $(seq 60))}| function g is 63 lines"
+        "scripts/layers-exceptions.txt|src/low/d.c:b_fn # planted|src/low/d.c:b_fn keeps the rules now"
+    )
+    for flaw in "${shapes[@]}"; do
+        IFS='|' read -r file line want <<<"$flaw"
+        cp -a "$t" "$t.copy"
+        mkdir -p "$t.copy/scripts"
+        printf "$line\n" >>"$t.copy/$file"
+        if out=$(check "$t.copy"); then
+            echo "self-test: not caught: $want"; rm -rf "$t.copy"; return 1
+        fi
+        grep -q "$want" <<<"$out" ||
+            { echo "self-test: wrong report for $want: $out"; rm -rf "$t.copy"; return 1; }
+        rm -rf "$t.copy"
+    done
+    echo "check-layers self-test: $((${#flaws[@]} + ${#shapes[@]} + 1)) planted violations caught"
 }
 
 if [ "${1:-}" = --self-test ]; then
     self_test
+elif [ "${1:-}" = --shape ]; then
+    shape "${2:-$(cd "$(dirname "$0")/.." && pwd)}" | cut -f2-
+elif [ "${1:-}" = --keys ]; then
+    shape "${2:-$(cd "$(dirname "$0")/.." && pwd)}" | cut -f1 | sort
 else
     root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
     if check "$root" "${2:-}"; then echo "check-layers: ok"; else exit 1; fi

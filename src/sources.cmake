@@ -7,7 +7,6 @@ set(ELECTOR_SRC_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(ELECTOR_LAYERS transport etcd election driver)
 
 set(ELECTOR_TRANSPORT_SRCS
-  auth.c
   autosync.c
   buf.c
   call.c
@@ -20,6 +19,7 @@ set(ELECTOR_TRANSPORT_SRCS
   reply.c
   rpc.c
   ssl_lazy.c
+  sync.c
   timer.c
   tls.c
   tls_reload.c
@@ -27,18 +27,27 @@ set(ELECTOR_TRANSPORT_SRCS
   version.c)
 set(ELECTOR_ETCD_SRCS
   keys.c
+  kv.c
   lease.c
   watch.c)
 set(ELECTOR_ELECTION_SRCS
+  campaign.c
+  delete.c
   election.c
   leader.c
   observe.c
   release.c
   session.c
-  txn.c)
+  session_view.c
+  txn.c
+  wait.c)
 # Optional in use, always built: the loop on its own thread (elector/driver.h).
 set(ELECTOR_DRIVER_SRCS
-  driver.c)
+  driver.c
+  driver_cb.c
+  driver_election.c
+  driver_kv.c
+  driver_ops.c)
 
 set(ELECTOR_LAYER_DIRS)
 set(ELECTOR_SRCS)

@@ -437,7 +437,10 @@ int main(int argc, char **argv)
         tool_log(LOG_ERROR, "--http: %s", err);
         return EXIT_USAGE;
     }
-    struct app a = {.o = &o, .sfd = -1, .stdout_tty = isatty(STDOUT_FILENO)};
+    struct app a = {.up = &app_candidate_reports,
+                    .o = &o,
+                    .sfd = -1,
+                    .stdout_tty = isatty(STDOUT_FILENO)};
     /* stdout's buffer now: stdio would allocate it (and fstat() the fd) at the
      * first line, which is the elected line, on the handover path. Every write
      * to stdout is flushed at once, so full buffering changes nothing else. */

@@ -72,7 +72,7 @@ void elector__session_unlisten(elector_session *s, elector__session_listener *l)
 /* The first listener (then l->next): for lookups, not while calling them. */
 elector__session_listener *elector__session_listeners(const elector_session *s);
 
-/* ---- an election (election.c, leader.c) ---- */
+/* ---- an election (election.c, wait.c, delete.c, campaign.c, leader.c) ---- */
 
 enum el_state { E_IDLE, E_CAMPAIGN, E_WAIT, E_LEADER };
 
@@ -89,8 +89,19 @@ typedef struct elector__check_knobs {
 } elector__check_knobs;
 extern elector__check_knobs elector__check_test;
 
+/* The next steps that the files low in src/election/ start without calling
+ * up to them: the pacer (election.c), the retry timer (wait.c) and a finished
+ * delete (delete.c). campaign.c fills the table; every election points at it. */
+struct op;
+typedef struct elector__steps {
+    void (*campaign)(elector_election *el); /* elector__send_campaign */
+    void (*pace_go)(elector_election *el);  /* a slot of the pacer is free for el */
+    int (*send_delete)(struct op *o);       /* a queued delete of our key may go */
+} elector__steps;
+
 struct elector_election {
     elector__session_listener listener; /* in the session's list */
+    const elector__steps *steps;        /* campaign.c's */
     elector_session *s;                 /* NULL once the session is closed */
     elector_etcd *etcd;
     char *name;
@@ -172,20 +183,50 @@ struct op {
     uint64_t ev_member, ev_cluster, ev_conn;
 };
 
-/* election.c */
+/* election.c: the handle, operations, the pacer, the endings */
 struct op *elector__op_new(elector_election *el);
 elector_election *elector__op_end(struct op *o); /* the election if current, or NULL */
 void elector__el_hold(elector_election *el);
 void elector__el_unhold(elector_election *el);
+/* The owner let go: the memory goes with the last hold. */
+void elector__el_close(elector_election *el);
+/* The session's lease (0 without a session); whether the session is alive and
+ * its lease granted (requests that need it may go). */
+int64_t elector__el_lease(const elector_election *el);
+bool elector__el_live(const elector_election *el);
+/* Delivers an event to the log hook and the callback; mono_ns: CLOCK_MONOTONIC,
+ * 0 = now. Returns false if the election was freed meanwhile (the caller must
+ * stop touching it). */
 bool elector__emit(elector_election *el, elector_event_type type, int reason,
                    const char *detail, int64_t mono_ns);
+/* Our campaign is over without leadership (FAILED). */
+void elector__fail(elector_election *el, int reason, const char *detail);
 void elector__lose(elector_election *el, int reason, const char *detail, int64_t at_ns);
 void elector__stop_watch(elector_election *el);
-void elector__send_campaign(elector_election *el);
 int elector__send_txn(elector_election *el, Etcdserverpb__TxnRequest *txn, struct op *o,
                       elector_etcd_cb done);
+/* The pacer. pace_wait: true when el must wait for a slot (it is queued, and
+ * el->steps->pace_go runs once a slot is free); false when it may send now.
+ * pace_take: o holds `weight` slots until elector__op_end(); pace_take_check:
+ * as many as a check needs (returned). pace_note_keys: the key count a
+ * linearizable check saw, which weighs the next checks. pace_forget: el leaves
+ * the queue for good. pace_delete: true when o must wait (it is queued, and
+ * el->steps->send_delete sends it); else o takes a slot and the caller sends it. */
+enum { PACE_CAMPAIGN = 1, PACE_CHECK };
+bool elector__pace_wait(elector_election *el);
+void elector__pace_take(struct op *o, int weight);
+int elector__pace_take_check(struct op *o);
+void elector__pace_note_keys(elector_etcd *e, int64_t keys);
+void elector__pace_forget(elector_election *el);
+bool elector__pace_delete(struct op *o);
 
-/* leader.c */
+/* wait.c: check and watch the predecessor, lead */
+void elector__send_check(elector_election *el);
+/* A read or watch failed for a reason that may heal: check again (or send the
+ * campaign again) after a short, growing, jittered pause. */
+void elector__schedule_retry(elector_election *el);
+
+/* delete.c */
 /* Deletes our key, guarded by rev (0: by our lease); o is released on error.
  * The delete is paced: without a free slot it waits in the pacer, and goes
  * from the loop (done is called then, with the send error if it fails). */
@@ -193,29 +234,21 @@ int elector__delete_key(elector_election *el, int64_t rev, struct op *o,
                         elector_etcd_cb done);
 /* Sends o's delete (o->del_rev, o->done) now; the send error, o untouched. */
 int elector__send_delete(struct op *o);
-/* The pacer (election.c): true when o must wait (it is queued); else o takes a
- * slot and the caller sends it. */
-bool elector__pace_delete(struct op *o);
+/* A delete of our key was answered (the campaign that waits for it may go). */
+void elector__delete_over(elector_election *el);
 /* The answer to a delete of our key that nobody waits for. */
 void elector__stray_deleted(elector_etcd *e, int err, const ProtobufCMessage *m,
                             void *ud);
+/* Resign's delete, and a freed election's, is sent again after a transient
+ * failure this many times. */
+#define RESIGN_TRIES 12
+
+/* campaign.c */
+void elector__send_campaign(elector_election *el);
 
 /* ---- the protocol's requests (txn.c) ----
- * Each fills caller-owned structures (no allocation); keys and values are
+ * Each fills an elector__txn (etcd_internal.h) in place; keys and values are
  * borrowed. */
-
-/* Storage for one Txn of the protocol: one compare, up to two operations. */
-typedef struct elector__txn {
-    Etcdserverpb__TxnRequest txn;
-    Etcdserverpb__Compare cmp, *cmps[1];
-    Etcdserverpb__RequestOp op[2], *ops[2];
-    Etcdserverpb__PutRequest put;
-    Etcdserverpb__RangeRequest range;
-    Etcdserverpb__DeleteRangeRequest del;
-} elector__txn;
-
-/* The leader of prefix p: the lowest create revision under it. */
-void elector__leader_range(Etcdserverpb__RangeRequest *r, const elector__prefix *p);
 
 /* If CreateRevision(key) == 0: Put(key, value, lease); else Put + Range(key). */
 void elector__txn_campaign(elector__txn *t, const uint8_t *key, size_t klen,
@@ -235,16 +268,5 @@ void elector__txn_proclaim(elector__txn *t, const uint8_t *key, size_t klen, int
 /* If CreateRevision(key) == rev (rev 0: if Lease(key) == lease): Delete(key). */
 void elector__txn_delete(elector__txn *t, const uint8_t *key, size_t klen, int64_t rev,
                          int64_t lease);
-/* The compare CreateRevision(key) == rev and the op Range(key), for
- * elector_guarded_txn. */
-void elector__cmp_create(Etcdserverpb__Compare *c, const uint8_t *key, size_t klen,
-                         int64_t rev);
-void elector__op_range_key(Etcdserverpb__RequestOp *op, Etcdserverpb__RangeRequest *r,
-                           const uint8_t *key, size_t klen);
-
-/* The Range result at position i of a Txn reply, or NULL (with an EPROTO detail
- * on the client) when the server put anything else there. */
-const Etcdserverpb__RangeResponse *
-elector__txn_range(elector_etcd *e, const Etcdserverpb__TxnResponse *r, size_t i);
 
 #endif

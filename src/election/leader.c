@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* What a leader does (proclaim, guarded Txn) and how a campaign ends by the
- * owner's hand (resign), with the one operation both need: deleting our key. */
+ * owner's hand (resign). Uses the handle (election.c) and the delete of our
+ * key (delete.c); nothing below calls back in here. */
 #include <stdlib.h>
 #include <string.h>
 #include "election_private.h"
@@ -59,72 +60,6 @@ int elector_proclaim(elector_election *el, const void *value, size_t len)
     return rc;
 }
 
-/* ---------------------------------------------------------------- deleting our key */
-
-/* Deletes our key, guarded by its create revision; or, when that is unknown
- * (rev 0: a campaign Txn was applied but not answered), by our lease: the key
- * is ours by its name (prefix + our lease) and by its lease. Returns 0 or the
- * send error (then `o` is released and `done` is not called). */
-int elector__send_delete(struct op *o)
-{
-    elector_election *el = o->el;
-    elector__txn t;
-    elector__txn_delete(&t, el->key, el->klen, o->del_rev, el->key_lease);
-    return elector_etcd_call(el->etcd, ELECTOR_RPC_TXN, &t.txn.base, NULL, o->done, o);
-}
-
-int elector__delete_key(elector_election *el, int64_t rev, struct op *o,
-                        elector_etcd_cb done)
-{
-    o->del_rev = rev;
-    o->done = done;
-    if (!elector__pace_delete(o)) {
-        int rc = elector__send_delete(o);
-        if (rc) {
-            elector__op_end(o);
-            return rc;
-        }
-    }
-    el->deletes++; /* o holds el */
-    return 0;
-}
-
-/* A delete of our key was answered. A campaign that waits for it goes now. */
-static void delete_over(elector_election *el)
-{
-    el->deletes--;
-    if (!el->deletes && el->state == E_CAMPAIGN && el->campaign_waits &&
-        !el->life.closed && el->s && elector__session_phase(el->s) == ELECTOR__S_ALIVE)
-        elector__send_campaign(el);
-}
-
-/* Resign's delete, and a freed election's, is sent again after a transient
- * failure this many times. */
-#define RESIGN_TRIES 12
-
-void elector__stray_deleted(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
-{
-    (void)e, (void)m;
-    struct op *o = ud;
-    elector_election *el = o->el; /* the op holds the election */
-    delete_over(el);
-    /* A freed election's delete guarded by our key's create revision is sent
-     * again after a transient failure (it waits for the next connection): the
-     * key would make every later candidate wait for our whole session. Never
-     * one guarded by the lease alone: a new election object with the same name
-     * on this session may have made that key again meanwhile. */
-    if (elector__transient(err) && el->life.closed && o->del_rev > 0 &&
-        o->tries < RESIGN_TRIES) {
-        struct op *d = elector__op_new(el);
-        if (d) {
-            d->tries = o->tries + 1;
-            el->checks.retries++;
-            elector__delete_key(el, o->del_rev, d, elector__stray_deleted);
-        }
-    }
-    elector__op_end(o);
-}
-
 /* ---------------------------------------------------------------- resign */
 
 static void resign_send(elector_election *el);
@@ -166,7 +101,7 @@ static void resign_done(elector_etcd *e, int err, const ProtobufCMessage *m, voi
 {
     (void)m;
     struct op *o = ud;
-    delete_over(o->el);
+    elector__delete_over(o->el);
     elector_election *el = elector__op_end(o);
     if (!el || !el->resign_pending) return; /* freed, or a new campaign took over */
     resign_settle(el, err, elector_etcd_errstr(e));

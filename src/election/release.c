@@ -201,6 +201,21 @@ static int spawn_helper(const char *path, int sock, int self, pid_t *pid)
     return rc;
 }
 
+/* The helper's orders: the lease, its TTL and the client's settings (the
+ * strings borrowed from the client). */
+static void orders_of(elector_etcd *e, int64_t lease, int64_t ttl_s, orders *o)
+{
+    elector_etcd_config c;
+    elector__etcd_settings(e, &c);
+    *o = (orders){.v = {lease, ttl_s, c.dial_timeout_ms, c.request_timeout_ms,
+                        c.keepalive_time_ms, c.keepalive_idle_ms, c.keepalive_timeout_ms,
+                        c.backoff_min_ms, c.backoff_max_ms, (int64_t)c.max_recv_msg_bytes,
+                        (int64_t)c.max_decode_bytes, c.insecure_skip_verify},
+                  .s = {c.endpoints, c.cacert, c.cert, c.key, c.user, c.password}};
+    for (int i = 0; i < NSTR; i++)
+        o->slen[i] = o->s[i] ? (uint32_t)strnlen(o->s[i], MAX_ORDERS) : 0;
+}
+
 void elector__release_start(elector__release *r, elector_etcd *e, int64_t lease,
                             int64_t ttl_s)
 {
@@ -211,15 +226,8 @@ void elector__release_start(elector__release *r, elector_etcd *e, int64_t lease,
         r->pid = ELECTOR_EINVAL;
         return;
     }
-    elector_etcd_config c;
-    elector__etcd_settings(e, &c);
-    orders o = {.v = {lease, ttl_s, c.dial_timeout_ms, c.request_timeout_ms,
-                      c.keepalive_time_ms, c.keepalive_idle_ms, c.keepalive_timeout_ms,
-                      c.backoff_min_ms, c.backoff_max_ms, (int64_t)c.max_recv_msg_bytes,
-                      (int64_t)c.max_decode_bytes, c.insecure_skip_verify},
-                .s = {c.endpoints, c.cacert, c.cert, c.key, c.user, c.password}};
-    for (int i = 0; i < NSTR; i++)
-        o.slen[i] = o.s[i] ? (uint32_t)strnlen(o.s[i], MAX_ORDERS) : 0;
+    orders o;
+    orders_of(e, lease, ttl_s, &o);
     size_t n = encode(&o, NULL);
     if (n > MAX_ORDERS) {
         r->pid = ELECTOR_EINVAL;

@@ -3,178 +3,12 @@
  * until when we can prove it alive. States: GRANTING -> ALIVE -> DEAD (lease gone
  * or unprovable), or CLOSED by the owner from any state.
  *
- * A session tells what depends on it (elections) through a list of listeners;
- * it knows nothing else of them. */
+ * A session tells what depends on it (elections) through a list of listeners
+ * (session_view.c); it knows nothing else of them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "election_private.h"
-
-/* An event under way over the listeners: the next one to call. Listeners that
- * leave the list meanwhile move the cursor on; walks nest (a listener may close
- * the session, which walks again), so the cursors form a stack. */
-struct walk {
-    elector__session_listener *next;
-    struct walk *outer;
-};
-
-struct elector_session {
-    elector_etcd *etcd;
-    elector_session_config cfg;
-    enum elector__session_phase state;
-    int64_t lease, ttl_s;
-    int64_t deadline_ns; /* proven lease expiry minus the margin */
-    int64_t ka_sent_ns;  /* when the keepalive in flight (or the grant) was sent */
-    bool ka_in_flight;
-    bool revoke_owed; /* we hold a lease that nobody revoked and etcd did not drop */
-    int last_err, grant_err;
-    int64_t created_ms; /* deadline clock: grants are retried for GRANT_RETRY_MS */
-    uint64_t restores;  /* elector__restores() when the lease was granted */
-    elector_session_stats stats;
-    /* Holds: the grant in flight, events under way; closed: by the owner. */
-    elector__life life;
-    elector__timer renew_timer, deadline_timer;
-    elector__session_listener *listeners;
-    struct walk *walks;
-    elector_session_cb cb;
-    void *ud;
-    elector__release rel; /* release_on_exit: the helper */
-};
-
-enum elector__session_phase elector__session_phase(const elector_session *s)
-{
-    return s->state;
-}
-
-elector_etcd *elector__session_etcd(const elector_session *s)
-{
-    return s->etcd;
-}
-
-bool elector__session_manual_release(const elector_session *s)
-{
-    return s->cfg.manual_release;
-}
-
-int64_t elector__session_deadline_raw_ns(const elector_session *s)
-{
-    return s->deadline_ns;
-}
-
-/* ---------------------------------------------------------------- listeners */
-
-void elector__session_listen(elector_session *s, elector__session_listener *l,
-                             const elector__session_events *ev)
-{
-    l->ev = ev;
-    l->prev = NULL;
-    l->next = s->listeners;
-    if (l->next) l->next->prev = l;
-    s->listeners = l;
-}
-
-void elector__session_unlisten(elector_session *s, elector__session_listener *l)
-{
-    for (struct walk *w = s->walks; w; w = w->outer)
-        if (w->next == l) w->next = l->next;
-    if (l->prev)
-        l->prev->next = l->next;
-    else
-        s->listeners = l->next;
-    if (l->next) l->next->prev = l->prev;
-    l->next = l->prev = NULL;
-}
-
-elector__session_listener *elector__session_listeners(const elector_session *s)
-{
-    return s->listeners;
-}
-
-static void session_unhold(elector_session *s)
-{
-    if (elector__unhold(&s->life)) free(s);
-}
-
-enum what { READY, ENDED };
-
-/* Tells every listener, holding the session: a listener may close it. */
-static void notify(elector_session *s, enum what what, int reason, const char *detail,
-                   int64_t end_ns)
-{
-    struct walk w = {s->listeners, s->walks};
-    s->walks = &w;
-    elector__hold(&s->life);
-    while (w.next) {
-        elector__session_listener *l = w.next;
-        w.next = l->next;
-        if (what == READY)
-            l->ev->ready(l);
-        else
-            l->ev->ended(l, reason, detail, end_ns);
-    }
-    s->walks = w.outer;
-    session_unhold(s);
-}
-
-/* The session died or was closed: LOST or FAILED for each listener. The belief
- * ended at the validity deadline, or now if that is sooner. */
-static void notify_ended(elector_session *s, int reason, const char *detail,
-                         int64_t end_ns)
-{
-    int64_t now = elector_now_ns();
-    notify(s, ENDED, reason, detail, end_ns && end_ns < now ? end_ns : now);
-}
-
-/* The session is closing: every listener forgets it and leaves the list. */
-static void detach_all(elector_session *s)
-{
-    elector__hold(&s->life);
-    while (s->listeners) {
-        elector__session_listener *l = s->listeners;
-        elector__session_unlisten(s, l);
-        l->ev->detached(l);
-    }
-    session_unhold(s);
-}
-
-void elector_session_config_init(elector_session_config *cfg)
-{
-    memset(cfg, 0, sizeof(*cfg));
-    cfg->ttl_s = 10;
-}
-
-int elector_session_helper(const elector_session *s)
-{
-    return s->rel.pid;
-}
-
-int64_t elector_session_lease(const elector_session *s)
-{
-    return s->lease;
-}
-
-int64_t elector_session_ttl(const elector_session *s)
-{
-    return s->ttl_s;
-}
-
-int64_t elector_session_deadline_ns(const elector_session *s)
-{
-    return s->state == ELECTOR__S_ALIVE ? s->deadline_ns : 0;
-}
-
-bool elector_session_alive(const elector_session *s)
-{
-    return s->state == ELECTOR__S_ALIVE && elector_now_ns() < s->deadline_ns;
-}
-
-const int64_t elector_rtt_bounds_us[ELECTOR_RTT_BUCKETS - 1] = {
-    500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000};
-
-void elector_session_get_stats(const elector_session *s, elector_session_stats *out)
-{
-    *out = s->stats;
-}
+#include "session_private.h"
 
 static void note_rtt(elector_session *s, int64_t rtt_ns)
 {
@@ -231,7 +65,7 @@ static void session_die(elector_session *s, int reason, const char *detail)
     /* Nothing left for the helper to release. */
     if (!s->revoke_owed) elector__release_stop(&s->rel);
     elector__hold(&s->life);
-    notify_ended(s, reason, detail, end_ns);
+    elector__session_notify_ended(s, reason, detail, end_ns);
     if (s->cb && s->state == ELECTOR__S_DEAD) {
         elector_event ev = {.type = ELECTOR_EV_SESSION_LOST,
                             .reason = reason,
@@ -240,7 +74,7 @@ static void session_die(elector_session *s, int reason, const char *detail)
                             .mono_ns = elector__mono_ns()};
         s->cb(s, &ev, s->ud);
     }
-    session_unhold(s);
+    elector__session_unhold(s);
 }
 
 /* The validity deadline has passed: the session is over, whatever comes later. */
@@ -346,7 +180,7 @@ static void granted(elector_session *s, int64_t id, int64_t ttl)
     s->deadline_ns = 0;
     extend(s, s->ka_sent_ns, ttl);
     if (s->cfg.release_on_exit) elector__release_start(&s->rel, s->etcd, id, ttl);
-    notify(s, READY, 0, NULL, 0);
+    elector__session_notify(s, SW_READY, 0, NULL, 0);
 }
 
 /* A grant refused as ELECTOR_EUNAVAILABLE (etcd's "too many requests", the
@@ -429,7 +263,7 @@ static void grant_done(elector_etcd *e, int err, const ProtobufCMessage *m, void
             granted(s, r->id, r->ttl);
         }
     }
-    session_unhold(s);
+    elector__session_unhold(s);
 }
 
 static void adopt_done(elector_etcd *e, int err, int64_t lease, int64_t ttl, void *ud)
@@ -547,8 +381,8 @@ static int64_t close_common(elector_session *s)
     elector__timer_disarm(s->etcd, &s->deadline_timer);
     elector_etcd_keepalive_forget(s->etcd, s);
     elector__release_stop(&s->rel); /* we revoke it ourselves */
-    notify_ended(s, ELECTOR_ECLOSED, "session closed", 0);
-    detach_all(s);
+    elector__session_notify_ended(s, ELECTOR_ECLOSED, "session closed", 0);
+    elector__session_detach_all(s);
     return lease;
 }
 

@@ -1,91 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /* The requests of the election protocol (docs/DESIGN.md, "Elections"): each a
- * Txn guarded by one compare on our key. They fill an elector__txn in place (it
- * points into itself: build it where it is sent from) and borrow keys and
- * values. */
-#include <string.h>
+ * Txn guarded by one compare on our key, made of the KV pieces of
+ * src/etcd/kv.c. They fill an elector__txn in place (it points into itself:
+ * build it where it is sent from) and borrow keys and values. */
 #include "election_private.h"
-
-void elector__cmp_create(Etcdserverpb__Compare *c, const uint8_t *key, size_t klen,
-                         int64_t rev)
-{
-    etcdserverpb__compare__init(c);
-    c->result = ETCDSERVERPB__COMPARE__COMPARE_RESULT__EQUAL;
-    c->target = ETCDSERVERPB__COMPARE__COMPARE_TARGET__CREATE;
-    c->key.data = (uint8_t *)key;
-    c->key.len = klen;
-    c->target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_CREATE_REVISION;
-    c->create_revision = rev;
-}
-
-static void cmp_lease(Etcdserverpb__Compare *c, const uint8_t *key, size_t klen,
-                      int64_t lease)
-{
-    elector__cmp_create(c, key, klen, 0);
-    c->target = ETCDSERVERPB__COMPARE__COMPARE_TARGET__LEASE;
-    c->target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_LEASE;
-    c->lease = lease;
-}
-
-void elector__op_range_key(Etcdserverpb__RequestOp *op, Etcdserverpb__RangeRequest *r,
-                           const uint8_t *key, size_t klen)
-{
-    etcdserverpb__range_request__init(r);
-    r->key.data = (uint8_t *)key;
-    r->key.len = klen;
-    etcdserverpb__request_op__init(op);
-    op->request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
-    op->request_range = r;
-}
-
-static void op_put(Etcdserverpb__RequestOp *op, Etcdserverpb__PutRequest *put,
-                   const uint8_t *key, size_t klen, const uint8_t *v, size_t vlen,
-                   int64_t lease)
-{
-    etcdserverpb__put_request__init(put);
-    put->key.data = (uint8_t *)key;
-    put->key.len = klen;
-    put->value.data = (uint8_t *)v;
-    put->value.len = vlen;
-    put->lease = lease;
-    etcdserverpb__request_op__init(op);
-    op->request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
-    op->request_put = put;
-}
-
-/* The Txn of t: its one compare (t->cmp, filled by the caller) and nsucc
- * success ops from t->op. */
-static void txn_init(elector__txn *t, size_t nsucc)
-{
-    etcdserverpb__txn_request__init(&t->txn);
-    t->cmps[0] = &t->cmp;
-    t->txn.n_compare = 1;
-    t->txn.compare = t->cmps;
-    for (size_t i = 0; i < nsucc; i++)
-        t->ops[i] = &t->op[i];
-    t->txn.n_success = nsucc;
-    t->txn.success = t->ops;
-}
-
-void elector__leader_range(Etcdserverpb__RangeRequest *r, const elector__prefix *p)
-{
-    etcdserverpb__range_request__init(r);
-    r->key.data = p->key;
-    r->key.len = p->len;
-    r->range_end.data = p->end;
-    r->range_end.len = p->end_len;
-    r->sort_order = ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__ASCEND;
-    r->sort_target = ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__CREATE;
-    r->limit = 1;
-}
 
 void elector__txn_campaign(elector__txn *t, const uint8_t *key, size_t klen,
                            const uint8_t *value, size_t vlen, int64_t lease)
 {
     elector__cmp_create(&t->cmp, key, klen, 0);
-    op_put(&t->op[0], &t->put, key, klen, value, vlen, lease);
+    elector__op_put(&t->op[0], &t->put, key, klen, value, vlen, lease);
     elector__op_range_key(&t->op[1], &t->range, key, klen);
-    txn_init(t, 1);
+    elector__txn_init(t, 1);
     /* Failure: the same Put (value updated, create revision kept), then the
      * Range that reads our create revision. */
     t->txn.n_failure = 2;
@@ -103,7 +29,7 @@ void elector__txn_check(elector__txn *t, const uint8_t *key, size_t klen, int64_
     etcdserverpb__request_op__init(&t->op[0]);
     t->op[0].request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
     t->op[0].request_range = &t->range;
-    txn_init(t, 1);
+    elector__txn_init(t, 1);
 }
 
 void elector__txn_check_serializable(elector__txn *t, const uint8_t *key, size_t klen,
@@ -117,8 +43,8 @@ void elector__txn_proclaim(elector__txn *t, const uint8_t *key, size_t klen, int
                            const uint8_t *value, size_t vlen, int64_t lease)
 {
     elector__cmp_create(&t->cmp, key, klen, rev);
-    op_put(&t->op[0], &t->put, key, klen, value, vlen, lease);
-    txn_init(t, 1);
+    elector__op_put(&t->op[0], &t->put, key, klen, value, vlen, lease);
+    elector__txn_init(t, 1);
 }
 
 void elector__txn_delete(elector__txn *t, const uint8_t *key, size_t klen, int64_t rev,
@@ -127,25 +53,7 @@ void elector__txn_delete(elector__txn *t, const uint8_t *key, size_t klen, int64
     if (rev)
         elector__cmp_create(&t->cmp, key, klen, rev);
     else
-        cmp_lease(&t->cmp, key, klen, lease);
-    etcdserverpb__delete_range_request__init(&t->del);
-    t->del.key.data = (uint8_t *)key;
-    t->del.key.len = klen;
-    etcdserverpb__request_op__init(&t->op[0]);
-    t->op[0].request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
-    t->op[0].request_delete_range = &t->del;
-    txn_init(t, 1);
-}
-
-const Etcdserverpb__RangeResponse *
-elector__txn_range(elector_etcd *e, const Etcdserverpb__TxnResponse *r, size_t i)
-{
-    const Etcdserverpb__ResponseOp *op = i < r->n_responses ? r->responses[i] : NULL;
-    if (op && op->response_case == ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_RANGE &&
-        op->response_range)
-        return op->response_range;
-    elector__set_err(
-        e, ELECTOR_EPROTO, "%s: malformed reply from %s: no Range result at %zu",
-        elector_rpc_path(ELECTOR_RPC_TXN), elector_etcd_current_endpoint(e), i + 1);
-    return NULL;
+        elector__cmp_lease(&t->cmp, key, klen, lease);
+    elector__op_delete(&t->op[0], &t->del, key, klen);
+    elector__txn_init(t, 1);
 }

@@ -44,19 +44,19 @@ static int ep_copy(elector__endpoint *dst, const elector__endpoint *src)
     return dst->host && dst->port && dst->authority ? 0 : ELECTOR_ENOMEM;
 }
 
-int elector__endpoints_replace(elector_etcd *e, const char *const *urls, int n, char *why,
-                               size_t cap)
+/* The usable endpoints among urls[0..n-1], parsed into eps (room for n), each
+ * once; returns how many, and counts in *skipped those that cannot be used. */
+static int usable_eps(const elector_etcd *e, const char *const *urls, int n,
+                      elector__endpoint *eps, int *skipped)
 {
     bool tls_default = e->s_cacert || e->s_cert;
-    elector__endpoint *eps = calloc((size_t)n + 1, sizeof(*eps));
-    if (!eps) return ELECTOR_ENOMEM;
-    int m = 0, skipped = 0;
+    int m = 0;
     for (int i = 0; i < n; i++) {
         elector__endpoint *one = NULL;
         char err[300];
         if (!urls[i] || strchr(urls[i], ',') ||
             elector__endpoints_parse(urls[i], tls_default, &one, err, sizeof(err)) != 1) {
-            skipped++;
+            (*skipped)++;
             continue;
         }
         bool dup = false;
@@ -65,13 +65,23 @@ int elector__endpoints_replace(elector_etcd *e, const char *const *urls, int n, 
         /* TLS to a member needs the TLS files; a client set up without them
          * cannot use an https:// member. */
         if (dup || (one->tls && !e->ssl_ctx)) {
-            skipped += !dup;
+            *skipped += !dup;
             elector__endpoints_free(one, 1);
             continue;
         }
         eps[m++] = *one;
         free(one); /* its strings moved to eps[m - 1] */
     }
+    return m;
+}
+
+int elector__endpoints_replace(elector_etcd *e, const char *const *urls, int n, char *why,
+                               size_t cap)
+{
+    elector__endpoint *eps = calloc((size_t)n + 1, sizeof(*eps));
+    if (!eps) return ELECTOR_ENOMEM;
+    int skipped = 0;
+    int m = usable_eps(e, urls, n, eps, &skipped);
     if (m == 0) {
         elector__endpoints_free(eps, m);
         snprintf(why, cap, "no usable client URL among the %d given", n);

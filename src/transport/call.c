@@ -1,56 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /* Calls: unary calls and bidirectional streams, in one list per client. A call
  * waits in the list (QUEUED) until a connection is ready, runs on an HTTP/2
- * stream (ACTIVE), and ends (DONE); reply.c completes it. Calls are freed only
- * in elector__calls_reap(), after the loop's callbacks, never inside one. */
+ * stream (ACTIVE), and ends (DONE); reply.c keeps its state and completes it. Calls are
+ * freed only in elector__calls_reap(), after the loop's callbacks, never inside one.
+ *
+ * Authentication is the first call of a connection: with a user configured,
+ * each connection sends Auth.Authenticate before anything else, and every
+ * request carries the token it returns. The password and the token are
+ * credentials: wiped, not just freed. (It lives here because the call list
+ * decides when to send it, and it is itself a call.) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "transport_private.h"
-
-static void count(call *c, int d)
-{
-    elector_etcd *e = c->etcd;
-    if (c->state == CS_QUEUED)
-        e->n_queued += d;
-    else if (c->state == CS_ACTIVE && c->stream)
-        e->n_active_streams += d;
-    else if (c->state == CS_ACTIVE)
-        e->n_active_unary += d;
-}
-
-void elector__call_set_state(call *c, enum call_state st)
-{
-    count(c, -1);
-    c->state = st;
-    count(c, +1);
-    if (st == CS_DONE) {
-        elector__timer_disarm(c->etcd, &c->deadline);
-        elector__stream_set_awaiting(c, false);
-    }
-}
-
-void elector__stream_set_awaiting(elector_stream *c, bool awaiting)
-{
-    if (awaiting && c->state == CS_DONE) return;
-    if (c->awaiting == awaiting) return;
-    c->awaiting = awaiting;
-    c->etcd->n_awaiting += awaiting ? 1 : -1;
-    elector__ping_rearm(c->etcd);
-}
-
-void elector__call_ready(call *c)
-{
-    elector_etcd *e = c->etcd;
-    if (c->queued_ready) return;
-    c->queued_ready = true;
-    c->ready_next = NULL;
-    if (e->ready_tail)
-        e->ready_tail->ready_next = c;
-    else
-        e->ready_head = c;
-    e->ready_tail = c;
-}
 
 static void list_add(elector_etcd *e, call *c)
 {
@@ -58,7 +20,7 @@ static void list_add(elector_etcd *e, call *c)
     c->prev = NULL;
     if (e->calls) e->calls->prev = c;
     e->calls = c;
-    count(c, +1);
+    elector__call_count(c, +1);
 }
 
 static void list_del(elector_etcd *e, call *c)
@@ -80,18 +42,27 @@ static void call_free(call *c)
     free(c);
 }
 
+static bool auth_needed(const elector_etcd *e);
+static void auth_start(elector_etcd *e);
+
 /* ---------------------------------------------------------------- the loop's side */
 
 void elector__calls_submit(elector_etcd *e)
 {
     /* Nothing waits: do not walk the list (all calls in flight are on it). */
     if (e->cstate != C_READY || e->draining || e->n_queued <= 0) return;
-    bool need_auth = elector__auth_needed(e);
-    if (need_auth && !e->authenticating) elector__auth_start(e);
+    bool need_auth = auth_needed(e);
+    if (need_auth && !e->authenticating) auth_start(e);
     for (call *c = e->calls; c; c = c->next) {
         if (c->state != CS_QUEUED || c->user_closed) continue;
         if (need_auth && !c->is_auth) continue;
-        elector__h2_submit(e, c);
+        int rc = elector__h2_submit(e, c);
+        if (rc) {
+            elector__call_end(c, ELECTOR_EPROTO, elector__h2_submit_strerror(rc));
+            continue;
+        }
+        elector__call_set_state(c, CS_ACTIVE);
+        if (!c->stream) e->stats.requests[c->rpc_id]++;
     }
 }
 
@@ -218,53 +189,6 @@ int elector_etcd_call(elector_etcd *e, elector_rpc rpc, const ProtobufCMessage *
     return elector__call_start(e, rpc, req, opts, cb, ud, NULL);
 }
 
-struct sync_ctx {
-    bool done;
-    int err;
-    ProtobufCMessage *resp;
-};
-
-/* The call is started with take_reply: the reply is ours to keep. */
-static void sync_cb(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
-{
-    (void)e;
-    struct sync_ctx *s = ud;
-    s->done = true;
-    s->err = err;
-    s->resp = (ProtobufCMessage *)m;
-}
-
-int elector_etcd_call_sync(elector_etcd *e, elector_rpc rpc, const ProtobufCMessage *req,
-                           const elector_call_opts *opts, ProtobufCMessage **resp)
-{
-    struct sync_ctx s = {0};
-    if (resp) *resp = NULL;
-    call *c;
-    int rc = elector__call_start(e, rpc, req, opts, sync_cb, &s, &c);
-    if (rc) return rc;
-    c->take_reply = true;
-    if (e->cstate == C_READY && !elector__held(&e->life)) {
-        /* Send now rather than after a first pass through the loop; any failure
-         * is reported through sync_cb, which is ours. */
-        e->now_ms = elector__now_ms();
-        elector__hold(&e->life);
-        elector__calls_submit(e);
-        if (e->h2) elector__h2_flush(e);
-        elector__unhold(&e->life);
-        elector__set_interest(e);
-        elector__ping_rearm(e);
-    }
-    while (!s.done) {
-        rc = elector_etcd_run_once(e, -1);
-        if (rc) return rc;
-    }
-    if (resp)
-        *resp = s.resp;
-    else if (s.resp)
-        protobuf_c_message_free_unpacked(s.resp, NULL);
-    return s.err;
-}
-
 elector_stream *elector_etcd_stream_open(elector_etcd *e, elector_rpc rpc,
                                          const elector_call_opts *opts,
                                          elector_stream_cb cb, void *ud)
@@ -311,4 +235,70 @@ void elector_stream_close(elector_stream *c)
 elector_etcd *elector_stream_client(const elector_stream *s)
 {
     return s->etcd;
+}
+
+/* ---------------------------------------------------------------- authentication */
+
+static bool auth_needed(const elector_etcd *e)
+{
+    return e->s_user && !e->token;
+}
+
+static void auth_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)ud;
+    e->authenticating = false;
+    if (err == 0) {
+        const Etcdserverpb__AuthenticateResponse *r = (const void *)m;
+        elector__drop_token(e);
+        e->token = elector__strdup(r->token ? r->token : "");
+        /* The reply is freed after this callback: wipe its copy too. */
+        if (r->token) explicit_bzero(r->token, strlen(r->token));
+        return;
+    }
+    /* Wrong credentials will not heal by waiting: fail what waits on them now.
+     * Other failures (connection lost) leave the queue for the next connection,
+     * which authenticates again. */
+    if (err != ELECTOR_EAUTH && err != ELECTOR_EPERM && err != ELECTOR_EGRPC) return;
+    char msg[600];
+    snprintf(msg, sizeof(msg), "authentication as '%s' failed: %s", e->s_user, e->errstr);
+    elector__calls_fail_queued(e, ELECTOR_EAUTH, msg);
+}
+
+static void auth_start(elector_etcd *e)
+{
+    elector__password_refresh(e); /* tls_reload.c */
+    Etcdserverpb__AuthenticateRequest req = ETCDSERVERPB__AUTHENTICATE_REQUEST__INIT;
+    req.name = e->s_user;
+    req.password = e->s_password;
+    e->authenticating = true;
+    call *c;
+    if (elector__call_start(e, ELECTOR_RPC_AUTHENTICATE, &req.base, NULL, auth_done, NULL,
+                            &c)) {
+        e->authenticating = false;
+        return;
+    }
+    c->is_auth = true;
+}
+
+/* ---------------------------------------------------------------- restores (reply.c
+ * notes them) */
+
+static void probe_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)e, (void)err, (void)m, (void)ud; /* note_history saw the reply */
+}
+
+/* A new connection after replies were seen: a linearizable read shows at once
+ * whether the cluster's revision went back (a restore restarts the members,
+ * so it always comes with a new connection). Its errors do not matter. */
+void elector__restore_probe(elector_etcd *e)
+{
+    if (!e->seen_rev) return;
+    static const uint8_t key[1] = {0};
+    Etcdserverpb__RangeRequest r = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    r.key = (ProtobufCBinaryData){1, (uint8_t *)key};
+    r.count_only = true;
+    r.limit = 1;
+    elector_etcd_call(e, ELECTOR_RPC_RANGE, &r.base, NULL, probe_done, NULL);
 }

@@ -54,9 +54,15 @@ void elector__set_interest(elector_etcd *e)
 /* ---------------------------------------------------------------- socket I/O */
 
 /* > 0 bytes, 0 would block, < 0 error (the connection has failed). */
-ssize_t elector__io_read(elector_etcd *e, uint8_t *buf, size_t len)
+static ssize_t io_read(elector_etcd *e, uint8_t *buf, size_t len)
 {
-    if (e->ssl) return elector__tls_read(e, buf, len);
+    if (e->ssl) {
+        int err = 0;
+        char why[400];
+        ssize_t n = elector__tls_read(e, buf, len, &err, why, sizeof(why));
+        if (n < 0) elector__conn_fail(e, err, "%s", why);
+        return n;
+    }
     ssize_t n = recv(e->fd, buf, len, 0);
     if (n > 0) return n;
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
@@ -67,14 +73,63 @@ ssize_t elector__io_read(elector_etcd *e, uint8_t *buf, size_t len)
     return -1;
 }
 
-ssize_t elector__io_write(elector_etcd *e, const uint8_t *buf, size_t len)
+static ssize_t io_write(elector_etcd *e, const uint8_t *buf, size_t len)
 {
-    if (e->ssl) return elector__tls_write(e, buf, len);
+    if (e->ssl) {
+        int err = 0;
+        char why[400];
+        ssize_t n = elector__tls_write(e, buf, len, &err, why, sizeof(why));
+        if (n < 0) elector__conn_fail(e, err, "%s", why);
+        return n;
+    }
     ssize_t n = send(e->fd, buf, len, MSG_NOSIGNAL);
     if (n >= 0) return n;
     if (errno == EAGAIN || errno == EINTR) return 0;
     elector__conn_fail(e, ELECTOR_EUNAVAILABLE, "write failed: %s", strerror(errno));
     return -1;
+}
+
+/* The byte pump between the socket and nghttp2 (h2.c, which does no I/O).
+ * Inward: what the socket has, a bounded number of reads per pass. */
+static void pump_in(elector_etcd *e)
+{
+    uint8_t buf[16384];
+    for (int i = 0; i < 64 && e->h2; i++) {
+        ssize_t n = io_read(e, buf, sizeof(buf));
+        if (n <= 0) return;
+        char why[400];
+        int err = elector__h2_input(e, buf, (size_t)n, why, sizeof(why));
+        if (err) {
+            elector__conn_fail(e, err, "%s", why);
+            return;
+        }
+        if ((size_t)n < sizeof(buf) && !e->ssl) return; /* drained */
+    }
+}
+
+/* Outward: nghttp2's output, until it has no more or the socket would block. */
+void elector__conn_flush(elector_etcd *e)
+{
+    e->want_write = false;
+    while (e->h2) {
+        char why[400];
+        int err = elector__h2_output(e, why, sizeof(why));
+        if (err) {
+            elector__conn_fail(e, err, "%s", why);
+            return;
+        }
+        if (!elector__buf_avail(&e->wbuf)) return;
+        ssize_t n =
+            io_write(e, elector__buf_head(&e->wbuf), elector__buf_avail(&e->wbuf));
+        if (n < 0) return;
+        if (n == 0) {
+            e->want_write = true;
+            return;
+        }
+        /* Sent bytes may hold a password or token: do not leave them behind. */
+        explicit_bzero(e->wbuf.data + e->wbuf.off, (size_t)n);
+        elector__buf_consume(&e->wbuf, (size_t)n);
+    }
 }
 
 /* ---------------------------------------------------------------- state machine */
@@ -109,7 +164,7 @@ void elector__conn_fail(elector_etcd *e, int err, const char *fmt, ...)
     bool was_ready = e->cstate == C_READY;
     if (was_ready) e->stats.disconnects++;
     elector__conn_close(e);
-    elector__calls_fail_active(e, was_ready ? ELECTOR_EUNAVAILABLE : err, full);
+    e->up->calls_fail(e, false, was_ready ? ELECTOR_EUNAVAILABLE : err, full);
     e->cstate = C_IDLE;
     e->last_conn_err = err;
     snprintf(e->last_conn_msg, sizeof(e->last_conn_msg), "%s", full);
@@ -122,14 +177,14 @@ void elector__conn_fail(elector_etcd *e, int err, const char *fmt, ...)
         if (++e->round_failures >= e->nep) {
             e->round_failures = 0;
             e->backoffs++;
-            elector__calls_fail_queued(e, err, full);
+            e->up->calls_fail(e, true, err, full);
         }
         e->retry_at_ms =
             e->now_ms + elector__backoff_ms(e->backoffs, e->cfg.backoff_min_ms,
                                             e->cfg.backoff_max_ms, elector__next_rnd(e));
     }
     elector__conn_rearm(e);
-    elector__ping_rearm(e);
+    e->up->conn_down(e);
 }
 
 static void connect_start(elector_etcd *e)
@@ -163,6 +218,18 @@ static void connect_start(elector_etcd *e)
     elector__set_interest(e);
 }
 
+/* One step of the TLS handshake; once it is done, HTTP/2 starts. */
+static void tls_step(elector_etcd *e)
+{
+    char why[400];
+    bool done = false;
+    int err = elector__tls_step(e, &done, why, sizeof(why));
+    if (err)
+        elector__conn_fail(e, err, "%s", why);
+    else if (done && elector__h2_start(e))
+        elector__conn_fail(e, ELECTOR_ENOMEM, "out of memory");
+}
+
 static void connect_finish(elector_etcd *e)
 {
     int soerr = 0;
@@ -179,8 +246,14 @@ static void connect_finish(elector_etcd *e)
                                "TLS is not set up (see the earlier error)");
             return;
         }
-        elector__tls_start(e);
-        if (e->ssl) elector__tls_step(e);
+        elector__tls_refresh(e); /* the files changed: a new context (tls_reload.c) */
+        char why[400];
+        int err = elector__tls_start(e, why, sizeof(why));
+        if (err) {
+            elector__conn_fail(e, err, "%s", why);
+            return;
+        }
+        tls_step(e);
     } else if (elector__h2_start(e)) {
         elector__conn_fail(e, ELECTOR_ENOMEM, "out of memory");
     }
@@ -193,11 +266,11 @@ void elector__conn_io(elector_etcd *e)
         if (e->writable || e->readable) connect_finish(e);
         break;
     case C_TLS:
-        if (e->writable || e->readable) elector__tls_step(e);
+        if (e->writable || e->readable) tls_step(e);
         break;
     case C_SETTINGS:
     case C_READY:
-        if (e->readable) elector__h2_read(e);
+        if (e->readable) pump_in(e);
         break;
     case C_IDLE:
         break;

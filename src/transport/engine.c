@@ -20,16 +20,6 @@
 
 /* ---------------------------------------------------------------- errors, misc */
 
-int elector__set_err(elector_etcd *e, int err, const char *fmt, ...)
-{
-    e->err = err;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->errstr, sizeof(e->errstr), fmt, ap);
-    va_end(ap);
-    return err;
-}
-
 int elector_etcd_err(const elector_etcd *e)
 {
     return e ? e->err : ELECTOR_ENOMEM;
@@ -59,16 +49,6 @@ bool elector__etcd_leave(elector_etcd *e)
 {
     elector__unhold(&e->life); /* the loop's own hold outlives this one */
     return e->life.closed;
-}
-
-uint32_t elector__next_rnd(elector_etcd *e)
-{
-    /* xorshift32: jitter only, no need for quality. */
-    uint32_t x = e->rnd;
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    return e->rnd = x;
 }
 
 /* ---------------------------------------------------------------- exts */
@@ -151,6 +131,36 @@ void elector__etcd_settings(const elector_etcd *e, elector_etcd_config *out)
     out->password_file = e->s_password_file;
 }
 
+/* ---------------------------------------------------------------- reports from below */
+
+/* SETTINGS came (h2.c): the connection is ready. */
+static void conn_up(elector_etcd *e)
+{
+    elector__restore_probe(e);
+    e->round_failures = 0;
+    e->backoffs = 0;
+    elector__conn_rearm(e);
+    elector__ping_rearm(e);
+}
+
+static void calls_fail(elector_etcd *e, bool queued, int err, const char *msg)
+{
+    if (queued)
+        elector__calls_fail_queued(e, err, msg);
+    else
+        elector__calls_fail_active(e, err, msg);
+}
+
+/* The connection failed and is closed (conn.c). */
+static void conn_down(elector_etcd *e)
+{
+    elector__ping_rearm(e);
+}
+
+static const elector__up up = {
+    elector__call_ready, elector__call_end, conn_up,
+    calls_fail,          conn_down,         elector__learner_refusal};
+
 elector_etcd *elector_etcd_new(const elector_etcd_config *cfg)
 {
     elector_etcd_config defaults;
@@ -160,6 +170,7 @@ elector_etcd *elector_etcd_new(const elector_etcd_config *cfg)
     }
     elector_etcd *e = calloc(1, sizeof(*e));
     if (!e) return NULL;
+    e->up = &up;
     e->fd = e->evfd = e->epfd = e->tfd = -1;
     e->wake_ms = INT64_MAX;
     e->rnd = (uint32_t)elector_now_ns() | 1u;
@@ -192,7 +203,10 @@ elector_etcd *elector_etcd_new(const elector_etcd_config *cfg)
     bool any_tls = false;
     for (int i = 0; i < n; i++)
         any_tls |= e->eps[i].tls;
-    if (any_tls) e->init_err = elector__tls_setup(e);
+    if (any_tls) {
+        elector__tls_files_note(e); /* before reading: a change meanwhile is seen later */
+        e->init_err = elector__tls_setup(e);
+    }
     if (!e->init_err && e->s_password_file) elector__password_refresh(e);
     if (!e->init_err) elector__autosync_start(e);
     return e;
@@ -266,7 +280,7 @@ static int process_events(elector_etcd *e, struct epoll_event *evs, int nev)
     for (int round = 0; round < 4 && !e->life.closed; round++) {
         /* Callbacks may queue new calls: submit them in this same pass. */
         elector__calls_submit(e);
-        if (e->h2) elector__h2_flush(e);
+        if (e->h2) elector__conn_flush(e);
         if (!e->ready_head) break;
         elector__dispatch(e);
     }
@@ -281,6 +295,18 @@ static int process_events(elector_etcd *e, struct epoll_event *evs, int nev)
     elector__set_interest(e);
     elector__wake_at(e, next_due(e, elector__now_ms()));
     return 0;
+}
+
+void elector__etcd_send_now(elector_etcd *e)
+{
+    if (e->cstate != C_READY || elector__held(&e->life)) return;
+    e->now_ms = elector__now_ms();
+    elector__hold(&e->life);
+    elector__calls_submit(e);
+    if (e->h2) elector__conn_flush(e);
+    elector__unhold(&e->life);
+    elector__set_interest(e);
+    elector__ping_rearm(e);
 }
 
 int elector_etcd_process(elector_etcd *e)

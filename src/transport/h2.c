@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* nghttp2 glue. nghttp2 does no I/O: we feed it the bytes read and hand its
- * output to the socket. Its callbacks only record what happened on a call and
- * put the call on the ready queue; user callbacks run from dispatch() (reply.c)
- * once nghttp2 has returned, so a user may free anything from a callback. */
+/* nghttp2 glue, bytes in and bytes out: nghttp2 does no I/O, and neither does
+ * this file. conn.c pumps: it feeds the bytes read (elector__h2_input) and
+ * writes the output gathered (elector__h2_output). Its callbacks only record
+ * what happened on a call and report it through e->up (engine.c): the call
+ * goes on the ready queue, user callbacks run from dispatch() (reply.c) once
+ * nghttp2 has returned, so a user may free anything from a callback. Errors
+ * are returned, never acted on here. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,7 +100,7 @@ static void rx_violation(call *c, const char *fmt, ...)
     c->rx_err = ELECTOR_EPROTO;
     elector__h2_reset(c);
     elector__buf_free(&c->in);
-    elector__call_ready(c);
+    c->etcd->up->call_ready(c);
 }
 
 /* Checks each gRPC message prefix as soon as its 5 bytes are in, before the
@@ -136,7 +139,7 @@ static int on_data_cb(nghttp2_session *s, uint8_t flags, int32_t sid, const uint
     if (elector__buf_append(&c->in, data, len)) return NGHTTP2_ERR_CALLBACK_FAILURE;
     c->rx_total += len;
     rx_scan(c);
-    if (c->stream && !c->rx_err) elector__call_ready(c);
+    if (c->stream && !c->rx_err) c->etcd->up->call_ready(c);
     return 0;
 }
 
@@ -148,7 +151,7 @@ static int on_close_cb(nghttp2_session *s, int32_t sid, uint32_t code, void *ud)
     c->net_closed = true;
     c->h2_error = code;
     c->sid = 0;
-    elector__call_ready(c);
+    c->etcd->up->call_ready(c);
     return 0;
 }
 
@@ -162,11 +165,7 @@ static int on_frame_cb(nghttp2_session *s, const nghttp2_frame *f, void *ud)
         if (!(f->hd.flags & NGHTTP2_FLAG_ACK) && e->cstate == C_SETTINGS) {
             e->cstate = C_READY;
             e->stats.connects++;
-            elector__restore_probe(e);
-            e->round_failures = 0;
-            e->backoffs = 0;
-            elector__conn_rearm(e);
-            elector__ping_rearm(e);
+            e->up->conn_up(e);
         }
         break;
     case NGHTTP2_PING:
@@ -245,8 +244,8 @@ const char *elector__h2_strerror(uint32_t code)
     }
 
 /* Opens c's HTTP/2 stream with the gRPC request headers; the data provider
- * hands it the framed request. */
-void elector__h2_submit(elector_etcd *e, call *c)
+ * hands it the framed request. 0, or nghttp2's error (< 0) when it refused. */
+int elector__h2_submit(elector_etcd *e, call *c)
 {
     const elector__endpoint *ep = &e->eps[e->ep];
     char tmo[16];
@@ -268,13 +267,8 @@ void elector__h2_submit(elector_etcd *e, call *c)
     if (c->require_leader) nv[n++] = (nghttp2_nv)NV("hasleader", "true", 4);
     nghttp2_data_provider dp = {.source.ptr = c, .read_callback = data_read_cb};
     int32_t sid = nghttp2_submit_request(e->h2, NULL, nv, n, &dp, c);
-    if (sid < 0) {
-        elector__call_end(c, ELECTOR_EPROTO, nghttp2_strerror(sid));
-        return;
-    }
+    if (sid < 0) return sid;
     c->sid = sid;
-    elector__call_set_state(c, CS_ACTIVE);
-    if (!c->stream) e->stats.requests[c->rpc_id]++;
     c->net_closed = false;
     c->h2_error = 0;
     c->in.off = c->in.len = 0;
@@ -283,54 +277,42 @@ void elector__h2_submit(elector_etcd *e, call *c)
     c->http_status = 0;
     c->grpc_status = -1;
     c->grpc_msg[0] = 0;
+    return 0;
 }
 
-/* Hands nghttp2's output to the socket. nghttp2 returns one frame at a time;
- * gathering them first makes a request (HEADERS + DATA) one send(), not two. */
-void elector__h2_flush(elector_etcd *e)
+const char *elector__h2_submit_strerror(int rc)
 {
-    e->want_write = false;
-    while (e->h2) {
-        while (elector__buf_avail(&e->wbuf) < 65536) {
-            const uint8_t *data;
-            ssize_t len = nghttp2_session_mem_send(e->h2, &data);
-            if (len < 0) {
-                elector__conn_fail(e, ELECTOR_EPROTO, "HTTP/2: %s",
-                                   nghttp2_strerror((int)len));
-                return;
-            }
-            if (len == 0) break;
-            if (elector__buf_append(&e->wbuf, data, (size_t)len)) {
-                elector__conn_fail(e, ELECTOR_ENOMEM, "out of memory");
-                return;
-            }
-        }
-        if (!elector__buf_avail(&e->wbuf)) return;
-        ssize_t n = elector__io_write(e, elector__buf_head(&e->wbuf),
-                                      elector__buf_avail(&e->wbuf));
-        if (n < 0) return;
-        if (n == 0) {
-            e->want_write = true;
-            return;
-        }
-        /* Sent bytes may hold a password or token: do not leave them behind. */
-        explicit_bzero(e->wbuf.data + e->wbuf.off, (size_t)n);
-        elector__buf_consume(&e->wbuf, (size_t)n);
-    }
+    return nghttp2_strerror(rc);
 }
 
-void elector__h2_read(elector_etcd *e)
+/* nghttp2's output into e->wbuf, up to 64 KiB waiting there: nghttp2 returns
+ * one frame at a time, and gathering them makes a request (HEADERS + DATA) one
+ * send(), not two. 0, or an error with why set (the connection is broken). */
+int elector__h2_output(elector_etcd *e, char *why, size_t cap)
 {
-    uint8_t buf[16384];
-    for (int i = 0; i < 64 && e->h2; i++) {
-        ssize_t n = elector__io_read(e, buf, sizeof(buf));
-        if (n <= 0) return;
-        ssize_t rc = nghttp2_session_mem_recv(e->h2, buf, (size_t)n);
-        if (rc < 0) {
-            elector__conn_fail(e, ELECTOR_EPROTO, "HTTP/2: %s",
-                               nghttp2_strerror((int)rc));
-            return;
+    while (e->h2 && elector__buf_avail(&e->wbuf) < 65536) {
+        const uint8_t *data;
+        ssize_t len = nghttp2_session_mem_send(e->h2, &data);
+        if (len < 0) {
+            snprintf(why, cap, "HTTP/2: %s", nghttp2_strerror((int)len));
+            return ELECTOR_EPROTO;
         }
-        if ((size_t)n < sizeof(buf) && !e->ssl) return; /* drained */
+        if (len == 0) break;
+        if (elector__buf_append(&e->wbuf, data, (size_t)len)) {
+            snprintf(why, cap, "out of memory");
+            return ELECTOR_ENOMEM;
+        }
     }
+    return 0;
+}
+
+/* Hands n bytes read from the connection to nghttp2; its callbacks report what
+ * they bring. 0, or an error with why set (the connection is broken). */
+int elector__h2_input(elector_etcd *e, const uint8_t *buf, size_t n, char *why,
+                      size_t cap)
+{
+    ssize_t rc = nghttp2_session_mem_recv(e->h2, buf, n);
+    if (rc >= 0) return 0;
+    snprintf(why, cap, "HTTP/2: %s", nghttp2_strerror((int)rc));
+    return ELECTOR_EPROTO;
 }

@@ -1,12 +1,76 @@
 /* SPDX-License-Identifier: MIT */
-/* Completing calls. nghttp2's callbacks (h2.c) put a call on the ready queue;
- * dispatch() drains it once nghttp2 has returned: a stream's messages go to its
- * callback one by one, a unary call's status and single message end it. A call
- * ends once (elector__call_end); its callback may free anything, the call
- * itself included (reaped later). */
+/* A call's state and its completion. nghttp2's callbacks (h2.c) put a call on
+ * the ready queue (through the engine's table, e->up); dispatch() drains it
+ * once nghttp2 has returned: a stream's messages go to its callback one by one,
+ * a unary call's status and single message end it. A call ends once
+ * (elector__call_end); its callback may free anything, the call itself
+ * included (reaped later). call.c, above, makes and submits calls. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "transport_private.h"
+
+/* ---------------------------------------------------------------- a call's state */
+
+void elector__call_count(call *c, int d)
+{
+    elector_etcd *e = c->etcd;
+    if (c->state == CS_QUEUED)
+        e->n_queued += d;
+    else if (c->state == CS_ACTIVE && c->stream)
+        e->n_active_streams += d;
+    else if (c->state == CS_ACTIVE)
+        e->n_active_unary += d;
+}
+
+void elector__call_set_state(call *c, enum call_state st)
+{
+    elector__call_count(c, -1);
+    c->state = st;
+    elector__call_count(c, +1);
+    if (st == CS_DONE) {
+        elector__timer_disarm(c->etcd, &c->deadline);
+        elector__stream_set_awaiting(c, false);
+    }
+}
+
+void elector__stream_set_awaiting(elector_stream *c, bool awaiting)
+{
+    if (awaiting && c->state == CS_DONE) return;
+    if (c->awaiting == awaiting) return;
+    c->awaiting = awaiting;
+    c->etcd->n_awaiting += awaiting ? 1 : -1;
+    elector__ping_rearm(c->etcd);
+}
+
+void elector__call_ready(call *c)
+{
+    elector_etcd *e = c->etcd;
+    if (c->queued_ready) return;
+    c->queued_ready = true;
+    c->ready_next = NULL;
+    if (e->ready_tail)
+        e->ready_tail->ready_next = c;
+    else
+        e->ready_head = c;
+    e->ready_tail = c;
+}
+
+void elector__drop_token(elector_etcd *e)
+{
+    if (e->token) explicit_bzero(e->token, strlen(e->token));
+    free(e->token);
+    e->token = NULL;
+}
+
+/* etcd refuses a request whose token expired before executing it: it may go
+ * out again, once, after authenticating again. */
+bool elector__auth_may_resend(const call *c, int err)
+{
+    return err == ELECTOR_ETOKEN && c->etcd->s_user && !c->auth_retried && !c->is_auth;
+}
+
+/* ---------------------------------------------------------------- completion */
 
 void elector__call_end(call *c, int err, const char *msg)
 {
@@ -41,7 +105,7 @@ static int status_err(call *c, char *msg, size_t cap)
         snprintf(msg, cap, "%s: stream ended by %s", c->rpc->path, ep);
     }
     if (err == ELECTOR_ETOKEN) elector__drop_token(c->etcd);
-    if (c->grpc_status > 0 && elector__learner_refusal(c->etcd, c->grpc_msg))
+    if (c->grpc_status > 0 && c->etcd->up->learner_refusal(c->etcd, c->grpc_msg))
         err = ELECTOR_EUNAVAILABLE; /* not executed; the next member will */
     return err;
 }
@@ -230,25 +294,6 @@ uint64_t elector__restores(const elector_etcd *e, const char **msg)
 {
     if (msg) *msg = e->restore_msg;
     return e->restores;
-}
-
-static void probe_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
-{
-    (void)e, (void)err, (void)m, (void)ud; /* note_history saw the reply */
-}
-
-/* A new connection after replies were seen: a linearizable read shows at once
- * whether the cluster's revision went back (a restore restarts the members,
- * so it always comes with a new connection). Its errors do not matter. */
-void elector__restore_probe(elector_etcd *e)
-{
-    if (!e->seen_rev) return;
-    static const uint8_t key[1] = {0};
-    Etcdserverpb__RangeRequest r = ETCDSERVERPB__RANGE_REQUEST__INIT;
-    r.key = (ProtobufCBinaryData){1, (uint8_t *)key};
-    r.count_only = true;
-    r.limit = 1;
-    elector_etcd_call(e, ELECTOR_RPC_RANGE, &r.base, NULL, probe_done, NULL);
 }
 
 static void finish_unary(elector_etcd *e, call *c)

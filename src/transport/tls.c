@@ -1,14 +1,30 @@
 /* SPDX-License-Identifier: MIT */
 /* TLS on the connection: the context (CA, client certificate), the handshake
  * with the endpoint's name or address checked, ALPN h2, and reads and writes.
+ * A failure is returned (an error code, what went wrong in why); conn.c fails
+ * the connection with it.
  * OpenSSL is called by its usual names; ssl_lazy.h sends those calls through
  * the table that ssl_lazy.c fills when the first TLS endpoint is configured. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <arpa/inet.h>
 #include "transport_private.h"
 #include "ssl_lazy.h"
+
+/* What went wrong, into why; returns err. The caller (conn.c) fails the
+ * connection with it. */
+static int tls_err(char *why, size_t cap, int err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int tls_err(char *why, size_t cap, int err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, cap, fmt, ap);
+    va_end(ap);
+    return err;
+}
 
 /* OpenSSL 3 has no reason string for system errors (a missing file): fall back
  * to the full error text. */
@@ -87,7 +103,6 @@ void elector__tls_ctx_free(SSL_CTX *ctx)
 int elector__tls_setup(elector_etcd *e)
 {
     char why[600];
-    elector__tls_files_note(e); /* before reading: a change meanwhile is seen later */
     int err = elector__tls_ctx_build(e, &e->ssl_ctx, why, sizeof(why));
     return err ? elector__set_err(e, err, "%s", why) : 0;
 }
@@ -104,16 +119,14 @@ void elector__tls_free_ctx(elector_etcd *e)
     e->ssl_ctx = NULL;
 }
 
-void elector__tls_start(elector_etcd *e)
+int elector__tls_start(elector_etcd *e, char *why, size_t cap)
 {
     const elector__endpoint *ep = &e->eps[e->ep];
-    elector__tls_refresh(e); /* the files changed: a new context (tls_reload.c) */
     e->ssl = SSL_new(e->ssl_ctx);
     BIO *bio = e->ssl ? elector__ssl_socket_bio(e->fd) : NULL;
-    if (!bio) {
-        elector__conn_fail(e, ELECTOR_ETLS, "cannot create TLS session: out of memory");
-        return;
-    }
+    if (!bio)
+        return tls_err(why, cap, ELECTOR_ETLS,
+                       "cannot create TLS session: out of memory");
     SSL_set_bio(e->ssl, bio, bio); /* the SSL object owns it now */
     unsigned char tmp[16];
     bool is_ip =
@@ -127,62 +140,59 @@ void elector__tls_start(elector_etcd *e)
                   ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(e->ssl), ep->host) == 1
                   : SSL_set_tlsext_host_name(e->ssl, ep->host) == 1 &&
                         SSL_set1_host(e->ssl, ep->host) == 1;
-    if (!ok) {
-        elector__conn_fail(e, ELECTOR_ETLS,
-                           "cannot set up the check of the server's %s '%s': %s",
-                           is_ip ? "IP address" : "host name", ep->host, ssl_err_text());
-        return;
-    }
+    if (!ok)
+        return tls_err(why, cap, ELECTOR_ETLS,
+                       "cannot set up the check of the server's %s '%s': %s",
+                       is_ip ? "IP address" : "host name", ep->host, ssl_err_text());
     e->cstate = C_TLS;
+    return 0;
 }
 
 /* gRPC needs HTTP/2; a server that did not agree to it in ALPN is not an etcd
  * gRPC endpoint (or is something in between). */
-static void handshake_done(elector_etcd *e)
+static int check_alpn(elector_etcd *e, char *why, size_t cap)
 {
     const unsigned char *proto = NULL;
     unsigned int plen = 0;
     SSL_get0_alpn_selected(e->ssl, &proto, &plen);
-    if (plen != 2 || memcmp(proto, "h2", 2) != 0) {
-        char got[40];
-        snprintf(got, sizeof(got), plen ? "'%.*s'" : "none", (int)(plen < 32 ? plen : 32),
-                 proto ? (const char *)proto : "");
-        elector__conn_fail(
-            e, ELECTOR_ETLS,
-            "TLS handshake: the server did not agree to HTTP/2 (ALPN h2; it chose %s)",
-            got);
-        return;
-    }
-    if (elector__h2_start(e)) elector__conn_fail(e, ELECTOR_ENOMEM, "out of memory");
+    if (plen == 2 && memcmp(proto, "h2", 2) == 0) return 0;
+    char got[40];
+    snprintf(got, sizeof(got), plen ? "'%.*s'" : "none", (int)(plen < 32 ? plen : 32),
+             proto ? (const char *)proto : "");
+    return tls_err(
+        why, cap, ELECTOR_ETLS,
+        "TLS handshake: the server did not agree to HTTP/2 (ALPN h2; it chose %s)", got);
 }
 
-void elector__tls_step(elector_etcd *e)
+int elector__tls_step(elector_etcd *e, bool *done, char *why, size_t cap)
 {
+    *done = false;
     ERR_clear_error();
     int rc = SSL_connect(e->ssl);
     if (rc == 1) {
-        handshake_done(e);
-        return;
+        int err = check_alpn(e, why, cap);
+        *done = !err;
+        return err;
     }
     int se = SSL_get_error(e->ssl, rc);
-    if (se == SSL_ERROR_WANT_READ) return;
+    if (se == SSL_ERROR_WANT_READ) return 0;
     if (se == SSL_ERROR_WANT_WRITE) {
         e->want_write = true;
-        return;
+        return 0;
     }
     long vr = SSL_get_verify_result(e->ssl);
     unsigned long ec = ERR_get_error();
     if (vr != X509_V_OK)
-        elector__conn_fail(e, ELECTOR_ETLS,
-                           "TLS handshake failed: server certificate not trusted (%s)",
-                           X509_verify_cert_error_string(vr));
-    else
-        elector__conn_fail(e, ELECTOR_ETLS, "TLS handshake failed: %s",
-                           ec ? ERR_reason_error_string(ec)
-                              : "connection closed during handshake");
+        return tls_err(why, cap, ELECTOR_ETLS,
+                       "TLS handshake failed: server certificate not trusted (%s)",
+                       X509_verify_cert_error_string(vr));
+    return tls_err(why, cap, ELECTOR_ETLS, "TLS handshake failed: %s",
+                   ec ? ERR_reason_error_string(ec)
+                      : "connection closed during handshake");
 }
 
-ssize_t elector__tls_read(elector_etcd *e, uint8_t *buf, size_t len)
+ssize_t elector__tls_read(elector_etcd *e, uint8_t *buf, size_t len, int *err, char *why,
+                          size_t cap)
 {
     ERR_clear_error();
     errno = 0;
@@ -191,24 +201,25 @@ ssize_t elector__tls_read(elector_etcd *e, uint8_t *buf, size_t len)
     int se = SSL_get_error(e->ssl, n);
     if (se == SSL_ERROR_WANT_READ || se == SSL_ERROR_WANT_WRITE) return 0;
     if (se == SSL_ERROR_ZERO_RETURN || (se == SSL_ERROR_SYSCALL && n == 0)) {
-        elector__conn_fail(e, ELECTOR_EUNAVAILABLE, "connection closed by the server");
+        *err = tls_err(why, cap, ELECTOR_EUNAVAILABLE, "connection closed by the server");
     } else if (se == SSL_ERROR_SSL && e->cstate != C_READY) {
         /* An alert right after our side of the handshake: the server refused
          * us (TLS 1.3 checks the client certificate then). */
-        const char *why = ERR_reason_error_string(ERR_peek_last_error());
-        elector__conn_fail(e, ELECTOR_ETLS, "TLS handshake refused by the server: %s",
-                           why ? why : "alert");
+        const char *r = ERR_reason_error_string(ERR_peek_last_error());
+        *err = tls_err(why, cap, ELECTOR_ETLS, "TLS handshake refused by the server: %s",
+                       r ? r : "alert");
     } else if (se == SSL_ERROR_SYSCALL && errno) {
-        elector__conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS read failed: %s",
-                           strerror(errno));
+        *err = tls_err(why, cap, ELECTOR_EUNAVAILABLE, "TLS read failed: %s",
+                       strerror(errno));
     } else {
-        elector__conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS read failed: %s",
-                           ssl_err_text());
+        *err = tls_err(why, cap, ELECTOR_EUNAVAILABLE, "TLS read failed: %s",
+                       ssl_err_text());
     }
     return -1;
 }
 
-ssize_t elector__tls_write(elector_etcd *e, const uint8_t *buf, size_t len)
+ssize_t elector__tls_write(elector_etcd *e, const uint8_t *buf, size_t len, int *err,
+                           char *why, size_t cap)
 {
     ERR_clear_error();
     errno = 0;
@@ -217,10 +228,10 @@ ssize_t elector__tls_write(elector_etcd *e, const uint8_t *buf, size_t len)
     int se = SSL_get_error(e->ssl, n);
     if (se == SSL_ERROR_WANT_READ || se == SSL_ERROR_WANT_WRITE) return 0;
     if (se == SSL_ERROR_SYSCALL && errno)
-        elector__conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS write failed: %s",
-                           strerror(errno));
+        *err = tls_err(why, cap, ELECTOR_EUNAVAILABLE, "TLS write failed: %s",
+                       strerror(errno));
     else
-        elector__conn_fail(e, ELECTOR_EUNAVAILABLE, "TLS write failed: %s",
-                           ssl_err_text());
+        *err = tls_err(why, cap, ELECTOR_EUNAVAILABLE, "TLS write failed: %s",
+                       ssl_err_text());
     return -1;
 }

@@ -9,7 +9,6 @@
  * tried again once they change again. The connection in use is left alone: a
  * lease stays valid, and the next connection uses the new files. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,15 +183,4 @@ void elector_etcd_set_notice(elector_etcd *e, elector_etcd_notice_cb cb, void *u
     if (!e) return;
     e->notice_cb = cb;
     e->notice_ud = ud;
-}
-
-void elector__notice(elector_etcd *e, int err, const char *fmt, ...)
-{
-    if (!e->notice_cb) return;
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    e->notice_cb(e, err, msg, e->notice_ud);
 }

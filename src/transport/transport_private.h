@@ -1,19 +1,27 @@
 /* SPDX-License-Identifier: MIT */
-/* Shared by the files of the transport layer (src/transport/) only.
+/* Shared by the files of the transport layer (src/transport/) only. Top to
+ * bottom; a file calls only files below it (scripts/check-layers.sh), and the
+ * lower ones report upward through e->up (elector__up, filled by engine.c):
  *
- *   engine.c    the client handle, its epoll set and the process loop
- *   timer.c     the timer heap and the timerfd that wakes the loop
- *   conn.c      sockets and the connection state machine, endpoints
- *   tls.c       TLS on the connection (OpenSSL, loaded by ssl_lazy.c; only
- *               tls.c and ssl_lazy.c include ssl_lazy.h, OpenSSL's headers)
+ *   sync.c      blocking calls: a call, then the loop until its reply
+ *   engine.c    the client handle, its epoll set and the process loop; it
+ *               alone fails calls and re-arms timers on what is reported
+ *   autosync.c  endpoints from MemberList; leaving a learner
+ *   call.c      the call list, the public call and stream API; Auth.Authenticate
+ *               and the token
+ *   reply.c     a call's state; completing calls: status, decoding, delivery
  *   ping.c      the HTTP/2 PING policy
- *   h2.c        nghttp2 glue: callbacks, request headers, reads and writes
- *   call.c      the call list, the public call and stream API
- *   reply.c     completing calls: status, decoding, delivery
- *   auth.c      Auth.Authenticate and the token
+ *   conn.c      sockets, the connection state machine, the byte pump between
+ *               the socket (or TLS) and nghttp2
+ *   tls_reload.c  the TLS files and the password file, re-read when changed
+ *   h2.c        nghttp2 glue: bytes in, bytes out, no I/O; errors returned
+ *   tls.c       TLS on the connection (OpenSSL, loaded by ssl_lazy.c; only
+ *               tls.c and ssl_lazy.c include ssl_lazy.h, OpenSSL's headers);
+ *               errors returned
+ *   timer.c     the timer heap and the timerfd that wakes the loop
  *   grpc.c      gRPC framing and status mapping (pure functions)
  *   buf.c, endpoint.c, rpc.c, util.c   buffers, endpoint lists, the rpc table,
- *               clocks, errors, delays */
+ *               clocks, errors (elector__set_err), notices, delays and jitter */
 #ifndef ELECTOR_TRANSPORT_PRIVATE_H
 #define ELECTOR_TRANSPORT_PRIVATE_H
 
@@ -182,7 +190,26 @@ typedef struct ssl_ctx_st SSL_CTX;
 typedef struct ssl_st SSL;
 typedef struct nghttp2_session nghttp2_session;
 
+/* What the files low in the transport report upward, at the moment it happens:
+ * nghttp2's news about a call (h2.c), the connection up or down (h2.c,
+ * conn.c), a learner's refusal (reply.c). engine.c fills it and alone decides
+ * what follows: it fails calls (reply.c), re-arms the connection's timers and
+ * the PING, and leaves a learner (autosync.c). So h2.c, conn.c and reply.c
+ * call no file above them (the libuv shape: the loop re-arms). */
+typedef struct elector__up {
+    void (*call_ready)(call *c); /* news for dispatch (reply.c) */
+    void (*call_end)(call *c, int err, const char *msg);
+    void (*conn_up)(elector_etcd *e); /* SETTINGS came: the connection is ready */
+    /* The connection failed: the calls on it fail (and, with queued, the calls
+     * that wait for one: a whole round over the endpoints failed). */
+    void (*calls_fail)(elector_etcd *e, bool queued, int err, const char *msg);
+    void (*conn_down)(elector_etcd *e); /* ... and it is closed now */
+    /* A grpc status text from a learner: true (the member is left) or false. */
+    bool (*learner_refusal)(elector_etcd *e, const char *grpc_msg);
+} elector__up;
+
 struct elector_etcd {
+    const elector__up *up; /* engine.c's */
     elector_etcd_config cfg;
     char *s_endpoints, *s_cacert, *s_cert, *s_key, *s_user, *s_password;
     char *s_password_file;
@@ -238,8 +265,16 @@ struct elector_etcd {
     char restore_msg[256];
 };
 
-/* engine.c */
+/* util.c */
 uint32_t elector__next_rnd(elector_etcd *e);
+/* A notice for the application (elector_etcd_set_notice()); err 0: informative. */
+void elector__notice(elector_etcd *e, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* engine.c */
+/* Sends what is queued now, outside the loop's pass (a blocking call that
+ * would otherwise wait for a first pass); nothing while a pass runs. */
+void elector__etcd_send_now(elector_etcd *e);
 
 /* timer.c */
 /* elector__timer_arm() without moving the timerfd: for the transport's own
@@ -262,12 +297,11 @@ void elector__wake_at(elector_etcd *e, int64_t due_ms);
 void elector__conn_fail(elector_etcd *e, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void elector__conn_io(elector_etcd *e);    /* advance on readiness of the socket */
+void elector__conn_flush(elector_etcd *e); /* nghttp2's output to the socket */
 void elector__conn_rearm(elector_etcd *e); /* dial, reconnect and ping timers */
 bool elector__conn_drain_due(const elector_etcd *e);
 void elector__conn_close(elector_etcd *e);
 void elector__set_interest(elector_etcd *e);
-ssize_t elector__io_read(elector_etcd *e, uint8_t *buf, size_t len);
-ssize_t elector__io_write(elector_etcd *e, const uint8_t *buf, size_t len);
 static inline const char *elector__authority(const elector_etcd *e)
 {
     return e->eps[e->ep].authority;
@@ -275,10 +309,15 @@ static inline const char *elector__authority(const elector_etcd *e)
 
 /* tls.c */
 int elector__tls_setup(elector_etcd *e);
-void elector__tls_start(elector_etcd *e);
-void elector__tls_step(elector_etcd *e);
-ssize_t elector__tls_read(elector_etcd *e, uint8_t *buf, size_t len);
-ssize_t elector__tls_write(elector_etcd *e, const uint8_t *buf, size_t len);
+/* Each returns 0 or an error code, what went wrong in why (reads and writes:
+ * > 0 bytes, 0 would block, -1 with *err); step: *done once the handshake is
+ * complete (with ALPN h2). */
+int elector__tls_start(elector_etcd *e, char *why, size_t cap);
+int elector__tls_step(elector_etcd *e, bool *done, char *why, size_t cap);
+ssize_t elector__tls_read(elector_etcd *e, uint8_t *buf, size_t len, int *err, char *why,
+                          size_t cap);
+ssize_t elector__tls_write(elector_etcd *e, const uint8_t *buf, size_t len, int *err,
+                           char *why, size_t cap);
 void elector__tls_free(elector_etcd *e);
 void elector__tls_free_ctx(elector_etcd *e);
 int elector__tls_ctx_build(elector_etcd *e, SSL_CTX **out, char *why, size_t cap);
@@ -293,10 +332,6 @@ void elector__tls_refresh(elector_etcd *e);
 void elector__tls_files_free(elector_etcd *e);
 /* Before Auth.Authenticate: the password file read again when it changed. */
 void elector__password_refresh(elector_etcd *e);
-
-/* A notice for the application (elector_etcd_set_notice()); err 0: informative. */
-void elector__notice(elector_etcd *e, int err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /* autosync.c: endpoints from MemberList every auto_sync_interval_ms, and
  * members that are learners skipped. */
@@ -316,9 +351,11 @@ void elector__ping_rearm(elector_etcd *e);
 /* h2.c */
 int elector__h2_start(elector_etcd *e);
 void elector__h2_free(elector_etcd *e);
-void elector__h2_submit(elector_etcd *e, call *c);
-void elector__h2_flush(elector_etcd *e);
-void elector__h2_read(elector_etcd *e);
+int elector__h2_submit(elector_etcd *e, call *c); /* 0, or nghttp2's error */
+const char *elector__h2_submit_strerror(int rc);
+int elector__h2_output(elector_etcd *e, char *why, size_t cap);
+int elector__h2_input(elector_etcd *e, const uint8_t *buf, size_t n, char *why,
+                      size_t cap);
 void elector__h2_reset(call *c);  /* RST_STREAM CANCEL; nghttp2 forgets c */
 void elector__h2_forget(call *c); /* nghttp2 forgets c (no frame sent) */
 void elector__h2_resume(call *c);
@@ -328,8 +365,7 @@ bool elector__h2_refused(const call *c); /* REFUSED_STREAM: never processed */
 const char *elector__h2_strerror(uint32_t code);
 
 /* call.c */
-void elector__call_set_state(call *c, enum call_state st);
-void elector__call_ready(call *c); /* queue for dispatch */
+void elector__restore_probe(elector_etcd *e); /* a new connection: check for a restore */
 void elector__calls_submit(elector_etcd *e);
 void elector__calls_fail_active(elector_etcd *e, int err, const char *msg);
 void elector__calls_fail_queued(elector_etcd *e, int err, const char *msg);
@@ -340,13 +376,13 @@ int elector__call_start(elector_etcd *e, elector_rpc rpc, const ProtobufCMessage
                         call **out);
 
 /* reply.c */
+/* c counts (d = +1) or no longer counts (-1) in the client's tallies of its state. */
+void elector__call_count(call *c, int d);
+void elector__call_set_state(call *c, enum call_state st);
+void elector__call_ready(call *c); /* queue for dispatch */
+/* etcd refused the token: a request may go out again, once, after a new one. */
+bool elector__auth_may_resend(const call *c, int err);
 void elector__call_end(call *c, int err, const char *msg);
 void elector__dispatch(elector_etcd *e);
-void elector__restore_probe(elector_etcd *e); /* a new connection: check for a restore */
-
-/* auth.c */
-void elector__auth_start(elector_etcd *e);
-bool elector__auth_needed(const elector_etcd *e);
-bool elector__auth_may_resend(const call *c, int err);
 
 #endif

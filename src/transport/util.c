@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* Small shared helpers: clocks, memory, errors, delays. */
+/* Small shared helpers: clocks, memory, errors (and a client's last error),
+ * delays and their jitter. Every file of the transport may use them; they use
+ * nothing of it (they sit at its bottom). */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -100,4 +104,35 @@ int64_t elector__backoff_ms(int failures, int64_t min_ms, int64_t max_ms, uint32
     if (d > max_ms) d = max_ms;
     /* Jitter in [0.5, 1.0] spreads reconnecting clients apart. */
     return d / 2 + (int64_t)((long double)(d - d / 2) * rnd / UINT32_MAX);
+}
+
+int elector__set_err(elector_etcd *e, int err, const char *fmt, ...)
+{
+    e->err = err;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->errstr, sizeof(e->errstr), fmt, ap);
+    va_end(ap);
+    return err;
+}
+
+uint32_t elector__next_rnd(elector_etcd *e)
+{
+    /* xorshift32: jitter only, no need for quality. */
+    uint32_t x = e->rnd;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    return e->rnd = x;
+}
+
+void elector__notice(elector_etcd *e, int err, const char *fmt, ...)
+{
+    if (!e->notice_cb) return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    e->notice_cb(e, err, msg, e->notice_ud);
 }

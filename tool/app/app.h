@@ -35,8 +35,22 @@
 struct tool_http;
 struct tool_notify;
 struct tool_view;
+struct app;
+
+/* What child.c, health.c and slots.c report to campaign.c, the one file that
+ * decides the candidate's next step. They call it through struct app's `up`
+ * (main.c sets it to campaign.c's app_candidate_reports), not by name: the
+ * reporters sit below campaign.c, which calls them (libuv's shape: the lower
+ * part reports, the upper part decides). */
+struct app_reports {
+    void (*child_gone)(struct app *a); /* the command's tree is gone */
+    void (*health)(struct app *a, tool_health_state st, bool changed, bool leading,
+                   int64_t now);
+    elector_election_cb event; /* an election's event (ud: the app) */
+};
 
 struct app {
+    const struct app_reports *up;
     tool_opts *o;
     tool_creds creds; /* wiped at exit; run/lock keep them for the guard's release */
     elector_etcd *etcd;
@@ -174,7 +188,8 @@ void app_start_campaign(struct app *a);
 void app_schedule_restart(struct app *a);
 /* --timeout, --no-wait: stop waiting; exit EXIT_TIMEOUT. */
 void app_give_up_waiting(struct app *a, const char *why);
-void app_child_gone(struct app *a); /* child.c: the command's tree is gone */
+void app_child_gone(struct app *a); /* the command's tree is gone */
+extern const struct app_reports app_candidate_reports;
 void app_on_health(struct app *a, tool_health_state st, bool changed, bool leading,
                    int64_t now);
 void app_step_down(struct app *a, const char *why);

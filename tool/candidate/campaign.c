@@ -485,3 +485,6 @@ void app_on_health(struct app *a, tool_health_state st, bool changed, bool leadi
         }
     }
 }
+
+const struct app_reports app_candidate_reports = {app_child_gone, app_on_health,
+                                                  app_on_event};

@@ -170,5 +170,5 @@ void app_check_child(struct app *a)
     a->child = NULL;
     a->child_status = st;
     child_ended(a, st, why);
-    app_child_gone(a); /* campaign.c decides what follows */
+    a->up->child_gone(a); /* campaign.c decides what follows */
 }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* --health-cmd: runs the checks (supervise/healthcheck.c), counts the failures
  * of a leader, says what it sees (logs, -w json healthy/unhealthy) and reports
- * each result to campaign.c (app_on_health), which decides: step down, stay
- * out, campaign again. */
+ * each result to campaign.c (app_on_health, through a->up), which decides: step down,
+ * stay out, campaign again. */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
@@ -111,5 +111,5 @@ void app_health_process(struct app *a)
         tool_log(a->health_out ? LOG_INFO : LOG_DEBUG, "health check passes (%s)",
                  tool_health_last(a->health));
     /* What follows is campaign.c's to decide. */
-    app_on_health(a, st, changed, leading, now);
+    a->up->health(a, st, changed, leading, now);
 }

@@ -37,7 +37,7 @@ void app_campaign_slots(struct app *a)
         if (asprintf(&a->slot_names[i], "__elector/semaphore/%s/%d", a->o->name, i) >=
                 0 &&
             (a->slots[i] =
-                 elector_election_new(a->s, a->slot_names[i], app_on_event, a)) != NULL)
+                 elector_election_new(a->s, a->slot_names[i], a->up->event, a)) != NULL)
             rc = elector_campaign(a->slots[i], a->value, a->vlen);
         if (rc) {
             app_fatal_etcd(a, rc, "cannot campaign");

@@ -13,30 +13,6 @@
 
 #define LONG_BASE 256 /* getopt_long's val for option i: LONG_BASE + i */
 
-static const struct {
-    const char *name;
-    enum tool_cmd cmd;
-} cmds[] = {{"campaign", CMD_CAMPAIGN}, {"observe", CMD_OBSERVE},
-            {"leader", CMD_LEADER},     {"run", CMD_RUN},
-            {"lock", CMD_LOCK},         {"switchover", CMD_SWITCHOVER},
-            {"help", CMD_HELP},         {"version", CMD_VERSION}};
-
-#define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
-
-const char *tool_cmd_name(enum tool_cmd c)
-{
-    for (size_t k = 0; k < NCMDS; k++)
-        if (cmds[k].cmd == c) return cmds[k].name;
-    return NULL;
-}
-
-static enum tool_cmd find_cmd(const char *s)
-{
-    for (size_t k = 0; k < NCMDS; k++)
-        if (!strcmp(s, cmds[k].name)) return cmds[k].cmd;
-    return CMD_NONE;
-}
-
 /* ---------------------------------------------------------------- environment */
 
 static void env_name(char *out, size_t cap, const char *prefix, const char *opt)
@@ -81,14 +57,14 @@ static void from_env(struct raw *r, tool_getenv_fn env, tool_opts *o)
 static int positional(tool_opts *o, const char *a, int *npos, char *err, size_t cap)
 {
     if (o->cmd == CMD_NONE) {
-        o->cmd = find_cmd(a);
+        o->cmd = tool_cmd_find(a);
         if (o->cmd == CMD_NONE)
             return tool_usage_err(err, cap,
                                   "unknown command '%.100s' (commands: " CMD_LIST ")", a);
         return 0;
     }
     if (o->cmd == CMD_HELP && *npos == 0) {
-        o->help_cmd = find_cmd(a);
+        o->help_cmd = tool_cmd_find(a);
         if (o->help_cmd == CMD_NONE)
             return tool_usage_err(
                 err, cap, "help: unknown command '%.100s' (commands: " CMD_LIST ")", a);

@@ -8,6 +8,9 @@
 #include <stddef.h>
 #include "options/opts.h"
 
+/* The command named s (values.c); CMD_NONE if none. */
+enum tool_cmd tool_cmd_find(const char *s);
+
 /* The options, as indexes of tool_optdefs. */
 enum opt_id {
     O_ENDPOINTS,

@@ -1,11 +1,37 @@
 /* SPDX-License-Identifier: MIT */
-/* The values of options that are more than a string: Go's durations and
- * booleans, and the endpoint list made https:// (see opts.h). */
+/* The values of options that are more than a string: the command's name, Go's
+ * durations and booleans, and the endpoint list made https:// (see opts.h). */
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
-#include "options/opts.h"
+#include "options/table.h"
+
+/* ---------------------------------------------------------------- commands */
+
+static const struct {
+    const char *name;
+    enum tool_cmd cmd;
+} cmds[] = {{"campaign", CMD_CAMPAIGN}, {"observe", CMD_OBSERVE},
+            {"leader", CMD_LEADER},     {"run", CMD_RUN},
+            {"lock", CMD_LOCK},         {"switchover", CMD_SWITCHOVER},
+            {"help", CMD_HELP},         {"version", CMD_VERSION}};
+
+#define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
+
+const char *tool_cmd_name(enum tool_cmd c)
+{
+    for (size_t k = 0; k < NCMDS; k++)
+        if (cmds[k].cmd == c) return cmds[k].name;
+    return NULL;
+}
+
+enum tool_cmd tool_cmd_find(const char *s)
+{
+    for (size_t k = 0; k < NCMDS; k++)
+        if (!strcmp(s, cmds[k].name)) return cmds[k].cmd;
+    return CMD_NONE;
+}
 
 /* ---------------------------------------------------------------- durations */
 

@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: MIT */
+/* The driver's handles and its callback thread: core callbacks (on the loop
+ * thread) copy their events into the callback queue, which the callback
+ * thread empties, calling the user's callbacks with no lock held. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "driver_private.h"
+
+/* ---------------------------------------------------------------- handles */
+
+void elector__drv_h_unref(struct dh *h) /* mu held */
+{
+    if (--h->refs > 0) return;
+    if (h->kind == H_ELECTION)
+        free(((elector_driver_election *)h)->name);
+    else if (h->kind == H_OBSERVER)
+        free(((elector_driver_observer *)h)->name);
+    free(h);
+}
+
+void elector__drv_h_attach(elector_driver *d, struct dh *h) /* mu held */
+{
+    h->attached = true;
+    h->refs++;
+    h->next = d->handles.next;
+    h->prev = &d->handles;
+    d->handles.next->prev = h;
+    d->handles.next = h;
+}
+
+void elector__drv_h_detach(struct dh *h) /* mu held */
+{
+    if (!h->attached) return;
+    h->attached = false;
+    h->prev->next = h->next;
+    h->next->prev = h->prev;
+    elector__drv_h_unref(h);
+}
+
+/* ---------------------------------------------------------------- callbacks */
+
+static char *put_bytes(char **p, const void *src, size_t n)
+{
+    char *dst = *p;
+    if (n) memcpy(dst, src, n);
+    dst[n] = 0;
+    *p += n + 1;
+    return dst;
+}
+
+/* A copy of src[0..n-1] the caller frees (malloc'd, never NULL on success). */
+int elector__drv_copy_bytes(uint8_t **dst, size_t *len, const uint8_t *src, size_t n)
+{
+    *dst = malloc(n ? n : 1);
+    if (!*dst) return ELECTOR_ENOMEM;
+    if (n) memcpy(*dst, src, n);
+    *len = n;
+    return 0;
+}
+
+/* Queues a copy of ev for h's callback. Loop thread. */
+void elector__drv_queue_event(elector_driver *d, struct dh *h, const elector_event *ev)
+{
+    const char *detail = ev->detail ? ev->detail : "", *name = ev->name ? ev->name : "";
+    size_t dl = strlen(detail), nl = strlen(name);
+    struct item *it = malloc(sizeof(*it) + dl + nl + ev->key_len + ev->value_len + 4);
+    if (!it) {
+        fprintf(stderr, "elector driver: out of memory, a %s event is lost\n",
+                elector_event_name(ev->type));
+        return;
+    }
+    memset(it, 0, sizeof(*it));
+    it->kind = I_EVENT;
+    it->ev = *ev;
+    char *p = (char *)(it + 1);
+    it->ev.detail = put_bytes(&p, detail, dl);
+    it->ev.name = put_bytes(&p, name, nl);
+    it->ev.key = (const uint8_t *)put_bytes(&p, ev->key, ev->key ? ev->key_len : 0);
+    it->ev.value =
+        (const uint8_t *)put_bytes(&p, ev->value, ev->value ? ev->value_len : 0);
+    if (!ev->key) it->ev.key_len = 0;
+    if (!ev->value) it->ev.value_len = 0;
+    it->h = h;
+    pthread_mutex_lock(&d->mu);
+    h->refs++;
+    *d->items_tail = it;
+    d->items_tail = &it->next;
+    pthread_cond_broadcast(&d->icv);
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* Calls the user's callback for it (callback thread, mu not held). */
+static void deliver(struct item *it)
+{
+    struct dh *h = it->h;
+    if (it->kind == I_GUARDED) {
+        it->gcb((elector_driver_election *)h, it->err, it->gud);
+    } else if (h->kind == H_SESSION) {
+        elector_driver_session *s = (void *)h;
+        if (s->cb) s->cb(s, &it->ev, s->ud);
+    } else if (h->kind == H_ELECTION) {
+        elector_driver_election *el = (void *)h;
+        if (el->cb) el->cb(el, &it->ev, el->ud);
+    } else {
+        elector_driver_observer *o = (void *)h;
+        if (o->cb) o->cb(o, &it->ev, o->ud);
+    }
+}
+
+void *elector__drv_cb_main(void *arg)
+{
+    elector_driver *d = arg;
+    pthread_mutex_lock(&d->mu);
+    for (;;) {
+        struct item *it = d->items;
+        if (!it) {
+            if (d->loop_over) break;
+            pthread_cond_wait(&d->icv, &d->mu);
+            continue;
+        }
+        d->items = it->next;
+        if (!d->items) d->items_tail = &d->items;
+        struct dh *h = it->h;
+        bool call = it->kind == I_GUARDED || (!h->closed && !d->loop_over);
+        if (call) {
+            d->cb_target = h;
+            d->cb_busy = true;
+            d->stall_reported = false;
+            d->cb_start_ns = elector_now_ns();
+            pthread_mutex_unlock(&d->mu);
+            deliver(it);
+            pthread_mutex_lock(&d->mu);
+            d->cb_target = NULL;
+            d->cb_busy = false;
+            pthread_cond_broadcast(&d->icv);
+        }
+        elector__drv_h_unref(h);
+        free(it);
+    }
+    /* Drained: nothing more will be queued (the loop is over). */
+    while (d->items) {
+        struct item *it = d->items;
+        d->items = it->next;
+        elector__drv_h_unref(it->h);
+        free(it);
+    }
+    d->items_tail = &d->items;
+    bool frees = d->cb_frees;
+    pthread_mutex_unlock(&d->mu);
+    if (frees) {
+        /* elector_driver_free() was called from a callback: this thread is
+         * the last one to know the driver. */
+        pthread_detach(pthread_self());
+        pthread_cond_destroy(&d->cv);
+        pthread_cond_destroy(&d->icv);
+        pthread_mutex_destroy(&d->mu);
+        free(d);
+    }
+    return NULL;
+}
+
+/* Waits until no callback of h runs (unless we are that callback). mu held. */
+void elector__drv_quiesce(elector_driver *d, struct dh *h)
+{
+    if (on_cb(d)) return;
+    while (d->cb_busy && d->cb_target == h)
+        pthread_cond_wait(&d->icv, &d->mu);
+}

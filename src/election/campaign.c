@@ -1,0 +1,382 @@
+/* SPDX-License-Identifier: MIT */
+/* A campaign and the election's lifecycle: elector_campaign() makes our key
+ * (the campaign Txn), then the wait (wait.c) takes over; the handle is made
+ * and freed here, hears of its session here, and its name is kept unique per
+ * session here. This is the top of src/election/'s campaign path: the files
+ * below it start the next step only through `steps` (election.c, delete.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "election_private.h"
+
+/* ---------------------------------------------------------------- campaign */
+
+/* The campaign Txn was answered (rev: our key's create revision, 0 if unknown). */
+static void campaign_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    struct op *o = ud;
+    elector_election *owner = o->el;
+    unsigned gen = o->gen;
+    const Etcdserverpb__TxnResponse *r = (const void *)m;
+    int64_t rev = 0;
+    if (!err && r->succeeded && r->header) rev = r->header->revision;
+    if (!err && !r->succeeded) {
+        const Etcdserverpb__RangeResponse *rr = elector__txn_range(e, r, 1);
+        if (!rr)
+            err = ELECTOR_EPROTO;
+        else if (rr->n_kvs)
+            rev = rr->kvs[0]->create_revision;
+    }
+    if ((rev || elector__transient(err)) && gen != owner->gen &&
+        (owner->life.closed || owner->state == E_IDLE) && !owner->keep_key) {
+        /* Resigned or freed while the campaign Txn was in flight: remove the key it
+         * made (or may have made: a transient error leaves that unknown), so it
+         * does not block the election until the lease ends. The op keeps the
+         * (possibly freed) election's memory, and its key, alive. */
+        struct op *d = elector__op_new(owner);
+        if (d) elector__delete_key(owner, rev, d, elector__stray_deleted);
+    }
+    elector_election *el = elector__op_end(o);
+    if (!el) return;
+    if (elector__transient(err) && elector__el_live(el)) {
+        /* The campaign Txn is safe to repeat: if the first one was applied, the
+         * repeat finds our key and reads its create revision. The session's
+         * deadline bounds the retries. Until then our key may exist at a
+         * revision we do not know: a resign or free deletes it by name. */
+        el->maybe_key = true;
+        elector__schedule_retry(el);
+        return;
+    }
+    if (err) {
+        char detail[600];
+        snprintf(detail, sizeof(detail), "campaign request failed: %s",
+                 elector_etcd_errstr(e));
+        elector__fail(el, err, detail);
+        return;
+    }
+    if (rev <= 0) {
+        /* A fencing token must be a real revision (etcd's start at 1). */
+        char detail[200];
+        snprintf(detail, sizeof(detail),
+                 "%s: campaign reply from %s without a valid revision (%lld)",
+                 elector_rpc_path(ELECTOR_RPC_TXN), elector_etcd_current_endpoint(e),
+                 (long long)rev);
+        elector__fail(el, ELECTOR_EPROTO, detail);
+        return;
+    }
+    el->rev = rev;
+    el->state = E_WAIT;
+    elector__send_check(el);
+}
+
+/* Our key: the prefix and our lease in lowercase hex. */
+static int make_key(elector_election *el)
+{
+    char hex[17];
+    int64_t lease = elector__el_lease(el);
+    int n = snprintf(hex, sizeof(hex), "%llx", (unsigned long long)lease);
+    uint8_t *k = malloc(el->prefix.len + (size_t)n);
+    if (!k) return ELECTOR_ENOMEM;
+    memcpy(k, el->prefix.key, el->prefix.len);
+    memcpy(k + el->prefix.len, hex, (size_t)n);
+    free(el->key);
+    el->key = k;
+    el->key_lease = lease;
+    el->klen = el->prefix.len + (size_t)n;
+    return 0;
+}
+
+/* Campaign Txn: create our key if absent; if present (same lease: a second
+ * campaign, or etcdctl's), overwrite its value and read its create revision. */
+void elector__send_campaign(elector_election *el)
+{
+    el->pace_what = PACE_CAMPAIGN;
+    el->pace_gen = el->gen;
+    if (elector__pace_wait(el)) {
+        el->campaign_waits = true; /* not sent yet */
+        return;
+    }
+    el->campaign_waits = false;
+    if (make_key(el)) {
+        elector__fail(el, ELECTOR_ENOMEM, "out of memory");
+        return;
+    }
+    elector__txn t;
+    elector__txn_campaign(&t, el->key, el->klen, el->value, el->vlen, el->key_lease);
+    struct op *o = elector__op_new(el);
+    if (o) elector__pace_take(o, 1);
+    int rc = o ? elector__send_txn(el, &t.txn, o, campaign_done) : ELECTOR_ENOMEM;
+    if (rc) elector__fail(el, rc, elector_etcd_errstr(el->etcd));
+}
+
+/* A slot is free for el, queued by elector__send_check() or elector__send_campaign():
+ * it sends what its state asks for now (nothing, if that changed meanwhile:
+ * resigned, failed, or a reply came). */
+static void pace_go(elector_election *el)
+{
+    if (el->life.closed) return;
+    if (el->state == E_CAMPAIGN && el->rev == 0) {
+        if (el->campaign_waits && !el->deletes && elector__el_live(el))
+            elector__send_campaign(el);
+    } else if (el->state == E_WAIT || el->state == E_LEADER) {
+        if (el->pace_what == PACE_CHECK && el->pace_gen == el->gen)
+            elector__send_check(el);
+    }
+}
+
+/* ---------------------------------------------------------------- names
+ *
+ * The client's elections by name, so that a campaign finds another election
+ * object with its name without walking every election of its session (that
+ * made setting up 100,000 elections quadratic: minutes of CPU with the loop
+ * not running, and the session lost). */
+typedef struct names {
+    elector__ext ext; /* first */
+    elector_election **tab;
+    size_t cap, count;
+} names;
+
+static const char names_kind = 'N';
+
+static void names_free(elector__ext *x)
+{
+    names *n = (names *)x;
+    free(n->tab);
+    free(n);
+}
+
+static uint32_t name_hash(const char *s)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
+static names *names_of(elector_etcd *e)
+{
+    return (names *)elector__ext_get(e, &names_kind, sizeof(names), names_free);
+}
+
+/* Adds el; false when out of memory. */
+static bool name_add(elector_election *el)
+{
+    names *n = names_of(el->etcd);
+    if (!n) return false;
+    if (n->count >= n->cap) {
+        size_t cap = n->cap ? 2 * n->cap : 64;
+        elector_election **t = calloc(cap, sizeof(*t));
+        if (!t) return false;
+        for (size_t i = 0; i < n->cap; i++) {
+            for (elector_election *o = n->tab[i], *nx; o; o = nx) {
+                nx = o->name_next;
+                o->name_next = t[o->name_hash & (cap - 1)];
+                t[o->name_hash & (cap - 1)] = o;
+            }
+        }
+        free(n->tab);
+        n->tab = t;
+        n->cap = cap;
+    }
+    el->name_hash = name_hash(el->name);
+    elector_election **b = &n->tab[el->name_hash & (n->cap - 1)];
+    el->name_next = *b;
+    *b = el;
+    n->count++;
+    el->named = true;
+    return true;
+}
+
+static void name_remove(elector_election *el)
+{
+    names *n = el->named ? (names *)elector__ext_find(el->etcd, &names_kind) : NULL;
+    if (!n) return;
+    elector_election **pp = &n->tab[el->name_hash & (n->cap - 1)];
+    while (*pp && *pp != el)
+        pp = &(*pp)->name_next;
+    if (*pp) {
+        *pp = el->name_next;
+        n->count--;
+    }
+    el->named = false;
+}
+
+/* Another election object with el's name campaigns, leads or deletes our key
+ * on this session (one key per name and session). */
+static bool name_busy(const elector_election *el)
+{
+    names *n = (names *)elector__ext_find(el->etcd, &names_kind);
+    if (!n || !n->cap) return false;
+    for (const elector_election *o = n->tab[el->name_hash & (n->cap - 1)]; o;
+         o = o->name_next) {
+        if (o != el && o->s == el->s &&
+            (o->state != E_IDLE || o->resign_pending || o->deletes) &&
+            !strcmp(o->name, el->name))
+            return true;
+    }
+    return false;
+}
+
+/* ---------------------------------------------------------------- the session */
+
+static elector_election *of_listener(elector__session_listener *l)
+{
+    return (elector_election *)((char *)l - offsetof(elector_election, listener));
+}
+
+static void on_session_ready(elector__session_listener *l)
+{
+    elector_election *el = of_listener(l);
+    elector__el_hold(el);
+    if (el->state == E_CAMPAIGN && el->campaign_waits && !el->deletes)
+        elector__send_campaign(el);
+    elector__el_unhold(el);
+}
+
+static void on_session_ended(elector__session_listener *l, int reason, const char *detail,
+                             int64_t end_ns)
+{
+    elector_election *el = of_listener(l);
+    elector__el_hold(el);
+    el->keep_key = true;
+    if (el->state == E_LEADER)
+        elector__lose(el, reason, detail, end_ns);
+    else if (el->state != E_IDLE)
+        elector__fail(el, reason, detail);
+    elector__el_unhold(el);
+}
+
+/* The session is closing: elections forget it (they report ESESSION). */
+static void on_session_detached(elector__session_listener *l)
+{
+    of_listener(l)->s = NULL;
+}
+
+static const elector__session_events session_events = {on_session_ready, on_session_ended,
+                                                       on_session_detached};
+
+/* ---------------------------------------------------------------- lifecycle */
+
+/* The steps that the files below start (election.c's pacer, delete.c). */
+static const elector__steps steps = {elector__send_campaign, pace_go,
+                                     elector__send_delete};
+
+int elector_campaign(elector_election *el, const void *value, size_t len)
+{
+    if (!el || el->life.closed) return ELECTOR_EINVAL;
+    if (el->state != E_IDLE) return ELECTOR_EBUSY;
+    if (!el->s || elector__session_phase(el->s) >= ELECTOR__S_DEAD)
+        return ELECTOR_ESESSION;
+    if (len > ELECTOR__GRPC_MAX_MSG) return ELECTOR_ETOOLARGE;
+    /* A second election object with this name would share (and delete) our key. */
+    if (name_busy(el)) return ELECTOR_EBUSY;
+    if (elector__memdup(&el->value, &el->vlen, value, len)) return ELECTOR_ENOMEM;
+    /* Our key, if an old resign still waits to retry its delete, is reused by
+     * the new campaign (same lease, same key): stop deleting it. A delete
+     * already sent cannot be called back: the campaign Txn waits for its
+     * answer, so that it cannot remove the key this campaign makes. */
+    el->resign_pending = false;
+    elector__timer_disarm(el->etcd, &el->resign_timer);
+    el->state = E_CAMPAIGN;
+    el->campaign_waits = true;
+    el->maybe_key = false;
+    el->gen++;
+    el->rev = 0;
+    el->outcome = 0;
+    el->retries = 0;
+    free(el->pred);
+    el->pred = NULL;
+    el->pred_len = 0;
+    if (elector__el_live(el) && !el->deletes) elector__send_campaign(el);
+    return 0;
+}
+
+int elector_campaign_sync(elector_election *el, const void *value, size_t len,
+                          int64_t timeout_ms)
+{
+    int rc = elector_campaign(el, value, len);
+    if (rc) return rc;
+    int64_t end = elector__now_ms() + timeout_ms;
+    elector__el_hold(el);
+    while (el->outcome == 0 && !el->life.closed) {
+        int64_t left = end - elector__now_ms();
+        if (timeout_ms >= 0 && left <= 0) {
+            rc = ELECTOR_ETIMEDOUT;
+            break;
+        }
+        rc = elector_etcd_run_once(el->etcd, timeout_ms >= 0 ? left : -1);
+        if (rc) break;
+    }
+    if (!rc) rc = el->life.closed ? ELECTOR_ECLOSED : el->outcome == 1 ? 0 : el->outcome;
+    elector__el_unhold(el);
+    return rc;
+}
+
+elector_election *elector_election_new(elector_session *s, const char *name,
+                                       elector_election_cb cb, void *ud)
+{
+    if (!s || !name || !*name || elector__session_phase(s) == ELECTOR__S_CLOSED)
+        return NULL;
+    elector_election *el = calloc(1, sizeof(*el));
+    if (!el) return NULL;
+    el->name = elector__strdup(name);
+    if (!el->name || elector__prefix_init(&el->prefix, name)) {
+        free(el->name);
+        free(el);
+        return NULL;
+    }
+    el->s = s;
+    el->etcd = elector__session_etcd(s);
+    el->steps = &steps;
+    el->cb = cb;
+    el->ud = ud;
+    if (!name_add(el)) {
+        elector__prefix_free(&el->prefix);
+        free(el->name);
+        free(el);
+        return NULL;
+    }
+    elector__session_listen(s, &el->listener, &session_events);
+    return el;
+}
+
+static void detach(elector_election *el)
+{
+    if (!el->s) return;
+    elector__session_unlisten(el->s, &el->listener);
+    el->s = NULL;
+}
+
+void elector_election_free(elector_election *el)
+{
+    if (!el || el->life.closed) return;
+    /* Best effort, one attempt: delete our key if we may hold one (by its
+     * revision, or by name and lease when a lost answer left that unknown), or
+     * if a resign still owes the delete. A campaign Txn in flight is handled
+     * by campaign_done. Once the session is over the key goes with the lease. */
+    if (!elector__el_live(el)) el->keep_key = true;
+    int64_t rev = -1;
+    if (el->state != E_IDLE && (el->rev || el->maybe_key))
+        rev = el->rev;
+    else if (el->resign_pending)
+        rev = el->resign_rev;
+    if (rev >= 0 && !el->keep_key) {
+        struct op *o = elector__op_new(el);
+        if (o) elector__delete_key(el, rev, o, elector__stray_deleted);
+    }
+    elector__stop_watch(el);
+    elector__pace_forget(el);
+    name_remove(el);
+    elector__timer_disarm(el->etcd, &el->retry);
+    elector__timer_disarm(el->etcd, &el->notify);
+    elector__timer_disarm(el->etcd, &el->resign_timer);
+    detach(el);
+    el->state = E_IDLE;
+    el->campaign_waits = false;
+    el->resign_pending = false;
+    el->gen++;
+    el->cb = NULL;
+    el->log = NULL;
+    /* In-flight ops may still hold it; the last one frees. */
+    elector__el_close(el);
+}

@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: MIT */
+/* What others see of a session: its listeners (elections), told of its
+ * events, and the values read through functions. session.c keeps the lease. */
+#include <stdlib.h>
+#include <string.h>
+#include "session_private.h"
+
+enum elector__session_phase elector__session_phase(const elector_session *s)
+{
+    return s->state;
+}
+
+elector_etcd *elector__session_etcd(const elector_session *s)
+{
+    return s->etcd;
+}
+
+bool elector__session_manual_release(const elector_session *s)
+{
+    return s->cfg.manual_release;
+}
+
+int64_t elector__session_deadline_raw_ns(const elector_session *s)
+{
+    return s->deadline_ns;
+}
+
+/* ---------------------------------------------------------------- listeners */
+
+void elector__session_listen(elector_session *s, elector__session_listener *l,
+                             const elector__session_events *ev)
+{
+    l->ev = ev;
+    l->prev = NULL;
+    l->next = s->listeners;
+    if (l->next) l->next->prev = l;
+    s->listeners = l;
+}
+
+void elector__session_unlisten(elector_session *s, elector__session_listener *l)
+{
+    for (struct walk *w = s->walks; w; w = w->outer)
+        if (w->next == l) w->next = l->next;
+    if (l->prev)
+        l->prev->next = l->next;
+    else
+        s->listeners = l->next;
+    if (l->next) l->next->prev = l->prev;
+    l->next = l->prev = NULL;
+}
+
+elector__session_listener *elector__session_listeners(const elector_session *s)
+{
+    return s->listeners;
+}
+
+void elector__session_unhold(elector_session *s)
+{
+    if (elector__unhold(&s->life)) free(s);
+}
+
+/* Tells every listener, holding the session: a listener may close it. */
+void elector__session_notify(elector_session *s, enum session_what what, int reason,
+                             const char *detail, int64_t end_ns)
+{
+    struct walk w = {s->listeners, s->walks};
+    s->walks = &w;
+    elector__hold(&s->life);
+    while (w.next) {
+        elector__session_listener *l = w.next;
+        w.next = l->next;
+        if (what == SW_READY)
+            l->ev->ready(l);
+        else
+            l->ev->ended(l, reason, detail, end_ns);
+    }
+    s->walks = w.outer;
+    elector__session_unhold(s);
+}
+
+/* The session died or was closed: LOST or FAILED for each listener. The belief
+ * ended at the validity deadline, or now if that is sooner. */
+void elector__session_notify_ended(elector_session *s, int reason, const char *detail,
+                                   int64_t end_ns)
+{
+    int64_t now = elector_now_ns();
+    elector__session_notify(s, SW_ENDED, reason, detail,
+                            end_ns && end_ns < now ? end_ns : now);
+}
+
+/* The session is closing: every listener forgets it and leaves the list. */
+void elector__session_detach_all(elector_session *s)
+{
+    elector__hold(&s->life);
+    while (s->listeners) {
+        elector__session_listener *l = s->listeners;
+        elector__session_unlisten(s, l);
+        l->ev->detached(l);
+    }
+    elector__session_unhold(s);
+}
+
+void elector_session_config_init(elector_session_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->ttl_s = 10;
+}
+
+int elector_session_helper(const elector_session *s)
+{
+    return s->rel.pid;
+}
+
+int64_t elector_session_lease(const elector_session *s)
+{
+    return s->lease;
+}
+
+int64_t elector_session_ttl(const elector_session *s)
+{
+    return s->ttl_s;
+}
+
+int64_t elector_session_deadline_ns(const elector_session *s)
+{
+    return s->state == ELECTOR__S_ALIVE ? s->deadline_ns : 0;
+}
+
+bool elector_session_alive(const elector_session *s)
+{
+    return s->state == ELECTOR__S_ALIVE && elector_now_ns() < s->deadline_ns;
+}
+
+const int64_t elector_rtt_bounds_us[ELECTOR_RTT_BUCKETS - 1] = {
+    500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000};
+
+void elector_session_get_stats(const elector_session *s, elector_session_stats *out)
+{
+    *out = s->stats;
+}
