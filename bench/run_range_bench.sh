@@ -58,7 +58,7 @@ free_port() {
     local p
     for _ in $(seq 1 200); do
         p=$((20000 + RANDOM % 40000))
-        if ! ss -Htan "( sport = :$p )" 2>/dev/null | grep -q .; then
+        if ! ss -Htan "( sport = :$p )" 2>/dev/null | grep . >/dev/null; then
             echo "$p"
             return 0
         fi

@@ -126,7 +126,7 @@ run() {
 }
 
 # ---------------------------------------------------------------- the cluster
-port_free() { ! ss -Htan "( sport = :$1 )" 2>/dev/null | grep -q .; }
+port_free() { ! ss -Htan "( sport = :$1 )" 2>/dev/null | grep . >/dev/null; }
 start_cluster() {
     local attempt i ports p cluster
     for attempt in 1 2 3; do

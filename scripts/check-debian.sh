@@ -57,7 +57,7 @@ expect() { # PACKAGE PATH...
 expect libelector1 "/usr/lib/$ma/libelector.so.1" "/usr/share/doc/libelector1/copyright" \
     "/usr/lib/$ma/elector/elector-release"
 ls "$T"/libelector1_* >/dev/null
-dpkg-deb -c "$T/libelector1_${version}_$arch.deb" | grep -q "/usr/lib/$ma/libelector.so.1 -> libelector.so.1" ||
+dpkg-deb -c "$T/libelector1_${version}_$arch.deb" | grep "/usr/lib/$ma/libelector.so.1 -> libelector.so.1" >/dev/null ||
     fail "libelector1: libelector.so.1 is not a link to the versioned file"
 contents libelector1 | grep -E '\.h$|\.a$|\.pc$|/libelector\.so$' && fail "libelector1 holds development files"
 expect libelector-dev /usr/include/elector/election.h /usr/include/elector/etcd.h \
@@ -66,10 +66,10 @@ expect libelector-dev /usr/include/elector/election.h /usr/include/elector/etcd.
     "/usr/lib/$ma/cmake/elector/elector-config.cmake" \
     "/usr/lib/$ma/cmake/elector/elector-config-version.cmake" \
     "/usr/lib/$ma/cmake/elector/elector-targets.cmake"
-contents libelector-dev | grep -q etcd_rpc.h && fail "libelector-dev installs elector/etcd_rpc.h"
+contents libelector-dev | grep etcd_rpc.h >/dev/null && fail "libelector-dev installs elector/etcd_rpc.h"
 expect elector /usr/bin/elector /usr/share/man/man1/elector.1.gz \
     /usr/share/bash-completion/completions/elector
-dpkg-deb -f "$T/libelector-dev_${version}_$arch.deb" Depends | grep -q "libelector1 (= $version)" ||
+dpkg-deb -f "$T/libelector-dev_${version}_$arch.deb" Depends | grep "libelector1 (= $version)" >/dev/null ||
     fail "libelector-dev does not depend on libelector1 (= $version)"
 # The Python module: the extension for each supported python3, the package's
 # files, the tooz entry point; it depends on libelector1 and imports (below).
@@ -80,8 +80,8 @@ expect python3-elector /usr/lib/python3/dist-packages/elector/__init__.py \
     /usr/lib/python3/dist-packages/elector/tooz_driver.py \
     /usr/lib/python3/dist-packages/elector/_elector.pyi \
     /usr/lib/python3/dist-packages/elector/py.typed
-contents python3-elector | grep -q '/entry_points.txt$' || fail "python3-elector: no entry_points.txt (tooz backend)"
-dpkg-deb -f "$T/python3-elector_${version}_$arch.deb" Depends | grep -q "libelector1 (= $version)" ||
+contents python3-elector | grep '/entry_points.txt$' >/dev/null || fail "python3-elector: no entry_points.txt (tooz backend)"
+dpkg-deb -f "$T/python3-elector_${version}_$arch.deb" Depends | grep "libelector1 (= $version)" >/dev/null ||
     fail "python3-elector does not depend on libelector1 (= $version)"
 
 # The release helper, unpacked: it runs, and the library (and the tool, linked

@@ -135,7 +135,7 @@ echo "compiled-in helper path: $want"
 export ELECTOR_RELEASE_HELPER=$helper
 
 step "start etcd on random loopback ports"
-port_free() { ! ss -Htan "( sport = :$1 )" 2>/dev/null | grep -q .; }
+port_free() { ! ss -Htan "( sport = :$1 )" 2>/dev/null | grep . >/dev/null; }
 EP=
 for attempt in 1 2 3; do
     cp=$((20000 + RANDOM % 40000))
@@ -214,7 +214,7 @@ echo "pkg-config: $cflags $libs"
 # shellcheck disable=SC2086
 cc -std=c11 -Wall -Wextra -Werror $cflags "$root/test/install/consumer.c" $libs \
     -Wl,-rpath,"$libdir" -o "$T/consumer-pc"
-readelf -d "$T/consumer-pc" | grep -q 'NEEDED.*\[libelector.so.1\]' ||
+readelf -d "$T/consumer-pc" | grep 'NEEDED.*\[libelector.so.1\]' >/dev/null ||
     fail "consumer-pc does not need libelector.so.1"
 run_consumer pkg-config "$T/consumer-pc"
 # shellcheck disable=SC2086
@@ -235,14 +235,14 @@ slibs=${slibs/-lelector/$libdir/libelector.a}
 # shellcheck disable=SC2086
 cc -std=c11 -Wall -Wextra -Werror $cflags "$root/test/install/consumer.c" "$T/clash.c" \
     $slibs -o "$T/consumer-static"
-readelf -d "$T/consumer-static" | grep -q 'NEEDED.*libelector' && fail "consumer-static needs libelector.so"
+readelf -d "$T/consumer-static" | grep 'NEEDED.*libelector' >/dev/null && fail "consumer-static needs libelector.so"
 run_consumer static "$T/consumer-static"
 
 step "build with find_package(elector), run"
 cmake -S "$root/test/install" -B "$T/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" \
     -DELECTOR_MYAPP="$root/examples/cpp/myapp.cpp" -DCMAKE_BUILD_TYPE=Release >"$T/cmake.log" 2>&1 || { cat "$T/cmake.log" >&2; fail "cmake configure"; }
 cmake --build "$T/cmake-build" >>"$T/cmake.log" 2>&1 || { cat "$T/cmake.log" >&2; fail "cmake build"; }
-ldd "$T/cmake-build/consumer" | grep -q "libelector.so.1 => $libdir/" ||
+ldd "$T/cmake-build/consumer" | grep "libelector.so.1 => $libdir/" >/dev/null ||
     fail "the find_package build does not use $libdir/libelector.so.1"
 run_consumer find_package "$T/cmake-build/consumer"
 run_myapp find_package "$T/cmake-build/myapp"

@@ -165,9 +165,9 @@ shape() {
 # the listed exceptions that are no longer breaches.
 check_shape() {
     local root=$1 list=$1/scripts/layers-exceptions.txt bad=0 key msg
-    command -v ctags >/dev/null && ctags --version 2>/dev/null | grep -q Universal ||
+    command -v ctags >/dev/null && ctags --version 2>/dev/null | grep Universal >/dev/null ||
         { echo "check-layers: needs universal-ctags (scripts/deps.sh installs it)"; return 1; }
-    echo 'int x;' | cc -fpreprocessed -dD -E -P -x c - 2>/dev/null | grep -q 'int x' ||
+    echo 'int x;' | cc -fpreprocessed -dD -E -P -x c - 2>/dev/null | grep 'int x' >/dev/null ||
         { echo "check-layers: needs cc (GCC's -fpreprocessed) to read the sources"; return 1; }
     local -A listed=() seen=()
     if [ -e "$list" ]; then

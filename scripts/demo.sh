@@ -48,7 +48,7 @@ trap 'exit 130' INT TERM
 ports=()
 while [ ${#ports[@]} -lt 6 ]; do
     p=$((20000 + RANDOM % 10000))
-    if ! ss -Htln "sport = :$p" | grep -q . && [[ " ${ports[*]} " != *" $p "* ]]; then
+    if ! ss -Htln "sport = :$p" | grep . >/dev/null && [[ " ${ports[*]} " != *" $p "* ]]; then
         ports+=("$p")
     fi
 done

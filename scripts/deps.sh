@@ -33,7 +33,7 @@ esac
 
 missing=()
 for p in "${PKGS[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "install ok installed" >/dev/null ||
         missing+=("$p")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
