@@ -222,8 +222,12 @@ bool elector__learner_refusal(elector_etcd *e, const char *grpc_msg)
     if (!grpc_msg || !strstr(grpc_msg, "not supported for learner")) return false;
     struct elector__autosync *a = get(e);
     if (a && e->cstate == C_READY && !a->leave_timer.armed) {
+        /* The refused call is queued again: it must not go back to this
+         * connection before the timer leaves it (it would then be failed as
+         * possibly executed). Due at the pass's own time: it runs in this pass. */
+        e->learner = true;
         a->leave_serial = e->stats.connects;
-        elector__timer_arm(e, &a->leave_timer, elector__now_ms(), leave_fired, e);
+        elector__timer_arm(e, &a->leave_timer, e->now_ms, leave_fired, e);
     }
     return true;
 }

@@ -50,7 +50,7 @@ static void auth_start(elector_etcd *e);
 void elector__calls_submit(elector_etcd *e)
 {
     /* Nothing waits: do not walk the list (all calls in flight are on it). */
-    if (e->cstate != C_READY || e->draining || e->n_queued <= 0) return;
+    if (e->cstate != C_READY || e->draining || e->learner || e->n_queued <= 0) return;
     bool need_auth = auth_needed(e);
     if (need_auth && !e->authenticating) auth_start(e);
     for (call *c = e->calls; c; c = c->next) {

@@ -146,6 +146,7 @@ void elector__conn_close(elector_etcd *e)
     e->ep_events = 0;
     e->want_write = false;
     e->draining = false;
+    e->learner = false;
     e->ping_out = false;
     e->authenticating = false;
     if (e->wbuf.data) explicit_bzero(e->wbuf.data, e->wbuf.cap);

@@ -219,7 +219,8 @@ elector_etcd *elector_etcd_new(const elector_etcd_config *cfg)
  * loop (a message sent on an open stream) for flush() to hand to the socket. */
 static bool work_pending(const elector_etcd *e)
 {
-    return e->ready_head || (e->cstate == C_READY && !e->draining && e->n_queued > 0) ||
+    return e->ready_head ||
+           (e->cstate == C_READY && !e->draining && !e->learner && e->n_queued > 0) ||
            elector__conn_drain_due(e) || (!e->want_write && elector__h2_want_write(e));
 }
 

@@ -233,6 +233,7 @@ struct elector_etcd {
     int64_t dial_deadline_ms, retry_at_ms;
     elector__timer dial_timer, retry_timer, ping_timer;
     bool draining; /* GOAWAY received: no new streams here */
+    bool learner;  /* a learner refused a call: no new streams, left by a timer */
     bool want_write;
     bool readable, writable;
     elector__buf wbuf;
