@@ -368,6 +368,15 @@ void elector__fail(elector_election *el, int reason, const char *detail)
 void elector__lose(elector_election *el, int reason, const char *detail, int64_t at_ns)
 {
     if (!at_ns) at_ns = elector_now_ns();
+    const char *why = NULL;
+    if (reason == ELECTOR_ENOTLEADER && el->s && elector__session_restored(el->s, &why)) {
+        /* Our key was found gone or not ours after etcd went back to an older
+         * revision: the restore is the cause, and the token may be handed
+         * out again (the session ends with the same reason at its next
+         * keepalive answer). */
+        reason = ELECTOR_ERESTORED;
+        detail = why;
+    }
     int64_t deadline = el->s ? elector__session_deadline_raw_ns(el->s) : 0;
     if (deadline && deadline < at_ns) at_ns = deadline;
     int64_t mono_ns = elector__mono_of(at_ns);

@@ -49,6 +49,9 @@ bool elector__session_manual_release(const elector_session *s);
 /* The validity deadline as last proven (also once the session is over; 0
  * before the grant), on the deadline clock. */
 int64_t elector__session_deadline_raw_ns(const elector_session *s);
+/* True (and the restore's message in *msg) when etcd was restored from a
+ * snapshot since the session's lease was granted. */
+bool elector__session_restored(const elector_session *s, const char **msg);
 
 /* A listener hears of its session's lease: ready (granted), ended (LOST or
  * FAILED for what depends on it; end_ns: when the belief ended, never later

@@ -25,6 +25,12 @@ int64_t elector__session_deadline_raw_ns(const elector_session *s)
     return s->deadline_ns;
 }
 
+bool elector__session_restored(const elector_session *s, const char **msg)
+{
+    if (s->state == ELECTOR__S_GRANTING) return false;
+    return elector__restores(s->etcd, msg) != s->restores;
+}
+
 /* ---------------------------------------------------------------- listeners */
 
 void elector__session_listen(elector_session *s, elector__session_listener *l,
