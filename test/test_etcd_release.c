@@ -351,7 +351,8 @@ TEST_WITH_TIMEOUT(release_auth_no_password_in_helper, 180)
     /* Read while the helper is between two execs (scripts/valgrind.sh runs
      * it through a shell and valgrind's launcher), cmdline is empty: wait. */
     for (int i = 0; i < 100 && file_has(path, "elector-release", &err) == 0; i++) {
-        if (i == 0) tl_log("helper's cmdline not yet its own: %zd bytes", file_size(path));
+        if (i == 0)
+            tl_log("helper's cmdline not yet its own: %zd bytes", file_size(path));
         usleep(20000);
     }
     ASSERT_EQ(1, file_has(path, "elector-release", &err));
