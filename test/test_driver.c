@@ -110,6 +110,40 @@ static bool wait_int(atomic_int *v, int want, int ms)
     return atomic_load(v) >= want;
 }
 
+/* elector_driver_leader()'s answer: how many, the last code and token. */
+typedef struct {
+    atomic_int n;
+    int rc;
+    int64_t token;
+    size_t value_len;
+} lanswer;
+
+static void leader_answer(elector_driver *d, int rc, const elector_leader_info *info,
+                          void *ud)
+{
+    (void)d;
+    lanswer *a = ud;
+    a->rc = rc;
+    if (rc == 0) {
+        a->token = info->token;
+        a->value_len = info->value_len;
+    }
+    atomic_fetch_add(&a->n, 1);
+}
+
+typedef struct {
+    atomic_int n;
+    int rc;
+} rv_answer;
+
+static void revoke_answer(elector_driver *d, int rc, void *ud)
+{
+    (void)d;
+    rv_answer *a = ud;
+    a->rc = rc;
+    atomic_fetch_add(&a->n, 1);
+}
+
 TEST(campaign_leader_observe_guarded_resign_from_the_api)
 {
     eh_cluster *c = start1();
@@ -135,6 +169,15 @@ TEST(campaign_leader_observe_guarded_resign_from_the_api)
     ASSERT_EQ(2, (long long)li.value_len);
     elector_leader_free(&li);
     ASSERT_EQ(1, elector_driver_leader_sync(d, "nobody-here", 3000, &li));
+    lanswer la = {0}, lb = {0};
+    ASSERT_OK(elector_driver_leader(d, "drv", 3000, leader_answer, &la));
+    ASSERT_OK(elector_driver_leader(d, "nobody-here", 3000, leader_answer, &lb));
+    ASSERT(wait_int(&la.n, 1, 5000));
+    ASSERT(wait_int(&lb.n, 1, 5000));
+    ASSERT_EQ(0, la.rc);
+    ASSERT_EQ(elector_driver_token(el), la.token);
+    ASSERT_EQ(2, (long long)la.value_len);
+    ASSERT_EQ(1, lb.rc);
 
     ASSERT_OK(elector_driver_guarded_put_sync(el, "res", 3, "x", 1, 3000));
     char *out = NULL;
@@ -151,7 +194,26 @@ TEST(campaign_leader_observe_guarded_resign_from_the_api)
               elector_driver_guarded_put_sync(el, "res", 3, "y", 1, 3000));
     elector_driver_observer_free(o);
     elector_driver_election_free(el);
+    /* a key on the lease; after the close, a revoke of our own: once it is
+     * answered, the lease and the key are gone */
+    int64_t lease = elector_driver_session_lease(s);
+    ASSERT_OK(elector_driver_put_sync(d, "onlease", 7, "v", 1, lease, 0, 3000));
     elector_driver_session_close(s);
+    rv_answer ra = {0};
+    ASSERT_OK(elector_driver_revoke(d, lease, 3000, revoke_answer, &ra));
+    ASSERT(wait_int(&ra.n, 1, 5000));
+    ASSERT_EQ(0, ra.rc);
+    elector_driver_kv *kvs = NULL;
+    size_t nkv = 9;
+    ASSERT_OK(elector_driver_get_sync(d, "onlease", 7, false, 3000, &kvs, &nkv));
+    ASSERT_EQ(0, (long long)nkv);
+    elector_driver_kvs_free(kvs, nkv);
+    /* again: etcd no longer knows it, which says the same */
+    ASSERT_OK(elector_driver_revoke(d, lease, 3000, revoke_answer, &ra));
+    ASSERT(wait_int(&ra.n, 2, 5000));
+    ASSERT_EQ(0, ra.rc);
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_revoke(d, 0, 3000, revoke_answer, &ra));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_revoke(d, lease, 3000, NULL, NULL));
     elector_driver_free(d);
     eh_stop(c);
 }
@@ -641,9 +703,18 @@ TEST(bad_input_gives_clear_errors)
     ASSERT_NULL(elector_driver_observe(d, "", NULL, NULL));
     elector_leader_info li;
     ASSERT_EQ(ELECTOR_EINVAL, elector_driver_leader_sync(d, "", 100, &li));
+    lanswer la = {0};
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_leader(d, "", 100, leader_answer, &la));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_leader(d, "x", 100, NULL, NULL));
+    /* nobody answers on port 1: the read fails or the driver's stop cancels
+     * it; either way its callback runs once, before elector_driver_free()
+     * returns */
+    ASSERT_OK(elector_driver_leader(d, "x", 60000, leader_answer, &la));
     ASSERT_EQ(ELECTOR_EINVAL, elector_driver_exec(d, NULL, NULL));
     ASSERT_EQ(ELECTOR_EINVAL, elector_driver_campaign(NULL, "x", 1));
     ASSERT(!elector_driver_is_leader(NULL));
     elector_driver_free(d);
+    ASSERT_EQ(1, atomic_load(&la.n));
+    ASSERT(la.rc < 0);
     elector_driver_free(NULL);
 }

@@ -113,6 +113,17 @@ int elector_driver_session_wait(elector_driver_session *s, int64_t timeout_ms);
  * Elections still on it report LOST or FAILED (ECLOSED); free them first. */
 void elector_driver_session_close(elector_driver_session *s);
 
+/* Revokes lease (a closed session's: elector_driver_session_lease() read before
+ * the close) with a LeaseRevoke of its own, for a caller that must know the
+ * lease is gone: cb(d, rc, ud) runs once, on the callback thread, with 0 (etcd
+ * revoked it, or no longer knew it: revoked or expired) or the call's error
+ * (ELECTOR_ETIMEDOUT after timeout_ms; <= 0: the request timeout;
+ * ELECTOR_ECANCELED when the driver stops first). Returns 0 (cb will run) or
+ * the error (cb never runs). */
+typedef void (*elector_driver_revoke_cb)(elector_driver *d, int rc, void *ud);
+int elector_driver_revoke(elector_driver *d, int64_t lease, int64_t timeout_ms,
+                          elector_driver_revoke_cb cb, void *ud);
+
 int64_t
 elector_driver_session_lease(const elector_driver_session *s); /* 0 until granted */
 bool elector_driver_session_alive(const elector_driver_session *s);
@@ -172,6 +183,17 @@ int elector_driver_guarded_delete_sync(elector_driver_election *el, const void *
  * 1 (nobody leads), or the read's error. */
 int elector_driver_leader_sync(elector_driver *d, const char *name, int64_t timeout_ms,
                                elector_leader_info *info);
+
+/* The same read without waiting: cb(d, rc, info, ud) runs once, on the callback
+ * thread, with rc as elector_driver_leader_sync() would return it (info is set
+ * when rc is 0, valid during the callback only; ELECTOR_ECANCELED when the
+ * driver stops first). For callers that wait on their own terms (a file
+ * descriptor the callback wakes, say). Returns 0 (cb will run) or the error
+ * (cb never runs). */
+typedef void (*elector_driver_leader_cb)(elector_driver *d, int rc,
+                                         const elector_leader_info *info, void *ud);
+int elector_driver_leader(elector_driver *d, const char *name, int64_t timeout_ms,
+                          elector_driver_leader_cb cb, void *ud);
 
 typedef void (*elector_driver_observe_cb)(elector_driver_observer *o,
                                           const elector_event *ev, void *ud);

@@ -330,6 +330,141 @@ static PyObject *Driver_leader(DriverObject *self, PyObject *args)
     return r;
 }
 
+/* A leader read in flight (Driver.leader_start): the driver's callback copies
+ * the answer and writes the eventfd; Python waits on the fd with select. Shared
+ * by the callback and the LeaderOp; the last of the two frees it. */
+typedef struct lop {
+    atomic_int refs;
+    int fd;
+    atomic_int done;
+    int rc;
+    elector_leader_info info;
+} lop;
+
+static void lop_unref(lop *l)
+{
+    if (atomic_fetch_sub(&l->refs, 1) == 1) {
+        close(l->fd);
+        elector_leader_free(&l->info);
+        free(l);
+    }
+}
+
+static void leader_cb(elector_driver *d, int rc, const elector_leader_info *info,
+                      void *ud)
+{
+    (void)d;
+    lop *l = ud;
+    l->rc = rc;
+    if (rc == 0 && info) {
+        l->info = *info; /* scalars; the bytes are copied below */
+        l->info.key = malloc(info->key_len ? info->key_len : 1);
+        l->info.value = malloc(info->value_len ? info->value_len : 1);
+        if (!l->info.key || !l->info.value) {
+            free(l->info.key);
+            free(l->info.value);
+            memset(&l->info, 0, sizeof(l->info));
+            l->rc = ELECTOR_ENOMEM;
+        } else {
+            if (info->key_len) memcpy(l->info.key, info->key, info->key_len);
+            if (info->value_len) memcpy(l->info.value, info->value, info->value_len);
+        }
+    }
+    atomic_store(&l->done, 1);
+    uint64_t one = 1;
+    ssize_t r = write(l->fd, &one, sizeof(one));
+    (void)r;
+    lop_unref(l);
+}
+
+typedef struct {
+    PyObject_HEAD lop *l;
+    pid_t pid;
+} LeaderOpObject;
+
+static void LeaderOp_dealloc(LeaderOpObject *self)
+{
+    if (self->l && getpid() == self->pid) lop_unref(self->l);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *LeaderOp_fd(LeaderOpObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyLong_FromLong(self->l->fd);
+}
+
+/* ... -> Ellipsis while pending; else as Driver.leader: None, a code, a tuple. */
+static PyObject *LeaderOp_result(LeaderOpObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (forked_check(self->pid)) return NULL;
+    lop *l = self->l;
+    if (!atomic_load(&l->done)) {
+        Py_INCREF(Py_Ellipsis);
+        return Py_Ellipsis;
+    }
+    if (l->rc == 1) Py_RETURN_NONE;
+    if (l->rc < 0) return PyLong_FromLong(l->rc);
+    return Py_BuildValue("(y#y#LL)", (const char *)l->info.key,
+                         (Py_ssize_t)l->info.key_len, (const char *)l->info.value,
+                         (Py_ssize_t)l->info.value_len, (long long)l->info.token,
+                         (long long)l->info.lease);
+}
+
+static PyMethodDef LeaderOp_methods[] = {
+    {"fd", (PyCFunction)LeaderOp_fd, METH_NOARGS, "Readable once answered."},
+    {"result", (PyCFunction)LeaderOp_result, METH_NOARGS,
+     "Ellipsis while pending; else None (nobody leads), an error code, or "
+     "(key, value, token, lease)."},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject LeaderOpType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "elector._elector.LeaderOp",
+    .tp_basicsize = sizeof(LeaderOpObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A leader read in flight.",
+    .tp_dealloc = (destructor)LeaderOp_dealloc,
+    .tp_methods = LeaderOp_methods,
+};
+
+/* leader_start(name, timeout_ms) -> LeaderOp, or an error code (nothing sent). */
+static PyObject *Driver_revoke_start(DriverObject *self, PyObject *args);
+
+static PyObject *Driver_leader_start(DriverObject *self, PyObject *args)
+{
+    const char *name;
+    long long timeout_ms;
+    if (!PyArg_ParseTuple(args, "sL", &name, &timeout_ms)) return NULL;
+    DRV_CHECK(self);
+    lop *l = calloc(1, sizeof(*l));
+    if (!l) return PyErr_NoMemory();
+    l->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (l->fd < 0) {
+        free(l);
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    atomic_init(&l->refs, 2);
+    LeaderOpObject *op = PyObject_New(LeaderOpObject, &LeaderOpType);
+    if (!op) {
+        close(l->fd);
+        free(l);
+        return NULL;
+    }
+    op->l = l;
+    op->pid = getpid();
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc =
+        elector_driver_leader(self->d, name, timeout_ms, leader_cb, l);
+    Py_END_ALLOW_THREADS if (rc)
+    {
+        atomic_fetch_sub(&l->refs, 1); /* no callback will come */
+        Py_DECREF(op);
+        return PyLong_FromLong(rc);
+    }
+    return (PyObject *)op;
+}
+
 /* Plain key operations (tooz's groups): blocking in C without the GIL, each
  * ended by its own deadline (timeout_ms; <= 0: the request timeout). */
 static PyObject *Driver_put(DriverObject *self, PyObject *args)
@@ -410,6 +545,11 @@ static PyMethodDef Driver_methods[] = {
     {"remove_waiter", (PyCFunction)Driver_remove_waiter, METH_O, "Closes a waiter fd."},
     {"leader", (PyCFunction)Driver_leader, METH_VARARGS,
      "leader(name, timeout_ms) -> (key, value, token, lease), None, or an error code."},
+    {"leader_start", (PyCFunction)Driver_leader_start, METH_VARARGS,
+     "leader_start(name, timeout_ms) -> LeaderOp (wait on its fd), or an error code."},
+    {"revoke_start", (PyCFunction)Driver_revoke_start, METH_VARARGS,
+     "revoke_start(lease, timeout_ms) -> Op (0 once etcd no longer has the lease), or "
+     "an error code."},
     {"put", (PyCFunction)Driver_put, METH_VARARGS,
      "put(key, value, lease, if_absent, timeout_ms) -> 0 (written), 1 (if_absent and the "
      "key exists), or an error code. lease 0: none."},
@@ -899,6 +1039,39 @@ static OpObject *op_new(void)
     op->g = g;
     op->pid = getpid();
     return op;
+}
+
+static void revoke_cb(elector_driver *d, int err, void *ud)
+{
+    (void)d;
+    gop *g = ud;
+    g->err = err;
+    atomic_store(&g->done, 1);
+    uint64_t one = 1;
+    ssize_t r = write(g->fd, &one, sizeof(one));
+    (void)r;
+    gop_unref(g);
+}
+
+/* Driver.revoke_start(lease, timeout_ms) -> Op, or an error code (nothing sent). */
+static PyObject *Driver_revoke_start(DriverObject *self, PyObject *args)
+{
+    long long lease, timeout_ms;
+    if (!PyArg_ParseTuple(args, "LL", &lease, &timeout_ms)) return NULL;
+    DRV_CHECK(self);
+    OpObject *op = op_new();
+    if (!op) return NULL;
+    gop *g = op->g;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc =
+        elector_driver_revoke(self->d, lease, timeout_ms, revoke_cb, g);
+    Py_END_ALLOW_THREADS if (rc)
+    {
+        atomic_fetch_sub(&g->refs, 1); /* no callback will come */
+        Py_DECREF(op);
+        return PyLong_FromLong(rc);
+    }
+    return (PyObject *)op;
 }
 
 /* put(key, value or None) -> Op, or an error code (nothing sent). */
@@ -1754,14 +1927,15 @@ PyMODINIT_FUNC PyInit__elector(void)
 {
     PyTypeObject *types[] = {&DriverType,      &SessionType,      &ElectionType,
                              &OpType,          &ObserverType,     &CoreType,
-                             &CoreSessionType, &CoreElectionType, &CoreObserverType};
+                             &CoreSessionType, &CoreElectionType, &CoreObserverType,
+                             &LeaderOpType};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
         if (PyType_Ready(types[i]) < 0) return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;
-    const char *names[] = {"Driver",      "Session",      "Election",
-                           "Op",          "Observer",     "Core",
-                           "CoreSession", "CoreElection", "CoreObserver"};
+    const char *names[] = {"Driver",       "Session", "Election",    "Op",
+                           "Observer",     "Core",    "CoreSession", "CoreElection",
+                           "CoreObserver", "LeaderOp"};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
         Py_INCREF(types[i]);
         if (PyModule_AddObject(m, names[i], (PyObject *)types[i]) < 0) {

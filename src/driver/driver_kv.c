@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The driver's plain key operations: jobs on the loop thread (driver.c), the
  * answer waited for by the calling thread. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "driver_private.h"
@@ -246,5 +247,68 @@ int elector_driver_delete_sync(elector_driver *d, const void *key, size_t key_le
     int rc = kv_op(d, prefix ? KV_DELETE_PREFIX : KV_DELETE, key, key_len, NULL, 0, 0,
                    timeout_ms, &k);
     if (!rc && deleted) *deleted = k.deleted;
+    return rc;
+}
+
+/* ---------------------------------------------------------------- revoke */
+
+/* A LeaseRevoke of its own, answered on the callback thread: the answer (OK,
+ * or etcd no longer knows the lease) tells the caller the lease is gone. */
+struct rctx {
+    elector_driver *d;
+    int rc;
+    elector_driver_revoke_cb cb;
+    void *ud;
+};
+
+static void revoke_deliver(elector_driver *d, void *ud)
+{
+    struct rctx *r = ud;
+    r->cb(d, r->rc, r->ud);
+    free(r);
+}
+
+static void revoke_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)e;
+    (void)m;
+    struct rctx *r = ud;
+    r->rc = err == ELECTOR_ELEASE ? 0 : err;
+    if (!elector__drv_queue_call(r->d, revoke_deliver, r)) {
+        fprintf(stderr, "elector driver: out of memory, a revoke's answer is lost\n");
+        free(r);
+    }
+}
+
+static void revoke_job(elector_driver *d, struct job *j)
+{
+    Etcdserverpb__LeaseRevokeRequest req = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
+    req.id = (int64_t)j->n1;
+    elector_call_opts opts = {.timeout_ms = (int64_t)j->n2, .require_leader = 1};
+    j->rc = elector_etcd_call(d->etcd, ELECTOR_RPC_LEASE_REVOKE, &req.base, &opts,
+                              revoke_done, j->a);
+}
+
+int elector_driver_revoke(elector_driver *d, int64_t lease, int64_t timeout_ms,
+                          elector_driver_revoke_cb cb, void *ud)
+{
+    if (lease <= 0 || !cb) return ELECTOR_EINVAL;
+    int rc = elector__drv_enter(d);
+    if (rc) return rc;
+    struct rctx *r = calloc(1, sizeof(*r));
+    if (!r) {
+        elector__drv_leave(d);
+        return ELECTOR_ENOMEM;
+    }
+    r->d = d;
+    r->cb = cb;
+    r->ud = ud;
+    struct job j = {.fn = revoke_job,
+                    .a = r,
+                    .n1 = (size_t)lease,
+                    .n2 = (size_t)(timeout_ms < 0 ? 0 : timeout_ms)};
+    rc = elector__drv_run_job(d, &j);
+    if (rc) free(r); /* not sent: no answer will come */
+    elector__drv_leave(d);
     return rc;
 }
