@@ -9,8 +9,10 @@ reports whether they still are), groups (create_group, get_groups,
 join_group, leave_group, get_members, get_member_capabilities,
 update_capabilities, delete_group: members are keys on the coordinator's
 session lease, so a member that dies leaves its groups within the TTL, or at
-once with release_on_exit). Group watchers (watch_join_group, ...) are not
-implemented (tooz.NotImplemented).
+once with release_on_exit), group watchers (watch_join_group,
+watch_leave_group, unwatch_*: tooz's CoordinationDriverCachedRunWatchers, as
+its redis and memcached drivers: each run_watchers() reads the watched groups'
+members and fires the hooks for the difference from the previous run).
 
 URL: elector://host:port[,host:port...]?ttl=10&user=..&password=..&cacert=..
 &cert=..&key=..&release_on_exit=1
@@ -109,7 +111,7 @@ class ElectorLock(locking.Lock):
         return self.is_still_owner()
 
 
-class ElectorDriver(coordination.CoordinationDriver):
+class ElectorDriver(coordination.CoordinationDriverCachedRunWatchers):
     """tooz's CoordinationDriver over elector (entry point tooz.backends ->
     elector)."""
 
@@ -202,8 +204,11 @@ class ElectorDriver(coordination.CoordinationDriver):
                 self._stand_down(g)
 
     def run_watchers(self, timeout: Optional[float] = None) -> list:  # type: ignore[type-arg]
+        """Fires the group watchers (members joined or left since the last
+        run) and the leader-election hooks."""
+        result: list = super().run_watchers(timeout)  # type: ignore[type-arg]
         self.run_elect_coordinator()
-        return []
+        return result
 
     def _stand_down(self, g: str) -> None:
         el = self._elections.pop(g, None)
