@@ -144,6 +144,25 @@ static void revoke_answer(elector_driver *d, int rc, void *ud)
     atomic_fetch_add(&a->n, 1);
 }
 
+typedef struct {
+    atomic_int n;
+    int rc;
+    size_t nkv, value_len;
+    int64_t deleted;
+} kv_answer;
+
+static void kv_answer_cb(elector_driver *d, int rc, const elector_driver_kv *kvs,
+                         size_t n, int64_t deleted, void *ud)
+{
+    (void)d;
+    kv_answer *a = ud;
+    a->rc = rc;
+    a->nkv = n;
+    a->value_len = n ? kvs[0].value_len : 0;
+    a->deleted = deleted;
+    atomic_fetch_add(&a->n, 1);
+}
+
 TEST(campaign_leader_observe_guarded_resign_from_the_api)
 {
     eh_cluster *c = start1();
@@ -212,6 +231,30 @@ TEST(campaign_leader_observe_guarded_resign_from_the_api)
     ASSERT_OK(elector_driver_revoke(d, lease, 3000, revoke_answer, &ra));
     ASSERT(wait_int(&ra.n, 2, 5000));
     ASSERT_EQ(0, ra.rc);
+    /* the key operations without the wait */
+    kv_answer ka = {0};
+    ASSERT_OK(elector_driver_put(d, "async", 5, "v1", 2, 0, ELECTOR_DRIVER_PUT_IF_ABSENT,
+                                 3000, kv_answer_cb, &ka));
+    ASSERT(wait_int(&ka.n, 1, 5000));
+    ASSERT_EQ(0, ka.rc);
+    ASSERT_OK(elector_driver_put(d, "async", 5, "v2", 2, 0, ELECTOR_DRIVER_PUT_IF_ABSENT,
+                                 3000, kv_answer_cb, &ka));
+    ASSERT(wait_int(&ka.n, 2, 5000));
+    ASSERT_EQ(1, ka.rc); /* exists: nothing written */
+    ASSERT_OK(elector_driver_get(d, "asy", 3, true, 3000, kv_answer_cb, &ka));
+    ASSERT(wait_int(&ka.n, 3, 5000));
+    ASSERT_EQ(0, ka.rc);
+    ASSERT_EQ(1, (long long)ka.nkv);
+    ASSERT_EQ(2, (long long)ka.value_len);
+    ASSERT_OK(elector_driver_delete(d, "async", 5, false, 3000, kv_answer_cb, &ka));
+    ASSERT(wait_int(&ka.n, 4, 5000));
+    ASSERT_EQ(0, ka.rc);
+    ASSERT_EQ(1, (long long)ka.deleted);
+    ASSERT_EQ(ELECTOR_EINVAL,
+              elector_driver_get(d, "", 0, false, 3000, kv_answer_cb, &ka));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_get(d, "k", 1, false, 3000, NULL, NULL));
+    ASSERT_EQ(ELECTOR_EINVAL,
+              elector_driver_put(d, "k", 1, "v", 1, 0, 8u, 3000, kv_answer_cb, &ka));
     ASSERT_EQ(ELECTOR_EINVAL, elector_driver_revoke(d, 0, 3000, revoke_answer, &ra));
     ASSERT_EQ(ELECTOR_EINVAL, elector_driver_revoke(d, lease, 3000, NULL, NULL));
     elector_driver_free(d);

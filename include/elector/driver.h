@@ -242,6 +242,23 @@ void elector_driver_kvs_free(elector_driver_kv *kvs, size_t n);
 int elector_driver_delete_sync(elector_driver *d, const void *key, size_t key_len,
                                bool prefix, int64_t timeout_ms, int64_t *deleted);
 
+/* The same three without the wait, for callers that wait on their own terms (a
+ * file descriptor the callback wakes, say): cb(d, rc, kvs, n, deleted, ud) runs
+ * once, on the callback thread, with rc as the _sync form would return it, and
+ * for a get the keys (kvs, n: valid during the callback only), for a delete how
+ * many were deleted; ELECTOR_ECANCELED when the driver stops first. Each
+ * returns 0 (cb will run) or the error (cb never runs). */
+typedef void (*elector_driver_kv_cb)(elector_driver *d, int rc,
+                                     const elector_driver_kv *kvs, size_t n,
+                                     int64_t deleted, void *ud);
+int elector_driver_put(elector_driver *d, const void *key, size_t key_len,
+                       const void *value, size_t value_len, int64_t lease, unsigned flags,
+                       int64_t timeout_ms, elector_driver_kv_cb cb, void *ud);
+int elector_driver_get(elector_driver *d, const void *key, size_t key_len, bool prefix,
+                       int64_t timeout_ms, elector_driver_kv_cb cb, void *ud);
+int elector_driver_delete(elector_driver *d, const void *key, size_t key_len, bool prefix,
+                          int64_t timeout_ms, elector_driver_kv_cb cb, void *ud);
+
 #ifdef __cplusplus
 }
 #endif

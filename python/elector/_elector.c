@@ -531,6 +531,207 @@ static PyObject *Driver_delete(DriverObject *self, PyObject *args)
     return PyLong_FromLongLong((long long)deleted);
 }
 
+/* A key operation in flight (Driver.put_start/get_start/delete_start): the
+ * driver's callback copies the answer and writes the eventfd. Shared by the
+ * callback and the KvOp; the last of the two frees it. */
+enum { KOP_PUT, KOP_GET, KOP_DELETE };
+typedef struct kop {
+    atomic_int refs;
+    int fd;
+    atomic_int done;
+    int kind;
+    int rc;
+    elector_driver_kv *kvs;
+    size_t n;
+    int64_t deleted;
+} kop;
+
+static void kop_unref(kop *k)
+{
+    if (atomic_fetch_sub(&k->refs, 1) == 1) {
+        close(k->fd);
+        elector_driver_kvs_free(k->kvs, k->n);
+        free(k);
+    }
+}
+
+static void kv_cb(elector_driver *d, int rc, const elector_driver_kv *kvs, size_t n,
+                  int64_t deleted, void *ud)
+{
+    (void)d;
+    kop *k = ud;
+    k->rc = rc;
+    k->deleted = deleted;
+    if (rc == 0 && n) {
+        k->kvs = calloc(n, sizeof(*k->kvs));
+        for (size_t i = 0; k->kvs && i < n; i++) {
+            elector_driver_kv *o = &k->kvs[i];
+            *o = kvs[i];
+            o->key = malloc(kvs[i].key_len ? kvs[i].key_len : 1);
+            o->value = malloc(kvs[i].value_len ? kvs[i].value_len : 1);
+            if (!o->key || !o->value) {
+                elector_driver_kvs_free(k->kvs, i + 1);
+                k->kvs = NULL;
+                break;
+            }
+            if (kvs[i].key_len) memcpy(o->key, kvs[i].key, kvs[i].key_len);
+            if (kvs[i].value_len) memcpy(o->value, kvs[i].value, kvs[i].value_len);
+        }
+        if (k->kvs)
+            k->n = n;
+        else
+            k->rc = ELECTOR_ENOMEM;
+    }
+    atomic_store(&k->done, 1);
+    uint64_t one = 1;
+    ssize_t r = write(k->fd, &one, sizeof(one));
+    (void)r;
+    kop_unref(k);
+}
+
+typedef struct {
+    PyObject_HEAD kop *k;
+    pid_t pid;
+} KvOpObject;
+
+static void KvOp_dealloc(KvOpObject *self)
+{
+    if (self->k && getpid() == self->pid) kop_unref(self->k);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *KvOp_fd(KvOpObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyLong_FromLong(self->k->fd);
+}
+
+/* Ellipsis while pending; else what Driver.put/get/delete return. */
+static PyObject *KvOp_result(KvOpObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (forked_check(self->pid)) return NULL;
+    kop *k = self->k;
+    if (!atomic_load(&k->done)) {
+        Py_INCREF(Py_Ellipsis);
+        return Py_Ellipsis;
+    }
+    if (k->rc < 0 || k->kind == KOP_PUT) return PyLong_FromLong(k->rc);
+    if (k->kind == KOP_DELETE) return PyLong_FromLongLong((long long)k->deleted);
+    PyObject *list = PyList_New((Py_ssize_t)k->n);
+    for (size_t i = 0; list && i < k->n; i++) {
+        const elector_driver_kv *kv = &k->kvs[i];
+        PyObject *t =
+            Py_BuildValue("(y#y#LLL)", (const char *)kv->key, (Py_ssize_t)kv->key_len,
+                          (const char *)kv->value, (Py_ssize_t)kv->value_len,
+                          (long long)kv->create_revision, (long long)kv->mod_revision,
+                          (long long)kv->lease);
+        if (!t) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+    }
+    return list;
+}
+
+static PyMethodDef KvOp_methods[] = {
+    {"fd", (PyCFunction)KvOp_fd, METH_NOARGS, "Readable once answered."},
+    {"result", (PyCFunction)KvOp_result, METH_NOARGS,
+     "Ellipsis while pending; else what Driver.put, get or delete returns."},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject KvOpType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "elector._elector.KvOp",
+    .tp_basicsize = sizeof(KvOpObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A key operation in flight.",
+    .tp_dealloc = (destructor)KvOp_dealloc,
+    .tp_methods = KvOp_methods,
+};
+
+static KvOpObject *kvop_new(int kind)
+{
+    kop *k = calloc(1, sizeof(*k));
+    if (!k) return (KvOpObject *)PyErr_NoMemory();
+    k->kind = kind;
+    k->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (k->fd < 0) {
+        free(k);
+        return (KvOpObject *)PyErr_SetFromErrno(PyExc_OSError);
+    }
+    atomic_init(&k->refs, 2);
+    KvOpObject *op = PyObject_New(KvOpObject, &KvOpType);
+    if (!op) {
+        close(k->fd);
+        free(k);
+        return NULL;
+    }
+    op->k = k;
+    op->pid = getpid();
+    return op;
+}
+
+/* The op, or the code when nothing was sent (the op is dropped). */
+static PyObject *kvop_started(KvOpObject *op, int rc)
+{
+    if (!rc) return (PyObject *)op;
+    atomic_fetch_sub(&op->k->refs, 1); /* no callback will come */
+    Py_DECREF(op);
+    return PyLong_FromLong(rc);
+}
+
+static PyObject *Driver_put_start(DriverObject *self, PyObject *args)
+{
+    const char *key, *value;
+    Py_ssize_t klen, vlen;
+    long long lease, timeout_ms;
+    int if_absent;
+    if (!PyArg_ParseTuple(args, "y#y#LpL", &key, &klen, &value, &vlen, &lease, &if_absent,
+                          &timeout_ms))
+        return NULL;
+    DRV_CHECK(self);
+    KvOpObject *op = kvop_new(KOP_PUT);
+    if (!op) return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = elector_driver_put(
+        self->d, key, (size_t)klen, value, (size_t)vlen, lease,
+        if_absent ? ELECTOR_DRIVER_PUT_IF_ABSENT : 0, timeout_ms, kv_cb, op->k);
+    Py_END_ALLOW_THREADS return kvop_started(op, rc);
+}
+
+static PyObject *Driver_get_start(DriverObject *self, PyObject *args)
+{
+    const char *key;
+    Py_ssize_t klen;
+    int prefix;
+    long long timeout_ms;
+    if (!PyArg_ParseTuple(args, "y#pL", &key, &klen, &prefix, &timeout_ms)) return NULL;
+    DRV_CHECK(self);
+    KvOpObject *op = kvop_new(KOP_GET);
+    if (!op) return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc =
+        elector_driver_get(self->d, key, (size_t)klen, prefix, timeout_ms, kv_cb, op->k);
+    Py_END_ALLOW_THREADS return kvop_started(op, rc);
+}
+
+static PyObject *Driver_delete_start(DriverObject *self, PyObject *args)
+{
+    const char *key;
+    Py_ssize_t klen;
+    int prefix;
+    long long timeout_ms;
+    if (!PyArg_ParseTuple(args, "y#pL", &key, &klen, &prefix, &timeout_ms)) return NULL;
+    DRV_CHECK(self);
+    KvOpObject *op = kvop_new(KOP_DELETE);
+    if (!op) return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = elector_driver_delete(self->d, key, (size_t)klen, prefix,
+                                                      timeout_ms, kv_cb, op->k);
+    Py_END_ALLOW_THREADS return kvop_started(op, rc);
+}
+
 static PyObject *Driver_stalls(DriverObject *self, PyObject *unused)
 {
     (void)unused;
@@ -560,6 +761,12 @@ static PyMethodDef Driver_methods[] = {
     {"delete", (PyCFunction)Driver_delete, METH_VARARGS,
      "delete(key, prefix, timeout_ms) -> how many keys were deleted (>= 0), or an error "
      "code (< 0)."},
+    {"put_start", (PyCFunction)Driver_put_start, METH_VARARGS,
+     "put_start(...) as put() -> KvOp (wait on its fd), or an error code."},
+    {"get_start", (PyCFunction)Driver_get_start, METH_VARARGS,
+     "get_start(...) as get() -> KvOp (wait on its fd), or an error code."},
+    {"delete_start", (PyCFunction)Driver_delete_start, METH_VARARGS,
+     "delete_start(...) as delete() -> KvOp (wait on its fd), or an error code."},
     {"stalls", (PyCFunction)Driver_stalls, METH_NOARGS, "Callbacks that ran too long."},
     {NULL, NULL, 0, NULL}};
 
@@ -1928,14 +2135,16 @@ PyMODINIT_FUNC PyInit__elector(void)
     PyTypeObject *types[] = {&DriverType,      &SessionType,      &ElectionType,
                              &OpType,          &ObserverType,     &CoreType,
                              &CoreSessionType, &CoreElectionType, &CoreObserverType,
-                             &LeaderOpType};
+                             &LeaderOpType,    &KvOpType};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
         if (PyType_Ready(types[i]) < 0) return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;
-    const char *names[] = {"Driver",       "Session", "Election",    "Op",
-                           "Observer",     "Core",    "CoreSession", "CoreElection",
-                           "CoreObserver", "LeaderOp"};
+    const char *names[] = {"Driver",       "Session",  "Election",    "Op",
+                           "Observer",     "Core",     "CoreSession", "CoreElection",
+                           "CoreObserver", "LeaderOp", "KvOp"};
+    _Static_assert(sizeof(types) / sizeof(types[0]) == sizeof(names) / sizeof(names[0]),
+                   "one name per type");
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
         Py_INCREF(types[i]);
         if (PyModule_AddObject(m, names[i], (PyObject *)types[i]) < 0) {

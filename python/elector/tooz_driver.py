@@ -20,6 +20,7 @@ URL: elector://host:port[,host:port...]?ttl=10&user=..&password=..&cacert=..
 
 from __future__ import annotations
 
+import select
 import threading
 import urllib.parse
 from concurrent import futures
@@ -252,9 +253,19 @@ class ElectorDriver(coordination.CoordinationDriverCachedRunWatchers):
         return self.PREFIX + b"members/" + _quote(group_id) + b"/"
 
     def _kv(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Runs a key operation (Driver.put_start, get_start, delete_start) and
+        waits for its answer on its fd through select: cooperative under
+        eventlet and gevent, interrupted by Ctrl-C; the call ends by the
+        client's request timeout."""
         if self._client is None:
             raise coordination.ToozConnectionError("not started")
         r = fn(*args, 0)  # 0: the client's request timeout
+        if not isinstance(r, int):
+            op, fd = r, r.fd()
+            r = op.result()
+            while r is ...:
+                select.select([fd], [], [])
+                r = op.result()
         if isinstance(r, int) and r < 0:
             e = elector._error(r, what="tooz group")
             if isinstance(e, (elector.LeaseExpired, elector.SessionExpired)):
@@ -263,7 +274,7 @@ class ElectorDriver(coordination.CoordinationDriverCachedRunWatchers):
         return r
 
     def _group_exists(self, group_id: Any) -> bool:
-        return bool(self._kv(self._client._drv.get, self._gkey(group_id), False))
+        return bool(self._kv(self._client._drv.get_start, self._gkey(group_id), False))
 
     def _result(self, fn: Callable[[], Any]) -> coordination.CoordinatorResult:
         try:
@@ -273,14 +284,14 @@ class ElectorDriver(coordination.CoordinationDriverCachedRunWatchers):
 
     def create_group(self, group_id: Any) -> coordination.CoordinatorResult:
         def create() -> None:
-            if self._kv(self._client._drv.put, self._gkey(group_id), b"", 0, True) == 1:
+            if self._kv(self._client._drv.put_start, self._gkey(group_id), b"", 0, True) == 1:
                 raise coordination.GroupAlreadyExist(group_id)
         return self._result(create)
 
     def get_groups(self) -> coordination.CoordinatorResult:
         def groups() -> list:  # type: ignore[type-arg]
             pre = self.PREFIX + b"groups/"
-            kvs = self._kv(self._client._drv.get, pre, True)
+            kvs = self._kv(self._client._drv.get_start, pre, True)
             return [_unquote(k[len(pre):]) for k, *_ in kvs]
         return self._result(groups)
 
@@ -292,7 +303,7 @@ class ElectorDriver(coordination.CoordinationDriverCachedRunWatchers):
             if not self._group_exists(group_id):
                 raise coordination.GroupNotCreated(group_id)
             key = self._mprefix(group_id) + _quote(self._member)
-            if self._kv(self._client._drv.put, key, utils.dumps(capabilities),
+            if self._kv(self._client._drv.put_start, key, utils.dumps(capabilities),
                         self._session.lease, True) == 1:
                 raise coordination.MemberAlreadyExist(group_id, self._member_id)
             self._joined_groups.add(group_id)
@@ -301,7 +312,7 @@ class ElectorDriver(coordination.CoordinationDriverCachedRunWatchers):
     def leave_group(self, group_id: Any) -> coordination.CoordinatorResult:
         def leave() -> None:
             key = self._mprefix(group_id) + _quote(self._member)
-            if self._kv(self._client._drv.delete, key, False) == 0:
+            if self._kv(self._client._drv.delete_start, key, False) == 0:
                 if not self._group_exists(group_id):
                     raise coordination.GroupNotCreated(group_id)
                 raise coordination.MemberNotJoined(group_id, self._member_id)
@@ -310,16 +321,16 @@ class ElectorDriver(coordination.CoordinationDriverCachedRunWatchers):
 
     def delete_group(self, group_id: Any) -> coordination.CoordinatorResult:
         def delete() -> None:
-            if self._kv(self._client._drv.get, self._mprefix(group_id), True):
+            if self._kv(self._client._drv.get_start, self._mprefix(group_id), True):
                 raise coordination.GroupNotEmpty(group_id)
-            if self._kv(self._client._drv.delete, self._gkey(group_id), False) == 0:
+            if self._kv(self._client._drv.delete_start, self._gkey(group_id), False) == 0:
                 raise coordination.GroupNotCreated(group_id)
         return self._result(delete)
 
     def get_members(self, group_id: Any) -> coordination.CoordinatorResult:
         def members() -> set:  # type: ignore[type-arg]
             pre = self._mprefix(group_id)
-            kvs = self._kv(self._client._drv.get, pre, True)
+            kvs = self._kv(self._client._drv.get_start, pre, True)
             if not kvs and not self._group_exists(group_id):
                 raise coordination.GroupNotCreated(group_id)
             return {_unquote(k[len(pre):]) for k, *_ in kvs}
@@ -329,7 +340,7 @@ class ElectorDriver(coordination.CoordinationDriverCachedRunWatchers):
                                 ) -> coordination.CoordinatorResult:
         def caps() -> Any:
             key = self._mprefix(group_id) + _quote(_member(member_id))
-            kvs = self._kv(self._client._drv.get, key, False)
+            kvs = self._kv(self._client._drv.get_start, key, False)
             if not kvs:
                 if not self._group_exists(group_id):
                     raise coordination.GroupNotCreated(group_id)
@@ -343,10 +354,10 @@ class ElectorDriver(coordination.CoordinationDriverCachedRunWatchers):
             if self._session is None:
                 raise coordination.ToozConnectionError("not started")
             key = self._mprefix(group_id) + _quote(self._member)
-            if not self._kv(self._client._drv.get, key, False):
+            if not self._kv(self._client._drv.get_start, key, False):
                 if not self._group_exists(group_id):
                     raise coordination.GroupNotCreated(group_id)
                 raise coordination.MemberNotJoined(group_id, self._member_id)
-            self._kv(self._client._drv.put, key, utils.dumps(capabilities),
+            self._kv(self._client._drv.put_start, key, utils.dumps(capabilities),
                      self._session.lease, False)
         return self._result(update)
