@@ -279,3 +279,26 @@ def test_thread_cycles_leak_nothing(etcd):
     assert tasks() == t0
     assert threading.active_count() == th0
     c.close()
+
+
+def test_ctrl_c_interrupts_leader_and_grant():
+    """client.leader() and a session's grant against an etcd that never
+    answers: SIGINT (KeyboardInterrupt) ends the wait at once."""
+    import socket
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        c = elector.Client(["127.0.0.1:%d" % silent.getsockname()[1]])
+        old = signal.signal(signal.SIGALRM, signal.default_int_handler)
+        try:
+            for call in (lambda: c.leader("ctrl-c", timeout=30),
+                         lambda: c.session(ttl=5, timeout=30)):
+                signal.setitimer(signal.ITIMER_REAL, 0.05)
+                t0 = time.monotonic()
+                with pytest.raises(KeyboardInterrupt):
+                    call()
+                assert time.monotonic() - t0 < 20
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+            c.close()
