@@ -110,6 +110,59 @@ static bool wait_int(atomic_int *v, int want, int ms)
     return atomic_load(v) >= want;
 }
 
+/* elector_driver_leader()'s answer: how many, the last code and token. */
+typedef struct {
+    atomic_int n;
+    int rc;
+    int64_t token;
+    size_t value_len;
+} lanswer;
+
+static void leader_answer(elector_driver *d, int rc, const elector_leader_info *info,
+                          void *ud)
+{
+    (void)d;
+    lanswer *a = ud;
+    a->rc = rc;
+    if (rc == 0) {
+        a->token = info->token;
+        a->value_len = info->value_len;
+    }
+    atomic_fetch_add(&a->n, 1);
+}
+
+typedef struct {
+    atomic_int n;
+    int rc;
+} rv_answer;
+
+static void revoke_answer(elector_driver *d, int rc, void *ud)
+{
+    (void)d;
+    rv_answer *a = ud;
+    a->rc = rc;
+    atomic_fetch_add(&a->n, 1);
+}
+
+typedef struct {
+    atomic_int n;
+    int rc;
+    size_t nkv, value_len;
+    int64_t deleted;
+} kv_answer;
+
+static void kv_answer_cb(elector_driver *d, int rc, const elector_driver_kv *kvs,
+                         size_t n, int64_t deleted, void *ud)
+{
+    (void)d;
+    kv_answer *a = ud;
+    a->rc = rc;
+    a->nkv = n;
+    a->value_len = n ? kvs[0].value_len : 0;
+    a->deleted = deleted;
+    atomic_fetch_add(&a->n, 1);
+}
+
 TEST(campaign_leader_observe_guarded_resign_from_the_api)
 {
     eh_cluster *c = start1();
@@ -135,6 +188,15 @@ TEST(campaign_leader_observe_guarded_resign_from_the_api)
     ASSERT_EQ(2, (long long)li.value_len);
     elector_leader_free(&li);
     ASSERT_EQ(1, elector_driver_leader_sync(d, "nobody-here", 3000, &li));
+    lanswer la = {0}, lb = {0};
+    ASSERT_OK(elector_driver_leader(d, "drv", 3000, leader_answer, &la));
+    ASSERT_OK(elector_driver_leader(d, "nobody-here", 3000, leader_answer, &lb));
+    ASSERT(wait_int(&la.n, 1, 5000));
+    ASSERT(wait_int(&lb.n, 1, 5000));
+    ASSERT_EQ(0, la.rc);
+    ASSERT_EQ(elector_driver_token(el), la.token);
+    ASSERT_EQ(2, (long long)la.value_len);
+    ASSERT_EQ(1, lb.rc);
 
     ASSERT_OK(elector_driver_guarded_put_sync(el, "res", 3, "x", 1, 3000));
     char *out = NULL;
@@ -151,7 +213,50 @@ TEST(campaign_leader_observe_guarded_resign_from_the_api)
               elector_driver_guarded_put_sync(el, "res", 3, "y", 1, 3000));
     elector_driver_observer_free(o);
     elector_driver_election_free(el);
+    /* a key on the lease; after the close, a revoke of our own: once it is
+     * answered, the lease and the key are gone */
+    int64_t lease = elector_driver_session_lease(s);
+    ASSERT_OK(elector_driver_put_sync(d, "onlease", 7, "v", 1, lease, 0, 3000));
     elector_driver_session_close(s);
+    rv_answer ra = {0};
+    ASSERT_OK(elector_driver_revoke(d, lease, 3000, revoke_answer, &ra));
+    ASSERT(wait_int(&ra.n, 1, 5000));
+    ASSERT_EQ(0, ra.rc);
+    elector_driver_kv *kvs = NULL;
+    size_t nkv = 9;
+    ASSERT_OK(elector_driver_get_sync(d, "onlease", 7, false, 3000, &kvs, &nkv));
+    ASSERT_EQ(0, (long long)nkv);
+    elector_driver_kvs_free(kvs, nkv);
+    /* again: etcd no longer knows it, which says the same */
+    ASSERT_OK(elector_driver_revoke(d, lease, 3000, revoke_answer, &ra));
+    ASSERT(wait_int(&ra.n, 2, 5000));
+    ASSERT_EQ(0, ra.rc);
+    /* the key operations without the wait */
+    kv_answer ka = {0};
+    ASSERT_OK(elector_driver_put(d, "async", 5, "v1", 2, 0, ELECTOR_DRIVER_PUT_IF_ABSENT,
+                                 3000, kv_answer_cb, &ka));
+    ASSERT(wait_int(&ka.n, 1, 5000));
+    ASSERT_EQ(0, ka.rc);
+    ASSERT_OK(elector_driver_put(d, "async", 5, "v2", 2, 0, ELECTOR_DRIVER_PUT_IF_ABSENT,
+                                 3000, kv_answer_cb, &ka));
+    ASSERT(wait_int(&ka.n, 2, 5000));
+    ASSERT_EQ(1, ka.rc); /* exists: nothing written */
+    ASSERT_OK(elector_driver_get(d, "asy", 3, true, 3000, kv_answer_cb, &ka));
+    ASSERT(wait_int(&ka.n, 3, 5000));
+    ASSERT_EQ(0, ka.rc);
+    ASSERT_EQ(1, (long long)ka.nkv);
+    ASSERT_EQ(2, (long long)ka.value_len);
+    ASSERT_OK(elector_driver_delete(d, "async", 5, false, 3000, kv_answer_cb, &ka));
+    ASSERT(wait_int(&ka.n, 4, 5000));
+    ASSERT_EQ(0, ka.rc);
+    ASSERT_EQ(1, (long long)ka.deleted);
+    ASSERT_EQ(ELECTOR_EINVAL,
+              elector_driver_get(d, "", 0, false, 3000, kv_answer_cb, &ka));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_get(d, "k", 1, false, 3000, NULL, NULL));
+    ASSERT_EQ(ELECTOR_EINVAL,
+              elector_driver_put(d, "k", 1, "v", 1, 0, 8u, 3000, kv_answer_cb, &ka));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_revoke(d, 0, 3000, revoke_answer, &ra));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_revoke(d, lease, 3000, NULL, NULL));
     elector_driver_free(d);
     eh_stop(c);
 }
@@ -641,9 +746,18 @@ TEST(bad_input_gives_clear_errors)
     ASSERT_NULL(elector_driver_observe(d, "", NULL, NULL));
     elector_leader_info li;
     ASSERT_EQ(ELECTOR_EINVAL, elector_driver_leader_sync(d, "", 100, &li));
+    lanswer la = {0};
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_leader(d, "", 100, leader_answer, &la));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_leader(d, "x", 100, NULL, NULL));
+    /* nobody answers on port 1: the read fails or the driver's stop cancels
+     * it; either way its callback runs once, before elector_driver_free()
+     * returns */
+    ASSERT_OK(elector_driver_leader(d, "x", 60000, leader_answer, &la));
     ASSERT_EQ(ELECTOR_EINVAL, elector_driver_exec(d, NULL, NULL));
     ASSERT_EQ(ELECTOR_EINVAL, elector_driver_campaign(NULL, "x", 1));
     ASSERT(!elector_driver_is_leader(NULL));
     elector_driver_free(d);
+    ASSERT_EQ(1, atomic_load(&la.n));
+    ASSERT(la.rc < 0);
     elector_driver_free(NULL);
 }

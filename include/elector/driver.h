@@ -113,6 +113,17 @@ int elector_driver_session_wait(elector_driver_session *s, int64_t timeout_ms);
  * Elections still on it report LOST or FAILED (ECLOSED); free them first. */
 void elector_driver_session_close(elector_driver_session *s);
 
+/* Revokes lease (a closed session's: elector_driver_session_lease() read before
+ * the close) with a LeaseRevoke of its own, for a caller that must know the
+ * lease is gone: cb(d, rc, ud) runs once, on the callback thread, with 0 (etcd
+ * revoked it, or no longer knew it: revoked or expired) or the call's error
+ * (ELECTOR_ETIMEDOUT after timeout_ms; <= 0: the request timeout;
+ * ELECTOR_ECANCELED when the driver stops first). Returns 0 (cb will run) or
+ * the error (cb never runs). */
+typedef void (*elector_driver_revoke_cb)(elector_driver *d, int rc, void *ud);
+int elector_driver_revoke(elector_driver *d, int64_t lease, int64_t timeout_ms,
+                          elector_driver_revoke_cb cb, void *ud);
+
 int64_t
 elector_driver_session_lease(const elector_driver_session *s); /* 0 until granted */
 bool elector_driver_session_alive(const elector_driver_session *s);
@@ -173,6 +184,17 @@ int elector_driver_guarded_delete_sync(elector_driver_election *el, const void *
 int elector_driver_leader_sync(elector_driver *d, const char *name, int64_t timeout_ms,
                                elector_leader_info *info);
 
+/* The same read without waiting: cb(d, rc, info, ud) runs once, on the callback
+ * thread, with rc as elector_driver_leader_sync() would return it (info is set
+ * when rc is 0, valid during the callback only; ELECTOR_ECANCELED when the
+ * driver stops first). For callers that wait on their own terms (a file
+ * descriptor the callback wakes, say). Returns 0 (cb will run) or the error
+ * (cb never runs). */
+typedef void (*elector_driver_leader_cb)(elector_driver *d, int rc,
+                                         const elector_leader_info *info, void *ud);
+int elector_driver_leader(elector_driver *d, const char *name, int64_t timeout_ms,
+                          elector_driver_leader_cb cb, void *ud);
+
 typedef void (*elector_driver_observe_cb)(elector_driver_observer *o,
                                           const elector_event *ev, void *ud);
 elector_driver_observer *elector_driver_observe(elector_driver *d, const char *name,
@@ -219,6 +241,23 @@ void elector_driver_kvs_free(elector_driver_kv *kvs, size_t n);
  * how many were. Returns 0 or the call's error. */
 int elector_driver_delete_sync(elector_driver *d, const void *key, size_t key_len,
                                bool prefix, int64_t timeout_ms, int64_t *deleted);
+
+/* The same three without the wait, for callers that wait on their own terms (a
+ * file descriptor the callback wakes, say): cb(d, rc, kvs, n, deleted, ud) runs
+ * once, on the callback thread, with rc as the _sync form would return it, and
+ * for a get the keys (kvs, n: valid during the callback only), for a delete how
+ * many were deleted; ELECTOR_ECANCELED when the driver stops first. Each
+ * returns 0 (cb will run) or the error (cb never runs). */
+typedef void (*elector_driver_kv_cb)(elector_driver *d, int rc,
+                                     const elector_driver_kv *kvs, size_t n,
+                                     int64_t deleted, void *ud);
+int elector_driver_put(elector_driver *d, const void *key, size_t key_len,
+                       const void *value, size_t value_len, int64_t lease, unsigned flags,
+                       int64_t timeout_ms, elector_driver_kv_cb cb, void *ud);
+int elector_driver_get(elector_driver *d, const void *key, size_t key_len, bool prefix,
+                       int64_t timeout_ms, elector_driver_kv_cb cb, void *ud);
+int elector_driver_delete(elector_driver *d, const void *key, size_t key_len, bool prefix,
+                          int64_t timeout_ms, elector_driver_kv_cb cb, void *ud);
 
 #ifdef __cplusplus
 }

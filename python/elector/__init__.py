@@ -335,12 +335,28 @@ class Client:
 
     def leader(self, name: Union[str, bytes], timeout: Optional[float] = None
                ) -> Optional[Leader]:
-        """The current leader of ``name``, or None."""
-        r = self._drv.leader(_name(name), -1 if timeout is None else int(timeout * 1000))
+        """The current leader of ``name``, or None. Waits on a file descriptor
+        through ``select`` (cooperative under gevent and eventlet, interrupted
+        by Ctrl-C); Timeout after ``timeout`` seconds (None: the client's
+        request timeout)."""
+        what = f"leader of {name!r}"
+        ms = -1 if timeout is None else max(1, int(timeout * 1000))
+        op = self._drv.leader_start(_name(name), ms)
+        if isinstance(op, int):
+            raise _error(op, what=what)
+        deadline = _deadline(timeout)
+        fd = op.fd()
+        r = op.result()
+        while r is ...:
+            rem = _remaining(deadline)
+            if rem is not None and rem <= 0:
+                raise Timeout(f"{what}: deadline exceeded")
+            select.select([fd], [], [], rem)
+            r = op.result()
         if r is None:
             return None
         if isinstance(r, int):
-            raise _error(r, what=f"leader of {name!r}")
+            raise _error(r, what=what)
         return Leader(*r)
 
     def observe(self, name: Union[str, bytes]) -> "Observer":
@@ -404,29 +420,33 @@ class Session:
         self.client = client
         self._s = _elector.Session(client._drv, int(ttl), bool(release_on_exit))
         deadline = _deadline(timeout)
-        # The grant is not an event of the driver: poll it with short sleeps on
-        # the session's waiter (woken early if the session is lost).
-        pause = [0.0005]
-
-        def granted() -> Optional[bool]:
-            rc = self._s.poll()
-            if rc == 0:
-                return True
-            if rc != _elector.ETIMEDOUT:
-                raise _error(rc, what="session")
-            return None
-
+        # The grant is not an event of the driver: check it between waits on
+        # the session's waiter fd through select (patched by gevent and
+        # eventlet; woken at once if the session is lost), the waits growing
+        # from 0.5 ms to 50 ms.
+        pause = 0.0005
+        fd = -1
         try:
-            while granted() is None:
+            while True:
+                rc = self._s.poll()
+                if rc == 0:
+                    break
+                if rc != _elector.ETIMEDOUT:
+                    raise _error(rc, what="session")
                 rem = _remaining(deadline)
                 if rem is not None and rem <= 0:
                     raise Timeout("session: lease not granted in time")
-                wait = pause[0] if rem is None else min(pause[0], rem)
-                time.sleep(wait)
-                pause[0] = min(pause[0] * 2, 0.05)
+                if fd < 0:
+                    fd = self._s.add_waiter()
+                if select.select([fd], [], [], pause if rem is None else min(pause, rem))[0]:
+                    _drain(fd)
+                pause = min(pause * 2, 0.05)
         except BaseException:
             self._s.close()
             raise
+        finally:
+            if fd >= 0:
+                self._s.remove_waiter(fd)
 
     @property
     def lease(self) -> int:
@@ -444,9 +464,38 @@ class Session:
         seconds, leaving no key behind."""
         return Leadership(self, _name(name), _bytes(value, "value"), timeout)
 
-    def close(self) -> None:
-        """Revokes the lease."""
-        self._s.close()
+    def close(self, timeout: Optional[float] = 5.0) -> bool:
+        """Revokes the lease and waits (through ``select``, up to ``timeout``
+        seconds; None: the client's request timeout) until etcd answered, so
+        that the lease and its keys are gone when close() returns. True then;
+        False when etcd did not answer in time (unreachable, say): the lease
+        then expires after its TTL. A second close() returns True at once."""
+        s = self._s
+        try:
+            lease = s.lease() if s.poll() == 0 else 0
+        except ForkError:
+            raise
+        except (Error, ValueError):  # closed already, or the grant failed
+            lease = 0
+        s.close()
+        if not lease or timeout is not None and timeout <= 0:
+            return not lease
+        drv = self.client._drv
+        ms = -1 if timeout is None else max(1, int(timeout * 1000))
+        try:
+            op = drv.revoke_start(lease, ms)
+        except ValueError:  # the client is closed: the driver revoked it
+            return True
+        if isinstance(op, int):
+            return False
+        deadline = _deadline(timeout)
+        fd = op.fd()
+        while op.result() is None:
+            rem = _remaining(deadline)
+            if rem is not None and rem <= 0:
+                return False
+            select.select([fd], [], [], rem)
+        return op.result() == 0
 
     def __enter__(self) -> "Session":
         return self

@@ -330,6 +330,141 @@ static PyObject *Driver_leader(DriverObject *self, PyObject *args)
     return r;
 }
 
+/* A leader read in flight (Driver.leader_start): the driver's callback copies
+ * the answer and writes the eventfd; Python waits on the fd with select. Shared
+ * by the callback and the LeaderOp; the last of the two frees it. */
+typedef struct lop {
+    atomic_int refs;
+    int fd;
+    atomic_int done;
+    int rc;
+    elector_leader_info info;
+} lop;
+
+static void lop_unref(lop *l)
+{
+    if (atomic_fetch_sub(&l->refs, 1) == 1) {
+        close(l->fd);
+        elector_leader_free(&l->info);
+        free(l);
+    }
+}
+
+static void leader_cb(elector_driver *d, int rc, const elector_leader_info *info,
+                      void *ud)
+{
+    (void)d;
+    lop *l = ud;
+    l->rc = rc;
+    if (rc == 0 && info) {
+        l->info = *info; /* scalars; the bytes are copied below */
+        l->info.key = malloc(info->key_len ? info->key_len : 1);
+        l->info.value = malloc(info->value_len ? info->value_len : 1);
+        if (!l->info.key || !l->info.value) {
+            free(l->info.key);
+            free(l->info.value);
+            memset(&l->info, 0, sizeof(l->info));
+            l->rc = ELECTOR_ENOMEM;
+        } else {
+            if (info->key_len) memcpy(l->info.key, info->key, info->key_len);
+            if (info->value_len) memcpy(l->info.value, info->value, info->value_len);
+        }
+    }
+    atomic_store(&l->done, 1);
+    uint64_t one = 1;
+    ssize_t r = write(l->fd, &one, sizeof(one));
+    (void)r;
+    lop_unref(l);
+}
+
+typedef struct {
+    PyObject_HEAD lop *l;
+    pid_t pid;
+} LeaderOpObject;
+
+static void LeaderOp_dealloc(LeaderOpObject *self)
+{
+    if (self->l && getpid() == self->pid) lop_unref(self->l);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *LeaderOp_fd(LeaderOpObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyLong_FromLong(self->l->fd);
+}
+
+/* ... -> Ellipsis while pending; else as Driver.leader: None, a code, a tuple. */
+static PyObject *LeaderOp_result(LeaderOpObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (forked_check(self->pid)) return NULL;
+    lop *l = self->l;
+    if (!atomic_load(&l->done)) {
+        Py_INCREF(Py_Ellipsis);
+        return Py_Ellipsis;
+    }
+    if (l->rc == 1) Py_RETURN_NONE;
+    if (l->rc < 0) return PyLong_FromLong(l->rc);
+    return Py_BuildValue("(y#y#LL)", (const char *)l->info.key,
+                         (Py_ssize_t)l->info.key_len, (const char *)l->info.value,
+                         (Py_ssize_t)l->info.value_len, (long long)l->info.token,
+                         (long long)l->info.lease);
+}
+
+static PyMethodDef LeaderOp_methods[] = {
+    {"fd", (PyCFunction)LeaderOp_fd, METH_NOARGS, "Readable once answered."},
+    {"result", (PyCFunction)LeaderOp_result, METH_NOARGS,
+     "Ellipsis while pending; else None (nobody leads), an error code, or "
+     "(key, value, token, lease)."},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject LeaderOpType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "elector._elector.LeaderOp",
+    .tp_basicsize = sizeof(LeaderOpObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A leader read in flight.",
+    .tp_dealloc = (destructor)LeaderOp_dealloc,
+    .tp_methods = LeaderOp_methods,
+};
+
+/* leader_start(name, timeout_ms) -> LeaderOp, or an error code (nothing sent). */
+static PyObject *Driver_revoke_start(DriverObject *self, PyObject *args);
+
+static PyObject *Driver_leader_start(DriverObject *self, PyObject *args)
+{
+    const char *name;
+    long long timeout_ms;
+    if (!PyArg_ParseTuple(args, "sL", &name, &timeout_ms)) return NULL;
+    DRV_CHECK(self);
+    lop *l = calloc(1, sizeof(*l));
+    if (!l) return PyErr_NoMemory();
+    l->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (l->fd < 0) {
+        free(l);
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    atomic_init(&l->refs, 2);
+    LeaderOpObject *op = PyObject_New(LeaderOpObject, &LeaderOpType);
+    if (!op) {
+        close(l->fd);
+        free(l);
+        return NULL;
+    }
+    op->l = l;
+    op->pid = getpid();
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc =
+        elector_driver_leader(self->d, name, timeout_ms, leader_cb, l);
+    Py_END_ALLOW_THREADS if (rc)
+    {
+        atomic_fetch_sub(&l->refs, 1); /* no callback will come */
+        Py_DECREF(op);
+        return PyLong_FromLong(rc);
+    }
+    return (PyObject *)op;
+}
+
 /* Plain key operations (tooz's groups): blocking in C without the GIL, each
  * ended by its own deadline (timeout_ms; <= 0: the request timeout). */
 static PyObject *Driver_put(DriverObject *self, PyObject *args)
@@ -396,6 +531,207 @@ static PyObject *Driver_delete(DriverObject *self, PyObject *args)
     return PyLong_FromLongLong((long long)deleted);
 }
 
+/* A key operation in flight (Driver.put_start/get_start/delete_start): the
+ * driver's callback copies the answer and writes the eventfd. Shared by the
+ * callback and the KvOp; the last of the two frees it. */
+enum { KOP_PUT, KOP_GET, KOP_DELETE };
+typedef struct kop {
+    atomic_int refs;
+    int fd;
+    atomic_int done;
+    int kind;
+    int rc;
+    elector_driver_kv *kvs;
+    size_t n;
+    int64_t deleted;
+} kop;
+
+static void kop_unref(kop *k)
+{
+    if (atomic_fetch_sub(&k->refs, 1) == 1) {
+        close(k->fd);
+        elector_driver_kvs_free(k->kvs, k->n);
+        free(k);
+    }
+}
+
+static void kv_cb(elector_driver *d, int rc, const elector_driver_kv *kvs, size_t n,
+                  int64_t deleted, void *ud)
+{
+    (void)d;
+    kop *k = ud;
+    k->rc = rc;
+    k->deleted = deleted;
+    if (rc == 0 && n) {
+        k->kvs = calloc(n, sizeof(*k->kvs));
+        for (size_t i = 0; k->kvs && i < n; i++) {
+            elector_driver_kv *o = &k->kvs[i];
+            *o = kvs[i];
+            o->key = malloc(kvs[i].key_len ? kvs[i].key_len : 1);
+            o->value = malloc(kvs[i].value_len ? kvs[i].value_len : 1);
+            if (!o->key || !o->value) {
+                elector_driver_kvs_free(k->kvs, i + 1);
+                k->kvs = NULL;
+                break;
+            }
+            if (kvs[i].key_len) memcpy(o->key, kvs[i].key, kvs[i].key_len);
+            if (kvs[i].value_len) memcpy(o->value, kvs[i].value, kvs[i].value_len);
+        }
+        if (k->kvs)
+            k->n = n;
+        else
+            k->rc = ELECTOR_ENOMEM;
+    }
+    atomic_store(&k->done, 1);
+    uint64_t one = 1;
+    ssize_t r = write(k->fd, &one, sizeof(one));
+    (void)r;
+    kop_unref(k);
+}
+
+typedef struct {
+    PyObject_HEAD kop *k;
+    pid_t pid;
+} KvOpObject;
+
+static void KvOp_dealloc(KvOpObject *self)
+{
+    if (self->k && getpid() == self->pid) kop_unref(self->k);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *KvOp_fd(KvOpObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyLong_FromLong(self->k->fd);
+}
+
+/* Ellipsis while pending; else what Driver.put/get/delete return. */
+static PyObject *KvOp_result(KvOpObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (forked_check(self->pid)) return NULL;
+    kop *k = self->k;
+    if (!atomic_load(&k->done)) {
+        Py_INCREF(Py_Ellipsis);
+        return Py_Ellipsis;
+    }
+    if (k->rc < 0 || k->kind == KOP_PUT) return PyLong_FromLong(k->rc);
+    if (k->kind == KOP_DELETE) return PyLong_FromLongLong((long long)k->deleted);
+    PyObject *list = PyList_New((Py_ssize_t)k->n);
+    for (size_t i = 0; list && i < k->n; i++) {
+        const elector_driver_kv *kv = &k->kvs[i];
+        PyObject *t =
+            Py_BuildValue("(y#y#LLL)", (const char *)kv->key, (Py_ssize_t)kv->key_len,
+                          (const char *)kv->value, (Py_ssize_t)kv->value_len,
+                          (long long)kv->create_revision, (long long)kv->mod_revision,
+                          (long long)kv->lease);
+        if (!t) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+    }
+    return list;
+}
+
+static PyMethodDef KvOp_methods[] = {
+    {"fd", (PyCFunction)KvOp_fd, METH_NOARGS, "Readable once answered."},
+    {"result", (PyCFunction)KvOp_result, METH_NOARGS,
+     "Ellipsis while pending; else what Driver.put, get or delete returns."},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject KvOpType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "elector._elector.KvOp",
+    .tp_basicsize = sizeof(KvOpObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A key operation in flight.",
+    .tp_dealloc = (destructor)KvOp_dealloc,
+    .tp_methods = KvOp_methods,
+};
+
+static KvOpObject *kvop_new(int kind)
+{
+    kop *k = calloc(1, sizeof(*k));
+    if (!k) return (KvOpObject *)PyErr_NoMemory();
+    k->kind = kind;
+    k->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (k->fd < 0) {
+        free(k);
+        return (KvOpObject *)PyErr_SetFromErrno(PyExc_OSError);
+    }
+    atomic_init(&k->refs, 2);
+    KvOpObject *op = PyObject_New(KvOpObject, &KvOpType);
+    if (!op) {
+        close(k->fd);
+        free(k);
+        return NULL;
+    }
+    op->k = k;
+    op->pid = getpid();
+    return op;
+}
+
+/* The op, or the code when nothing was sent (the op is dropped). */
+static PyObject *kvop_started(KvOpObject *op, int rc)
+{
+    if (!rc) return (PyObject *)op;
+    atomic_fetch_sub(&op->k->refs, 1); /* no callback will come */
+    Py_DECREF(op);
+    return PyLong_FromLong(rc);
+}
+
+static PyObject *Driver_put_start(DriverObject *self, PyObject *args)
+{
+    const char *key, *value;
+    Py_ssize_t klen, vlen;
+    long long lease, timeout_ms;
+    int if_absent;
+    if (!PyArg_ParseTuple(args, "y#y#LpL", &key, &klen, &value, &vlen, &lease, &if_absent,
+                          &timeout_ms))
+        return NULL;
+    DRV_CHECK(self);
+    KvOpObject *op = kvop_new(KOP_PUT);
+    if (!op) return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = elector_driver_put(
+        self->d, key, (size_t)klen, value, (size_t)vlen, lease,
+        if_absent ? ELECTOR_DRIVER_PUT_IF_ABSENT : 0, timeout_ms, kv_cb, op->k);
+    Py_END_ALLOW_THREADS return kvop_started(op, rc);
+}
+
+static PyObject *Driver_get_start(DriverObject *self, PyObject *args)
+{
+    const char *key;
+    Py_ssize_t klen;
+    int prefix;
+    long long timeout_ms;
+    if (!PyArg_ParseTuple(args, "y#pL", &key, &klen, &prefix, &timeout_ms)) return NULL;
+    DRV_CHECK(self);
+    KvOpObject *op = kvop_new(KOP_GET);
+    if (!op) return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc =
+        elector_driver_get(self->d, key, (size_t)klen, prefix, timeout_ms, kv_cb, op->k);
+    Py_END_ALLOW_THREADS return kvop_started(op, rc);
+}
+
+static PyObject *Driver_delete_start(DriverObject *self, PyObject *args)
+{
+    const char *key;
+    Py_ssize_t klen;
+    int prefix;
+    long long timeout_ms;
+    if (!PyArg_ParseTuple(args, "y#pL", &key, &klen, &prefix, &timeout_ms)) return NULL;
+    DRV_CHECK(self);
+    KvOpObject *op = kvop_new(KOP_DELETE);
+    if (!op) return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = elector_driver_delete(self->d, key, (size_t)klen, prefix,
+                                                      timeout_ms, kv_cb, op->k);
+    Py_END_ALLOW_THREADS return kvop_started(op, rc);
+}
+
 static PyObject *Driver_stalls(DriverObject *self, PyObject *unused)
 {
     (void)unused;
@@ -410,6 +746,11 @@ static PyMethodDef Driver_methods[] = {
     {"remove_waiter", (PyCFunction)Driver_remove_waiter, METH_O, "Closes a waiter fd."},
     {"leader", (PyCFunction)Driver_leader, METH_VARARGS,
      "leader(name, timeout_ms) -> (key, value, token, lease), None, or an error code."},
+    {"leader_start", (PyCFunction)Driver_leader_start, METH_VARARGS,
+     "leader_start(name, timeout_ms) -> LeaderOp (wait on its fd), or an error code."},
+    {"revoke_start", (PyCFunction)Driver_revoke_start, METH_VARARGS,
+     "revoke_start(lease, timeout_ms) -> Op (0 once etcd no longer has the lease), or "
+     "an error code."},
     {"put", (PyCFunction)Driver_put, METH_VARARGS,
      "put(key, value, lease, if_absent, timeout_ms) -> 0 (written), 1 (if_absent and the "
      "key exists), or an error code. lease 0: none."},
@@ -420,6 +761,12 @@ static PyMethodDef Driver_methods[] = {
     {"delete", (PyCFunction)Driver_delete, METH_VARARGS,
      "delete(key, prefix, timeout_ms) -> how many keys were deleted (>= 0), or an error "
      "code (< 0)."},
+    {"put_start", (PyCFunction)Driver_put_start, METH_VARARGS,
+     "put_start(...) as put() -> KvOp (wait on its fd), or an error code."},
+    {"get_start", (PyCFunction)Driver_get_start, METH_VARARGS,
+     "get_start(...) as get() -> KvOp (wait on its fd), or an error code."},
+    {"delete_start", (PyCFunction)Driver_delete_start, METH_VARARGS,
+     "delete_start(...) as delete() -> KvOp (wait on its fd), or an error code."},
     {"stalls", (PyCFunction)Driver_stalls, METH_NOARGS, "Callbacks that ran too long."},
     {NULL, NULL, 0, NULL}};
 
@@ -899,6 +1246,39 @@ static OpObject *op_new(void)
     op->g = g;
     op->pid = getpid();
     return op;
+}
+
+static void revoke_cb(elector_driver *d, int err, void *ud)
+{
+    (void)d;
+    gop *g = ud;
+    g->err = err;
+    atomic_store(&g->done, 1);
+    uint64_t one = 1;
+    ssize_t r = write(g->fd, &one, sizeof(one));
+    (void)r;
+    gop_unref(g);
+}
+
+/* Driver.revoke_start(lease, timeout_ms) -> Op, or an error code (nothing sent). */
+static PyObject *Driver_revoke_start(DriverObject *self, PyObject *args)
+{
+    long long lease, timeout_ms;
+    if (!PyArg_ParseTuple(args, "LL", &lease, &timeout_ms)) return NULL;
+    DRV_CHECK(self);
+    OpObject *op = op_new();
+    if (!op) return NULL;
+    gop *g = op->g;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc =
+        elector_driver_revoke(self->d, lease, timeout_ms, revoke_cb, g);
+    Py_END_ALLOW_THREADS if (rc)
+    {
+        atomic_fetch_sub(&g->refs, 1); /* no callback will come */
+        Py_DECREF(op);
+        return PyLong_FromLong(rc);
+    }
+    return (PyObject *)op;
 }
 
 /* put(key, value or None) -> Op, or an error code (nothing sent). */
@@ -1754,14 +2134,17 @@ PyMODINIT_FUNC PyInit__elector(void)
 {
     PyTypeObject *types[] = {&DriverType,      &SessionType,      &ElectionType,
                              &OpType,          &ObserverType,     &CoreType,
-                             &CoreSessionType, &CoreElectionType, &CoreObserverType};
+                             &CoreSessionType, &CoreElectionType, &CoreObserverType,
+                             &LeaderOpType,    &KvOpType};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
         if (PyType_Ready(types[i]) < 0) return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;
-    const char *names[] = {"Driver",      "Session",      "Election",
-                           "Op",          "Observer",     "Core",
-                           "CoreSession", "CoreElection", "CoreObserver"};
+    const char *names[] = {"Driver",       "Session",  "Election",    "Op",
+                           "Observer",     "Core",     "CoreSession", "CoreElection",
+                           "CoreObserver", "LeaderOp", "KvOp"};
+    _Static_assert(sizeof(types) / sizeof(types[0]) == sizeof(names) / sizeof(names[0]),
+                   "one name per type");
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
         Py_INCREF(types[i]);
         if (PyModule_AddObject(m, names[i], (PyObject *)types[i]) < 0) {

@@ -9,8 +9,10 @@ reports whether they still are), groups (create_group, get_groups,
 join_group, leave_group, get_members, get_member_capabilities,
 update_capabilities, delete_group: members are keys on the coordinator's
 session lease, so a member that dies leaves its groups within the TTL, or at
-once with release_on_exit). Group watchers (watch_join_group, ...) are not
-implemented (tooz.NotImplemented).
+once with release_on_exit), group watchers (watch_join_group,
+watch_leave_group, unwatch_*: tooz's CoordinationDriverCachedRunWatchers, as
+its redis and memcached drivers: each run_watchers() reads the watched groups'
+members and fires the hooks for the difference from the previous run).
 
 URL: elector://host:port[,host:port...]?ttl=10&user=..&password=..&cacert=..
 &cert=..&key=..&release_on_exit=1
@@ -18,6 +20,7 @@ URL: elector://host:port[,host:port...]?ttl=10&user=..&password=..&cacert=..
 
 from __future__ import annotations
 
+import select
 import threading
 import urllib.parse
 from concurrent import futures
@@ -109,7 +112,7 @@ class ElectorLock(locking.Lock):
         return self.is_still_owner()
 
 
-class ElectorDriver(coordination.CoordinationDriver):
+class ElectorDriver(coordination.CoordinationDriverCachedRunWatchers):
     """tooz's CoordinationDriver over elector (entry point tooz.backends ->
     elector)."""
 
@@ -202,8 +205,11 @@ class ElectorDriver(coordination.CoordinationDriver):
                 self._stand_down(g)
 
     def run_watchers(self, timeout: Optional[float] = None) -> list:  # type: ignore[type-arg]
+        """Fires the group watchers (members joined or left since the last
+        run) and the leader-election hooks."""
+        result: list = super().run_watchers(timeout)  # type: ignore[type-arg]
         self.run_elect_coordinator()
-        return []
+        return result
 
     def _stand_down(self, g: str) -> None:
         el = self._elections.pop(g, None)
@@ -247,9 +253,19 @@ class ElectorDriver(coordination.CoordinationDriver):
         return self.PREFIX + b"members/" + _quote(group_id) + b"/"
 
     def _kv(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Runs a key operation (Driver.put_start, get_start, delete_start) and
+        waits for its answer on its fd through select: cooperative under
+        eventlet and gevent, interrupted by Ctrl-C; the call ends by the
+        client's request timeout."""
         if self._client is None:
             raise coordination.ToozConnectionError("not started")
         r = fn(*args, 0)  # 0: the client's request timeout
+        if not isinstance(r, int):
+            op, fd = r, r.fd()
+            r = op.result()
+            while r is ...:
+                select.select([fd], [], [])
+                r = op.result()
         if isinstance(r, int) and r < 0:
             e = elector._error(r, what="tooz group")
             if isinstance(e, (elector.LeaseExpired, elector.SessionExpired)):
@@ -258,7 +274,7 @@ class ElectorDriver(coordination.CoordinationDriver):
         return r
 
     def _group_exists(self, group_id: Any) -> bool:
-        return bool(self._kv(self._client._drv.get, self._gkey(group_id), False))
+        return bool(self._kv(self._client._drv.get_start, self._gkey(group_id), False))
 
     def _result(self, fn: Callable[[], Any]) -> coordination.CoordinatorResult:
         try:
@@ -268,14 +284,14 @@ class ElectorDriver(coordination.CoordinationDriver):
 
     def create_group(self, group_id: Any) -> coordination.CoordinatorResult:
         def create() -> None:
-            if self._kv(self._client._drv.put, self._gkey(group_id), b"", 0, True) == 1:
+            if self._kv(self._client._drv.put_start, self._gkey(group_id), b"", 0, True) == 1:
                 raise coordination.GroupAlreadyExist(group_id)
         return self._result(create)
 
     def get_groups(self) -> coordination.CoordinatorResult:
         def groups() -> list:  # type: ignore[type-arg]
             pre = self.PREFIX + b"groups/"
-            kvs = self._kv(self._client._drv.get, pre, True)
+            kvs = self._kv(self._client._drv.get_start, pre, True)
             return [_unquote(k[len(pre):]) for k, *_ in kvs]
         return self._result(groups)
 
@@ -287,7 +303,7 @@ class ElectorDriver(coordination.CoordinationDriver):
             if not self._group_exists(group_id):
                 raise coordination.GroupNotCreated(group_id)
             key = self._mprefix(group_id) + _quote(self._member)
-            if self._kv(self._client._drv.put, key, utils.dumps(capabilities),
+            if self._kv(self._client._drv.put_start, key, utils.dumps(capabilities),
                         self._session.lease, True) == 1:
                 raise coordination.MemberAlreadyExist(group_id, self._member_id)
             self._joined_groups.add(group_id)
@@ -296,7 +312,7 @@ class ElectorDriver(coordination.CoordinationDriver):
     def leave_group(self, group_id: Any) -> coordination.CoordinatorResult:
         def leave() -> None:
             key = self._mprefix(group_id) + _quote(self._member)
-            if self._kv(self._client._drv.delete, key, False) == 0:
+            if self._kv(self._client._drv.delete_start, key, False) == 0:
                 if not self._group_exists(group_id):
                     raise coordination.GroupNotCreated(group_id)
                 raise coordination.MemberNotJoined(group_id, self._member_id)
@@ -305,16 +321,16 @@ class ElectorDriver(coordination.CoordinationDriver):
 
     def delete_group(self, group_id: Any) -> coordination.CoordinatorResult:
         def delete() -> None:
-            if self._kv(self._client._drv.get, self._mprefix(group_id), True):
+            if self._kv(self._client._drv.get_start, self._mprefix(group_id), True):
                 raise coordination.GroupNotEmpty(group_id)
-            if self._kv(self._client._drv.delete, self._gkey(group_id), False) == 0:
+            if self._kv(self._client._drv.delete_start, self._gkey(group_id), False) == 0:
                 raise coordination.GroupNotCreated(group_id)
         return self._result(delete)
 
     def get_members(self, group_id: Any) -> coordination.CoordinatorResult:
         def members() -> set:  # type: ignore[type-arg]
             pre = self._mprefix(group_id)
-            kvs = self._kv(self._client._drv.get, pre, True)
+            kvs = self._kv(self._client._drv.get_start, pre, True)
             if not kvs and not self._group_exists(group_id):
                 raise coordination.GroupNotCreated(group_id)
             return {_unquote(k[len(pre):]) for k, *_ in kvs}
@@ -324,7 +340,7 @@ class ElectorDriver(coordination.CoordinationDriver):
                                 ) -> coordination.CoordinatorResult:
         def caps() -> Any:
             key = self._mprefix(group_id) + _quote(_member(member_id))
-            kvs = self._kv(self._client._drv.get, key, False)
+            kvs = self._kv(self._client._drv.get_start, key, False)
             if not kvs:
                 if not self._group_exists(group_id):
                     raise coordination.GroupNotCreated(group_id)
@@ -338,10 +354,10 @@ class ElectorDriver(coordination.CoordinationDriver):
             if self._session is None:
                 raise coordination.ToozConnectionError("not started")
             key = self._mprefix(group_id) + _quote(self._member)
-            if not self._kv(self._client._drv.get, key, False):
+            if not self._kv(self._client._drv.get_start, key, False):
                 if not self._group_exists(group_id):
                     raise coordination.GroupNotCreated(group_id)
                 raise coordination.MemberNotJoined(group_id, self._member_id)
-            self._kv(self._client._drv.put, key, utils.dumps(capabilities),
+            self._kv(self._client._drv.put_start, key, utils.dumps(capabilities),
                      self._session.lease, False)
         return self._result(update)

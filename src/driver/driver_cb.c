@@ -90,11 +90,29 @@ void elector__drv_queue_event(elector_driver *d, struct dh *h, const elector_eve
     pthread_mutex_unlock(&d->mu);
 }
 
+bool elector__drv_queue_call(elector_driver *d, void (*fn)(elector_driver *, void *),
+                             void *ud)
+{
+    struct item *it = calloc(1, sizeof(*it));
+    if (!it) return false;
+    it->kind = I_CALL;
+    it->callfn = fn;
+    it->cud = ud;
+    pthread_mutex_lock(&d->mu);
+    *d->items_tail = it;
+    d->items_tail = &it->next;
+    pthread_cond_broadcast(&d->icv);
+    pthread_mutex_unlock(&d->mu);
+    return true;
+}
+
 /* Calls the user's callback for it (callback thread, mu not held). */
-static void deliver(struct item *it)
+static void deliver(elector_driver *d, struct item *it)
 {
     struct dh *h = it->h;
-    if (it->kind == I_GUARDED) {
+    if (it->kind == I_CALL) {
+        it->callfn(d, it->cud);
+    } else if (it->kind == I_GUARDED) {
         it->gcb((elector_driver_election *)h, it->err, it->gud);
     } else if (h->kind == H_SESSION) {
         elector_driver_session *s = (void *)h;
@@ -122,27 +140,33 @@ void *elector__drv_cb_main(void *arg)
         d->items = it->next;
         if (!d->items) d->items_tail = &d->items;
         struct dh *h = it->h;
-        bool call = it->kind == I_GUARDED || (!h->closed && !d->loop_over);
+        bool call = it->kind != I_EVENT || (!h->closed && !d->loop_over);
         if (call) {
             d->cb_target = h;
             d->cb_busy = true;
             d->stall_reported = false;
             d->cb_start_ns = elector_now_ns();
             pthread_mutex_unlock(&d->mu);
-            deliver(it);
+            deliver(d, it);
             pthread_mutex_lock(&d->mu);
             d->cb_target = NULL;
             d->cb_busy = false;
             pthread_cond_broadcast(&d->icv);
         }
-        elector__drv_h_unref(h);
+        if (h) elector__drv_h_unref(h);
         free(it);
     }
     /* Drained: nothing more will be queued (the loop is over). */
     while (d->items) {
         struct item *it = d->items;
         d->items = it->next;
-        elector__drv_h_unref(it->h);
+        if (it->kind == I_CALL) {
+            pthread_mutex_unlock(&d->mu);
+            it->callfn(d, it->cud);
+            pthread_mutex_lock(&d->mu);
+        } else {
+            elector__drv_h_unref(it->h);
+        }
         free(it);
     }
     d->items_tail = &d->items;

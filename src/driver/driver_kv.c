@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The driver's plain key operations: jobs on the loop thread (driver.c), the
  * answer waited for by the calling thread. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "driver_private.h"
@@ -22,6 +23,8 @@ struct kctx {
     elector_driver_kv *kvs;
     size_t n;
     int64_t deleted;
+    elector_driver_kv_cb cb; /* the asynchronous forms' */
+    void *ud;
 };
 
 void elector_driver_kvs_free(elector_driver_kv *kvs, size_t n)
@@ -56,6 +59,15 @@ static int copy_kvs(struct kctx *k, Mvccpb__KeyValue *const *src, size_t n)
     return 0;
 }
 
+/* The asynchronous forms' answer, on the callback thread. */
+static void kv_deliver(elector_driver *d, void *ud)
+{
+    struct kctx *k = ud;
+    k->cb(d, k->rc, k->rc == 0 ? k->kvs : NULL, k->rc == 0 ? k->n : 0, k->deleted, k->ud);
+    elector_driver_kvs_free(k->kvs, k->n);
+    free(k);
+}
+
 static void kv_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
 {
     (void)e;
@@ -82,6 +94,16 @@ static void kv_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *u
         }
     }
     elector_driver *d = k->d;
+    if (k->cb) {
+        k->rc = rc;
+        if (!elector__drv_queue_call(d, kv_deliver, k)) {
+            fprintf(stderr, "elector driver: out of memory, a key operation's answer is "
+                            "lost\n");
+            elector_driver_kvs_free(k->kvs, k->n);
+            free(k);
+        }
+        return;
+    }
     pthread_mutex_lock(&d->mu);
     if (k->abandoned) {
         elector_driver_kvs_free(k->kvs, k->n);
@@ -173,6 +195,57 @@ static void kv_job(elector_driver *d, struct job *j)
     free(end);
 }
 
+/* The asynchronous form: the answer goes to cb on the callback thread. */
+static int kv_start(elector_driver *d, int op, const void *key, size_t key_len,
+                    const void *value, size_t value_len, int64_t lease,
+                    int64_t timeout_ms, elector_driver_kv_cb cb, void *ud)
+{
+    if (!key || key_len == 0 || (value_len && !value) || lease < 0 || !cb)
+        return ELECTOR_EINVAL;
+    int rc = elector__drv_enter(d);
+    if (rc) return rc;
+    struct kctx *k = calloc(1, sizeof(*k));
+    if (!k) {
+        elector__drv_leave(d);
+        return ELECTOR_ENOMEM;
+    }
+    k->d = d;
+    k->op = op;
+    k->lease = lease;
+    k->timeout_ms = timeout_ms < 0 ? 0 : timeout_ms;
+    k->cb = cb;
+    k->ud = ud;
+    struct job j = {
+        .fn = kv_job, .a = k, .p1 = key, .n1 = key_len, .p2 = value, .n2 = value_len};
+    rc = elector__drv_run_job(d, &j);
+    if (rc) free(k); /* not sent: no answer will come */
+    elector__drv_leave(d);
+    return rc;
+}
+
+int elector_driver_put(elector_driver *d, const void *key, size_t key_len,
+                       const void *value, size_t value_len, int64_t lease, unsigned flags,
+                       int64_t timeout_ms, elector_driver_kv_cb cb, void *ud)
+{
+    if (flags & ~(unsigned)ELECTOR_DRIVER_PUT_IF_ABSENT) return ELECTOR_EINVAL;
+    return kv_start(d, (flags & ELECTOR_DRIVER_PUT_IF_ABSENT) ? KV_PUT_IF_ABSENT : KV_PUT,
+                    key, key_len, value, value_len, lease, timeout_ms, cb, ud);
+}
+
+int elector_driver_get(elector_driver *d, const void *key, size_t key_len, bool prefix,
+                       int64_t timeout_ms, elector_driver_kv_cb cb, void *ud)
+{
+    return kv_start(d, prefix ? KV_GET_PREFIX : KV_GET, key, key_len, NULL, 0, 0,
+                    timeout_ms, cb, ud);
+}
+
+int elector_driver_delete(elector_driver *d, const void *key, size_t key_len, bool prefix,
+                          int64_t timeout_ms, elector_driver_kv_cb cb, void *ud)
+{
+    return kv_start(d, prefix ? KV_DELETE_PREFIX : KV_DELETE, key, key_len, NULL, 0, 0,
+                    timeout_ms, cb, ud);
+}
+
 static int kv_op(elector_driver *d, int op, const void *key, size_t key_len,
                  const void *value, size_t value_len, int64_t lease, int64_t timeout_ms,
                  struct kctx *out)
@@ -246,5 +319,68 @@ int elector_driver_delete_sync(elector_driver *d, const void *key, size_t key_le
     int rc = kv_op(d, prefix ? KV_DELETE_PREFIX : KV_DELETE, key, key_len, NULL, 0, 0,
                    timeout_ms, &k);
     if (!rc && deleted) *deleted = k.deleted;
+    return rc;
+}
+
+/* ---------------------------------------------------------------- revoke */
+
+/* A LeaseRevoke of its own, answered on the callback thread: the answer (OK,
+ * or etcd no longer knows the lease) tells the caller the lease is gone. */
+struct rctx {
+    elector_driver *d;
+    int rc;
+    elector_driver_revoke_cb cb;
+    void *ud;
+};
+
+static void revoke_deliver(elector_driver *d, void *ud)
+{
+    struct rctx *r = ud;
+    r->cb(d, r->rc, r->ud);
+    free(r);
+}
+
+static void revoke_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)e;
+    (void)m;
+    struct rctx *r = ud;
+    r->rc = err == ELECTOR_ELEASE ? 0 : err;
+    if (!elector__drv_queue_call(r->d, revoke_deliver, r)) {
+        fprintf(stderr, "elector driver: out of memory, a revoke's answer is lost\n");
+        free(r);
+    }
+}
+
+static void revoke_job(elector_driver *d, struct job *j)
+{
+    Etcdserverpb__LeaseRevokeRequest req = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
+    req.id = (int64_t)j->n1;
+    elector_call_opts opts = {.timeout_ms = (int64_t)j->n2, .require_leader = 1};
+    j->rc = elector_etcd_call(d->etcd, ELECTOR_RPC_LEASE_REVOKE, &req.base, &opts,
+                              revoke_done, j->a);
+}
+
+int elector_driver_revoke(elector_driver *d, int64_t lease, int64_t timeout_ms,
+                          elector_driver_revoke_cb cb, void *ud)
+{
+    if (lease <= 0 || !cb) return ELECTOR_EINVAL;
+    int rc = elector__drv_enter(d);
+    if (rc) return rc;
+    struct rctx *r = calloc(1, sizeof(*r));
+    if (!r) {
+        elector__drv_leave(d);
+        return ELECTOR_ENOMEM;
+    }
+    r->d = d;
+    r->cb = cb;
+    r->ud = ud;
+    struct job j = {.fn = revoke_job,
+                    .a = r,
+                    .n1 = (size_t)lease,
+                    .n2 = (size_t)(timeout_ms < 0 ? 0 : timeout_ms)};
+    rc = elector__drv_run_job(d, &j);
+    if (rc) free(r); /* not sent: no answer will come */
+    elector__drv_leave(d);
     return rc;
 }

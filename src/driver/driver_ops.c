@@ -163,7 +163,18 @@ struct lctx {
     bool done, abandoned;
     int rc;
     elector_leader_info info;
+    elector_driver_leader_cb cb; /* the asynchronous form's */
+    void *ud;
 };
+
+/* The asynchronous form's answer, on the callback thread. */
+static void leader_deliver(elector_driver *d, void *ud)
+{
+    struct lctx *l = ud;
+    l->cb(d, l->rc, l->rc == 0 ? &l->info : NULL, l->ud);
+    elector_leader_free(&l->info);
+    free(l);
+}
 
 static void leader_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
 {
@@ -190,6 +201,17 @@ static void leader_done(elector_etcd *e, int err, const ProtobufCMessage *m, voi
         if (rc < 0) elector_leader_free(&info);
     }
     elector_driver *d = l->d;
+    if (l->cb) {
+        l->rc = rc;
+        l->info = info;
+        if (!elector__drv_queue_call(d, leader_deliver, l)) {
+            fprintf(stderr,
+                    "elector driver: out of memory, a leader read's answer is lost\n");
+            elector_leader_free(&l->info);
+            free(l);
+        }
+        return;
+    }
     pthread_mutex_lock(&d->mu);
     if (l->abandoned) {
         elector_leader_free(&info);
@@ -265,6 +287,30 @@ int elector_driver_leader_sync(elector_driver *d, const char *name, int64_t time
             l->abandoned = true;
         }
     }
+    elector__drv_leave(d);
+    return rc;
+}
+
+int elector_driver_leader(elector_driver *d, const char *name, int64_t timeout_ms,
+                          elector_driver_leader_cb cb, void *ud)
+{
+    if (!name || !*name || !cb) return ELECTOR_EINVAL;
+    int rc = elector__drv_enter(d);
+    if (rc) return rc;
+    struct lctx *l = calloc(1, sizeof(*l));
+    if (!l) {
+        elector__drv_leave(d);
+        return ELECTOR_ENOMEM;
+    }
+    l->d = d;
+    l->cb = cb;
+    l->ud = ud;
+    struct job j = {.fn = leader_job,
+                    .a = l,
+                    .p1 = name,
+                    .n1 = (size_t)(timeout_ms < 0 ? 0 : timeout_ms)};
+    rc = elector__drv_run_job(d, &j);
+    if (rc) free(l); /* not sent: no answer will come */
     elector__drv_leave(d);
     return rc;
 }

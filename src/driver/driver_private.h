@@ -71,11 +71,16 @@ struct job {
     void (*efn)(elector_etcd *, void *);
 };
 
-enum { I_EVENT, I_GUARDED };
+/* I_CALL: the answer of an asynchronous call of the driver itself (no handle:
+ * h is NULL); callfn(d, cud) delivers it, also while the queue is drained at
+ * shutdown, so that each such call is answered exactly once. */
+enum { I_EVENT, I_GUARDED, I_CALL };
 struct item {
     struct item *next;
     struct dh *h;
     int kind;
+    void (*callfn)(elector_driver *d, void *cud);
+    void *cud;
     elector_event ev; /* pointers into the same allocation */
     elector_driver_guarded_cb gcb;
     void *gud;
@@ -159,6 +164,10 @@ void elector__drv_h_attach(elector_driver *d, struct dh *h);
 void elector__drv_h_detach(struct dh *h);
 /* Queues a copy of ev for h's callback. Loop thread. */
 void elector__drv_queue_event(elector_driver *d, struct dh *h, const elector_event *ev);
+/* Queues fn(d, ud) for the callback thread (an I_CALL item). Loop thread.
+ * Returns false when out of memory (nothing queued). */
+bool elector__drv_queue_call(elector_driver *d, void (*fn)(elector_driver *, void *),
+                             void *ud);
 void *elector__drv_cb_main(void *arg);
 /* A copy of src[0..n-1] into *dst (malloc'd; the caller frees), its length in *len. */
 int elector__drv_copy_bytes(uint8_t **dst, size_t *len, const uint8_t *src, size_t n);

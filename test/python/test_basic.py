@@ -175,3 +175,27 @@ def test_lock_excludes_etcdctl_lock(client, etcd):
         if p.poll() is None:
             p.kill()
         p.wait()
+
+
+def test_session_close_waits_for_the_revoke(client, etcd):
+    """Leaving ``with client.session()`` returns once etcd revoked the lease:
+    a key on it is gone at the next read, and so is the lease."""
+    import os
+    import signal
+    key = ("closed/" + uuid.uuid4().hex[:8]).encode()
+    for _ in range(3):
+        with client.session(ttl=30) as s:
+            lease = s.lease
+            assert client._drv.put(key, b"v", lease, False, 3000) == 0
+        assert client._drv.get(key, False, 3000) == []
+        assert lease not in etcd.leases()
+    assert s.close() is True  # again: nothing to do
+    # etcd frozen: close() gives up after its timeout and says so
+    s = client.session(ttl=30)
+    os.kill(etcd.proc.pid, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        assert s.close(timeout=0.3) is False
+        assert time.monotonic() - t0 < 10
+    finally:
+        os.kill(etcd.proc.pid, signal.SIGCONT)

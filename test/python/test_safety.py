@@ -137,6 +137,84 @@ def test_green_threads(etcd, mode):
     assert ticks >= 20
 
 
+GREEN_SILENT = r"""
+import sys, time
+MODE = sys.argv[2]
+if MODE == "eventlet":
+    import eventlet
+    eventlet.monkey_patch()
+    spawn = eventlet.spawn
+else:
+    from gevent import monkey
+    monkey.patch_all()
+    import gevent
+    spawn = gevent.spawn
+import elector
+ticks = []
+stop = [False]
+def ticker():
+    while not stop[0]:
+        ticks.append(time.monotonic())
+        time.sleep(0.01)
+
+def measure(what, fn, exc=elector.Timeout):
+    t0 = time.monotonic()
+    try:
+        fn()
+        print("ERROR:", what, "returned")
+    except exc:
+        pass
+    t1 = time.monotonic()
+    during = [t for t in ticks if t0 <= t <= t1]
+    gaps = [b - a for a, b in zip(during, during[1:])] or [t1 - t0]
+    print(what, "TICKS", len(during), "MAXGAP_MS", round(max(gaps) * 1000, 1),
+          "WAITED_MS", round((t1 - t0) * 1000))
+
+g = spawn(ticker)
+time.sleep(0.05)
+# etcd that never answers: a loopback listener that accepts nothing
+c = elector.Client([sys.argv[1]])
+measure("leader", lambda: c.leader("green-silent", timeout=0.5))
+measure("session", lambda: c.session(ttl=5, timeout=0.5))
+# the tooz backend's group key operations (the request timeout ends them)
+from tooz import coordination
+from elector.tooz_driver import ElectorDriver
+c2 = elector.Client([sys.argv[1]], request_timeout=0.5)
+d = ElectorDriver.__new__(ElectorDriver)
+d._client = c2
+measure("tooz", lambda: d.get_members(b"g").get(), coordination.ToozError)
+c2.close()
+stop[0] = True
+g.wait() if MODE == "eventlet" else g.join()
+c.close()
+"""
+
+
+@pytest.mark.parametrize("mode", ["eventlet", "gevent"])
+def test_green_threads_silent_etcd(mode):
+    """client.leader(), a session's grant and the tooz backend's group
+    reads, waiting on an etcd that never answers, block only their own green
+    thread."""
+    pytest.importorskip(mode)
+    pytest.importorskip("tooz")
+    import socket
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        ep = "127.0.0.1:%d" % silent.getsockname()[1]
+        r = subprocess.run([sys.executable, "-c", GREEN_SILENT, ep, mode],
+                           capture_output=True, text=True, timeout=60)
+    print(r.stdout, r.stderr[-2000:])
+    assert r.returncode == 0
+    assert "ERROR" not in r.stdout
+    for what in ("leader", "session", "tooz"):
+        line = next(ln for ln in r.stdout.split("\n") if ln.startswith(what + " "))
+        words = line.split()
+        ticks = int(words[words.index("TICKS") + 1])
+        # about 50 expected in 0.5 s; a wait that blocked the hub gives 0 or 1
+        assert ticks >= 10, line
+
+
 def test_timed_out_and_cancelled_campaigns_leave_nothing(client, etcd):
     name = uniq("timeout")
     leases_before = set(etcd.leases())
@@ -201,3 +279,26 @@ def test_thread_cycles_leak_nothing(etcd):
     assert tasks() == t0
     assert threading.active_count() == th0
     c.close()
+
+
+def test_ctrl_c_interrupts_leader_and_grant():
+    """client.leader() and a session's grant against an etcd that never
+    answers: SIGINT (KeyboardInterrupt) ends the wait at once."""
+    import socket
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        c = elector.Client(["127.0.0.1:%d" % silent.getsockname()[1]])
+        old = signal.signal(signal.SIGALRM, signal.default_int_handler)
+        try:
+            for call in (lambda: c.leader("ctrl-c", timeout=30),
+                         lambda: c.session(ttl=5, timeout=30)):
+                signal.setitimer(signal.ITIMER_REAL, 0.05)
+                t0 = time.monotonic()
+                with pytest.raises(KeyboardInterrupt):
+                    call()
+                assert time.monotonic() - t0 < 20
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+            c.close()

@@ -154,3 +154,39 @@ def test_tooz_group_member_leaves_with_its_lease(etcd):
         except Exception:
             pass
     assert etcd.keys("tooz-elector/") == []
+
+
+def test_tooz_group_watchers(etcd):
+    group = f"tooz-watch-{uuid.uuid4().hex[:8]}".encode()
+    a, b = coord(etcd, b"wa"), coord(etcd, b"wb")
+    try:
+        a.create_group(group).get()
+        joined, left = [], []
+        a.watch_join_group(group, lambda ev: joined.append(ev.member_id))
+        a.watch_leave_group(group, lambda ev: left.append(ev.member_id))
+        assert a.run_watchers() == []
+        b.join_group(group, b"caps").get()
+        a.join_group(group).get()
+        a.run_watchers()
+        assert sorted(joined) == [b"wa", b"wb"] and left == []
+        a.run_watchers()  # no change: nothing fires again
+        assert sorted(joined) == [b"wa", b"wb"] and left == []
+        b.leave_group(group).get()
+        a.run_watchers()
+        assert left == [b"wb"]
+        # a member whose coordinator stops leaves with its lease
+        b.join_group(group).get()
+        a.run_watchers()
+        b.stop()
+        b = None
+        a.run_watchers()
+        assert sorted(joined) == [b"wa", b"wb", b"wb"] and left == [b"wb", b"wb"]
+        a.unwatch_join_group(group, a._hooks_join_group[group][0])
+        a.unwatch_leave_group(group, a._hooks_leave_group[group][0])
+        a.leave_group(group).get()
+        assert a.run_watchers() == []
+        assert len(joined) == 3 and len(left) == 2
+    finally:
+        a.stop()
+        if b is not None:
+            b.stop()
