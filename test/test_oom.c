@@ -1,0 +1,423 @@
+/* SPDX-License-Identifier: MIT */
+/* Allocation-failure injection (issue 23): one campaign and a failover against
+ * a real single-member etcd, run once for every N with the Nth allocation of
+ * the library failing (N = 1 .. the number of allocations the scenario makes).
+ *
+ * How: this program is linked with -Wl,--wrap=malloc,--wrap=calloc,
+ * --wrap=realloc,--wrap=strdup (test/CMakeLists.txt), so every call to those
+ * from the statically linked library (and the test's own objects) goes through
+ * the wrappers below. They count, and fail the Nth call, only while `counting`
+ * is set: during the scenario, never in the harness or in the checks.
+ * Allocations made inside shared libraries (nghttp2, protobuf-c's default
+ * allocator, libc's own) are not counted: only the library's own call sites.
+ *
+ * Each N runs in a forked child against the etcd the test started once. The
+ * child checks, at every step, that the library believes nothing false: a
+ * step that fails returns an error (or ends with a FAILED/LOST event), and
+ * while elector_is_leader() is true our key is the leader key in etcd (read
+ * through a client of its own, with counting off). The parent reports any
+ * child that crashed, was killed by its timeout, exited non-zero (a sanitizer
+ * report: ASan/UBSan abort, LeakSanitizer's exit code at exit) or saw a false
+ * belief, with its N.
+ *
+ * Environment:
+ *   ELECTOR_OOM_FULL=1   every N (minutes); default a sample of about 40 N
+ *   ELECTOR_OOM_N=n      only that N (to debug one)
+ *   ELECTOR_OOM_VERBOSE=1  one line per N
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "elector/election.h"
+#include "etcd_harness.h"
+#include "testlib.h"
+
+/* ---- the injector ------------------------------------------------------ */
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t m);
+void *__real_realloc(void *p, size_t n);
+char *__real_strdup(const char *s);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t m);
+void *__wrap_realloc(void *p, size_t n);
+char *__wrap_strdup(const char *s);
+
+static bool counting;
+static long alloc_count; /* allocations seen while counting */
+static long fail_at;     /* 0: none fails */
+static long failed;      /* allocations made to fail */
+
+static bool inject(void)
+{
+    if (!counting) return false;
+    alloc_count++;
+    if (alloc_count == fail_at) {
+        failed++;
+        return true;
+    }
+    return false;
+}
+
+void *__wrap_malloc(size_t n)
+{
+    if (inject()) return NULL;
+    return __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t n, size_t m)
+{
+    if (inject()) return NULL;
+    return __real_calloc(n, m);
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+    if (inject()) return NULL;
+    return __real_realloc(p, n);
+}
+
+char *__wrap_strdup(const char *s)
+{
+    if (inject()) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return __real_strdup(s);
+}
+
+/* ---- the scenario (in the child) --------------------------------------- */
+
+#define EXIT_BELIEF 10 /* a false belief: the child's exit status */
+
+struct cand {
+    const char *who;
+    elector_etcd *etcd;
+    elector_session *s;
+    elector_election *el;
+    int waiting, elected, ended; /* WAITING, ELECTED, FAILED/LOST/RESIGNED seen */
+    int proclaimed;
+    int64_t verified;   /* the token last checked against etcd */
+};
+
+static const char *endpoints;
+static char name[64];
+static elector_etcd *verifier; /* made before counting starts */
+static long run_n;
+static long verified; /* leader beliefs checked against etcd */
+
+static _Noreturn void belief(const struct cand *c, const char *what)
+{
+    fprintf(stderr, "test_oom: N=%ld: %s: false belief: %s\n", run_n, c->who, what);
+    fflush(stderr);
+    _exit(EXIT_BELIEF);
+}
+
+/* While c believes it leads, its key must be the leader key in etcd. */
+static void check_belief(struct cand *c)
+{
+    if (!c->el || !elector_is_leader(c->el)) return;
+    int64_t token = elector_election_token(c->el);
+    if (token == c->verified) return;
+    bool was = counting;
+    counting = false;
+    elector_leader_info li;
+    int rc = elector_leader_sync(verifier, name, 5000, &li);
+    if (rc == 1) belief(c, "leads, but etcd has no leader key");
+    if (rc) {
+        fprintf(stderr, "test_oom: N=%ld: verifier: %s\n", run_n, elector_strerror(rc));
+        _exit(3);
+    }
+    size_t kl;
+    const uint8_t *k = elector_election_key(c->el, &kl);
+    if (li.token != token || li.key_len != kl || !k || memcmp(li.key, k, kl) != 0)
+        belief(c, "leads, but the leader key in etcd is another");
+    if (li.lease != elector_session_lease(c->s)) belief(c, "leader key on another lease");
+    elector_leader_free(&li);
+    if (elector_is_leader(c->el)) c->verified = token;
+    verified++;
+    counting = was;
+}
+
+static void cand_cb(elector_election *el, const elector_event *ev, void *ud)
+{
+    struct cand *c = ud;
+    switch (ev->type) {
+    case ELECTOR_EV_WAITING:
+        c->waiting++;
+        break;
+    case ELECTOR_EV_PROCLAIMED:
+        c->proclaimed++;
+        break;
+    case ELECTOR_EV_ELECTED:
+        c->elected++;
+        if (!elector_is_leader(el)) belief(c, "ELECTED but is_leader() false");
+        break;
+    case ELECTOR_EV_FAILED:
+    case ELECTOR_EV_LOST:
+    case ELECTOR_EV_RESIGNED:
+        c->ended++;
+        if (elector_is_leader(el)) belief(c, "ended but is_leader() true");
+        break;
+    default:
+        break;
+    }
+}
+
+static int obs_events;
+static void obs_cb(elector_observer *o, const elector_event *ev, void *ud)
+{
+    (void)o, (void)ev, (void)ud;
+    obs_events++;
+}
+
+/* Pumps both clients for up to ms or until done(); checks beliefs each turn. */
+static void pump(struct cand *a, struct cand *b, int ms, bool (*done)(void *), void *arg)
+{
+    int64_t end = elector_now_ns() + (int64_t)ms * 1000000;
+    struct cand *cs[2] = {a, b};
+    for (;;) {
+        for (int i = 0; i < 2; i++)
+            check_belief(cs[i]);
+        if (done && done(arg)) return;
+        int64_t left = (end - elector_now_ns()) / 1000000;
+        if (left < 0) return;
+        struct pollfd pfd[2];
+        elector_etcd *who[2];
+        int n = 0;
+        int64_t wait = left + 1;
+        for (int i = 0; i < 2; i++) {
+            if (!cs[i]->etcd) continue;
+            int64_t t = elector_etcd_timeout(cs[i]->etcd);
+            if (t >= 0 && t < wait) wait = t;
+            pfd[n].fd = elector_etcd_fd(cs[i]->etcd);
+            pfd[n].events = POLLIN;
+            who[n++] = cs[i]->etcd;
+        }
+        if (wait > 20) wait = 20;
+        poll(pfd, (nfds_t)n, (int)wait);
+        for (int i = 0; i < n; i++)
+            elector_etcd_process(who[i]);
+    }
+}
+
+static bool b_settled(void *p)
+{
+    struct cand *b = p;
+    return b->elected || b->ended;
+}
+
+static bool has_proclaimed(void *p)
+{
+    struct cand *c = p;
+    return c->proclaimed || c->ended;
+}
+
+static bool b_queued(void *p)
+{
+    struct cand *b = p;
+    return b->waiting || b->elected || b->ended;
+}
+
+static bool has_ended(void *p)
+{
+    struct cand *a = p;
+    return a->ended > 0;
+}
+
+static elector_etcd *client(void)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = endpoints;
+    cfg.dial_timeout_ms = 2000;
+    cfg.request_timeout_ms = 3000;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    if (e && elector_etcd_err(e)) {
+        elector_etcd_free(e); /* a handle in error (e.g. ELECTOR_ENOMEM) */
+        return NULL;
+    }
+    return e;
+}
+
+/* A candidate up to a granted session and an election handle; false if a step
+ * failed (what it made is kept in c for the teardown). */
+static bool cand_start(struct cand *c)
+{
+    if (!(c->etcd = client())) return false;
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 5;
+    if (!(c->s = elector_session_new(c->etcd, &sc, NULL, NULL))) return false;
+    if (elector_session_wait(c->s, 5000)) return false;
+    c->el = elector_election_new(c->s, name, cand_cb, c);
+    return c->el != NULL;
+}
+
+static void cand_end(struct cand *c)
+{
+    if (c->el) elector_election_free(c->el);
+    c->el = NULL;
+    if (c->s) elector_session_close_sync(c->s, 2000);
+    c->s = NULL;
+    if (c->etcd) elector_etcd_free(c->etcd);
+    c->etcd = NULL;
+}
+
+static void scenario(void)
+{
+    struct cand a = {.who = "A"}, b = {.who = "B"};
+    elector_observer *obs = NULL;
+    counting = true;
+
+    if (!cand_start(&a)) goto out;
+    int rc = elector_campaign_sync(a.el, "a", 1, 5000);
+    if (rc) {
+        if (elector_is_leader(a.el)) belief(&a, "campaign failed, is_leader() true");
+        goto out;
+    }
+    if (!elector_is_leader(a.el)) belief(&a, "campaign_sync 0, is_leader() false");
+    check_belief(&a);
+
+    if (!cand_start(&b)) goto out;
+    obs = elector_observe(b.etcd, name, obs_cb, NULL);
+    rc = elector_campaign(b.el, "b", 1);
+    if (rc) {
+        if (elector_is_leader(b.el)) belief(&b, "campaign refused, is_leader() true");
+        goto out;
+    }
+    pump(&a, &b, 3000, b_queued, &b); /* B waits behind A */
+    if (b.elected && a.ended == 0 && elector_is_leader(a.el))
+        belief(&b, "elected while A leads");
+
+    /* The failover: A resigns, B follows. */
+    if (elector_resign(a.el) == 0 && elector_is_leader(a.el))
+        belief(&a, "resigned, is_leader() true");
+    pump(&a, &b, 5000, b_settled, &b);
+    pump(&a, &b, 2000, has_ended, &a);
+    if (elector_is_leader(b.el)) {
+        if (elector_proclaim(b.el, "b2", 2) == 0) pump(&a, &b, 3000, has_proclaimed, &b);
+        char k[96];
+        snprintf(k, sizeof(k), "%s-data", name);
+        rc = elector_guarded_put_sync(b.el, k, strlen(k), "v", 1, 3000);
+        (void)rc;
+        check_belief(&b);
+        if (elector_resign(b.el) == 0 && elector_is_leader(b.el))
+            belief(&b, "resigned, is_leader() true");
+        pump(&a, &b, 2000, has_ended, &b);
+    }
+out:
+    check_belief(&a);
+    check_belief(&b);
+    if (obs) elector_observer_free(obs);
+    cand_end(&b);
+    cand_end(&a);
+    counting = false;
+}
+
+/* Runs the scenario with the Nth allocation failing (0: none) in a child.
+ * Returns the child's wait status; *count = allocations it made. */
+static int run_one(long n, long *count, long *checks, double *secs)
+{
+    int p[2];
+    ASSERT_OK(pipe(p));
+    double t0 = tl_now();
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        run_n = n;
+        fail_at = n;
+        verifier = client();
+        if (!verifier) _exit(4);
+        scenario();
+        elector_etcd_free(verifier);
+        long r[3] = {alloc_count, failed, verified + 1000 * obs_events};
+        if (write(p[1], r, sizeof r) != (ssize_t)sizeof r) _exit(5);
+        close(p[1]);
+        exit(0); /* exit, not _exit: LeakSanitizer checks at exit */
+    }
+    close(p[1]);
+    long r[3] = {-1, -1, -1};
+    /* The child's cap: every blocking step has its own timeout (about 30 s
+     * in all); a child still running after 60 s hangs. */
+    struct pollfd pfd = {.fd = p[0], .events = POLLIN};
+    int pr = poll(&pfd, 1, 60000);
+    if (pr == 0) {
+        kill(pid, SIGKILL);
+        fprintf(stderr, "test_oom: N=%ld: hangs (killed after 60 s)\n", n);
+    } else if (read(p[0], r, sizeof r) != (ssize_t)sizeof r) {
+        r[0] = -1;
+    }
+    close(p[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    *count = r[0];
+    *checks = r[2];
+    *secs = tl_now() - t0;
+    return pr == 0 ? -1 : st;
+}
+
+static long env_long(const char *v, long dflt)
+{
+    const char *s = getenv(v);
+    return s && *s ? strtol(s, NULL, 10) : dflt;
+}
+
+TEST_WITH_TIMEOUT(oom_campaign_failover, 7200)
+{
+    eh_opts o = {.members = 1};
+    eh_cluster *c = eh_start(&o);
+    ASSERT_NOT_NULL(c);
+    endpoints = eh_endpoints(c);
+    bool verbose = env_long("ELECTOR_OOM_VERBOSE", 0) != 0;
+
+    /* The baseline: nothing fails; how many allocations the scenario makes. */
+    snprintf(name, sizeof(name), "oom-0");
+    long total = 0, checks = 0;
+    double secs;
+    int st = run_one(0, &total, &checks, &secs);
+    ASSERT_EQ(0, st);
+    ASSERT_GT(total, 0);
+    /* The checks ran: A's and B's leadership read back from etcd, and the
+     * observer saw the leaders (else the scenario did not do its failover). */
+    ASSERT_EQ(2, checks % 1000);
+    ASSERT_GE(checks / 1000, 2);
+    tl_log("baseline: %ld allocations, %.2f s", total, secs);
+
+    long only = env_long("ELECTOR_OOM_N", 0);
+    bool full = env_long("ELECTOR_OOM_FULL", 0) != 0;
+    long step = full || only ? 1 : (total + 39) / 40;
+    long first = only ? only : 1, last = only ? only : total;
+    /* The sample starts at a different offset on each run of the test. */
+    if (!full && !only && step > 1) first = 1 + (long)(tl_now_ns() / 1000) % step;
+    int bad = 0, runs = 0;
+    char bad_list[1024] = "";
+    double t0 = tl_now();
+    for (long n = first; n <= last; n += step) {
+        snprintf(name, sizeof(name), "oom-%ld", n);
+        long count = 0;
+        st = run_one(n, &count, &checks, &secs);
+        runs++;
+        bool ok = st == 0 && count >= 0;
+        if (verbose || !ok)
+            tl_log("N=%ld: %s (status %d, %ld allocations, %.2f s)", n,
+                   ok ? "ok" : "FAILED", st, count, secs);
+        if (!ok) {
+            bad++;
+            size_t l = strlen(bad_list);
+            snprintf(bad_list + l, sizeof(bad_list) - l, " %ld", n);
+        }
+    }
+    tl_log("%d runs (N %ld..%ld step %ld) in %.1f s; %d failed:%s", runs, first, last,
+           step, tl_now() - t0, bad, bad_list);
+    eh_stop(c);
+    ASSERT_EQ(0, bad);
+}
