@@ -111,7 +111,7 @@ struct cand {
     elector_election *el;
     int waiting, elected, ended; /* WAITING, ELECTED, FAILED/LOST/RESIGNED seen */
     int proclaimed;
-    int64_t verified;   /* the token last checked against etcd */
+    int64_t verified; /* the token last checked against etcd */
 };
 
 static const char *endpoints;
@@ -335,7 +335,8 @@ static void scenario(void)
     pump(&a, &b, "B elected", 5000, b_settled, &b);
     pump(&a, &b, "A resigned", 2000, has_ended, &a);
     if (elector_is_leader(b.el)) {
-        if (elector_proclaim(b.el, "b2", 2) == 0) pump(&a, &b, "B proclaimed", 3000, has_proclaimed, &b);
+        if (elector_proclaim(b.el, "b2", 2) == 0)
+            pump(&a, &b, "B proclaimed", 3000, has_proclaimed, &b);
         char k[96];
         snprintf(k, sizeof(k), "%s-data", name);
         rc = elector_guarded_put_sync(b.el, k, strlen(k), "v", 1, 3000);

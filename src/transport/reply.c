@@ -113,8 +113,8 @@ static int status_err(call *c, char *msg, size_t cap)
 /* Decodes one message within the decode budget; NULL with a message in msg and
  * the error in *err on failure: ELECTOR_EPROTO, or ELECTOR_ENOMEM when malloc
  * failed (the reply may be fine: not the server's fault). */
-static ProtobufCMessage *decode(call *c, const uint8_t *p, size_t n, int *err,
-                                char *msg, size_t cap)
+static ProtobufCMessage *decode(call *c, const uint8_t *p, size_t n, int *err, char *msg,
+                                size_t cap)
 {
     const elector_etcd *e = c->etcd;
     int why = 0;
