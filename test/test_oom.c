@@ -21,7 +21,7 @@
  * belief, with its N.
  *
  * Environment:
- *   ELECTOR_OOM_FULL=1   every N (minutes); default a sample of about 40 N
+ *   ELECTOR_OOM_FULL=1   every N (20 to 40 s); default a sample of about 60 N
  *   ELECTOR_OOM_N=n      only that N (to debug one)
  *   ELECTOR_OOM_VERBOSE=1  one line per N, and the waits that ran out
  *   ELECTOR_OOM_TRACE=1  the stack of the failing allocation (with _N)
@@ -481,7 +481,7 @@ TEST_WITH_TIMEOUT(oom_campaign_failover, 7200)
 
     long only = env_long("ELECTOR_OOM_N", 0);
     bool full = env_long("ELECTOR_OOM_FULL", 0) != 0;
-    long step = full || only ? 1 : (total + 39) / 40;
+    long step = full || only ? 1 : (total + 59) / 60;
     long first = only ? only : 1, last = only ? only : total;
     /* The sample starts at a different offset on each run of the test. */
     if (!full && !only && step > 1) first = 1 + (long)(tl_now_ns() / 1000) % step;
