@@ -182,6 +182,17 @@ static void cand_cb(elector_election *el, const elector_event *ev, void *ud)
     }
 }
 
+/* An error a step returned: never ELECTOR_EPROTO from a real etcd. */
+static int step(struct cand *c, const char *what, int rc)
+{
+    if (rc == ELECTOR_EPROTO) {
+        fprintf(stderr, "test_oom: N=%ld: %s: %s: ELECTOR_EPROTO from a real etcd\n",
+                run_n, c->who, what);
+        _exit(EXIT_BELIEF);
+    }
+    return rc;
+}
+
 static bool verbose;
 static int stalls;
 
@@ -286,7 +297,7 @@ static bool cand_start(struct cand *c)
     elector_session_config_init(&sc);
     sc.ttl_s = 5;
     if (!(c->s = elector_session_new(c->etcd, &sc, NULL, NULL))) return false;
-    int rc = elector_session_wait(c->s, 5000);
+    int rc = step(c, "session_wait", elector_session_wait(c->s, 5000));
     if (rc == ELECTOR_ETIMEDOUT) stall("session_wait");
     if (rc) return false;
     c->el = elector_election_new(c->s, name, cand_cb, c);
@@ -310,7 +321,7 @@ static void scenario(void)
     counting = true;
 
     if (!cand_start(&a)) goto out;
-    int rc = elector_campaign_sync(a.el, "a", 1, 5000);
+    int rc = step(&a, "campaign_sync", elector_campaign_sync(a.el, "a", 1, 5000));
     if (rc == ELECTOR_ETIMEDOUT) stall("A campaign_sync");
     if (rc) {
         if (elector_is_leader(a.el)) belief(&a, "campaign failed, is_leader() true");
@@ -340,7 +351,8 @@ static void scenario(void)
             pump(&a, &b, "B proclaimed", 3000, has_proclaimed, &b);
         char k[96];
         snprintf(k, sizeof(k), "%s-data", name);
-        rc = elector_guarded_put_sync(b.el, k, strlen(k), "v", 1, 3000);
+        rc = step(&b, "guarded_put_sync",
+                  elector_guarded_put_sync(b.el, k, strlen(k), "v", 1, 3000));
         if (rc == ELECTOR_ETIMEDOUT) stall("B guarded_put_sync");
         check_belief(&b);
         /* The second failover: A campaigns again, behind B; B's session is
@@ -354,11 +366,13 @@ static void scenario(void)
         pump(&a, &b, "A elected again", 5000, has_settled, &a);
         pump(&a, &b, "B lost", 2000, has_ended, &b);
         if (elector_is_leader(a.el)) {
-            rc = elector_guarded_delete_sync(a.el, k, strlen(k), 3000);
+            rc = step(&a, "guarded_delete_sync",
+                      elector_guarded_delete_sync(a.el, k, strlen(k), 3000));
             if (rc == ELECTOR_ETIMEDOUT) stall("A guarded_delete_sync");
         }
         elector_leader_info li;
-        if (elector_leader_sync(a.etcd, name, 3000, &li) == 0) elector_leader_free(&li);
+        if (step(&a, "leader_sync", elector_leader_sync(a.etcd, name, 3000, &li)) == 0)
+            elector_leader_free(&li);
     }
 out:
     check_belief(&a);
