@@ -332,7 +332,7 @@ static void scenario(void)
 
     if (!cand_start(&b)) goto out;
     obs = elector_observe(b.etcd, name, obs_cb, NULL);
-    rc = elector_campaign(b.el, "b", 1);
+    rc = step(&b, "campaign", elector_campaign(b.el, "b", 1));
     if (rc) {
         if (elector_is_leader(b.el)) belief(&b, "campaign refused, is_leader() true");
         goto out;
@@ -358,12 +358,12 @@ static void scenario(void)
         /* The second failover: A campaigns again, behind B; B's session is
          * closed (its lease revoked), A follows. */
         a.waiting = a.elected = a.ended = 0;
-        if (elector_campaign(a.el, "a2", 2) == 0)
-            pump(&a, &b, "A waiting again", 3000, has_queued, &a);
+        bool again = step(&a, "campaign", elector_campaign(a.el, "a2", 2)) == 0;
+        if (again) pump(&a, &b, "A waiting again", 3000, has_queued, &a);
         elector_session_close(b.s);
         b.s = NULL;
         if (elector_is_leader(b.el)) belief(&b, "session closed, is_leader() true");
-        pump(&a, &b, "A elected again", 5000, has_settled, &a);
+        if (again) pump(&a, &b, "A elected again", 5000, has_settled, &a);
         pump(&a, &b, "B lost", 2000, has_ended, &b);
         if (elector_is_leader(a.el)) {
             rc = step(&a, "guarded_delete_sync",
