@@ -23,6 +23,9 @@
  * Environment:
  *   ELECTOR_OOM_FULL=1   every N (20 to 40 s); default a sample of about 60 N
  *   ELECTOR_OOM_N=n      only that N (to debug one)
+ *   ELECTOR_OOM_FROM=n   with ELECTOR_OOM_FULL: from that N on
+ *   ELECTOR_OOM_RENEW=1  sessions of TTL 2 s, and 1.5 s of lease renewals
+ *                        while B leads (each run 1.5 s longer: about 10 min)
  *   ELECTOR_OOM_VERBOSE=1  one line per N, and the waits that ran out
  *   ELECTOR_OOM_TRACE=1  the stack of the failing allocation (with _N)
  */
@@ -194,6 +197,7 @@ static int step(struct cand *c, const char *what, int rc)
 }
 
 static bool verbose;
+static bool renew; /* ELECTOR_OOM_RENEW: TTL 2 s and 1.5 s of renewals */
 static int stalls;
 
 /* A wait that ran out: the library neither answered nor failed in time. */
@@ -295,7 +299,7 @@ static bool cand_start(struct cand *c)
     if (!(c->etcd = client())) return false;
     elector_session_config sc;
     elector_session_config_init(&sc);
-    sc.ttl_s = 5;
+    sc.ttl_s = renew ? 2 : 5;
     if (!(c->s = elector_session_new(c->etcd, &sc, NULL, NULL))) return false;
     int rc = step(c, "session_wait", elector_session_wait(c->s, 5000));
     if (rc == ELECTOR_ETIMEDOUT) stall("session_wait");
@@ -349,6 +353,8 @@ static void scenario(void)
     if (elector_is_leader(b.el)) {
         if (elector_proclaim(b.el, "b2", 2) == 0)
             pump(&a, &b, "B proclaimed", 3000, has_proclaimed, &b);
+        /* Renewals of both leases on the keepalive streams (every TTL/3). */
+        if (renew) pump(&a, &b, "renewals", 1500, NULL, NULL);
         char k[96];
         snprintf(k, sizeof(k), "%s-data", name);
         rc = step(&b, "guarded_put_sync",
@@ -479,6 +485,7 @@ TEST_WITH_TIMEOUT(oom_campaign_failover, 7200)
     ASSERT_NOT_NULL(c);
     endpoints = eh_endpoints(c);
     verbose = env_long("ELECTOR_OOM_VERBOSE", 0) != 0;
+    renew = env_long("ELECTOR_OOM_RENEW", 0) != 0;
 
     /* The baseline: nothing fails; how many allocations the scenario makes. */
     snprintf(name, sizeof(name), "oom-0");
@@ -499,6 +506,8 @@ TEST_WITH_TIMEOUT(oom_campaign_failover, 7200)
     long first = only ? only : 1, last = only ? only : total;
     /* The sample starts at a different offset on each run of the test. */
     if (!full && !only && step > 1) first = 1 + (long)(tl_now_ns() / 1000) % step;
+    if (full && env_long("ELECTOR_OOM_FROM", 0) > 0)
+        first = env_long("ELECTOR_OOM_FROM", 0);
     int bad = 0, runs = 0;
     char bad_list[1024] = "";
     double t0 = tl_now();
