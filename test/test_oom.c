@@ -150,7 +150,9 @@ static void check_belief(struct cand *c)
     const uint8_t *k = elector_election_key(c->el, &kl);
     if (li.token != token || li.key_len != kl || !k || memcmp(li.key, k, kl) != 0)
         belief(c, "leads, but the leader key in etcd is another");
-    if (li.lease != elector_session_lease(c->s)) belief(c, "leader key on another lease");
+    const elector_session *s = elector_election_session(c->el);
+    if (!s || li.lease != elector_session_lease(s))
+        belief(c, "leader key on another lease");
     elector_leader_free(&li);
     if (elector_is_leader(c->el)) c->verified = token;
     verified++;
