@@ -131,11 +131,13 @@ static void watch_key(elector_election *el, const uint8_t *key, size_t klen, int
 
 /* ---------------------------------------------------------------- check */
 
-/* Our predecessor is k; false if it was already (or cannot be stored). */
-static bool set_pred(elector_election *el, const uint8_t *k, size_t n)
+/* Our predecessor is k: 1 if it is a new one, 0 if it was already, or
+ * ELECTOR_ENOMEM if it cannot be stored. */
+static int set_pred(elector_election *el, const uint8_t *k, size_t n)
 {
-    if (el->pred && el->pred_len == n && (!n || !memcmp(el->pred, k, n))) return false;
-    return elector__memdup(&el->pred, &el->pred_len, k, n) == 0;
+    if (el->pred && el->pred_len == n && (!n || !memcmp(el->pred, k, n))) return 0;
+    int rc = elector__memdup(&el->pred, &el->pred_len, k, n);
+    return rc ? rc : 1;
 }
 
 static void become_leader(elector_election *el, int64_t header_rev)
@@ -254,9 +256,13 @@ static void check_done(elector_etcd *e, int err, const ProtobufCMessage *m, void
     }
     const Mvccpb__KeyValue *kv = rr->kvs[0];
     el->state = E_WAIT;
-    if (set_pred(el, kv->key.data, kv->key.len) &&
-        !elector__emit(el, ELECTOR_EV_WAITING, 0, NULL, 0))
+    int pred = set_pred(el, kv->key.data, kv->key.len);
+    if (pred < 0) {
+        /* Out of memory: WAITING would go untold; check again later. */
+        elector__schedule_retry(el);
         return;
+    }
+    if (pred && !elector__emit(el, ELECTOR_EV_WAITING, 0, NULL, 0)) return;
     if (el->state == E_WAIT) watch_key(el, kv->key.data, kv->key.len, hrev + 1);
 }
 

@@ -108,7 +108,7 @@ int elector__pb_check(const ProtobufCMessageDescriptor *desc, const uint8_t *p, 
 struct budget {
     ProtobufCAllocator a;
     size_t used, cap;
-    bool over;
+    bool over, nomem;
 };
 
 static size_t block_size(void *p)
@@ -124,7 +124,10 @@ static void *budget_alloc(void *ud, size_t n)
         return NULL;
     }
     void *p = malloc(n ? n : 1);
-    if (!p) return NULL;
+    if (!p) {
+        b->nomem = true;
+        return NULL;
+    }
     size_t sz = block_size(p);
     if (sz > b->cap - b->used) {
         free(p);
@@ -155,7 +158,10 @@ ProtobufCMessage *elector__decode(const ProtobufCMessageDescriptor *desc,
     struct budget b = {.a = {budget_alloc, budget_free, NULL}, .cap = budget};
     b.a.allocator_data = &b;
     ProtobufCMessage *m = protobuf_c_message_unpack(desc, &b.a, n, p);
-    if (!m) *why = b.over ? ELECTOR__DEC_OVER_BUDGET : ELECTOR__DEC_MALFORMED;
+    if (!m)
+        *why = b.nomem  ? ELECTOR__DEC_NOMEM
+               : b.over ? ELECTOR__DEC_OVER_BUDGET
+                        : ELECTOR__DEC_MALFORMED;
     return m;
 }
 

@@ -110,9 +110,10 @@ static int status_err(call *c, char *msg, size_t cap)
     return err;
 }
 
-/* Decodes one message within the decode budget; NULL with a message in msg on
- * failure. */
-static ProtobufCMessage *decode(call *c, const uint8_t *p, size_t n, char *msg,
+/* Decodes one message within the decode budget; NULL with a message in msg and
+ * the error in *err on failure: ELECTOR_EPROTO, or ELECTOR_ENOMEM when malloc
+ * failed (the reply may be fine: not the server's fault). */
+static ProtobufCMessage *decode(call *c, const uint8_t *p, size_t n, int *err, char *msg,
                                 size_t cap)
 {
     const elector_etcd *e = c->etcd;
@@ -121,7 +122,11 @@ static ProtobufCMessage *decode(call *c, const uint8_t *p, size_t n, char *msg,
         elector__decode(c->rpc->resp, p, n, e->cfg.max_decode_bytes, &why);
     if (m) return m;
     const char *ep = elector__authority(e);
-    if (why == ELECTOR__DEC_OVER_BUDGET)
+    *err = why == ELECTOR__DEC_NOMEM ? ELECTOR_ENOMEM : ELECTOR_EPROTO;
+    if (why == ELECTOR__DEC_NOMEM)
+        snprintf(msg, cap, "%s: out of memory decoding a reply of %zu bytes from %s",
+                 c->rpc->path, n, ep);
+    else if (why == ELECTOR__DEC_OVER_BUDGET)
         snprintf(msg, cap,
                  "%s: a reply of %zu bytes from %s needs more than %zu bytes of "
                  "memory to decode (max_decode_bytes)",
@@ -173,7 +178,7 @@ static ProtobufCMessage *unary_reply(call *c, int *err, char *msg, size_t cap)
                  rc != 1 ? "without a whole message" : "with bytes after its message");
         return NULL;
     }
-    ProtobufCMessage *m = decode(c, p, n, msg, cap);
+    ProtobufCMessage *m = decode(c, p, n, err, msg, cap);
     if (m && (*err = check_reply(c, m, msg, cap))) {
         protobuf_c_message_free_unpacked(m, NULL);
         m = NULL;
@@ -327,12 +332,13 @@ static void deliver_stream(elector_etcd *e, call *c)
     const uint8_t *p;
     size_t n;
     while (!c->user_closed && !c->ended && elector__grpc_next(&c->in, &p, &n) == 1) {
-        ProtobufCMessage *m = decode(c, p, n, msg, sizeof(msg));
+        int err = ELECTOR_EPROTO;
+        ProtobufCMessage *m = decode(c, p, n, &err, msg, sizeof(msg));
         elector__buf_consume(&c->in, 5 + n);
         if (!m) {
             elector__h2_reset(c);
             elector__buf_free(&c->in);
-            elector__call_end(c, ELECTOR_EPROTO, msg);
+            elector__call_end(c, err, msg);
             return;
         }
         elector__hold(&e->life);

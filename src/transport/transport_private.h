@@ -70,7 +70,12 @@ int elector__grpc_frame(elector__buf *out, const ProtobufCMessage *msg);
 int elector__grpc_next(const elector__buf *buf, const uint8_t **payload, size_t *len);
 
 /* Why elector__decode() refused a message. */
-enum { ELECTOR__DEC_MALFORMED = 1, ELECTOR__DEC_TOO_DEEP, ELECTOR__DEC_OVER_BUDGET };
+enum {
+    ELECTOR__DEC_MALFORMED = 1,
+    ELECTOR__DEC_TOO_DEEP,
+    ELECTOR__DEC_OVER_BUDGET,
+    ELECTOR__DEC_NOMEM /* malloc failed: our fault, not the reply's */
+};
 
 /* Checks the wire format of a message of type desc without decoding it: every
  * field well formed and messages nested at most ELECTOR__PB_MAX_DEPTH deep.

@@ -1,0 +1,535 @@
+/* SPDX-License-Identifier: MIT */
+/* Allocation-failure injection (issue 23): one campaign and a failover against
+ * a real single-member etcd, run once for every N with the Nth allocation of
+ * the library failing (N = 1 .. the number of allocations the scenario makes).
+ *
+ * How: this program is linked with -Wl,--wrap=malloc,--wrap=calloc,
+ * --wrap=realloc,--wrap=strdup (test/CMakeLists.txt), so every call to those
+ * from the statically linked library (and the test's own objects) goes through
+ * the wrappers below. They count, and fail the Nth call, only while `counting`
+ * is set: during the scenario, never in the harness or in the checks.
+ * Allocations made inside shared libraries (nghttp2, protobuf-c's default
+ * allocator, libc's own) are not counted: only the library's own call sites.
+ *
+ * Each N runs in a forked child against the etcd the test started once. The
+ * child checks, at every step, that the library believes nothing false: a
+ * step that fails returns an error (or ends with a FAILED/LOST event), and
+ * while elector_is_leader() is true our key is the leader key in etcd (read
+ * through a client of its own, with counting off). The parent reports any
+ * child that crashed, was killed by its timeout, exited non-zero (a sanitizer
+ * report: ASan/UBSan abort, LeakSanitizer's exit code at exit) or saw a false
+ * belief, with its N.
+ *
+ * Environment:
+ *   ELECTOR_OOM_FULL=1   every N (20 to 40 s); default a sample of about 60 N
+ *   ELECTOR_OOM_N=n      only that N (to debug one)
+ *   ELECTOR_OOM_FROM=n   with ELECTOR_OOM_FULL: from that N on
+ *   ELECTOR_OOM_RENEW=1  sessions of TTL 2 s, and 1.5 s of lease renewals
+ *                        while B leads (each run 1.5 s longer: about 10 min)
+ *   ELECTOR_OOM_VERBOSE=1  one line per N, and the waits that ran out
+ *   ELECTOR_OOM_TRACE=1  the stack of the failing allocation (with _N)
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <execinfo.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "elector/election.h"
+#include "etcd_harness.h"
+#include "testlib.h"
+
+/* ---- the injector ------------------------------------------------------ */
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t m);
+void *__real_realloc(void *p, size_t n);
+char *__real_strdup(const char *s);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t m);
+void *__wrap_realloc(void *p, size_t n);
+char *__wrap_strdup(const char *s);
+
+static bool counting;
+static long alloc_count; /* allocations seen while counting */
+static long fail_at;     /* 0: none fails */
+static long failed;      /* allocations made to fail */
+
+static bool inject(void)
+{
+    if (!counting) return false;
+    alloc_count++;
+    if (alloc_count == fail_at) {
+        failed++;
+        if (getenv("ELECTOR_OOM_TRACE")) {
+            /* Where the failing allocation is (addr2line -e test_oom -f -i). */
+            void *bt[16];
+            int n = backtrace(bt, 16);
+            backtrace_symbols_fd(bt, n, 2);
+        }
+        return true;
+    }
+    return false;
+}
+
+void *__wrap_malloc(size_t n)
+{
+    if (inject()) return NULL;
+    return __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t n, size_t m)
+{
+    if (inject()) return NULL;
+    return __real_calloc(n, m);
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+    if (inject()) return NULL;
+    return __real_realloc(p, n);
+}
+
+char *__wrap_strdup(const char *s)
+{
+    if (inject()) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return __real_strdup(s);
+}
+
+/* ---- the scenario (in the child) --------------------------------------- */
+
+#define EXIT_BELIEF 10 /* a false belief: the child's exit status */
+
+struct cand {
+    const char *who;
+    elector_etcd *etcd;
+    elector_session *s;
+    elector_election *el;
+    int waiting, elected, ended; /* WAITING, ELECTED, FAILED/LOST/RESIGNED seen */
+    int proclaimed;
+    int64_t verified; /* the token last checked against etcd */
+};
+
+static const char *endpoints;
+static char name[64];
+static elector_etcd *verifier; /* made before counting starts */
+static long run_n;
+static long verified; /* leader beliefs checked against etcd */
+
+static _Noreturn void belief(const struct cand *c, const char *what)
+{
+    fprintf(stderr, "test_oom: N=%ld: %s: false belief: %s\n", run_n, c->who, what);
+    fflush(stderr);
+    _exit(EXIT_BELIEF);
+}
+
+/* While c believes it leads, its key must be the leader key in etcd. */
+static void check_belief(struct cand *c)
+{
+    if (!c->el || !elector_is_leader(c->el)) return;
+    int64_t token = elector_election_token(c->el);
+    if (token == c->verified) return;
+    bool was = counting;
+    counting = false;
+    elector_leader_info li;
+    int rc = elector_leader_sync(verifier, name, 5000, &li);
+    if (rc == 1) belief(c, "leads, but etcd has no leader key");
+    if (rc) {
+        fprintf(stderr, "test_oom: N=%ld: verifier: %s\n", run_n, elector_strerror(rc));
+        _exit(3);
+    }
+    size_t kl;
+    const uint8_t *k = elector_election_key(c->el, &kl);
+    if (li.token != token || li.key_len != kl || !k || memcmp(li.key, k, kl) != 0)
+        belief(c, "leads, but the leader key in etcd is another");
+    const elector_session *s = elector_election_session(c->el);
+    if (!s || li.lease != elector_session_lease(s))
+        belief(c, "leader key on another lease");
+    elector_leader_free(&li);
+    if (elector_is_leader(c->el)) c->verified = token;
+    verified++;
+    counting = was;
+}
+
+static void cand_cb(elector_election *el, const elector_event *ev, void *ud)
+{
+    struct cand *c = ud;
+    /* A real etcd never breaks the protocol: an allocation of ours that failed
+     * must not be reported as the server's fault. */
+    if (ev->reason == ELECTOR_EPROTO) belief(c, "ELECTOR_EPROTO from a real etcd");
+    switch (ev->type) {
+    case ELECTOR_EV_WAITING:
+        c->waiting++;
+        break;
+    case ELECTOR_EV_PROCLAIMED:
+        c->proclaimed++;
+        break;
+    case ELECTOR_EV_ELECTED:
+        c->elected++;
+        if (!elector_is_leader(el)) belief(c, "ELECTED but is_leader() false");
+        break;
+    case ELECTOR_EV_FAILED:
+    case ELECTOR_EV_LOST:
+    case ELECTOR_EV_RESIGNED:
+        c->ended++;
+        if (elector_is_leader(el)) belief(c, "ended but is_leader() true");
+        break;
+    default:
+        break;
+    }
+}
+
+/* An error a step returned: never ELECTOR_EPROTO from a real etcd. */
+static int step(struct cand *c, const char *what, int rc)
+{
+    if (rc == ELECTOR_EPROTO) {
+        fprintf(stderr, "test_oom: N=%ld: %s: %s: ELECTOR_EPROTO from a real etcd\n",
+                run_n, c->who, what);
+        _exit(EXIT_BELIEF);
+    }
+    return rc;
+}
+
+static bool verbose;
+static bool renew; /* ELECTOR_OOM_RENEW: TTL 2 s and 1.5 s of renewals */
+static int stalls;
+
+/* A wait that ran out: the library neither answered nor failed in time. */
+static void stall(const char *what)
+{
+    stalls++;
+    if (verbose) fprintf(stderr, "test_oom: N=%ld: no answer: %s\n", run_n, what);
+}
+
+static int obs_events;
+static void obs_cb(elector_observer *o, const elector_event *ev, void *ud)
+{
+    (void)o, (void)ud;
+    if (ev->reason == ELECTOR_EPROTO) {
+        fprintf(stderr, "test_oom: N=%ld: observer: ELECTOR_EPROTO from a real etcd\n",
+                run_n);
+        _exit(EXIT_BELIEF);
+    }
+    obs_events++;
+}
+
+/* Pumps both clients for up to ms or until done(); checks beliefs each turn. */
+static void pump(struct cand *a, struct cand *b, const char *what, int ms,
+                 bool (*done)(void *), void *arg)
+{
+    int64_t end = elector_now_ns() + (int64_t)ms * 1000000;
+    struct cand *cs[2] = {a, b};
+    for (;;) {
+        for (int i = 0; i < 2; i++)
+            check_belief(cs[i]);
+        if (done && done(arg)) return;
+        int64_t left = (end - elector_now_ns()) / 1000000;
+        if (left < 0) {
+            if (done) stall(what);
+            return;
+        }
+        struct pollfd pfd[2];
+        elector_etcd *who[2];
+        int n = 0;
+        int64_t wait = left + 1;
+        for (int i = 0; i < 2; i++) {
+            if (!cs[i]->etcd) continue;
+            int64_t t = elector_etcd_timeout(cs[i]->etcd);
+            if (t >= 0 && t < wait) wait = t;
+            pfd[n].fd = elector_etcd_fd(cs[i]->etcd);
+            pfd[n].events = POLLIN;
+            who[n++] = cs[i]->etcd;
+        }
+        if (wait > 20) wait = 20;
+        poll(pfd, (nfds_t)n, (int)wait);
+        for (int i = 0; i < n; i++)
+            elector_etcd_process(who[i]);
+    }
+}
+
+static bool has_settled(void *p)
+{
+    struct cand *c = p;
+    return c->elected || c->ended;
+}
+
+static bool has_proclaimed(void *p)
+{
+    struct cand *c = p;
+    return c->proclaimed || c->ended;
+}
+
+static bool has_queued(void *p)
+{
+    struct cand *c = p;
+    return c->waiting || c->elected || c->ended;
+}
+
+static bool has_ended(void *p)
+{
+    struct cand *a = p;
+    return a->ended > 0;
+}
+
+static elector_etcd *client(void)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = endpoints;
+    cfg.dial_timeout_ms = 2000;
+    cfg.request_timeout_ms = 3000;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    if (e && elector_etcd_err(e)) {
+        elector_etcd_free(e); /* a handle in error (e.g. ELECTOR_ENOMEM) */
+        return NULL;
+    }
+    return e;
+}
+
+/* A candidate up to a granted session and an election handle; false if a step
+ * failed (what it made is kept in c for the teardown). */
+static bool cand_start(struct cand *c)
+{
+    if (!(c->etcd = client())) return false;
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = renew ? 2 : 5;
+    if (!(c->s = elector_session_new(c->etcd, &sc, NULL, NULL))) return false;
+    int rc = step(c, "session_wait", elector_session_wait(c->s, 5000));
+    if (rc == ELECTOR_ETIMEDOUT) stall("session_wait");
+    if (rc) return false;
+    c->el = elector_election_new(c->s, name, cand_cb, c);
+    return c->el != NULL;
+}
+
+static void cand_end(struct cand *c)
+{
+    if (c->el) elector_election_free(c->el);
+    c->el = NULL;
+    if (c->s) elector_session_close_sync(c->s, 2000);
+    c->s = NULL;
+    if (c->etcd) elector_etcd_free(c->etcd);
+    c->etcd = NULL;
+}
+
+static void scenario(void)
+{
+    struct cand a = {.who = "A"}, b = {.who = "B"};
+    elector_observer *obs = NULL;
+    counting = true;
+
+    if (!cand_start(&a)) goto out;
+    int rc = step(&a, "campaign_sync", elector_campaign_sync(a.el, "a", 1, 5000));
+    if (rc == ELECTOR_ETIMEDOUT) stall("A campaign_sync");
+    if (rc) {
+        if (elector_is_leader(a.el)) belief(&a, "campaign failed, is_leader() true");
+        goto out;
+    }
+    if (!elector_is_leader(a.el)) belief(&a, "campaign_sync 0, is_leader() false");
+    check_belief(&a);
+
+    if (!cand_start(&b)) goto out;
+    obs = elector_observe(b.etcd, name, obs_cb, NULL);
+    rc = step(&b, "campaign", elector_campaign(b.el, "b", 1));
+    if (rc) {
+        if (elector_is_leader(b.el)) belief(&b, "campaign refused, is_leader() true");
+        goto out;
+    }
+    pump(&a, &b, "B waiting", 3000, has_queued, &b); /* B waits behind A */
+    if (b.elected && a.ended == 0 && elector_is_leader(a.el))
+        belief(&b, "elected while A leads");
+
+    /* The failover: A resigns, B follows. */
+    if (elector_resign(a.el) == 0 && elector_is_leader(a.el))
+        belief(&a, "resigned, is_leader() true");
+    pump(&a, &b, "B elected", 5000, has_settled, &b);
+    pump(&a, &b, "A resigned", 2000, has_ended, &a);
+    if (elector_is_leader(b.el)) {
+        if (elector_proclaim(b.el, "b2", 2) == 0)
+            pump(&a, &b, "B proclaimed", 3000, has_proclaimed, &b);
+        /* Renewals of both leases on the keepalive streams (every TTL/3). */
+        if (renew) pump(&a, &b, "renewals", 1500, NULL, NULL);
+        char k[96];
+        snprintf(k, sizeof(k), "%s-data", name);
+        rc = step(&b, "guarded_put_sync",
+                  elector_guarded_put_sync(b.el, k, strlen(k), "v", 1, 3000));
+        if (rc == ELECTOR_ETIMEDOUT) stall("B guarded_put_sync");
+        check_belief(&b);
+        /* The second failover: A campaigns again, behind B; B's session is
+         * closed (its lease revoked), A follows. */
+        a.waiting = a.elected = a.ended = 0;
+        bool again = step(&a, "campaign", elector_campaign(a.el, "a2", 2)) == 0;
+        if (again) pump(&a, &b, "A waiting again", 3000, has_queued, &a);
+        elector_session_close(b.s);
+        b.s = NULL;
+        if (elector_is_leader(b.el)) belief(&b, "session closed, is_leader() true");
+        if (again) pump(&a, &b, "A elected again", 5000, has_settled, &a);
+        pump(&a, &b, "B lost", 2000, has_ended, &b);
+        if (elector_is_leader(a.el)) {
+            rc = step(&a, "guarded_delete_sync",
+                      elector_guarded_delete_sync(a.el, k, strlen(k), 3000));
+            if (rc == ELECTOR_ETIMEDOUT) stall("A guarded_delete_sync");
+        }
+        elector_leader_info li;
+        if (step(&a, "leader_sync", elector_leader_sync(a.etcd, name, 3000, &li)) == 0)
+            elector_leader_free(&li);
+    }
+out:
+    check_belief(&a);
+    check_belief(&b);
+    if (obs) elector_observer_free(obs);
+    cand_end(&b);
+    cand_end(&a);
+    counting = false;
+}
+
+/* Runs the scenario with the Nth allocation failing (0: none) in a child.
+ * Returns the child's wait status; *count = allocations it made. */
+static int run_one(long n, long *count, long *checks, double *secs)
+{
+    int p[2];
+    ASSERT_OK(pipe(p));
+    double t0 = tl_now();
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        run_n = n;
+        fail_at = n;
+        verifier = client();
+        if (!verifier) _exit(4);
+        scenario();
+        elector_etcd_free(verifier);
+        long r[3] = {alloc_count, failed, verified + 1000 * obs_events};
+        if (write(p[1], r, sizeof r) != (ssize_t)sizeof r) _exit(5);
+        close(p[1]);
+        exit(0); /* exit, not _exit: LeakSanitizer checks at exit */
+    }
+    close(p[1]);
+    long r[3] = {-1, -1, -1};
+    /* The child's cap: every blocking step has its own timeout (about 30 s
+     * in all); a child still running after 60 s hangs. */
+    struct pollfd pfd = {.fd = p[0], .events = POLLIN};
+    int pr = poll(&pfd, 1, 60000);
+    if (pr == 0) {
+        kill(pid, SIGKILL);
+        fprintf(stderr, "test_oom: N=%ld: hangs (killed after 60 s)\n", n);
+    } else if (read(p[0], r, sizeof r) != (ssize_t)sizeof r) {
+        r[0] = -1;
+    }
+    close(p[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    *count = r[0];
+    *checks = r[2];
+    *secs = tl_now() - t0;
+    return pr == 0 ? -1 : st;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define OOM_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define OOM_ASAN 1
+#endif
+#endif
+
+#ifdef OOM_ASAN
+/* The leak check can fail: a child that leaks exits non-zero (LeakSanitizer
+ * runs at its exit()), unless ASAN_OPTIONS turned it off. */
+static void check_leak_detection(void)
+{
+    const char *ao = getenv("ASAN_OPTIONS");
+    if (ao && strstr(ao, "detect_leaks=0")) {
+        tl_log("ASAN_OPTIONS has detect_leaks=0: leaks go unseen");
+        return;
+    }
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        if (fd >= 0) dup2(fd, 2); /* the expected report */
+        for (int i = 0; i < 8; i++) {
+            char *p = malloc(1000);
+            if (p) p[0] = 1;
+            __asm__ volatile("" : : "r"(p) : "memory");
+        }
+        exit(0);
+    }
+    int st = 0;
+    ASSERT_EQ(pid, waitpid(pid, &st, 0));
+    ASSERT(!(WIFEXITED(st) && WEXITSTATUS(st) == 0));
+}
+#endif
+
+static long env_long(const char *v, long dflt)
+{
+    const char *s = getenv(v);
+    return s && *s ? strtol(s, NULL, 10) : dflt;
+}
+
+TEST_WITH_TIMEOUT(oom_campaign_failover, 7200)
+{
+#ifdef OOM_ASAN
+    check_leak_detection();
+#endif
+    eh_opts o = {.members = 1};
+    eh_cluster *c = eh_start(&o);
+    ASSERT_NOT_NULL(c);
+    endpoints = eh_endpoints(c);
+    verbose = env_long("ELECTOR_OOM_VERBOSE", 0) != 0;
+    renew = env_long("ELECTOR_OOM_RENEW", 0) != 0;
+
+    /* The baseline: nothing fails; how many allocations the scenario makes. */
+    snprintf(name, sizeof(name), "oom-0");
+    long total = 0, checks = 0;
+    double secs;
+    int st = run_one(0, &total, &checks, &secs);
+    ASSERT_EQ(0, st);
+    ASSERT_GT(total, 0);
+    /* The checks ran: A's, B's and A's again leadership read back from etcd, and the
+     * observer saw the leaders (else the scenario did not do its failover). */
+    ASSERT_EQ(3, checks % 1000);
+    ASSERT_GE(checks / 1000, 1);
+    tl_log("baseline: %ld allocations, %.2f s", total, secs);
+
+    long only = env_long("ELECTOR_OOM_N", 0);
+    bool full = env_long("ELECTOR_OOM_FULL", 0) != 0;
+    long step = full || only ? 1 : (total + 59) / 60;
+    long first = only ? only : 1, last = only ? only : total;
+    /* The sample starts at a different offset on each run of the test. */
+    if (!full && !only && step > 1) first = 1 + (long)(tl_now_ns() / 1000) % step;
+    if (full && env_long("ELECTOR_OOM_FROM", 0) > 0)
+        first = env_long("ELECTOR_OOM_FROM", 0);
+    int bad = 0, runs = 0;
+    char bad_list[1024] = "";
+    double t0 = tl_now();
+    for (long n = first; n <= last; n += step) {
+        snprintf(name, sizeof(name), "oom-%ld", n);
+        long count = 0;
+        st = run_one(n, &count, &checks, &secs);
+        runs++;
+        bool ok = st == 0 && count >= 0;
+        if (verbose || !ok)
+            tl_log("N=%ld: %s (status %d, %ld allocations, %.2f s)", n,
+                   ok ? "ok" : "FAILED", st, count, secs);
+        if (!ok) {
+            bad++;
+            size_t l = strlen(bad_list);
+            snprintf(bad_list + l, sizeof(bad_list) - l, " %ld", n);
+        }
+    }
+    tl_log("%d runs (N %ld..%ld step %ld) in %.1f s; %d failed:%s", runs, first, last,
+           step, tl_now() - t0, bad, bad_list);
+    eh_stop(c);
+    ASSERT_EQ(0, bad);
+}
