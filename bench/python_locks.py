@@ -271,16 +271,26 @@ class Cand:
         self.p.wait()
 
     def tree_status(self):
-        """(rss_kb, threads) of the process, and of it plus its children."""
+        """(rss_kb, threads, pss_kb) of the process, and of it plus its
+        children. PSS divides each shared page among the processes mapping
+        it: a helper that maps the same libraries as its parent adds less
+        than its RSS says."""
         def st(pid):
-            rss = thr = 0
+            rss = thr = pss = 0
             with open(f"/proc/{pid}/status") as f:
                 for ln in f:
                     if ln.startswith("VmRSS:"):
                         rss = int(ln.split()[1])
                     elif ln.startswith("Threads:"):
                         thr = int(ln.split()[1])
-            return rss, thr
+            try:
+                with open(f"/proc/{pid}/smaps_rollup") as f:
+                    for ln in f:
+                        if ln.startswith("Pss:"):
+                            pss = int(ln.split()[1])
+            except OSError:
+                pass
+            return rss, thr, pss
         own = st(self.p.pid)
         tot = list(own)
         # children of every thread (elector's driver thread spawns the helper)
@@ -293,11 +303,12 @@ class Cand:
                 pass
         for c in kids:
             try:
-                r, t = st(c)
+                r = st(c)
             except OSError:
                 continue
-            tot[0] += r
-            tot[1] += t
+            tot[0] += r[0]
+            tot[1] += r[1]
+            tot[2] += r[2]
         return own, tuple(tot)
 
 
@@ -309,7 +320,7 @@ def pct(xs, p):
 def run(args):
     cl = Cluster(args.members)
     ep = cl.endpoints[0]
-    res = {lib: {"graceful": [], "crash": [], "rss": [], "rss_tree": [], "thr": [],
+    res = {lib: {"graceful": [], "crash": [], "rss": [], "rss_tree": [], "pss": [], "pss_tree": [], "thr": [],
                  "thr_tree": [], "wrong_local": 0, "wrong_io": 0, "pause": 0, "failed": [],
                  "io_checks": 0}
            for lib in args.libs}
@@ -364,6 +375,8 @@ def one_round(args, ep, lib, name, r, live):
     r["thr"].append(own[1])
     r["rss_tree"].append(tree[0])
     r["thr_tree"].append(tree[1])
+    r["pss"].append(own[2])
+    r["pss_tree"].append(tree[2])
     a.send("release")
     t0 = int(a.expect("releasing")[1])
     t1 = int(b.expect("acquired")[1])
@@ -407,9 +420,10 @@ def report(args, cl, res):
                  f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}.")
     lines.append("")
     lines.append("| library | graceful p50 | graceful p90 | crash p50 | crash p90 | "
-                 "idle RSS p50 (kB) | + children (kB) | threads | + children | "
+                 "idle RSS p50 (kB) | + children (kB) | idle PSS p50 (kB) | + children (kB) | "
+                 "threads | + children | "
                  "wrong beliefs after pause (local) | (asking etcd) | failed rounds |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for lib in args.libs:
         r = res[lib]
         io = f"{r['wrong_io']}/{r['io_checks']}" if r["io_checks"] else "—"
@@ -417,6 +431,7 @@ def report(args, cl, res):
             f"| {lib} | {pct(r['graceful'], 50):.1f} ms | {pct(r['graceful'], 90):.1f} ms | "
             f"{pct(r['crash'], 50):.0f} ms | {pct(r['crash'], 90):.0f} ms | "
             f"{int(statistics.median(r['rss']))} | {int(statistics.median(r['rss_tree']))} | "
+            f"{int(statistics.median(r['pss']))} | {int(statistics.median(r['pss_tree']))} | "
             f"{int(statistics.median(r['thr']))} | {int(statistics.median(r['thr_tree']))} | "
             f"{r['wrong_local']}/{r['pause']} | {io} | {len(r['failed'])} |")
     for lib in args.libs:
