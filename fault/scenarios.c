@@ -1119,7 +1119,9 @@ static int r_run_guard_stop_long(fr_world *w, int r)
 
 /* `etcdctl lease revoke` of the leader's lease from outside; its job ignores
  * SIGTERM. The successor is elected within milliseconds: the tree must be
- * SIGKILLed at once (no grace; --grace-on-loss would give it). */
+ * SIGKILLed at once (no grace; --grace-on-loss would give it). Old leader and
+ * successor learn of the delete each from its own member's watch: which tree
+ * acts first is a race (optional: not in the default set; docs/FAULTS.md). */
 static int r_run_outside_revoke(fr_world *w, int r)
 {
     (void)r;
@@ -1599,10 +1601,12 @@ const fr_scenario fr_scenarios[] = {
      .ncand = 3,
      .run = true,
      .rounds = 2,
+     .optional = true,
      .cand_args = "--ignore-term",
      .round = r_run_outside_revoke,
      .what = "run: the leader's lease revoked from outside, job ignores SIGTERM: "
-             "killed at once"},
+             "killed at once, a race with the successor's start (docs/FAULTS.md; "
+             "run on its own, --scenarios run-outside-revoke)"},
     {.name = "run-deadline-revoke",
      .ncand = 3,
      .run = true,
