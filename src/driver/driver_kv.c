@@ -195,12 +195,14 @@ static void kv_job(elector_driver *d, struct job *j)
     free(end);
 }
 
-/* The asynchronous form: the answer goes to cb on the callback thread. */
-static int kv_start(elector_driver *d, int op, const void *key, size_t key_len,
-                    const void *value, size_t value_len, int64_t lease,
-                    int64_t timeout_ms, elector_driver_kv_cb cb, void *ud)
+/* Sends one KV operation to the loop. With out, waits for the answer and
+ * copies it there (the synchronous forms); without, the answer goes to cb on
+ * the callback thread. */
+static int kv_send(elector_driver *d, int op, const void *key, size_t key_len,
+                   const void *value, size_t value_len, int64_t lease, int64_t timeout_ms,
+                   elector_driver_kv_cb cb, void *ud, struct kctx *out)
 {
-    if (!key || key_len == 0 || (value_len && !value) || lease < 0 || !cb)
+    if (!key || key_len == 0 || (value_len && !value) || lease < 0 || (!out && !cb))
         return ELECTOR_EINVAL;
     int rc = elector__drv_enter(d);
     if (rc) return rc;
@@ -212,15 +214,36 @@ static int kv_start(elector_driver *d, int op, const void *key, size_t key_len,
     k->d = d;
     k->op = op;
     k->lease = lease;
-    k->timeout_ms = timeout_ms < 0 ? 0 : timeout_ms;
+    k->timeout_ms = timeout_ms < 0 ? 0 : timeout_ms; /* 0: the request timeout */
     k->cb = cb;
     k->ud = ud;
     struct job j = {
         .fn = kv_job, .a = k, .p1 = key, .n1 = key_len, .p2 = value, .n2 = value_len};
     rc = elector__drv_run_job(d, &j);
-    if (rc) free(k); /* not sent: no answer will come */
+    if (rc) {
+        free(k); /* not sent: no answer will come */
+    } else if (out) {
+        while (!k->done && !d->stop)
+            pthread_cond_wait(&d->cv, &d->mu);
+        if (k->done) {
+            rc = k->rc;
+            *out = *k;
+            free(k);
+        } else {
+            rc = ELECTOR_ECLOSED;
+            k->abandoned = true;
+        }
+    }
     elector__drv_leave(d);
     return rc;
+}
+
+static int kv_start(elector_driver *d, int op, const void *key, size_t key_len,
+                    const void *value, size_t value_len, int64_t lease,
+                    int64_t timeout_ms, elector_driver_kv_cb cb, void *ud)
+{
+    return kv_send(d, op, key, key_len, value, value_len, lease, timeout_ms, cb, ud,
+                   NULL);
 }
 
 int elector_driver_put(elector_driver *d, const void *key, size_t key_len,
@@ -250,37 +273,8 @@ static int kv_op(elector_driver *d, int op, const void *key, size_t key_len,
                  const void *value, size_t value_len, int64_t lease, int64_t timeout_ms,
                  struct kctx *out)
 {
-    if (!key || key_len == 0 || (value_len && !value) || lease < 0) return ELECTOR_EINVAL;
-    int rc = elector__drv_enter(d);
-    if (rc) return rc;
-    struct kctx *k = calloc(1, sizeof(*k));
-    if (!k) {
-        elector__drv_leave(d);
-        return ELECTOR_ENOMEM;
-    }
-    k->d = d;
-    k->op = op;
-    k->lease = lease;
-    k->timeout_ms = timeout_ms < 0 ? 0 : timeout_ms; /* 0: the request timeout */
-    struct job j = {
-        .fn = kv_job, .a = k, .p1 = key, .n1 = key_len, .p2 = value, .n2 = value_len};
-    rc = elector__drv_run_job(d, &j);
-    if (rc) {
-        free(k);
-    } else {
-        while (!k->done && !d->stop)
-            pthread_cond_wait(&d->cv, &d->mu);
-        if (k->done) {
-            rc = k->rc;
-            *out = *k;
-            free(k);
-        } else {
-            rc = ELECTOR_ECLOSED;
-            k->abandoned = true;
-        }
-    }
-    elector__drv_leave(d);
-    return rc;
+    return kv_send(d, op, key, key_len, value, value_len, lease, timeout_ms, NULL, NULL,
+                   out);
 }
 
 int elector_driver_put_sync(elector_driver *d, const void *key, size_t key_len,

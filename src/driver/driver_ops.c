@@ -253,12 +253,12 @@ static void leader_job(elector_driver *d, struct job *j)
     free(key);
 }
 
-int elector_driver_leader_sync(elector_driver *d, const char *name, int64_t timeout_ms,
-                               elector_leader_info *info)
+/* Sends one leader read to the loop. With info, waits for the answer and
+ * copies it there; without, the answer goes to cb on the callback thread. */
+static int leader_send(elector_driver *d, const char *name, int64_t timeout_ms,
+                       elector_driver_leader_cb cb, void *ud, elector_leader_info *info)
 {
-    if (!info) return ELECTOR_EINVAL;
-    memset(info, 0, sizeof(*info));
-    if (!name || !*name) return ELECTOR_EINVAL;
+    if (!name || !*name || (!info && !cb)) return ELECTOR_EINVAL;
     int rc = elector__drv_enter(d);
     if (rc) return rc;
     struct lctx *l = calloc(1, sizeof(*l));
@@ -267,6 +267,8 @@ int elector_driver_leader_sync(elector_driver *d, const char *name, int64_t time
         return ELECTOR_ENOMEM;
     }
     l->d = d;
+    l->cb = cb;
+    l->ud = ud;
     /* The call's own deadline ends it; 0: the client's request timeout. */
     struct job j = {.fn = leader_job,
                     .a = l,
@@ -274,8 +276,8 @@ int elector_driver_leader_sync(elector_driver *d, const char *name, int64_t time
                     .n1 = (size_t)(timeout_ms < 0 ? 0 : timeout_ms)};
     rc = elector__drv_run_job(d, &j);
     if (rc) {
-        free(l);
-    } else {
+        free(l); /* not sent: no answer will come */
+    } else if (info) {
         while (!l->done && !d->stop)
             pthread_cond_wait(&d->cv, &d->mu);
         if (l->done) {
@@ -291,28 +293,18 @@ int elector_driver_leader_sync(elector_driver *d, const char *name, int64_t time
     return rc;
 }
 
+int elector_driver_leader_sync(elector_driver *d, const char *name, int64_t timeout_ms,
+                               elector_leader_info *info)
+{
+    if (!info) return ELECTOR_EINVAL;
+    memset(info, 0, sizeof(*info));
+    return leader_send(d, name, timeout_ms, NULL, NULL, info);
+}
+
 int elector_driver_leader(elector_driver *d, const char *name, int64_t timeout_ms,
                           elector_driver_leader_cb cb, void *ud)
 {
-    if (!name || !*name || !cb) return ELECTOR_EINVAL;
-    int rc = elector__drv_enter(d);
-    if (rc) return rc;
-    struct lctx *l = calloc(1, sizeof(*l));
-    if (!l) {
-        elector__drv_leave(d);
-        return ELECTOR_ENOMEM;
-    }
-    l->d = d;
-    l->cb = cb;
-    l->ud = ud;
-    struct job j = {.fn = leader_job,
-                    .a = l,
-                    .p1 = name,
-                    .n1 = (size_t)(timeout_ms < 0 ? 0 : timeout_ms)};
-    rc = elector__drv_run_job(d, &j);
-    if (rc) free(l); /* not sent: no answer will come */
-    elector__drv_leave(d);
-    return rc;
+    return leader_send(d, name, timeout_ms, cb, ud, NULL);
 }
 
 static void observe_cb(elector_observer *co, const elector_event *ev, void *ud)
