@@ -182,10 +182,23 @@ def _check(code: int, what: str = "") -> None:
 # ---------------------------------------------------------------- waiting
 
 
-def _deadline(timeout: Optional[float]) -> Optional[float]:
-    if timeout is None or timeout < 0:
+def _seconds(value: Optional[float], what: str = "timeout") -> Optional[float]:
+    """value itself, once known to be None or a number of seconds."""
+    if value is None:
         return None
-    return time.monotonic() + timeout
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} must be a number of seconds or None, "
+                        f"not {type(value).__name__}")
+    if value != value:
+        raise InvalidArgument(f"{what} must be a number of seconds, not NaN")
+    return value
+
+
+def _deadline(timeout: Optional[float]) -> Optional[float]:
+    t = _seconds(timeout)
+    if t is None or t < 0:
+        return None
+    return time.monotonic() + t
 
 
 def _remaining(deadline: Optional[float]) -> Optional[float]:
@@ -252,6 +265,8 @@ class Leader(NamedTuple):
 
 
 def _name(name: Union[str, bytes]) -> str:
+    if not isinstance(name, (str, bytes)):
+        raise TypeError(f"election name must be str or bytes, not {type(name).__name__}")
     if isinstance(name, bytes):
         name = name.decode()
     if not name:
@@ -292,7 +307,8 @@ class Client:
         try:
             self._drv = _elector.Driver(
                 eps, user, password, cacert, cert, key,
-                int((dial_timeout or 0) * 1000), int((request_timeout or 0) * 1000))
+                int((_seconds(dial_timeout, "dial_timeout") or 0) * 1000),
+                int((_seconds(request_timeout, "request_timeout") or 0) * 1000))
         except OSError as e:
             if len(e.args) == 2 and isinstance(e.args[0], int):
                 raise _error(e.args[0], what="client") from None
@@ -340,7 +356,8 @@ class Client:
         by Ctrl-C); Timeout after ``timeout`` seconds (None: the client's
         request timeout)."""
         what = f"leader of {name!r}"
-        ms = -1 if timeout is None else max(1, int(timeout * 1000))
+        t = _seconds(timeout)
+        ms = -1 if t is None else max(1, int(t * 1000))
         op = self._drv.leader_start(_name(name), ms)
         if isinstance(op, int):
             raise _error(op, what=what)
@@ -481,7 +498,8 @@ class Session:
         if not lease or timeout is not None and timeout <= 0:
             return not lease
         drv = self.client._drv
-        ms = -1 if timeout is None else max(1, int(timeout * 1000))
+        t = _seconds(timeout)
+        ms = -1 if t is None else max(1, int(t * 1000))
         try:
             op = drv.revoke_start(lease, ms)
         except ValueError:  # the client is closed: the driver revoked it

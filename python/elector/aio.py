@@ -25,7 +25,8 @@ from typing import Any, Callable, Iterable, List, Optional, Set, Union
 
 from . import (_IDLE, _CAMPAIGNING, _LEADING, _LOST, _FAILED, _RESIGNED,  # noqa: F401
                _EV_LEADER, _EV_NO_LEADER, Busy, Error, ForkError, InvalidArgument, Leader,
-               LeadershipLost, NotLeader, Timeout, _bytes, _check, _elector, _error, _name)
+               LeadershipLost, NotLeader, Timeout, _bytes, _check, _elector, _error, _name,
+               _seconds)
 
 __all__ = ["Client", "Session", "Leadership", "Lock", "Observer"]
 
@@ -44,7 +45,8 @@ class Client:
         try:
             self._core = _elector.Core(
                 eps, user, password, cacert, cert, key,
-                int((dial_timeout or 0) * 1000), int((request_timeout or 0) * 1000))
+                int((_seconds(dial_timeout, "dial_timeout") or 0) * 1000),
+                int((_seconds(request_timeout, "request_timeout") or 0) * 1000))
         except OSError as e:
             if len(e.args) == 2 and isinstance(e.args[0], int):
                 raise _error(e.args[0], e.args[1], "client") from None
@@ -89,7 +91,8 @@ class Client:
     async def _wait(self, cond: Callable[[], Any], timeout: Optional[float],
                     what: str) -> Any:
         loop = self._attach()
-        deadline = None if timeout is None else loop.time() + timeout
+        t = _seconds(timeout)
+        deadline = None if t is None else loop.time() + t
         while True:
             r = cond()
             if r is not None:

@@ -199,3 +199,19 @@ def test_session_close_waits_for_the_revoke(client, etcd):
         assert time.monotonic() - t0 < 10
     finally:
         os.kill(etcd.proc.pid, signal.SIGCONT)
+
+
+def test_wrong_types_are_clear_type_errors():
+    c = elector.Client(["127.0.0.1:1"], dial_timeout=0.3)
+    try:
+        with pytest.raises(TypeError, match="timeout must be a number of seconds"):
+            c.leader("x", timeout="1")
+        with pytest.raises(TypeError, match="election name must be str or bytes, not int"):
+            c.leader(123)
+        with pytest.raises(elector.InvalidArgument, match="NaN"):
+            c.leader("x", timeout=float("nan"))
+        with pytest.raises(TypeError, match="dial_timeout must be"):
+            elector.Client(["127.0.0.1:1"], dial_timeout="2")
+    finally:
+        c.close()
+
