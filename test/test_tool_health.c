@@ -108,13 +108,31 @@ static void start_cand(cand *c, const char *dir, const char *ep, const char *nam
     start_elector(c, dir, ep, name, val, extra, false);
 }
 
+/* The last max bytes of a candidate's stderr, for the log of a failing test. */
+static void print_tail(const char *path, long max)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    if (fseek(f, 0, SEEK_END) == 0 && ftell(f) > max)
+        fseek(f, -max, SEEK_END);
+    else
+        rewind(f);
+    char line[1024];
+    while (fgets(line, sizeof(line), f))
+        fputs(line, stderr);
+    fclose(f);
+}
+
 static void stop_cand(cand *c)
 {
     if (c->pid <= 0) return;
     kill(c->pid, SIGCONT);
     int st = tl_reap(c->pid, SIGTERM, 15); /* SIGKILL after 15 s */
     c->pid = 0;
-    if (!WIFEXITED(st) || WEXITSTATUS(st)) tl_log("%s: status %d", c->err, st);
+    if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+        tl_log("%s: status %d; its end:", c->err, st);
+        print_tail(c->err, 4000);
+    }
     ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0); /* resigned; a sanitizer is quiet */
     free(check_file(c->err)); /* its JSON events against the schema */
 }

@@ -1040,6 +1040,44 @@ TEST_WITH_TIMEOUT(sigterm_to_elector_kills_a_command_that_ignores_it_after_grace
     eh_stop(c);
 }
 
+/* A relayed SIGTERM is the only SIGTERM the command gets during its grace: the
+ * guard's own SIGTERM at the deadline minus --grace is not sent on top (CI saw
+ * a shell's `trap 'sleep 1; ...; exit 0' TERM` cut short by it and the job
+ * killed at the end of the grace, exit 137). TTL 3 s and --grace 1.5 s put the
+ * deadline minus the grace inside the grace whenever the stop comes. */
+TEST_WITH_TIMEOUT(a_relayed_sigterm_is_the_only_one_the_command_gets, 60)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("one");
+    FILE *f = fopen(dir_file(dir, "job.sh"), "w");
+    ASSERT_NOT_NULL(f);
+    fprintf(f,
+            "trap 'echo term >> %s/terms' TERM; echo $$ >> %s/pids\n"
+            "while :; do sleep 0.02; done\n",
+            dir, dir);
+    fclose(f);
+    pid_t e =
+        spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl", "3",
+                                          "--grace", "1.5s", "run", "one", "--", "sh",
+                                          dir_file(dir, "job.sh"), NULL});
+    double end = tl_now() + 10;
+    while (access(dir_file(dir, "pids"), F_OK) && tl_now() < end)
+        tl_msleep(20);
+    ASSERT_OK(access(dir_file(dir, "pids"), F_OK));
+    tl_msleep(500);
+    double t0 = tl_now();
+    ASSERT_OK(kill(e, SIGTERM));
+    int rc = wait_exit(e, 8);
+    tl_log("elector exited %d %.0f ms after SIGTERM", rc, (tl_now() - t0) * 1e3);
+    ASSERT_EQ(128 + SIGKILL, rc); /* it ignored the stop: killed at the grace's end */
+    const char *terms = slurp(dir_file(dir, "terms"));
+    ASSERT_NOT_NULL(terms);
+    tl_log("the command's SIGTERMs: %d", (int)(strlen(terms) / 5));
+    ASSERT_STREQ("term\n", terms);
+    free(dir);
+    eh_stop(c);
+}
+
 /* ---------------------------------------------------------------- a clean start */
 
 /* The guard ignores SIGINT, SIGTERM, SIGHUP and more, blocks SIGCHLD, and holds

@@ -72,12 +72,16 @@ static void guard_apply(struct guard *g, const struct msg *m)
         if (at <= now) g->termed = true; /* killed at once: no SIGTERM first */
         break;
     case M_SIGNAL:
-        /* A relayed stop: the command gets grace to end, then the tree dies. */
+        /* A relayed stop: the command gets grace to end, then the tree dies.
+         * It was told: the deadline's own SIGTERM is not sent on top (a second
+         * SIGTERM during a graceful stop means "quit now" to many programs, and
+         * cut a shell's trap short). */
         stop_for(g, TOOL_CHILD_STOPPED);
         if (m->value == SIGKILL)
             g->kill_at = 0;
         else
             kill(-g->cmd, (int)m->value);
+        g->termed = true;
         if (now + g->grace < g->kill_at) g->kill_at = now + g->grace;
         break;
     case M_PING:
