@@ -303,8 +303,106 @@ TEST_WITH_TIMEOUT(fast_check_finds_the_next_predecessor, 90)
     s = stats(d);
     ASSERT_EQ(2, (int)s.checks_serializable);
     only_taken_or_stale(&s, 1);
+    /* Both read only the keys d kept ahead of it (b and a: all of them), not
+     * the prefix: a's key, then the compare alone. */
+    ASSERT_EQ(2, (int)d->el->narrow_checks);
     eu_cand_free(a);
     eu_cand_free(b);
     eu_cand_free(d);
+    eh_stop(c);
+}
+
+static eh_cluster *start1(void)
+{
+    eh_opts o = {.members = 1};
+    eh_cluster *c = eh_start(&o);
+    ASSERT_NOT_NULL(c);
+    return c;
+}
+
+static void key_of(const eu_cand *x, char *buf, size_t cap)
+{
+    size_t klen;
+    const uint8_t *k = elector_election_key(x->el, &klen);
+    snprintf(buf, cap, "%.*s", (int)klen, (const char *)k);
+}
+
+/* n candidates of election name on c's endpoints campaign in turn: cs[0]
+ * leads, each later one waits. */
+static void line_up(eu_cand **cs, int n, eh_cluster *c, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        cs[i] = eu_cand_new(eh_endpoints(c), name, 5);
+    ASSERT_OK(elector_campaign_sync(cs[0]->el, "v", 1, 5000));
+    for (int i = 1; i < n; i++) {
+        ASSERT_OK(elector_campaign(cs[i]->el, "v", 1));
+        ASSERT(eu_wait_event(cs[i], 0, ELECTOR_EV_WAITING, 5000) >= 0);
+    }
+}
+
+/* More keys ahead than a check keeps (ELECTOR__AHEAD_MAX = 4): the last of six
+ * keeps the four nearest, not the leader's. As they leave one by one, its
+ * checks read the kept keys; when the last kept one goes, the kept keys were
+ * not all the keys ahead, so the prefix is read again and finds the leader:
+ * it waits, and leads only after the leader resigns. Taking "none of the kept
+ * keys is left" for "nobody ahead" would elect it next to the leader. */
+TEST_WITH_TIMEOUT(more_keys_ahead_than_kept_reads_the_prefix_again, 90)
+{
+    eh_cluster *c = start1();
+    eu_cand *cs[6];
+    line_up(cs, 6, c, "fm");
+    eu_cand *last = cs[5];
+    for (int i = 4; i >= 1; i--) {
+        int from = last->n;
+        ASSERT_OK(elector_resign(cs[i]->el));
+        int w = eu_wait_event(last, from, ELECTOR_EV_WAITING, 5000);
+        ASSERT(w >= 0);
+        char want[256];
+        key_of(cs[i - 1], want, sizeof(want));
+        ASSERT_STREQ(want, last->last_key);
+        eu_pump(100);
+        ASSERT(!elector_is_leader(last->el));
+        ASSERT(elector_is_leader(cs[0]->el));
+    }
+    elector_election_stats s = stats(last);
+    tl_log("checks of the kept keys: %d", (int)last->el->narrow_checks);
+    ASSERT_EQ(4, (int)s.checks_serializable);
+    /* c4, c3, c2 gone: c3, c2, c1 found among the kept keys; c1 gone: none
+     * kept is left, the prefix is read. (A check refused as below R is followed
+     * by a linearizable one, which keeps the four then nearest, c0 among them.) */
+    if (!s.fallback_stale)
+        ASSERT_EQ(3, (int)last->el->narrow_checks);
+    else
+        ASSERT_GE((int)last->el->narrow_checks, 3);
+    hand_over(cs[0], last);
+    for (int i = 0; i < 6; i++)
+        eu_cand_free(cs[i]);
+    eh_stop(c);
+}
+
+/* A kept key deleted and made again (same name, by someone else) has a create
+ * revision above ours: it is behind us, not ahead. d keeps c, b and a; b's key
+ * is deleted and put again; c resigns: d waits on a (not on the new b, which
+ * would keep it waiting behind a key that is behind it), and leads after a. */
+TEST_WITH_TIMEOUT(a_kept_key_made_again_is_behind_us, 90)
+{
+    eh_cluster *c = start1();
+    eu_cand *cs[4];
+    line_up(cs, 4, c, "fr");
+    char bkey[256], akey[256];
+    key_of(cs[1], bkey, sizeof(bkey));
+    key_of(cs[0], akey, sizeof(akey));
+    ASSERT_OK(eh_etcdctl(c, NULL, "del", bkey, NULL));
+    ASSERT_OK(eh_etcdctl(c, NULL, "put", bkey, "again", NULL));
+    eu_cand *d = cs[3];
+    int from = d->n;
+    ASSERT_OK(elector_resign(cs[2]->el));
+    ASSERT(eu_wait_event(d, from, ELECTOR_EV_WAITING, 5000) >= 0);
+    ASSERT_STREQ(akey, d->last_key);
+    ASSERT_GE((int)d->el->narrow_checks, 1);
+    hand_over(cs[0], d);
+    ASSERT_OK(eh_etcdctl(c, NULL, "del", bkey, NULL));
+    for (int i = 0; i < 4; i++)
+        eu_cand_free(cs[i]);
     eh_stop(c);
 }
