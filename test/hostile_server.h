@@ -88,12 +88,7 @@ static inline bool hs_fast_attack(hs_attack a)
 
 typedef struct hs_opts {
     hs_attack attack;
-    bool leader; /* Range finds a leader key */
-    /* HS_FAST_*: the check finds the predecessor and, before it, PREFIX "0"
-     * (create revision 40: the library keeps both keys and its check after the
-     * event reads PREFIX "0" only), or with fast_prefix at 60, out of order (it
-     * keeps neither and reads the prefix). */
-    bool fast_prefix;
+    bool leader;         /* Range finds a leader key */
     const char *value;   /* its value (default "v") */
     const char *bind_ip; /* default 127.0.0.1 */
     /* TLS: PEM files; NULL for h2c. */

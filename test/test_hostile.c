@@ -808,12 +808,10 @@ static void lib_fast(const char *endpoint, lib_out *o, void *arg)
 /* The counters that must be 0 or 1 after one forged reply. */
 enum fast_want { W_TAKEN, W_ERROR, W_MEMBER, W_CONN, W_STALE, W_REPLY, W_NO_FAST };
 
-static void fast_attack_as(const char *what, hs_attack attack, enum fast_want want,
-                           bool prefix)
+static void fast_attack(const char *what, hs_attack attack, enum fast_want want)
 {
     hs_server s;
-    hs_opts opts = {.attack = attack, .fast_prefix = prefix};
-    ASSERT_OK(hs_start(&s, &opts));
+    start(&s, attack, false);
     lib_out o;
     long rss;
     int sig;
@@ -821,12 +819,11 @@ static void fast_attack_as(const char *what, hs_attack attack, enum fast_want wa
     struct fast_out f;
     memcpy(&f, o.msg, sizeof(f));
     const elector_election_stats *t = &f.st;
-    tl_log("library, fast check, %s%s: elected %d, failed %d (%s), waiting events %d; "
+    tl_log("library, fast check, %s: elected %d, failed %d (%s), waiting events %d; "
            "checks: linearizable %d, serializable %d, taken %d; fallbacks: error %d, "
            "member %d, conn %d, stale %d, reply %d; watched %.2f s after the check; "
            "peak RSS %.1f MB%s%s",
-           what, prefix ? " (check of the prefix)" : " (check of the kept key)",
-           f.elected, f.failed, elector_err_name(f.reason), f.waiting,
+           what, f.elected, f.failed, elector_err_name(f.reason), f.waiting,
            (int)t->checks_linearizable, (int)t->checks_serializable,
            (int)t->serializable_taken, (int)t->fallback_error, (int)t->fallback_member,
            (int)t->fallback_conn, (int)t->fallback_stale, (int)t->fallback_reply,
@@ -858,13 +855,6 @@ static void fast_attack_as(const char *what, hs_attack attack, enum fast_want wa
     ASSERT_EQ(want == W_STALE, (int)t->fallback_stale);
     ASSERT_EQ(want == W_REPLY, (int)t->fallback_reply);
     hs_stop(&s);
-}
-
-/* Each attack on both forms of the check after the event. */
-static void fast_attack(const char *what, hs_attack attack, enum fast_want want)
-{
-    fast_attack_as(what, attack, want, false);
-    fast_attack_as(what, attack, want, true);
 }
 
 TEST(lib_fast_check_control_truthful_answer_is_taken)

@@ -287,8 +287,6 @@ int elector_campaign(elector_election *el, const void *value, size_t len)
     free(el->pred);
     el->pred = NULL;
     el->pred_len = 0;
-    free(el->ahead);
-    el->ahead = NULL;
     if (elector__el_live(el) && !el->deletes) elector__send_campaign(el);
     return 0;
 }

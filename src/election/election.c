@@ -42,7 +42,6 @@ static void el_release(elector_election *el)
     free(el->key);
     free(el->value);
     free(el->pred);
-    free(el->ahead);
     free(el);
 }
 

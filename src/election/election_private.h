@@ -102,25 +102,6 @@ typedef struct elector__steps {
     int (*send_delete)(struct op *o);       /* a queued delete of our key may go */
 } elector__steps;
 
-/* The keys created before ours that the last full check saw, nearest first
- * (entry 0 is the predecessor watched), up to ELECTOR__AHEAD_MAX (wait.c). The
- * keys ahead of ours only ever get fewer: a key made later has a higher create
- * revision, one deleted is gone for good. So when the check saw all of them
- * (complete), the check after our predecessor's delete reads only the rest of
- * these keys, not every key under the prefix (docs/DESIGN.md, "The check
- * after a delete: the keys ahead"). One allocation. */
-#define ELECTOR__AHEAD_MAX 4
-typedef struct elector__ahead {
-    int n;
-    bool complete;     /* the check's answer held every key ahead of ours */
-    int64_t rev;       /* our create revision then */
-    uint64_t conn;     /* the connection the answer came on */
-    uint64_t restores; /* elector__restores() then */
-    size_t off[ELECTOR__AHEAD_MAX], len[ELECTOR__AHEAD_MAX];
-    int64_t create[ELECTOR__AHEAD_MAX];
-    uint8_t keys[];
-} elector__ahead;
-
 struct elector_election {
     elector__session_listener listener; /* in the session's list */
     const elector__steps *steps;        /* campaign.c's */
@@ -130,10 +111,7 @@ struct elector_election {
     elector__prefix prefix;
     uint8_t *key, *value, *pred;
     size_t klen, vlen, pred_len;
-    elector__ahead *ahead;  /* while waiting, when known */
-    unsigned ahead_serial;  /* bumped whenever ahead changes */
-    uint64_t narrow_checks; /* checks of the keys ahead only (tests read it) */
-    int64_t key_lease;      /* the lease named in `key` (and attached to it) */
+    int64_t key_lease; /* the lease named in `key` (and attached to it) */
     int64_t rev;
     /* A campaign Txn of this campaign was answered with a transient error: it may
      * have created our key, at a revision we do not know. */
@@ -204,9 +182,6 @@ struct op {
      * follows came with (its revision R, the member that sent it, and the
      * connection it came on). */
     bool fast;
-    bool narrow; /* it reads ahead's keys 1..nkeys, not the prefix */
-    int nkeys;
-    unsigned ahead_serial; /* ... of the kept keys as they were then */
     int64_t ev_rev;
     uint64_t ev_member, ev_cluster, ev_conn;
 };
@@ -281,9 +256,8 @@ void elector__send_campaign(elector_election *el);
 /* If CreateRevision(key) == 0: Put(key, value, lease); else Put + Range(key). */
 void elector__txn_campaign(elector__txn *t, const uint8_t *key, size_t klen,
                            const uint8_t *value, size_t vlen, int64_t lease);
-/* If CreateRevision(key) == rev: Range(the ELECTOR__AHEAD_MAX newest keys
- * under p created before rev, keys only, newest first) -- our predecessor and
- * the next ones ahead, if any. */
+/* If CreateRevision(key) == rev: Range(the newest key under p created before
+ * rev) -- our predecessor, if any. */
 void elector__txn_check(elector__txn *t, const uint8_t *key, size_t klen, int64_t rev,
                         const elector__prefix *p);
 /* The same Txn with a serializable Range: read-only, and made only of
@@ -291,17 +265,6 @@ void elector__txn_check(elector__txn *t, const uint8_t *key, size_t klen, int64_
  * round through the Raft leader (etcd's isTxnSerializable). */
 void elector__txn_check_serializable(elector__txn *t, const uint8_t *key, size_t klen,
                                      int64_t rev, const elector__prefix *p);
-/* If CreateRevision(key) == rev: a serializable Range of each of keys[0..n-1]
- * (n <= ELECTOR__AHEAD_MAX; n may be 0: the compare alone). */
-typedef struct elector__txn_keys {
-    Etcdserverpb__TxnRequest txn;
-    Etcdserverpb__Compare cmp, *cmps[1];
-    Etcdserverpb__RequestOp op[ELECTOR__AHEAD_MAX], *ops[ELECTOR__AHEAD_MAX];
-    Etcdserverpb__RangeRequest range[ELECTOR__AHEAD_MAX];
-} elector__txn_keys;
-void elector__txn_check_keys(elector__txn_keys *t, const uint8_t *key, size_t klen,
-                             int64_t rev, const uint8_t *const keys[],
-                             const size_t lens[], int n);
 /* If CreateRevision(key) == rev: Put(key, value, lease). */
 void elector__txn_proclaim(elector__txn *t, const uint8_t *key, size_t klen, int64_t rev,
                            const uint8_t *value, size_t vlen, int64_t lease);

@@ -26,8 +26,6 @@ void elector__txn_check(elector__txn *t, const uint8_t *key, size_t klen, int64_
     elector__leader_range(&t->range, p);
     t->range.sort_order = ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__DESCEND;
     t->range.max_create_revision = rev - 1;
-    t->range.limit = ELECTOR__AHEAD_MAX;
-    t->range.keys_only = true;
     etcdserverpb__request_op__init(&t->op[0]);
     t->op[0].request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
     t->op[0].request_range = &t->range;
@@ -39,25 +37,6 @@ void elector__txn_check_serializable(elector__txn *t, const uint8_t *key, size_t
 {
     elector__txn_check(t, key, klen, rev, p);
     t->range.serializable = true;
-}
-
-void elector__txn_check_keys(elector__txn_keys *t, const uint8_t *key, size_t klen,
-                             int64_t rev, const uint8_t *const keys[],
-                             const size_t lens[], int n)
-{
-    etcdserverpb__txn_request__init(&t->txn);
-    elector__cmp_create(&t->cmp, key, klen, rev);
-    t->cmps[0] = &t->cmp;
-    t->txn.n_compare = 1;
-    t->txn.compare = t->cmps;
-    for (int i = 0; i < n; i++) {
-        elector__op_range_key(&t->op[i], &t->range[i], keys[i], lens[i]);
-        t->range[i].serializable = true;
-        t->range[i].keys_only = true;
-        t->ops[i] = &t->op[i];
-    }
-    t->txn.n_success = (size_t)n;
-    t->txn.success = n ? t->ops : NULL;
 }
 
 void elector__txn_proclaim(elector__txn *t, const uint8_t *key, size_t klen, int64_t rev,

@@ -7,16 +7,8 @@
  * "does our key still exist with our create revision?" (compare) and "who is
  * the nearest key created before ours?" (Range in the success branch). Leadership
  * is declared only when the key is ours at that revision, no predecessor exists,
- * and the session's validity deadline has not passed.
- *
- * The check reads up to ELECTOR__AHEAD_MAX keys ahead of ours and keeps them
- * (el->ahead). After the predecessor's delete, when the kept keys were all the
- * keys ahead, the check reads only those keys: the set ahead of a key never
- * grows, so a check of a few keys answers what the check of the whole prefix
- * would, without etcd reading every candidate's key (docs/DESIGN.md, "The check
- * after a delete: the keys ahead"). */
+ * and the session's validity deadline has not passed. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include "election_private.h"
 
@@ -26,11 +18,6 @@ struct deleted {
     uint64_t member, cluster, conn;
 };
 static void send_fast_check(elector_election *el, const struct deleted *ev);
-struct op;
-static void narrow_done(elector_election *el, const struct op *fast,
-                        const Etcdserverpb__TxnResponse *r);
-static void wait_behind(elector_election *el, const uint8_t *k, size_t klen,
-                        int64_t hrev);
 
 elector__check_knobs elector__check_test;
 
@@ -153,78 +140,6 @@ static int set_pred(elector_election *el, const uint8_t *k, size_t n)
     return rc ? rc : 1;
 }
 
-/* Keeps the keys ahead of ours from a full check's answer rr (kvs newest
- * first, all created before ours), as seen on connection conn. Anything that
- * is not what etcd sends (an order or a revision out of place) keeps nothing:
- * every later check reads the prefix. Out of memory keeps nothing either. */
-static void ahead_keep(elector_election *el, const Etcdserverpb__RangeResponse *rr,
-                       uint64_t conn)
-{
-    free(el->ahead);
-    el->ahead = NULL;
-    el->ahead_serial++;
-    int n = rr->n_kvs < ELECTOR__AHEAD_MAX ? (int)rr->n_kvs : ELECTOR__AHEAD_MAX;
-    size_t bytes = 0;
-    for (int i = 0; i < n; i++) {
-        const Mvccpb__KeyValue *kv = rr->kvs[i];
-        if (!kv || kv->create_revision <= 0 || kv->create_revision >= el->rev ||
-            (i && kv->create_revision >= rr->kvs[i - 1]->create_revision))
-            return;
-        bytes += kv->key.len;
-    }
-    elector__ahead *a = malloc(sizeof(*a) + bytes);
-    if (!a) return;
-    a->n = n;
-    /* Fewer than the limit asked: there were no more. */
-    a->complete = rr->n_kvs < ELECTOR__AHEAD_MAX;
-    a->rev = el->rev;
-    a->conn = conn;
-    a->restores = elector__restores(el->etcd, NULL);
-    size_t off = 0;
-    for (int i = 0; i < n; i++) {
-        const Mvccpb__KeyValue *kv = rr->kvs[i];
-        a->off[i] = off;
-        a->len[i] = kv->key.len;
-        a->create[i] = kv->create_revision;
-        if (kv->key.len) memcpy(a->keys + off, kv->key.data, kv->key.len);
-        off += kv->key.len;
-    }
-    el->ahead = a;
-}
-
-/* How many of the kept keys behind the predecessor the check after its delete
- * (on connection conn) may read instead of the prefix, or -1 when it must read
- * the prefix: no keys kept, kept for another campaign, on another connection
- * (a restore restarts the members, so the kept keys belong to one connection's
- * history), after a restore was noticed, or when the predecessor was the last
- * key kept and there may be more. 0 means the predecessor was the only key
- * ahead: the compare alone decides. */
-static int ahead_usable(const elector_election *el, uint64_t conn)
-{
-    const elector__ahead *a = el->ahead;
-    if (!a || a->n < 1 || a->rev != el->rev || !conn || a->conn != conn ||
-        a->restores != elector__restores(el->etcd, NULL))
-        return -1;
-    if (a->len[0] != el->pred_len ||
-        (el->pred_len && memcmp(a->keys + a->off[0], el->pred, el->pred_len)))
-        return -1;
-    if (a->n == 1 && !a->complete) return -1;
-    return a->n - 1;
-}
-
-/* The kept keys from entry i on (those before it are gone). */
-static void ahead_drop(elector_election *el, int i)
-{
-    elector__ahead *a = el->ahead;
-    el->ahead_serial++;
-    for (int j = i; j < a->n; j++) {
-        a->off[j - i] = a->off[j];
-        a->len[j - i] = a->len[j];
-        a->create[j - i] = a->create[j];
-    }
-    a->n -= i;
-}
-
 static void become_leader(elector_election *el, int64_t header_rev)
 {
     if (!elector_session_alive(el->s)) {
@@ -234,9 +149,6 @@ static void become_leader(elector_election *el, int64_t header_rev)
                       "session not provably alive when our turn came");
         return;
     }
-    free(el->ahead); /* a leader has nobody ahead */
-    el->ahead = NULL;
-    el->ahead_serial++;
     el->state = E_LEADER;
     el->gen++;
     el->retries = 0;
@@ -284,16 +196,11 @@ static uint64_t *fast_refused(elector_election *el, const struct op *o, int err,
     /* The member's state at h shows R: every answer is conclusive. */
     if (h->revision < o->ev_rev) return &c->fallback_stale;
     if (r->succeeded) {
-        /* One Range result per Range asked (the prefix's, or each kept key's). */
-        size_t want = o->narrow ? (size_t)o->nkeys : 1;
-        if (r->n_responses != want) return &c->fallback_reply;
-        for (size_t i = 0; i < want; i++) {
-            const Etcdserverpb__ResponseOp *op = r->responses[i];
-            if (!op ||
-                op->response_case != ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_RANGE ||
-                !op->response_range)
-                return &c->fallback_reply;
-        }
+        const Etcdserverpb__ResponseOp *op = r->n_responses ? r->responses[0] : NULL;
+        if (!op ||
+            op->response_case != ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_RANGE ||
+            !op->response_range)
+            return &c->fallback_reply;
     }
     return NULL;
 }
@@ -316,10 +223,6 @@ static void check_done(elector_etcd *e, int err, const ProtobufCMessage *m, void
         el->checks.serializable_taken++;
     }
     if (!err) el->checks.last_decided_by = fast.fast ? 2 : 1;
-    if (fast.narrow && r->succeeded) {
-        narrow_done(el, &fast, r);
-        return;
-    }
     const Etcdserverpb__RangeResponse *rr =
         !err && r->succeeded ? elector__txn_range(e, r, 0) : NULL;
     if (!err && r->succeeded && !rr) err = ELECTOR_EPROTO;
@@ -352,60 +255,15 @@ static void check_done(elector_etcd *e, int err, const ProtobufCMessage *m, void
         return;
     }
     const Mvccpb__KeyValue *kv = rr->kvs[0];
-    ahead_keep(el, rr, elector__conn_serial(e));
-    wait_behind(el, kv->key.data, kv->key.len, hrev);
-}
-
-/* The answer to a check of the kept keys (fast.nkeys of them, behind our
- * predecessor): its shape was checked (fast_refused) and our key is ours. The
- * nearest kept key still there, made before ours, is our predecessor; with
- * none, we lead if the kept keys were all the keys ahead, else the check of
- * the prefix decides. */
-static void narrow_done(elector_election *el, const struct op *fast,
-                        const Etcdserverpb__TxnResponse *r)
-{
-    int64_t hrev = r->header ? r->header->revision : 0;
-    el->retries = 0;
-    elector__ahead *a = el->ahead;
-    if (!a || el->ahead_serial != fast->ahead_serial) {
-        /* Another check changed the kept keys meanwhile: read the prefix. */
-        elector__send_check(el);
-        return;
-    }
-    for (int i = 0; i < fast->nkeys; i++) {
-        const Etcdserverpb__RangeResponse *rr = r->responses[i]->response_range;
-        const Mvccpb__KeyValue *kv = rr->n_kvs ? rr->kvs[0] : NULL;
-        const uint8_t *k = a->keys + a->off[i + 1];
-        /* Still there, and the same key: one made again since has a create
-         * revision above ours and waits behind us. */
-        if (!kv || kv->create_revision <= 0 || kv->create_revision >= el->rev ||
-            kv->key.len != a->len[i + 1] ||
-            (kv->key.len && memcmp(kv->key.data, k, kv->key.len)))
-            continue;
-        ahead_drop(el, i + 1);
-        wait_behind(el, a->keys + a->off[0], a->len[0], hrev);
-        return;
-    }
-    if (a->complete) {
-        become_leader(el, hrev);
-    } else {
-        elector__send_check(el);
-    }
-}
-
-/* Our predecessor is key k (as of header revision hrev): say so if it is a
- * new one, and watch it for its delete. */
-static void wait_behind(elector_election *el, const uint8_t *k, size_t klen, int64_t hrev)
-{
     el->state = E_WAIT;
-    int pred = set_pred(el, k, klen);
+    int pred = set_pred(el, kv->key.data, kv->key.len);
     if (pred < 0) {
         /* Out of memory: WAITING would go untold; check again later. */
         elector__schedule_retry(el);
         return;
     }
     if (pred && !elector__emit(el, ELECTOR_EV_WAITING, 0, NULL, 0)) return;
-    if (el->state == E_WAIT) watch_key(el, el->pred, el->pred_len, hrev + 1);
+    if (el->state == E_WAIT) watch_key(el, kv->key.data, kv->key.len, hrev + 1);
 }
 
 void elector__send_check(elector_election *el)
@@ -433,35 +291,21 @@ static void send_fast_check(elector_election *el, const struct deleted *ev)
         elector__send_check(el);
         return;
     }
-    int nkeys = ahead_usable(el, ev->conn);
     elector__txn t;
-    elector__txn_keys tk;
-    if (nkeys >= 0) {
-        const elector__ahead *a = el->ahead;
-        const uint8_t *keys[ELECTOR__AHEAD_MAX];
-        for (int i = 0; i < nkeys; i++)
-            keys[i] = a->keys + a->off[i + 1];
-        elector__txn_check_keys(&tk, el->key, el->klen, el->rev, keys, a->len + 1, nkeys);
-    } else {
-        elector__txn_check_serializable(&t, el->key, el->klen, el->rev, &el->prefix);
-    }
+    elector__txn_check_serializable(&t, el->key, el->klen, el->rev, &el->prefix);
     struct op *o = elector__op_new(el);
     if (!o) {
         elector__schedule_retry(el);
         return;
     }
     o->fast = true;
-    o->narrow = nkeys >= 0;
-    o->nkeys = nkeys;
-    o->ahead_serial = el->ahead_serial;
-    if (o->narrow) el->narrow_checks++;
     o->ev_rev = ev->rev + k->rev_shift;
     o->ev_member = ev->member;
     o->ev_cluster = ev->cluster;
     o->ev_conn = ev->conn;
     el->checks.checks_serializable++;
     if (k->before_send) k->before_send(el->etcd, k->ud);
-    if (elector__send_txn(el, o->narrow ? &tk.txn : &t.txn, o, check_done)) {
+    if (elector__send_txn(el, &t.txn, o, check_done)) {
         elector__send_check(el);
         return;
     }
