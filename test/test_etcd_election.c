@@ -466,6 +466,67 @@ TEST(session_close_revokes_lease_and_next_candidate_leads)
     eh_stop(c);
 }
 
+static void closed_cb(int rc, void *ud)
+{
+    int *r = ud;
+    r[0]++;
+    r[1] = rc;
+}
+
+/* elector_session_close_async: the loop goes on (no blocking), and the callback
+ * says when etcd revoked the lease (0), once; against a frozen member, the
+ * revoke's timeout (ETIMEDOUT); with the client freed first, ECANCELED. A
+ * session with nothing left to revoke returns 0 and no callback runs. */
+TEST_WITH_TIMEOUT(session_close_async_tells_when_the_lease_is_revoked, 60)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "ca", 30);
+    ASSERT_OK(elector_campaign_sync(a->el, "a", 1, 5000));
+    char lease[32];
+    snprintf(lease, sizeof(lease), "%llx", (long long)elector_session_lease(a->s));
+    int r[2] = {0, -1};
+    ASSERT_EQ(1, elector_session_close_async(a->s, 3000, closed_cb, r));
+    a->s = NULL;
+    ASSERT_EQ(0, r[0]); /* from the loop, not from the call */
+    double end = tl_now() + 3;
+    while (!r[0] && tl_now() < end)
+        elector_etcd_run_once(a->etcd, 50);
+    ASSERT_EQ(1, r[0]);
+    ASSERT_EQ(0, r[1]);
+    char *out = NULL;
+    ASSERT_OK(eh_etcdctl(c, &out, "lease", "list", NULL));
+    ASSERT(!strstr(out, lease));
+    free(out);
+    eu_pump(100);
+    ASSERT_EQ(1, r[0]);
+    eu_cand_free(a);
+
+    /* Frozen member: the revoke times out. */
+    a = eu_cand_new(eh_endpoints(c), "ca", 30);
+    ASSERT_OK(eh_member_pause(c, 0));
+    r[0] = 0;
+    ASSERT_EQ(1, elector_session_close_async(a->s, 300, closed_cb, r));
+    a->s = NULL;
+    end = tl_now() + 5;
+    while (!r[0] && tl_now() < end)
+        elector_etcd_run_once(a->etcd, 50);
+    ASSERT_OK(eh_member_resume(c, 0));
+    ASSERT_EQ(1, r[0]);
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, r[1]);
+    eu_cand_free(a);
+
+    /* The client freed before the answer: ECANCELED, once. */
+    a = eu_cand_new(eh_endpoints(c), "ca", 30);
+    r[0] = 0;
+    ASSERT_EQ(1, elector_session_close_async(a->s, 3000, closed_cb, r));
+    a->s = NULL;
+    eu_cand_free(a);
+    ASSERT_EQ(1, r[0]);
+    ASSERT_EQ(ELECTOR_ECANCELED, r[1]);
+    ASSERT_EQ(0, elector_session_close_async(NULL, 0, closed_cb, r));
+    eh_stop(c);
+}
+
 /* ---- candidates in their own processes ---- */
 
 TEST_WITH_TIMEOUT(killed_leader_is_replaced_after_lease_expiry, 60)

@@ -143,8 +143,22 @@ int elector_session_wait(elector_session *s, int64_t timeout_ms);
  * still on it report LOST (ELECTOR_ECLOSED) if leading, FAILED if campaigning;
  * the session counts as closed during those callbacks (closing it again there
  * does nothing). The revoke is sent by the loop; use elector_session_close_sync()
- * to wait for it. Safe from a callback. */
+ * to wait for it, or elector_session_close_async() to be told. Safe from a
+ * callback. */
 void elector_session_close(elector_session *s);
+
+/* Same, and cb(rc, ud) runs once from the loop when the revoke is answered: rc
+ * 0 (revoked, or etcd no longer knew the lease) or the revoke's error
+ * (ELECTOR_ETIMEDOUT after timeout_ms > 0, EUNAVAILABLE, ...; ELECTOR_ECANCELED
+ * when the client is freed first). Returns 1 when the revoke was sent (cb will
+ * run), 0 when there was nothing to revoke (or cb is NULL: as
+ * elector_session_close()), or an error code, and then cb does not run:
+ * ELECTOR_ENOMEM (the revoke is still sent if it can be), or the send's error
+ * (the lease expires after its TTL). The session is freed in every case. For an
+ * event loop that must not block (the asyncio binding); safe from a callback. */
+typedef void (*elector_session_closed_cb)(int rc, void *ud);
+int elector_session_close_async(elector_session *s, int64_t timeout_ms,
+                                elector_session_closed_cb cb, void *ud);
 
 /* Same, but runs the loop until the revoke is answered or timeout_ms passes.
  * Returns 0 (also when there was nothing to revoke, or etcd no longer knew the

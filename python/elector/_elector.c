@@ -1513,6 +1513,7 @@ typedef struct {
     PyObject_HEAD elector_etcd *etcd;
     pid_t pid;
     bool closed;
+    int revokes; /* of sessions dropped without close_start(), unanswered */
 } CoreObject;
 
 static PyTypeObject CoreType;
@@ -1607,6 +1608,12 @@ static PyObject *Core_close(CoreObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+static PyObject *Core_revokes(CoreObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyLong_FromLong(self->revokes);
+}
+
 static PyObject *Core_fd(CoreObject *self, PyObject *unused)
 {
     (void)unused;
@@ -1626,6 +1633,8 @@ static PyObject *Core_process(CoreObject *self, PyObject *unused)
 static PyMethodDef Core_methods[] = {
     {"close", (PyCFunction)Core_close, METH_NOARGS, "Frees the client."},
     {"fd", (PyCFunction)Core_fd, METH_NOARGS, "The fd to watch for reading."},
+    {"revokes", (PyCFunction)Core_revokes, METH_NOARGS,
+     "Revokes of closed sessions still waiting for etcd's answer."},
     {"process", (PyCFunction)Core_process, METH_NOARGS,
      "Runs what is due; returns ms until the next due time (-1: none)."},
     {NULL, NULL, 0, NULL}};
@@ -1641,10 +1650,27 @@ static PyTypeObject CoreType = {
     .tp_methods = Core_methods,
 };
 
+/* The answer to a session's close_start(): shared by the session object and
+ * the library's callback, freed by the last of the two (loop thread only). */
+typedef struct {
+    int refs;
+    bool done;
+    int rc;
+} core_closing;
+
+static void core_closed_cb(int rc, void *ud)
+{
+    core_closing *c = ud;
+    c->done = true;
+    c->rc = rc;
+    if (--c->refs == 0) free(c);
+}
+
 typedef struct {
     PyObject_HEAD CoreObject *core;
     elector_session *s;
     hstate *st;
+    core_closing *closing; /* after close_start() */
 } CoreSessionObject;
 
 static void core_session_cb(elector_session *s, const elector_event *ev, void *ud)
@@ -1692,17 +1718,27 @@ static int CoreSession_init(CoreSessionObject *self, PyObject *args, PyObject *k
     return 0;
 }
 
+static void core_dropped_cb(int rc, void *ud)
+{
+    (void)rc;
+    ((CoreObject *)ud)->revokes--; /* runs before the client (and ud) is freed */
+}
+
+/* Closes the session; Core.revokes() counts its revoke until etcd answers, so
+ * that the client's close can wait for it too. */
 static void core_session_close(CoreSessionObject *self)
 {
     if (!self->s) return;
     elector_session *s = self->s;
     self->s = NULL;
     if (self->core->closed || getpid() != self->core->pid) return;
-    elector_session_close(s);
+    if (elector_session_close_async(s, 0, core_dropped_cb, self->core) == 1)
+        self->core->revokes++;
 }
 
 static void CoreSession_dealloc(CoreSessionObject *self)
 {
+    if (self->closing && --self->closing->refs == 0) free(self->closing);
     if (self->core) {
         bool child = getpid() != self->core->pid;
         core_session_close(self);
@@ -1735,6 +1771,45 @@ static PyObject *CoreSession_close(CoreSessionObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* close_start(timeout_ms) -> 1: the revoke was sent, close_result() tells when
+ * etcd answered; 0: nothing to revoke; < 0: an ELECTOR_E* code (not sent, or
+ * nobody will be told). Closes the session in every case. */
+static PyObject *CoreSession_close_start(CoreSessionObject *self, PyObject *arg)
+{
+    long long ms = PyLong_AsLongLong(arg);
+    if (ms == -1 && PyErr_Occurred()) return NULL;
+    if (self->core && forked_check(self->core->pid)) return NULL;
+    if (!self->core || !self->s || self->core->closed || self->closing) {
+        if (self->core && self->s) core_session_close(self);
+        return PyLong_FromLong(0);
+    }
+    core_closing *c = calloc(1, sizeof(*c));
+    if (!c) {
+        core_session_close(self);
+        return PyLong_FromLong(ELECTOR_ENOMEM);
+    }
+    c->refs = 2;
+    elector_session *sess = self->s;
+    self->s = NULL;
+    int rc = elector_session_close_async(sess, ms, core_closed_cb, c);
+    if (rc != 1) {
+        free(c);
+        return PyLong_FromLong(rc);
+    }
+    self->closing = c;
+    return PyLong_FromLong(1);
+}
+
+/* None while the revoke of close_start() is pending; then its code (0: etcd
+ * no longer has the lease). */
+static PyObject *CoreSession_close_result(CoreSessionObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!self->closing) return PyLong_FromLong(0);
+    if (!self->closing->done) Py_RETURN_NONE;
+    return PyLong_FromLong(self->closing->rc);
+}
+
 /* (lease, alive, lost reason or 0, detail) */
 static PyObject *CoreSession_state(CoreSessionObject *self, PyObject *unused)
 {
@@ -1750,6 +1825,11 @@ static PyObject *CoreSession_state(CoreSessionObject *self, PyObject *unused)
 
 static PyMethodDef CoreSession_methods[] = {
     {"close", (PyCFunction)CoreSession_close, METH_NOARGS, "Revokes the lease."},
+    {"close_start", (PyCFunction)CoreSession_close_start, METH_O,
+     "close_start(timeout_ms) -> 1 (revoke sent: see close_result), 0 (nothing to "
+     "revoke) or an error code."},
+    {"close_result", (PyCFunction)CoreSession_close_result, METH_NOARGS,
+     "None while the revoke is pending, else its code."},
     {"state", (PyCFunction)CoreSession_state, METH_NOARGS,
      "(lease, alive, lost reason or 0, detail)."},
     {NULL, NULL, 0, NULL}};

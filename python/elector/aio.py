@@ -131,19 +131,23 @@ class Client:
         async with self.observe(name) as obs:
             return await obs.next(timeout)
 
-    async def close(self) -> None:
-        """Resigns, revokes the leases (waits for etcd briefly), frees."""
+    async def close(self, timeout: float = 1.0) -> None:
+        """Resigns, revokes the open sessions' leases and waits for etcd's
+        answers (up to ``timeout`` seconds in all), frees."""
         if self._closed:
             return
         for lead in list(self._leads):
             await lead._cancel()
-        for s in list(self._sessions):
-            s._close_now()
-        if self._loop is not None:
-            # let the revokes go out
-            for _ in range(3):
-                self._core.process()
-                await asyncio.sleep(0.01)
+        if self._loop is None:
+            for s in list(self._sessions):
+                s._close_now()
+        else:
+            due = [s for s in list(self._sessions) if s._close_start(timeout)]
+            waits: List[Any] = [s._revoked(timeout) for s in due]
+            # and the revokes of sessions dropped without close()
+            waits.append(self._wait(lambda: True if self._core.revokes() == 0 else None,
+                                    timeout, "client close"))
+            await asyncio.gather(*waits, return_exceptions=True)
             self._loop.remove_reader(self._core.fd())
         self._closed = True
         self._core.close()
@@ -203,9 +207,38 @@ class Session:
         self._s.close()
         self.client._kick()
 
-    async def close(self) -> None:
-        self._close_now()
-        await asyncio.sleep(0)
+    def _close_start(self, timeout: Optional[float]) -> bool:
+        """Closes the session and sends the revoke; True while its answer is due."""
+        t = _seconds(timeout)
+        ms = 0 if t is None else max(1, int(t * 1000))
+        sent = bool(self._s.close_start(ms) == 1)
+        self.client._kick()
+        return sent
+
+    async def close(self, timeout: Optional[float] = 5.0) -> bool:
+        """Revokes the lease and waits (on the loop, up to ``timeout`` seconds;
+        None: the client's request timeout) until etcd answered, so that the
+        lease and its keys are gone when close() returns. True then; False when
+        etcd did not answer in time (unreachable, say): the lease then expires
+        after its TTL. A second close() returns True at once."""
+        t = _seconds(timeout)
+        if t is not None and t <= 0:
+            try:
+                had = self._s.state()[0] != 0
+            except ValueError:  # closed already
+                had = False
+            self._close_now()
+            return not had
+        if not self._close_start(timeout):
+            return bool(self._s.close_result() == 0)
+        return await self._revoked(timeout)
+
+    async def _revoked(self, timeout: Optional[float]) -> bool:
+        try:
+            rc = await self.client._wait(self._s.close_result, timeout, "session close")
+        except Timeout:
+            return False
+        return bool(rc == 0)
 
 
 class Leadership:

@@ -394,6 +394,46 @@ void elector_session_close(elector_session *s)
     if (elector__close(&s->life)) free(s);
 }
 
+struct closed_wait {
+    elector_session_closed_cb cb;
+    void *ud;
+};
+
+static void closed_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)e, (void)m;
+    struct closed_wait w = *(struct closed_wait *)ud;
+    free(ud);
+    w.cb(err == ELECTOR_ELEASE ? 0 : err, w.ud);
+}
+
+int elector_session_close_async(elector_session *s, int64_t timeout_ms,
+                                elector_session_closed_cb cb, void *ud)
+{
+    if (!cb) {
+        elector_session_close(s);
+        return 0;
+    }
+    if (!s || s->state == ELECTOR__S_CLOSED) return 0;
+    elector_etcd *e = s->etcd;
+    int64_t lease = close_common(s);
+    if (elector__close(&s->life)) free(s);
+    if (!lease) return 0;
+    struct closed_wait *w = malloc(sizeof(*w));
+    if (!w) {
+        fire_revoke(e, lease); /* sent if it can be; nobody is told */
+        return ELECTOR_ENOMEM;
+    }
+    *w = (struct closed_wait){cb, ud};
+    Etcdserverpb__LeaseRevokeRequest req = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
+    req.id = lease;
+    elector_call_opts o = {.timeout_ms = timeout_ms > 0 ? timeout_ms : 0};
+    int rc =
+        elector_etcd_call(e, ELECTOR_RPC_LEASE_REVOKE, &req.base, &o, closed_done, w);
+    if (rc) free(w);
+    return rc ? rc : 1;
+}
+
 int elector_session_close_sync(elector_session *s, int64_t timeout_ms)
 {
     if (!s || s->state == ELECTOR__S_CLOSED) return 0;

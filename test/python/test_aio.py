@@ -108,3 +108,33 @@ def test_aio_leader_and_observe(etcd):
             assert seen[0] is None and seen[2] is None
             assert seen[1].value == b"v1" and seen[1].lease == lease
     asyncio.run(main())
+
+
+def test_aio_session_close_waits_for_the_revoke(etcd, client):
+    """Leaving ``async with c.session()`` returns once etcd revoked the lease
+    (the loop keeps running meanwhile); against a frozen etcd, close(timeout)
+    gives up and says so; Client.close() waits for its sessions' revokes."""
+    import signal
+    import time
+
+    async def main():
+        async with elector.aio.Client([etcd.endpoint]) as c:
+            for _ in range(3):
+                async with c.session(ttl=30) as s:
+                    lease = s.lease
+                assert lease not in etcd.leases()
+            assert await s.close() is True  # again: nothing to do
+            s = await c.session(ttl=30)
+            os.kill(etcd.proc.pid, signal.SIGSTOP)
+            try:
+                t0 = time.monotonic()
+                assert await s.close(timeout=0.3) is False
+                assert time.monotonic() - t0 < 10
+            finally:
+                os.kill(etcd.proc.pid, signal.SIGCONT)
+        c = elector.aio.Client([etcd.endpoint])
+        leases = [(await c.session(ttl=30)).lease for _ in range(3)]
+        await c.close()
+        left = set(leases) & set(etcd.leases())
+        assert not left, f"still granted after Client.close(): {left}"
+    asyncio.run(main())
