@@ -315,15 +315,25 @@ class Client:
             raise
         self._lock = threading.Lock()
         self._watched: "weakref.WeakSet[Leadership]" = weakref.WeakSet()
+        self._sessions: "weakref.WeakSet[Session]" = weakref.WeakSet()
+        self._pid = os.getpid()
         self._dispatcher: Optional[threading.Thread] = None
         self._stop_r = self._stop_w = -1
         self._closed = False
 
     # -- lifetime
     def close(self) -> None:
-        """Stops the driver: elections resign, sessions revoke their leases."""
+        """Stops the driver: elections resign, sessions revoke their leases. The
+        open sessions are closed first as Session.close(timeout=1) does, waiting
+        through ``select`` (so a green thread's hub keeps running)."""
         if self._closed:
             return
+        if os.getpid() == self._pid:  # a forked child leaves the parent's leases
+            for s in list(self._sessions):
+                try:
+                    s.close(timeout=1.0)
+                except Error:
+                    pass
         self._closed = True
         t = self._dispatcher
         if t is not None:
@@ -464,6 +474,7 @@ class Session:
         finally:
             if fd >= 0:
                 self._s.remove_waiter(fd)
+        client._sessions.add(self)
 
     @property
     def lease(self) -> int:

@@ -119,14 +119,33 @@ with c.session(ttl=5) as s1, c.session(ttl=5) as s2:
 during = [t for t in ticks if t0 <= t <= t1]
 gaps = [b - a for a, b in zip(during, during[1:])] or [t1 - t0]
 print("TICKS", len(during), "MAXGAP_MS", round(max(gaps) * 1000, 1))
-c.close()
+# Client.close() with a session open while etcd is frozen: the revoke's wait
+# (1 s) blocks only this green thread
+import os, signal
+s3 = c.session(ttl=5)
+ticks.clear()
+stop[0] = False
+g = spawn(ticker)
+time.sleep(0.05)
+os.kill(int(sys.argv[3]), signal.SIGSTOP)
+try:
+    t0 = time.monotonic()
+    c.close()
+    t1 = time.monotonic()
+finally:
+    os.kill(int(sys.argv[3]), signal.SIGCONT)
+stop[0] = True
+g.wait() if MODE == "eventlet" else g.join()
+during = [t for t in ticks if t0 <= t <= t1]
+print("CLOSE", "TICKS", len(during), "WAITED_MS", round((t1 - t0) * 1000))
 """
 
 
 @pytest.mark.parametrize("mode", ["eventlet", "gevent"])
 def test_green_threads(etcd, mode):
     pytest.importorskip(mode)
-    r = subprocess.run([sys.executable, "-c", GREEN, etcd.endpoint, mode],
+    r = subprocess.run([sys.executable, "-c", GREEN, etcd.endpoint, mode,
+                        str(etcd.proc.pid)],
                        capture_output=True, text=True, timeout=120)
     print(r.stdout, r.stderr[-2000:])
     assert r.returncode == 0
@@ -135,6 +154,11 @@ def test_green_threads(etcd, mode):
     ticks = int(words[words.index("TICKS") + 1])
     # about 100 expected; a campaign that blocked the hub would give 0 or 1
     assert ticks >= 20
+    # Client.close() waited about 1 s for the frozen etcd: ~100 ticks meanwhile
+    line = next(ln for ln in r.stdout.split("\n") if ln.startswith("CLOSE "))
+    words = line.split()
+    assert int(words[words.index("WAITED_MS") + 1]) >= 500, line
+    assert int(words[words.index("TICKS") + 1]) >= 20, line
 
 
 GREEN_SILENT = r"""
