@@ -16,9 +16,7 @@
 #include "transport_private.h"
 
 struct elector__autosync {
-    elector__timer sync_timer;  /* next MemberList */
-    elector__timer leave_timer; /* leave a learner, from the loop */
-    uint64_t leave_serial;      /* the connection to leave */
+    elector__timer sync_timer; /* next MemberList */
     bool in_flight;
 };
 
@@ -196,7 +194,6 @@ void elector__autosync_free(elector_etcd *e)
     struct elector__autosync *a = e->autosync;
     if (!a) return;
     elector__timer_disarm(e, &a->sync_timer);
-    elector__timer_disarm(e, &a->leave_timer);
     free(a);
     e->autosync = NULL;
 }
@@ -207,8 +204,7 @@ static void leave_fired(elector__timer *t, void *ud)
 {
     (void)t;
     elector_etcd *e = ud;
-    struct elector__autosync *a = e->autosync;
-    if (e->cstate != C_READY || e->stats.connects != a->leave_serial) return;
+    if (e->cstate != C_READY || e->stats.connects != e->leave_serial) return;
     /* Counted as an endpoint that failed to connect: a round of learners only
      * backs off instead of spinning. */
     e->cstate = C_SETTINGS;
@@ -220,14 +216,13 @@ static void leave_fired(elector__timer *t, void *ud)
 bool elector__learner_refusal(elector_etcd *e, const char *grpc_msg)
 {
     if (!grpc_msg || !strstr(grpc_msg, "not supported for learner")) return false;
-    struct elector__autosync *a = get(e);
-    if (a && e->cstate == C_READY && !a->leave_timer.armed) {
+    if (e->cstate == C_READY && !e->leave_timer.armed) {
         /* The refused call is queued again: it must not go back to this
          * connection before the timer leaves it (it would then be failed as
          * possibly executed). Due at the pass's own time: it runs in this pass. */
         e->learner = true;
-        a->leave_serial = e->stats.connects;
-        elector__timer_arm(e, &a->leave_timer, e->now_ms, leave_fired, e);
+        e->leave_serial = e->stats.connects;
+        elector__timer_arm(e, &e->leave_timer, e->now_ms, leave_fired, e);
     }
     return true;
 }

@@ -349,6 +349,7 @@ static void real_free(elector_etcd *e)
     elector__tls_free_ctx(e);
     elector__tls_files_free(e);
     elector__autosync_free(e);
+    elector__timer_disarm(e, &e->leave_timer);
     if (e->evfd >= 0) close(e->evfd);
     if (e->tfd >= 0) close(e->tfd);
     if (e->epfd >= 0) close(e->epfd);

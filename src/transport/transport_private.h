@@ -239,6 +239,11 @@ struct elector_etcd {
     elector__timer dial_timer, retry_timer, ping_timer;
     bool draining; /* GOAWAY received: no new streams here */
     bool learner;  /* a learner refused a call: no new streams, left by a timer */
+    /* ... leave_timer (autosync.c), for the connection numbered leave_serial; here,
+     * not in the lazily allocated autosync state, so that leaving a learner needs
+     * no allocation (without one, the refused call would go back to it). */
+    elector__timer leave_timer;
+    uint64_t leave_serial;
     bool want_write;
     bool readable, writable;
     elector__buf wbuf;
