@@ -142,7 +142,7 @@ class Client:
             for s in list(self._sessions):
                 s._close_now()
         else:
-            due = [s for s in list(self._sessions) if s._close_start(timeout)]
+            due = [s for s in list(self._sessions) if s._close_start(timeout) == 1]
             waits: List[Any] = [s._revoked(timeout) for s in due]
             # and the revokes of sessions dropped without close()
             waits.append(self._wait(lambda: True if self._core.revokes() == 0 else None,
@@ -207,13 +207,14 @@ class Session:
         self._s.close()
         self.client._kick()
 
-    def _close_start(self, timeout: Optional[float]) -> bool:
-        """Closes the session and sends the revoke; True while its answer is due."""
+    def _close_start(self, timeout: Optional[float]) -> int:
+        """Closes the session and sends the revoke: 1 while its answer is due, 0
+        when there was nothing to revoke, < 0 when it could not be sent."""
         t = _seconds(timeout)
         ms = 0 if t is None else max(1, int(t * 1000))
-        sent = bool(self._s.close_start(ms) == 1)
+        rc = int(self._s.close_start(ms))
         self.client._kick()
-        return sent
+        return rc
 
     async def close(self, timeout: Optional[float] = 5.0) -> bool:
         """Revokes the lease and waits (on the loop, up to ``timeout`` seconds;
@@ -229,8 +230,9 @@ class Session:
                 had = False
             self._close_now()
             return not had
-        if not self._close_start(timeout):
-            return bool(self._s.close_result() == 0)
+        rc = self._close_start(timeout)
+        if rc != 1:
+            return rc == 0
         return await self._revoked(timeout)
 
     async def _revoked(self, timeout: Optional[float]) -> bool:
