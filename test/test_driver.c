@@ -733,6 +733,61 @@ TEST(free_from_another_thread_ends_waiting_calls)
     eh_stop(c);
 }
 
+/* elector_driver_exec() runs fn on the loop thread (not the caller's, not the
+ * callback thread) and returns once it did; elector_driver_in_callback() is
+ * true on the callback thread only; a callback past stall_ms without an
+ * on_stall hook is reported on stderr and counted. The driver is made with
+ * the client's defaults (NULL configuration) first: nothing is sent by it. */
+static pthread_t exec_thread;
+static atomic_int exec_ran, in_cb_seen, in_cb_elected;
+static elector_driver *cb_driver;
+
+static void exec_fn(elector_etcd *etcd, void *arg)
+{
+    exec_thread = pthread_self();
+    atomic_store(&exec_ran, elector_etcd_fd(etcd) >= 0 && arg == &exec_ran ? 1 : -1);
+}
+
+static void where_cb(elector_driver_election *el, const elector_event *ev, void *ud)
+{
+    (void)el, (void)ud;
+    if (ev->type != ELECTOR_EV_ELECTED) return;
+    atomic_store(&in_cb_seen, elector_driver_in_callback(cb_driver) ? 1 : -1);
+    sleep_ms(200); /* past stall_ms: reported on stderr */
+    atomic_store(&in_cb_elected, 1);
+}
+
+TEST(exec_runs_on_the_loop_thread_and_in_callback_tells_the_callback_thread)
+{
+    elector_driver *d = NULL;
+    ASSERT_OK(elector_driver_new(NULL, NULL, &d));
+    ASSERT_OK(elector_driver_exec(d, exec_fn, &exec_ran));
+    ASSERT_EQ(1, atomic_load(&exec_ran));
+    ASSERT(!pthread_equal(exec_thread, pthread_self()));
+    ASSERT(!elector_driver_in_callback(d));
+    elector_driver_free(d);
+
+    eh_cluster *c = start1();
+    elector_driver_config dc;
+    elector_driver_config_init(&dc);
+    dc.stall_ms = 50;
+    d = driver_on(eh_endpoints(c), &dc);
+    cb_driver = d;
+    elector_driver_session *s = session_on(d, 5);
+    elector_driver_election *el = elector_driver_election_new(s, "where", where_cb, NULL);
+    ASSERT_NOT_NULL(el);
+    ASSERT_OK(elector_driver_campaign(el, "v", 1));
+    ASSERT(wait_int(&in_cb_elected, 1, 5000));
+    ASSERT_EQ(1, atomic_load(&in_cb_seen));
+    ASSERT(!elector_driver_in_callback(d));
+    ASSERT_EQ(1, (long long)elector_driver_stalls(d));
+    atomic_store(&exec_ran, 0);
+    ASSERT_OK(elector_driver_exec(d, exec_fn, &exec_ran));
+    ASSERT_EQ(1, atomic_load(&exec_ran));
+    elector_driver_free(d);
+    eh_stop(c);
+}
+
 TEST(bad_input_gives_clear_errors)
 {
     elector_driver *d = NULL;
