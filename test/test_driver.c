@@ -788,6 +788,48 @@ TEST(exec_runs_on_the_loop_thread_and_in_callback_tells_the_callback_thread)
     eh_stop(c);
 }
 
+/* Proclaim and the guarded delete through the driver, a session made with
+ * the default configuration (NULL), and a guarded write that etcd does not
+ * answer in time (the member frozen): ETIMEDOUT, and the abandoned write's
+ * answer, when it comes, is dropped without harm. */
+TEST_WITH_TIMEOUT(proclaim_guarded_delete_default_session_and_a_write_timed_out, 60)
+{
+    eh_cluster *c = start1();
+    elector_driver *d = driver_on(eh_endpoints(c), NULL);
+    elector_driver_session *s = elector_driver_session_new(d, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_driver_session_wait(s, 5000));
+    elector_driver_election *el = elector_driver_election_new(s, "pg", NULL, NULL);
+    ASSERT_NOT_NULL(el);
+    ASSERT_OK(elector_driver_campaign_sync(el, "v1", 2, 5000));
+    ASSERT_OK(elector_driver_proclaim(el, "v2", 2));
+    elector_leader_info li;
+    int rc = 1;
+    for (int i = 0; i < 100; i++) {
+        rc = elector_driver_leader_sync(d, "pg", 2000, &li);
+        ASSERT_OK(rc);
+        bool v2 = li.value_len == 2 && !memcmp(li.value, "v2", 2);
+        elector_leader_free(&li);
+        if (v2) break;
+        rc = 1;
+        sleep_ms(20);
+    }
+    ASSERT_OK(rc); /* the proclaimed value is the leader's */
+    ASSERT_OK(elector_driver_guarded_put_sync(el, "pg-k", 4, "x", 1, 3000));
+    ASSERT_OK(elector_driver_guarded_delete_sync(el, "pg-k", 4, 3000));
+    char *out = NULL;
+    ASSERT_OK(eh_etcdctl(c, &out, "get", "pg-k", NULL));
+    ASSERT_STREQ("", out);
+    free(out);
+    ASSERT_OK(eh_member_pause(c, 0));
+    ASSERT_EQ(ELECTOR_ETIMEDOUT,
+              elector_driver_guarded_put_sync(el, "pg-k", 4, "y", 1, 200));
+    ASSERT_OK(eh_member_resume(c, 0));
+    sleep_ms(300); /* the abandoned write's answer arrives, or not: no harm */
+    elector_driver_free(d);
+    eh_stop(c);
+}
+
 TEST(bad_input_gives_clear_errors)
 {
     elector_driver *d = NULL;
