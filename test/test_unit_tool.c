@@ -14,6 +14,10 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <resolv.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "testlib.h"
 
 TEST(durations_accept_units_and_bare_seconds)
@@ -921,6 +925,129 @@ TEST(srv_reply_that_is_cut_short_or_points_outside_is_refused)
     /* No answers: none, not an error. */
     srv_reply(&d, 0);
     ASSERT_EQ(0, tool_srv_parse(d.b, d.n, s, 8, err, sizeof(err)));
+}
+
+/* A DNS responder on a loopback UDP port, in a child process: each query gets
+ * its own header and question back with `many` SRV answers for names starting
+ * "_etcd-client-ssl" and one for the others; with many < 0 an answer cut short
+ * (malformed). Targets "mNN.example.com" (label + "example" "com"), ports
+ * 2379 + i. Returns the child's pid; *port its port. */
+static pid_t dns_responder(int many, unsigned short *port)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    ASSERT(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ASSERT_OK(bind(fd, (struct sockaddr *)&a, sizeof(a)));
+    socklen_t al = sizeof(a);
+    ASSERT_OK(getsockname(fd, (struct sockaddr *)&a, &al));
+    *port = ntohs(a.sin_port);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid > 0) {
+        close(fd);
+        return pid;
+    }
+    for (;;) {
+        unsigned char q[512], r[4000];
+        struct sockaddr_in from;
+        socklen_t fl = sizeof(from);
+        ssize_t n = recvfrom(fd, q, sizeof(q), 0, (struct sockaddr *)&from, &fl);
+        if (n < 12) continue;
+        /* the question: the name's labels, then type and class */
+        size_t qend = 12;
+        while (qend < (size_t)n && q[qend])
+            qend += q[qend] + 1u;
+        qend += 5;
+        if (qend > (size_t)n) continue;
+        bool ssl = q[12] == 16 && !memcmp(q + 13, "_etcd-client-ssl", 16);
+        int answers = many < 0 ? 1 : ssl ? many : 1;
+        size_t m = 0;
+        memcpy(r, q, qend);
+        m = qend;
+        r[2] = 0x81, r[3] = 0x80; /* a reply, no error */
+        r[6] = (unsigned char)(answers >> 8), r[7] = (unsigned char)answers;
+        r[8] = r[9] = r[10] = r[11] = 0; /* no authority, no additional */
+        for (int i = 0; i < answers && m + 40 < sizeof(r); i++) {
+            char t[8];
+            int tl = snprintf(t, sizeof(t), "m%02d", i);
+            unsigned char rr[] = {0xc0,
+                                  12,
+                                  0,
+                                  33,
+                                  0,
+                                  1,
+                                  0,
+                                  0,
+                                  0,
+                                  60,
+                                  0,
+                                  (unsigned char)(6 + 1 + tl + 9 + 4),
+                                  0,
+                                  (unsigned char)i,
+                                  0,
+                                  0, /* priority i, weight 0 */
+                                  (unsigned char)((2379 + i) >> 8),
+                                  (unsigned char)((2379 + i) & 0xff)};
+            memcpy(r + m, rr, sizeof(rr));
+            m += sizeof(rr);
+            r[m++] = (unsigned char)tl;
+            memcpy(r + m, t, (size_t)tl);
+            m += (size_t)tl;
+            static const unsigned char dom[] = {7,   'e', 'x', 'a', 'm', 'p', 'l',
+                                                'e', 3,   'c', 'o', 'm', 0};
+            memcpy(r + m, dom, sizeof(dom));
+            m += sizeof(dom);
+        }
+        if (many < 0) m -= 9; /* the target cut short */
+        sendto(fd, r, m, 0, (struct sockaddr *)&from, fl);
+    }
+}
+
+static void use_resolver(unsigned short port)
+{
+    res_init();
+    _res.nscount = 1;
+    _res.nsaddr_list[0].sin_family = AF_INET;
+    _res.nsaddr_list[0].sin_port = htons(port);
+    _res.nsaddr_list[0].sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    _res.retry = 1;
+    _res.retrans = 2;
+    _res.options |= RES_USE_EDNS0; /* the answers exceed 512 bytes */
+}
+
+/* --discovery-srv against a DNS server that answers: the secure records
+ * first (sorted), then the plain one, as one endpoint list longer than its
+ * first buffer; a malformed answer is an error naming the query. */
+TEST(discovery_srv_builds_the_endpoint_list_from_the_records)
+{
+    unsigned short port;
+    pid_t dns = dns_responder(40, &port);
+    use_resolver(port);
+    char err[600] = "";
+    char *eps = tool_srv_endpoints("example.com", NULL, false, err, sizeof(err));
+    if (!eps) tl_log("%s", err);
+    ASSERT_NOT_NULL(eps);
+    tl_log("%zu bytes: %.80s...", strlen(eps), eps);
+    ASSERT(
+        !strncmp(eps, "https://m00.example.com:2379,https://m01.example.com:2380,", 58));
+    ASSERT_CONTAINS(eps, ",https://m39.example.com:2418,http://m00.example.com:2379");
+    ASSERT_GT((long)strlen(eps), 1024L);
+    free(eps);
+    eps = tool_srv_endpoints("example.com", "prod", true, err, sizeof(err));
+    ASSERT_NOT_NULL(eps);
+    ASSERT(!strstr(eps, "http://")); /* secure only */
+    free(eps);
+    kill(dns, SIGKILL);
+    waitpid(dns, NULL, 0);
+
+    dns = dns_responder(-1, &port);
+    use_resolver(port);
+    ASSERT_NULL(tool_srv_endpoints("example.com", NULL, false, err, sizeof(err)));
+    tl_log("%s", err);
+    ASSERT_CONTAINS(err, "_etcd-client-ssl._tcp.example.com: malformed");
+    kill(dns, SIGKILL);
+    waitpid(dns, NULL, 0);
 }
 
 TEST(discovery_srv_with_no_records_is_a_clear_error)
