@@ -232,6 +232,51 @@ TEST(proclaim_stdin_updates_the_value)
     eh_stop(c);
 }
 
+/* A line on stdin longer than the tool takes (8 MiB) is refused by the tool
+ * itself ("not proclaimed", its tail skipped), the next line lands; the end
+ * of stdin ends nothing: the leader stays. */
+TEST(proclaim_stdin_skips_a_line_over_8_mib)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("huge"), errp[512], cmd[1024];
+    snprintf(errp, sizeof(errp), "%s/err", dir);
+    snprintf(cmd, sizeof(cmd),
+             "(sleep 1; head -c 9000000 /dev/zero | tr '\\0' x; echo; echo small) | %s "
+             "--endpoints %s --debug campaign huge v --proclaim-stdin 2>%s",
+             ELECTOR_BIN, eh_endpoints(c), errp);
+    int fd;
+    /* setsid: the shell leads a process group of its own, elector in it */
+    pid_t pid = tl_spawn((const char *[]){"setsid", "sh", "-c", cmd, NULL}, &fd);
+    eu_child sh;
+    eu_child_wrap(&sh, pid, fd);
+    double end = tl_now() + 20;
+    char *out = NULL;
+    for (;;) {
+        int rc = tool(
+            &out, NULL,
+            (const char *[]){"leader", "huge", "--endpoints", eh_endpoints(c), NULL});
+        ASSERT(rc == 0 || rc == 4);
+        if (rc == 0 && strstr(out, "\nsmall\n")) break;
+        free(out);
+        ASSERT_LT(tl_now(), end);
+        tl_msleep(100);
+    }
+    free(out);
+    ASSERT(
+        wait_contains(errp, "a line on stdin is longer than 8 MiB: not proclaimed", 5));
+    ASSERT(wait_contains(errp, "end of stdin", 5));
+    tl_msleep(300);
+    ASSERT_EQ(0, tool(&out, NULL,
+                      (const char *[]){"leader", "huge", "--endpoints", eh_endpoints(c),
+                                       NULL})); /* still leading after the end of stdin */
+    free(out);
+    ASSERT_OK(kill(-pid, SIGTERM)); /* the shell and elector */
+    int st;
+    ASSERT_EQ(pid, waitpid(pid, &st, 0));
+    free(dir);
+    eh_stop(c);
+}
+
 /* ---------------------------------------------------------------- run */
 
 TEST(run_starts_the_command_only_when_elected_with_its_environment)
