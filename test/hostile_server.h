@@ -35,6 +35,8 @@ typedef enum hs_attack {
                        */
     HS_RANGE_EMPTY_KEYS, /* Range: one message of 8 MiB of empty keys ("12 00" ...) */
     HS_RANGE_EMPTY_KEYS_UNDER, /* the same just under the 4 MiB message limit */
+    HS_RANGE_CANCEL,           /* Range: no answer; RST_STREAM(CANCEL) 0.4 s later, as
+                                  etcd 3.5 does when the call's grpc-timeout runs out */
     /* Streams. */
     HS_WATCH_HUGE,     /* Watch: "created", then a prefix announcing 4 GiB, then bytes */
     HS_KEEPALIVE_HUGE, /* LeaseKeepAlive: a prefix announcing 4 GiB, then bytes */

@@ -462,6 +462,39 @@ static void lib_range(const char *endpoint, lib_out *o, void *arg)
     elector_etcd_free(e);
 }
 
+static void range_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)e, (void)m;
+    int *res = ud;
+    res[0] = 1;
+    res[1] = err;
+}
+
+/* A Range with a 300 ms deadline whose answer is read only 700 ms later: the
+ * server's RST_STREAM(CANCEL) at 400 ms (its end of the grpc-timeout) and the
+ * client's own deadline are both due in that pass; arg non-NULL: a 3 s
+ * deadline read at once (the reset comes first). */
+static void lib_range_cancelled(const char *endpoint, lib_out *o, void *arg)
+{
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    q.key.data = (uint8_t *)"e/";
+    q.key.len = 2;
+    elector_call_opts opts = {.timeout_ms = arg ? 3000 : 300};
+    int res[2] = {0, 0};
+    if (elector_etcd_call(e, ELECTOR_RPC_RANGE, &q.base, &opts, range_done, res))
+        _exit(7);
+    double t0 = tl_now();
+    while (!res[0] && tl_now() < t0 + 0.1) /* connected, sent */
+        elector_etcd_run_once(e, 10);
+    if (!arg) usleep(700000);
+    while (!res[0])
+        elector_etcd_run_once(e, 50);
+    o->err = res[1];
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    elector_etcd_free(e);
+}
+
 static void lib_attack(const char *what, hs_attack attack, lib_fn fn, void *arg,
                        int want_err, const char *needle)
 {
@@ -855,6 +888,19 @@ static void fast_attack(const char *what, hs_attack attack, enum fast_want want)
     ASSERT_EQ(want == W_STALE, (int)t->fallback_stale);
     ASSERT_EQ(want == W_REPLY, (int)t->fallback_reply);
     hs_stop(&s);
+}
+
+/* A server that resets a call with CANCEL (etcd 3.5 at the end of the
+ * grpc-timeout it was sent): at or after the call's own deadline that is the
+ * deadline (ETIMEDOUT, whichever of the two the loop sees first: CI saw etcd
+ * 3.5's reset win once, EUNAVAILABLE); before it, a reset (EUNAVAILABLE). */
+TEST(lib_cancel_at_the_deadline_is_a_timeout_and_before_it_a_reset)
+{
+    lib_attack("RST_STREAM(CANCEL) after the call's deadline", HS_RANGE_CANCEL,
+               lib_range_cancelled, NULL, ELECTOR_ETIMEDOUT,
+               "the server cancelled the call");
+    lib_attack("RST_STREAM(CANCEL) before the call's deadline", HS_RANGE_CANCEL,
+               lib_range_cancelled, (void *)1, ELECTOR_EUNAVAILABLE, "CANCEL");
 }
 
 TEST(lib_fast_check_control_truthful_answer_is_taken)

@@ -233,6 +233,11 @@ bool elector__h2_refused(const call *c)
     return c->h2_error == NGHTTP2_REFUSED_STREAM;
 }
 
+bool elector__h2_cancelled(const call *c)
+{
+    return c->h2_error == NGHTTP2_CANCEL;
+}
+
 const char *elector__h2_strerror(uint32_t code)
 {
     return nghttp2_http2_strerror(code);

@@ -98,6 +98,15 @@ static int status_err(call *c, char *msg, size_t cap)
         snprintf(msg, cap, "%s: %s (grpc-status %d) from %s", c->rpc->path,
                  c->grpc_msg[0] ? c->grpc_msg : "error", c->grpc_status, ep);
         err = elector__grpc_error(c->grpc_status, c->grpc_msg);
+    } else if (c->grpc_status < 0 && elector__h2_cancelled(c) && c->deadline.armed &&
+               c->deadline.due_ms <= elector__now_ms()) {
+        /* The server's end of the grpc-timeout we sent (etcd 3.5 resets the
+         * stream): our deadline, whichever of the two the loop saw first. */
+        snprintf(msg, cap,
+                 "%s: no reply from %s within %lld ms (the server cancelled the call at "
+                 "its deadline)",
+                 c->rpc->path, ep, (long long)c->timeout_ms);
+        err = ELECTOR_ETIMEDOUT;
     } else if (c->grpc_status < 0) {
         snprintf(msg, cap, "%s: stream reset by %s (HTTP/2 %s, status %d)", c->rpc->path,
                  ep, elector__h2_strerror(c->h2_error), c->http_status);

@@ -372,7 +372,8 @@ void elector__h2_forget(call *c); /* nghttp2 forgets c (no frame sent) */
 void elector__h2_resume(call *c);
 bool elector__h2_want_write(const elector_etcd *e);
 void elector__h2_ping(elector_etcd *e);
-bool elector__h2_refused(const call *c); /* REFUSED_STREAM: never processed */
+bool elector__h2_refused(const call *c);   /* REFUSED_STREAM: never processed */
+bool elector__h2_cancelled(const call *c); /* reset with CANCEL */
 const char *elector__h2_strerror(uint32_t code);
 
 /* call.c */
