@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: MIT
+# shellcheck shell=bash disable=SC2034 # the variables set here are for the caller
 # Sourced (not run) by scripts/etcd35.sh and scripts/python313.sh: apt for
 # another Debian suite without touching the system. The mirror is the one of
 # this machine's own apt sources; apt's lists and caches go to a private

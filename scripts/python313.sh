@@ -108,8 +108,9 @@ fi
 # libraries) but against trixie's headers, next to a copy of the package.
 flags=$BUILD/python/CMakeFiles/elector_python.dir/flags.make
 link=$BUILD/python/CMakeFiles/elector_python.dir/link.txt
-[ -r "$flags" ] && [ -r "$link" ] ||
+if [ ! -r "$flags" ] || [ ! -r "$link" ]; then
     die "$BUILD has no Python package build (cmake -S . -B $BUILD and cmake --build $BUILD first)"
+fi
 val() { sed -n "s/^$1 = //p" "$flags"; }
 inc=$ROOT/usr/include
 cflags="$(val C_DEFINES) $(val C_INCLUDES) $(val C_FLAGS)"
@@ -119,7 +120,8 @@ cflags=$(printf '%s' "$cflags" | sed -E "s#-isystem /[^ ]*/include/python3\.[0-9
 # The libraries of the link line (relative paths are from $BUILD/python).
 libs=()
 ldflags=()
-for w in $(cat "$link"); do
+read -ra words <"$link"
+for w in "${words[@]}"; do
     case $w in
         -Wl,*) ldflags+=("$w") ;;
         -l*) libs+=("$w") ;;
