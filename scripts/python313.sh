@@ -25,8 +25,8 @@
 #    headers into BUILD_DIR/python313/elector/ (with the package's .py files).
 # 4. Runs pytest over test/python with the environment of the ctest case
 #    test_python (PYTHONPATH, ELECTOR_RELEASE_HELPER, ELECTOR_BUILD_DIR); the
-#    tests of modules trixie's Python does not have here (eventlet, gevent,
-#    tooz, mypy) skip.
+#    tests of modules not fetched (eventlet, gevent, tooz, mypy) skip.
+#    test_pip_install runs: venv, pip and setuptools are fetched too.
 #
 # Exit status: pytest's; 2 when the interpreter cannot be fetched or built for.
 set -euo pipefail
@@ -50,15 +50,24 @@ die() {
 
 # Trixie's interpreter (python3.13-minimal, libpython3.13-*), headers, the
 # shared libraries of the interpreter and of its standard library's extension
-# modules (readelf -d over them: NEEDED), pytest and what it imports.
+# modules (readelf -d over them: NEEDED), pytest and what it imports; venv,
+# pip and setuptools for test_pip_install (a venv, pip install of python/).
 PACKAGES=(python3.13-minimal libpython3.13-minimal libpython3.13-stdlib
     libpython3.13-dev libc6 libgcc-s1 libexpat1 zlib1g libssl3t64 libzstd1
     libbz2-1.0 libffi8 liblzma5 libsqlite3-0 libmpdec4 libuuid1 libncursesw6
     libtinfo6 libreadline8t64 libdb5.3t64
     python3-pytest python3-pluggy python3-iniconfig python3-packaging
-    python3-pygments)
+    python3-pygments
+    python3.13-venv python3-pip-whl python3-setuptools-whl python3-setuptools
+    python3-pkg-resources python3-jaraco.text python3-jaraco.functools
+    python3-jaraco.context python3-more-itertools python3-typeguard
+    python3-typing-extensions python3-zipp python3-autocommand python3-inflect
+    python3-wheel)
 
-if [ "${ELECTOR_PY313_REFRESH:-0}" = 1 ] || [ ! -x "$PY" ]; then
+# Fetched once; again with ELECTOR_PY313_REFRESH=1 or when the list changed.
+stamp=$ROOT/.elector-packages
+if [ "${ELECTOR_PY313_REFRESH:-0}" = 1 ] || [ ! -x "$PY" ] || [ ! -r "$stamp" ] ||
+    [ "$(cat "$stamp")" != "${PACKAGES[*]}" ]; then
     command -v apt-get >/dev/null || die "apt-get not found (Debian package apt)"
     command -v dpkg-deb >/dev/null || die "dpkg-deb not found (Debian package dpkg)"
     # shellcheck source=scripts/debian-suite.sh
@@ -78,6 +87,16 @@ if [ "${ELECTOR_PY313_REFRESH:-0}" = 1 ] || [ ! -x "$PY" ]; then
     done
     [ -x "$ROOT/usr/bin/python3.13" ] || die "no usr/bin/python3.13 in $ROOT"
     [ -x "$LIBDIR/ld-linux-x86-64.so.2" ] || die "no trixie ld-linux-x86-64.so.2 in $LIBDIR"
+    # Paths that Debian's build fixed to /usr and that lead out of the root:
+    # ensurepip's wheels (WHEEL_PKG_DIR, in the build-time sysconfig data),
+    # and the multiarch pyconfig.h that python3.13/pyconfig.h includes as
+    # <x86_64-linux-gnu/python3.13/pyconfig.h> (found through a link in the
+    # one include directory an extension's build gets).
+    sed -i "s#'WHEEL_PKG_DIR': '/usr/share/python-wheels/'#'WHEEL_PKG_DIR': '$ROOT/usr/share/python-wheels/'#" \
+        "$ROOT"/usr/lib/python3.13/_sysconfigdata_*.py
+    grep -q "'WHEEL_PKG_DIR': '$ROOT/" "$ROOT"/usr/lib/python3.13/_sysconfigdata__x86_64-linux-gnu.py ||
+        die "no WHEEL_PKG_DIR to point into $ROOT in trixie's sysconfig data"
+    ln -s ../x86_64-linux-gnu "$ROOT/usr/include/python3.13/x86_64-linux-gnu"
     # The wrapper: the interpreter under trixie's loader and libraries, with
     # argv[0] the wrapper itself (sys.executable; a venv's bin/python symlink
     # to it finds its pyvenv.cfg). The prefix (PYTHONHOME) is the unpacked
@@ -97,6 +116,7 @@ exec "$lib/ld-linux-x86-64.so.2" --library-path "$lib:${usr%/usr}/lib/x86_64-lin
 EOT
     chmod +x "$PY.tmp"
     mv "$PY.tmp" "$PY"
+    echo "${PACKAGES[*]}" >"$stamp"
 fi
 
 "$PY" -c 'import sys; print("python313.sh: Python", sys.version.replace("\n", " "))' ||

@@ -14,7 +14,7 @@ import pytest
 BUILD = os.environ.get("ELECTOR_BUILD_DIR")
 SRC = os.path.join(os.path.dirname(__file__), "..", "..", "python")
 # The venv's pip comes from ensurepip (Debian's python3.X-venv), the build from
-# setuptools: the interpreter of scripts/python313.sh has neither.
+# setuptools: an interpreter without them skips.
 MISSING = [m for m in ("ensurepip", "setuptools") if importlib.util.find_spec(m) is None]
 
 
