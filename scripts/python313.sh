@@ -51,7 +51,8 @@ die() {
 # Trixie's interpreter (python3.13-minimal, libpython3.13-*), headers, the
 # shared libraries of the interpreter and of its standard library's extension
 # modules (readelf -d over them: NEEDED), pytest and what it imports; venv,
-# pip and setuptools for test_pip_install (a venv, pip install of python/).
+# pip and setuptools for test_pip_install (a venv, pip install of python/);
+# eventlet, gevent and mypy with theirs (tooz, with its many, is left out).
 PACKAGES=(python3.13-minimal libpython3.13-minimal libpython3.13-stdlib
     libpython3.13-dev libc6 libgcc-s1 libexpat1 zlib1g libssl3t64 libzstd1
     libbz2-1.0 libffi8 liblzma5 libsqlite3-0 libmpdec4 libuuid1 libncursesw6
@@ -62,7 +63,10 @@ PACKAGES=(python3.13-minimal libpython3.13-minimal libpython3.13-stdlib
     python3-pkg-resources python3-jaraco.text python3-jaraco.functools
     python3-jaraco.context python3-more-itertools python3-typeguard
     python3-typing-extensions python3-zipp python3-autocommand python3-inflect
-    python3-wheel)
+    python3-wheel
+    python3-eventlet python3-greenlet python3-dnspython libstdc++6
+    python3-gevent python3-zope.event python3-zope.interface libcares2 libev4t64
+    python3-mypy python3-mypy-extensions python3-psutil)
 
 # Fetched once; again with ELECTOR_PY313_REFRESH=1 or when the list changed.
 stamp=$ROOT/.elector-packages
