@@ -10,7 +10,7 @@
 #
 # 1. Fetches trixie's python3.13, its standard library and headers, the shared
 #    libraries they use (trixie's glibc among them: 3.13 needs a newer one than
-#    Debian 12's) and pytest with its pure-Python dependencies, the way
+#    Debian 12's) and the Python packages the tests use, the way
 #    scripts/etcd35.sh fetches etcd 3.5 (scripts/debian-suite.sh: mirror of this
 #    machine's apt sources, private apt state, `apt-get download`, `dpkg-deb -x`)
 #    into a cache: ELECTOR_PY313_CACHE (default ~/.cache/elector/python313);
@@ -24,9 +24,8 @@
 #    for build/python (from its flags.make and link.txt) against trixie's
 #    headers into BUILD_DIR/python313/elector/ (with the package's .py files).
 # 4. Runs pytest over test/python with the environment of the ctest case
-#    test_python (PYTHONPATH, ELECTOR_RELEASE_HELPER, ELECTOR_BUILD_DIR); the
-#    tests of modules not fetched (eventlet, gevent, tooz, mypy) skip.
-#    test_pip_install runs: venv, pip and setuptools are fetched too.
+#    test_python (PYTHONPATH, ELECTOR_RELEASE_HELPER, ELECTOR_BUILD_DIR):
+#    eventlet, gevent, mypy, tooz, venv, pip and setuptools are trixie's too.
 #
 # Exit status: pytest's; 2 when the interpreter cannot be fetched or built for.
 set -euo pipefail
@@ -48,30 +47,27 @@ die() {
     exit 2
 }
 
-# Trixie's interpreter (python3.13-minimal, libpython3.13-*), headers, the
-# shared libraries of the interpreter and of its standard library's extension
-# modules (readelf -d over them: NEEDED), pytest and what it imports; venv,
-# pip and setuptools for test_pip_install (a venv, pip install of python/);
-# eventlet, gevent and mypy with theirs (tooz, with its many, is left out).
+# Trixie's interpreter (python3.13-minimal, libpython3.13-*), its headers,
+# ensurepip (python3.13-venv) with the pip and setuptools wheels, and the shared
+# libraries of the interpreter, of its standard library's extension modules
+# and of the extension modules of the Python packages below (readelf -d over
+# them: NEEDED).
 PACKAGES=(python3.13-minimal libpython3.13-minimal libpython3.13-stdlib
-    libpython3.13-dev libc6 libgcc-s1 libexpat1 zlib1g libssl3t64 libzstd1
+    libpython3.13-dev python3.13-venv python3-pip-whl python3-setuptools-whl
+    libc6 libgcc-s1 libstdc++6 libexpat1 zlib1g libssl3t64 libzstd1
     libbz2-1.0 libffi8 liblzma5 libsqlite3-0 libmpdec4 libuuid1 libncursesw6
-    libtinfo6 libreadline8t64 libdb5.3t64
-    python3-pytest python3-pluggy python3-iniconfig python3-packaging
-    python3-pygments
-    python3.13-venv python3-pip-whl python3-setuptools-whl python3-setuptools
-    python3-pkg-resources python3-jaraco.text python3-jaraco.functools
-    python3-jaraco.context python3-more-itertools python3-typeguard
-    python3-typing-extensions python3-zipp python3-autocommand python3-inflect
-    python3-wheel
-    python3-eventlet python3-greenlet python3-dnspython libstdc++6
-    python3-gevent python3-zope.event python3-zope.interface libcares2 libev4t64
-    python3-mypy python3-mypy-extensions python3-psutil)
+    libtinfo6 libreadline8t64 libdb5.3t64 libcares2 libev4t64 libyaml-0-2
+    libabsl20240722 libre2-11 libprotobuf32t64)
+# The Python packages the tests use (pytest; setuptools and wheel for
+# test_pip_install; eventlet, gevent, mypy, tooz), with every python3-*
+# package they depend on (apt-cache depends --recurse).
+PYROOTS=(python3-pytest python3-pygments python3-setuptools python3-wheel
+    python3-eventlet python3-gevent python3-mypy python3-tooz)
 
 # Fetched once; again with ELECTOR_PY313_REFRESH=1 or when the list changed.
 stamp=$ROOT/.elector-packages
 if [ "${ELECTOR_PY313_REFRESH:-0}" = 1 ] || [ ! -x "$PY" ] || [ ! -r "$stamp" ] ||
-    [ "$(cat "$stamp")" != "${PACKAGES[*]}" ]; then
+    [ "$(cat "$stamp")" != "${PACKAGES[*]} ${PYROOTS[*]}" ]; then
     command -v apt-get >/dev/null || die "apt-get not found (Debian package apt)"
     command -v dpkg-deb >/dev/null || die "dpkg-deb not found (Debian package dpkg)"
     # shellcheck source=scripts/debian-suite.sh
@@ -82,8 +78,13 @@ if [ "${ELECTOR_PY313_REFRESH:-0}" = 1 ] || [ ! -x "$PY" ] || [ ! -r "$stamp" ] 
     mkdir -p "$CACHE/debs"
     echo "python313.sh: fetching the package lists of '$SUITE' from $DEBIAN_MIRROR" >&2
     debian_suite_apt "$state" "$SUITE" || die "$DEBIAN_SUITE_ERROR"
-    echo "python313.sh: downloading ${#PACKAGES[@]} packages of '$SUITE'" >&2
-    (cd "$CACHE/debs" && apt-get -q "${DEBIAN_APT_OPTS[@]}" download "${PACKAGES[@]}" \
+    mapfile -t pydeps < <(apt-cache "${DEBIAN_APT_OPTS[@]}" depends --recurse \
+        --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces \
+        --no-enhances "${PYROOTS[@]}" | grep -E '^python3-' | sort -u)
+    [ "${#pydeps[@]}" -ge "${#PYROOTS[@]}" ] ||
+        die "apt-cache depends found no python3-* packages for ${PYROOTS[*]}"
+    echo "python313.sh: downloading $((${#PACKAGES[@]} + ${#pydeps[@]})) packages of '$SUITE'" >&2
+    (cd "$CACHE/debs" && apt-get -q "${DEBIAN_APT_OPTS[@]}" download "${PACKAGES[@]}" "${pydeps[@]}" \
         >"$state/download.log" 2>&1) ||
         die "apt-get download failed (see $state/download.log)"
     for d in "$CACHE"/debs/*.deb; do
@@ -120,7 +121,7 @@ exec "$lib/ld-linux-x86-64.so.2" --library-path "$lib:${usr%/usr}/lib/x86_64-lin
 EOT
     chmod +x "$PY.tmp"
     mv "$PY.tmp" "$PY"
-    echo "${PACKAGES[*]}" >"$stamp"
+    echo "${PACKAGES[*]} ${PYROOTS[*]}" >"$stamp"
 fi
 
 "$PY" -c 'import sys; print("python313.sh: Python", sys.version.replace("\n", " "))' ||
