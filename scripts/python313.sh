@@ -142,7 +142,8 @@ cflags="$(val C_DEFINES) $(val C_INCLUDES) $(val C_FLAGS)"
 # Debian 12's Python include directory -> trixie's (its pyconfig.h includes
 # <x86_64-linux-gnu/python3.13/pyconfig.h>, so usr/include goes too).
 cflags=$(printf '%s' "$cflags" | sed -E "s#-isystem /[^ ]*/include/python3\.[0-9]+#-isystem $inc/python3.13 -isystem $inc#")
-# The libraries of the link line (relative paths are from $BUILD/python).
+# CMake's compiler (the link line's first word) and the libraries of the link
+# line (relative paths are from $BUILD/python).
 libs=()
 ldflags=()
 read -ra words <"$link"
@@ -164,7 +165,7 @@ cp "$SRC"/python/elector/*.py "$SRC"/python/elector/*.pyi "$SRC"/python/elector/
 cp -r "$BUILD"/python/elector-*.dist-info "$BUILD/python313/" 2>/dev/null || true
 so=$out/_elector.cpython-313-x86_64-linux-gnu.so
 # shellcheck disable=SC2086 # cflags: words from CMake's flags.make
-cc $cflags -shared "${ldflags[@]}" -o "$so.tmp" "$SRC/python/elector/_elector.c" "${libs[@]}" ||
+"${words[0]}" $cflags -shared "${ldflags[@]}" -o "$so.tmp" "$SRC/python/elector/_elector.c" "${libs[@]}" ||
     die "building _elector for 3.13 failed"
 mv "$so.tmp" "$so"
 
