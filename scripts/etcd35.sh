@@ -37,62 +37,16 @@ fi
 command -v apt-get >/dev/null || die "apt-get not found"
 command -v dpkg-deb >/dev/null || die "dpkg-deb not found"
 
-# The mirror of the machine's main Debian archive: the first URI whose suites
-# are not "-security" ones, from deb822 .sources files or one-line sources.list.
-mirror=""
-keyring=""
-for f in /etc/apt/sources.list.d/*.sources; do
-    [ -r "$f" ] || continue
-    # deb822: paragraphs separated by blank lines.
-    read -r mirror keyring < <(awk '
-        BEGIN { RS = ""; FS = "\n" }
-        {
-            uri = ""; suites = ""; key = ""; types = ""
-            for (i = 1; i <= NF; i++) {
-                if ($i ~ /^URIs:/) { uri = $i; sub(/^URIs:[ \t]*/, "", uri); sub(/[ \t].*/, "", uri) }
-                if ($i ~ /^Suites:/) { suites = $i }
-                if ($i ~ /^Types:/) { types = $i }
-                if ($i ~ /^Signed-By:/) { key = $i; sub(/^Signed-By:[ \t]*/, "", key) }
-            }
-            if (uri != "" && types ~ /(^|[ \t])deb([ \t]|$)/ && suites !~ /-security/ &&
-                uri ~ /\/debian\/?$/) { print uri, key; exit }
-        }' "$f") || true
-    [ -n "$mirror" ] && break
-done
-if [ -z "$mirror" ]; then
-    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-        [ -r "$f" ] || continue
-        mirror=$(awk '$1 == "deb" {
-                i = 2; if ($2 ~ /^\[/) { while ($i !~ /\]$/) i++; i++ }
-                if ($(i+1) !~ /-security/ && $i ~ /\/debian\/?$/) { print $i; exit } }' "$f")
-        [ -n "$mirror" ] && break
-    done
-fi
-[ -n "$mirror" ] || die "no Debian mirror found in the machine's apt sources"
-if [ -z "$keyring" ] || [ ! -r "$keyring" ]; then
-    keyring=/usr/share/keyrings/debian-archive-keyring.gpg
-fi
-[ -r "$keyring" ] || die "no archive keyring ($keyring): install debian-archive-keyring"
-
+# The mirror and apt's private state: scripts/debian-suite.sh.
+# shellcheck source=scripts/debian-suite.sh
+. "$(dirname "$0")/debian-suite.sh"
+debian_suite_mirror || die "$DEBIAN_SUITE_ERROR"
 state=$CACHE/apt-$SUITE
 rm -rf "$state" "$DEST"
-mkdir -p "$state/lists/partial" "$state/cache/archives/partial" "$state/etc" "$DEST/debs"
-cat > "$state/etc/sources.list" <<EOT
-deb [signed-by=$keyring] $mirror $SUITE main
-EOT
-APT=(apt-get -q
-    -o "Dir::Etc::sourcelist=$state/etc/sources.list"
-    -o Dir::Etc::sourceparts=/dev/null
-    -o "Dir::State::Lists=$state/lists"
-    -o "Dir::State::status=/dev/null"
-    -o "Dir::Cache=$state/cache"
-    -o "Debug::NoLocking=1"
-    -o "APT::Get::List-Cleanup=0")
-# As root apt drops to user _apt, which cannot write into a private directory.
-[ "$(id -u)" -ne 0 ] || APT+=(-o APT::Sandbox::User=root)
-echo "etcd35.sh: fetching the package lists of '$SUITE' from $mirror" >&2
-"${APT[@]}" update >"$state/update.log" 2>&1 ||
-    die "apt-get update of suite '$SUITE' failed (see $state/update.log)"
+mkdir -p "$DEST/debs"
+echo "etcd35.sh: fetching the package lists of '$SUITE' from $DEBIAN_MIRROR" >&2
+debian_suite_apt "$state" "$SUITE" || die "$DEBIAN_SUITE_ERROR"
+APT=(apt-get -q "${DEBIAN_APT_OPTS[@]}")
 ver=$(apt-cache "${APT[@]:2}" show etcd-server 2>/dev/null |
     awk '/^Version:/ { print $2; exit }') || true
 [ -n "$ver" ] || die "suite '$SUITE' has no etcd-server package"

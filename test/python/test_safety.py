@@ -44,6 +44,9 @@ def test_gil_held_three_ttls(client, etcd):
             lead.put("gil/" + name, "still-leader")
 
 
+# Python 3.12+ warns on a fork() while other threads run: forking under the
+# driver's threads is what this test is about.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_fork_while_leading(client, etcd):
     name = uniq("fork")
     with client.session(ttl=3) as s:
