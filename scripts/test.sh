@@ -12,7 +12,9 @@
 # from it (scripts/check-install.sh) and builds the Debian packages from a copy
 # of the tree (scripts/check-debian.sh); not in the sanitizer build. Last, the
 # tests of the threaded parts (the driver, the C++ API: label `threads`) run
-# once more under ThreadSanitizer (build-tsan/).
+# once more under ThreadSanitizer (build-tsan/). The Python tests run under
+# Debian 12's Python 3.11 in ctest and once more under Debian 13's 3.13
+# (scripts/python313.sh fetches it into a cache).
 #
 # Two etcd versions: the ctest suite and the fault suite run once on the
 # machine's etcd (Debian 12: 3.4) and once on etcd 3.5, which
@@ -25,6 +27,7 @@
 #   ./scripts/test.sh            everything (about 45 minutes on 2 cores)
 #   ELECTOR_SKIP_ASAN=1 ./scripts/test.sh     skip the ASan pass
 #   ELECTOR_SKIP_TSAN=1 ./scripts/test.sh     skip the TSan pass
+#   ELECTOR_SKIP_PY313=1 ./scripts/test.sh    skip the Python tests under 3.13
 #   ELECTOR_ETCD_VERSIONS=3.4 ./scripts/test.sh   only the machine's etcd
 #   ELECTOR_ETCD_VERSIONS=3.5 ./scripts/test.sh   only etcd 3.5
 #   ELECTOR_ETCD_DIR=DIR ./scripts/test.sh     DIR's etcd as the second version
@@ -98,6 +101,13 @@ for v in $VERSIONS; do
     fi
     first_version=no
 done
+if [ ${#CTEST_ARGS[@]} -eq 0 ] && [ "${ELECTOR_SKIP_PY313:-0}" != 1 ]; then
+    # The Python package under Debian 13's interpreter as well (Debian 12 has
+    # 3.11 only): fetched into a cache like etcd 3.5, run under its own loader.
+    echo "== the Python tests under Python 3.13 (scripts/python313.sh)"
+    read -r first _ <<<"$VERSIONS"
+    with_etcd "$first" scripts/python313.sh build
+fi
 if [ ${#CTEST_ARGS[@]} -eq 0 ]; then
     echo "== valgrind memcheck over a subset"
     scripts/valgrind.sh build
