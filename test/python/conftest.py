@@ -41,6 +41,25 @@ def _free_port():
         return s.getsockname()[1]
 
 
+def wait_stopped(pid, timeout=2.0):
+    """Waits until every thread of pid is stopped (state T or t)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = []
+        try:
+            for t in os.listdir(f"/proc/{pid}/task"):
+                try:
+                    with open(f"/proc/{pid}/task/{t}/stat") as f:
+                        states.append(f.read().rsplit(")", 1)[1].split()[0])
+                except (OSError, IndexError):
+                    pass
+        except OSError:
+            return
+        if all(st in ("T", "t") for st in states):
+            return
+        time.sleep(0.01)
+
+
 class Etcd:
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="elector-py-")
@@ -94,6 +113,16 @@ class Etcd:
         r = self.ctl("lease", "list")
         # "found N leases" then one lease ID (hex) a line
         return [int(ln, 16) for ln in r.stdout.split("\n")[1:] if ln.strip()]
+
+    def pause(self):
+        """SIGSTOP, and wait (up to 2 s) until every thread of etcd has stopped:
+        the signal takes effect asynchronously, and until then a request sent
+        now can still be answered."""
+        os.kill(self.proc.pid, signal.SIGSTOP)
+        wait_stopped(self.proc.pid)
+
+    def resume(self):
+        os.kill(self.proc.pid, signal.SIGCONT)
 
     def stop(self):
         if self.proc.poll() is None:

@@ -125,13 +125,13 @@ def test_aio_session_close_waits_for_the_revoke(etcd, client):
                 assert lease not in etcd.leases()
             assert await s.close() is True  # again: nothing to do
             s = await c.session(ttl=30)
-            os.kill(etcd.proc.pid, signal.SIGSTOP)
+            etcd.pause()
             try:
                 t0 = time.monotonic()
                 assert await s.close(timeout=0.3) is False
                 assert time.monotonic() - t0 < 10
             finally:
-                os.kill(etcd.proc.pid, signal.SIGCONT)
+                etcd.resume()
         c = elector.aio.Client([etcd.endpoint])
         leases = [(await c.session(ttl=30)).lease for _ in range(3)]
         await c.close()

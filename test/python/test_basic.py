@@ -192,7 +192,7 @@ def test_session_close_waits_for_the_revoke(client, etcd):
     assert s.close() is True  # again: nothing to do
     # etcd frozen: close() gives up after its timeout and says so
     s = client.session(ttl=30)
-    os.kill(etcd.proc.pid, signal.SIGSTOP)
+    etcd.pause()
     try:
         t0 = time.monotonic()
         assert s.close(timeout=0.3) is False

@@ -131,6 +131,19 @@ stop[0] = False
 g = spawn(ticker)
 time.sleep(0.05)
 os.kill(int(sys.argv[3]), signal.SIGSTOP)
+# stopped for real: every thread of etcd (the signal takes effect asynchronously)
+for _ in range(200):
+    tasks = os.listdir("/proc/%s/task" % sys.argv[3])
+    states = []
+    for t in tasks:
+        try:
+            with open("/proc/%s/task/%s/stat" % (sys.argv[3], t)) as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
+        except OSError:
+            pass
+    if all(st in ("T", "t") for st in states):
+        break
+    time.sleep(0.01)
 try:
     t0 = time.monotonic()
     c.close()
