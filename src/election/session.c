@@ -351,21 +351,24 @@ int elector_session_wait(elector_session *s, int64_t timeout_ms)
                : (s->grant_err ? s->grant_err : ELECTOR_ESESSION);
 }
 
+/* Sends a LeaseRevoke of lease (timeout_ms <= 0: the request timeout). */
+static int send_revoke(elector_etcd *e, int64_t lease, int64_t timeout_ms,
+                       elector_etcd_cb done, void *ud)
+{
+    Etcdserverpb__LeaseRevokeRequest req = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
+    req.id = lease;
+    elector_call_opts o = {.timeout_ms = timeout_ms > 0 ? timeout_ms : 0};
+    return elector_etcd_call(e, ELECTOR_RPC_LEASE_REVOKE, &req.base, &o, done, ud);
+}
+
 static void revoke_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
 {
-    (void)e, (void)m;
-    if (ud) {
-        int *res = ud;
-        res[0] = 1;
-        res[1] = err;
-    }
+    (void)e, (void)err, (void)m, (void)ud; /* nobody waits */
 }
 
 static void fire_revoke(elector_etcd *e, int64_t lease)
 {
-    Etcdserverpb__LeaseRevokeRequest req = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
-    req.id = lease;
-    elector_etcd_call(e, ELECTOR_RPC_LEASE_REVOKE, &req.base, NULL, revoke_done, NULL);
+    send_revoke(e, lease, 0, revoke_done, NULL);
 }
 
 /* Marks the session closed; returns the lease that should be revoked (0 if
@@ -425,32 +428,51 @@ int elector_session_close_async(elector_session *s, int64_t timeout_ms,
         return ELECTOR_ENOMEM;
     }
     *w = (struct closed_wait){cb, ud};
-    Etcdserverpb__LeaseRevokeRequest req = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
-    req.id = lease;
-    elector_call_opts o = {.timeout_ms = timeout_ms > 0 ? timeout_ms : 0};
-    int rc =
-        elector_etcd_call(e, ELECTOR_RPC_LEASE_REVOKE, &req.base, &o, closed_done, w);
+    int rc = send_revoke(e, lease, timeout_ms, closed_done, w);
     if (rc) free(w);
     return rc ? rc : 1;
+}
+
+/* elector_session_close_sync's wait, on the heap: a loop that ends early (the
+ * client freed from a callback) leaves it to the revoke's answer to free. */
+struct sync_wait {
+    bool done, abandoned;
+    int rc;
+};
+
+static void sync_closed(int rc, void *ud)
+{
+    struct sync_wait *w = ud;
+    if (w->abandoned) {
+        free(w);
+        return;
+    }
+    w->done = true;
+    w->rc = rc;
 }
 
 int elector_session_close_sync(elector_session *s, int64_t timeout_ms)
 {
     if (!s || s->state == ELECTOR__S_CLOSED) return 0;
     elector_etcd *e = s->etcd;
-    int64_t lease = close_common(s);
-    if (elector__close(&s->life)) free(s);
-    if (!lease) return 0;
-    int res[2] = {0, 0};
-    Etcdserverpb__LeaseRevokeRequest req = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
-    req.id = lease;
-    elector_call_opts o = {.timeout_ms = timeout_ms > 0 ? timeout_ms : 0};
-    int rc =
-        elector_etcd_call(e, ELECTOR_RPC_LEASE_REVOKE, &req.base, &o, revoke_done, res);
-    if (rc) return rc;
-    while (!res[0]) {
-        rc = elector_etcd_run_once(e, -1);
-        if (rc) return rc;
+    struct sync_wait *w = calloc(1, sizeof(*w));
+    if (!w) {
+        elector_session_close(s); /* the revoke still goes out if it can */
+        return ELECTOR_ENOMEM;
     }
-    return res[1] == ELECTOR_ELEASE ? 0 : res[1];
+    int rc = elector_session_close_async(s, timeout_ms, sync_closed, w);
+    if (rc != 1) {
+        free(w);
+        return rc;
+    }
+    while (!w->done) {
+        rc = elector_etcd_run_once(e, -1);
+        if (rc) {
+            w->abandoned = true;
+            return rc;
+        }
+    }
+    rc = w->rc;
+    free(w);
+    return rc;
 }
