@@ -498,6 +498,7 @@ class Session:
         that the lease and its keys are gone when close() returns. True then;
         False when etcd did not answer in time (unreachable, say): the lease
         then expires after its TTL. A second close() returns True at once."""
+        t = _seconds(timeout)  # a wrong type is refused before anything is closed
         s = self._s
         try:
             lease = s.lease() if s.poll() == 0 else 0
@@ -506,10 +507,9 @@ class Session:
         except (Error, ValueError):  # closed already, or the grant failed
             lease = 0
         s.close()
-        if not lease or timeout is not None and timeout <= 0:
+        if not lease or t is not None and t <= 0:
             return not lease
         drv = self.client._drv
-        t = _seconds(timeout)
         ms = -1 if t is None else max(1, int(t * 1000))
         try:
             op = drv.revoke_start(lease, ms)

@@ -125,6 +125,9 @@ def test_aio_session_close_waits_for_the_revoke(etcd, client):
                 assert lease not in etcd.leases()
             assert await s.close() is True  # again: nothing to do
             s = await c.session(ttl=30)
+            with pytest.raises(TypeError, match="timeout must be a number of seconds"):
+                await s.close(timeout="0.3")
+            assert s.lease in etcd.leases()  # nothing closed
             etcd.pause()
             try:
                 t0 = time.monotonic()

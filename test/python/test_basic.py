@@ -192,6 +192,10 @@ def test_session_close_waits_for_the_revoke(client, etcd):
     assert s.close() is True  # again: nothing to do
     # etcd frozen: close() gives up after its timeout and says so
     s = client.session(ttl=30)
+    # a timeout of the wrong type: a clear TypeError, and nothing closed
+    with pytest.raises(TypeError, match="timeout must be a number of seconds"):
+        s.close(timeout="0.3")
+    assert s.lease in etcd.leases()
     etcd.pause()
     try:
         t0 = time.monotonic()
