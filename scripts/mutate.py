@@ -221,8 +221,6 @@ def gcov_lines(cov, relpath):
     """{line: count} of relpath from the counters in the coverage build cov."""
     res = {}
     for gcda in glob.glob(os.path.join(cov, "**", os.path.basename(relpath) + ".gcda"), recursive=True):
-        if not gcda.endswith("/" + relpath + ".gcda"):
-            continue
         out = subprocess.run(["gcov", "--json-format", "--stdout", gcda], capture_output=True,
                              cwd=os.path.dirname(gcda)).stdout.decode(errors="replace")
         for doc in out.splitlines():
