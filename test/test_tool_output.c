@@ -182,6 +182,63 @@ TEST(observe_ends_quietly_when_stdout_is_closed)
     eh_stop(c);
 }
 
+/* etcd down when observe starts: it says so and retries with backoff (without
+ * --fail-fast), then observes once etcd is back, and says that too. */
+TEST_WITH_TIMEOUT(observe_retries_until_etcd_is_reachable, 60)
+{
+    eh_cluster *c = start1();
+    ASSERT_OK(eh_member_stop(c, 0));
+    char *dir = tl_tmpdir("obsretry"), errp[600];
+    snprintf(errp, sizeof(errp), "%s/err", dir);
+    eu_child obs;
+    tool_bg_opts bo = {.err_path = errp, .in_fd = -1};
+    tool_bg_ex(&obs, &bo,
+               (const char *[]){"--endpoints", eh_endpoints(c), "--dial-timeout", "1s",
+                                "observe", "or", NULL});
+    ASSERT(wait_contains(errp,
+                         "warn elector: cannot observe (cannot connect to etcd): etcd "
+                         "unreachable; retrying in ",
+                         10));
+    ASSERT(wait_contains(errp, "(attempt 1; --fail-fast to exit instead)", 1));
+    ASSERT_OK(eh_member_restart(c, 0));
+    ASSERT(wait_contains(errp, "info elector: etcd reached: observing or", 30));
+    eu_cand *x = eu_cand_new(eh_endpoints(c), "or", 5);
+    ASSERT_OK(elector_campaign_sync(x->el, "up", 2, 10000));
+    char line[256];
+    ASSERT_OK(eu_child_expect(&obs, "up", line, sizeof(line), 10000));
+    kill(obs.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&obs, 10));
+    eu_cand_free(x);
+    free(dir);
+    eh_stop(c);
+}
+
+/* A stdout that takes no more (a full disk: /dev/full) is an error, said, exit 1:
+ * observe when it writes the leader, leader when it prints it. */
+TEST(a_failed_write_to_stdout_is_an_error)
+{
+    eh_cluster *c = start1();
+    eu_cand *x = eu_cand_new(eh_endpoints(c), "full", 5);
+    ASSERT_OK(elector_campaign_sync(x->el, "v", 1, 10000));
+    const char *cmds[] = {"observe", "leader"};
+    for (int i = 0; i < 2; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof(cmd), "exec %s --endpoints %s %s full >/dev/full",
+                 ELECTOR_BIN, eh_endpoints(c), cmds[i]);
+        char *out = NULL, *err = NULL;
+        tl_run_opts o = {.err = &err, .timeout_s = 20};
+        int rc = tl_run_ex(&out, (const char *[]){"sh", "-c", cmd, NULL}, &o);
+        tl_log("%s >/dev/full: exit %d: %s", cmds[i], rc, err);
+        ASSERT_EQ(1, rc);
+        ASSERT_CONTAINS(err,
+                        "error elector: cannot write to stdout: No space left on device");
+        free(out);
+        free(err);
+    }
+    eu_cand_free(x);
+    eh_stop(c);
+}
+
 /* ---------------------------------------------------------------- the JSON contract */
 
 TEST(json_events_keep_their_documented_contract)
