@@ -276,8 +276,8 @@ TEST(proclaim_stdin_skips_a_line_over_8_mib)
     eu_child a;
     tool_bg_opts bo = {.err_path = errp, .in_fd = p[0]};
     tool_bg_ex(&a, &bo,
-               (const char *[]){"--endpoints", eh_endpoints(c), "--debug", "campaign",
-                                "huge", "v", "--proclaim-stdin", NULL});
+               (const char *[]){"--endpoints", eh_endpoints(c), "--debug", "--ttl", "3s",
+                                "campaign", "huge", "v", "--proclaim-stdin", NULL});
     close(p[0]);
     size_t big = 9000000;
     char *data = malloc(big + 7);
@@ -306,6 +306,9 @@ TEST(proclaim_stdin_skips_a_line_over_8_mib)
     ASSERT(
         wait_contains(errp, "a line on stdin is longer than 8 MiB: not proclaimed", 5));
     ASSERT(wait_contains(errp, "end of stdin", 5));
+    /* --debug says the lease's grant and each renewal (every TTL/3). */
+    ASSERT(wait_contains(errp, "granted with a TTL of 3 s", 1));
+    ASSERT(wait_contains(errp, "renewed: leadership provable for ", 5));
     tl_msleep(300);
     ASSERT_EQ(0, tool(&out, NULL,
                       (const char *[]){"leader", "huge", "--endpoints", eh_endpoints(c),
@@ -660,6 +663,27 @@ TEST(wrong_ca_is_a_clear_error_within_the_dial_timeout)
                                eh_cacert(c), "--cert", eh_cert(c), "--key", eh_key(c),
                                NULL});
     ASSERT_EQ(4, rc);
+    free(out);
+    free(err);
+    /* --insecure-transport=false: an endpoint without a scheme is https. With the
+     * CA it works; without it (the system's CAs), the TLS handshake is what fails. */
+    const char *eps = eh_endpoints(c);
+    ASSERT(!strncmp(eps, "https://", 8));
+    rc = tool(&out, &err,
+              (const char *[]){"leader", "x", "--endpoints", eps + 8, "--cacert",
+                               eh_cacert(c), "--cert", eh_cert(c), "--key", eh_key(c),
+                               "--insecure-transport=false", NULL});
+    ASSERT_EQ(4, rc);
+    free(out);
+    free(err);
+    rc = tool(&out, &err,
+              (const char *[]){"leader", "x", "--endpoints", eps + 8, "--dial-timeout",
+                               "2s", "--insecure-transport=false", NULL});
+    tl_log("no scheme, no CA, --insecure-transport=false: exit %d: %s", rc, err);
+    ASSERT_EQ(1, rc);
+    char want[300];
+    snprintf(want, sizeof(want), "endpoint %s: TLS handshake failed", eps);
+    ASSERT_CONTAINS(err, want);
     free(out);
     free(err);
     eh_stop(c);

@@ -119,6 +119,34 @@ TEST(observe_fails_when_authentication_is_refused)
     ASSERT_CONTAINS(err, "(from $ETCDCTL_USER NAME:PASSWORD)");
     free(out);
     free(err);
+    /* A user name and no password at all: the hint says where one goes. */
+    const char *env0[] = {"PATH=/usr/bin:/bin", NULL};
+    rc = tool_with_env(&out, &err, env0,
+                       (const char *[]){"--endpoints", eh_endpoints(c), "--user", "root",
+                                        "observe", "x", NULL});
+    tl_log("no password: exit %d: %s", rc, err);
+    ASSERT_EQ(1, rc);
+    ASSERT_CONTAINS(err, "; no password was given: set $ELECTOR_PASSWORD (or "
+                         "$ETCDCTL_PASSWORD) or use --password-file");
+    free(out);
+    free(err);
+    /* A user whose role does not cover the election: the hint names the user and
+     * the prefix it needs. */
+    char user[256];
+    snprintf(user, sizeof(user), "ETCDCTL_USER=%s:%s", EH_USER, EH_USER_PASSWORD);
+    const char *env1[] = {user, "PATH=/usr/bin:/bin", NULL};
+    rc = tool_with_env(
+        &out, &err, env1,
+        (const char *[]){"--endpoints", eh_endpoints(c), "observe", "elsewhere", NULL});
+    tl_log("no permission: exit %d: %s", rc, err);
+    ASSERT_EQ(1, rc);
+    char want[512];
+    snprintf(want, sizeof(want),
+             "; the etcd user '%s' needs read/write permission on the prefix elsewhere/",
+             EH_USER);
+    ASSERT_CONTAINS(err, want);
+    free(out);
+    free(err);
     eh_stop(c);
 }
 
