@@ -538,6 +538,34 @@ TEST(example_alert_rules_pass_promtool)
     free(out);
 }
 
+/* --health-cmd with --http: /healthz says the check's state under the session's
+ * status. */
+TEST(healthz_shows_the_health_check)
+{
+    eh_cluster *c = start1();
+    char addr[64], line[256];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", free_port());
+    eu_child a;
+    tool_bg(&a, (const char *[]){"--endpoints", eh_endpoints(c), "--http", addr,
+                                 "campaign", "hz", "v", "--health-cmd", "true",
+                                 "--health-interval", "200ms", NULL});
+    ASSERT_OK(eu_child_expect(&a, "hz/", line, sizeof(line), 10000));
+    char *body = NULL;
+    double end = tl_now() + 10;
+    for (;;) {
+        ASSERT_EQ(200, get(&body, addr, "/healthz"));
+        if (!strcmp(body, "ok\nhealth: healthy\n")) break;
+        tl_log("/healthz: %s", body);
+        free(body);
+        ASSERT_LT(tl_now(), end);
+        tl_msleep(100);
+    }
+    free(body);
+    kill(a.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&a, 10));
+    eh_stop(c);
+}
+
 /* ---------------------------------------------------------------- switchover */
 
 /* Keys under prefix, as etcdctl counts them. */
@@ -621,14 +649,25 @@ TEST_WITH_TIMEOUT(switchover_json_duplicates_a_request_under_way_and_a_signal, 9
     ASSERT_EQ(0, eh_etcdctl(c, NULL, "del", "__elector/switchover/sx", NULL));
 
     /* The target is stopped: v0 steps back, v1's key is first but v1 does not
-     * confirm; SIGTERM ends the wait and withdraws the request. */
+     * confirm: at the deadline that is said (exit 7). SIGTERM ends a wait and
+     * withdraws the request (exit 1). */
     ASSERT_OK(kill(b.pid, SIGSTOP));
+    ASSERT_EQ(7, tool(&out, &err,
+                      (const char *[]){"--endpoints", eps, "switchover", "sx", "--to",
+                                       "v1", "--timeout", "1500ms", NULL}));
+    ASSERT_CONTAINS(err, "switchover: handed over; v1 did not take over within ");
+    ASSERT_CONTAINS(err, "(its key is first, but its process has not confirmed: stopped, "
+                         "or cut off from etcd?); the next in line is v0 (sx/");
+    free(out);
+    free(err);
+    ASSERT_EQ(0, count_keys(c, "__elector/switchover/sx"));
     eu_child s;
     char *dir = tl_tmpdir("swsig"), errp[512];
     snprintf(errp, sizeof(errp), "%s/err", dir);
     tool_bg_opts bo = {.err_path = errp, .in_fd = -1};
+    /* Back to v0: v1, now first, is stopped and cannot step back. */
     tool_bg_ex(&s, &bo,
-               (const char *[]){"--endpoints", eps, "switchover", "sx", "--to", "v1",
+               (const char *[]){"--endpoints", eps, "switchover", "sx", "--to", "v0",
                                 "--timeout", "30s", NULL});
     ASSERT(wait_contains(errp, "switchover: asking the candidates ahead of sx/", 10));
     tl_msleep(300);
@@ -644,4 +683,12 @@ TEST_WITH_TIMEOUT(switchover_json_duplicates_a_request_under_way_and_a_signal, 9
     ASSERT_EQ(0, tool_wait(&a, 10));
     free(dir);
     eh_stop(c);
+    /* etcd unreachable: an error at once, with the hint. */
+    ASSERT_EQ(1, tool(&out, &err,
+                      (const char *[]){"--endpoints", "127.0.0.1:1", "switchover", "sx",
+                                       "--to", "v1", NULL}));
+    ASSERT_CONTAINS(err, "error elector: switchover: cannot read the election: ");
+    ASSERT_CONTAINS(err, "; check --endpoints");
+    free(out);
+    free(err);
 }
