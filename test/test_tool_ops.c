@@ -382,6 +382,17 @@ TEST_WITH_TIMEOUT(sd_notify_status_says_what_is_awaited, 60)
     m = expect_msg(fd, "STOPPING=1", 5000, NULL, NULL);
     ASSERT_NOT_NULL(m);
     ASSERT_CONTAINS(m, "STATUS=stopping");
+    /* Ended before its loop (run's command cannot be found): STOPPING=1 too. */
+    ASSERT_EQ(127,
+              tool_with_env(&out, &err, (const char *[]){ns, "PATH=/usr/bin:/bin", NULL},
+                            (const char *[]){"--endpoints", "127.0.0.1:1", "run", "su",
+                                             "--", "/nonexistent/cmd", NULL}));
+    ASSERT_CONTAINS(err, "cannot run /nonexistent/cmd");
+    free(out);
+    free(err);
+    m = expect_msg(fd, "STOPPING=1", 5000, NULL, NULL);
+    ASSERT_NOT_NULL(m);
+    ASSERT_STREQ("STOPPING=1\nSTATUS=stopping", m);
 
     eh_cluster *c = start1();
     const char *eps = eh_endpoints(c);
