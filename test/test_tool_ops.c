@@ -687,9 +687,39 @@ TEST_WITH_TIMEOUT(switchover_json_duplicates_a_request_under_way_and_a_signal, 9
     ASSERT(wait_contains(errp, "switchover: Terminated received: withdrawing the request",
                          1));
     ASSERT_EQ(0, count_keys(c, "__elector/switchover/sx"));
+
+    /* The target's key goes while it waits behind the stopped v1: it left the
+     * election, refused (exit 5). */
+    tool_bg_ex(&s, &bo,
+               (const char *[]){"--endpoints", eps, "switchover", "sx", "--to", "v0",
+                                "--timeout", "30s", NULL});
+    ASSERT(wait_contains(errp, "switchover: asking the candidates ahead of sx/", 10));
+    char *kv = NULL, ka[128] = "";
+    ASSERT_EQ(0, eh_etcdctl(c, &kv, "get", "--prefix", "sx/", NULL));
+    for (char *k = kv; k && *k;) { /* key, value, key, value ... */
+        char *v = strchr(k, '\n');
+        ASSERT_NOT_NULL(v);
+        *v++ = 0;
+        char *next = strchr(v, '\n');
+        if (next) *next++ = 0;
+        if (!strcmp(v, "v0")) snprintf(ka, sizeof(ka), "%s", k);
+        k = next;
+    }
+    free(kv);
+    ASSERT(*ka);
+    ASSERT_EQ(0, eh_etcdctl(c, NULL, "del", ka, NULL));
+    ASSERT_EQ(5, tool_wait(&s, 10));
+    char want[256];
+    snprintf(want, sizeof(want),
+             "error elector: switchover: the target %s left the election", ka);
+    ASSERT(wait_contains(errp, want, 1));
+    ASSERT_EQ(0, count_keys(c, "__elector/switchover/sx"));
     ASSERT_OK(kill(b.pid, SIGCONT));
     kill(b.pid, SIGTERM);
     ASSERT_EQ(0, tool_wait(&b, 10));
+    /* v0 learns that its key is gone when the one ahead of it goes: a waiter
+     * campaigns again, and is elected. */
+    ASSERT_OK(eu_child_expect(&a, "sx/", line, sizeof(line), 10000));
     kill(a.pid, SIGTERM);
     ASSERT_EQ(0, tool_wait(&a, 10));
     free(dir);
