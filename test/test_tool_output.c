@@ -182,6 +182,43 @@ TEST_WITH_TIMEOUT(observe_reports_the_connection_lost_and_back, 90)
     eh_stop(c);
 }
 
+/* What the client does on its own is said: TLS files that changed but no
+ * longer load (found at the next connection) are an error line, and the
+ * previous ones stay in use (observing goes on). */
+TEST_WITH_TIMEOUT(tls_files_that_no_longer_load_are_said_and_the_old_kept, 60)
+{
+    eh_opts eo = {.members = 1, .tls = 1};
+    eh_cluster *c = eh_start(&eo);
+    ASSERT_NOT_NULL(c);
+    char *dir = tl_tmpdir("tlsnotice"), errp[600], ca[600], cmd[1400];
+    snprintf(errp, sizeof(errp), "%s/err", dir);
+    snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+    snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", eh_cacert(c), ca);
+    ASSERT_EQ(0, tl_run(NULL, (const char *[]){"sh", "-c", cmd, NULL}));
+    eu_child obs;
+    tool_bg_opts bo = {.err_path = errp, .in_fd = -1};
+    tool_bg_ex(&obs, &bo,
+               (const char *[]){"--endpoints", eh_endpoints(c), "--cacert", ca, "--cert",
+                                eh_cert(c), "--key", eh_key(c), "observe", "tn", NULL});
+    ASSERT(wait_contains(errp, "info elector: no leader", 10));
+    FILE *f = fopen(ca, "w");
+    ASSERT_NOT_NULL(f);
+    fprintf(f, "not a certificate\n");
+    fclose(f);
+    ASSERT_OK(eh_member_kill(c, 0));
+    ASSERT(wait_contains(errp, " lost", 10));
+    ASSERT_OK(eh_member_restart(c, 0));
+    ASSERT(wait_contains(errp,
+                         "error elector: the TLS files changed but do not load, the "
+                         "previous ones stay in use: ",
+                         20));
+    ASSERT(wait_contains(errp, "info elector: connected to ", 20));
+    kill(obs.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&obs, 10));
+    free(dir);
+    eh_stop(c);
+}
+
 /* `elector observe x | head -1` returns once head has its line: the closed pipe
  * ends observe quietly (exit 0), without waiting for another leader change. */
 TEST(observe_ends_quietly_when_stdout_is_closed)
