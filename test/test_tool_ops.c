@@ -345,6 +345,26 @@ TEST_WITH_TIMEOUT(sd_notify_ready_status_watchdog_and_stopping, 120)
     eh_stop(c);
 }
 
+/* The key under prefix whose value is value (etcdctl's view), in out. */
+static void key_of_value(eh_cluster *c, const char *prefix, const char *value, char *out,
+                         size_t cap)
+{
+    char *kv = NULL;
+    out[0] = 0;
+    ASSERT_EQ(0, eh_etcdctl(c, &kv, "get", "--prefix", prefix, NULL));
+    for (char *k = kv; k && *k;) { /* key, value, key, value ... */
+        char *v = strchr(k, '\n');
+        ASSERT_NOT_NULL(v);
+        *v++ = 0;
+        char *next = strchr(v, '\n');
+        if (next) *next++ = 0;
+        if (!strcmp(v, value)) snprintf(out, cap, "%s", k);
+        k = next;
+    }
+    free(kv);
+    ASSERT(out[0]);
+}
+
 /* STATUS= says what elector waits for: etcd unreachable at start (and its
  * retries), behind a candidate that is not the leader, an observer without a
  * leader; an elector that gives up (--fail-fast) still says STOPPING=1. */
@@ -426,10 +446,20 @@ TEST_WITH_TIMEOUT(sd_notify_status_says_what_is_awaited, 60)
              bkey, ka);
     m = expect_msg(fd, want, 10000, NULL, NULL);
     ASSERT_NOT_NULL(m);
-    kill(w.pid, SIGTERM);
-    ASSERT_EQ(0, tool_wait(&w, 10));
+    /* W's key is deleted; W finds out when B, ahead of it, goes: it campaigns
+     * again shortly, and says so. */
+    char kw[256];
+    key_of_value(c, "su/", "W", kw, sizeof(kw));
+    ASSERT_EQ(0, eh_etcdctl(c, NULL, "del", kw, NULL));
     kill(b.pid, SIGTERM);
     ASSERT_EQ(0, tool_wait(&b, 10));
+    ASSERT_NOT_NULL(expect_msg(fd,
+                               "STATUS=not campaigning: campaigning again for su shortly",
+                               10000, NULL, NULL));
+    snprintf(want, sizeof(want), "STATUS=waiting behind the leader %s (token ", ka);
+    ASSERT_NOT_NULL(expect_msg(fd, want, 10000, NULL, NULL));
+    kill(w.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&w, 10));
     kill(a.pid, SIGTERM);
     ASSERT_EQ(0, tool_wait(&a, 10));
     free(bkey);
@@ -694,19 +724,8 @@ TEST_WITH_TIMEOUT(switchover_json_duplicates_a_request_under_way_and_a_signal, 9
                (const char *[]){"--endpoints", eps, "switchover", "sx", "--to", "v0",
                                 "--timeout", "30s", NULL});
     ASSERT(wait_contains(errp, "switchover: asking the candidates ahead of sx/", 10));
-    char *kv = NULL, ka[128] = "";
-    ASSERT_EQ(0, eh_etcdctl(c, &kv, "get", "--prefix", "sx/", NULL));
-    for (char *k = kv; k && *k;) { /* key, value, key, value ... */
-        char *v = strchr(k, '\n');
-        ASSERT_NOT_NULL(v);
-        *v++ = 0;
-        char *next = strchr(v, '\n');
-        if (next) *next++ = 0;
-        if (!strcmp(v, "v0")) snprintf(ka, sizeof(ka), "%s", k);
-        k = next;
-    }
-    free(kv);
-    ASSERT(*ka);
+    char ka[128];
+    key_of_value(c, "sx/", "v0", ka, sizeof(ka));
     ASSERT_EQ(0, eh_etcdctl(c, NULL, "del", ka, NULL));
     ASSERT_EQ(5, tool_wait(&s, 10));
     char want[256];
