@@ -706,12 +706,21 @@ TEST_WITH_TIMEOUT(switchover_json_duplicates_a_request_under_way_and_a_signal, 9
     char *dir = tl_tmpdir("swsig"), errp[512];
     snprintf(errp, sizeof(errp), "%s/err", dir);
     tool_bg_opts bo = {.err_path = errp, .in_fd = -1};
-    /* Back to v0: v1, now first, is stopped and cannot step back. */
+    /* Back to v0: v1, now first, is stopped and cannot step back. etcd not
+     * answering for a while is said and the wait goes on. */
     tool_bg_ex(&s, &bo,
-               (const char *[]){"--endpoints", eps, "switchover", "sx", "--to", "v0",
-                                "--timeout", "30s", NULL});
+               (const char *[]){"--endpoints", eps, "--dial-timeout", "500ms",
+                                "--command-timeout", "500ms", "switchover", "sx", "--to",
+                                "v0", "--timeout", "30s", NULL});
     ASSERT(wait_contains(errp, "switchover: asking the candidates ahead of sx/", 10));
+    ASSERT_OK(eh_member_pause(c, 0));
+    bool said =
+        wait_contains(errp, "warn elector: switchover: cannot read the election (", 10);
+    ASSERT_OK(eh_member_resume(c, 0));
+    ASSERT(said);
+    ASSERT(wait_contains(errp, "); trying again", 1));
     tl_msleep(300);
+    ASSERT(pid_alive(s.pid));
     kill(s.pid, SIGTERM);
     ASSERT_EQ(1, tool_wait(&s, 10));
     ASSERT(wait_contains(errp, "switchover: Terminated received: withdrawing the request",
