@@ -304,6 +304,65 @@ TEST(tool_observe_watch_message_announcing_4_gib)
                 n);
 }
 
+/* A file's contents (malloc'd), or NULL. */
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *b = malloc(cap);
+    ASSERT_NOT_NULL(b);
+    size_t k;
+    while ((k = fread(b + n, 1, cap - n - 1, f)) > 0) {
+        n += k;
+        if (cap - n < 2) {
+            cap *= 2;
+            b = realloc(b, cap);
+            ASSERT_NOT_NULL(b);
+        }
+    }
+    fclose(f);
+    b[n] = 0;
+    return b;
+}
+
+/* The follower behind --http (the leader as /leader shows it) meets a watch
+ * message of 4 GiB: said as the follower's failure. The elected campaign's own
+ * watch meets it too: leadership lost, exit 3 (by itself, not killed). */
+TEST(tool_campaign_follower_watch_message_announcing_4_gib)
+{
+    hs_server s;
+    start(&s, HS_WATCH_HUGE, true);
+    char *dir = tl_tmpdir("follow"), errp[512], cmd[1500];
+    snprintf(errp, sizeof(errp), "%s/err", dir);
+    snprintf(cmd, sizeof(cmd),
+             "exec '%s' campaign e --endpoints %s --dial-timeout %s --ttl 3s --http "
+             "127.0.0.1:0 2>'%s' >/dev/null",
+             bin(), s.endpoint, DIAL, errp);
+    pid_t pid = tl_spawn((const char *[]){"sh", "-c", cmd, NULL}, NULL);
+    ASSERT_GT(pid, 0);
+    int st;
+    pid_t r;
+    double end = tl_now() + 20;
+    while ((r = waitpid(pid, &st, WNOHANG)) == 0) {
+        if (tl_now() > end) kill(pid, SIGKILL);
+        tl_msleep(20);
+    }
+    ASSERT_EQ(pid, r);
+    char *err = read_all(errp);
+    ASSERT_NOT_NULL(err);
+    tl_log("status 0x%x: %s", st, err);
+    ASSERT_CONTAINS(err, "warn elector: following the leader failed: "
+                         "/etcdserverpb.Watch/Watch: message of 4294967295 bytes exceeds "
+                         "the limit");
+    ASSERT_CONTAINS(err, "error elector: leadership lost: /etcdserverpb.Watch/Watch: ");
+    free(err);
+    ASSERT(WIFEXITED(st));
+    ASSERT_EQ(3, WEXITSTATUS(st));
+    free(dir);
+    hs_stop(&s);
+}
+
 TEST(tool_campaign_keepalive_message_announcing_4_gib)
 {
     /* Elected first (the lease was granted), then the first renewal (at TTL/3 =

@@ -4,7 +4,9 @@
  * elected, stopped on loss, killed with elector, deadline kept while elector is
  * frozen), signals, exit statuses, JSON output, the HTTP endpoint, and interop
  * with etcdctl elect. */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -202,20 +204,46 @@ TEST(campaign_exits_3_when_leadership_is_lost)
     eh_stop(c);
 }
 
+/* Writes data to fd from a child process (a pipe takes 64 KiB before its
+ * reader has read), after delay_ms, then closes it. */
+static pid_t write_later(int fd, const char *data, size_t len, int delay_ms)
+{
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        tl_msleep(delay_ms);
+        size_t off = 0;
+        while (off < len) {
+            ssize_t n = write(fd, data + off, len - off);
+            if (n <= 0) _exit(1);
+            off += (size_t)n;
+        }
+        close(fd);
+        _exit(0);
+    }
+    return pid;
+}
+
+/* elector is started by the test itself (not behind a shell pipeline): it is
+ * stopped with SIGTERM and its exit checked, so it ends by itself and writes its
+ * coverage counters (a process left to the test's cleanup dies by SIGKILL and
+ * writes none: tool/candidate/proclaim.c counted nothing of these tests). */
 TEST(proclaim_stdin_updates_the_value)
 {
     eh_cluster *c = start1();
-    char cmd[512];
-    snprintf(cmd, sizeof(cmd),
-             "(sleep 1; echo second; sleep 1; echo third; sleep 30) | %s --endpoints %s "
-             "campaign pr first --proclaim-stdin",
-             ELECTOR_BIN, eh_endpoints(c));
-    int fd;
-    pid_t pid = tl_spawn((const char *[]){"sh", "-c", cmd, NULL}, &fd);
-    eu_child sh;
-    eu_child_wrap(&sh, pid, fd);
+    int p[2];
+    ASSERT_OK(pipe2(p, O_CLOEXEC));
+    eu_child a;
+    tool_bg_opts bo = {.in_fd = p[0]};
+    tool_bg_ex(&a, &bo,
+               (const char *[]){"--endpoints", eh_endpoints(c), "campaign", "pr", "first",
+                                "--proclaim-stdin", NULL});
+    close(p[0]);
     char line[256];
-    ASSERT_OK(eu_child_expect(&sh, "first", line, sizeof(line), 10000));
+    ASSERT_OK(eu_child_expect(&a, "first", line, sizeof(line), 10000));
+    ASSERT_EQ(7, (int)write(p[1], "second\n", 7));
+    tl_msleep(500);
+    ASSERT_EQ(6, (int)write(p[1], "third\n", 6));
     double end = tl_now() + 10;
     char *out = NULL;
     for (;;) {
@@ -229,6 +257,9 @@ TEST(proclaim_stdin_updates_the_value)
         tl_msleep(100);
     }
     free(out);
+    kill(a.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&a, 10));
+    close(p[1]);
     eh_stop(c);
 }
 
@@ -238,17 +269,24 @@ TEST(proclaim_stdin_updates_the_value)
 TEST(proclaim_stdin_skips_a_line_over_8_mib)
 {
     eh_cluster *c = start1();
-    char *dir = tl_tmpdir("huge"), errp[512], cmd[1024];
+    char *dir = tl_tmpdir("huge"), errp[512];
     snprintf(errp, sizeof(errp), "%s/err", dir);
-    snprintf(cmd, sizeof(cmd),
-             "(sleep 1; head -c 9000000 /dev/zero | tr '\\0' x; echo; echo small) | %s "
-             "--endpoints %s --debug campaign huge v --proclaim-stdin 2>%s",
-             ELECTOR_BIN, eh_endpoints(c), errp);
-    int fd;
-    /* setsid: the shell leads a process group of its own, elector in it */
-    pid_t pid = tl_spawn((const char *[]){"setsid", "sh", "-c", cmd, NULL}, &fd);
-    eu_child sh;
-    eu_child_wrap(&sh, pid, fd);
+    int p[2];
+    ASSERT_OK(pipe2(p, O_CLOEXEC));
+    eu_child a;
+    tool_bg_opts bo = {.err_path = errp, .in_fd = p[0]};
+    tool_bg_ex(&a, &bo,
+               (const char *[]){"--endpoints", eh_endpoints(c), "--debug", "--ttl", "3s",
+                                "campaign", "huge", "v", "--proclaim-stdin", NULL});
+    close(p[0]);
+    size_t big = 9000000;
+    char *data = malloc(big + 7);
+    ASSERT_NOT_NULL(data);
+    memset(data, 'x', big);
+    memcpy(data + big, "\nsmall\n", 7);
+    pid_t w = write_later(p[1], data, big + 7, 1000);
+    close(p[1]); /* the writer's copy is the last: its end is stdin's end */
+    free(data);
     double end = tl_now() + 20;
     char *out = NULL;
     for (;;) {
@@ -262,17 +300,22 @@ TEST(proclaim_stdin_skips_a_line_over_8_mib)
         tl_msleep(100);
     }
     free(out);
+    int st;
+    ASSERT_EQ(w, waitpid(w, &st, 0));
+    ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     ASSERT(
         wait_contains(errp, "a line on stdin is longer than 8 MiB: not proclaimed", 5));
     ASSERT(wait_contains(errp, "end of stdin", 5));
+    /* --debug says the lease's grant and each renewal (every TTL/3). */
+    ASSERT(wait_contains(errp, "granted with a TTL of 3 s", 1));
+    ASSERT(wait_contains(errp, "renewed: leadership provable for ", 5));
     tl_msleep(300);
     ASSERT_EQ(0, tool(&out, NULL,
                       (const char *[]){"leader", "huge", "--endpoints", eh_endpoints(c),
                                        NULL})); /* still leading after the end of stdin */
     free(out);
-    ASSERT_OK(kill(-pid, SIGTERM)); /* the shell and elector */
-    int st;
-    ASSERT_EQ(pid, waitpid(pid, &st, 0));
+    kill(a.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&a, 10));
     free(dir);
     eh_stop(c);
 }
@@ -622,6 +665,27 @@ TEST(wrong_ca_is_a_clear_error_within_the_dial_timeout)
     ASSERT_EQ(4, rc);
     free(out);
     free(err);
+    /* --insecure-transport=false: an endpoint without a scheme is https. With the
+     * CA it works; without it (the system's CAs), the TLS handshake is what fails. */
+    const char *eps = eh_endpoints(c);
+    ASSERT(!strncmp(eps, "https://", 8));
+    rc = tool(&out, &err,
+              (const char *[]){"leader", "x", "--endpoints", eps + 8, "--cacert",
+                               eh_cacert(c), "--cert", eh_cert(c), "--key", eh_key(c),
+                               "--insecure-transport=false", NULL});
+    ASSERT_EQ(4, rc);
+    free(out);
+    free(err);
+    rc = tool(&out, &err,
+              (const char *[]){"leader", "x", "--endpoints", eps + 8, "--dial-timeout",
+                               "2s", "--insecure-transport=false", NULL});
+    tl_log("no scheme, no CA, --insecure-transport=false: exit %d: %s", rc, err);
+    ASSERT_EQ(1, rc);
+    char want[300];
+    snprintf(want, sizeof(want), "endpoint %s: TLS handshake failed", eps);
+    ASSERT_CONTAINS(err, want);
+    free(out);
+    free(err);
     eh_stop(c);
 }
 
@@ -659,23 +723,35 @@ TEST(wrong_password_is_a_clear_error_and_the_right_one_works)
 TEST(value_over_the_request_limit_is_refused_with_a_hint)
 {
     eh_cluster *c = start1();
-    char *dir = tl_tmpdir("big"), path[512], cmd[1024];
-    snprintf(path, sizeof(path), "%s/big", dir);
-    FILE *f = fopen(path, "w");
-    for (int i = 0; i < 2 * 1024 * 1024; i++)
-        fputc('x', f);
-    fputc('\n', f);
-    fputs("small\n", f);
-    fclose(f);
-    /* A 2 MiB line, then a small one: the first is refused, the second lands. */
-    snprintf(cmd, sizeof(cmd),
-             "(sleep 1; cat %s; sleep 30) | %s --endpoints %s campaign big v "
-             "--proclaim-stdin",
-             path, ELECTOR_BIN, eh_endpoints(c));
-    int fd;
-    pid_t pid = tl_spawn((const char *[]){"sh", "-c", cmd, NULL}, &fd);
-    eu_child sh;
-    eu_child_wrap(&sh, pid, fd);
+    char *dir = tl_tmpdir("big"), errp[512];
+    snprintf(errp, sizeof(errp), "%s/err", dir);
+    int p[2];
+    ASSERT_OK(pipe2(p, O_CLOEXEC));
+    eu_child a;
+    tool_bg_opts bo = {.err_path = errp, .in_fd = p[0]};
+    tool_bg_ex(&a, &bo,
+               (const char *[]){"--endpoints", eh_endpoints(c), "campaign", "big", "v",
+                                "--proclaim-stdin", NULL});
+    close(p[0]);
+    /* A 2 MiB line is refused by etcd, said with the hint; a small one then
+     * lands (written after the refusal: a line waiting to be proclaimed is
+     * replaced by the next). */
+    size_t big = 2 * 1024 * 1024;
+    char *data = malloc(big + 1);
+    ASSERT_NOT_NULL(data);
+    memset(data, 'x', big);
+    data[big] = '\n';
+    pid_t w = write_later(p[1], data, big + 1, 1000);
+    free(data);
+    ASSERT(wait_contains(errp, "error elector: proclaim failed: ", 10));
+    ASSERT(wait_contains(errp,
+                         "; the value is larger than etcd accepts (--max-request-bytes, "
+                         "1.5 MiB by default)",
+                         1));
+    int st;
+    ASSERT_EQ(w, waitpid(w, &st, 0));
+    ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    ASSERT_EQ(6, (int)write(p[1], "small\n", 6));
     double end = tl_now() + 10;
     char *out = NULL;
     for (;;) {
@@ -689,6 +765,9 @@ TEST(value_over_the_request_limit_is_refused_with_a_hint)
         tl_msleep(100);
     }
     free(out);
+    kill(a.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&a, 10));
+    close(p[1]);
     free(dir);
     eh_stop(c);
 }

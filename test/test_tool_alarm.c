@@ -179,10 +179,13 @@ TEST_WITH_TIMEOUT(candidate_retries_while_the_database_is_full_and_says_why, 120
     snprintf(errl, sizeof(errl), "%s/leader.err", dir);
     snprintf(errp, sizeof(errp), "%s/cand.err", dir);
     eu_child l, a;
-    tool_bg_opts lo = {.err_path = errl, .in_fd = -1};
+    int in[2]; /* the leader's stdin: a line proclaimed under the alarm */
+    ASSERT_OK(pipe(in));
+    tool_bg_opts lo = {.err_path = errl, .in_fd = in[0]};
     tool_bg_ex(&l, &lo,
                (const char *[]){"--endpoints", eps, "--ttl", "2s", "campaign", "alarmed",
-                                "L", NULL});
+                                "L", "--proclaim-stdin", NULL});
+    close(in[0]);
     ASSERT_OK(eu_child_expect(&l, "alarmed/", key, sizeof(key), 10000));
 
     elector_etcd *e = client(eps);
@@ -198,6 +201,16 @@ TEST_WITH_TIMEOUT(candidate_retries_while_the_database_is_full_and_says_why, 120
     ASSERT(wait_contains(errp, "database is full", 20));
     ASSERT(wait_contains(errp, "campaigning again in 2000 ms", 20));
     ASSERT(pid_alive(a.pid));
+    /* A proclaim refused by the alarm is said with the remedy; the leader stays. */
+    ASSERT_EQ(3, (int)write(in[1], "L2\n", 3));
+    ASSERT(wait_contains(errl,
+                         "error elector: proclaim failed: /etcdserverpb.KV/Txn: "
+                         "etcdserver: mvcc: database space exceeded",
+                         10));
+    ASSERT(wait_contains(errl,
+                         "; etcd's quota (--quota-backend-bytes) is reached: `etcdctl "
+                         "compact`, `etcdctl defrag`, then `etcdctl alarm disarm`\n",
+                         1));
     char *m = metrics(addr);
     ASSERT_CONTAINS(m, "elector_etcd_alarm 1\n");
     ASSERT_NULL(strstr(m, "elector_etcd_alarm_refusals_total 0\n"));
@@ -216,6 +229,7 @@ TEST_WITH_TIMEOUT(candidate_retries_while_the_database_is_full_and_says_why, 120
     free(m);
     kill(l.pid, SIGTERM);
     ASSERT_EQ(0, tool_wait(&l, 10));
+    close(in[1]);
     ASSERT(wait_contains(errp, "elected", 30));
     char *err = check_file(errp);
     tl_log("candidate's log:\n%s", err);

@@ -261,6 +261,48 @@ TEST(password_is_asked_for_on_a_terminal)
     eh_stop(c);
 }
 
+/* A stop signal while the prompt waits (echo off): the terminal gets its echo
+ * back, and elector ends by that signal (no etcd needed: nothing is sent before
+ * the password is in). */
+TEST(a_signal_at_the_password_prompt_restores_the_terminal)
+{
+    int master;
+    pid_t pid = forkpty(&master, NULL, NULL, NULL);
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        execl(ELECTOR_BIN, ELECTOR_BIN, "--endpoints", "127.0.0.1:1", "--user", "root",
+              "leader", "x", (char *)NULL);
+        _exit(127);
+    }
+    char buf[4096] = "";
+    size_t len = 0;
+    double end = tl_now() + 10;
+    while (!strstr(buf, "Password for root: ")) {
+        ASSERT_LT(tl_now(), end);
+        struct timeval tv = {0, 50000};
+        fd_set r;
+        FD_ZERO(&r);
+        FD_SET(master, &r);
+        if (select(master + 1, &r, NULL, NULL, &tv) > 0) {
+            ssize_t n = read(master, buf + len, sizeof(buf) - 1 - len);
+            ASSERT_GT(n, 0);
+            len += (size_t)n;
+            buf[len] = 0;
+        }
+    }
+    struct termios t;
+    ASSERT_EQ(0, tcgetattr(master, &t));
+    ASSERT(!(t.c_lflag & ECHO)); /* off while asking */
+    ASSERT_OK(kill(pid, SIGTERM));
+    int st;
+    ASSERT_EQ(pid, waitpid(pid, &st, 0));
+    ASSERT(WIFSIGNALED(st));
+    ASSERT_EQ(SIGTERM, WTERMSIG(st));
+    ASSERT_EQ(0, tcgetattr(master, &t));
+    ASSERT(t.c_lflag & ECHO); /* restored */
+    close(master);
+}
+
 /* Every password source is gone from what run's and lock's commands see: their
  * environment, and the environment and command line of elector's guard (their
  * parent, a fork of elector). */

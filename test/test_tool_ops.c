@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "elect_util.h"
+#include "json_check.h"
 #include "testlib.h"
 #include "tool_util.h"
 
@@ -344,6 +345,129 @@ TEST_WITH_TIMEOUT(sd_notify_ready_status_watchdog_and_stopping, 120)
     eh_stop(c);
 }
 
+/* The key under prefix whose value is value (etcdctl's view), in out. */
+static void key_of_value(eh_cluster *c, const char *prefix, const char *value, char *out,
+                         size_t cap)
+{
+    char *kv = NULL;
+    out[0] = 0;
+    ASSERT_EQ(0, eh_etcdctl(c, &kv, "get", "--prefix", prefix, NULL));
+    for (char *k = kv; k && *k;) { /* key, value, key, value ... */
+        char *v = strchr(k, '\n');
+        ASSERT_NOT_NULL(v);
+        *v++ = 0;
+        char *next = strchr(v, '\n');
+        if (next) *next++ = 0;
+        if (!strcmp(v, value)) snprintf(out, cap, "%s", k);
+        k = next;
+    }
+    free(kv);
+    ASSERT(out[0]);
+}
+
+/* STATUS= says what elector waits for: etcd unreachable at start (and its
+ * retries), behind a candidate that is not the leader, an observer without a
+ * leader; an elector that gives up (--fail-fast) still says STOPPING=1. */
+TEST_WITH_TIMEOUT(sd_notify_status_says_what_is_awaited, 60)
+{
+    char *dir = tl_tmpdir("nstatus"), path[512], ns[600];
+    snprintf(path, sizeof(path), "%s/n.sock", dir);
+    snprintf(ns, sizeof(ns), "NOTIFY_SOCKET=%s", path);
+    int fd = notify_socket(path);
+    const char *set[] = {ns, NULL};
+    tool_bg_opts bo = {.set = set, .in_fd = -1};
+    eu_child u;
+    tool_bg_ex(
+        &u, &bo,
+        (const char *[]){"--endpoints", "127.0.0.1:1", "campaign", "su", "U", NULL});
+    const char *m = expect_msg(
+        fd, "STATUS=etcd unreachable: retrying to campaign for su (1 failed attempt)",
+        10000, NULL, NULL);
+    ASSERT_NOT_NULL(m);
+    ASSERT_NULL(strstr(m, "READY=1")); /* not ready before etcd is reached */
+    ASSERT_NOT_NULL(expect_msg(
+        fd, "STATUS=etcd unreachable: retrying to campaign for su (2 failed attempts)",
+        10000, NULL, NULL));
+    kill(u.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&u, 10));
+    ASSERT_NOT_NULL(expect_msg(fd, "STOPPING=1", 5000, NULL, NULL));
+
+    char *out = NULL, *err = NULL;
+    ASSERT_EQ(1,
+              tool_with_env(&out, &err, (const char *[]){ns, "PATH=/usr/bin:/bin", NULL},
+                            (const char *[]){"--endpoints", "127.0.0.1:1", "--fail-fast",
+                                             "campaign", "su", "U", NULL}));
+    free(out);
+    free(err);
+    m = expect_msg(fd, "STOPPING=1", 5000, NULL, NULL);
+    ASSERT_NOT_NULL(m);
+    ASSERT_CONTAINS(m, "STATUS=stopping");
+    /* Ended before its loop (run's command cannot be found): STOPPING=1 too. */
+    ASSERT_EQ(127,
+              tool_with_env(&out, &err, (const char *[]){ns, "PATH=/usr/bin:/bin", NULL},
+                            (const char *[]){"--endpoints", "127.0.0.1:1", "run", "su",
+                                             "--", "/nonexistent/cmd", NULL}));
+    ASSERT_CONTAINS(err, "cannot run /nonexistent/cmd");
+    free(out);
+    free(err);
+    m = expect_msg(fd, "STOPPING=1", 5000, NULL, NULL);
+    ASSERT_NOT_NULL(m);
+    ASSERT_STREQ("STOPPING=1\nSTATUS=stopping", m);
+
+    eh_cluster *c = start1();
+    const char *eps = eh_endpoints(c);
+    eu_child o, a, b, w;
+    tool_bg_ex(&o, &bo, (const char *[]){"--endpoints", eps, "observe", "su", NULL});
+    m = expect_msg(fd, "READY=1", 10000, NULL, NULL);
+    ASSERT_NOT_NULL(m);
+    ASSERT_CONTAINS(m, "STATUS=observing su: no leader");
+    kill(o.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&o, 10));
+    ASSERT_NOT_NULL(expect_msg(fd, "STOPPING=1", 5000, NULL, NULL));
+
+    char ka[256], kb[256];
+    tool_bg(&a, (const char *[]){"--endpoints", eps, "campaign", "su", "A", NULL});
+    ASSERT_OK(eu_child_expect(&a, "su/", ka, sizeof(ka), 10000));
+    ka[strcspn(ka, " ")] = 0;
+    tool_bg(&b, (const char *[]){"--endpoints", eps, "-w", "json", "campaign", "su", "B",
+                                 NULL});
+    ASSERT_OK(eu_child_expect(&b, "{\"event\":\"waiting\"", kb, sizeof(kb), 10000));
+    char *bkey = NULL;
+    {
+        const char *k = strstr(kb, "\"key\":\"");
+        ASSERT_NOT_NULL(k);
+        k += 7;
+        bkey = strndup(k, strcspn(k, "\""));
+    }
+    tool_bg_ex(&w, &bo,
+               (const char *[]){"--endpoints", eps, "campaign", "su", "W", NULL});
+    char want[600];
+    snprintf(want, sizeof(want), "STATUS=waiting behind %s for su; leader %s (token ",
+             bkey, ka);
+    m = expect_msg(fd, want, 10000, NULL, NULL);
+    ASSERT_NOT_NULL(m);
+    /* W's key is deleted; W finds out when B, ahead of it, goes: it campaigns
+     * again shortly, and says so. */
+    char kw[256];
+    key_of_value(c, "su/", "W", kw, sizeof(kw));
+    ASSERT_EQ(0, eh_etcdctl(c, NULL, "del", kw, NULL));
+    kill(b.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&b, 10));
+    ASSERT_NOT_NULL(expect_msg(fd,
+                               "STATUS=not campaigning: campaigning again for su shortly",
+                               10000, NULL, NULL));
+    snprintf(want, sizeof(want), "STATUS=waiting behind the leader %s (token ", ka);
+    ASSERT_NOT_NULL(expect_msg(fd, want, 10000, NULL, NULL));
+    kill(w.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&w, 10));
+    kill(a.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&a, 10));
+    free(bkey);
+    close(fd);
+    free(dir);
+    eh_stop(c);
+}
+
 TEST(a_malformed_notify_socket_is_a_warning_and_the_campaign_goes_on)
 {
     eh_cluster *c = start1();
@@ -453,4 +577,187 @@ TEST(example_alert_rules_pass_promtool)
     ASSERT_EQ(0, rc);
     ASSERT_CONTAINS(out, "SUCCESS");
     free(out);
+}
+
+/* --health-cmd with --http: /healthz says the check's state under the session's
+ * status. */
+TEST(healthz_shows_the_health_check)
+{
+    eh_cluster *c = start1();
+    char addr[64], line[256];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", free_port());
+    eu_child a;
+    tool_bg(&a, (const char *[]){"--endpoints", eh_endpoints(c), "--http", addr,
+                                 "campaign", "hz", "v", "--health-cmd", "true",
+                                 "--health-interval", "200ms", NULL});
+    ASSERT_OK(eu_child_expect(&a, "hz/", line, sizeof(line), 10000));
+    char *body = NULL;
+    double end = tl_now() + 10;
+    for (;;) {
+        ASSERT_EQ(200, get(&body, addr, "/healthz"));
+        if (!strcmp(body, "ok\nhealth: healthy\n")) break;
+        tl_log("/healthz: %s", body);
+        free(body);
+        ASSERT_LT(tl_now(), end);
+        tl_msleep(100);
+    }
+    free(body);
+    kill(a.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&a, 10));
+    eh_stop(c);
+}
+
+/* ---------------------------------------------------------------- switchover */
+
+/* Keys under prefix, as etcdctl counts them. */
+static int count_keys(eh_cluster *c, const char *prefix)
+{
+    char *out = NULL;
+    ASSERT_EQ(0, eh_etcdctl(c, &out, "get", "--prefix", prefix, "--keys-only", NULL));
+    int n = 0;
+    for (char *p = out; p && *p;) {
+        char *nl = strchr(p, '\n');
+        if (nl != p) n++; /* a key, then an empty line */
+        if (!nl) break;
+        p = nl + 1;
+    }
+    free(out);
+    return n;
+}
+
+static void wait_keys(eh_cluster *c, const char *prefix, int n)
+{
+    double end = tl_now() + 15;
+    while (count_keys(c, prefix) != n) {
+        ASSERT_LT(tl_now(), end);
+        tl_msleep(50);
+    }
+}
+
+/* switchover's answers besides a handover: the leader already leading in -w
+ * json (as `leader -w json` prints it), a value two candidates share, a
+ * request already under way (refused, the other one left alone), and a stop
+ * signal while waiting for the target (the request withdrawn, exit 1). */
+TEST_WITH_TIMEOUT(switchover_json_duplicates_a_request_under_way_and_a_signal, 90)
+{
+    eh_cluster *c = start1();
+    const char *eps = eh_endpoints(c);
+    eu_child a, b, d;
+    char line[256];
+    tool_bg(&a, (const char *[]){"--endpoints", eps, "campaign", "sx", "v0", NULL});
+    ASSERT_OK(eu_child_expect(&a, "sx/", line, sizeof(line), 10000));
+    tool_bg(&b, (const char *[]){"--endpoints", eps, "campaign", "sx", "v1", NULL});
+    wait_keys(c, "sx/", 2);
+    wait_keys(c, "__elector/candidates/sx/", 2);
+
+    char *out = NULL, *err = NULL;
+    ASSERT_EQ(0, tool(&out, &err,
+                      (const char *[]){"--endpoints", eps, "-w", "json", "switchover",
+                                       "sx", "--to", "v0", NULL}));
+    ASSERT_CONTAINS(err, "switchover: v0 already leads sx");
+    ASSERT(!strncmp(out, "{\"event\":\"leader\",\"name\":\"sx\",\"key\":\"sx/", 40));
+    ASSERT_CONTAINS(out, "\"value\":\"v0\"");
+    ASSERT_CONTAINS(out, "\"token\":");
+    ASSERT_EQ(1, json_check_text(out)); /* the events' schema */
+    free(out);
+    free(err);
+
+    tool_bg(&d, (const char *[]){"--endpoints", eps, "campaign", "sx", "v1", NULL});
+    wait_keys(c, "sx/", 3);
+    ASSERT_EQ(5, tool(&out, &err,
+                      (const char *[]){"--endpoints", eps, "switchover", "sx", "--to",
+                                       "v1", NULL}));
+    ASSERT_CONTAINS(err, "switchover: 2 candidates of sx have the value 'v1': give each "
+                         "candidate a value of its own (--value)");
+    free(out);
+    free(err);
+    kill(d.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&d, 10));
+    wait_keys(c, "sx/", 2);
+
+    /* Another request is there (its target is no candidate: nobody moves). */
+    ASSERT_EQ(0,
+              eh_etcdctl(c, NULL, "put", "__elector/switchover/sx", "7 sx/other", NULL));
+    ASSERT_EQ(5, tool(&out, &err,
+                      (const char *[]){"--endpoints", eps, "switchover", "sx", "--to",
+                                       "v1", NULL}));
+    ASSERT_CONTAINS(err, "switchover: another switchover of sx is under way "
+                         "(__elector/switchover/sx holds '7 sx/other'); try again when "
+                         "it is over");
+    free(out);
+    free(err);
+    ASSERT_EQ(1, count_keys(c, "__elector/switchover/sx")); /* not ours to remove */
+    ASSERT_EQ(0, eh_etcdctl(c, NULL, "del", "__elector/switchover/sx", NULL));
+
+    /* The target is stopped: v0 steps back, v1's key is first but v1 does not
+     * confirm: at the deadline that is said (exit 7). SIGTERM ends a wait and
+     * withdraws the request (exit 1). */
+    ASSERT_OK(kill(b.pid, SIGSTOP));
+    ASSERT_EQ(7, tool(&out, &err,
+                      (const char *[]){"--endpoints", eps, "switchover", "sx", "--to",
+                                       "v1", "--timeout", "1500ms", NULL}));
+    ASSERT_CONTAINS(err, "switchover: handed over; v1 did not take over within ");
+    ASSERT_CONTAINS(err, "(its key is first, but its process has not confirmed: stopped, "
+                         "or cut off from etcd?); the next in line is v0 (sx/");
+    free(out);
+    free(err);
+    ASSERT_EQ(0, count_keys(c, "__elector/switchover/sx"));
+    eu_child s;
+    char *dir = tl_tmpdir("swsig"), errp[512];
+    snprintf(errp, sizeof(errp), "%s/err", dir);
+    tool_bg_opts bo = {.err_path = errp, .in_fd = -1};
+    /* Back to v0: v1, now first, is stopped and cannot step back. etcd not
+     * answering for a while is said and the wait goes on. */
+    tool_bg_ex(&s, &bo,
+               (const char *[]){"--endpoints", eps, "--dial-timeout", "500ms",
+                                "--command-timeout", "500ms", "switchover", "sx", "--to",
+                                "v0", "--timeout", "30s", NULL});
+    ASSERT(wait_contains(errp, "switchover: asking the candidates ahead of sx/", 10));
+    ASSERT_OK(eh_member_pause(c, 0));
+    bool said =
+        wait_contains(errp, "warn elector: switchover: cannot read the election (", 10);
+    ASSERT_OK(eh_member_resume(c, 0));
+    ASSERT(said);
+    ASSERT(wait_contains(errp, "); trying again", 1));
+    tl_msleep(300);
+    ASSERT(pid_alive(s.pid));
+    kill(s.pid, SIGTERM);
+    ASSERT_EQ(1, tool_wait(&s, 10));
+    ASSERT(wait_contains(errp, "switchover: Terminated received: withdrawing the request",
+                         1));
+    ASSERT_EQ(0, count_keys(c, "__elector/switchover/sx"));
+
+    /* The target's key goes while it waits behind the stopped v1: it left the
+     * election, refused (exit 5). */
+    tool_bg_ex(&s, &bo,
+               (const char *[]){"--endpoints", eps, "switchover", "sx", "--to", "v0",
+                                "--timeout", "30s", NULL});
+    ASSERT(wait_contains(errp, "switchover: asking the candidates ahead of sx/", 10));
+    char ka[128];
+    key_of_value(c, "sx/", "v0", ka, sizeof(ka));
+    ASSERT_EQ(0, eh_etcdctl(c, NULL, "del", ka, NULL));
+    ASSERT_EQ(5, tool_wait(&s, 10));
+    char want[256];
+    snprintf(want, sizeof(want),
+             "error elector: switchover: the target %s left the election", ka);
+    ASSERT(wait_contains(errp, want, 1));
+    ASSERT_EQ(0, count_keys(c, "__elector/switchover/sx"));
+    ASSERT_OK(kill(b.pid, SIGCONT));
+    kill(b.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&b, 10));
+    /* v0 learns that its key is gone when the one ahead of it goes: a waiter
+     * campaigns again, and is elected. */
+    ASSERT_OK(eu_child_expect(&a, "sx/", line, sizeof(line), 10000));
+    kill(a.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&a, 10));
+    free(dir);
+    eh_stop(c);
+    /* etcd unreachable: an error at once, with the hint. */
+    ASSERT_EQ(1, tool(&out, &err,
+                      (const char *[]){"--endpoints", "127.0.0.1:1", "switchover", "sx",
+                                       "--to", "v1", NULL}));
+    ASSERT_CONTAINS(err, "error elector: switchover: cannot read the election: ");
+    ASSERT_CONTAINS(err, "; check --endpoints");
+    free(out);
+    free(err);
 }

@@ -119,6 +119,34 @@ TEST(observe_fails_when_authentication_is_refused)
     ASSERT_CONTAINS(err, "(from $ETCDCTL_USER NAME:PASSWORD)");
     free(out);
     free(err);
+    /* A user name and no password at all: the hint says where one goes. */
+    const char *env0[] = {"PATH=/usr/bin:/bin", NULL};
+    rc = tool_with_env(&out, &err, env0,
+                       (const char *[]){"--endpoints", eh_endpoints(c), "--user", "root",
+                                        "observe", "x", NULL});
+    tl_log("no password: exit %d: %s", rc, err);
+    ASSERT_EQ(1, rc);
+    ASSERT_CONTAINS(err, "; no password was given: set $ELECTOR_PASSWORD (or "
+                         "$ETCDCTL_PASSWORD) or use --password-file");
+    free(out);
+    free(err);
+    /* A user whose role does not cover the election: the hint names the user and
+     * the prefix it needs. */
+    char user[256];
+    snprintf(user, sizeof(user), "ETCDCTL_USER=%s:%s", EH_USER, EH_USER_PASSWORD);
+    const char *env1[] = {user, "PATH=/usr/bin:/bin", NULL};
+    rc = tool_with_env(
+        &out, &err, env1,
+        (const char *[]){"--endpoints", eh_endpoints(c), "observe", "elsewhere", NULL});
+    tl_log("no permission: exit %d: %s", rc, err);
+    ASSERT_EQ(1, rc);
+    char want[512];
+    snprintf(want, sizeof(want),
+             "; the etcd user '%s' needs read/write permission on the prefix elsewhere/",
+             EH_USER);
+    ASSERT_CONTAINS(err, want);
+    free(out);
+    free(err);
     eh_stop(c);
 }
 
@@ -154,6 +182,43 @@ TEST_WITH_TIMEOUT(observe_reports_the_connection_lost_and_back, 90)
     eh_stop(c);
 }
 
+/* What the client does on its own is said: TLS files that changed but no
+ * longer load (found at the next connection) are an error line, and the
+ * previous ones stay in use (observing goes on). */
+TEST_WITH_TIMEOUT(tls_files_that_no_longer_load_are_said_and_the_old_kept, 60)
+{
+    eh_opts eo = {.members = 1, .tls = 1};
+    eh_cluster *c = eh_start(&eo);
+    ASSERT_NOT_NULL(c);
+    char *dir = tl_tmpdir("tlsnotice"), errp[600], ca[600], cmd[1400];
+    snprintf(errp, sizeof(errp), "%s/err", dir);
+    snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+    snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", eh_cacert(c), ca);
+    ASSERT_EQ(0, tl_run(NULL, (const char *[]){"sh", "-c", cmd, NULL}));
+    eu_child obs;
+    tool_bg_opts bo = {.err_path = errp, .in_fd = -1};
+    tool_bg_ex(&obs, &bo,
+               (const char *[]){"--endpoints", eh_endpoints(c), "--cacert", ca, "--cert",
+                                eh_cert(c), "--key", eh_key(c), "observe", "tn", NULL});
+    ASSERT(wait_contains(errp, "info elector: no leader", 10));
+    FILE *f = fopen(ca, "w");
+    ASSERT_NOT_NULL(f);
+    fprintf(f, "not a certificate\n");
+    fclose(f);
+    ASSERT_OK(eh_member_kill(c, 0));
+    ASSERT(wait_contains(errp, " lost", 10));
+    ASSERT_OK(eh_member_restart(c, 0));
+    ASSERT(wait_contains(errp,
+                         "error elector: the TLS files changed but do not load, the "
+                         "previous ones stay in use: ",
+                         20));
+    ASSERT(wait_contains(errp, "info elector: connected to ", 20));
+    kill(obs.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&obs, 10));
+    free(dir);
+    eh_stop(c);
+}
+
 /* `elector observe x | head -1` returns once head has its line: the closed pipe
  * ends observe quietly (exit 0), without waiting for another leader change. */
 TEST(observe_ends_quietly_when_stdout_is_closed)
@@ -178,6 +243,63 @@ TEST(observe_ends_quietly_when_stdout_is_closed)
     ASSERT(!strstr(err, "error"));
     free(out);
     free(err);
+    eu_cand_free(x);
+    eh_stop(c);
+}
+
+/* etcd down when observe starts: it says so and retries with backoff (without
+ * --fail-fast), then observes once etcd is back, and says that too. */
+TEST_WITH_TIMEOUT(observe_retries_until_etcd_is_reachable, 60)
+{
+    eh_cluster *c = start1();
+    ASSERT_OK(eh_member_stop(c, 0));
+    char *dir = tl_tmpdir("obsretry"), errp[600];
+    snprintf(errp, sizeof(errp), "%s/err", dir);
+    eu_child obs;
+    tool_bg_opts bo = {.err_path = errp, .in_fd = -1};
+    tool_bg_ex(&obs, &bo,
+               (const char *[]){"--endpoints", eh_endpoints(c), "--dial-timeout", "1s",
+                                "observe", "or", NULL});
+    ASSERT(wait_contains(errp,
+                         "warn elector: cannot observe (cannot connect to etcd): etcd "
+                         "unreachable; retrying in ",
+                         10));
+    ASSERT(wait_contains(errp, "(attempt 1; --fail-fast to exit instead)", 1));
+    ASSERT_OK(eh_member_restart(c, 0));
+    ASSERT(wait_contains(errp, "info elector: etcd reached: observing or", 30));
+    eu_cand *x = eu_cand_new(eh_endpoints(c), "or", 5);
+    ASSERT_OK(elector_campaign_sync(x->el, "up", 2, 10000));
+    char line[256];
+    ASSERT_OK(eu_child_expect(&obs, "up", line, sizeof(line), 10000));
+    kill(obs.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&obs, 10));
+    eu_cand_free(x);
+    free(dir);
+    eh_stop(c);
+}
+
+/* A stdout that takes no more (a full disk: /dev/full) is an error, said, exit 1:
+ * observe when it writes the leader, leader when it prints it. */
+TEST(a_failed_write_to_stdout_is_an_error)
+{
+    eh_cluster *c = start1();
+    eu_cand *x = eu_cand_new(eh_endpoints(c), "full", 5);
+    ASSERT_OK(elector_campaign_sync(x->el, "v", 1, 10000));
+    const char *cmds[] = {"observe", "leader"};
+    for (int i = 0; i < 2; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof(cmd), "exec %s --endpoints %s %s full >/dev/full",
+                 ELECTOR_BIN, eh_endpoints(c), cmds[i]);
+        char *out = NULL, *err = NULL;
+        tl_run_opts o = {.err = &err, .timeout_s = 20};
+        int rc = tl_run_ex(&out, (const char *[]){"sh", "-c", cmd, NULL}, &o);
+        tl_log("%s >/dev/full: exit %d: %s", cmds[i], rc, err);
+        ASSERT_EQ(1, rc);
+        ASSERT_CONTAINS(err,
+                        "error elector: cannot write to stdout: No space left on device");
+        free(out);
+        free(err);
+    }
     eu_cand_free(x);
     eh_stop(c);
 }

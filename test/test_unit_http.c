@@ -501,6 +501,17 @@ TEST(start_rejects_malformed_addresses)
     }
 }
 
+TEST(start_rejects_a_host_name_too_long)
+{
+    char addr[400], err[512] = "";
+    memset(addr, 'h', 300);
+    snprintf(addr + 300, sizeof(addr) - 300, ":8080");
+    ASSERT_NULL(tool_http_start(addr, fake_view, NULL, err, sizeof(err)));
+    tl_log("%s", err);
+    ASSERT_CONTAINS(err, "invalid HTTP address 'hhhh");
+    ASSERT_CONTAINS(err, "h:8080': host name too long");
+}
+
 TEST(start_reports_a_port_in_use)
 {
     fake_init("svc");
@@ -650,6 +661,22 @@ TEST(http_healthz_both_ways)
     r = fetch(h, NULL, "/healthz?leader=0"); /* explicitly not asking */
     ASSERT_EQ(200, r.code);
     free(r.body);
+
+    /* --health-cmd: its state in the body; the status is still the session's. */
+    fake.v.health = "unhealthy";
+    fake.v.health_failures = 3;
+    r = fetch(h, NULL, "/healthz");
+    ASSERT_EQ(200, r.code);
+    ASSERT_STREQ("ok\nhealth: unhealthy (3 failures)\n", r.body);
+    free(r.body);
+    fake.v.session_healthy = false;
+    fake.v.health = "healthy";
+    fake.v.health_failures = 0;
+    r = fetch(h, NULL, "/healthz");
+    ASSERT_EQ(503, r.code);
+    ASSERT_STREQ("unhealthy\nhealth: healthy\n", r.body);
+    free(r.body);
+    fake.v.health = NULL;
     tool_http_stop(h);
 }
 
@@ -678,6 +705,14 @@ TEST(http_unknown_path_and_method)
                                         "some=form&data=1", url_of(h, "/healthz"), NULL},
                        &out));
     ASSERT_STREQ("method not allowed\n405", out);
+    free(out);
+    /* A GET with a body: the body is ignored, the GET answered. */
+    ASSERT_EQ(0,
+              run_curl(h,
+                       (const char *[]){"-o", "-", "-w", "%{http_code}", "-X", "GET",
+                                        "-d", "ignored=1", url_of(h, "/healthz"), NULL},
+                       &out));
+    ASSERT_STREQ("unhealthy\n503", out);
     free(out);
     /* The 405 names what is allowed. */
     ASSERT_EQ(

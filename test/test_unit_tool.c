@@ -7,6 +7,7 @@
 #include <string.h>
 #include "json_check.h"
 #include "text/log.h"
+#include "options/help.h"
 #include "options/opts.h"
 #include "text/output.h"
 #include "options/secret.h"
@@ -697,6 +698,67 @@ TEST(log_lines_carry_time_and_level)
                  j);
     check_json(j);
     free(j);
+}
+
+/* A message longer than tool_log's stack buffer (2 KiB) is written whole, on one
+ * line, not cut at the buffer's size. */
+TEST(log_writes_a_long_message_whole)
+{
+    char *dir = tl_tmpdir("longlog"), path[512];
+    snprintf(path, sizeof(path), "%s/err", dir);
+    fflush(stderr);
+    int saved = dup(2);
+    ASSERT(saved >= 0);
+    FILE *f = fopen(path, "w+");
+    ASSERT_NOT_NULL(f);
+    ASSERT(dup2(fileno(f), 2) == 2);
+    char *msg = malloc(5001);
+    ASSERT_NOT_NULL(msg);
+    memset(msg, 'm', 5000);
+    msg[4999] = 'Z'; /* the last byte shows nothing was cut */
+    msg[5000] = 0;
+    tool_log_setup(LOG_INFO, LOGFMT_TEXT);
+    tool_log(LOG_WARN, "long: %s.", msg);
+    tool_log(LOG_DEBUG, "not enabled: %s", msg);
+    fflush(stderr);
+    ASSERT(dup2(saved, 2) == 2);
+    close(saved);
+    rewind(f);
+    char *got = malloc(8192);
+    ASSERT_NOT_NULL(got);
+    size_t n = fread(got, 1, 8191, f);
+    got[n] = 0;
+    fclose(f);
+    ASSERT(strstr(got, " warn elector: long: mmm") != NULL);
+    char *nl = strchr(got, '\n');
+    ASSERT_NOT_NULL(nl);
+    ASSERT_EQ((size_t)(nl - got) + 1, n); /* one line: the debug one is not written */
+    ASSERT(nl - got > 5000);
+    ASSERT(!memcmp(nl - 3, "mZ.", 3));
+    free(got);
+    free(msg);
+    free(dir);
+}
+
+/* `COMMAND --help` is COMMAND's help for every command, version and help too;
+ * `help help` is help's (as `help lock` is lock's). */
+TEST(help_of_version_and_help_is_their_own)
+{
+    tool_opts o;
+    char err[256];
+    ASSERT_OK(parse(&o, err, (const char *[]){"version", "--help", NULL}));
+    ASSERT_EQ(CMD_VERSION, o.help_cmd);
+    ASSERT_OK(parse(&o, err, (const char *[]){"help", "--help", NULL}));
+    ASSERT_EQ(CMD_HELP, o.help_cmd);
+    ASSERT_OK(parse(&o, err, (const char *[]){"help", "help", NULL}));
+    ASSERT_EQ(CMD_HELP, o.help_cmd);
+    ASSERT_OK(parse(&o, err, (const char *[]){"help", "--help", "lock", NULL}));
+    ASSERT_EQ(CMD_LOCK, o.help_cmd);
+    ASSERT_OK(parse(&o, err, (const char *[]){"--help", NULL}));
+    ASSERT_EQ(CMD_NONE, o.help_cmd);
+    ASSERT(strstr(tool_help(CMD_VERSION), "Usage: elector version\n") != NULL);
+    ASSERT(strstr(tool_help(CMD_HELP), "Usage: elector help [COMMAND]\n") != NULL);
+    ASSERT(strstr(tool_help(CMD_NONE), "Usage: elector [OPTIONS] COMMAND") != NULL);
 }
 
 TEST(base64_encodes_and_decodes)

@@ -114,6 +114,13 @@ TEST(password_file_first_line_and_mode_warning)
     ASSERT_NULL(pw);
     ASSERT_STREQ("cannot read --password-file /nonexistent/pw: No such file or directory",
                  err);
+    /* A directory opens, but reading it fails: said, no password. */
+    err[0] = 0;
+    pw = tool_password_read(dir, err, sizeof(err), warn, sizeof(warn));
+    ASSERT_NULL(pw);
+    char want[400];
+    snprintf(want, sizeof(want), "cannot read --password-file %s: Is a directory", dir);
+    ASSERT_STREQ(want, err);
     free(dir);
 }
 

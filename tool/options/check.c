@@ -7,7 +7,11 @@
  * check (help, version), or EXIT_USAGE. */
 static int check_command(tool_opts *o, char *err, size_t cap)
 {
-    if (o->cmd == CMD_HELP || o->cmd == CMD_VERSION) return 1;
+    if (o->cmd == CMD_HELP || o->cmd == CMD_VERSION) {
+        /* version --help, help --help: that command's help, as for the others */
+        if (o->help && o->help_cmd == CMD_NONE) o->help_cmd = o->cmd;
+        return 1;
+    }
     if (o->help) {
         o->help_cmd = o->cmd;
         return 1;

@@ -68,7 +68,6 @@ static int positional(tool_opts *o, const char *a, int *npos, char *err, size_t 
         if (o->help_cmd == CMD_NONE)
             return tool_usage_err(
                 err, cap, "help: unknown command '%.100s' (commands: " CMD_LIST ")", a);
-        if (o->help_cmd == CMD_HELP) o->help_cmd = CMD_NONE;
         (*npos)++;
         return 0;
     }
