@@ -476,11 +476,11 @@ def main():
     cmap = None
     if a.select:
         file_tests = {f: tests_for(f, override, True) for f, _, ms, _ in plan if ms}
-        key = tree_hash(root, file_tests, repr(file_tests))
+        key = tree_hash(root, [], repr(SELECT_TESTS) + repr(override))
         if a.map and os.path.exists(a.map):
             with open(a.map) as fh:
                 saved = json.load(fh)
-            if saved.get("key") == key:
+            if saved.get("key") == key and all(f in saved["map"]["lines"] for f in file_tests):
                 cmap = saved["map"]
                 print(f"mutate: coverage map from {a.map}", flush=True)
         if cmap is None:
