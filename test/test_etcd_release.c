@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -687,4 +688,42 @@ TEST(release_helper_refuses_bad_orders)
      * wait 2 s for the pidfd, then also exit 0). */
     ASSERT_LT(tl_now() - t0, 1.5);
     free(errs);
+}
+
+/* A helper that cannot be started (a file that is executable but no program:
+ * posix_spawn fails with ENOEXEC): the session works, without a helper, and
+ * says so (elector_session_helper() is an error, not a pid). */
+TEST_WITH_TIMEOUT(release_helper_that_cannot_start_leaves_the_session_alive, 60)
+{
+    setup();
+    eh_cluster *c = eh_start(&(eh_opts){0});
+    ASSERT_NOT_NULL(c);
+    char path[] = "/tmp/elector-not-a-program-XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT(fd >= 0);
+    ASSERT_EQ(4, write(fd, "\x01\x02\x03\x04", 4));
+    ASSERT_OK(fchmod(fd, 0755));
+    close(fd);
+    char *old = strdup(getenv("ELECTOR_RELEASE_HELPER"));
+    setenv("ELECTOR_RELEASE_HELPER", path, 1);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.release_on_exit = true;
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    int rc = elector_session_wait(s, 10000);
+    setenv("ELECTOR_RELEASE_HELPER", old, 1);
+    free(old);
+    unlink(path);
+    ASSERT_EQ(0, rc);
+    ASSERT_EQ(ELECTOR_EINVAL, elector_session_helper(s));
+    ASSERT(elector_session_alive(s));
+    ASSERT_EQ(0, elector_session_close_sync(s, 5000));
+    elector_etcd_free(e);
+    eh_stop(c);
 }
