@@ -545,13 +545,13 @@ static void on_keepalive(conn *c, stream *st, const uint8_t *p, size_t n)
     if (!q) abort();
     static int renewals;
     renewals++;
-    if (O->attack == HS_KEEPALIVE_TOKEN ||
+    if (O->attack == HS_KEEPALIVE_TOKEN || O->attack == HS_KEEPALIVE_TOKEN_NO_RST ||
         (O->attack == HS_KEEPALIVE_TOKEN_ONCE && keepalive_streams == 1)) {
         if (!st->responded) {
             /* As grpc-go ends a stream the client has not half-closed: the
              * trailers, then RST_STREAM(NO_ERROR). */
             refuse(c, st, "3", "etcdserver: invalid auth token");
-            st->rst_after = true;
+            st->rst_after = O->attack != HS_KEEPALIVE_TOKEN_NO_RST;
         }
     } else if (O->attack == HS_KEEPALIVE_HUGE) {
         if (!st->gen) {

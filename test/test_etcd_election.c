@@ -524,6 +524,21 @@ TEST_WITH_TIMEOUT(session_close_async_tells_when_the_lease_is_revoked, 60)
     ASSERT_EQ(1, r[0]);
     ASSERT_EQ(ELECTOR_ECANCELED, r[1]);
     ASSERT_EQ(0, elector_session_close_async(NULL, 0, closed_cb, r));
+
+    /* Without a callback: elector_session_close(), the revoke sent by the loop. */
+    a = eu_cand_new(eh_endpoints(c), "ca", 30);
+    snprintf(lease, sizeof(lease), "%llx", (long long)elector_session_lease(a->s));
+    ASSERT_EQ(0, elector_session_close_async(a->s, 3000, NULL, NULL));
+    a->s = NULL;
+    bool gone = false;
+    for (int i = 0; i < 30 && !gone; i++) {
+        eu_pump(100);
+        ASSERT_OK(eh_etcdctl(c, &out, "lease", "list", NULL));
+        gone = !strstr(out, lease);
+        free(out);
+    }
+    ASSERT(gone); /* revoked, not left to its TTL of 30 s */
+    eu_cand_free(a);
     eh_stop(c);
 }
 

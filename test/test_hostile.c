@@ -1097,6 +1097,16 @@ TEST(lib_keepalive_token_error_sends_the_renewals_again_once)
     ASSERT_EQ(ELECTOR_ETOKEN, o.err);
     ASSERT_EQ(0, o.events); /* ETOKEN above: settled by the error, not the deadline */
     hs_stop(&s);
+    /* The same without the RST_STREAM after the trailers: the stream is over all
+     * the same (it ended with its status), not left open until the deadline. */
+    start(&s, HS_KEEPALIVE_TOKEN_NO_RST, false);
+    run_lib(lib_keepalive_token, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("every stream refused, no reset: %d renewals answered, err %s in %.2f s",
+           o.events, elector_err_name(o.err), o.secs);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_ETOKEN, o.err);
+    ASSERT_EQ(0, o.events);
+    hs_stop(&s);
 }
 
 /* Renewals without answers (the server stopped): each is settled ETIMEDOUT at
@@ -1227,6 +1237,49 @@ TEST(lib_late_grant_is_confirmed_or_granted_again)
     tl_log("adopted lease confirmed late: %s", elector_err_name(o.err));
     ASSERT_EQ(0, sig);
     ASSERT_EQ(ELECTOR_ETIMEDOUT, o.err);
+    hs_stop(&s);
+}
+
+/* A process stalled (the loop not run) past the session's validity deadline:
+ * when the loop runs again the renewal that is due is not sent (too late to
+ * renew: nothing may count on a lease whose deadline passed), the session
+ * ends. events: keepalives sent after the stall; err: 1 if the session ended. */
+static void lib_stall(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 1;
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    if (!s || elector_session_wait(s, 5000)) _exit(6);
+    elector_etcd_stats a, b;
+    elector_etcd_get_stats(e, &a);
+    tl_msleep(1100); /* past the deadline (1 s - 0.2 s margin), loop not run */
+    for (int i = 0; i < 5; i++)
+        elector_etcd_run_once(e, 0);
+    elector_etcd_get_stats(e, &b);
+    o->events = (int)(b.requests[ELECTOR_RPC_LEASE_KEEPALIVE] -
+                      a.requests[ELECTOR_RPC_LEASE_KEEPALIVE]);
+    o->err = !elector_session_alive(s);
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    elector_session_close(s);
+    elector_etcd_free(e);
+}
+
+TEST(lib_session_stalled_past_its_deadline_is_not_renewed)
+{
+    hs_server s;
+    lib_out o;
+    long rss;
+    int sig;
+    start(&s, HS_NONE, false);
+    run_lib(lib_stall, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("stalled 1.1 s (TTL 1 s): ended %d, keepalives sent after %d", o.err,
+           o.events);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(1, o.err);
+    ASSERT_EQ(0, o.events);
     hs_stop(&s);
 }
 
