@@ -25,12 +25,22 @@ static const char *key_of(eu_cand *c, char *buf, size_t cap)
     return buf;
 }
 
+static void count_elected(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el;
+    if (ev->type == ELECTOR_EV_ELECTED) ++*(int *)ud;
+}
+
 TEST(campaign_alone_is_elected_with_etcd_compatible_key)
 {
     eh_cluster *c = start1();
     eu_cand *a = eu_cand_new(eh_endpoints(c), "svc", 5);
+    ASSERT_STREQ("svc", elector_election_name(a->el));
+    int logged = 0; /* the belief log sees ELECTED beside the main callback */
+    elector_election_set_log(a->el, count_elected, &logged);
     ASSERT_OK(elector_campaign_sync(a->el, "alpha", 5, 5000));
     ASSERT(elector_is_leader(a->el));
+    ASSERT_EQ(1, logged);
     char want[64], key[256];
     snprintf(want, sizeof(want), "svc/%llx",
              (unsigned long long)elector_session_lease(a->s));

@@ -1110,7 +1110,8 @@ TEST(lib_keepalive_token_error_sends_the_renewals_again_once)
 }
 
 /* Renewals without answers (the server stopped): each is settled ETIMEDOUT at
- * its own deadline, a later one first when its deadline is earlier; one still
+ * its own deadline, a later one first when its deadline is earlier; their
+ * answers, when the server wakes, call nobody back again; one still
  * pending when the client is freed gets its callback once, with an error. events:
  * 1 if all went so; msg: what went wrong. */
 static void lib_keepalive_deadlines(const char *endpoint, lib_out *o, void *arg)
@@ -1143,6 +1144,14 @@ static void lib_keepalive_deadlines(const char *endpoint, lib_out *o, void *arg)
                  first, second);
         goto out;
     }
+    /* The server wakes and answers both: late answers call nobody back again. */
+    kill(srv->pid, SIGCONT);
+    ka_run_until(e, &k, 4, 0.5);
+    if (k.n != 3) {
+        snprintf(o->msg, sizeof(o->msg), "late answers: %d callbacks", k.n);
+        goto out;
+    }
+    kill(srv->pid, SIGSTOP);
     if (elector_etcd_keepalive(e, 4, 3000, ka_logged, &gone)) _exit(6);
     elector_etcd_run_once(e, 50);
     elector_etcd_free(e);
