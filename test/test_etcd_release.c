@@ -186,10 +186,11 @@ static double handover(owner *o, eu_cand *next, char how, int *status)
     return i < 0 ? -1 : (double)(t1 - t0) / 1e6;
 }
 
-static void one_crash(eh_cluster *c, const char *name, char how, double *ms)
+static void one_crash_env(eh_cluster *c, const char *name, char how, double *ms,
+                          char *const *env)
 {
     owner o;
-    ASSERT_OK(owner_start(&o, eh_endpoints(c), name, NULL));
+    ASSERT_OK(owner_start(&o, eh_endpoints(c), name, env));
     ASSERT_GT(o.helper, 0);
     ASSERT_EQ(0, kill(o.helper, 0));
     eu_cand *next = successor(eh_endpoints(c), name);
@@ -204,6 +205,11 @@ static void one_crash(eh_cluster *c, const char *name, char how, double *ms)
     /* The helper revoked and exited 0 (under ASan: without a report). */
     ASSERT_EQ(0, helper_reap(o.helper));
     eu_cand_free(next);
+}
+
+static void one_crash(eh_cluster *c, const char *name, char how, double *ms)
+{
+    one_crash_env(c, name, how, ms, NULL);
 }
 
 TEST_WITH_TIMEOUT(release_sigkill_ten_times, 300)
@@ -725,5 +731,21 @@ TEST_WITH_TIMEOUT(release_helper_that_cannot_start_leaves_the_session_alive, 60)
     ASSERT(elector_session_alive(s));
     ASSERT_EQ(0, elector_session_close_sync(s, 5000));
     elector_etcd_free(e);
+    eh_stop(c);
+}
+
+/* An owner whose fd 0 is free when the helper starts: the helper's socket is
+ * made at fd 0 and moved above 3 before the spawn (else its dup2 to 0 and the
+ * pidfd's to 3 could overwrite each other): the helper still gets its orders
+ * and revokes at the owner's death. */
+TEST_WITH_TIMEOUT(release_owner_with_fd_0_free, 60)
+{
+    setup();
+    eh_cluster *c = eh_start(&(eh_opts){0});
+    ASSERT_NOT_NULL(c);
+    double ms;
+    char *env[] = {"RO_LOW_FD=1", NULL};
+    one_crash_env(c, "release-lowfd", 'k', &ms, env);
+    printf("fd 0 free at the spawn: SIGKILL handover %.1f ms\n", ms);
     eh_stop(c);
 }
