@@ -10,7 +10,7 @@
  * Usage: release_owner ENDPOINTS NAME; RO_USER and RO_PASSWORD (environment)
  * give credentials, RO_CACERT, RO_CERT and RO_KEY the TLS files, RO_TTL the TTL
  * in seconds (default 10), RO_LOW_FD (set) leaves fd 0 free when the session
- * starts its helper. */
+ * starts its helper, RO_NOFILE (set) no descriptor left for it. */
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -51,6 +51,20 @@ int main(int argc, char **argv)
         inf = in >= 0 ? fdopen(in, "r") : NULL;
         if (!inf) return 2;
         close(0);
+    }
+    if (getenv("RO_NOFILE")) {
+        /* Connected first (a session, closed), then no descriptor left: the
+         * helper's socketpair fails. */
+        elector_session *warm = elector_session_new(e, NULL, NULL, NULL);
+        if (!warm || elector_session_wait(warm, 10000) ||
+            elector_session_close_sync(warm, 5000))
+            return 2;
+        int f = dup(1);
+        close(f);
+        struct rlimit rl;
+        getrlimit(RLIMIT_NOFILE, &rl);
+        rl.rlim_cur = (rlim_t)f;
+        if (setrlimit(RLIMIT_NOFILE, &rl)) return 2;
     }
     elector_session *s = elector_session_new(e, &sc, NULL, NULL);
     if (!s || elector_session_wait(s, 10000)) return 2;

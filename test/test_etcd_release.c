@@ -749,3 +749,25 @@ TEST_WITH_TIMEOUT(release_owner_with_fd_0_free, 60)
     printf("fd 0 free at the spawn: SIGKILL handover %.1f ms\n", ms);
     eh_stop(c);
 }
+
+/* No descriptor left for the helper's socket (RLIMIT_NOFILE reached): the
+ * session works without a helper and says why (elector_session_helper() is
+ * ELECTOR_ENOMEM: out of resources, not a pid). */
+TEST_WITH_TIMEOUT(release_helper_without_descriptors_leaves_the_session_alive, 60)
+{
+    setup();
+    eh_cluster *c = eh_start(&(eh_opts){0});
+    ASSERT_NOT_NULL(c);
+    owner o;
+    char *env[] = {"RO_NOFILE=1", NULL};
+    ASSERT_OK(owner_start(&o, eh_endpoints(c), "release-nofile", env));
+    ASSERT_EQ(ELECTOR_ENOMEM, o.helper); /* and it was elected: the session works */
+    owner_say(&o, "c\n");
+    char line[256];
+    ASSERT_OK(eu_child_expect(&o.ch, "closed ", line, sizeof(line), 10000));
+    ASSERT_STREQ("closed 0 0", line); /* closed, the lease revoked: 0 */
+    owner_say(&o, "q\n");
+    int st = owner_reap(&o);
+    ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    eh_stop(c);
+}
