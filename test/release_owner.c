@@ -41,6 +41,14 @@ int main(int argc, char **argv)
     elector_session_config_init(&sc);
     sc.ttl_s = getenv("RO_TTL") ? atoi(getenv("RO_TTL")) : 10;
     sc.release_on_exit = !getenv("RO_NO_RELEASE");
+    if (getenv("RO_LOW_FD") || getenv("RO_NOFILE")) {
+        /* Connected first (a session, closed): the descriptors below are then
+         * free or not when the helper starts, whatever the client needs. */
+        elector_session *warm = elector_session_new(e, NULL, NULL, NULL);
+        if (!warm || elector_session_wait(warm, 10000) ||
+            elector_session_close_sync(warm, 5000))
+            return 2;
+    }
     /* RO_LOW_FD: fd 0 free when the helper is started (its socket then gets
      * fd 0, which the library must move out of the way of the spawn's dup2s);
      * the orders are read from a copy of stdin. */
@@ -53,12 +61,7 @@ int main(int argc, char **argv)
         close(0);
     }
     if (getenv("RO_NOFILE")) {
-        /* Connected first (a session, closed), then no descriptor left: the
-         * helper's socketpair fails. */
-        elector_session *warm = elector_session_new(e, NULL, NULL, NULL);
-        if (!warm || elector_session_wait(warm, 10000) ||
-            elector_session_close_sync(warm, 5000))
-            return 2;
+        /* No descriptor left: the helper's socketpair fails. */
         int f = dup(1);
         close(f);
         struct rlimit rl;
