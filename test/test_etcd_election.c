@@ -270,6 +270,23 @@ TEST(proclaim_is_seen_by_observers_and_leader_query)
     eh_stop(c);
 }
 
+/* A proclaim still in flight when its election is freed: the answer comes to
+ * nobody (no PROCLAIMED after the free). */
+TEST(proclaim_answered_after_the_election_is_freed_calls_nobody)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "pf", 10);
+    ASSERT_OK(elector_campaign_sync(a->el, "one", 3, 5000));
+    int before = a->n;
+    ASSERT_OK(elector_proclaim(a->el, "two", 3));
+    elector_election_free(a->el); /* before the loop sent or heard anything */
+    a->el = NULL;
+    eu_pump(300);
+    ASSERT_EQ(before, a->n);
+    eu_cand_free(a);
+    eh_stop(c);
+}
+
 TEST(observer_reports_lowest_create_revision_not_first_event)
 {
     eh_cluster *c = start1();

@@ -1295,6 +1295,100 @@ TEST(lib_session_stalled_past_its_deadline_is_not_renewed)
     hs_stop(&s);
 }
 
+/* A leader whose watch of its own key breaks the protocol (a message announcing
+ * 4 GiB): the leadership cannot be followed any more, so it is LOST (EPROTO),
+ * not kept on a silent watch. events: 1 ELECTED then 1 LOST; err: the LOST's
+ * reason. */
+struct lose_out {
+    int elected, lost, reason;
+};
+
+static void lose_cb(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el;
+    struct lose_out *l = ud;
+    if (ev->type == ELECTOR_EV_ELECTED) l->elected++;
+    if (ev->type == ELECTOR_EV_LOST) {
+        l->lost++;
+        l->reason = ev->reason;
+    }
+}
+
+static void lib_leader_watch(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    if (!s || elector_session_wait(s, 5000)) _exit(6);
+    struct lose_out l = {0};
+    elector_election *el = elector_election_new(s, "e", lose_cb, &l);
+    if (!el || elector_campaign(el, "v", 1)) _exit(6);
+    double end = tl_now() + 8;
+    while (tl_now() < end && !l.lost)
+        elector_etcd_run_once(e, 50);
+    o->events = l.elected == 1 && l.lost == 1 && !elector_is_leader(el);
+    o->err = l.reason;
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    elector_election_free(el);
+    elector_session_close(s);
+    elector_etcd_free(e);
+}
+
+TEST(lib_leader_whose_watch_breaks_the_protocol_is_lost)
+{
+    hs_server s;
+    lib_out o;
+    long rss;
+    int sig;
+    start(&s, HS_WATCH_HUGE, false);
+    run_lib(lib_leader_watch, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("leader's watch announcing 4 GiB: LOST %s (%s)", elector_err_name(o.err),
+           o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(1, o.events);
+    ASSERT_EQ(ELECTOR_EPROTO, o.err);
+    hs_stop(&s);
+}
+
+/* A session that is dead (its adopted lease is gone) still makes election
+ * handles, but a campaign on it is refused at once (ESESSION), and an election
+ * without a name is refused (NULL). events: what held. */
+static void lib_dead_session(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.lease_id = 0x694d0001;
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    if (!s) _exit(6);
+    int w = elector_session_wait(s, 5000);
+    elector_election *none = elector_election_new(s, "", NULL, NULL);
+    elector_election *el = elector_election_new(s, "e", NULL, NULL);
+    o->err = el ? elector_campaign(el, "v", 1) : -1000;
+    o->events = (w == ELECTOR_ELEASE) + 2 * (none == NULL) + 4 * (el != NULL) +
+                8 * (el && !elector_is_leader(el));
+    elector_election_free(el);
+    elector_session_close(s);
+    elector_etcd_free(e);
+}
+
+TEST(lib_campaign_on_a_dead_session_is_refused)
+{
+    hs_server s;
+    lib_out o;
+    long rss;
+    int sig;
+    start(&s, HS_KEEPALIVE_GONE_ONCE, false);
+    run_lib(lib_dead_session, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("campaign on a dead session: %s (checks %d of 15)", elector_err_name(o.err),
+           o.events);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(15, o.events);
+    ASSERT_EQ(ELECTOR_ESESSION, o.err);
+    hs_stop(&s);
+}
+
 /* ---------------------------------------------------------------- library: TLS */
 
 static elector_etcd *tls_client(const char *endpoint, const char *ca)
