@@ -77,6 +77,19 @@ typedef enum hs_attack {
     /* etcd overloaded: the first 2 LeaseGrants and the first 3 Txns are answered
      * "etcdserver: too many requests" (grpc-status 2), then all is well. */
     HS_BUSY,
+    /* LeaseKeepAlive streams ended at their first request with grpc-status 3,
+     * "etcdserver: invalid auth token" (what etcd 3.5 does to a stream opened
+     * after the token expired), then RST_STREAM(NO_ERROR) as grpc-go does: */
+    HS_KEEPALIVE_TOKEN_ONCE,   /* the server's first stream only; later ones answer */
+    HS_KEEPALIVE_TOKEN,        /* every stream */
+    HS_KEEPALIVE_TOKEN_NO_RST, /* every stream, the trailers without the RST_STREAM
+                                  that grpc-go sends after them (RFC 9113 8.1: a
+                                  server MAY send it; a proxy may not) */
+    /* LeaseKeepAlive: the server's first renewal is answered TTL 0 ("lease not
+     * found"), later ones normally. */
+    HS_KEEPALIVE_GONE_ONCE,
+    /* LeaseKeepAlive: every renewal is answered TTL 1 (not 10). */
+    HS_KEEPALIVE_TTL1,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

@@ -9,7 +9,8 @@
  *   q  exit(0)
  * Usage: release_owner ENDPOINTS NAME; RO_USER and RO_PASSWORD (environment)
  * give credentials, RO_CACERT, RO_CERT and RO_KEY the TLS files, RO_TTL the TTL
- * in seconds (default 10). */
+ * in seconds (default 10), RO_LOW_FD (set) leaves fd 0 free when the session
+ * starts its helper, RO_NOFILE (set) no descriptor left for it. */
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -40,6 +41,34 @@ int main(int argc, char **argv)
     elector_session_config_init(&sc);
     sc.ttl_s = getenv("RO_TTL") ? atoi(getenv("RO_TTL")) : 10;
     sc.release_on_exit = !getenv("RO_NO_RELEASE");
+    if (getenv("RO_LOW_FD") || getenv("RO_NOFILE")) {
+        /* Connected first (a session, closed): the descriptors below are then
+         * free or not when the helper starts, whatever the client needs. */
+        elector_session *warm = elector_session_new(e, NULL, NULL, NULL);
+        if (!warm || elector_session_wait(warm, 10000) ||
+            elector_session_close_sync(warm, 5000))
+            return 2;
+    }
+    /* RO_LOW_FD: fd 0 free when the helper is started (its socket then gets
+     * fd 0, which the library must move out of the way of the spawn's dup2s);
+     * the orders are read from a copy of stdin. */
+    int in = 0;
+    FILE *inf = stdin;
+    if (getenv("RO_LOW_FD")) {
+        in = dup(0);
+        inf = in >= 0 ? fdopen(in, "r") : NULL;
+        if (!inf) return 2;
+        close(0);
+    }
+    if (getenv("RO_NOFILE")) {
+        /* No descriptor left: the helper's socketpair fails. */
+        int f = dup(1);
+        close(f);
+        struct rlimit rl;
+        getrlimit(RLIMIT_NOFILE, &rl);
+        rl.rlim_cur = (rlim_t)f;
+        if (setrlimit(RLIMIT_NOFILE, &rl)) return 2;
+    }
     elector_session *s = elector_session_new(e, &sc, NULL, NULL);
     if (!s || elector_session_wait(s, 10000)) return 2;
     elector_election *el = elector_election_new(s, argv[2], NULL, NULL);
@@ -52,14 +81,14 @@ int main(int argc, char **argv)
            (unsigned long long)elector_session_lease(s));
     fflush(stdout);
     for (;;) {
-        struct pollfd p[2] = {{.fd = 0, .events = POLLIN},
+        struct pollfd p[2] = {{.fd = in, .events = POLLIN},
                               {.fd = elector_etcd_fd(e), .events = POLLIN}};
         int64_t t = elector_etcd_timeout(e);
         poll(p, 2, (int)(t < 0 || t > 1000 ? 1000 : t));
         elector_etcd_process(e);
         if (!p[0].revents) continue;
         char line[64];
-        if (!fgets(line, sizeof(line), stdin)) return 0;
+        if (!fgets(line, sizeof(line), inf)) return 0;
         if (line[0] == 's') {
             struct rlimit rl = {0, 0};
             setrlimit(RLIMIT_CORE, &rl);

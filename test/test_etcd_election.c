@@ -25,12 +25,22 @@ static const char *key_of(eu_cand *c, char *buf, size_t cap)
     return buf;
 }
 
+static void count_elected(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el;
+    if (ev->type == ELECTOR_EV_ELECTED) ++*(int *)ud;
+}
+
 TEST(campaign_alone_is_elected_with_etcd_compatible_key)
 {
     eh_cluster *c = start1();
     eu_cand *a = eu_cand_new(eh_endpoints(c), "svc", 5);
+    ASSERT_STREQ("svc", elector_election_name(a->el));
+    int logged = 0; /* the belief log sees ELECTED beside the main callback */
+    elector_election_set_log(a->el, count_elected, &logged);
     ASSERT_OK(elector_campaign_sync(a->el, "alpha", 5, 5000));
     ASSERT(elector_is_leader(a->el));
+    ASSERT_EQ(1, logged);
     char want[64], key[256];
     snprintf(want, sizeof(want), "svc/%llx",
              (unsigned long long)elector_session_lease(a->s));
@@ -256,6 +266,23 @@ TEST(proclaim_is_seen_by_observers_and_leader_query)
     elector_observer_free(o);
     eu_unregister_client(oe);
     elector_etcd_free(oe);
+    eu_cand_free(a);
+    eh_stop(c);
+}
+
+/* A proclaim still in flight when its election is freed: the answer comes to
+ * nobody (no PROCLAIMED after the free). */
+TEST(proclaim_answered_after_the_election_is_freed_calls_nobody)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "pf", 10);
+    ASSERT_OK(elector_campaign_sync(a->el, "one", 3, 5000));
+    int before = a->n;
+    ASSERT_OK(elector_proclaim(a->el, "two", 3));
+    elector_election_free(a->el); /* before the loop sent or heard anything */
+    a->el = NULL;
+    eu_pump(300);
+    ASSERT_EQ(before, a->n);
     eu_cand_free(a);
     eh_stop(c);
 }
@@ -524,6 +551,21 @@ TEST_WITH_TIMEOUT(session_close_async_tells_when_the_lease_is_revoked, 60)
     ASSERT_EQ(1, r[0]);
     ASSERT_EQ(ELECTOR_ECANCELED, r[1]);
     ASSERT_EQ(0, elector_session_close_async(NULL, 0, closed_cb, r));
+
+    /* Without a callback: elector_session_close(), the revoke sent by the loop. */
+    a = eu_cand_new(eh_endpoints(c), "ca", 30);
+    snprintf(lease, sizeof(lease), "%llx", (long long)elector_session_lease(a->s));
+    ASSERT_EQ(0, elector_session_close_async(a->s, 3000, NULL, NULL));
+    a->s = NULL;
+    bool gone = false;
+    for (int i = 0; i < 30 && !gone; i++) {
+        eu_pump(100);
+        ASSERT_OK(eh_etcdctl(c, &out, "lease", "list", NULL));
+        gone = !strstr(out, lease);
+        free(out);
+    }
+    ASSERT(gone); /* revoked, not left to its TTL of 30 s */
+    eu_cand_free(a);
     eh_stop(c);
 }
 

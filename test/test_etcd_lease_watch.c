@@ -572,6 +572,31 @@ TEST(revoke_deletes_attached_keys_and_unknown_revoke_gives_elease)
     eh_stop(c);
 }
 
+/* elector_etcd_lease_revoke_sync (the guard's and the release helper's revoke):
+ * a member that does not answer is waited for (and tried again) until the deadline given,
+ * then the timeout is returned; once it answers, the lease is revoked (0), and a lease
+ * already gone counts as revoked (0, not ELECTOR_ELEASE). */
+TEST(revoke_sync_tries_until_its_deadline_then_revokes)
+{
+    eh_cluster *c = start1();
+    elector_etcd *e = client(eh_endpoints(c));
+    int64_t id = grant_ok(e, 30);
+    ASSERT_OK(eh_member_pause(c, 0));
+    double t0 = tl_now();
+    int rc = elector_etcd_lease_revoke_sync(e, id, elector_now_ns() + 800000000);
+    double took = tl_now() - t0;
+    ASSERT_OK(eh_member_resume(c, 0));
+    tl_log("member paused: %s after %.2f s (deadline 0.8 s)", elector_err_name(rc), took);
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, rc);
+    ASSERT_GE(took, 0.7); /* not given up before the deadline */
+    ASSERT_EQ(0, elector_etcd_lease_revoke_sync(e, id, elector_now_ns() + 5000000000LL));
+    int64_t ttl = 99;
+    ASSERT_EQ(ELECTOR_ELEASE, keepalive1(e, id, &ttl)); /* revoked */
+    ASSERT_EQ(0, elector_etcd_lease_revoke_sync(e, id, elector_now_ns() + 5000000000LL));
+    elector_etcd_free(e);
+    eh_stop(c);
+}
+
 TEST(lease_without_keepalive_expires_and_its_key_vanishes)
 {
     eh_cluster *c = start1();

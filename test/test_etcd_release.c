@@ -15,6 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "elect_util.h"
@@ -183,10 +186,11 @@ static double handover(owner *o, eu_cand *next, char how, int *status)
     return i < 0 ? -1 : (double)(t1 - t0) / 1e6;
 }
 
-static void one_crash(eh_cluster *c, const char *name, char how, double *ms)
+static void one_crash_env(eh_cluster *c, const char *name, char how, double *ms,
+                          char *const *env)
 {
     owner o;
-    ASSERT_OK(owner_start(&o, eh_endpoints(c), name, NULL));
+    ASSERT_OK(owner_start(&o, eh_endpoints(c), name, env));
     ASSERT_GT(o.helper, 0);
     ASSERT_EQ(0, kill(o.helper, 0));
     eu_cand *next = successor(eh_endpoints(c), name);
@@ -201,6 +205,11 @@ static void one_crash(eh_cluster *c, const char *name, char how, double *ms)
     /* The helper revoked and exited 0 (under ASan: without a report). */
     ASSERT_EQ(0, helper_reap(o.helper));
     eu_cand_free(next);
+}
+
+static void one_crash(eh_cluster *c, const char *name, char how, double *ms)
+{
+    one_crash_env(c, name, how, ms, NULL);
 }
 
 TEST_WITH_TIMEOUT(release_sigkill_ten_times, 300)
@@ -544,4 +553,222 @@ TEST(release_helper_by_hand)
     ASSERT_CONTAINS(errs, "usage");
     free(out);
     free(errs);
+}
+
+/* ---------------------------------------------------------------- the helper's orders */
+
+/* Runs the helper as libelector would, but with orders of our own: fd 0 one end
+ * of a socketpair (orders written, then the bytes of `after` one at a time,
+ * then closed), fd 3 a pidfd of this process (quiet while we live) unless
+ * no_fd3. Returns its exit status; its stderr in *errs. */
+static int helper_with_orders(const uint8_t *orders, size_t n, const char *after,
+                              bool no_fd3, char **errs)
+{
+    int sv[2], pe[2];
+    ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
+    ASSERT_OK(pipe2(pe, O_CLOEXEC));
+    int self = (int)syscall(SYS_pidfd_open, getpid(), 0);
+    ASSERT(self >= 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        /* Above 3 first, so that the dup2s below cannot overwrite them. */
+        int s = fcntl(sv[1], F_DUPFD, 10), p = fcntl(self, F_DUPFD, 10),
+            e = fcntl(pe[1], F_DUPFD, 10);
+        if (s < 0 || p < 0 || e < 0 || dup2(s, 0) < 0 || dup2(e, 2) < 0) _exit(120);
+        if (no_fd3)
+            close(3);
+        else if (dup2(p, 3) < 0)
+            _exit(120);
+        close(s), close(p), close(e);
+        execl(RELEASE_HELPER_BIN, "elector-release", (char *)NULL);
+        _exit(127);
+    }
+    close(sv[1]);
+    close(pe[1]);
+    close(self);
+    ASSERT_EQ((ssize_t)n, n ? write(sv[0], orders, n) : 0);
+    for (int i = 0; after && after[i]; i++) {
+        tl_msleep(50); /* one read each */
+        ASSERT_EQ(1, write(sv[0], after + i, 1));
+    }
+    size_t len = 0;
+    *errs = calloc(1, 1);
+    char buf[512];
+    ssize_t r;
+    while ((r = read(pe[0], buf, sizeof(buf))) > 0) {
+        *errs = realloc(*errs, len + (size_t)r + 1);
+        memcpy(*errs + len, buf, (size_t)r);
+        len += (size_t)r;
+        (*errs)[len] = 0;
+    }
+    close(pe[0]);
+    close(sv[0]);
+    int st;
+    ASSERT_EQ(pid, waitpid(pid, &st, 0));
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Orders as the library encodes them (src/election/release.c): "ELR1", the body's
+ * length, 12 int64 (lease, TTL, the client's times and bounds), 6 strings
+ * (endpoints, cacert, cert, key, user, password) each as a 4-byte length
+ * (0xffffffff: none) and its bytes. Returns the length. */
+static size_t make_orders(uint8_t *buf, const char *const s[6])
+{
+    int64_t v[12] = {0x1234, 10, 1000, 1000, 0, 0, 0, 50, 500, 0, 0, 0};
+    size_t n = 8;
+    memcpy(buf + n, v, sizeof(v));
+    n += sizeof(v);
+    for (int i = 0; i < 6; i++) {
+        uint32_t l = s[i] ? (uint32_t)strlen(s[i]) : UINT32_MAX;
+        memcpy(buf + n, &l, 4);
+        n += 4;
+        if (s[i]) memcpy(buf + n, s[i], l), n += l;
+    }
+    uint32_t body = (uint32_t)(n - 8);
+    memcpy(buf, "ELR1", 4);
+    memcpy(buf + 4, &body, 4);
+    return n;
+}
+
+/* What the helper does with orders that are not what the library sends, or
+ * without its pidfd: a message and exit 2, never a revoke attempt or a hang;
+ * data that is not "D" is ignored until "D" comes. */
+TEST(release_helper_refuses_bad_orders)
+{
+    setup();
+    const char *port = "127.0.0.1:1"; /* nobody listens: a revoke would fail */
+    uint8_t buf[1024];
+    char *errs = NULL;
+
+    /* A string longer than what is left of the body. */
+    const char *const good[6] = {port, NULL, NULL, NULL, NULL, NULL};
+    size_t n = make_orders(buf, good);
+    uint32_t body = (uint32_t)(n - 8) - 3; /* cut into the endpoints */
+    memcpy(buf + 4, &body, 4);
+    ASSERT_EQ(2, helper_with_orders(buf, n - 3, NULL, false, &errs));
+    ASSERT_CONTAINS(errs, "malformed orders");
+    free(errs);
+
+    /* A string with a NUL byte in it. */
+    const char *const nul[6] = {"a\001b", NULL, NULL, NULL, NULL, NULL};
+    n = make_orders(buf, nul);
+    buf[8 + 96 + 4 + 1] = 0;
+    ASSERT_EQ(2, helper_with_orders(buf, n, NULL, false, &errs));
+    ASSERT_CONTAINS(errs, "malformed orders");
+    free(errs);
+
+    /* Bytes past the last string. */
+    n = make_orders(buf, good);
+    buf[n] = 'x';
+    body = (uint32_t)(n + 1 - 8);
+    memcpy(buf + 4, &body, 4);
+    ASSERT_EQ(2, helper_with_orders(buf, n + 1, NULL, false, &errs));
+    ASSERT_CONTAINS(errs, "malformed orders");
+    free(errs);
+
+    /* Settings the client refuses (a CA file that does not exist): the lease is
+     * left to its TTL, and the message says so. */
+    const char *const noca[6] = {port, "/nonexistent/elector-ca.pem", NULL, NULL, NULL,
+                                 NULL};
+    n = make_orders(buf, noca);
+    ASSERT_EQ(2, helper_with_orders(buf, n, NULL, false, &errs));
+    ASSERT_CONTAINS(errs, "lease 1234: cannot use the settings");
+    ASSERT_CONTAINS(errs, "it ends by its TTL");
+    free(errs);
+
+    /* No pidfd on fd 3: refused before reading anything. */
+    n = make_orders(buf, good);
+    ASSERT_EQ(2, helper_with_orders(buf, n, NULL, true, &errs));
+    ASSERT_CONTAINS(errs, "fd 0 or 3 is missing");
+    free(errs);
+
+    /* Good orders; bytes that are not "D" are ignored, "D" ends it at once: exit 0,
+     * nothing said, nothing revoked (a revoke would fail: exit 1 with a message). */
+    n = make_orders(buf, good);
+    double t0 = tl_now();
+    ASSERT_EQ(0, helper_with_orders(buf, n, "xyD", false, &errs));
+    ASSERT_STREQ("", errs);
+    /* Our end stays open until it exits: "D" ended it, not an EOF (which would
+     * wait 2 s for the pidfd, then also exit 0). */
+    ASSERT_LT(tl_now() - t0, 1.5);
+    free(errs);
+}
+
+/* A helper that cannot be started (a file that is executable but no program:
+ * posix_spawn fails with ENOEXEC): the session works, without a helper, and
+ * says so (elector_session_helper() is an error, not a pid). */
+TEST_WITH_TIMEOUT(release_helper_that_cannot_start_leaves_the_session_alive, 60)
+{
+    setup();
+    eh_cluster *c = eh_start(&(eh_opts){0});
+    ASSERT_NOT_NULL(c);
+    char path[] = "/tmp/elector-not-a-program-XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT(fd >= 0);
+    ASSERT_EQ(4, write(fd, "\x01\x02\x03\x04", 4));
+    ASSERT_OK(fchmod(fd, 0755));
+    close(fd);
+    char *old = strdup(getenv("ELECTOR_RELEASE_HELPER"));
+    setenv("ELECTOR_RELEASE_HELPER", path, 1);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.release_on_exit = true;
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    int rc = elector_session_wait(s, 10000);
+    setenv("ELECTOR_RELEASE_HELPER", old, 1);
+    free(old);
+    unlink(path);
+    ASSERT_EQ(0, rc);
+    ASSERT_EQ(ELECTOR_EINVAL, elector_session_helper(s));
+    ASSERT(elector_session_alive(s));
+    ASSERT_EQ(0, elector_session_close_sync(s, 5000));
+    elector_etcd_free(e);
+    eh_stop(c);
+}
+
+/* An owner whose fd 0 is free when the helper starts: the helper's socket is
+ * made at fd 0 and moved above 3 before the spawn (else its dup2 to 0 and the
+ * pidfd's to 3 could overwrite each other): the helper still gets its orders
+ * and revokes at the owner's death. */
+TEST_WITH_TIMEOUT(release_owner_with_fd_0_free, 60)
+{
+    setup();
+    eh_cluster *c = eh_start(&(eh_opts){0});
+    ASSERT_NOT_NULL(c);
+    double ms;
+    char *env[] = {"RO_LOW_FD=1", NULL};
+    /* _exit(3): a death the coverage build still counts the owner's lines of. */
+    one_crash_env(c, "release-lowfd", 'x', &ms, env);
+    printf("fd 0 free at the spawn: _exit handover %.1f ms\n", ms);
+    eh_stop(c);
+}
+
+/* No descriptor left for the helper's socket (RLIMIT_NOFILE reached): the
+ * session works without a helper and says why (elector_session_helper() is
+ * ELECTOR_ENOMEM: out of resources, not a pid). */
+TEST_WITH_TIMEOUT(release_helper_without_descriptors_leaves_the_session_alive, 60)
+{
+    setup();
+    eh_cluster *c = eh_start(&(eh_opts){0});
+    ASSERT_NOT_NULL(c);
+    owner o;
+    char *env[] = {"RO_NOFILE=1", NULL};
+    ASSERT_OK(owner_start(&o, eh_endpoints(c), "release-nofile", env));
+    ASSERT_EQ(ELECTOR_ENOMEM, o.helper); /* and it was elected: the session works */
+    owner_say(&o, "c\n");
+    char line[256];
+    ASSERT_OK(eu_child_expect(&o.ch, "closed ", line, sizeof(line), 10000));
+    ASSERT_STREQ("closed 0 0", line); /* closed, the lease revoked: 0 */
+    owner_say(&o, "q\n");
+    int st = owner_reap(&o);
+    ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    eh_stop(c);
 }

@@ -1081,6 +1081,373 @@ TEST(lib_too_many_requests_is_retried)
     hs_stop(&s);
 }
 
+/* ---------------------------------------------------------------- library: renewals */
+
+/* Keepalive callbacks in the order they came: lease (low byte), err, ttl. */
+struct ka_log {
+    int n;
+    int64_t lease[8], ttl[8];
+    int err[8];
+    double at[8];
+};
+
+static void ka_logged(elector_etcd *e, int err, int64_t lease, int64_t ttl, void *ud)
+{
+    (void)e;
+    struct ka_log *k = ud;
+    if (k->n >= 8) _exit(7);
+    k->lease[k->n] = lease;
+    k->err[k->n] = err;
+    k->ttl[k->n] = ttl;
+    k->at[k->n++] = tl_now();
+}
+
+static void ka_run_until(elector_etcd *e, struct ka_log *k, int n, double max_s)
+{
+    double end = tl_now() + max_s;
+    while (k->n < n && tl_now() < end)
+        elector_etcd_run_once(e, 20);
+}
+
+/* Two renewals pending on a LeaseKeepAlive stream that ends with "invalid auth
+ * token" (etcd 3.5, a stream opened after the token expired): each goes out
+ * once more on a fresh stream. events: renewals answered with TTL 10; err: the
+ * first error seen (0 if none). */
+static void lib_keepalive_token(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    struct ka_log k = {0};
+    if (elector_etcd_keepalive(e, 0x694d0001, 3000, ka_logged, &k) ||
+        elector_etcd_keepalive(e, 0x694d0002, 3000, ka_logged, &k))
+        _exit(6);
+    ka_run_until(e, &k, 2, 5);
+    /* The stream the renewals went out on again is used for the next. */
+    if (k.n == 2 && elector_etcd_keepalive(e, 0x694d0003, 3000, ka_logged, &k)) _exit(6);
+    ka_run_until(e, &k, 3, 5);
+    for (int i = 0; i < k.n; i++) {
+        if (!k.err[i] && k.ttl[i] == 10 && k.lease[i] == 0x694d0001 + i) o->events++;
+        if (k.err[i] && !o->err) o->err = k.err[i];
+    }
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    elector_etcd_free(e);
+}
+
+TEST(lib_keepalive_token_error_sends_the_renewals_again_once)
+{
+    hs_server s;
+    lib_out o;
+    long rss;
+    int sig;
+    start(&s, HS_KEEPALIVE_TOKEN_ONCE, false);
+    run_lib(lib_keepalive_token, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("first stream refused: %d renewals answered, err %s", o.events,
+           elector_err_name(o.err));
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(0, o.err);
+    ASSERT_EQ(3, o.events);
+    hs_stop(&s);
+    /* Every stream refused: one more attempt, then the error (not the deadline). */
+    start(&s, HS_KEEPALIVE_TOKEN, false);
+    run_lib(lib_keepalive_token, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("every stream refused: %d renewals answered, err %s in %.2f s (%s)", o.events,
+           elector_err_name(o.err), o.secs, o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_ETOKEN, o.err);
+    ASSERT_EQ(0, o.events); /* ETOKEN above: settled by the error, not the deadline */
+    hs_stop(&s);
+    /* The same without the RST_STREAM after the trailers: the stream is over all
+     * the same (it ended with its status), not left open until the deadline. */
+    start(&s, HS_KEEPALIVE_TOKEN_NO_RST, false);
+    run_lib(lib_keepalive_token, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("every stream refused, no reset: %d renewals answered, err %s in %.2f s",
+           o.events, elector_err_name(o.err), o.secs);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_ETOKEN, o.err);
+    ASSERT_EQ(0, o.events);
+    hs_stop(&s);
+}
+
+/* Renewals without answers (the server stopped): each is settled ETIMEDOUT at
+ * its own deadline, a later one first when its deadline is earlier; their
+ * answers, when the server wakes, call nobody back again; one still
+ * pending when the client is freed gets its callback once, with an error. events:
+ * 1 if all went so; msg: what went wrong. */
+static void lib_keepalive_deadlines(const char *endpoint, lib_out *o, void *arg)
+{
+    const hs_server *srv = arg;
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    struct ka_log k = {0}, gone = {0};
+    /* Connected and the stream open first. */
+    if (elector_etcd_keepalive(e, 1, 3000, ka_logged, &k)) _exit(6);
+    ka_run_until(e, &k, 1, 5);
+    if (k.n != 1 || k.err[0]) _exit(8);
+    kill(srv->pid, SIGSTOP);
+    double t0 = tl_now();
+    if (elector_etcd_keepalive(e, 2, 900, ka_logged, &k) ||
+        elector_etcd_keepalive(e, 3, 150, ka_logged, &k))
+        _exit(6);
+    ka_run_until(e, &k, 2, 5);
+    double first = k.n >= 2 ? k.at[1] - t0 : -1;
+    if (k.n != 2 || k.lease[1] != 3 || k.err[1] != ELECTOR_ETIMEDOUT) {
+        snprintf(o->msg, sizeof(o->msg), "first settled: n %d lease %lld err %s", k.n,
+                 (long long)k.lease[k.n - 1], elector_err_name(k.err[k.n - 1]));
+        goto out;
+    }
+    ka_run_until(e, &k, 3, 5);
+    double second = k.n >= 3 ? k.at[2] - t0 : -1;
+    if (k.n != 3 || k.lease[2] != 2 || k.err[2] != ELECTOR_ETIMEDOUT || first < 0.14 ||
+        second < 0.89 || second < first) {
+        snprintf(o->msg, sizeof(o->msg), "second: n %d lease %lld err %s at %.3f/%.3f s",
+                 k.n, (long long)k.lease[k.n - 1], elector_err_name(k.err[k.n - 1]),
+                 first, second);
+        goto out;
+    }
+    /* The server wakes and answers all three: the two late answers (before the
+     * new renewal's) call nobody back again; the new renewal gets its own. */
+    if (elector_etcd_keepalive(e, 5, 3000, ka_logged, &k)) _exit(6);
+    kill(srv->pid, SIGCONT);
+    ka_run_until(e, &k, 4, 3);
+    ka_run_until(e, &k, 5, 0.3);
+    if (k.n != 4 || k.lease[3] != 5 || k.err[3] || k.ttl[3] != 10) {
+        snprintf(o->msg, sizeof(o->msg), "late answers: %d callbacks", k.n);
+        goto out;
+    }
+    kill(srv->pid, SIGSTOP);
+    if (elector_etcd_keepalive(e, 4, 3000, ka_logged, &gone)) _exit(6);
+    elector_etcd_run_once(e, 50);
+    elector_etcd_free(e);
+    e = NULL;
+    o->events = gone.n == 1 && gone.err[0] && gone.lease[0] == 4;
+    snprintf(o->msg, sizeof(o->msg),
+             "settled at %.3f and %.3f s; freeing the client: %d callbacks (%s)", first,
+             second, gone.n, gone.n ? elector_err_name(gone.err[0]) : "-");
+out:
+    kill(srv->pid, SIGCONT);
+    if (e) elector_etcd_free(e);
+}
+
+TEST(lib_keepalive_deadlines_settle_each_renewal_in_time)
+{
+    hs_server s;
+    lib_out o;
+    long rss;
+    int sig;
+    start(&s, HS_NONE, false);
+    run_lib(lib_keepalive_deadlines, s.endpoint, &s, &o, &rss, &sig);
+    tl_log("%s", o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(1, o.events);
+    hs_stop(&s);
+}
+
+/* A session against a server stopped for stop_ms after it was created (0: not
+ * stopped), adopting lease (0: granting one), TTL 1 s. err: elector_session_wait's
+ * result; events: grant retries; msg: the session's last error. */
+struct late_args {
+    const hs_server *srv;
+    int64_t lease;
+    int stop_ms;
+};
+
+static void lib_late_session(const char *endpoint, lib_out *o, void *arg)
+{
+    const struct late_args *a = arg;
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 1;
+    sc.lease_id = a->lease;
+    if (a->stop_ms) kill(a->srv->pid, SIGSTOP);
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    if (!s) _exit(6);
+    double end = tl_now() + a->stop_ms / 1000.0;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    if (a->stop_ms) kill(a->srv->pid, SIGCONT);
+    o->err = elector_session_wait(s, 5000);
+    elector_session_stats ss;
+    elector_session_get_stats(s, &ss);
+    o->events = (int)ss.grant_retries;
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    elector_session_close(s);
+    elector_etcd_free(e);
+}
+
+TEST(lib_late_grant_is_confirmed_or_granted_again)
+{
+    hs_server s;
+    lib_out o;
+    long rss;
+    int sig;
+    /* The grant answered after its TTL; the keepalive confirming it finds the
+     * lease gone (TTL 0): the lease is granted again and the session is ready. */
+    start(&s, HS_KEEPALIVE_GONE_ONCE, false);
+    struct late_args a = {&s, 0, 1300};
+    run_lib(lib_late_session, s.endpoint, &a, &o, &rss, &sig);
+    tl_log("late grant, lease gone: %s, %d grant retries", elector_err_name(o.err),
+           o.events);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(0, o.err);
+    ASSERT_EQ(1, o.events);
+    hs_stop(&s);
+    /* An adopted lease (lease_id) that is gone ends the session: no new grant. */
+    start(&s, HS_KEEPALIVE_GONE_ONCE, false);
+    a = (struct late_args){&s, 0x694d0001, 0};
+    run_lib(lib_late_session, s.endpoint, &a, &o, &rss, &sig);
+    tl_log("adopted lease gone: %s (%s)", elector_err_name(o.err), o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_ELEASE, o.err);
+    ASSERT_EQ(0, o.events);
+    hs_stop(&s);
+    /* An adopted lease whose keepalive is answered (TTL 1 s) after 1.3 s: nothing
+     * proves it lives, the session is not ready. */
+    start(&s, HS_KEEPALIVE_TTL1, false);
+    a = (struct late_args){&s, 0x694d0001, 1300};
+    run_lib(lib_late_session, s.endpoint, &a, &o, &rss, &sig);
+    tl_log("adopted lease confirmed late: %s", elector_err_name(o.err));
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, o.err);
+    hs_stop(&s);
+}
+
+/* A process stalled (the loop not run) past the session's validity deadline:
+ * when the loop runs again the renewal that is due is not sent (too late to
+ * renew: nothing may count on a lease whose deadline passed), the session
+ * ends. events: keepalives sent after the stall; err: 1 if the session ended. */
+static void lib_stall(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 1;
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    if (!s || elector_session_wait(s, 5000)) _exit(6);
+    elector_etcd_stats a, b;
+    elector_etcd_get_stats(e, &a);
+    tl_msleep(1100); /* past the deadline (1 s - 0.2 s margin), loop not run */
+    for (int i = 0; i < 5; i++)
+        elector_etcd_run_once(e, 0);
+    elector_etcd_get_stats(e, &b);
+    o->events = (int)(b.requests[ELECTOR_RPC_LEASE_KEEPALIVE] -
+                      a.requests[ELECTOR_RPC_LEASE_KEEPALIVE]);
+    o->err = !elector_session_alive(s);
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    elector_session_close(s);
+    elector_etcd_free(e);
+}
+
+TEST(lib_session_stalled_past_its_deadline_is_not_renewed)
+{
+    hs_server s;
+    lib_out o;
+    long rss;
+    int sig;
+    start(&s, HS_NONE, false);
+    run_lib(lib_stall, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("stalled 1.1 s (TTL 1 s): ended %d, keepalives sent after %d", o.err,
+           o.events);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(1, o.err);
+    ASSERT_EQ(0, o.events);
+    hs_stop(&s);
+}
+
+/* A leader whose watch of its own key breaks the protocol (a message announcing
+ * 4 GiB): the leadership cannot be followed any more, so it is LOST (EPROTO),
+ * not kept on a silent watch. events: 1 ELECTED then 1 LOST; err: the LOST's
+ * reason. */
+struct lose_out {
+    int elected, lost, reason;
+};
+
+static void lose_cb(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el;
+    struct lose_out *l = ud;
+    if (ev->type == ELECTOR_EV_ELECTED) l->elected++;
+    if (ev->type == ELECTOR_EV_LOST) {
+        l->lost++;
+        l->reason = ev->reason;
+    }
+}
+
+static void lib_leader_watch(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    if (!s || elector_session_wait(s, 5000)) _exit(6);
+    struct lose_out l = {0};
+    elector_election *el = elector_election_new(s, "e", lose_cb, &l);
+    if (!el || elector_campaign(el, "v", 1)) _exit(6);
+    double end = tl_now() + 8;
+    while (tl_now() < end && !l.lost)
+        elector_etcd_run_once(e, 50);
+    o->events = l.elected == 1 && l.lost == 1 && !elector_is_leader(el);
+    o->err = l.reason;
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    elector_election_free(el);
+    elector_session_close(s);
+    elector_etcd_free(e);
+}
+
+TEST(lib_leader_whose_watch_breaks_the_protocol_is_lost)
+{
+    hs_server s;
+    lib_out o;
+    long rss;
+    int sig;
+    start(&s, HS_WATCH_HUGE, false);
+    run_lib(lib_leader_watch, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("leader's watch announcing 4 GiB: LOST %s (%s)", elector_err_name(o.err),
+           o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(1, o.events);
+    ASSERT_EQ(ELECTOR_EPROTO, o.err);
+    hs_stop(&s);
+}
+
+/* A session that is dead (its adopted lease is gone) still makes election
+ * handles, but a campaign on it is refused at once (ESESSION), and an election
+ * without a name is refused (NULL). events: what held. */
+static void lib_dead_session(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.lease_id = 0x694d0001;
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    if (!s) _exit(6);
+    int w = elector_session_wait(s, 5000);
+    elector_election *none = elector_election_new(s, "", NULL, NULL);
+    elector_election *el = elector_election_new(s, "e", NULL, NULL);
+    o->err = el ? elector_campaign(el, "v", 1) : -1000;
+    o->events = (w == ELECTOR_ELEASE) + 2 * (none == NULL) + 4 * (el != NULL) +
+                8 * (el && !elector_is_leader(el));
+    elector_election_free(el);
+    elector_session_close(s);
+    elector_etcd_free(e);
+}
+
+TEST(lib_campaign_on_a_dead_session_is_refused)
+{
+    hs_server s;
+    lib_out o;
+    long rss;
+    int sig;
+    start(&s, HS_KEEPALIVE_GONE_ONCE, false);
+    run_lib(lib_dead_session, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("campaign on a dead session: %s (checks %d of 15)", elector_err_name(o.err),
+           o.events);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(15, o.events);
+    ASSERT_EQ(ELECTOR_ESESSION, o.err);
+    hs_stop(&s);
+}
+
 /* ---------------------------------------------------------------- library: TLS */
 
 static elector_etcd *tls_client(const char *endpoint, const char *ca)

@@ -533,3 +533,122 @@ TEST_WITH_TIMEOUT(oom_campaign_failover, 7200)
     eh_stop(c);
     ASSERT_EQ(0, bad);
 }
+
+/* A grant refused as a timeout is sent again after a pause; when that new grant
+ * cannot even be sent (out of memory), the session ends with the error at once
+ * instead of waiting, granting, forever (session.c grant_retry_fired). */
+TEST_WITH_TIMEOUT(oom_grant_retry_that_cannot_be_sent_ends_the_session, 60)
+{
+    eh_opts o = {.members = 1};
+    eh_cluster *c = eh_start(&o);
+    ASSERT_NOT_NULL(c);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    cfg.request_timeout_ms = 300;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    /* Connected first: a grant on a connection that cannot be made is not
+     * retried (ECONNECT ends the session). */
+    elector_session *first = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(first);
+    ASSERT_EQ(0, elector_session_wait(first, 10000));
+    ASSERT_EQ(0, elector_session_close_sync(first, 5000));
+    ASSERT_OK(eh_member_pause(c, 0));
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    elector_session_stats st;
+    double end = tl_now() + 10;
+    do {
+        elector_etcd_run_once(e, 20);
+        elector_session_get_stats(s, &st);
+    } while (st.grant_retries == 0 && tl_now() < end);
+    ASSERT_EQ(1, (int)st.grant_retries); /* timed out; the retry's timer is armed */
+    /* The library's next allocation fails: the retry's request. */
+    alloc_count = 0;
+    fail_at = 1;
+    failed = 0;
+    counting = true;
+    int rc = elector_session_wait(s, 3000);
+    counting = false;
+    fail_at = 0;
+    tl_log("grant retry out of memory: %s (%ld allocation failed)", elector_err_name(rc),
+           failed);
+    ASSERT_EQ(1, (int)failed);
+    ASSERT_EQ(ELECTOR_ENOMEM, rc);
+    ASSERT(!elector_session_alive(s));
+    ASSERT_OK(eh_member_resume(c, 0));
+    elector_session_close(s);
+    elector_etcd_free(e);
+    eh_stop(c);
+}
+
+static bool lease_listed(eh_cluster *c, int64_t lease)
+{
+    char hex[32], *out = NULL;
+    snprintf(hex, sizeof(hex), "%llx", (long long)lease);
+    if (eh_etcdctl(c, &out, "lease", "list", NULL)) return true;
+    bool listed = strstr(out, hex) != NULL;
+    free(out);
+    return listed;
+}
+
+/* Runs e's loop until lease is no longer listed in etcd (at most 3 s; its TTL
+ * is 30 s); true if it went. */
+static bool revoked_soon(eh_cluster *c, elector_etcd *e, int64_t lease)
+{
+    for (int i = 0; i < 30; i++) {
+        double end = tl_now() + 0.1;
+        while (tl_now() < end)
+            elector_etcd_run_once(e, 20);
+        if (!lease_listed(c, lease)) return true;
+    }
+    return false;
+}
+
+static void never_closed(int rc, void *ud)
+{
+    (void)rc;
+    ++*(int *)ud;
+}
+
+/* Closing a session without memory for the wait: the call says ENOMEM, the
+ * session is closed all the same and its lease still revoked (the revoke needs
+ * no allocation of the closing call's own). */
+TEST_WITH_TIMEOUT(oom_close_without_memory_still_revokes, 60)
+{
+    eh_cluster *c = eh_start(&(eh_opts){.members = 1});
+    ASSERT_NOT_NULL(c);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 30;
+    for (int sync = 0; sync < 2; sync++) {
+        elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+        ASSERT_NOT_NULL(s);
+        ASSERT_EQ(0, elector_session_wait(s, 10000));
+        int64_t lease = elector_session_lease(s);
+        ASSERT(lease_listed(c, lease));
+        int calls = 0;
+        alloc_count = 0;
+        fail_at = 1;
+        failed = 0;
+        counting = true;
+        int rc = sync ? elector_session_close_sync(s, 3000)
+                      : elector_session_close_async(s, 3000, never_closed, &calls);
+        counting = false;
+        fail_at = 0;
+        tl_log("close_%s out of memory: %s", sync ? "sync" : "async",
+               elector_err_name(rc));
+        ASSERT_EQ(1, (int)failed);
+        ASSERT_EQ(ELECTOR_ENOMEM, rc);
+        ASSERT(revoked_soon(c, e, lease));
+        ASSERT_EQ(0, calls); /* the callback of a call that failed never runs */
+    }
+    elector_etcd_free(e);
+    eh_stop(c);
+}

@@ -505,3 +505,30 @@ TEST(deadline_clock_is_boottime)
     ASSERT_GT(d, 4000000000LL);
     ASSERT_LE(d, 5000000000LL);
 }
+
+static void never_called(elector_etcd *e, int err, int64_t lease, int64_t ttl, void *ud)
+{
+    (void)e, (void)err, (void)lease, (void)ttl;
+    ++*(int *)ud;
+}
+
+/* The lease calls refuse what they cannot use, at once and without a callback. */
+TEST(lease_calls_refuse_missing_arguments)
+{
+    int calls = 0;
+    ASSERT_EQ(ELECTOR_EINVAL, elector_etcd_lease_revoke_sync(NULL, 1, 0));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_etcd_keepalive(NULL, 1, 0, never_called, &calls));
+    /* A client whose creation failed (a CA file that does not exist): its error,
+     * not a renewal that never ends. */
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "127.0.0.1:1";
+    cfg.cacert = "/nonexistent/elector-ca.pem";
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    int err = elector_etcd_err(e);
+    ASSERT(err != 0);
+    ASSERT_EQ(err, elector_etcd_keepalive(e, 1, 0, never_called, &calls));
+    elector_etcd_free(e);
+    ASSERT_EQ(0, calls);
+}
