@@ -732,3 +732,34 @@ int main(int argc, char **argv)
     }
     return failed == 0 ? 0 : 1;
 }
+
+static int tl_write_file(const char *dir, const char *file, const char *s)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = write(fd, s, strlen(s));
+    close(fd);
+    return n == (ssize_t)strlen(s) ? 0 : -1;
+}
+
+int tl_pids_cgroup(char *dir, size_t cap, int max)
+{
+    /* cgroup v1's pids hierarchy, else the cgroup2 mount's root (where the
+     * pids controller must be enabled for pids.max to appear). */
+    const char *const bases[] = {"/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified",
+                                 "/sys/fs/cgroup"};
+    char v[32];
+    snprintf(v, sizeof v, "%d\n", max);
+    for (size_t i = 0; i < sizeof bases / sizeof bases[0]; i++) {
+        snprintf(dir, cap, "%s/elector-test-pids.%d", bases[i], (int)getpid());
+        if (mkdir(dir, 0755) != 0) continue;
+        if (tl_write_file(dir, "pids.max", v) == 0 &&
+            tl_write_file(dir, "cgroup.procs", "0\n") == 0)
+            return 0;
+        rmdir(dir);
+    }
+    dir[0] = '\0';
+    return -1;
+}
