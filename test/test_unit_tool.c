@@ -1372,17 +1372,6 @@ static int guard_fork_fails(void *arg)
     return st == 126 ? 0 : 12;
 }
 
-static void rm_pids_cgroups(pid_t child)
-{
-    const char *const bases[] = {"/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified",
-                                 "/sys/fs/cgroup"};
-    for (size_t i = 0; i < 3; i++) {
-        char d[512];
-        snprintf(d, sizeof(d), "%s/elector-test-pids.%d", bases[i], (int)child);
-        rmdir(d);
-    }
-}
-
 static int in_pids_child(int (*fn)(void *))
 {
     fflush(NULL);
@@ -1391,10 +1380,7 @@ static int in_pids_child(int (*fn)(void *))
     int st;
     while (waitpid(p, &st, 0) < 0) {
     }
-    for (int i = 0; i < 50; i++) { /* the guard, if any, may still be exiting */
-        rm_pids_cgroups(p);
-        tl_msleep(i ? 10 : 0);
-    }
+    tl_pids_cgroup_remove(p); /* the guard, if any, may still be exiting */
     int rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     if (rc == 77) tl_skip("no pids cgroup here");
     return rc;

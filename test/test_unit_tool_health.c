@@ -429,13 +429,7 @@ TEST(health_check_that_cannot_start_fails)
     if (p == 0) _exit(no_fork(NULL));
     int st;
     waitpid(p, &st, 0);
-    const char *const bases[] = {"/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified",
-                                 "/sys/fs/cgroup"};
-    for (int i = 0; i < 3; i++) {
-        char d[512];
-        snprintf(d, sizeof(d), "%s/elector-test-pids.%d", bases[i], (int)p);
-        rmdir(d);
-    }
+    tl_pids_cgroup_remove(p);
     ASSERT(WIFEXITED(st));
     if (WEXITSTATUS(st) == 77) tl_skip("no pids cgroup here");
     ASSERT_EQ(0, WEXITSTATUS(st));

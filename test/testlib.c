@@ -744,15 +744,27 @@ static int tl_write_file(const char *dir, const char *file, const char *s)
     return n == (ssize_t)strlen(s) ? 0 : -1;
 }
 
+/* cgroup v1's pids hierarchy, else the cgroup2 mount's root (where the pids
+ * controller must be enabled for pids.max to appear). */
+static const char *const tl_pids_bases[] = {"/sys/fs/cgroup/pids",
+                                            "/sys/fs/cgroup/unified", "/sys/fs/cgroup"};
+
+void tl_pids_cgroup_remove(pid_t pid)
+{
+    for (size_t i = 0; i < sizeof tl_pids_bases / sizeof tl_pids_bases[0]; i++) {
+        char d[128];
+        snprintf(d, sizeof d, "%s/elector-test-pids.%d", tl_pids_bases[i], (int)pid);
+        for (int k = 0; k < 100 && rmdir(d) != 0 && errno == EBUSY; k++)
+            tl_msleep(10);
+    }
+}
+
 int tl_pids_cgroup(char *dir, size_t cap, int max)
 {
-    /* cgroup v1's pids hierarchy, else the cgroup2 mount's root (where the
-     * pids controller must be enabled for pids.max to appear). */
-    const char *const bases[] = {"/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified",
-                                 "/sys/fs/cgroup"};
+    const char *const *bases = tl_pids_bases;
     char v[32];
     snprintf(v, sizeof v, "%d\n", max);
-    for (size_t i = 0; i < sizeof bases / sizeof bases[0]; i++) {
+    for (size_t i = 0; i < sizeof tl_pids_bases / sizeof tl_pids_bases[0]; i++) {
         snprintf(dir, cap, "%s/elector-test-pids.%d", bases[i], (int)getpid());
         if (mkdir(dir, 0755) != 0) continue;
         if (tl_write_file(dir, "pids.max", v) == 0 &&

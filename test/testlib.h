@@ -159,5 +159,8 @@ int tl_reap(pid_t pid, int sig, double timeout_s);
  * EAGAIN past max) into it. 0, or -1 if this machine offers none. The caller's
  * parent removes dir (rmdir) once that child is gone. */
 int tl_pids_cgroup(char *dir, size_t cap, int max);
+/* Removes the pids cgroup that process pid made with tl_pids_cgroup, if any
+ * (retrying a while: its last members may still be exiting). */
+void tl_pids_cgroup_remove(pid_t pid);
 
 #endif /* ELECTOR_TESTLIB_H */
