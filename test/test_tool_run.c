@@ -1482,3 +1482,29 @@ TEST_WITH_TIMEOUT(run_without_a_cgroup_to_make_contains_by_subreaper, 60)
     free(dir);
     eh_stop(c);
 }
+
+/* elector SIGKILLed while etcd is unreachable (paused): the guard ends the
+ * tree, cannot revoke the lease and says that the TTL ends it. */
+TEST_WITH_TIMEOUT(guard_that_cannot_revoke_says_the_ttl_ends_the_lease, 60)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("norev");
+    char job[600];
+    snprintf(job, sizeof(job), "echo $$ > %s/pid; exec sleep 60", dir);
+    pid_t e = spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl",
+                                                "3", "--dial-timeout", "1s", "run", "nr",
+                                                "--", "sh", "-c", job, NULL});
+    pid_t cmd = read_pid(dir);
+    ASSERT_OK(eh_member_pause(c, 0));
+    ASSERT_OK(kill(e, SIGKILL));
+    wait_exit(e, 10);
+    bool said = wait_contains(dir_file(dir, "elector.err"), "could not be revoked", 20);
+    bool cmd_left = pid_alive(cmd);
+    ASSERT_OK(eh_member_resume(c, 0));
+    if (cmd_left) kill(cmd, SIGKILL);
+    ASSERT(said);
+    ASSERT(!cmd_left);
+    ASSERT_CONTAINS(slurp(dir_file(dir, "elector.err")), "it ends by its TTL");
+    free(dir);
+    eh_stop(c);
+}
