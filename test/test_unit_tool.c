@@ -1198,6 +1198,28 @@ TEST(cgroup_remove_waits_for_the_last_member_to_leave)
     if (!gone) rmdir(cg);
     ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     ASSERT(gone);
+    /* A member that stays (a process stuck in uninterruptible sleep): the wait
+     * is bounded, and the cgroup stays. */
+    ASSERT_OK(mkdir(cg, 0755));
+    p = fork();
+    if (p == 0) {
+        char procs[4300];
+        snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg);
+        int fd = open(procs, O_WRONLY);
+        if (fd < 0 || write(fd, "0\n", 2) != 2) _exit(1);
+        close(fd);
+        if (write(go[1], "x", 1) != 1) _exit(1);
+        pause();
+        _exit(0);
+    }
+    ASSERT_EQ(1, (int)read(go[0], &x, 1));
+    tool_cgroup_remove(cg);
+    bool stays = access(cg, F_OK) == 0;
+    kill(p, SIGKILL);
+    waitpid(p, &st, 0);
+    for (int i = 0; i < 50 && rmdir(cg) != 0; i++)
+        tl_msleep(10);
+    ASSERT(stays);
 }
 
 struct nofile {
