@@ -1128,6 +1128,25 @@ TEST(check_cmd_searches_path_as_a_shell_does)
     setenv("PATH", "/nonexistent-elector-dir:/usr/bin", 1);
     ASSERT_EQ(127, tool_child_check_cmd("prog", err, sizeof(err)));
     ASSERT_STREQ("command not found in $PATH", err);
+    /* A file as an entry of $PATH is skipped (ENOTDIR), as a missing one. */
+    setenv("PATH", "/etc/passwd:/nonexistent-elector-dir:/bin:/usr/bin", 1);
+    ASSERT_EQ(0, tool_child_check_cmd("sh", err, sizeof(err)));
+    /* No $PATH, or an empty one: the default path. */
+    unsetenv("PATH");
+    ASSERT_EQ(0, tool_child_check_cmd("sh", err, sizeof(err)));
+    setenv("PATH", "", 1);
+    ASSERT_EQ(0, tool_child_check_cmd("sh", err, sizeof(err)));
+    /* A path: as is. A directory and a device are not executable (126); a
+     * missing file, or one below a file, is not found (127). */
+    ASSERT_EQ(126, tool_child_check_cmd("/tmp", err, sizeof(err)));
+    ASSERT_STREQ("Permission denied (a directory)", err);
+    ASSERT_EQ(126, tool_child_check_cmd("/dev/null", err, sizeof(err)));
+    ASSERT_STREQ("Permission denied", err);
+    ASSERT_EQ(127, tool_child_check_cmd("/nonexistent-elector-dir/x", err, sizeof(err)));
+    ASSERT_STREQ("No such file or directory", err);
+    ASSERT_EQ(127, tool_child_check_cmd("/etc/passwd/x", err, sizeof(err)));
+    ASSERT_STREQ("Not a directory", err);
+    ASSERT_EQ(0, tool_child_check_cmd("/bin/sh", err, sizeof(err)));
     free(dir);
 }
 
