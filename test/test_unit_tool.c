@@ -1437,3 +1437,51 @@ TEST_WITH_TIMEOUT(fork_failures_are_reported, 30)
     ASSERT_EQ(0, in_pids_child(fork_fails));
     ASSERT_EQ(0, in_pids_child(guard_fork_fails));
 }
+
+/* The guard takes the latest deadline only: an older one is ignored (the
+ * command keeps running), and a later one that comes during a stop does not
+ * postpone the stop's kill (a renewal that races with a stop must not keep a
+ * command that ignores SIGTERM alive). */
+TEST_WITH_TIMEOUT(deadlines_never_shorten_the_lease_nor_postpone_a_stop, 30)
+{
+    tool_child_init();
+    char *dir = tl_tmpdir("dl");
+    char pidf[600], script[800];
+    snprintf(pidf, sizeof(pidf), "%s/pid", dir);
+    snprintf(script, sizeof(script),
+             "trap '' TERM; echo $$ > %s; while :; do sleep 0.05; done", pidf);
+    char *argv[] = {"sh", "-c", script, NULL}, *env[] = {NULL};
+    tool_child_spec sp = {.argv = argv,
+                          .env_add = env,
+                          .deadline_ns = elector_now_ns() + 60000000000LL,
+                          .grace_ns = 100000000LL};
+    char err[256];
+    tool_child *c = tool_child_start(&sp, err, sizeof(err));
+    ASSERT_NOT_NULL(c);
+    pid_t cmd = read_pid(c, pidf);
+    ASSERT_GT(cmd, 0);
+    tool_child_deadline(c, elector_now_ns() + 200000000LL); /* older: ignored */
+    int st = 0;
+    tool_child_cause why = TOOL_CHILD_RUNNING;
+    for (int i = 0; i < 80; i++) {
+        ASSERT_EQ(0, tool_child_poll(c, &st, &why));
+        tl_msleep(10);
+    }
+    ASSERT_OK(kill(cmd, 0));
+    int64_t t0 = elector_now_ns();
+    tool_child_stop(c, t0 + 300000000LL);
+    tool_child_deadline(c, t0 + 120000000000LL); /* a renewal during the stop */
+    int done = 0;
+    for (int i = 0; i < 1000 && !done; i++) {
+        done = tool_child_poll(c, &st, &why);
+        if (!done) tl_msleep(10);
+    }
+    double secs = (double)(elector_now_ns() - t0) / 1e9;
+    tl_log("stopped after %.3f s (kill due at 0.3 s)", secs);
+    ASSERT(done);
+    ASSERT_EQ(TOOL_CHILD_STOPPED, why);
+    ASSERT_EQ(128 + SIGKILL, st);
+    ASSERT_LT(secs, 8.0);
+    tool_child_free(c);
+    free(dir);
+}
