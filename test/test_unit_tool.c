@@ -1125,6 +1125,11 @@ TEST(check_cmd_searches_path_as_a_shell_does)
     ASSERT_EQ(0, tool_child_check_cmd("prog", err, sizeof(err)));
     ASSERT_EQ(126, tool_child_check_cmd("plain", err, sizeof(err)));
     ASSERT_CONTAINS(err, "Permission denied");
+    /* A trailing empty entry too (execvp tries it: the check must agree). */
+    setenv("PATH", "/nonexistent-elector-dir:", 1);
+    ASSERT_EQ(0, tool_child_check_cmd("prog", err, sizeof(err)));
+    setenv("PATH", ":", 1);
+    ASSERT_EQ(0, tool_child_check_cmd("prog", err, sizeof(err)));
     setenv("PATH", "/nonexistent-elector-dir:/usr/bin", 1);
     ASSERT_EQ(127, tool_child_check_cmd("prog", err, sizeof(err)));
     ASSERT_STREQ("command not found in $PATH", err);
