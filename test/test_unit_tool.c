@@ -1386,6 +1386,8 @@ static int fork_fails(void *arg)
     (void)arg;
     char dir[512];
     if (tl_pids_cgroup(dir, sizeof(dir), 1)) return 77;
+    struct rlimit rl = {64, 64}; /* so that free_fds() counts them all */
+    if (setrlimit(RLIMIT_NOFILE, &rl)) return 9;
     char err[256] = "";
     if (tool_child_check_pid_ns(err, sizeof(err)) != -1) return 10;
     if (!strstr(err, "fork: Resource temporarily unavailable")) return 11;
