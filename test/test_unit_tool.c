@@ -1280,6 +1280,14 @@ TEST(child_start_without_descriptors_fails_and_leaks_none)
     ASSERT_EQ(0, in_child(start_without_fds, &b));
 }
 
+/* As elector: SIGPIPE ignored (a message may reach a guard that just quit),
+ * a subreaper that notes the children it has. */
+static void child_setup(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    tool_child_init();
+}
+
 /* The pid the command wrote to path, waiting for it while polling c. */
 static pid_t read_pid(tool_child *c, const char *path)
 {
@@ -1313,7 +1321,7 @@ static pid_t dead_pid(void)
  * live one's stays. */
 TEST_WITH_TIMEOUT(child_free_while_the_command_runs_ends_its_tree, 30)
 {
-    tool_child_init();
+    child_setup();
     char base[4096], stale[4200] = "", live[4200] = "";
     tool_cgroup_base(base, sizeof(base));
     if (*base) {
@@ -1352,7 +1360,7 @@ TEST_WITH_TIMEOUT(child_free_while_the_command_runs_ends_its_tree, 30)
  * guard itself once the stop is overdue, not after the whole answer time. */
 TEST_WITH_TIMEOUT(child_free_with_the_guard_stopped_takes_over, 30)
 {
-    tool_child_init();
+    child_setup();
     char *dir = tl_tmpdir("hung");
     char pidf[600], script[800];
     snprintf(pidf, sizeof(pidf), "%s/pid", dir);
@@ -1405,6 +1413,7 @@ static int guard_fork_fails(void *arg)
     (void)arg;
     char dir[512];
     if (tl_pids_cgroup(dir, sizeof(dir), 2)) return 77;
+    signal(SIGPIPE, SIG_IGN);
     char *argv[] = {"true", NULL}, *env[] = {NULL};
     tool_child_spec sp = {
         .argv = argv, .env_add = env, .deadline_ns = elector_now_ns() + 60000000000LL};
@@ -1440,7 +1449,7 @@ static int in_pids_child(int (*fn)(void *))
  * 126, as a shell's. */
 TEST_WITH_TIMEOUT(fork_failures_are_reported, 30)
 {
-    tool_child_init();
+    child_setup();
     ASSERT_EQ(0, in_pids_child(fork_fails));
     ASSERT_EQ(0, in_pids_child(guard_fork_fails));
 }
@@ -1451,7 +1460,7 @@ TEST_WITH_TIMEOUT(fork_failures_are_reported, 30)
  * command that ignores SIGTERM alive). */
 TEST_WITH_TIMEOUT(deadlines_never_shorten_the_lease_nor_postpone_a_stop, 30)
 {
-    tool_child_init();
+    child_setup();
     char *dir = tl_tmpdir("dl");
     char pidf[600], script[800];
     snprintf(pidf, sizeof(pidf), "%s/pid", dir);
@@ -1490,5 +1499,47 @@ TEST_WITH_TIMEOUT(deadlines_never_shorten_the_lease_nor_postpone_a_stop, 30)
     ASSERT_EQ(128 + SIGKILL, st);
     ASSERT_LT(secs, 8.0);
     tool_child_free(c);
+    free(dir);
+}
+
+/* A guard that is slow to answer for less than the answer time (stopped for
+ * 0.6 s here, answer time 5 s) and no stop or deadline due is not taken over:
+ * the command runs on. (The 100 ms limit applies only once a stop or the
+ * deadline is due.) */
+TEST_WITH_TIMEOUT(guard_slow_for_less_than_the_answer_time_is_left_alone, 30)
+{
+    child_setup();
+    char *dir = tl_tmpdir("slow");
+    char pidf[600], script[800];
+    snprintf(pidf, sizeof(pidf), "%s/pid", dir);
+    snprintf(script, sizeof(script), "echo $$ > %s; exec sleep 30", pidf);
+    char *argv[] = {"sh", "-c", script, NULL}, *env[] = {NULL};
+    tool_child_spec sp = {.argv = argv,
+                          .env_add = env,
+                          .deadline_ns = elector_now_ns() + 60000000000LL,
+                          .grace_ns = 100000000LL,
+                          .ping_ns = 50000000LL,
+                          .answer_ns = 5000000000LL};
+    char err[256];
+    tool_child *c = tool_child_start(&sp, err, sizeof(err));
+    ASSERT_NOT_NULL(c);
+    pid_t cmd = read_pid(c, pidf);
+    ASSERT_GT(cmd, 0);
+    ASSERT_OK(kill(c->guard, SIGSTOP));
+    int st, done = 0;
+    tool_child_cause why;
+    for (int i = 0; i < 60 && !done; i++) {
+        done = tool_child_poll(c, &st, &why);
+        tl_msleep(10);
+    }
+    ASSERT_OK(kill(c->guard, SIGCONT));
+    for (int i = 0; i < 30 && !done; i++) {
+        done = tool_child_poll(c, &st, &why);
+        tl_msleep(10);
+    }
+    ASSERT_EQ(0, done);
+    ASSERT_OK(kill(cmd, 0));
+    tool_child_free(c);
+    ASSERT(kill(cmd, 0) != 0 && errno == ESRCH);
     free(dir);
 }
