@@ -1316,7 +1316,9 @@ static pid_t dead_pid(void)
 }
 
 /* tool_child_free while the command runs (elector ending with it alive) stops
- * the command's whole tree and waits for it: nothing of it is left. Also, the
+ * the command in order (SIGTERM: its trap runs) and its whole tree, and waits
+ * for it: nothing of it is left; the descriptors it closes are its own (fd 0
+ * stays). Also, the
  * cgroup a dead elector's guard left behind is swept when a guard starts; a
  * live one's stays. */
 TEST_WITH_TIMEOUT(child_free_while_the_command_runs_ends_its_tree, 30)
@@ -1329,10 +1331,14 @@ TEST_WITH_TIMEOUT(child_free_while_the_command_runs_ends_its_tree, 30)
         snprintf(live, sizeof(live), "%s/elector-run.%d", base, (int)getpid());
         if (mkdir(stale, 0755) || mkdir(live, 0755)) stale[0] = live[0] = 0;
     }
+    if (fcntl(0, F_GETFD) < 0) ASSERT_EQ(0, open("/dev/null", O_RDONLY));
     char *dir = tl_tmpdir("free");
-    char pidf[600], script[800];
+    char pidf[600], termf[600], script[1600];
     snprintf(pidf, sizeof(pidf), "%s/pid", dir);
-    snprintf(script, sizeof(script), "sleep 30 & echo $! > %s; wait", pidf);
+    snprintf(termf, sizeof(termf), "%s/term", dir);
+    snprintf(script, sizeof(script),
+             "trap 'echo term > %s; exit 0' TERM; sleep 30 & echo $! > %s; wait", termf,
+             pidf);
     char *argv[] = {"sh", "-c", script, NULL}, *env[] = {NULL};
     tool_child_spec sp = {.argv = argv,
                           .env_add = env,
@@ -1350,6 +1356,8 @@ TEST_WITH_TIMEOUT(child_free_while_the_command_runs_ends_its_tree, 30)
     ASSERT_OK(kill(sleeper, 0));
     tool_child_free(c);
     ASSERT(kill(sleeper, 0) != 0 && errno == ESRCH);
+    ASSERT(access(termf, F_OK) == 0); /* stopped in order, not killed at once */
+    ASSERT(fcntl(0, F_GETFD) >= 0);
     ASSERT(swept);
     ASSERT(kept);
     free(dir);
