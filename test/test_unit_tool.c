@@ -1551,3 +1551,55 @@ TEST_WITH_TIMEOUT(guard_slow_for_less_than_the_answer_time_is_left_alone, 30)
     ASSERT(kill(cmd, 0) != 0 && errno == ESRCH);
     free(dir);
 }
+
+static void mark_released(void *ud)
+{
+    FILE *f = fopen(ud, "w");
+    if (f) fclose(f);
+}
+
+/* The release hook runs in the guard only when nobody else can release:
+ * not after tool_child_free (elector releases itself), but when elector
+ * vanishes (EOF on the pipe) while a stop it asked for is under way. */
+TEST_WITH_TIMEOUT(release_hook_runs_only_when_elector_cannot_release, 30)
+{
+    child_setup();
+    char *dir = tl_tmpdir("rel");
+    char mark[600], pidf[600], script[1600];
+    snprintf(mark, sizeof(mark), "%s/released", dir);
+    snprintf(pidf, sizeof(pidf), "%s/pid", dir);
+    snprintf(script, sizeof(script),
+             "trap '' TERM; echo $$ > %s; while :; do sleep 0.05; done", pidf);
+    char *argv[] = {"sh", "-c", script, NULL}, *env[] = {NULL};
+    tool_child_spec sp = {.argv = argv,
+                          .env_add = env,
+                          .deadline_ns = elector_now_ns() + 60000000000LL,
+                          .grace_ns = 100000000LL,
+                          .release = mark_released,
+                          .ud = mark};
+    char err[256];
+    tool_child *c = tool_child_start(&sp, err, sizeof(err));
+    ASSERT_NOT_NULL(c);
+    ASSERT_GT(read_pid(c, pidf), 0);
+    tool_child_free(c);
+    ASSERT(access(mark, F_OK) != 0); /* elector releases: not the guard */
+    unlink(pidf);
+    c = tool_child_start(&sp, err, sizeof(err));
+    ASSERT_NOT_NULL(c);
+    pid_t cmd = read_pid(c, pidf);
+    ASSERT_GT(cmd, 0);
+    tool_child_stop(c, elector_now_ns() + 20000000000LL);
+    close(c->fd); /* elector is gone: EOF */
+    c->fd = -1;
+    int st = 0, done = 0;
+    tool_child_cause why;
+    for (int i = 0; i < 1000 && !done; i++) {
+        done = tool_child_poll(c, &st, &why);
+        if (!done) tl_msleep(10);
+    }
+    ASSERT(done);
+    ASSERT(kill(cmd, 0) != 0 && errno == ESRCH);
+    ASSERT(access(mark, F_OK) == 0); /* nobody else could: the guard released */
+    tool_child_free(c);
+    free(dir);
+}
