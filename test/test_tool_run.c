@@ -1312,3 +1312,199 @@ TEST_WITH_TIMEOUT(stop_soon_after_the_command_starts_is_never_lost, 120)
     free(dir);
     eh_stop(c);
 }
+
+/* ---------------------------------------------------------------- issue 23 */
+
+/* Runs /bin/sh -c script as spawn_group runs elector (stdout and stderr to
+ * DIR/elector.out and DIR/elector.err); with pids_max > 0, in a pids cgroup
+ * of that limit (tl_pids_cgroup_remove(pid) removes it; -1 if there is none). */
+static pid_t spawn_sh(const char *dir, const char *script, int pids_max)
+{
+    int ready[2];
+    ASSERT_OK(pipe(ready));
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        close(ready[0]);
+        setpgid(0, 0);
+        char cg[256];
+        char ok =
+            pids_max <= 0 || tl_pids_cgroup(cg, sizeof(cg), pids_max) == 0 ? 'y' : 'n';
+        if (write(ready[1], &ok, 1) != 1 || ok != 'y') _exit(127);
+        int in = open("/dev/null", O_RDONLY);
+        int o = open(dir_file(dir, "elector.out"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int e = open(dir_file(dir, "elector.err"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(in, 0);
+        dup2(o, 1);
+        dup2(e, 2);
+        execl("/bin/sh", "sh", "-c", script, (char *)NULL);
+        _exit(127);
+    }
+    close(ready[1]);
+    setpgid(pid, pid);
+    char ok = 'n';
+    if (read(ready[0], &ok, 1) != 1) ok = 'n';
+    close(ready[0]);
+    if (ok != 'y') {
+        wait_exit(pid, 10);
+        tl_pids_cgroup_remove(pid);
+        return -1;
+    }
+    return pid;
+}
+
+/* A second ^C while the command still has its --grace: the command's whole
+ * tree is killed at once (as when elector is told to stop waiting), not at the
+ * end of the grace. */
+TEST_WITH_TIMEOUT(a_second_sigint_kills_the_command_at_once, 60)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("int2");
+    FILE *f = fopen(dir_file(dir, "job.sh"), "w");
+    ASSERT_NOT_NULL(f);
+    fprintf(f, "trap '' INT TERM\necho $$ > %s/pid\nwhile :; do sleep 0.05; done\n", dir);
+    fclose(f);
+    pid_t e =
+        spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl", "30",
+                                          "--grace", "20s", "run", "int2", "--", "sh",
+                                          dir_file(dir, "job.sh"), NULL});
+    pid_t cmd = read_pid(dir);
+    ASSERT_OK(kill(e, SIGINT));
+    tl_msleep(300);
+    ASSERT(pid_alive(cmd)); /* it ignores SIGINT, and has 20 s of grace */
+    double t0 = tl_now();
+    ASSERT_OK(kill(e, SIGINT));
+    int rc = wait_exit(e, 30);
+    tl_log("elector exited %d %.0f ms after the second SIGINT (grace 20 s)", rc,
+           (tl_now() - t0) * 1e3);
+    bool left = pid_alive(cmd);
+    if (left) kill(cmd, SIGKILL);
+    ASSERT_EQ(128 + SIGKILL, rc);
+    ASSERT_LT(tl_now() - t0, 10.0);
+    ASSERT(!left);
+    free(dir);
+    eh_stop(c);
+}
+
+/* elector cannot start the guard (no process to be had: a pids cgroup at its
+ * limit): it says so, gives the leadership up (no key left) and exits 1. */
+TEST_WITH_TIMEOUT(run_that_cannot_start_the_guard_resigns_and_exits_1, 60)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("nofork");
+    char script[2048];
+    snprintf(script, sizeof(script), "exec %s --endpoints %s run nf -- true", ELECTOR_BIN,
+             eh_endpoints(c));
+    pid_t e = spawn_sh(dir, script, 1);
+    if (e < 0) {
+        eh_stop(c);
+        tl_skip("no pids cgroup here");
+    }
+    int rc = wait_exit(e, 30);
+    tl_pids_cgroup_remove(e);
+    ASSERT_EQ(1, rc);
+    ASSERT_CONTAINS(slurp(dir_file(dir, "elector.err")),
+                    "cannot start true: fork: Resource temporarily unavailable");
+    char *out = NULL;
+    ASSERT_OK(eh_etcdctl(c, &out, "get", "--prefix", "nf/", NULL));
+    ASSERT_STREQ("", out);
+    free(out);
+    free(dir);
+    eh_stop(c);
+}
+
+/* Children elector had before it started the guard (a shell's
+ * `2> >(logger)`, here a `sleep &` before exec) are not the command's: when the
+ * guard dies and elector kills what is left of the tree, they live on. */
+TEST_WITH_TIMEOUT(guard_death_spares_the_children_elector_had_before, 60)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("kept");
+    char script[2048];
+    snprintf(script, sizeof(script),
+             "sleep 60 & echo $! > %s/kept; exec %s --endpoints %s --ttl 5 run kc -- "
+             "sh -c 'echo $$ > %s/pid; exec sleep 60'",
+             dir, ELECTOR_BIN, eh_endpoints(c), dir);
+    pid_t e = spawn_sh(dir, script, 0);
+    ASSERT_GT(e, 0);
+    pid_t cmd = read_pid(dir);
+    pid_t kept = (pid_t)atoi(slurp(dir_file(dir, "kept")));
+    ASSERT_GT(kept, 0);
+    pid_t guard = ppid_of(cmd);
+    ASSERT_GT(guard, 1);
+    ASSERT(guard != e);
+    ASSERT_OK(kill(guard, SIGKILL));
+    int rc = wait_exit(e, 10);
+    bool cmd_left = pid_alive(cmd), kept_alive = pid_alive(kept);
+    kill(cmd, SIGKILL);
+    kill(kept, SIGKILL);
+    ASSERT_EQ(3, rc);
+    ASSERT(!cmd_left);
+    ASSERT(kept_alive);
+    free(dir);
+    eh_stop(c);
+}
+
+/* Where the guard may not make a cgroup (cgroup.max.descendants 0 on
+ * elector's own; elsewhere a read-only hierarchy), it contains the tree as a
+ * subreaper: a descendant the command leaves behind still dies with it. */
+TEST_WITH_TIMEOUT(run_without_a_cgroup_to_make_contains_by_subreaper, 60)
+{
+    char own[2100], nest[2200];
+    own_cgroup_dir(own, sizeof(own));
+    snprintf(nest, sizeof(nest), "%s/elector-test-nocg.%d", own, (int)getpid());
+    if (!*own || mkdir(nest, 0755) != 0) tl_skip("no cgroup may be made here");
+    char limit[2300];
+    snprintf(limit, sizeof(limit), "%s/cgroup.max.descendants", nest);
+    FILE *f = fopen(limit, "w");
+    ASSERT_NOT_NULL(f);
+    ASSERT(fputs("0\n", f) >= 0);
+    ASSERT_OK(fclose(f));
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("nocg");
+    char script[4096];
+    snprintf(script, sizeof(script),
+             "echo $$ > %s/cgroup.procs && exec %s --endpoints %s --log-level debug run "
+             "nocg -- sh -c 'setsid sleep 60 & echo $! > %s/pid; exit 0'",
+             nest, ELECTOR_BIN, eh_endpoints(c), dir);
+    pid_t e = spawn_sh(dir, script, 0);
+    ASSERT_GT(e, 0);
+    int rc = wait_exit(e, 30);
+    for (int i = 0; i < 50 && rmdir(nest) != 0; i++)
+        tl_msleep(20);
+    pid_t left = (pid_t)atoi(slurp(dir_file(dir, "pid")));
+    bool alive = left > 0 && pid_alive(left);
+    if (alive) kill(left, SIGKILL);
+    ASSERT_EQ(0, rc);
+    ASSERT_CONTAINS(slurp(dir_file(dir, "elector.err")), "by subreaper");
+    ASSERT_GT(left, 0);
+    ASSERT(!alive);
+    free(dir);
+    eh_stop(c);
+}
+
+/* elector SIGKILLed while etcd is unreachable (paused): the guard ends the
+ * tree, cannot revoke the lease and says that the TTL ends it. */
+TEST_WITH_TIMEOUT(guard_that_cannot_revoke_says_the_ttl_ends_the_lease, 60)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("norev");
+    char job[600];
+    snprintf(job, sizeof(job), "echo $$ > %s/pid; exec sleep 60", dir);
+    pid_t e = spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl",
+                                                "3", "--dial-timeout", "1s", "run", "nr",
+                                                "--", "sh", "-c", job, NULL});
+    pid_t cmd = read_pid(dir);
+    ASSERT_OK(eh_member_pause(c, 0));
+    ASSERT_OK(kill(e, SIGKILL));
+    wait_exit(e, 10);
+    bool said = wait_contains(dir_file(dir, "elector.err"), "could not be revoked", 20);
+    bool cmd_left = pid_alive(cmd);
+    ASSERT_OK(eh_member_resume(c, 0));
+    if (cmd_left) kill(cmd, SIGKILL);
+    ASSERT(said);
+    ASSERT(!cmd_left);
+    ASSERT_CONTAINS(slurp(dir_file(dir, "elector.err")), "it ends by its TTL");
+    free(dir);
+    eh_stop(c);
+}

@@ -12,7 +12,14 @@
 #include "text/output.h"
 #include "options/secret.h"
 #include "app/srv.h"
+#include "elector/etcd.h"
+#include "supervise/internal.h"
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <netinet/in.h>
 #include <resolv.h>
 #include <signal.h>
@@ -1129,4 +1136,532 @@ TEST(discovery_srv_with_no_records_is_a_clear_error)
     ASSERT_CONTAINS(err, "no SRV records");
     ASSERT_CONTAINS(err, "_etcd-client-ssl._tcp.elector-test.invalid");
     ASSERT_CONTAINS(err, "_etcd-client._tcp.elector-test.invalid");
+}
+
+/* ---------------------------------------------------------------- supervision
+ * tool/supervise/ called directly (issue 23: paths that `elector run` reaches
+ * only on resource failures, or never on this kernel). Each test runs in a
+ * forked process of its own (testlib), which may become a subreaper. */
+
+/* Runs fn in a forked child (its resource limits, cgroup and cwd changes stay
+ * there); returns its exit code, or -1 if it died by a signal. */
+static int in_child(int (*fn)(void *), void *arg)
+{
+    fflush(NULL);
+    pid_t p = fork();
+    if (p == 0) _exit(fn(arg));
+    int st;
+    while (waitpid(p, &st, 0) < 0) {
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Descriptors this process may still open. */
+static int free_fds(void)
+{
+    int fds[256], n = 0;
+    while (n < 256 && (fds[n] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+        n++;
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+    return n;
+}
+
+TEST(check_cmd_searches_path_as_a_shell_does)
+{
+    char err[256] = "";
+    ASSERT_EQ(127, tool_child_check_cmd("", err, sizeof(err)));
+    ASSERT_CONTAINS(err, "No such file");
+    char *dir = tl_tmpdir("path");
+    ASSERT_OK(chdir(dir));
+    FILE *f = fopen("prog", "w");
+    ASSERT_NOT_NULL(f);
+    fputs("#!/bin/sh\nexit 0\n", f);
+    fclose(f);
+    ASSERT_OK(chmod("prog", 0755));
+    f = fopen("plain", "w");
+    ASSERT_NOT_NULL(f);
+    fclose(f);
+    /* An empty entry of $PATH is the current directory. */
+    setenv("PATH", "/nonexistent-elector-dir::/usr/bin", 1);
+    ASSERT_EQ(0, tool_child_check_cmd("prog", err, sizeof(err)));
+    ASSERT_EQ(126, tool_child_check_cmd("plain", err, sizeof(err)));
+    ASSERT_CONTAINS(err, "Permission denied");
+    /* A trailing empty entry too (execvp tries it: the check must agree). */
+    setenv("PATH", "/nonexistent-elector-dir:", 1);
+    ASSERT_EQ(0, tool_child_check_cmd("prog", err, sizeof(err)));
+    setenv("PATH", ":", 1);
+    ASSERT_EQ(0, tool_child_check_cmd("prog", err, sizeof(err)));
+    setenv("PATH", "/nonexistent-elector-dir:/usr/bin", 1);
+    ASSERT_EQ(127, tool_child_check_cmd("prog", err, sizeof(err)));
+    ASSERT_STREQ("command not found in $PATH", err);
+    /* A file as an entry of $PATH is skipped (ENOTDIR), as a missing one. */
+    setenv("PATH", "/etc/passwd:/nonexistent-elector-dir:/bin:/usr/bin", 1);
+    ASSERT_EQ(0, tool_child_check_cmd("sh", err, sizeof(err)));
+    /* No $PATH, or an empty one: the default path. */
+    unsetenv("PATH");
+    ASSERT_EQ(0, tool_child_check_cmd("sh", err, sizeof(err)));
+    setenv("PATH", "", 1);
+    ASSERT_EQ(0, tool_child_check_cmd("sh", err, sizeof(err)));
+    /* A path: as is. A directory and a device are not executable (126); a
+     * missing file, or one below a file, is not found (127). */
+    ASSERT_EQ(126, tool_child_check_cmd("/tmp", err, sizeof(err)));
+    ASSERT_STREQ("Permission denied (a directory)", err);
+    ASSERT_EQ(126, tool_child_check_cmd("/dev/null", err, sizeof(err)));
+    ASSERT_STREQ("Permission denied", err);
+    ASSERT_EQ(127, tool_child_check_cmd("/nonexistent-elector-dir/x", err, sizeof(err)));
+    ASSERT_STREQ("No such file or directory", err);
+    ASSERT_EQ(127, tool_child_check_cmd("/etc/passwd/x", err, sizeof(err)));
+    ASSERT_STREQ("Not a directory", err);
+    ASSERT_EQ(0, tool_child_check_cmd("/bin/sh", err, sizeof(err)));
+    free(dir);
+}
+
+static void pause_child(int *pid)
+{
+    *pid = fork();
+    if (*pid == 0) {
+        pause();
+        _exit(0);
+    }
+}
+
+/* Kernels before 5.14 have no cgroup.kill: the members listed in cgroup.procs
+ * are killed one by one. A plain directory with such a file stands in for
+ * that cgroup. */
+TEST(cgroup_kill_without_cgroup_kill_kills_every_member)
+{
+    char *dir = tl_tmpdir("oldcg");
+    int a, b;
+    pause_child(&a);
+    pause_child(&b);
+    char path[600];
+    snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+    FILE *f = fopen(path, "w");
+    ASSERT_NOT_NULL(f);
+    fprintf(f, "%d\n%d\n", a, b);
+    fclose(f);
+    tool_cgroup_kill(dir);
+    int st;
+    ASSERT_EQ(a, waitpid(a, &st, 0));
+    ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    ASSERT_EQ(b, waitpid(b, &st, 0));
+    ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    /* No cgroup.procs either (the cgroup is gone): nothing to do. */
+    ASSERT_OK(unlink(path));
+    tool_cgroup_kill(dir);
+    tool_cgroup_kill("");
+    free(dir);
+}
+
+/* A cgroup whose last member is still exiting cannot be removed yet (EBUSY):
+ * tool_cgroup_remove waits for it rather than leave the directory behind. */
+TEST(cgroup_remove_waits_for_the_last_member_to_leave)
+{
+    char base[4096], cg[4200];
+    tool_cgroup_base(base, sizeof(base));
+    snprintf(cg, sizeof(cg), "%s/elector-test-rm.%d", base, (int)getpid());
+    if (!*base || mkdir(cg, 0755) != 0) tl_skip("no cgroup may be made here");
+    int go[2];
+    ASSERT_OK(pipe(go));
+    pid_t p = fork();
+    if (p == 0) {
+        char procs[4300];
+        snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg);
+        int fd = open(procs, O_WRONLY);
+        if (fd < 0 || write(fd, "0\n", 2) != 2) _exit(1);
+        close(fd);
+        if (write(go[1], "x", 1) != 1) _exit(1);
+        usleep(20000); /* well inside the 200 ms of retries, even on a busy machine */
+        _exit(0);
+    }
+    char x;
+    ASSERT_EQ(1, (int)read(go[0], &x, 1)); /* it is in the cgroup */
+    tool_cgroup_remove(cg);
+    bool gone = access(cg, F_OK) != 0;
+    int st;
+    waitpid(p, &st, 0);
+    if (!gone) rmdir(cg);
+    ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    ASSERT(gone);
+    /* A member that stays (a process stuck in uninterruptible sleep): the wait
+     * is bounded, and the cgroup stays. */
+    ASSERT_OK(mkdir(cg, 0755));
+    p = fork();
+    if (p == 0) {
+        char procs[4300];
+        snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg);
+        int fd = open(procs, O_WRONLY);
+        if (fd < 0 || write(fd, "0\n", 2) != 2) _exit(1);
+        close(fd);
+        if (write(go[1], "x", 1) != 1) _exit(1);
+        pause();
+        _exit(0);
+    }
+    ASSERT_EQ(1, (int)read(go[0], &x, 1));
+    tool_cgroup_remove(cg);
+    bool stays = access(cg, F_OK) == 0;
+    kill(p, SIGKILL);
+    waitpid(p, &st, 0);
+    for (int i = 0; i < 50 && rmdir(cg) != 0; i++)
+        tl_msleep(10);
+    ASSERT(stays);
+}
+
+struct nofile {
+    int spare; /* descriptors left free */
+    char err[256];
+};
+
+static int start_without_fds(void *arg)
+{
+    struct nofile *nf = arg;
+    struct rlimit rl = {64, 64};
+    if (setrlimit(RLIMIT_NOFILE, &rl)) return 10;
+    int fds[64], n = 0;
+    while (n < 64 && (fds[n] = open("/dev/null", O_RDONLY)) >= 0)
+        n++;
+    for (int i = 0; i < nf->spare; i++)
+        close(fds[--n]);
+    if (free_fds() != nf->spare) return 11;
+    char *argv[] = {"true", NULL}, *env[] = {NULL};
+    tool_child_spec sp = {.argv = argv, .env_add = env, .deadline_ns = INT64_MAX / 2};
+    char err[256] = "";
+    tool_child *c = tool_child_start(&sp, err, sizeof(err));
+    if (c) return 12;
+    if (!strstr(err, "pipe: Too many open files")) return 13;
+    return free_fds() == nf->spare ? 0 : 14; /* a pipe it made is closed again */
+}
+
+/* Out of descriptors: tool_child_start fails with the reason and leaks none,
+ * whether its first pipe fails (1 free) or its second (3 free). */
+TEST(child_start_without_descriptors_fails_and_leaks_none)
+{
+    struct nofile a = {.spare = 1}, b = {.spare = 3};
+    ASSERT_EQ(0, in_child(start_without_fds, &a));
+    ASSERT_EQ(0, in_child(start_without_fds, &b));
+}
+
+/* As elector: SIGPIPE ignored (a message may reach a guard that just quit),
+ * a subreaper that notes the children it has. */
+static void child_setup(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    tool_child_init();
+}
+
+/* The pid the command wrote to path, waiting for it while polling c. */
+static pid_t read_pid(tool_child *c, const char *path)
+{
+    for (int i = 0; i < 500; i++) {
+        FILE *f = fopen(path, "r");
+        int pid = 0;
+        if (f) {
+            if (fscanf(f, "%d", &pid) != 1) pid = 0;
+            fclose(f);
+        }
+        if (pid > 0) return pid;
+        int st;
+        tool_child_cause why;
+        if (tool_child_poll(c, &st, &why)) return -1;
+        tl_msleep(10);
+    }
+    return -1;
+}
+
+static pid_t dead_pid(void)
+{
+    pid_t p = fork();
+    if (p == 0) _exit(0);
+    waitpid(p, NULL, 0);
+    return p;
+}
+
+/* tool_child_free while the command runs (elector ending with it alive) stops
+ * the command in order (SIGTERM: its trap runs) and its whole tree, and waits
+ * for it: nothing of it is left; the descriptors it closes are its own (fd 0
+ * stays). Also, the
+ * cgroup a dead elector's guard left behind is swept when a guard starts; a
+ * live one's stays. */
+TEST_WITH_TIMEOUT(child_free_while_the_command_runs_ends_its_tree, 30)
+{
+    child_setup();
+    char base[4096], stale[4200] = "", live[4200] = "";
+    tool_cgroup_base(base, sizeof(base));
+    if (*base) {
+        snprintf(stale, sizeof(stale), "%s/elector-run.%d", base, (int)dead_pid());
+        snprintf(live, sizeof(live), "%s/elector-run.%d", base, (int)getpid());
+        if (mkdir(stale, 0755) || mkdir(live, 0755)) stale[0] = live[0] = 0;
+    }
+    if (fcntl(0, F_GETFD) < 0) ASSERT_EQ(0, open("/dev/null", O_RDONLY));
+    char *dir = tl_tmpdir("free");
+    char pidf[600], termf[600], script[1600];
+    snprintf(pidf, sizeof(pidf), "%s/pid", dir);
+    snprintf(termf, sizeof(termf), "%s/term", dir);
+    snprintf(script, sizeof(script),
+             "trap 'echo term > %s; exit 0' TERM; sleep 30 & echo $! > %s; wait", termf,
+             pidf);
+    char *argv[] = {"sh", "-c", script, NULL}, *env[] = {NULL};
+    tool_child_spec sp = {.argv = argv,
+                          .env_add = env,
+                          .deadline_ns = elector_now_ns() + 60000000000LL,
+                          .grace_ns = 300000000LL};
+    char err[256];
+    tool_child *c = tool_child_start(&sp, err, sizeof(err));
+    ASSERT_NOT_NULL(c);
+    bool swept = !*stale || access(stale, F_OK) != 0;
+    bool kept = !*live || access(live, F_OK) == 0;
+    if (*live) rmdir(live);
+    if (*stale) rmdir(stale);
+    pid_t sleeper = read_pid(c, pidf);
+    ASSERT_GT(sleeper, 0);
+    ASSERT_OK(kill(sleeper, 0));
+    tool_child_free(c);
+    ASSERT(kill(sleeper, 0) != 0 && errno == ESRCH);
+    ASSERT(access(termf, F_OK) == 0); /* stopped in order, not killed at once */
+    ASSERT(fcntl(0, F_GETFD) >= 0);
+    ASSERT(swept);
+    ASSERT(kept);
+    free(dir);
+}
+
+/* tool_child_free with the guard SIGSTOPped: the stop it asks for is due grace
+ * later and the guard does not act on it, so elector kills the tree and the
+ * guard itself once the stop is overdue, not after the whole answer time. */
+TEST_WITH_TIMEOUT(child_free_with_the_guard_stopped_takes_over, 30)
+{
+    child_setup();
+    char *dir = tl_tmpdir("hung");
+    char pidf[600], script[800];
+    snprintf(pidf, sizeof(pidf), "%s/pid", dir);
+    snprintf(script, sizeof(script), "echo $$ > %s; exec sleep 30", pidf);
+    char *argv[] = {"sh", "-c", script, NULL}, *env[] = {NULL};
+    tool_child_spec sp = {.argv = argv,
+                          .env_add = env,
+                          .deadline_ns = elector_now_ns() + 60000000000LL,
+                          .grace_ns = 200000000LL,
+                          .ping_ns = 10000000000LL,
+                          .answer_ns = 20000000000LL};
+    char err[256];
+    tool_child *c = tool_child_start(&sp, err, sizeof(err));
+    ASSERT_NOT_NULL(c);
+    pid_t cmd = read_pid(c, pidf);
+    ASSERT_GT(cmd, 0);
+    pid_t guard = c->guard;
+    ASSERT_OK(kill(guard, SIGSTOP));
+    int64_t t0 = tl_now_ns();
+    tool_child_free(c);
+    double secs = (double)(tl_now_ns() - t0) / 1e9;
+    tl_log("tool_child_free took %.3f s", secs);
+    ASSERT(kill(cmd, 0) != 0 && errno == ESRCH);
+    ASSERT(kill(guard, 0) != 0 && errno == ESRCH);
+    ASSERT_LT(secs, 15.0); /* well before the 20 s answer time */
+    free(dir);
+}
+
+static int fork_fails(void *arg)
+{
+    (void)arg;
+    char dir[512];
+    if (tl_pids_cgroup(dir, sizeof(dir), 1)) return 77;
+    struct rlimit rl = {64, 64}; /* so that free_fds() counts them all */
+    if (setrlimit(RLIMIT_NOFILE, &rl)) return 9;
+    char err[256] = "";
+    if (tool_child_check_pid_ns(err, sizeof(err)) != -1) return 10;
+    if (!strstr(err, "fork: Resource temporarily unavailable")) return 11;
+    int before = free_fds();
+    char *argv[] = {"true", NULL}, *env[] = {NULL};
+    tool_child_spec sp = {.argv = argv, .env_add = env, .deadline_ns = INT64_MAX / 2};
+    err[0] = 0;
+    if (tool_child_start(&sp, err, sizeof(err))) return 12;
+    if (!strstr(err, "fork: Resource temporarily unavailable")) return 13;
+    return free_fds() == before ? 0 : 14;
+}
+
+static int guard_fork_fails(void *arg)
+{
+    (void)arg;
+    char dir[512];
+    if (tl_pids_cgroup(dir, sizeof(dir), 2)) return 77;
+    signal(SIGPIPE, SIG_IGN);
+    char *argv[] = {"true", NULL}, *env[] = {NULL};
+    tool_child_spec sp = {
+        .argv = argv, .env_add = env, .deadline_ns = elector_now_ns() + 60000000000LL};
+    char err[256];
+    tool_child *c = tool_child_start(&sp, err, sizeof(err));
+    if (!c) return 10;
+    int st = 0;
+    tool_child_cause why = TOOL_CHILD_RUNNING;
+    for (int i = 0; i < 1000 && !tool_child_poll(c, &st, &why); i++)
+        usleep(10000);
+    tool_child_free(c);
+    if (why != TOOL_CHILD_EXITED) return 11;
+    return st == 126 ? 0 : 12;
+}
+
+static int in_pids_child(int (*fn)(void *))
+{
+    fflush(NULL);
+    pid_t p = fork();
+    if (p == 0) _exit(fn(NULL));
+    int st;
+    while (waitpid(p, &st, 0) < 0) {
+    }
+    tl_pids_cgroup_remove(p); /* the guard, if any, may still be exiting */
+    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    if (rc == 77) tl_skip("no pids cgroup here");
+    return rc;
+}
+
+/* No process may be made (a pids cgroup at its limit): the PID-namespace check
+ * and tool_child_start fail with the reason (and leak no descriptor); when the
+ * guard itself cannot fork the command, the command counts as not runnable,
+ * 126, as a shell's. */
+TEST_WITH_TIMEOUT(fork_failures_are_reported, 30)
+{
+    child_setup();
+    ASSERT_EQ(0, in_pids_child(fork_fails));
+    ASSERT_EQ(0, in_pids_child(guard_fork_fails));
+}
+
+/* The guard takes the latest deadline only: an older one is ignored (the
+ * command keeps running), and a later one that comes during a stop does not
+ * postpone the stop's kill (a renewal that races with a stop must not keep a
+ * command that ignores SIGTERM alive). */
+TEST_WITH_TIMEOUT(deadlines_never_shorten_the_lease_nor_postpone_a_stop, 30)
+{
+    child_setup();
+    char *dir = tl_tmpdir("dl");
+    char pidf[600], script[800];
+    snprintf(pidf, sizeof(pidf), "%s/pid", dir);
+    snprintf(script, sizeof(script),
+             "trap '' TERM; echo $$ > %s; while :; do sleep 0.05; done", pidf);
+    char *argv[] = {"sh", "-c", script, NULL}, *env[] = {NULL};
+    tool_child_spec sp = {.argv = argv,
+                          .env_add = env,
+                          .deadline_ns = elector_now_ns() + 60000000000LL,
+                          .grace_ns = 100000000LL};
+    char err[256];
+    tool_child *c = tool_child_start(&sp, err, sizeof(err));
+    ASSERT_NOT_NULL(c);
+    pid_t cmd = read_pid(c, pidf);
+    ASSERT_GT(cmd, 0);
+    tool_child_deadline(c, elector_now_ns() + 200000000LL); /* older: ignored */
+    int st = 0;
+    tool_child_cause why = TOOL_CHILD_RUNNING;
+    for (int i = 0; i < 80; i++) {
+        ASSERT_EQ(0, tool_child_poll(c, &st, &why));
+        tl_msleep(10);
+    }
+    ASSERT_OK(kill(cmd, 0));
+    int64_t t0 = elector_now_ns();
+    tool_child_stop(c, t0 + 300000000LL);
+    tool_child_deadline(c, t0 + 120000000000LL); /* a renewal during the stop */
+    int done = 0;
+    for (int i = 0; i < 1000 && !done; i++) {
+        done = tool_child_poll(c, &st, &why);
+        if (!done) tl_msleep(10);
+    }
+    double secs = (double)(elector_now_ns() - t0) / 1e9;
+    tl_log("stopped after %.3f s (kill due at 0.3 s)", secs);
+    ASSERT(done);
+    ASSERT_EQ(TOOL_CHILD_STOPPED, why);
+    ASSERT_EQ(128 + SIGKILL, st);
+    ASSERT_LT(secs, 8.0);
+    tool_child_free(c);
+    free(dir);
+}
+
+/* A guard that is slow to answer for less than the answer time (stopped for
+ * 0.6 s here, answer time 5 s) and no stop or deadline due is not taken over:
+ * the command runs on. (The 100 ms limit applies only once a stop or the
+ * deadline is due.) */
+TEST_WITH_TIMEOUT(guard_slow_for_less_than_the_answer_time_is_left_alone, 30)
+{
+    child_setup();
+    char *dir = tl_tmpdir("slow");
+    char pidf[600], script[800];
+    snprintf(pidf, sizeof(pidf), "%s/pid", dir);
+    snprintf(script, sizeof(script), "echo $$ > %s; exec sleep 30", pidf);
+    char *argv[] = {"sh", "-c", script, NULL}, *env[] = {NULL};
+    tool_child_spec sp = {.argv = argv,
+                          .env_add = env,
+                          .deadline_ns = elector_now_ns() + 60000000000LL,
+                          .grace_ns = 100000000LL,
+                          .ping_ns = 50000000LL,
+                          .answer_ns = 5000000000LL};
+    char err[256];
+    tool_child *c = tool_child_start(&sp, err, sizeof(err));
+    ASSERT_NOT_NULL(c);
+    pid_t cmd = read_pid(c, pidf);
+    ASSERT_GT(cmd, 0);
+    ASSERT_OK(kill(c->guard, SIGSTOP));
+    int st, done = 0;
+    tool_child_cause why;
+    for (int i = 0; i < 60 && !done; i++) {
+        done = tool_child_poll(c, &st, &why);
+        tl_msleep(10);
+    }
+    ASSERT_OK(kill(c->guard, SIGCONT));
+    for (int i = 0; i < 30 && !done; i++) {
+        done = tool_child_poll(c, &st, &why);
+        tl_msleep(10);
+    }
+    ASSERT_EQ(0, done);
+    ASSERT_OK(kill(cmd, 0));
+    tool_child_free(c);
+    ASSERT(kill(cmd, 0) != 0 && errno == ESRCH);
+    free(dir);
+}
+
+static void mark_released(void *ud)
+{
+    FILE *f = fopen(ud, "w");
+    if (f) fclose(f);
+}
+
+/* The release hook runs in the guard only when nobody else can release:
+ * not after tool_child_free (elector releases itself), but when elector
+ * vanishes (EOF on the pipe) while a stop it asked for is under way. */
+TEST_WITH_TIMEOUT(release_hook_runs_only_when_elector_cannot_release, 30)
+{
+    child_setup();
+    char *dir = tl_tmpdir("rel");
+    char mark[600], pidf[600], script[1600];
+    snprintf(mark, sizeof(mark), "%s/released", dir);
+    snprintf(pidf, sizeof(pidf), "%s/pid", dir);
+    snprintf(script, sizeof(script),
+             "trap '' TERM; echo $$ > %s; while :; do sleep 0.05; done", pidf);
+    char *argv[] = {"sh", "-c", script, NULL}, *env[] = {NULL};
+    tool_child_spec sp = {.argv = argv,
+                          .env_add = env,
+                          .deadline_ns = elector_now_ns() + 60000000000LL,
+                          .grace_ns = 100000000LL,
+                          .release = mark_released,
+                          .ud = mark};
+    char err[256];
+    tool_child *c = tool_child_start(&sp, err, sizeof(err));
+    ASSERT_NOT_NULL(c);
+    ASSERT_GT(read_pid(c, pidf), 0);
+    tool_child_free(c);
+    ASSERT(access(mark, F_OK) != 0); /* elector releases: not the guard */
+    unlink(pidf);
+    c = tool_child_start(&sp, err, sizeof(err));
+    ASSERT_NOT_NULL(c);
+    pid_t cmd = read_pid(c, pidf);
+    ASSERT_GT(cmd, 0);
+    tool_child_stop(c, elector_now_ns() + 20000000000LL);
+    close(c->fd); /* elector is gone: EOF */
+    c->fd = -1;
+    int st = 0, done = 0;
+    tool_child_cause why;
+    for (int i = 0; i < 1000 && !done; i++) {
+        done = tool_child_poll(c, &st, &why);
+        if (!done) tl_msleep(10);
+    }
+    ASSERT(done);
+    ASSERT(kill(cmd, 0) != 0 && errno == ESRCH);
+    ASSERT(access(mark, F_OK) == 0); /* nobody else could: the guard released */
+    tool_child_free(c);
+    free(dir);
 }

@@ -732,3 +732,46 @@ int main(int argc, char **argv)
     }
     return failed == 0 ? 0 : 1;
 }
+
+static int tl_write_file(const char *dir, const char *file, const char *s)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = write(fd, s, strlen(s));
+    close(fd);
+    return n == (ssize_t)strlen(s) ? 0 : -1;
+}
+
+/* cgroup v1's pids hierarchy, else the cgroup2 mount's root (where the pids
+ * controller must be enabled for pids.max to appear). */
+static const char *const tl_pids_bases[] = {"/sys/fs/cgroup/pids",
+                                            "/sys/fs/cgroup/unified", "/sys/fs/cgroup"};
+
+void tl_pids_cgroup_remove(pid_t pid)
+{
+    for (size_t i = 0; i < sizeof tl_pids_bases / sizeof tl_pids_bases[0]; i++) {
+        char d[128];
+        snprintf(d, sizeof d, "%s/elector-test-pids.%d", tl_pids_bases[i], (int)pid);
+        for (int k = 0; k < 100 && rmdir(d) != 0 && errno == EBUSY; k++)
+            tl_msleep(10);
+    }
+}
+
+int tl_pids_cgroup(char *dir, size_t cap, int max)
+{
+    const char *const *bases = tl_pids_bases;
+    char v[32];
+    snprintf(v, sizeof v, "%d\n", max);
+    for (size_t i = 0; i < sizeof tl_pids_bases / sizeof tl_pids_bases[0]; i++) {
+        snprintf(dir, cap, "%s/elector-test-pids.%d", bases[i], (int)getpid());
+        if (mkdir(dir, 0755) != 0) continue;
+        if (tl_write_file(dir, "pids.max", v) == 0 &&
+            tl_write_file(dir, "cgroup.procs", "0\n") == 0)
+            return 0;
+        rmdir(dir);
+    }
+    dir[0] = '\0';
+    return -1;
+}

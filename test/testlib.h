@@ -153,4 +153,14 @@ pid_t tl_spawn(const char *const argv[], int *stdout_fd);
  * SIGKILL if it has not, and reaps it. Returns the raw wait status, or -1. */
 int tl_reap(pid_t pid, int sig, double timeout_s);
 
+/* A pids cgroup that lets at most max processes exist in it (cgroup v1's pids
+ * hierarchy, else a cgroup v2 with the pids controller), made under dir (cap
+ * bytes); moves the calling process (a forked child: its forks fail with
+ * EAGAIN past max) into it. 0, or -1 if this machine offers none. The caller's
+ * parent removes dir (rmdir) once that child is gone. */
+int tl_pids_cgroup(char *dir, size_t cap, int max);
+/* Removes the pids cgroup that process pid made with tl_pids_cgroup, if any
+ * (retrying a while: its last members may still be exiting). */
+void tl_pids_cgroup_remove(pid_t pid);
+
 #endif /* ELECTOR_TESTLIB_H */

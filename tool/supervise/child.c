@@ -50,7 +50,8 @@ int tool_child_check_cmd(const char *cmd, char *err, size_t cap)
         const char *path = getenv("PATH");
         if (!path || !*path) path = "/bin:/usr/bin";
         int found = 0; /* a match that is not executable: 126 unless another is */
-        while (*path) {
+        /* Every entry, a trailing empty one too ("/usr/bin:"), as execvp. */
+        for (;;) {
             size_t n = strcspn(path, ":");
             char full[PATH_MAX];
             if (n == 0)
@@ -60,8 +61,8 @@ int tool_child_check_cmd(const char *cmd, char *err, size_t cap)
             int r = runnable(full);
             if (!r) return 0;
             if (r != ENOENT && r != ENOTDIR) found = r;
-            path += n;
-            if (*path == ':') path++;
+            if (!path[n]) break;
+            path += n + 1;
         }
         e = found ? found : ENOENT;
         if (e == ENOENT) {
