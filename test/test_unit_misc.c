@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <elector/election.h>
 #include "transport_private.h"
 #include "testlib.h"
 
@@ -196,6 +197,25 @@ TEST(strerror_success_and_unknown)
         ASSERT_STREQ("unknown error", elector_strerror(unknown[i]));
         ASSERT_STREQ("UNKNOWN", elector_err_name(unknown[i]));
     }
+}
+
+/* The names the tool and the bindings print for events (elector_event_name). */
+TEST(event_names_for_every_event_and_unknown_otherwise)
+{
+    ASSERT_STREQ("waiting", elector_event_name(ELECTOR_EV_WAITING));
+    ASSERT_STREQ("elected", elector_event_name(ELECTOR_EV_ELECTED));
+    ASSERT_STREQ("proclaimed", elector_event_name(ELECTOR_EV_PROCLAIMED));
+    ASSERT_STREQ("lost", elector_event_name(ELECTOR_EV_LOST));
+    ASSERT_STREQ("resigned", elector_event_name(ELECTOR_EV_RESIGNED));
+    ASSERT_STREQ("failed", elector_event_name(ELECTOR_EV_FAILED));
+    ASSERT_STREQ("leader", elector_event_name(ELECTOR_EV_LEADER));
+    ASSERT_STREQ("no_leader", elector_event_name(ELECTOR_EV_NO_LEADER));
+    ASSERT_STREQ("session_lost", elector_event_name(ELECTOR_EV_SESSION_LOST));
+    /* one past the last, far past it, and negative: never read out of the table */
+    ASSERT_STREQ("unknown",
+                 elector_event_name((elector_event_type)(ELECTOR_EV_SESSION_LOST + 1)));
+    ASSERT_STREQ("unknown", elector_event_name((elector_event_type)1000));
+    ASSERT_STREQ("unknown", elector_event_name((elector_event_type)-1));
 }
 
 /* ---------------------------------------------------------------- buffer */
