@@ -459,7 +459,17 @@ def main():
         text = open(os.path.join(root, f)).read()
         ms = [m for m in mutants_of(text) if (ops is None or m[1] in ops) and lo <= m[0] + 1 <= hi]
         if redo is not None:
-            ms = [m for m in ms if (f, m[0] + 1, m[1], m[2].strip()) in redo]
+            # the same change on the same line, or, when lines moved since the
+            # report (an edit above), on the nearest line within 30 that has it
+            want = [r for r in redo if r[0] == f]
+            keep = []
+            for r in want:
+                same = [m for m in ms if m[1] == r[2] and m[2].strip() == r[3]]
+                if same:
+                    best = min(same, key=lambda m: abs(m[0] + 1 - r[1]))
+                    if abs(best[0] + 1 - r[1]) <= 30 and best not in keep:
+                        keep.append(best)
+            ms = sorted(keep)
         total = len(ms)
         if a.max and len(ms) > a.max:
             ms = sorted(random.Random(f"{a.seed}:{f}").sample(ms, a.max))
