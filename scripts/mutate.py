@@ -64,7 +64,7 @@ TESTS = [
 _ELECTION = ["test_etcd_election", "test_etcd_election_safety", "test_etcd_fast_check",
              "test_etcd_sessions", "test_etcd_release", "test_etcd_lease_watch", "test_driver",
              "test_driver_kv", "test_oom", "test_hostile", "test_etcd_failover",
-             "test_etcd_election_cluster", "test_etcd_day2"]
+             "test_etcd_election_cluster", "test_etcd_day2", "test_unit_misc"]
 _TOOL = ["test_unit_tool", "test_unit_tool_health", "test_unit_tool_ops", "test_tool",
          "test_tool_run", "test_tool_health", "test_tool_ops"]
 SELECT_TESTS = [
