@@ -218,6 +218,15 @@ TEST(event_names_for_every_event_and_unknown_otherwise)
     ASSERT_STREQ("unknown", elector_event_name((elector_event_type)-1));
 }
 
+/* An election needs a session and a name: without one of them, NULL (and no
+ * session is read: the session is not there to be read). */
+TEST(election_new_without_a_session_or_a_name_is_null)
+{
+    ASSERT(elector_election_new(NULL, "job", NULL, NULL) == NULL);
+    ASSERT(elector_election_new(NULL, NULL, NULL, NULL) == NULL);
+    ASSERT(elector_election_new(NULL, "", NULL, NULL) == NULL);
+}
+
 /* ---------------------------------------------------------------- buffer */
 
 TEST(buf_append_consume_basic)
