@@ -226,6 +226,25 @@ TEST(resign_before_the_campaign_txn_answers_fails_with_canceled)
         }
     }
     ASSERT_EQ(1, rc);
+    /* The key the overtaken Txn made is gone: a new campaign is elected (it
+     * would wait forever if the delete's answer were never counted). */
+    int n1 = a->n;
+    ASSERT_OK(elector_campaign(a->el, "b", 1));
+    ASSERT_GE(eu_wait_event(a, n1, ELECTOR_EV_ELECTED, 5000), 0);
+    /* Resign and campaign again at once, before anything is answered: the
+     * delete of the old key and the new campaign's Txn race; the new key
+     * must survive the old delete, and we lead with it. */
+    int n2 = a->n;
+    ASSERT_OK(elector_resign(a->el));
+    ASSERT_OK(elector_campaign(a->el, "c", 1));
+    ASSERT_GE(eu_wait_event(a, n2, ELECTOR_EV_ELECTED, 5000), 0);
+    eu_pump(300);
+    ASSERT(elector_is_leader(a->el));
+    ASSERT_EQ(0, elector_leader_sync(a->etcd, "early", 3000, &li));
+    ASSERT_EQ(1, (int)li.value_len);
+    ASSERT_EQ('c', li.value[0]);
+    ASSERT_EQ(elector_election_token(a->el), li.token);
+    elector_leader_free(&li);
     eu_cand_free(a);
     eh_stop(c);
 }
