@@ -1386,6 +1386,52 @@ TEST_WITH_TIMEOUT(a_second_sigint_kills_the_command_at_once, 60)
     eh_stop(c);
 }
 
+/* ^C at a terminal signals the whole foreground group: elector and its guard
+ * (the command has a group of its own). The guard ignores it and stays; elector
+ * relays the ^C to the command, whose trap ends it in order: not the end of a
+ * dead guard (the command's tree killed). */
+TEST_WITH_TIMEOUT(guard_ignores_stop_signals_and_a_group_sigint_is_relayed, 60)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("intgrp");
+    FILE *f = fopen(dir_file(dir, "job.sh"), "w");
+    ASSERT_NOT_NULL(f);
+    fprintf(f,
+            "trap 'echo int > %s/int; exit 0' INT\necho $$ > %s/pid\n"
+            "while :; do sleep 0.05; done\n",
+            dir, dir);
+    fclose(f);
+    pid_t e =
+        spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl", "30",
+                                          "--grace", "10s", "run", "intgrp", "--", "sh",
+                                          dir_file(dir, "job.sh"), NULL});
+    pid_t cmd = read_pid(dir);
+    ASSERT(cmd > 0);
+    /* The guard has a session of its own (a ^C never reaches it), and ignores
+     * the stop signals aimed at it: elector's word or the clock stop it. */
+    pid_t guard = ppid_of(cmd);
+    ASSERT(guard > 0 && guard != e);
+    ASSERT_OK(kill(guard, SIGINT));
+    ASSERT_OK(kill(guard, SIGTERM));
+    tl_msleep(300);
+    ASSERT(pid_alive(guard));
+    ASSERT(pid_alive(cmd));
+    ASSERT(access(dir_file(dir, "int"), F_OK) != 0);
+    ASSERT_OK(kill(-e, SIGINT)); /* as a terminal's ^C: elector's whole group */
+    int rc = wait_exit(e, 30);
+    bool left = pid_alive(cmd);
+    if (left) kill(cmd, SIGKILL);
+    const char *err = slurp(dir_file(dir, "elector.err"));
+    tl_log("elector exited %d; stderr:\n%s", rc, err);
+    ASSERT(!left);
+    ASSERT(access(dir_file(dir, "int"), F_OK) ==
+           0); /* the ^C relayed: stopped in order */
+    ASSERT(strstr(err, "guard process died") == NULL);
+    ASSERT_EQ(0, rc);
+    free(dir);
+    eh_stop(c);
+}
+
 /* elector cannot start the guard (no process to be had: a pids cgroup at its
  * limit): it says so, gives the leadership up (no key left) and exits 1. */
 TEST_WITH_TIMEOUT(run_that_cannot_start_the_guard_resigns_and_exits_1, 60)
