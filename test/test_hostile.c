@@ -1156,16 +1156,6 @@ TEST(lib_keepalive_token_error_sends_the_renewals_again_once)
     ASSERT_EQ(ELECTOR_ETOKEN, o.err);
     ASSERT_EQ(0, o.events); /* ETOKEN above: settled by the error, not the deadline */
     hs_stop(&s);
-    /* The same without the RST_STREAM after the trailers: the stream is over all
-     * the same (it ended with its status), not left open until the deadline. */
-    start(&s, HS_KEEPALIVE_TOKEN_NO_RST, false);
-    run_lib(lib_keepalive_token, s.endpoint, NULL, &o, &rss, &sig);
-    tl_log("every stream refused, no reset: %d renewals answered, err %s in %.2f s",
-           o.events, elector_err_name(o.err), o.secs);
-    ASSERT_EQ(0, sig);
-    ASSERT_EQ(ELECTOR_ETOKEN, o.err);
-    ASSERT_EQ(0, o.events);
-    hs_stop(&s);
 }
 
 /* Renewals without answers (the server stopped): each is settled ETIMEDOUT at

@@ -157,6 +157,7 @@ static int on_close_cb(nghttp2_session *s, int32_t sid, uint32_t code, void *ud)
 
 static int on_frame_cb(nghttp2_session *s, const nghttp2_frame *f, void *ud)
 {
+    (void)s;
     elector_etcd *e = ud;
     e->last_recv_ms = e->now_ms;
     switch (f->hd.type) {
@@ -176,16 +177,6 @@ static int on_frame_cb(nghttp2_session *s, const nghttp2_frame *f, void *ud)
     case NGHTTP2_HEADERS:
     case NGHTTP2_DATA:
         e->data_since_ping = true;
-        /* The server ended the stream (its trailers) while our side is still
-         * open (a streaming call, or a request not yet fully sent): the call is
-         * over. grpc-go resets the stream itself after its trailers; a server
-         * that does not (RFC 9113 8.1 leaves it to the server) would leave the
-         * call waiting for its deadline, or forever for a stream without one.
-         * Our reset closes it now (NO_ERROR: the status received stands). */
-        if ((f->hd.flags & NGHTTP2_FLAG_END_STREAM) && call_of(s, f->hd.stream_id) &&
-            !nghttp2_session_get_stream_local_close(s, f->hd.stream_id))
-            nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, f->hd.stream_id,
-                                      NGHTTP2_NO_ERROR);
         break;
     }
     return 0;
