@@ -11,9 +11,12 @@
 # old counters removed, then
 #   1. ctest on the machine's etcd (not the `package` label: the installed
 #      archive carries gcov references a plain program cannot link);
-#   2. the fault suite, one round of every scenario (scripts/fault.sh --rounds 1;
+#   2. the allocation-failure sweeps: test_oom for every N, and again with
+#      lease renewals (ELECTOR_OOM_RENEW=1; ctest runs only a sample of N;
+#      about 8 min together; ELECTOR_COV_SKIP_OOM=1 skips them);
+#   3. the fault suite, one round of every scenario (scripts/fault.sh --rounds 1;
 #      ELECTOR_COV_SKIP_FAULT=1 skips it);
-#   3. the fuzz corpora (fuzz/corpus/) replayed by gcc-built copies of the targets.
+#   4. the fuzz corpora (fuzz/corpus/) replayed by gcc-built copies of the targets.
 # Failing tests do not stop the run (their coverage still counts); the script
 # exits 1 when one failed. Report (gcovr, Debian's package): a per-file table
 # of src/ and tool/ on stdout and in build-cov/coverage/summary.txt, HTML in
@@ -50,6 +53,16 @@ if [ $report_only -eq 0 ]; then
     env -u ELECTOR_ETCD_DIR ctest --test-dir "$BUILD" --output-on-failure --timeout 1200 \
         -LE package "$@" || failed+=(ctest)
     echo "   $(($(date +%s) - t0)) s so far"
+
+    if [ "${ELECTOR_COV_SKIP_OOM:-0}" != 1 ] && [ $# -eq 0 ]; then
+        echo "== allocation-failure sweeps (test_oom, every N; then with renewals)"
+        env -u ELECTOR_ETCD_DIR ELECTOR_OOM_FULL=1 "$BUILD/test/test_oom" >"$BUILD/oom-full.log" 2>&1 ||
+            failed+=(oom-full)
+        env -u ELECTOR_ETCD_DIR ELECTOR_OOM_FULL=1 ELECTOR_OOM_RENEW=1 ELECTOR_OOM_FROM=150 \
+            "$BUILD/test/test_oom" >"$BUILD/oom-renew.log" 2>&1 || failed+=(oom-renew)
+        tail -n 2 "$BUILD/oom-full.log" "$BUILD/oom-renew.log"
+        echo "   $(($(date +%s) - t0)) s so far"
+    fi
 
     if [ "${ELECTOR_COV_SKIP_FAULT:-0}" != 1 ] && [ $# -eq 0 ]; then
         echo "== fault suite, one round (scripts/fault.sh --rounds 1)"
