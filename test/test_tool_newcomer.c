@@ -2,12 +2,13 @@
 /* What a newcomer trips over (issue 25), as real processes against real etcd:
  * the exit status of a stop under a service manager, an interrupted wait,
  * --timeout and --no-wait, etcd unreachable at start (retries, --fail-fast),
- * a command checked before campaigning. */
+ * a command checked before campaigning, TLS without OpenSSL 3. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "elect_util.h"
 #include "testlib.h"
@@ -493,4 +494,51 @@ TEST_WITH_TIMEOUT(observe_prints_a_leader_once_across_quick_switchovers, 120)
     ASSERT_GE(info, 1);
     free(dir);
     eh_stop(c);
+}
+
+/* A machine asked for TLS without OpenSSL 3 (Debian's libssl3; the library
+ * loads it only when TLS is configured): the error says what to install, and
+ * one whose libssl.so.3 is something else names the function it lacks. Both
+ * exit 1 at start, before any connection (the endpoint is a closed port). The
+ * stand-ins come first through LD_LIBRARY_PATH. */
+TEST(tls_without_openssl_3_says_what_to_install)
+{
+    char *dir = tl_tmpdir("nossl");
+    char other[512], none[512], p[600], ca[600];
+    snprintf(other, sizeof(other), "%s/other", dir);
+    snprintf(none, sizeof(none), "%s/none", dir);
+    ASSERT_EQ(0, mkdir(other, 0700));
+    ASSERT_EQ(0, mkdir(none, 0700));
+    snprintf(ca, sizeof(ca), "%s/ca.pem", dir);
+    FILE *f = fopen(ca, "w");
+    ASSERT_NOT_NULL(f);
+    fputs("not read: OpenSSL is missing\n", f);
+    fclose(f);
+    const char *names[] = {"libssl.so.3", "libssl.so"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(p, sizeof(p), "%s/%s", other, names[i]);
+        ASSERT_EQ(0, symlink(NOSSL_LIB, p));
+        snprintf(p, sizeof(p), "%s/%s", none, names[i]); /* not a library at all */
+        f = fopen(p, "w");
+        ASSERT_NOT_NULL(f);
+        fputs("no ELF here\n", f);
+        fclose(f);
+    }
+    const char *args[] = {"leader", "--endpoints", "https://127.0.0.1:1", "--cacert", ca,
+                          "x",      NULL};
+    char env[600];
+    char *err = NULL;
+    snprintf(env, sizeof(env), "LD_LIBRARY_PATH=%s", none);
+    ASSERT_EQ(1, tool_with_env(NULL, &err, (const char *[]){env, NULL}, args));
+    tl_log("%s", err);
+    ASSERT_NOT_NULL(strstr(err, "TLS needs OpenSSL 3 (Debian: libssl3)"));
+    free(err);
+    err = NULL;
+    snprintf(env, sizeof(env), "LD_LIBRARY_PATH=%s", other);
+    ASSERT_EQ(1, tool_with_env(NULL, &err, (const char *[]){env, NULL}, args));
+    tl_log("%s", err);
+    ASSERT_NOT_NULL(strstr(err, "OpenSSL lacks TLS_client_method"));
+    free(err);
+    tl_rmtree(dir);
+    free(dir);
 }

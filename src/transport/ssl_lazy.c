@@ -22,15 +22,23 @@ int elector__ssl_load(char *err, size_t cap)
         snprintf(err, cap, "TLS needs OpenSSL 3 (Debian: libssl3): %s", dlerror());
         return -1;
     }
-    /* dlsym searches libssl's dependencies too, so libcrypto's symbols resolve. */
-#define ELECTOR__SSL_LOAD(f)                                                             \
-    if (!(*(void **)&elector__ssl.f = dlsym(h, #f))) {                                   \
-        snprintf(err, cap, "OpenSSL lacks %s", #f);                                      \
-        dlclose(h);                                                                      \
-        return -1;                                                                       \
+    /* One entry per function: a name and the table's slot its address goes to.
+     * dlsym searches libssl's dependencies too, so libcrypto's symbols resolve. */
+    static const struct {
+        const char *name;
+        void **slot;
+    } syms[] = {
+#define ELECTOR__SSL_ENTRY(f) {#f, (void **)&elector__ssl.f},
+        ELECTOR__SSL_FUNCS(ELECTOR__SSL_ENTRY)
+#undef ELECTOR__SSL_ENTRY
+    };
+    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+        if (!(*syms[i].slot = dlsym(h, syms[i].name))) {
+            snprintf(err, cap, "OpenSSL lacks %s", syms[i].name);
+            dlclose(h);
+            return -1;
+        }
     }
-    ELECTOR__SSL_FUNCS(ELECTOR__SSL_LOAD)
-#undef ELECTOR__SSL_LOAD
     handle = h;
     return 0;
 }
