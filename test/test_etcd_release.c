@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "elect_util.h"
@@ -770,5 +771,70 @@ TEST_WITH_TIMEOUT(release_helper_without_descriptors_leaves_the_session_alive, 6
     owner_say(&o, "q\n");
     int st = owner_reap(&o);
     ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    eh_stop(c);
+}
+
+/* A host program with a busy signal timer (a sampling profiler's, or a
+ * runtime's) whose handler is installed without SA_RESTART: the loop's
+ * epoll_wait, the spawn of the helper and the wait for it at the close are
+ * interrupted over and over (EINTR). Five sessions with a helper each, all in
+ * one process: each is granted, has its helper, closes with 0 (its lease
+ * revoked), and its helper is gone (exited and reaped) when the close returns. */
+static volatile sig_atomic_t alarms;
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    alarms++;
+}
+
+TEST_WITH_TIMEOUT(release_in_a_host_with_a_busy_signal_timer, 60)
+{
+    setup();
+    eh_cluster *c = eh_start(&(eh_opts){0});
+    ASSERT_NOT_NULL(c);
+    struct sigaction sa = {.sa_handler = on_alarm}, old;
+    sigemptyset(&sa.sa_mask);
+    ASSERT_OK(sigaction(SIGALRM, &sa, &old)); /* no SA_RESTART */
+    struct itimerval every = {{0, 200}, {0, 200}}, off = {{0, 0}, {0, 0}};
+    int fails = 0;
+    pid_t helpers[5] = {0};
+    int64_t revoked[5];
+    ASSERT_OK(setitimer(ITIMER_REAL, &every, NULL));
+    for (int i = 0; i < 5; i++) {
+        elector_etcd_config cfg;
+        elector_etcd_config_init(&cfg);
+        cfg.endpoints = eh_endpoints(c);
+        elector_etcd *e = elector_etcd_new(&cfg);
+        elector_session_config sc;
+        elector_session_config_init(&sc);
+        sc.release_on_exit = true;
+        elector_session *s = e ? elector_session_new(e, &sc, NULL, NULL) : NULL;
+        if (!s || elector_session_wait(s, 10000) != 0) fails++;
+        helpers[i] = s ? elector_session_helper(s) : -1;
+        revoked[i] = s ? elector_session_lease(s) : 0;
+        if (s && elector_session_close_sync(s, 5000) != 0) fails++;
+        if (e) elector_etcd_free(e);
+        if (helpers[i] > 0 && (kill(helpers[i], 0) == 0 || errno != ESRCH)) fails++;
+    }
+    ASSERT_OK(setitimer(ITIMER_REAL, &off, NULL));
+    ASSERT_OK(sigaction(SIGALRM, &old, NULL));
+    tl_log("%d signals handled during 5 sessions; %d failures", (int)alarms, fails);
+    ASSERT_EQ(0, fails);
+    ASSERT_GT(alarms, 10); /* coalesced while pending: fewer than the timer fired */
+    for (int i = 0; i < 5; i++) {
+        ASSERT_GT(helpers[i], 0);
+        ASSERT_GT(revoked[i], 0);
+    }
+    /* The leases are gone (revoked at the close, not left to their TTL). */
+    char *out = NULL;
+    ASSERT_EQ(0, tl_run(&out, (const char *[]){"etcdctl", "--endpoints", eh_endpoints(c),
+                                               "lease", "list", NULL}));
+    for (int i = 0; i < 5; i++) {
+        char hex[32];
+        snprintf(hex, sizeof(hex), "%llx", (unsigned long long)revoked[i]);
+        ASSERT(!strstr(out, hex));
+    }
+    free(out);
     eh_stop(c);
 }
