@@ -730,6 +730,35 @@ TEST(lib_watch_message_announcing_4_gib_ends_the_stream)
     hs_stop(&s);
 }
 
+/* A watch stream the server ends with its trailers ("etcdserver: no leader",
+ * what etcd does to a require-leader watch stream when its member loses the
+ * leader), with or without the RST_STREAM(NO_ERROR) grpc-go sends after them:
+ * each watch ends with the server's status at once. Without the reset the
+ * stream used to stay half open: the watch (which has no deadline) waited
+ * forever, and later watches were sent on that dead stream. */
+TEST(lib_watch_stream_ended_by_the_server_ends_the_watch)
+{
+    static const hs_attack modes[] = {HS_WATCH_NO_LEADER, HS_WATCH_NO_LEADER_NO_RST};
+    for (size_t i = 0; i < 2; i++) {
+        hs_server s;
+        start(&s, modes[i], true);
+        lib_out o;
+        long rss;
+        int sig;
+        run_lib(lib_watch, s.endpoint, NULL, &o, &rss, &sig);
+        tl_log("watch stream ended by the server, %s: %s after %.2f s (2 watches, %d "
+               "streams ended): %s",
+               i ? "no reset" : "then RST_STREAM", elector_err_name(o.err), o.secs,
+               o.events, o.msg);
+        ASSERT_EQ(0, sig);
+        ASSERT_EQ(ELECTOR_ENOLEADER, o.err);
+        ASSERT_EQ(2, o.events);           /* both watches ended, each on its own stream */
+        ASSERT_LT(o.secs, 2 * REQUEST_S); /* not the 8 s each watch is given */
+        ASSERT_CONTAINS(o.msg, "etcdserver: no leader");
+        hs_stop(&s);
+    }
+}
+
 struct kstate {
     int err, done;
 };
@@ -1155,6 +1184,17 @@ TEST(lib_keepalive_token_error_sends_the_renewals_again_once)
     ASSERT_EQ(0, sig);
     ASSERT_EQ(ELECTOR_ETOKEN, o.err);
     ASSERT_EQ(0, o.events); /* ETOKEN above: settled by the error, not the deadline */
+    hs_stop(&s);
+    /* The same without the RST_STREAM after the trailers: the stream is over all
+     * the same (it ended with its status), not left half open until each
+     * renewal's deadline (before the fix: ETIMEDOUT after 3 s, 6 s in all). */
+    start(&s, HS_KEEPALIVE_TOKEN_NO_RST, false);
+    run_lib(lib_keepalive_token, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("every stream refused, no reset: %d renewals answered, err %s in %.2f s (%s)",
+           o.events, elector_err_name(o.err), o.secs, o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_ETOKEN, o.err);
+    ASSERT_EQ(0, o.events);
     hs_stop(&s);
 }
 
