@@ -351,10 +351,21 @@ static void fast_event(conn *c, stream *st, int64_t watch_id)
                               NGHTTP2_NO_ERROR, NULL, 0);
 }
 
+static void refuse(conn *c, stream *st, const char *code, const char *msg);
+
 static void on_txn(conn *c, stream *st, const uint8_t *p, size_t n)
 {
     Etcdserverpb__TxnRequest *q = etcdserverpb__txn_request__unpack(NULL, n, p);
     if (!q) abort();
+    static bool delete_refused;
+    if (O->attack == HS_DELETE_BUSY_ONCE && !delete_refused && q->n_success &&
+        q->success[0]->request_case ==
+            ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE) {
+        delete_refused = true;
+        refuse(c, st, "2", "etcdserver: too many requests");
+        etcdserverpb__txn_request__free_unpacked(q, NULL);
+        return;
+    }
     bool campaign =
         q->n_compare &&
         q->compare[0]->target == ETCDSERVERPB__COMPARE__COMPARE_TARGET__CREATE &&

@@ -1110,6 +1110,54 @@ TEST(lib_too_many_requests_is_retried)
     hs_stop(&s);
 }
 
+/* A resign that overtakes the campaign Txn: the Txn makes our key, and the
+ * delete sent for it then (campaign.c campaign_done) is refused once for a
+ * transient reason. It is sent again although the election is not freed:
+ * idle, it holds no key, so nothing else would delete that one, and a later
+ * free deletes nothing (before: one delete, the key left for the whole
+ * session; test_etcd_stress stress_create_break_restart_free lost keys so).
+ * events: Txns sent; err: Txn errors; msg: the election's retries. */
+static void lib_stray_delete(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    struct busy_out b = {0};
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    if (elector_session_wait(s, 8000)) _exit(6);
+    elector_election *el = elector_election_new(s, "e", busy_cb, &b);
+    if (!el || elector_campaign(el, "v", 1) || elector_resign(el)) _exit(6);
+    double end = tl_now() + 1.5;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 50);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events = (int)st.requests[ELECTOR_RPC_TXN];
+    o->err = (int)st.errors[ELECTOR_RPC_TXN];
+    elector_election_get_stats(el, &b.es);
+    snprintf(o->msg, sizeof(o->msg), "%d", (int)b.es.retries);
+    elector_election_free(el);
+    elector_session_close(s);
+    elector_etcd_free(e);
+}
+
+TEST(lib_stray_delete_of_an_idle_election_is_sent_again)
+{
+    hs_server s;
+    start(&s, HS_DELETE_BUSY_ONCE, false);
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(lib_stray_delete, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("resign overtaking the campaign, its delete refused once: %d Txns, %d "
+           "refused, %s retries",
+           o.events, o.err, o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(3, o.events); /* campaign, delete (refused), the delete again */
+    ASSERT_EQ(1, o.err);
+    ASSERT_STREQ("1", o.msg);
+    hs_stop(&s);
+}
+
 /* ---------------------------------------------------------------- library: renewals */
 
 /* Keepalive callbacks in the order they came: lease (low byte), err, ttl. */
