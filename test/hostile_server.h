@@ -90,6 +90,14 @@ typedef enum hs_attack {
     HS_KEEPALIVE_GONE_ONCE,
     /* LeaseKeepAlive: every renewal is answered TTL 1 (not 10). */
     HS_KEEPALIVE_TTL1,
+    /* Watch: each create is answered "created", then the stream ends with
+     * grpc-status 14 "etcdserver: no leader" (what etcd does to a watch stream
+     * opened with require-leader when its member loses the leader), */
+    HS_WATCH_NO_LEADER,        /* then RST_STREAM(NO_ERROR), as grpc-go does */
+    HS_WATCH_NO_LEADER_NO_RST, /* without the RST_STREAM (a proxy may not send it) */
+    /* The first Txn that deletes a key is answered "etcdserver: too many
+     * requests" (grpc-status 2: a transient refusal), later ones normally. */
+    HS_DELETE_BUSY_ONCE,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

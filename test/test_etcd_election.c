@@ -8,6 +8,7 @@
 #include <string.h>
 #include "elect_util.h"
 #include "testlib.h"
+#include "tproxy.h"
 
 static eh_cluster *start1(void)
 {
@@ -246,6 +247,105 @@ TEST(resign_before_the_campaign_txn_answers_fails_with_canceled)
     ASSERT_EQ(elector_election_token(a->el), li.token);
     elector_leader_free(&li);
     eu_cand_free(a);
+    eh_stop(c);
+}
+
+/* Keys under "sd/", read by a client of its own. -1 on error. */
+static long long sd_keys(elector_etcd *checker)
+{
+    Etcdserverpb__RangeRequest rr = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    rr.key.data = (uint8_t *)"sd/";
+    rr.key.len = 3;
+    rr.range_end.data = (uint8_t *)"sd0";
+    rr.range_end.len = 3;
+    rr.count_only = true;
+    ProtobufCMessage *m = NULL;
+    elector_call_opts o = {.timeout_ms = 5000};
+    if (elector_etcd_call_sync(checker, ELECTOR_RPC_RANGE, &rr.base, &o, &m)) return -1;
+    long long n = ((Etcdserverpb__RangeResponse *)m)->count;
+    protobuf_c_message_free_unpacked(m, NULL);
+    return n;
+}
+
+/* Resigns that overtake campaign Txns whose answers are already on their way,
+ * then the connection closes: reading those answers, the elections send the
+ * deletes of the keys the Txns made into the closing connection, and they fail
+ * EUNAVAILABLE. The elections are idle, not freed: the deletes go again on the
+ * next connection. Before, they did not (only a freed election's did): the
+ * keys stayed for the session's lease, every later candidate waiting behind
+ * them (test_etcd_stress stress_create_break_restart_free lost keys so). */
+TEST_WITH_TIMEOUT(stray_deletes_lost_with_the_connection_go_again, 60)
+{
+    enum { N = 20 };
+    eh_cluster *c = start1();
+    tp_proxy *px = tp_start(eh_endpoint(c, 0));
+    ASSERT_NOT_NULL(px);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = tp_endpoint(px);
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    elector_etcd *checker = eu_client(eh_endpoints(c));
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 30; /* outlives the test: only a delete removes the keys */
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 10000));
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    uint64_t txns0 = st.requests[ELECTOR_RPC_TXN];
+    elector_election *el[N];
+    int elected = 0;
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "sd/e%d", i);
+        el[i] = elector_election_new(s, name, count_elected, &elected);
+        ASSERT_NOT_NULL(el[i]);
+        ASSERT_OK(elector_campaign(el[i], "v", 1));
+    }
+    /* The N campaign Txns sent; then the loop is not run, so their answers
+     * wait in our socket once etcd has applied them. */
+    for (int i = 0; i < 500 && st.requests[ELECTOR_RPC_TXN] < txns0 + N; i++) {
+        elector_etcd_run_once(e, 10);
+        elector_etcd_get_stats(e, &st);
+    }
+    ASSERT_EQ(txns0 + N, st.requests[ELECTOR_RPC_TXN]);
+    long long made = 0;
+    for (int i = 0; i < 100 && made != N; i++) {
+        made = sd_keys(checker);
+        if (made != N) tl_msleep(50);
+    }
+    ASSERT_EQ(N, made);
+    tl_msleep(300); /* the answers through the proxy into our socket */
+    for (int i = 0; i < N; i++)
+        ASSERT_OK(elector_resign(el[i]));
+    ASSERT_OK(tp_reset(px));
+    long long left = -1;
+    double end = tl_now() + 15;
+    while (tl_now() < end && left != 0) {
+        double t = tl_now() + 0.2;
+        while (tl_now() < t)
+            elector_etcd_run_once(e, 20);
+        left = sd_keys(checker);
+    }
+    uint64_t retries = 0;
+    for (int i = 0; i < N; i++) {
+        elector_election_stats es;
+        elector_election_get_stats(el[i], &es);
+        retries += es.retries;
+    }
+    tl_log("%d campaigns overtaken by resigns, connection closed: %lld keys left, %llu "
+           "deletes sent again",
+           N, left, (unsigned long long)retries);
+    ASSERT_EQ(0, left);
+    ASSERT_EQ(0, elected);
+    for (int i = 0; i < N; i++)
+        elector_election_free(el[i]);
+    ASSERT_OK(elector_session_close_sync(s, 10000));
+    elector_etcd_free(e);
+    elector_etcd_free(checker);
+    tp_stop(px);
     eh_stop(c);
 }
 

@@ -730,6 +730,35 @@ TEST(lib_watch_message_announcing_4_gib_ends_the_stream)
     hs_stop(&s);
 }
 
+/* A watch stream the server ends with its trailers ("etcdserver: no leader",
+ * what etcd does to a require-leader watch stream when its member loses the
+ * leader), with or without the RST_STREAM(NO_ERROR) grpc-go sends after them:
+ * each watch ends with the server's status at once. Without the reset the
+ * stream used to stay half open: the watch (which has no deadline) waited
+ * forever, and later watches were sent on that dead stream. */
+TEST(lib_watch_stream_ended_by_the_server_ends_the_watch)
+{
+    static const hs_attack modes[] = {HS_WATCH_NO_LEADER, HS_WATCH_NO_LEADER_NO_RST};
+    for (size_t i = 0; i < 2; i++) {
+        hs_server s;
+        start(&s, modes[i], true);
+        lib_out o;
+        long rss;
+        int sig;
+        run_lib(lib_watch, s.endpoint, NULL, &o, &rss, &sig);
+        tl_log("watch stream ended by the server, %s: %s after %.2f s (2 watches, %d "
+               "streams ended): %s",
+               i ? "no reset" : "then RST_STREAM", elector_err_name(o.err), o.secs,
+               o.events, o.msg);
+        ASSERT_EQ(0, sig);
+        ASSERT_EQ(ELECTOR_ENOLEADER, o.err);
+        ASSERT_EQ(2, o.events);           /* both watches ended, each on its own stream */
+        ASSERT_LT(o.secs, 2 * REQUEST_S); /* not the 8 s each watch is given */
+        ASSERT_CONTAINS(o.msg, "etcdserver: no leader");
+        hs_stop(&s);
+    }
+}
+
 struct kstate {
     int err, done;
 };
@@ -1081,6 +1110,54 @@ TEST(lib_too_many_requests_is_retried)
     hs_stop(&s);
 }
 
+/* A resign that overtakes the campaign Txn: the Txn makes our key, and the
+ * delete sent for it then (campaign.c campaign_done) is refused once for a
+ * transient reason. It is sent again although the election is not freed:
+ * idle, it holds no key, so nothing else would delete that one, and a later
+ * free deletes nothing (before: one delete, the key left for the whole
+ * session; test_etcd_stress stress_create_break_restart_free lost keys so).
+ * events: Txns sent; err: Txn errors; msg: the election's retries. */
+static void lib_stray_delete(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    struct busy_out b = {0};
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    if (elector_session_wait(s, 8000)) _exit(6);
+    elector_election *el = elector_election_new(s, "e", busy_cb, &b);
+    if (!el || elector_campaign(el, "v", 1) || elector_resign(el)) _exit(6);
+    double end = tl_now() + 1.5;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 50);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events = (int)st.requests[ELECTOR_RPC_TXN];
+    o->err = (int)st.errors[ELECTOR_RPC_TXN];
+    elector_election_get_stats(el, &b.es);
+    snprintf(o->msg, sizeof(o->msg), "%d", (int)b.es.retries);
+    elector_election_free(el);
+    elector_session_close(s);
+    elector_etcd_free(e);
+}
+
+TEST(lib_stray_delete_of_an_idle_election_is_sent_again)
+{
+    hs_server s;
+    start(&s, HS_DELETE_BUSY_ONCE, false);
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(lib_stray_delete, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("resign overtaking the campaign, its delete refused once: %d Txns, %d "
+           "refused, %s retries",
+           o.events, o.err, o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(3, o.events); /* campaign, delete (refused), the delete again */
+    ASSERT_EQ(1, o.err);
+    ASSERT_STREQ("1", o.msg);
+    hs_stop(&s);
+}
+
 /* ---------------------------------------------------------------- library: renewals */
 
 /* Keepalive callbacks in the order they came: lease (low byte), err, ttl. */
@@ -1155,6 +1232,17 @@ TEST(lib_keepalive_token_error_sends_the_renewals_again_once)
     ASSERT_EQ(0, sig);
     ASSERT_EQ(ELECTOR_ETOKEN, o.err);
     ASSERT_EQ(0, o.events); /* ETOKEN above: settled by the error, not the deadline */
+    hs_stop(&s);
+    /* The same without the RST_STREAM after the trailers: the stream is over all
+     * the same (it ended with its status), not left half open until each
+     * renewal's deadline (before the fix: ETIMEDOUT after 3 s, 6 s in all). */
+    start(&s, HS_KEEPALIVE_TOKEN_NO_RST, false);
+    run_lib(lib_keepalive_token, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("every stream refused, no reset: %d renewals answered, err %s in %.2f s (%s)",
+           o.events, elector_err_name(o.err), o.secs, o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_ETOKEN, o.err);
+    ASSERT_EQ(0, o.events);
     hs_stop(&s);
 }
 

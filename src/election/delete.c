@@ -48,12 +48,19 @@ void elector__stray_deleted(elector_etcd *e, int err, const ProtobufCMessage *m,
     struct op *o = ud;
     elector_election *el = o->el; /* the op holds the election */
     elector__delete_over(el);
-    /* A freed election's delete guarded by our key's create revision is sent
-     * again after a transient failure (it waits for the next connection): the
-     * key would make every later candidate wait for our whole session. Never
-     * one guarded by the lease alone: a new election object with the same name
-     * on this session may have made that key again meanwhile. */
-    if (elector__transient(err) && el->life.closed && o->del_rev > 0 &&
+    /* A delete guarded by our key's create revision is sent again after a
+     * transient failure (it waits for the next connection): the key would make
+     * every later candidate wait for our whole session. So for a freed
+     * election, and for one that is idle (a resign overtook the campaign Txn
+     * that made the key): nothing else would delete that key, and a free
+     * later deletes nothing, the election holding no key. Not once it
+     * campaigns again: the new campaign takes the key over (same name, same
+     * lease). Never a delete guarded by the lease alone: a new election
+     * object with the same name on this session may have made that key again
+     * meanwhile. */
+    bool owner_done =
+        el->life.closed || (el->state == E_IDLE && !el->keep_key && elector__el_live(el));
+    if (elector__transient(err) && owner_done && o->del_rev > 0 &&
         o->tries < RESIGN_TRIES) {
         struct op *d = elector__op_new(el);
         if (d) {

@@ -155,9 +155,33 @@ static int on_close_cb(nghttp2_session *s, int32_t sid, uint32_t code, void *ud)
     return 0;
 }
 
+/* The server ended stream sid (END_STREAM: its trailers, in gRPC) while our side
+ * is still open. A streaming call (Watch, LeaseKeepAlive) always has its side
+ * open: we never end our requests. nghttp2 reports a stream closed only once
+ * both sides are, so without this the call would wait for its deadline, and a
+ * stream without one (a watch) forever. gRPC's "early server closure": the
+ * server should then reset the stream (grpc-go does) and so should the client,
+ * "because the remote behavior cannot be guaranteed" (a proxy may not reset;
+ * RFC 9113 8.1 makes the server's reset optional). The call is over: its
+ * status is the one received. We reset the stream with NO_ERROR and detach the
+ * call at once, as elector__h2_reset() does, so it ends in this pass whatever
+ * happens to the reset frame. Not for a unary call: its request always ends
+ * by itself (data_read_cb never defers one), which closes the stream; its
+ * reply is taken once nghttp2 reports the stream closed, as before. */
+static void remote_ended(nghttp2_session *s, int32_t sid)
+{
+    call *c = call_of(s, sid);
+    if (!c || !c->stream || nghttp2_session_get_stream_local_close(s, sid) != 0) return;
+    nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, sid, NGHTTP2_NO_ERROR);
+    nghttp2_session_set_stream_user_data(s, sid, NULL);
+    c->sid = 0;
+    c->net_closed = true;
+    c->h2_error = NGHTTP2_NO_ERROR;
+    c->etcd->up->call_ready(c);
+}
+
 static int on_frame_cb(nghttp2_session *s, const nghttp2_frame *f, void *ud)
 {
-    (void)s;
     elector_etcd *e = ud;
     e->last_recv_ms = e->now_ms;
     switch (f->hd.type) {
@@ -177,6 +201,7 @@ static int on_frame_cb(nghttp2_session *s, const nghttp2_frame *f, void *ud)
     case NGHTTP2_HEADERS:
     case NGHTTP2_DATA:
         e->data_since_ping = true;
+        if (f->hd.flags & NGHTTP2_FLAG_END_STREAM) remote_ended(s, f->hd.stream_id);
         break;
     }
     return 0;
