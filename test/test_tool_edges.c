@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: MIT */
+/* The elector tool at the edges of its main loop, as a process: settings that
+ * fail before etcd is asked (a closed --events-fd, DNS discovery that finds
+ * nothing), the debug line of the settings, --no-wait for campaign and run,
+ * the release helper named in the debug log, and a second ^C while the resign
+ * of a waiting campaign hangs on a stopped etcd. */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "testlib.h"
+#include "tool_util.h"
+
+static int count_keys(const char *eps, const char *name)
+{
+    char prefix[128];
+    snprintf(prefix, sizeof(prefix), "%s/", name);
+    char *out = NULL;
+    ASSERT_EQ(0, tl_run(&out, (const char *[]){"etcdctl", "--endpoints", eps, "get",
+                                               "--prefix", prefix, "--keys-only", NULL}));
+    int n = 0;
+    for (char *line = out; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (!strncmp(line, prefix, strlen(prefix))) n++;
+        line = nl ? nl + 1 : NULL;
+    }
+    free(out);
+    return n;
+}
+
+/* ---------------------------------------------------------------- no etcd */
+
+TEST(events_fd_that_is_not_open_is_refused_before_campaigning)
+{
+    char *out = NULL, *err = NULL;
+    ASSERT_EQ(2,
+              tool(&out, &err,
+                   (const char *[]){"-w", "json", "run", "N", "--events-fd", "99",
+                                    "--endpoints", "127.0.0.1:1", "--", "true", NULL}));
+    ASSERT_STREQ("", out);
+    ASSERT_CONTAINS(err, " error elector: --events-fd 99: Bad file descriptor\n");
+    ASSERT(!strstr(err, "campaign"));
+    free(out);
+    free(err);
+}
+
+TEST(debug_log_says_the_settings_and_where_the_password_came_from)
+{
+    char *out = NULL, *err = NULL;
+    const char *env[] = {"ELECTOR_PASSWORD=secret", "ETCDCTL_DIAL_TIMEOUT=300ms", NULL};
+    ASSERT_EQ(1, tool_with_env(&out, &err, env,
+                               (const char *[]){"--debug", "--user", "u", "leader", "N",
+                                                "--endpoints", "127.0.0.1:1", NULL}));
+    ASSERT_CONTAINS(err, " debug elector: elector ");
+    ASSERT_CONTAINS(err,
+                    ": endpoints 127.0.0.1:1, dial timeout 300 ms, request timeout ");
+    ASSERT_CONTAINS(err, "TTL 10 s, user u (password from $ELECTOR_PASSWORD)\n");
+    ASSERT_CONTAINS(err, " debug elector: from the environment: ELECTOR_PASSWORD "
+                         "ETCDCTL_DIAL_TIMEOUT\n");
+    ASSERT(!strstr(err, "secret"));
+    free(out);
+    free(err);
+    /* Without --endpoints: etcd's default address is named. */
+    ASSERT_EQ(1, tool_with_env(&out, &err, (const char *[]){NULL},
+                               (const char *[]){"--debug", "--ttl", "7", "leader", "N",
+                                                "--dial-timeout", "200ms", "--endpoints",
+                                                "127.0.0.1:1", NULL}));
+    ASSERT_CONTAINS(err, "TTL 7 s, user (none)\n");
+    free(out);
+    free(err);
+}
+
+/* DNS discovery in a network namespace of its own (only a loopback that is
+ * down): no DNS server is reachable, the lookup fails at once, exit 1. */
+TEST(discovery_that_finds_no_records_exits_1)
+{
+    if (tl_run(NULL, (const char *[]){"unshare", "--net", "true", NULL}) != 0)
+        tl_skip("cannot make a network namespace here (unshare --net)");
+    char *out = NULL, *err = NULL;
+    tl_run_opts ro = {.merge_stderr = 1};
+    int rc = tl_run_ex(&out,
+                       (const char *[]){"unshare", "--net", ELECTOR_BIN, "-d",
+                                        "elector-test.invalid", "leader", "N", NULL},
+                       &ro);
+    tl_log("exit %d: %s", rc, out);
+    ASSERT_EQ(1, rc);
+    ASSERT_CONTAINS(out, " error elector: --discovery-srv elector-test.invalid: no SRV "
+                         "records for the members of elector-test.invalid "
+                         "(_etcd-client-ssl._tcp.elector-test.invalid: ");
+    ASSERT_CONTAINS(out, "; _etcd-client._tcp.elector-test.invalid: ");
+    free(out);
+    free(err);
+}
+
+/* ---------------------------------------------------------------- etcd */
+
+/* --no-wait of campaign and run (lock's is test_tool_newcomer's): exit 6, the
+ * reason, no key left, run's command not started. The holder runs with
+ * --debug and the release helper: the log names the helper's pid. */
+TEST_WITH_TIMEOUT(no_wait_for_campaign_and_run_while_another_leads, 60)
+{
+    eh_cluster *c = start1();
+    const char *eps = eh_endpoints(c);
+    char *dir = tl_tmpdir("nowait"), errp[512], helper[600], line[256];
+    snprintf(errp, sizeof(errp), "%s/holder.err", dir);
+    snprintf(helper, sizeof(helper), "ELECTOR_RELEASE_HELPER=%s", RELEASE_HELPER_BIN);
+    const char *set[] = {helper, NULL};
+    eu_child h;
+    tool_bg_ex(
+        &h, &(tool_bg_opts){.err_path = errp, .set = set, .in_fd = -1},
+        (const char *[]){"--endpoints", eps, "--debug", "campaign", "svc", "a", NULL});
+    ASSERT_OK(eu_child_expect(&h, "svc/", line, sizeof(line), 15000));
+    ASSERT(wait_contains(errp, " debug elector: release helper: pid ", 10));
+    ASSERT(wait_contains(errp, " revokes the lease if elector dies\n", 1));
+
+    char *out = NULL, *err = NULL;
+    ASSERT_EQ(6, tool(&out, &err,
+                      (const char *[]){"--endpoints", eps, "campaign", "svc", "b",
+                                       "--no-wait", NULL}));
+    ASSERT_STREQ("", out);
+    ASSERT_CONTAINS(err, " error elector: not elected for svc (gave up): --no-wait: "
+                         "another leads (exit 6)\n");
+    free(out);
+    free(err);
+    ASSERT_EQ(6, tool(&out, &err,
+                      (const char *[]){"--endpoints", eps, "run", "svc", "--no-wait",
+                                       "--", "echo", "ran", NULL}));
+    ASSERT_STREQ("", out);
+    ASSERT_CONTAINS(err, "not elected for svc (gave up): --no-wait: another leads; not "
+                         "started: echo (exit 6)\n");
+    free(out);
+    free(err);
+    ASSERT_EQ(1, count_keys(eps, "svc"));
+    ASSERT_OK(kill(h.pid, SIGTERM));
+    ASSERT_EQ(0, tool_wait(&h, 20));
+    ASSERT_EQ(0, count_keys(eps, "svc"));
+    free(dir);
+    eh_stop(c);
+}
+
+/* A waiting candidate is interrupted while etcd is stopped: its resign (the
+ * delete of its key) cannot complete; a second ^C ends elector at once
+ * instead of after the request timeout (30 s here). */
+TEST_WITH_TIMEOUT(second_interrupt_ends_a_resign_that_hangs, 60)
+{
+    eh_cluster *c = start1();
+    const char *eps = eh_endpoints(c);
+    char *dir = tl_tmpdir("twice"), errp[512], line[256];
+    snprintf(errp, sizeof(errp), "%s/waiter.err", dir);
+    eu_child h, w;
+    tool_bg(&h, (const char *[]){"--endpoints", eps, "campaign", "svc", "a", NULL});
+    ASSERT_OK(eu_child_expect(&h, "svc/", line, sizeof(line), 15000));
+    tool_bg_ex(&w, &(tool_bg_opts){.err_path = errp, .in_fd = -1},
+               (const char *[]){"--endpoints", eps, "--command-timeout", "30s",
+                                "campaign", "svc", "b", NULL});
+    ASSERT(wait_contains(errp, "waiting behind svc/", 15));
+    ASSERT_OK(eh_member_pause(c, 0));
+    ASSERT_OK(kill(w.pid, SIGINT));
+    ASSERT(wait_contains(
+        errp, "interrupted while waiting: never elected for svc (exit 0)", 10));
+    tl_msleep(300);
+    ASSERT(pid_alive(w.pid)); /* the resign waits for etcd */
+    double t0 = tl_now();
+    ASSERT_OK(kill(w.pid, SIGINT));
+    int rc = tool_wait(&w, 15);
+    double dt = tl_now() - t0;
+    tl_log("second ^C: exit %d after %.2f s", rc, dt);
+    ASSERT_EQ(0, rc);
+    ASSERT_LT(dt, 10.0); /* the session's close waits 2 s at most; 30 s without */
+    ASSERT_OK(eh_member_resume(c, 0));
+    eu_child_kill(&h);
+    free(dir);
+    eh_stop(c);
+}
