@@ -3,7 +3,7 @@
  * fail before etcd is asked (a closed --events-fd, DNS discovery that finds
  * nothing), the debug line of the settings, --no-wait for campaign and run,
  * the release helper named in the debug log, and a second ^C while the resign
- * of a waiting campaign hangs on a stopped etcd. */
+ * of a waiting campaign hangs on a stopped etcd, lock -n N with etcd away. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdio.h>
@@ -94,6 +94,45 @@ TEST(discovery_that_finds_no_records_exits_1)
     free(err);
 }
 
+/* lock -n N with etcd unreachable: each slot's session fails, one line says
+ * so (not one per slot); --fail-fast exits 1, else it retries until stopped
+ * (a lock not taken: exit 1). systemd's socket is set: a semaphore follows no
+ * leader. */
+TEST(semaphore_with_etcd_unreachable_says_it_once)
+{
+    char *out = NULL, *err = NULL;
+    const char *env[] = {"NOTIFY_SOCKET=@elector-test-edges-none", NULL};
+    ASSERT_EQ(1, tool_with_env(&out, &err, env,
+                               (const char *[]){"lock", "L", "-n", "3", "--fail-fast",
+                                                "--endpoints", "127.0.0.1:1", NULL}));
+    ASSERT_STREQ("", out);
+    const char *line = " error elector: cannot start a session: cannot grant lease: "
+                       "endpoint 127.0.0.1:1: connect: Connection refused";
+    const char *first = strstr(err, line);
+    ASSERT_NOT_NULL(first);
+    ASSERT_NULL(strstr(first + 1, line));
+    free(out);
+    free(err);
+
+    char *dir = tl_tmpdir("semfail"), errp[512];
+    snprintf(errp, sizeof(errp), "%s/err", dir);
+    eu_child w;
+    tool_bg_ex(
+        &w, &(tool_bg_opts){.err_path = errp, .in_fd = -1},
+        (const char *[]){"lock", "L", "-n", "2", "--endpoints", "127.0.0.1:1", NULL});
+    ASSERT(wait_contains(errp, "etcd unreachable; retrying in ", 10));
+    ASSERT_OK(kill(w.pid, SIGTERM));
+    ASSERT_EQ(1, tool_wait(&w, 10));
+    char *text = slurp(errp);
+    const char *one = "(attempt 1; --fail-fast to exit instead)\n";
+    first = strstr(text, one);
+    ASSERT_NOT_NULL(first);
+    ASSERT_NULL(strstr(first + 1, one)); /* one line for both slots */
+    ASSERT_CONTAINS(text, " error elector: interrupted while waiting for the lock L: not "
+                          "acquired (exit 1)\n");
+    free(dir);
+}
+
 /* ---------------------------------------------------------------- etcd */
 
 /* --no-wait of campaign and run (lock's is test_tool_newcomer's): exit 6, the
@@ -140,8 +179,8 @@ TEST_WITH_TIMEOUT(no_wait_for_campaign_and_run_while_another_leads, 60)
     eh_stop(c);
 }
 
-/* A waiting candidate is interrupted while etcd is stopped: its resign (the
- * delete of its key) cannot complete; a second ^C ends elector at once
+/* A waiting candidate is stopped (SIGTERM) while etcd is stopped: its resign
+ * (the delete of its key) cannot complete; a ^C then ends elector at once
  * instead of after the request timeout (30 s here). */
 TEST_WITH_TIMEOUT(second_interrupt_ends_a_resign_that_hangs, 60)
 {
@@ -157,9 +196,11 @@ TEST_WITH_TIMEOUT(second_interrupt_ends_a_resign_that_hangs, 60)
                                 "campaign", "svc", "b", NULL});
     ASSERT(wait_contains(errp, "waiting behind svc/", 15));
     ASSERT_OK(eh_member_pause(c, 0));
-    ASSERT_OK(kill(w.pid, SIGINT));
+    ASSERT_OK(kill(w.pid, SIGTERM));
     ASSERT(wait_contains(
         errp, "interrupted while waiting: never elected for svc (exit 0)", 10));
+    /* Another stop signal that is no ^C (SIGHUP) is no hurry: still waiting. */
+    ASSERT_OK(kill(w.pid, SIGHUP));
     tl_msleep(300);
     ASSERT(pid_alive(w.pid)); /* the resign waits for etcd */
     double t0 = tl_now();

@@ -4,9 +4,12 @@
  * NAME do for run and lock, the environment without a command line. Each case
  * asserts the exit status and the whole message, as a user would read it. */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "options/opts.h"
+#include "options/secret.h"
 #include "testlib.h"
 
 /* The environment of one parse: NAME=VALUE strings, NULL-terminated. */
@@ -437,4 +440,60 @@ TEST(endpoints_get_https_where_they_have_no_scheme)
     s = tool_endpoints_https(",");
     ASSERT_STREQ(",", s);
     free(s);
+}
+
+/* ---------------------------------------------------------------- --password-file */
+
+static char *write_file(const char *dir, const char *name, const char *text, size_t n)
+{
+    static char path[600];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    ASSERT_NOT_NULL(f);
+    ASSERT_EQ(n, fwrite(text, 1, n, f));
+    ASSERT_OK(fclose(f));
+    ASSERT_OK(chmod(path, 0600));
+    return path;
+}
+
+TEST(password_file_first_line_at_its_limits)
+{
+    char *dir = tl_tmpdir("pwfile"), err[300], warn[300];
+    /* The first line only, without its \r\n; an empty file is an empty password. */
+    char *p = tool_password_read(write_file(dir, "crlf", "pw\r\nsecond\n", 11), err,
+                                 sizeof(err), warn, sizeof(warn));
+    ASSERT_STREQ("pw", p);
+    ASSERT_STREQ("", err);
+    ASSERT_STREQ("", warn);
+    free(p);
+    p = tool_password_read(write_file(dir, "empty", "", 0), err, sizeof(err), warn,
+                           sizeof(warn));
+    ASSERT_STREQ("", p);
+    free(p);
+    /* A line longer than 4095 bytes: its first 4095 (bcrypt, etcd's hash, reads
+     * 72). */
+    char big[5000];
+    memset(big, 'a', sizeof(big));
+    p = tool_password_read(write_file(dir, "big", big, sizeof(big)), err, sizeof(err),
+                           warn, sizeof(warn));
+    ASSERT_NOT_NULL(p);
+    ASSERT_EQ(4095, strlen(p));
+    free(p);
+    /* A directory: the read fails and says why. */
+    p = tool_password_read(dir, err, sizeof(err), warn, sizeof(warn));
+    ASSERT_NULL(p);
+    ASSERT_CONTAINS(err, "cannot read --password-file ");
+    ASSERT_CONTAINS(err, ": Is a directory");
+    /* No room for messages: the result alone. */
+    p = tool_password_read(write_file(dir, "wide", "pw\n", 3), err, 0, warn, 0);
+    ASSERT_STREQ("pw", p);
+    free(p);
+    tool_opts o;
+    ASSERT_OK(parse(&o, err, ARGS("leader", "N", "--user", "u:pw")));
+    tool_creds c;
+    ASSERT_OK(tool_creds_resolve(&o, &c, err, 0, warn, 0));
+    ASSERT_STREQ("u", c.user);
+    ASSERT_STREQ("pw", c.password);
+    tool_creds_free(&c);
+    free(dir);
 }
