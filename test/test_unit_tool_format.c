@@ -3,7 +3,8 @@
  * fail (a full disk, a closed stream), events and leader documents with fields
  * left out, the Prometheus text with values that are not numbers, every
  * invisible control a terminal must not get raw, $NOTIFY_SOCKET and
- * $WATCHDOG_USEC that are malformed, HTTP addresses at their limits. */
+ * $WATCHDOG_USEC that are malformed, HTTP addresses at their limits, and the
+ * DNS SRV replies --discovery-srv reads. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdint.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "ops/http.h"
+#include "app/srv.h"
 #include "ops/notify.h"
 #include "text/escape.h"
 #include "text/json.h"
@@ -321,4 +323,110 @@ TEST(notify_settings_that_are_malformed)
     ASSERT_EQ(-1, tool_notify_timeout(NULL, 0));
     tool_notify_tick(NULL, 0);
     tool_notify_free(NULL);
+}
+
+/* ---------------------------------------------------------------- DNS SRV replies */
+
+typedef struct dns {
+    unsigned char b[600];
+    size_t n;
+} dns;
+
+static void p8(dns *d, unsigned v)
+{
+    d->b[d->n++] = (unsigned char)v;
+}
+
+static void p16(dns *d, unsigned v)
+{
+    p8(d, v >> 8);
+    p8(d, v & 0xff);
+}
+
+/* A reply header and the question _etcd-client._tcp.ex (the name at offset
+ * 12, "ex" at 30). */
+static void reply(dns *d, unsigned answers)
+{
+    memset(d, 0, sizeof(*d));
+    p16(d, 7);
+    p16(d, 0x8180);
+    p16(d, 1);
+    p16(d, answers);
+    p16(d, 0);
+    p16(d, 0);
+    static const char *labels[] = {"_etcd-client", "_tcp", "ex"};
+    for (int i = 0; i < 3; i++) {
+        p8(d, (unsigned)strlen(labels[i]));
+        memcpy(d->b + d->n, labels[i], strlen(labels[i]));
+        d->n += strlen(labels[i]);
+    }
+    p8(d, 0);
+    p16(d, 33);
+    p16(d, 1);
+}
+
+/* An answer of type and class with an SRV's fields and the target "t" + ".ex";
+ * rdlen_delta shortens the record's stated length. */
+static void answer(dns *d, unsigned type, unsigned cls, unsigned prio, unsigned weight,
+                   unsigned port, int rdlen_delta)
+{
+    p16(d, 0xc00c);
+    p16(d, type);
+    p16(d, cls);
+    p16(d, 0);
+    p16(d, 60);
+    p16(d, (unsigned)(6 + 4 + rdlen_delta));
+    p16(d, prio);
+    p16(d, weight);
+    p16(d, port);
+    if (rdlen_delta < 0) {
+        d->n += (size_t)(4 + rdlen_delta); /* what the stated length covers */
+        return;
+    }
+    p8(d, 1);
+    p8(d, 't');
+    p16(d, 0xc000 | 30);
+}
+
+TEST(srv_replies_with_other_records_ties_and_limits)
+{
+    dns d;
+    tool_srv s[4];
+    char err[200];
+    /* An A record and an SRV of class CH are not the members; port 0 cannot be
+     * dialled; ties keep both. */
+    reply(&d, 7);
+    answer(&d, 1, 1, 0, 0, 2379, 0);
+    answer(&d, 33, 3, 0, 0, 2379, 0);
+    answer(&d, 33, 1, 5, 5, 0, 0);
+    answer(&d, 33, 1, 5, 5, 2380, 0);
+    answer(&d, 33, 1, 5, 1, 2383, 0);
+    answer(&d, 33, 1, 5, 5, 2381, 0);
+    answer(&d, 33, 1, 5, 9, 2382, 0);
+    int n = tool_srv_parse(d.b, d.n, s, 4, err, sizeof(err));
+    ASSERT_EQ(4, n);
+    ASSERT_STREQ("t.ex", s[0].target);
+    ASSERT_EQ(2382, s[0].port); /* the same priority: the heaviest first */
+    ASSERT_EQ(2380 + 2381, s[1].port + s[2].port);
+    ASSERT_EQ(2383, s[3].port);
+    /* More records than room: the first ones. */
+    n = tool_srv_parse(d.b, d.n, s, 1, err, sizeof(err));
+    ASSERT_EQ(1, n);
+    ASSERT_EQ(2380, s[0].port);
+    /* An SRV record too short for its fields. */
+    reply(&d, 1);
+    answer(&d, 33, 1, 1, 1, 2379, -4);
+    err[0] = 0;
+    ASSERT_EQ(-1, tool_srv_parse(d.b, d.n, s, 4, err, sizeof(err)));
+    ASSERT_STREQ("malformed SRV record (answer 1)", err);
+    /* More answers announced than there are. */
+    reply(&d, 2);
+    answer(&d, 33, 1, 1, 1, 2379, 0);
+    ASSERT_EQ(-1, tool_srv_parse(d.b, d.n, s, 4, err, sizeof(err)));
+    ASSERT_CONTAINS(err, "malformed DNS reply");
+    /* A reply longer than DNS allows. */
+    static unsigned char big[70000];
+    memcpy(big, d.b, d.n);
+    ASSERT_EQ(-1, tool_srv_parse(big, sizeof(big), s, 4, err, sizeof(err)));
+    ASSERT_STREQ("malformed DNS reply", err);
 }

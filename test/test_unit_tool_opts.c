@@ -7,7 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "options/opts.h"
 #include "options/secret.h"
 #include "testlib.h"
@@ -496,4 +499,74 @@ TEST(password_file_first_line_at_its_limits)
     ASSERT_STREQ("pw", c.password);
     tool_creds_free(&c);
     free(dir);
+}
+
+/* ---------------------------------------------------------------- the prompt */
+
+/* tool_password_prompt in a child on a new pseudo-terminal: ctty 1 makes it the
+ * child's controlling terminal; typed is written once the prompt shows. Returns what the
+ * prompt returned ("(null)" for NULL), in a static buffer. */
+static const char *prompt_on_pty(int ctty, const char *typed)
+{
+    int m = posix_openpt(O_RDWR | O_NOCTTY);
+    ASSERT_GE(m, 0);
+    ASSERT_OK(grantpt(m));
+    ASSERT_OK(unlockpt(m));
+    char sname[128];
+    ASSERT_OK(ptsname_r(m, sname, sizeof(sname)));
+    int pfd[2];
+    ASSERT_OK(pipe(pfd));
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        close(pfd[0]);
+        close(m); /* the parent's close alone hangs the terminal up */
+        setsid(); /* no controlling terminal, unless the open below makes one */
+        int s = open(sname, O_RDWR | (ctty ? 0 : O_NOCTTY));
+        if (s < 0) _exit(3);
+        dup2(s, 0);
+        char *pw = tool_password_prompt("u");
+        dprintf(pfd[1], "%s", pw ? pw : "(null)");
+        _exit(0);
+    }
+    close(pfd[1]);
+    if (ctty) {
+        char buf[256];
+        size_t n = 0;
+        while (n < sizeof(buf) - 1) {
+            ssize_t k = read(m, buf + n, sizeof(buf) - 1 - n);
+            ASSERT_GT(k, 0);
+            n += (size_t)k;
+            buf[n] = 0;
+            if (strstr(buf, "Password for u: ")) break;
+        }
+        ASSERT_EQ((ssize_t)strlen(typed), write(m, typed, strlen(typed)));
+    }
+    static char out[256];
+    ssize_t k = read(pfd[0], out, sizeof(out) - 1);
+    out[k > 0 ? k : 0] = 0;
+    int st;
+    ASSERT_EQ(pid, waitpid(pid, &st, 0));
+    ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    close(pfd[0]);
+    close(m);
+    return out;
+}
+
+TEST(password_prompt_without_a_terminal_to_ask_on)
+{
+    /* stdin a terminal, but no controlling one: /dev/tty cannot be opened. */
+    ASSERT_STREQ("(null)", prompt_on_pty(0, "x\n"));
+    /* An empty line: no password (main warns). */
+    ASSERT_STREQ("(null)", prompt_on_pty(1, "\n"));
+    ASSERT_STREQ("pw", prompt_on_pty(1, "pw\r\n"));
+    /* Not a terminal at all: not asked. */
+    ASSERT_NULL(tool_password_prompt("u"));
+    /* argv NULL: only the environment is scrubbed. */
+    tool_opts o;
+    char err[300];
+    ASSERT_OK(parse(&o, err, ARGS("leader", "N", "--user", "u:pw")));
+    setenv("ETCDCTL_PASSWORD", "x", 1);
+    tool_creds_scrub(&o, NULL);
+    ASSERT_NULL(getenv("ETCDCTL_PASSWORD"));
 }
