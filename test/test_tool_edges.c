@@ -215,3 +215,78 @@ TEST_WITH_TIMEOUT(second_interrupt_ends_a_resign_that_hangs, 60)
     free(dir);
     eh_stop(c);
 }
+
+static void put_request(const char *eps, const char *value)
+{
+    ASSERT_EQ(0, tl_run(NULL, (const char *[]){"etcdctl", "--endpoints", eps, "put",
+                                               "__elector/switchover/svc", value, NULL}));
+}
+
+static int count_in(const char *path, const char *needle)
+{
+    int n = 0;
+    char *text = slurp(path);
+    for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* A request key with a value that is no request ("<token> <key>") is ignored
+ * by the candidates; a request naming a key behind the leader asks nothing of
+ * it; a target that is no elector candidate (`etcdctl elect`) can be handed
+ * over to, but cannot confirm: exit 7. */
+TEST_WITH_TIMEOUT(switchover_requests_malformed_and_to_a_foreign_target, 60)
+{
+    eh_cluster *c = start1();
+    const char *eps = eh_endpoints(c);
+    char *dir = tl_tmpdir("swedge"), errp[512], line[256];
+    snprintf(errp, sizeof(errp), "%s/leader.err", dir);
+    eu_child h;
+    tool_bg_ex(
+        &h, &(tool_bg_opts){.err_path = errp, .in_fd = -1},
+        (const char *[]){"--endpoints", eps, "--debug", "campaign", "svc", "a", NULL});
+    ASSERT_OK(eu_child_expect(&h, "svc/", line, sizeof(line), 15000));
+    static const char *bad[] = {"abc", "0 svc/x", "12", "12x svc/x",
+                                "99999999999999999999 svc/x"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        put_request(eps, bad[i]);
+    put_request(eps, "1 svc/old");
+    ASSERT(wait_contains(
+        errp, " info elector: switchover requested: to svc/old (token 1)\n", 10));
+    ASSERT_EQ(1, count_in(errp, "switchover requested"));
+    ASSERT_EQ(0, tl_run(NULL, (const char *[]){"etcdctl", "--endpoints", eps, "del",
+                                               "__elector/switchover/svc", NULL}));
+    ASSERT(wait_contains(errp, " debug elector: switchover request withdrawn\n", 10));
+    ASSERT_EQ(0, count_in(errp, "resigning"));
+
+    int fd;
+    pid_t el = tl_spawn(
+        (const char *[]){"etcdctl", "--endpoints", eps, "elect", "svc", "foreign", NULL},
+        &fd);
+    ASSERT_GT(el, 0);
+    tl_msleep(500); /* its key behind ours */
+    char *out = NULL, *err = NULL;
+    int rc = tool(&out, &err,
+                  (const char *[]){"--endpoints", eps, "--ttl", "5", "switchover", "svc",
+                                   "--to", "foreign", "--timeout", "10s", NULL});
+    tl_log("exit %d: %s", rc, err);
+    ASSERT_EQ(7, rc);
+    ASSERT_CONTAINS(err, " warn elector: switchover: the target svc/");
+    ASSERT_CONTAINS(err, " takes no switchover requests (no key under "
+                         "__elector/candidates/svc/): it cannot confirm that it took "
+                         "over\n");
+    ASSERT_CONTAINS(err, "'s key is first, but it takes no switchover requests");
+    ASSERT_CONTAINS(err, "the next in line is a (svc/");
+    ASSERT_STREQ("", out);
+    free(out);
+    free(err);
+    ASSERT(wait_contains(errp, "switchover: the target is next in line: resigning", 10));
+    /* The request is withdrawn: the old leader campaigns again, behind. */
+    ASSERT(wait_contains(errp, "waiting behind svc/", 10));
+    tl_reap(el, SIGKILL, 5); /* its key stays until its lease's TTL */
+    close(fd);
+    ASSERT_OK(kill(h.pid, SIGTERM));
+    ASSERT_EQ(0, tool_wait(&h, 20));
+    free(dir);
+    eh_stop(c);
+}
