@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include "testlib.h"
 #include "tool_util.h"
@@ -287,6 +290,72 @@ TEST_WITH_TIMEOUT(switchover_requests_malformed_and_to_a_foreign_target, 60)
     close(fd);
     ASSERT_OK(kill(h.pid, SIGTERM));
     ASSERT_EQ(0, tool_wait(&h, 20));
+    free(dir);
+    eh_stop(c);
+}
+
+/* A datagram socket at path for $NOTIFY_SOCKET; 2 s receive timeout. */
+static int notify_socket(const char *path)
+{
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+    ASSERT_OK(bind(fd, (struct sockaddr *)&a, sizeof(a)));
+    struct timeval tv = {.tv_sec = 2};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+/* systemd's STATUS= with an election name too long for it: the key is cut at
+ * 100 bytes with "..."; -w json switchover to a leader whose value is empty
+ * (a lock's): it leads already, the event says so with "value":"". */
+TEST_WITH_TIMEOUT(status_cuts_long_keys_and_json_leader_with_an_empty_value, 60)
+{
+    eh_cluster *c = start1();
+    const char *eps = eh_endpoints(c);
+    char *dir = tl_tmpdir("edgestat"), path[512], ns[600], name[130], line[512];
+    snprintf(path, sizeof(path), "%s/notify.sock", dir);
+    snprintf(ns, sizeof(ns), "NOTIFY_SOCKET=%s", path);
+    int fd = notify_socket(path);
+    memset(name, 'n', 120);
+    name[120] = 0;
+    const char *set[] = {ns, NULL};
+    eu_child h, l;
+    tool_bg_ex(&h, &(tool_bg_opts){.set = set, .in_fd = -1},
+               (const char *[]){"--endpoints", eps, "campaign", name, "v", NULL});
+    ASSERT_OK(eu_child_expect(&h, name, line, sizeof(line), 15000));
+    char want[200];
+    snprintf(want, sizeof(want), "STATUS=leading %s since ", name);
+    char msg[1024] = "";
+    double until = tl_now() + 10;
+    while (!strstr(msg, want) && tl_now() < until) {
+        ssize_t n = recv(fd, msg, sizeof(msg) - 1, 0);
+        msg[n > 0 ? n : 0] = 0;
+    }
+    tl_log("%s", msg);
+    ASSERT_CONTAINS(msg, want);
+    const char *as = strstr(msg, " as ");
+    ASSERT_NOT_NULL(as);
+    ASSERT_EQ(0, strncmp(as + 4, name, 100)); /* 100 bytes of the key, then "..." */
+    ASSERT_EQ(0, strncmp(as + 4 + 100, "... (token ", 11));
+    ASSERT_OK(kill(h.pid, SIGTERM));
+    ASSERT_EQ(0, tool_wait(&h, 20));
+    close(fd);
+
+    tool_bg(&l, (const char *[]){"--endpoints", eps, "lock", "L", NULL});
+    ASSERT_OK(eu_child_expect(&l, "L/", line, sizeof(line), 15000));
+    char *out = NULL, *err = NULL;
+    ASSERT_EQ(0, tool(&out, &err,
+                      (const char *[]){"--endpoints", eps, "-w", "json", "switchover",
+                                       "L", "--to", "", NULL}));
+    ASSERT_CONTAINS(out, "{\"event\":\"leader\",\"name\":\"L\",\"key\":\"L/");
+    ASSERT_CONTAINS(out, ",\"value\":\"\",\"value_base64\":\"\",");
+    ASSERT_CONTAINS(err, "already leads L\n");
+    free(out);
+    free(err);
+    ASSERT_OK(kill(l.pid, SIGTERM));
+    ASSERT_EQ(0, tool_wait(&l, 20));
     free(dir);
     eh_stop(c);
 }
