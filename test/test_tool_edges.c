@@ -136,6 +136,26 @@ TEST(semaphore_with_etcd_unreachable_says_it_once)
     free(dir);
 }
 
+/* observe with etcd unreachable at start retries with backoff, attempt after
+ * attempt; before its first answer a stop signal just ends it (the default
+ * action: nothing to resign). */
+TEST(observe_retries_while_etcd_is_unreachable)
+{
+    char *dir = tl_tmpdir("obsretry"), errp[512];
+    snprintf(errp, sizeof(errp), "%s/err", dir);
+    eu_child w;
+    tool_bg_ex(&w, &(tool_bg_opts){.err_path = errp, .in_fd = -1},
+               (const char *[]){"observe", "N", "--endpoints", "127.0.0.1:1", NULL});
+    ASSERT(wait_contains(errp,
+                         " warn elector: cannot observe (cannot connect to etcd): etcd "
+                         "unreachable; retrying in ",
+                         10));
+    ASSERT(wait_contains(errp, "s (attempt 2; --fail-fast to exit instead)\n", 10));
+    ASSERT_OK(kill(w.pid, SIGTERM));
+    ASSERT_EQ(128 + SIGTERM, tool_wait(&w, 10));
+    free(dir);
+}
+
 /* ---------------------------------------------------------------- etcd */
 
 /* --no-wait of campaign and run (lock's is test_tool_newcomer's): exit 6, the
