@@ -13,8 +13,10 @@
 #include <string.h>
 #include <unistd.h>
 #include "ops/http.h"
+#include "app/app.h"
 #include "app/srv.h"
 #include "ops/notify.h"
+#include "switchover/switchover.h"
 #include "text/escape.h"
 #include "text/json.h"
 #include "text/log.h"
@@ -429,4 +431,103 @@ TEST(srv_replies_with_other_records_ties_and_limits)
     memcpy(big, d.b, d.n);
     ASSERT_EQ(-1, tool_srv_parse(big, sizeof(big), s, 4, err, sizeof(err)));
     ASSERT_STREQ("malformed DNS reply", err);
+}
+
+/* ---------------------------------------------------------------- hints, events */
+
+TEST(every_error_kind_gets_its_hint)
+{
+    tool_opts o = {0};
+    struct app a = {.o = &o};
+    const char *ep = "check --endpoints (or $ELECTOR_ENDPOINTS, $ETCDCTL_ENDPOINTS) and "
+                     "that etcd is running";
+    ASSERT_STREQ(ep, app_hint(&a, ELECTOR_ECONNECT));
+    ASSERT_STREQ(ep, app_hint(&a, ELECTOR_EUNAVAILABLE));
+    ASSERT_STREQ(ep, app_hint(&a, ELECTOR_ETIMEDOUT));
+    ASSERT_STREQ("check --cacert, --cert and --key, and the endpoint's host name",
+                 app_hint(&a, ELECTOR_ETLS));
+    const char *give = "the cluster has authentication enabled: give --user (and the "
+                       "password in $ELECTOR_PASSWORD, --password-file or --user "
+                       "NAME:PASSWORD)";
+    ASSERT_STREQ(give, app_hint(&a, ELECTOR_EAUTH));
+    ASSERT_STREQ(give, app_hint(&a, ELECTOR_ETOKEN));
+    ASSERT_STREQ(give, app_hint(&a, ELECTOR_EPERM));
+    a.creds.user = "ann";
+    ASSERT_STREQ("no password was given: set $ELECTOR_PASSWORD (or $ETCDCTL_PASSWORD) or "
+                 "use --password-file",
+                 app_hint(&a, ELECTOR_EAUTH));
+    snprintf(a.creds.from, sizeof(a.creds.from), "--password-file /p");
+    ASSERT_STREQ("check --user and the password (from --password-file /p)",
+                 app_hint(&a, ELECTOR_ETOKEN));
+    ASSERT_STREQ("the etcd user 'ann' needs read/write permission on the prefix NAME/",
+                 app_hint(&a, ELECTOR_EPERM));
+    o.name = "svc";
+    ASSERT_STREQ("the etcd user 'ann' needs read/write permission on the prefix svc/",
+                 app_hint(&a, ELECTOR_EPERM));
+    ASSERT_STREQ("the value is larger than etcd accepts (--max-request-bytes, 1.5 MiB by "
+                 "default)",
+                 app_hint(&a, ELECTOR_ETOOLARGE));
+    ASSERT_STREQ("the etcd cluster has lost its quorum", app_hint(&a, ELECTOR_ENOLEADER));
+    ASSERT_CONTAINS(app_hint(&a, ELECTOR_ENOSPACE), "`etcdctl alarm disarm`");
+    ASSERT_STREQ(
+        "etcd was restored from a snapshot: restore with `etcdutl snapshot restore "
+        "--bump-revision N --mark-compacted` so that fencing tokens keep "
+        "increasing",
+        app_hint(&a, ELECTOR_ERESTORED));
+    ASSERT_STREQ("`etcdctl alarm list` shows the alarm; an operator must clear it",
+                 app_hint(&a, ELECTOR_EALARM));
+    ASSERT_STREQ("the endpoint does not answer as etcd does; check --endpoints",
+                 app_hint(&a, ELECTOR_EPROTO));
+    ASSERT_NULL(app_hint(&a, ELECTOR_EINVAL));
+    ASSERT_NULL(app_hint(&a, ELECTOR_ENOTLEADER));
+    /* switchover's grants name the user, or none. */
+    char h[640];
+    sw_perm_hint(h, sizeof(h), &a);
+    ASSERT_CONTAINS(h,
+                    "the etcd user 'ann' needs readwrite on the prefix "
+                    "__elector/candidates/svc/ and on the key __elector/switchover/svc");
+    a.creds.user = NULL;
+    sw_perm_hint(h, sizeof(h), &a);
+    ASSERT_CONTAINS(h, "the etcd user '' needs readwrite");
+}
+
+TEST(events_without_a_value_a_detail_or_an_election)
+{
+    tool_opts o = {.name = "svc"};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ASSERT_NOT_NULL(f);
+    struct app a = {.o = &o, .events = f};
+    /* WAITING before the election exists: the predecessor, no key of ours. */
+    elector_event w = {.type = ELECTOR_EV_WAITING,
+                       .key = (const uint8_t *)"svc/1",
+                       .key_len = 5,
+                       .token = 3,
+                       .mono_ns = app_mono_ns()};
+    ASSERT_OK(app_event(&a, &w));
+    /* LOST without a value or a detail. */
+    elector_event l = {.type = ELECTOR_EV_LOST,
+                       .key = (const uint8_t *)"svc/2",
+                       .key_len = 5,
+                       .token = 4,
+                       .reason = ELECTOR_ENOTLEADER,
+                       .mono_ns = app_mono_ns()};
+    ASSERT_OK(app_event(&a, &l));
+    fclose(f);
+    tl_log("%s", buf);
+    ASSERT_CONTAINS(buf,
+                    "{\"event\":\"waiting\",\"name\":\"svc\",\"predecessor\":\"svc/1\"");
+    ASSERT_NULL(strstr(buf, "\"key\":\"svc/1\""));
+    ASSERT_CONTAINS(buf,
+                    "{\"event\":\"lost\",\"name\":\"svc\",\"key\":\"svc/2\","
+                    "\"key_base64\":\"c3ZjLzI=\",\"token\":4,\"value\":\"\","
+                    "\"value_base64\":\"\",\"error\":\"ENOTLEADER\",\"reason\":\"\",");
+    free(buf);
+    /* A write that fails is said (the caller ends on it). */
+    FILE *full = fopen("/dev/full", "w");
+    ASSERT_NOT_NULL(full);
+    a.events = full;
+    ASSERT_EQ(-1, app_event(&a, &l));
+    fclose(full);
 }
