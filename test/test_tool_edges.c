@@ -320,7 +320,8 @@ static int notify_socket(const char *path)
     int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     ASSERT_GE(fd, 0);
     struct sockaddr_un a = {.sun_family = AF_UNIX};
-    snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+    ASSERT_LT(strlen(path), sizeof(a.sun_path));
+    memcpy(a.sun_path, path, strlen(path) + 1);
     ASSERT_OK(bind(fd, (struct sockaddr *)&a, sizeof(a)));
     struct timeval tv = {.tv_sec = 2};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
