@@ -404,3 +404,39 @@ TEST_WITH_TIMEOUT(status_cuts_long_keys_and_json_leader_with_an_empty_value, 60)
     free(dir);
     eh_stop(c);
 }
+
+/* run --restart whose key is deleted from outside: the command is killed at
+ * once (a successor may lead), and elector, not leading, campaigns again
+ * after the pause instead of exiting 3; elected again, the command runs again. */
+TEST_WITH_TIMEOUT(restart_after_an_outside_delete_campaigns_again, 60)
+{
+    eh_cluster *c = start1();
+    const char *eps = eh_endpoints(c);
+    char *dir = tl_tmpdir("rsdel"), errp[512], cmd[600];
+    snprintf(errp, sizeof(errp), "%s/err", dir);
+    snprintf(cmd, sizeof(cmd), "echo run >> %s/runs; exec sleep 100", dir);
+    eu_child r;
+    tool_bg_ex(&r, &(tool_bg_opts){.err_path = errp, .in_fd = -1},
+               (const char *[]){"--endpoints", eps, "run", "rs", "--restart", "--", "sh",
+                                "-c", cmd, NULL});
+    ASSERT(wait_contains(errp, "elected: rs/", 15));
+    char runs[600];
+    snprintf(runs, sizeof(runs), "%s/runs", dir);
+    ASSERT(wait_contains(runs, "run\n", 10));
+    char *key = NULL;
+    ASSERT_EQ(0, eh_etcdctl(c, &key, "get", "--prefix", "--keys-only", "rs/", NULL));
+    key[strcspn(key, "\n")] = 0;
+    ASSERT_OK(eh_etcdctl(c, NULL, "del", key, NULL));
+    ASSERT(wait_contains(errp,
+                         " warn elector: our key is gone: killing sh and its "
+                         "descendants at once\n",
+                         10));
+    ASSERT(wait_contains(errp, " info elector: campaigning again in ", 10));
+    ASSERT(wait_contains(runs, "run\nrun\n", 15)); /* elected again, started again */
+    ASSERT(pid_alive(r.pid));
+    ASSERT_OK(kill(r.pid, SIGTERM));
+    ASSERT_EQ(0, tool_wait(&r, 20));
+    free(key);
+    free(dir);
+    eh_stop(c);
+}
