@@ -440,3 +440,41 @@ TEST_WITH_TIMEOUT(restart_after_an_outside_delete_campaigns_again, 60)
     free(dir);
     eh_stop(c);
 }
+
+/* switchover in an election whose NAME is longer than 1 KiB: the leader checks
+ * that the target is next in line and steps down (before: a fixed buffer of
+ * 1024 bytes for the range end, the check silently skipped, the leader never
+ * stepped down and the switchover timed out, exit 6). */
+TEST_WITH_TIMEOUT(switchover_in_an_election_with_a_long_name, 60)
+{
+    eh_cluster *c = start1();
+    const char *eps = eh_endpoints(c);
+    char *name = malloc(1101), want[1200], line[2048];
+    ASSERT_NOT_NULL(name);
+    memset(name, 'w', 1100);
+    name[1100] = 0;
+    eu_child a, b;
+    tool_bg(&a, (const char *[]){"--endpoints", eps, "campaign", name, "va", NULL});
+    ASSERT_OK(eu_child_expect(&a, name, line, sizeof(line), 15000));
+    tool_bg(&b, (const char *[]){"--endpoints", eps, "campaign", name, "vb", NULL});
+    tl_msleep(500); /* b waits behind a */
+    char *out = NULL, *err = NULL;
+    double t0 = tl_now();
+    int rc = tool(&out, &err,
+                  (const char *[]){"--endpoints", eps, "switchover", name, "--to", "vb",
+                                   "--timeout", "8s", NULL});
+    tl_log("exit %d after %.1f s", rc, tl_now() - t0);
+    ASSERT_EQ(0, rc);
+    snprintf(want, sizeof(want), "%s/", name);
+    ASSERT_EQ(0, strncmp(out, want, strlen(want)));
+    ASSERT_CONTAINS(out, "\nvb\n");
+    ASSERT_OK(eu_child_expect(&b, name, line, sizeof(line), 15000)); /* b elected */
+    free(out);
+    free(err);
+    ASSERT_OK(kill(a.pid, SIGTERM));
+    ASSERT_OK(kill(b.pid, SIGTERM));
+    ASSERT_EQ(0, tool_wait(&a, 20));
+    ASSERT_EQ(0, tool_wait(&b, 20));
+    free(name);
+    eh_stop(c);
+}
