@@ -478,3 +478,59 @@ TEST_WITH_TIMEOUT(switchover_in_an_election_with_a_long_name, 60)
     free(name);
     eh_stop(c);
 }
+
+/* Keys under prefix, as etcdctl lists them. */
+static int keys_under(const char *eps, const char *prefix)
+{
+    char *out = NULL;
+    ASSERT_EQ(0, tl_run(&out, (const char *[]){"etcdctl", "--endpoints", eps, "get",
+                                               "--prefix", prefix, "--keys-only", NULL}));
+    int n = 0;
+    for (char *p = out; p && *p;) {
+        char *nl = strchr(p, '\n');
+        if (nl != p) n++; /* a key, then an empty line */
+        if (!nl) break;
+        p = nl + 1;
+    }
+    free(out);
+    return n;
+}
+
+/* A switchover waits for a target that cannot confirm (stopped); etcd stops
+ * answering for longer than the request's TTL: the request's lease is gone,
+ * switchover says so and exits 1 instead of waiting out --timeout. */
+TEST_WITH_TIMEOUT(switchover_whose_request_lease_is_lost_exits_1, 60)
+{
+    eh_cluster *c = start1();
+    const char *eps = eh_endpoints(c);
+    char *dir = tl_tmpdir("swlease"), errp[512], line[256];
+    snprintf(errp, sizeof(errp), "%s/err", dir);
+    eu_child a, b, s;
+    tool_bg(&a, (const char *[]){"--endpoints", eps, "campaign", "sl", "v0", NULL});
+    ASSERT_OK(eu_child_expect(&a, "sl/", line, sizeof(line), 15000));
+    tool_bg(&b, (const char *[]){"--endpoints", eps, "campaign", "sl", "v1", NULL});
+    double end = tl_now() + 15;
+    while (keys_under(eps, "__elector/candidates/sl/") != 2) {
+        ASSERT_LT(tl_now(), end);
+        tl_msleep(50);
+    }
+    ASSERT_OK(kill(b.pid, SIGSTOP)); /* it will be first, and never confirm */
+    tool_bg_ex(&s, &(tool_bg_opts){.err_path = errp, .in_fd = -1},
+               (const char *[]){"--endpoints", eps, "--dial-timeout", "500ms",
+                                "--command-timeout", "500ms", "--ttl", "2", "switchover",
+                                "sl", "--to", "v1", "--timeout", "30s", NULL});
+    ASSERT(wait_contains(errp, "is first in line; waiting for it to confirm", 10));
+    ASSERT_OK(eh_member_pause(c, 0));
+    bool said = wait_contains(
+        errp, " error elector: switchover: the request's lease was lost\n", 15);
+    ASSERT_OK(eh_member_resume(c, 0));
+    ASSERT(said);
+    ASSERT_EQ(1, tool_wait(&s, 15));
+    ASSERT_OK(kill(b.pid, SIGCONT));
+    ASSERT_OK(kill(a.pid, SIGTERM));
+    ASSERT_OK(kill(b.pid, SIGTERM));
+    ASSERT_EQ(0, tool_wait(&a, 20));
+    ASSERT_EQ(0, tool_wait(&b, 20));
+    free(dir);
+    eh_stop(c);
+}
