@@ -534,3 +534,62 @@ TEST_WITH_TIMEOUT(switchover_whose_request_lease_is_lost_exits_1, 60)
     free(dir);
     eh_stop(c);
 }
+
+/* --discovery-srv that finds a member: in a network and mount namespace of
+ * its own, /etc/resolv.conf names a DNS responder on the namespace's loopback
+ * (Debian's python3) that answers _etcd-client._tcp with localhost:1. elector
+ * says the endpoints it found and uses them (nothing listens there: exit 1). */
+TEST(discovery_that_finds_a_member_uses_it)
+{
+    if (tl_run(NULL, (const char *[]){"unshare", "--net", "--mount", "true", NULL}) !=
+            0 ||
+        access("/usr/bin/python3", X_OK) != 0 || access("/usr/sbin/ip", X_OK) != 0)
+        tl_skip("needs unshare --net --mount, /usr/sbin/ip and /usr/bin/python3");
+    char *dir = tl_tmpdir("srvok"), path[600], script[4096];
+    snprintf(path, sizeof(path), "%s/resolv.conf", dir);
+    FILE *f = fopen(path, "w");
+    ASSERT_NOT_NULL(f);
+    fputs("nameserver 127.0.0.1\noptions timeout:2 attempts:1\n", f);
+    ASSERT_OK(fclose(f));
+    snprintf(path, sizeof(path), "%s/dns.py", dir);
+    f = fopen(path, "w");
+    ASSERT_NOT_NULL(f);
+    fputs("import socket, struct, sys\n"
+          "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+          "s.bind(('127.0.0.1', 53))\n"
+          "open(sys.argv[1], 'w').close()\n"
+          "while True:\n"
+          "    q, a = s.recvfrom(512)\n"
+          "    i = 12\n"
+          "    while q[i]:\n"
+          "        i += q[i] + 1\n"
+          "    hit = q[12] == 12 and q[13:25] == b'_etcd-client'\n"
+          "    r = q[:2] + struct.pack('>HHHHH', 0x8180 if hit else 0x8183, 1,\n"
+          "                            1 if hit else 0, 0, 0) + q[12:i + 5]\n"
+          "    if hit:\n"
+          "        rd = struct.pack('>HHH', 0, 0, 1) + b'\\x09localhost\\x00'\n"
+          "        r += struct.pack('>HHHIH', 0xc00c, 33, 1, 60, len(rd)) + rd\n"
+          "    s.sendto(r, a)\n",
+          f);
+    ASSERT_OK(fclose(f));
+    snprintf(script, sizeof(script),
+             "set -e; ip link set lo up; mount --bind %s/resolv.conf /etc/resolv.conf; "
+             "/usr/bin/python3 %s/dns.py %s/ready & p=$!; "
+             "i=0; while [ ! -e %s/ready ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); "
+             "done; set +e; %s -d example.test leader N --dial-timeout 300ms; rc=$?; "
+             "kill $p; exit $rc",
+             dir, dir, dir, dir, ELECTOR_BIN);
+    char *out = NULL;
+    tl_run_opts ro = {.merge_stderr = 1};
+    int rc = tl_run_ex(
+        &out, (const char *[]){"unshare", "--net", "--mount", "sh", "-c", script, NULL},
+        &ro);
+    tl_log("exit %d: %s", rc, out);
+    ASSERT_EQ(1, rc);
+    ASSERT_CONTAINS(out, " info elector: --discovery-srv example.test: endpoints "
+                         "http://localhost:1\n");
+    ASSERT_CONTAINS(out, " error elector: cannot read the leader: endpoint localhost:1: "
+                         "connect: Connection refused");
+    free(out);
+    free(dir);
+}
