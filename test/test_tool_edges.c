@@ -247,8 +247,13 @@ static void put_request(const char *eps, const char *value)
 
 static int count_in(const char *path, const char *needle)
 {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0; /* not written yet */
+    static char text[1 << 20];
+    size_t len = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[len] = 0;
     int n = 0;
-    char *text = slurp(path);
     for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle))
         n++;
     return n;
@@ -592,4 +597,65 @@ TEST(discovery_that_finds_a_member_uses_it)
                          "connect: Connection refused");
     free(out);
     free(dir);
+}
+
+/* Waits until needle occurs n times in the file at path. */
+static bool wait_count(const char *path, const char *needle, int n, double timeout_s)
+{
+    double end = tl_now() + timeout_s;
+    while (count_in(path, needle) < n) {
+        if (tl_now() > end) return false;
+        tl_msleep(20);
+    }
+    return true;
+}
+
+/* --health-holdoff: a leader that steps down for its health stays out for the
+ * hold-off, doubled for a step-down soon after (capped at --health-holdoff-max),
+ * and back to the base once it stayed healthy in the election for the max. */
+TEST_WITH_TIMEOUT(health_holdoff_doubles_caps_and_resets, 60)
+{
+    eh_cluster *c = start1();
+    const char *eps = eh_endpoints(c);
+    char *dir = tl_tmpdir("holdoff"), errp[512], flag[512], check[600];
+    snprintf(errp, sizeof(errp), "%s/err", dir);
+    snprintf(flag, sizeof(flag), "%s/healthy", dir);
+    snprintf(check, sizeof(check), "test -e %s", flag);
+    FILE *f = fopen(flag, "w");
+    ASSERT_NOT_NULL(f);
+    fclose(f);
+    eu_child a;
+    tool_bg_ex(&a, &(tool_bg_opts){.err_path = errp, .in_fd = -1},
+               (const char *[]){"--endpoints", eps, "campaign", "hz", "v", "--health-cmd",
+                                check, "--health-interval", "100ms", "--health-retries",
+                                "1", "--health-holdoff", "500ms", "--health-holdoff-max",
+                                "800ms", NULL});
+    const char *el = " info elector: elected: hz/";
+    const char *out1 = "out of the election for at least 500 ms (health step-down 1 in a "
+                       "row; --health-holdoff)\n";
+    const char *out2 = "out of the election for at least 800 ms (health step-down 2 in a "
+                       "row; --health-holdoff)\n";
+    ASSERT(wait_count(errp, el, 1, 15));
+    tl_msleep(300); /* past the first interval: one failure decides */
+    ASSERT_OK(unlink(flag));
+    ASSERT(wait_count(errp, out1, 1, 10));
+    f = fopen(flag, "w");
+    fclose(f);
+    ASSERT(wait_count(errp, el, 2, 10));
+    /* At once again (well within the max after the hold-off): it doubles,
+     * 1000 ms, capped at 800 ms. */
+    ASSERT_OK(unlink(flag));
+    ASSERT(wait_count(errp, out2, 1, 10));
+    f = fopen(flag, "w");
+    fclose(f);
+    ASSERT(wait_count(errp, el, 3, 10));
+    /* Healthy in the election for longer than the max: the base again. */
+    tl_msleep(1200);
+    ASSERT_OK(unlink(flag));
+    ASSERT(wait_count(errp, out1, 2, 10));
+    ASSERT_EQ(1, count_in(errp, out2));
+    ASSERT_OK(kill(a.pid, SIGTERM));
+    ASSERT_EQ(0, tool_wait(&a, 20));
+    free(dir);
+    eh_stop(c);
 }
