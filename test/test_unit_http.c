@@ -661,6 +661,10 @@ TEST(http_healthz_both_ways)
     r = fetch(h, NULL, "/healthz?leader=0"); /* explicitly not asking */
     ASSERT_EQ(200, r.code);
     free(r.body);
+    r = fetch(h, NULL, "/healthz?leader=false");
+    ASSERT_EQ(200, r.code);
+    ASSERT_STREQ("ok\n", r.body);
+    free(r.body);
 
     /* --health-cmd: its state in the body; the status is still the session's. */
     fake.v.health = "unhealthy";

@@ -338,10 +338,10 @@ static int client_error(struct app *a)
     return usage ? EXIT_USAGE : EXIT_ERROR;
 }
 
-/* --discovery-srv: the members from DNS, into o->endpoints. */
-static int discover(tool_opts *o, char *err, size_t cap)
+/* --discovery-srv: the members from DNS, into o->endpoints, which points to
+ * *list (malloc'd; the caller frees it once o is no longer used). */
+static int discover(tool_opts *o, char **list, char *err, size_t cap)
 {
-    /* Lives as long as the process: o->endpoints points to it. */
     char *srv_eps = tool_srv_endpoints(o->discovery_srv, o->discovery_srv_name,
                                        o->srv_secure_only, err, cap);
     if (!srv_eps) {
@@ -349,7 +349,7 @@ static int discover(tool_opts *o, char *err, size_t cap)
         return EXIT_ERROR;
     }
     tool_log(LOG_INFO, "--discovery-srv %s: endpoints %s", o->discovery_srv, srv_eps);
-    o->endpoints = srv_eps;
+    o->endpoints = *list = srv_eps;
     return 0;
 }
 
@@ -407,6 +407,26 @@ static int open_client(struct app *a)
     return 0;
 }
 
+/* Credentials, the client, the command, the cleanup: the exit status. */
+static int run_app(struct app *a, char **argv)
+{
+    int rc = credentials(a, argv);
+    if (rc) return rc;
+    note_settings(a);
+    log_config(a);
+    rc = open_client(a);
+    if (rc) return rc;
+    /* Only the guard's release connection needs the password after this. */
+    if (!app_supervised(a)) {
+        tool_secret_free(a->creds.password);
+        a->creds.password = NULL;
+    }
+    srandom((unsigned)(elector_now_ns() ^ getpid()));
+    rc = run_command(a);
+    cleanup(a);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     /* A peer or a reader that went away is an error to report, not a reason to
@@ -445,20 +465,9 @@ int main(int argc, char **argv)
      * first line, which is the elected line, on the handover path. Every write
      * to stdout is flushed at once, so full buffering changes nothing else. */
     setvbuf(stdout, NULL, _IOFBF, BUFSIZ);
-    if (o.discovery_srv && discover(&o, err, sizeof(err))) return EXIT_ERROR;
-    int rc = credentials(&a, argv);
-    if (rc) return rc;
-    note_settings(&a);
-    log_config(&a);
-    rc = open_client(&a);
-    if (rc) return rc;
-    /* Only the guard's release connection needs the password after this. */
-    if (!app_supervised(&a)) {
-        tool_secret_free(a.creds.password);
-        a.creds.password = NULL;
-    }
-    srandom((unsigned)(elector_now_ns() ^ getpid()));
-    rc = run_command(&a);
-    cleanup(&a);
+    char *srv_eps = NULL;
+    if (o.discovery_srv && discover(&o, &srv_eps, err, sizeof(err))) return EXIT_ERROR;
+    int rc = run_app(&a, argv);
+    free(srv_eps);
     return rc;
 }

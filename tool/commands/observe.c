@@ -53,7 +53,7 @@ static void on_observe(elector_observer *o, const elector_event *ev, void *ud)
          * nothing: printed once. -w json reports every change, with tokens. */
         bool same = a->has_leader && a->lklen == ev->key_len &&
                     a->lvlen == ev->value_len && !memcmp(a->lkey, ev->key, ev->key_len) &&
-                    !memcmp(a->lval, ev->value, ev->value_len);
+                    (!ev->value_len || !memcmp(a->lval, ev->value, ev->value_len));
         if (a->o->fmt == FMT_SIMPLE && !same) {
             int rc = tool_write_kv(stdout, a->stdout_tty, a->o->hex, ev->key, ev->key_len,
                                    ev->value, ev->value_len);

@@ -205,10 +205,11 @@ static void on_check(elector_etcd *e, int err, const ProtobufCMessage *m, void *
 
 static void leader_check(struct app_sw *sw)
 {
-    uint8_t end[1024];
     size_t nl = strlen(sw->a->o->name);
     char *prefix = sw_cat(sw->a->o->name, "/");
-    if (!prefix || nl + 1 > sizeof(end)) {
+    /* As long as the prefix: a NAME may be longer than any fixed buffer. */
+    uint8_t *end = prefix ? malloc(nl + 1) : NULL;
+    if (!end) {
         free(prefix);
         return;
     }
@@ -224,6 +225,7 @@ static void leader_check(struct app_sw *sw)
     if (elector_etcd_call(sw->a->etcd, ELECTOR_RPC_RANGE, &rr.base, NULL, on_check, sw) ==
         0)
         sw->checking = true;
+    free(end);
     free(prefix);
 }
 

@@ -51,7 +51,9 @@ static void free_msg(void *m)
 
 static bool kv_value_is(const Mvccpb__KeyValue *kv, const char *v)
 {
-    return kv->value.len == strlen(v) && !memcmp(kv->value.data, v, kv->value.len);
+    /* An empty value comes without data (NULL): no memcmp on it. */
+    return kv->value.len == strlen(v) &&
+           (!kv->value.len || !memcmp(kv->value.data, v, kv->value.len));
 }
 
 static int etcd_error(struct app *a, int rc, const char *what)
