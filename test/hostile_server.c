@@ -114,6 +114,7 @@ typedef struct conn {
     bool dead;
     int answered;
     double close_at;
+    bool garbage; /* HS_TLS_GARBAGE_AFTER_REPLY: sent */
 } conn;
 
 static const hs_opts *O;
@@ -774,6 +775,13 @@ static void conn_step(conn *c)
             break;
         }
         c->wout.off += (size_t)w;
+    }
+    if (O->attack == HS_TLS_GARBAGE_AFTER_REPLY && c->ssl && c->answered && !c->garbage &&
+        c->wout.len == c->wout.off) {
+        /* Header: application data, TLS 1.2 on the wire, 32 bytes. */
+        static const uint8_t rec[5 + 32] = {0x17, 0x03, 0x03, 0x00, 0x20};
+        if (send(c->fd, rec, sizeof(rec), MSG_NOSIGNAL) == (ssize_t)sizeof(rec))
+            c->garbage = true;
     }
     if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2))
         c->dead = true;

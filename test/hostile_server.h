@@ -90,6 +90,10 @@ typedef enum hs_attack {
     HS_KEEPALIVE_GONE_ONCE,
     /* LeaseKeepAlive: every renewal is answered TTL 1 (not 10). */
     HS_KEEPALIVE_TTL1,
+    /* TLS: once the first call is answered, a TLS record that is not
+     * (application data that fails to decrypt), written past OpenSSL onto the
+     * socket, which stays open. */
+    HS_TLS_GARBAGE_AFTER_REPLY,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

@@ -1564,6 +1564,99 @@ TEST(lib_tls_failing_verification_setup_is_fatal)
     free(dir);
 }
 
+typedef struct tls_case {
+    const char *ca; /* NULL: the system's store */
+    bool insecure;
+} tls_case;
+
+/* A Range (events 1 when it worked), then 0.5 s of the loop: the connection's
+ * failures in events (+10 each), the last one's text in msg and its error in
+ * err. */
+static void lib_tls_range_then_wait(const char *endpoint, lib_out *o, void *arg)
+{
+    const tls_case *tc = arg;
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = endpoint;
+    cfg.cacert = tc->ca;
+    cfg.insecure_skip_verify = tc->insecure;
+    cfg.dial_timeout_ms = 2000;
+    cfg.request_timeout_ms = 4000;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    if (!e || elector_etcd_err(e)) _exit(4);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    if (o->err) goto out;
+    o->events = 1;
+    double end = tl_now() + 0.5;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 50);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events += 10 * (int)st.disconnects;
+    o->err = e->last_conn_err;
+    snprintf(o->msg, sizeof(o->msg), "%s", e->last_conn_msg);
+out:
+    elector_etcd_free(e);
+}
+
+/* By host name (SNI and the name checked), and unverified (any certificate,
+ * by name or address); then a record that does not decrypt on the connection
+ * in use ends it as an outage ("TLS read failed"), not as a refused handshake. */
+TEST(lib_tls_by_host_name_unverified_and_a_corrupt_record)
+{
+    char *dir = certs();
+    char cert[512], key[512], ca[512], by_name[64], by_ip[64];
+    snprintf(cert, sizeof(cert), "%s/server.crt", dir);
+    snprintf(key, sizeof(key), "%s/server.key", dir);
+    snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+    hs_opts ho_ = {0}, *ho = &ho_;
+    ho->attack = HS_TLS_GARBAGE_AFTER_REPLY;
+    ho->cert = cert;
+    ho->key = key;
+    hs_server s;
+    ASSERT_OK(hs_start(&s, ho));
+    snprintf(by_name, sizeof(by_name), "https://localhost:%d", s.port);
+    snprintf(by_ip, sizeof(by_ip), "https://127.0.0.1:%d", s.port);
+    const struct {
+        const char *ep;
+        tls_case tc;
+    } cases[] = {
+        {by_name, {ca, false}},
+        {by_name, {NULL, true}},
+        {by_ip, {NULL, true}},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        lib_out o;
+        long rss;
+        int sig;
+        run_lib(lib_tls_range_then_wait, cases[i].ep, (void *)&cases[i].tc, &o, &rss,
+                &sig);
+        tl_log("library, %s%s: %d, %s: %s", cases[i].ep,
+               cases[i].tc.insecure ? " unverified" : "", o.events,
+               elector_err_name(o.err), o.msg);
+        ASSERT_EQ(0, sig);
+        ASSERT_EQ(11, o.events); /* the Range worked; one connection failed */
+        ASSERT_EQ(ELECTOR_EUNAVAILABLE, o.err);
+        ASSERT_CONTAINS(o.msg, "TLS read failed: ");
+        ASSERT_CONTAINS(o.msg, cases[i].ep + 8);
+    }
+    /* Verified, without the CA: refused (the unverified cases above are not
+     * accepted for want of any check). */
+    lib_out o;
+    long rss;
+    int sig;
+    tls_case none = {NULL, false};
+    run_lib(lib_tls_range_then_wait, by_name, &none, &o, &rss, &sig);
+    ASSERT_EQ(ELECTOR_ETLS, o.err);
+    ASSERT_CONTAINS(o.msg, "not trusted");
+    hs_stop(&s);
+    free(dir);
+}
+
 /* ---------------------------------------------------------------- tool: --http */
 
 static int free_port(void)
