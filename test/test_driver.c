@@ -858,3 +858,96 @@ TEST(bad_input_gives_clear_errors)
     ASSERT(la.rc < 0);
     elector_driver_free(NULL);
 }
+
+/* Calls into the API from the loop thread (inside elector_driver_exec) run
+ * there at once instead of waiting for the loop (which would wait forever);
+ * once the driver is being freed, calls are refused with ECLOSED. No etcd:
+ * port 1 refuses every connection. */
+static elector_driver *inline_d;
+static atomic_int inline_depth, inline_session_ok;
+
+static void inner_exec(elector_etcd *etcd, void *arg)
+{
+    (void)etcd, (void)arg;
+    atomic_store(&inline_depth, pthread_equal(pthread_self(), exec_thread) ? 2 : -2);
+}
+
+static void outer_exec(elector_etcd *etcd, void *arg)
+{
+    (void)etcd, (void)arg;
+    exec_thread = pthread_self();
+    /* Nested: the same thread, before this returns. */
+    if (elector_driver_exec(inline_d, inner_exec, NULL)) return;
+    if (atomic_load(&inline_depth) != 2) return;
+    elector_driver_session *s = elector_driver_session_new(inline_d, NULL, NULL, NULL);
+    if (s) {
+        elector_driver_session_close(s);
+        atomic_store(&inline_session_ok, 1);
+    }
+}
+
+static atomic_int after_free_rc, after_free_null, freed_in_cb;
+
+static void frees_then_calls(elector_driver *d, int rc, const elector_leader_info *info,
+                             void *ud)
+{
+    (void)rc, (void)info, (void)ud;
+    elector_driver_free(d); /* returns once the loop is over; d goes after this */
+    atomic_store(&after_free_rc, elector_driver_exec(d, exec_fn, NULL));
+    atomic_store(&after_free_null,
+                 elector_driver_session_new(d, NULL, NULL, NULL) == NULL &&
+                     elector_driver_observe(d, "x", NULL, NULL) == NULL);
+    elector_driver_free(d); /* again: a no-op */
+    atomic_store(&freed_in_cb, 1);
+}
+
+TEST(calls_from_the_loop_thread_run_inline_and_a_freed_driver_refuses_calls)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "127.0.0.1:1";
+    cfg.dial_timeout_ms = 200;
+    ASSERT_OK(elector_driver_new(&cfg, NULL, &inline_d));
+    ASSERT_OK(elector_driver_exec(inline_d, outer_exec, NULL));
+    ASSERT_EQ(2, atomic_load(&inline_depth));
+    ASSERT_EQ(1, atomic_load(&inline_session_ok));
+
+    /* Handles that are NULL: EINVAL, NULL, 0, false, or nothing done. */
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_session_wait(NULL, 10));
+    elector_driver_session_close(NULL);
+    ASSERT_EQ(0, elector_driver_session_lease(NULL));
+    ASSERT(!elector_driver_session_alive(NULL));
+    ASSERT_NULL(elector_driver_election_new(NULL, "x", NULL, NULL));
+    elector_driver_election_free(NULL);
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_campaign_sync(NULL, "x", 1, 10));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_resign_sync(NULL, 10));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_resign(NULL));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_proclaim(NULL, "x", 1));
+    ASSERT_EQ(0, elector_driver_token(NULL));
+    ASSERT_EQ(ELECTOR_EINVAL,
+              elector_driver_guarded_put(NULL, "k", 1, "v", 1, NULL, NULL));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_guarded_delete_sync(NULL, "k", 1, 10));
+    elector_driver_observer_free(NULL);
+    ASSERT_EQ(0, (long long)elector_driver_stalls(NULL));
+    ASSERT(!elector_driver_in_callback(NULL));
+    elector_leader_info li;
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_leader_sync(inline_d, "x", 10, NULL));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_leader_sync(NULL, "x", 10, &li));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_exec(NULL, exec_fn, NULL));
+    /* A session whose grant cannot be sent anywhere: an election on it is
+     * made; an empty name is refused. */
+    elector_driver_session *s = elector_driver_session_new(inline_d, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_NULL(elector_driver_election_new(s, "", NULL, NULL));
+    ASSERT_NULL(elector_driver_election_new(s, NULL, NULL, NULL));
+    elector_driver_election *el = elector_driver_election_new(s, "e", NULL, NULL);
+    ASSERT_NOT_NULL(el);
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_guarded_put(el, "k", 1, "v", 1, NULL, NULL));
+    ASSERT(!elector_driver_is_leader(el));
+
+    /* Freed from a callback: later calls in it are refused. */
+    ASSERT_OK(elector_driver_leader(inline_d, "x", 5000, frees_then_calls, NULL));
+    ASSERT(wait_int(&freed_in_cb, 1, 10000));
+    ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&after_free_rc));
+    ASSERT_EQ(1, atomic_load(&after_free_null));
+}
