@@ -638,3 +638,71 @@ TEST(tls_handshake_with_a_peer_that_closes_or_speaks_plain_text_fails_with_etls)
     ASSERT_EQ(0, WEXITSTATUS(st));
     close(lfd);
 }
+
+/* ---------------------------------------------------------------- no OpenSSL */
+
+/* libssl is loaded when the first TLS endpoint is configured. Without a usable
+ * one the client says so (ETLS) instead of failing later or crashing. The
+ * library search path is read at start, so this test runs itself again with
+ * LD_LIBRARY_PATH pointing at a directory that holds: two empty files named
+ * libssl.so.3 and libssl.so (neither loads), or a shared object without
+ * OpenSSL's functions as libssl.so.3. */
+TEST(tls_without_a_usable_openssl_is_a_clear_error)
+{
+    if (getenv("ELECTOR_TEST_SSL_CHILD")) {
+        elector_etcd_config cfg;
+        elector_etcd_config_init(&cfg);
+        cfg.endpoints = "https://127.0.0.1:1";
+        elector_etcd *e = elector_etcd_new(&cfg);
+        printf("[%s] %s\n", elector_err_name(elector_etcd_err(e)),
+               elector_etcd_errstr(e));
+        elector_etcd_free(e);
+        fflush(stdout);
+        exit(0);
+    }
+    char *dir = tl_tmpdir("nossl");
+    char empty[600], fake[600], p[700];
+    snprintf(empty, sizeof(empty), "%s/empty", dir);
+    snprintf(fake, sizeof(fake), "%s/fake", dir);
+    ASSERT_OK(mkdir(empty, 0700));
+    ASSERT_OK(mkdir(fake, 0700));
+    snprintf(p, sizeof(p), "%s/libssl.so.3", empty);
+    put_file(p, "", 0);
+    snprintf(p, sizeof(p), "%s/libssl.so", empty);
+    put_file(p, "", 0);
+    snprintf(p, sizeof(p), "%s/libssl.so.3", fake);
+    copy_file(FAKE_SSL_LIB, p);
+    char self[600];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    ASSERT(n > 0);
+    self[n] = 0;
+    const char *want[2] = {"[ETLS] TLS needs OpenSSL 3 (Debian: libssl3): ",
+                           "[ETLS] OpenSSL lacks TLS_client_method"};
+    const char *dirs[2] = {empty, fake};
+    for (int i = 0; i < 2; i++) {
+        /* The environment as it is (sanitizer options, coverage), plus two. */
+        extern char **environ;
+        size_t k = 0;
+        while (environ[k])
+            k++;
+        const char **env = calloc(k + 3, sizeof(*env));
+        char lib[700];
+        snprintf(lib, sizeof(lib), "LD_LIBRARY_PATH=%s", dirs[i]);
+        size_t m = 0;
+        for (size_t j = 0; j < k; j++)
+            if (strncmp(environ[j], "LD_LIBRARY_PATH=", 16)) env[m++] = environ[j];
+        env[m++] = lib;
+        env[m++] = "ELECTOR_TEST_SSL_CHILD=1";
+        const char *argv[] = {self, "tls_without_a_usable_openssl_is_a_clear_error",
+                              NULL};
+        tl_run_opts o = {.envp = env, .quiet_stderr = 1};
+        char *out = NULL;
+        int rc = tl_run_ex(&out, argv, &o);
+        tl_log("LD_LIBRARY_PATH=%s: %d: %s", dirs[i], rc, out);
+        ASSERT_CONTAINS(out, want[i]);
+        if (i == 0) ASSERT_CONTAINS(out, "libssl.so");
+        free(out);
+        free(env);
+    }
+    free(dir);
+}
