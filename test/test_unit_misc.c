@@ -3,9 +3,16 @@
  * the byte buffer, the rpc table, the clocks and the client's wake-up timer. */
 #include <poll.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 
 #include <elector/election.h>
 #include "transport_private.h"
@@ -560,4 +567,209 @@ TEST(lease_calls_refuse_missing_arguments)
     ASSERT_EQ(err, elector_etcd_keepalive(e, 1, 0, never_called, &calls));
     elector_etcd_free(e);
     ASSERT_EQ(0, calls);
+}
+
+/* ------------------------------------------------------------- the client's edges */
+
+TEST(config_values_out_of_range_take_their_defaults)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "127.0.0.1:1";
+    cfg.dial_timeout_ms = -1;
+    cfg.request_timeout_ms = 0;
+    cfg.keepalive_time_ms = -5;
+    cfg.keepalive_idle_ms = 0;
+    cfg.keepalive_timeout_ms = -1;
+    cfg.backoff_min_ms = 0;
+    cfg.backoff_max_ms = 10; /* below the minimum (50 once defaulted) */
+    cfg.max_recv_msg_bytes = SIZE_MAX;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    ASSERT_EQ(5000, e->cfg.dial_timeout_ms);
+    ASSERT_EQ(5000, e->cfg.request_timeout_ms);
+    ASSERT_EQ(1000, e->cfg.keepalive_time_ms);
+    ASSERT_EQ(10000, e->cfg.keepalive_idle_ms);
+    ASSERT_EQ(2000, e->cfg.keepalive_timeout_ms);
+    ASSERT_EQ(50, e->cfg.backoff_min_ms);
+    ASSERT_EQ(2000, e->cfg.backoff_max_ms);
+    ASSERT_EQ((long long)ELECTOR__GRPC_MAX_MSG, (long long)e->cfg.max_recv_msg_bytes);
+    ASSERT_EQ((long long)ELECTOR__GRPC_MAX_MSG * ELECTOR__DECODE_FACTOR,
+              (long long)e->cfg.max_decode_bytes);
+    elector_etcd_free(e);
+}
+
+/* Without descriptors for its epoll set, eventfd and timerfd, the client is
+ * made in error (a clear message), and refuses calls. In a child: the limit
+ * would stay. */
+TEST(client_without_descriptors_is_made_in_error)
+{
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        int hi = dup(0); /* the lowest free descriptor */
+        close(hi);
+        struct rlimit rl = {(rlim_t)hi + 1, (rlim_t)hi + 1}; /* room for one */
+        if (setrlimit(RLIMIT_NOFILE, &rl)) _exit(10);
+        elector_etcd *e = elector_etcd_new(NULL);
+        if (!e) _exit(11);
+        if (elector_etcd_err(e) != ELECTOR_ENOMEM) _exit(12);
+        if (!strstr(elector_etcd_errstr(e), "cannot create epoll/eventfd/timerfd: "))
+            _exit(13);
+        Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+        if (elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, NULL) !=
+            ELECTOR_ENOMEM)
+            _exit(14);
+        elector_etcd_free(e);
+        int fd = dup(0); /* all were given back */
+        _exit(fd == hi ? 0 : 15);
+    }
+    int st;
+    ASSERT_EQ(pid, waitpid(pid, &st, 0));
+    ASSERT(WIFEXITED(st));
+    ASSERT_EQ(0, WEXITSTATUS(st));
+}
+
+typedef struct frees {
+    elector_etcd *e;
+    int calls, err;
+} frees;
+
+static void free_in_cb(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)m;
+    frees *f = ud;
+    f->calls++;
+    f->err = err;
+    elector_etcd_free(e);
+    elector_etcd_free(e); /* again: ignored */
+}
+
+/* A callback that frees the client during elector_etcd_run_once: the pass
+ * ends with ECLOSED and the memory goes then (ASan builds check it). */
+TEST(client_freed_from_its_callback_ends_the_pass)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "127.0.0.1:1"; /* refused at once */
+    cfg.dial_timeout_ms = 2000;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    frees f = {e, 0, 0};
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ASSERT_OK(elector_etcd_call(e, ELECTOR_RPC_RANGE, &q.base, NULL, free_in_cb, &f));
+    int rc = 0;
+    double end = tl_now() + 3;
+    while (rc == 0 && tl_now() < end)
+        rc = elector_etcd_run_once(e, 50);
+    ASSERT_EQ(ELECTOR_ECLOSED, rc);
+    ASSERT_EQ(1, f.calls);
+    ASSERT_EQ(ELECTOR_ECONNECT, f.err);
+}
+
+typedef struct ended {
+    int n, err;
+    char msg[600];
+    elector_etcd *e;
+} ended;
+
+static void note_end(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)m;
+    ended *x = ud;
+    x->n++;
+    x->err = err;
+    snprintf(x->msg, sizeof(x->msg), "%s", elector_etcd_errstr(e));
+}
+
+/* A listening socket on a free loopback port that nobody accepts on. */
+static int silent_listener(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof(a);
+    ASSERT_OK(bind(fd, (struct sockaddr *)&a, sizeof(a)));
+    ASSERT_OK(listen(fd, 16));
+    ASSERT_OK(getsockname(fd, (struct sockaddr *)&a, &l));
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+/* A call that never got a connection says why at its deadline: the last
+ * connection error (the first endpoint refused; the second accepts TCP but
+ * never speaks HTTP/2, and the call's deadline comes before the dial
+ * timeout). */
+TEST(call_without_a_connection_at_its_deadline_names_the_last_error)
+{
+    int port, closed;
+    int lfd = silent_listener(&port);
+    int cfd = silent_listener(&closed);
+    close(cfd); /* a closed port now */
+    char eps[128];
+    snprintf(eps, sizeof(eps), "127.0.0.1:%d,127.0.0.1:%d", closed, port);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eps;
+    cfg.dial_timeout_ms = 5000;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    ended x = {0};
+    elector_call_opts o = {.timeout_ms = 400};
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ASSERT_OK(elector_etcd_call(e, ELECTOR_RPC_RANGE, &q.base, &o, note_end, &x));
+    double t0 = tl_now();
+    while (!x.n && tl_now() < t0 + 4)
+        elector_etcd_run_once(e, 50);
+    tl_log("%s after %.2f s: %s", elector_err_name(x.err), tl_now() - t0, x.msg);
+    ASSERT_EQ(1, x.n);
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, x.err);
+    ASSERT_CONTAINS(x.msg, "no connection before the deadline (last error: endpoint "
+                           "127.0.0.1:");
+    ASSERT_CONTAINS(x.msg, "connect: Connection refused");
+    elector_etcd_free(e);
+    close(lfd);
+}
+
+static void stream_cb(elector_stream *s, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)s, (void)err, (void)m;
+    (*(int *)ud)++;
+}
+
+TEST(streams_refuse_bad_arguments_and_sends_after_their_end)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "127.0.0.1:1";
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    int n = 0;
+    ASSERT_NULL(elector_etcd_stream_open(e, ELECTOR_RPC_RANGE, NULL, stream_cb, &n));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_etcd_err(e));
+    ASSERT_CONTAINS(elector_etcd_errstr(e), "bad arguments to elector_etcd_stream_open");
+    ASSERT_NULL(elector_etcd_stream_open(e, ELECTOR_RPC_WATCH, NULL, NULL, &n));
+    ASSERT_NULL(elector_etcd_stream_open(e, (elector_rpc)-1, NULL, stream_cb, &n));
+    ASSERT_NULL(elector_etcd_stream_open(NULL, ELECTOR_RPC_WATCH, NULL, stream_cb, &n));
+    elector_stream *s =
+        elector_etcd_stream_open(e, ELECTOR_RPC_WATCH, NULL, stream_cb, &n);
+    ASSERT_NOT_NULL(s);
+    ASSERT(elector_stream_client(s) == e);
+    Etcdserverpb__PutRequest put = ETCDSERVERPB__PUT_REQUEST__INIT;
+    ASSERT_EQ(ELECTOR_EINVAL, elector_stream_send(s, &put.base)); /* not a WatchRequest */
+    ASSERT_EQ(ELECTOR_EINVAL, elector_stream_send(s, NULL));
+    Etcdserverpb__WatchRequest w = ETCDSERVERPB__WATCH_REQUEST__INIT;
+    ASSERT_OK(elector_stream_send(s, &w.base));
+    /* The connection is refused: the stream ends (once), and a send after
+     * that is refused. */
+    double end = tl_now() + 3;
+    while (!n && tl_now() < end)
+        elector_etcd_run_once(e, 50);
+    ASSERT_EQ(1, n);
+    ASSERT_EQ(ELECTOR_ECLOSED, elector_stream_send(s, &w.base));
+    elector_stream_close(s);
+    elector_stream_close(NULL);
+    ASSERT_OK(elector_etcd_run_once(e, 0));
+    ASSERT_EQ(1, n);
+    elector_etcd_free(e);
 }
