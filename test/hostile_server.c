@@ -424,6 +424,8 @@ static void on_txn(conn *c, stream *st, const uint8_t *p, size_t n)
     etcdserverpb__txn_request__free_unpacked(q, NULL);
 }
 
+static void refuse(conn *c, stream *st, const char *code, const char *msg);
+
 static void on_range(conn *c, stream *st, const uint8_t *p, size_t n)
 {
     Etcdserverpb__RangeRequest *q = etcdserverpb__range_request__unpack(NULL, n, p);
@@ -457,6 +459,34 @@ static void on_range(conn *c, stream *st, const uint8_t *p, size_t n)
         st->gen_left = 768ull << 20;
         kick(c, st);
         break;
+    case HS_RANGE_NO_MESSAGE:
+        refuse(c, st, "0", "");
+        break;
+    case HS_RANGE_TRAILING_BYTES:
+    case HS_RANGE_COMPRESSED: {
+        Etcdserverpb__RangeResponse r = ETCDSERVERPB__RANGE_RESPONSE__INIT;
+        r.header = &hdr;
+        hb_msg(&st->out, &r.base);
+        if (O->attack == HS_RANGE_COMPRESSED)
+            st->out
+                .p[st->out.len - 5 - etcdserverpb__range_response__get_packed_size(&r)] =
+                1;
+        else
+            hb_put(&st->out, "\0\0\0", 3);
+        st->end = true;
+        kick(c, st);
+        c->answered++;
+        break;
+    }
+    case HS_RANGE_UNDECODABLE: {
+        static const uint8_t junk[] = {0x0a, 0x7f, 0x01}; /* header: 127 bytes, 1 there */
+        hb_prefix(&st->out, sizeof(junk));
+        hb_put(&st->out, junk, sizeof(junk));
+        st->end = true;
+        kick(c, st);
+        c->answered++;
+        break;
+    }
     case HS_RANGE_EMPTY_KEYS:
     case HS_RANGE_EMPTY_KEYS_UNDER: {
         size_t len = O->attack == HS_RANGE_EMPTY_KEYS ? 8u << 20 : (4u << 20) - 16;
@@ -504,7 +534,8 @@ static void on_watch(conn *c, stream *st, const uint8_t *p, size_t n)
         ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST) {
         r.watch_id = q->create_request->watch_id;
         r.created = 1;
-        reply(c, st, &r.base, false);
+        reply(c, st, &r.base, O->attack == HS_WATCH_END_OK);
+        if (O->attack == HS_WATCH_END_OK) st->rst_after = true; /* as grpc-go does */
         const Etcdserverpb__WatchCreateRequest *cr = q->create_request;
         if (hs_fast_attack(O->attack) && !event_sent && pred_len &&
             cr->key.len == pred_len && !memcmp(cr->key.data, pred, pred_len))

@@ -94,6 +94,14 @@ typedef enum hs_attack {
      * (application data that fails to decrypt), written past OpenSSL onto the
      * socket, which stays open. */
     HS_TLS_GARBAGE_AFTER_REPLY,
+    /* Unary replies that are not one whole message (Range): */
+    HS_RANGE_NO_MESSAGE,     /* grpc-status 0 and no message at all */
+    HS_RANGE_TRAILING_BYTES, /* the message, then 3 bytes of another prefix */
+    HS_RANGE_COMPRESSED,     /* the message flagged compressed (never asked for) */
+    HS_RANGE_UNDECODABLE,    /* a message whose bytes are not a RangeResponse */
+    /* Watch: "created", then the stream ends with grpc-status 0 (trailers, then
+     * RST_STREAM(NO_ERROR) as grpc-go sends). */
+    HS_WATCH_END_OK,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

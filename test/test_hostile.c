@@ -598,6 +598,74 @@ TEST(lib_reply_of_empty_keys_over_and_under_the_size_limit)
                ELECTOR_EPROTO, "needs more than 33554432 bytes of memory to decode");
 }
 
+/* Unary replies that are not one whole message: a protocol error, said. */
+TEST(lib_unary_reply_that_is_not_one_whole_message)
+{
+    lib_attack("Range answered without a message", HS_RANGE_NO_MESSAGE, lib_range, NULL,
+               ELECTOR_EPROTO, "without a whole message");
+    lib_attack("Range answered with bytes after the message", HS_RANGE_TRAILING_BYTES,
+               lib_range, NULL, ELECTOR_EPROTO, "with bytes after its message");
+    lib_attack("Range answered compressed", HS_RANGE_COMPRESSED, lib_range, NULL,
+               ELECTOR_EPROTO, "compressed message (flag 1), never asked for");
+    lib_attack("Range answered with bytes that do not decode", HS_RANGE_UNDECODABLE,
+               lib_range, NULL, ELECTOR_EPROTO, "undecodable reply (3 bytes)");
+}
+
+typedef struct sstate {
+    int msgs, err;
+    bool ended;
+    char msg[600];
+} sstate;
+
+static void raw_watch_cb(elector_stream *s, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)m;
+    sstate *x = ud;
+    if (!err) {
+        x->msgs++;
+        return;
+    }
+    x->ended = true;
+    x->err = err;
+    snprintf(x->msg, sizeof(x->msg), "%s", elector_etcd_errstr(elector_stream_client(s)));
+}
+
+/* A Watch stream (the raw stream API): one create, pumped until the stream
+ * ends; messages received in events, its end's error and text in err, msg. */
+static void lib_raw_watch(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    sstate x = {0};
+    elector_stream *s =
+        elector_etcd_stream_open(e, ELECTOR_RPC_WATCH, NULL, raw_watch_cb, &x);
+    if (!s) _exit(5);
+    Etcdserverpb__WatchCreateRequest cr = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+    cr.key.data = (uint8_t *)"k";
+    cr.key.len = 1;
+    Etcdserverpb__WatchRequest w = ETCDSERVERPB__WATCH_REQUEST__INIT;
+    w.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
+    w.create_request = &cr;
+    if (elector_stream_send(s, &w.base)) _exit(6);
+    double end = tl_now() + 3;
+    while (!x.ended && tl_now() < end)
+        elector_etcd_run_once(e, 50);
+    o->events = x.msgs;
+    o->err = x.ended ? x.err : 1;
+    snprintf(o->msg, sizeof(o->msg), "%s", x.msg);
+    elector_stream_close(s);
+    elector_etcd_free(e);
+}
+
+/* A server that ends a Watch stream with grpc-status 0 (no error): the stream
+ * ends, after its message, as an outage (the owner makes a new one), and
+ * says so. */
+TEST(lib_stream_ended_by_the_server_without_an_error)
+{
+    lib_attack("Watch stream ended with grpc-status 0", HS_WATCH_END_OK, lib_raw_watch,
+               NULL, ELECTOR_EUNAVAILABLE, "/etcdserverpb.Watch/Watch: stream ended by");
+}
+
 TEST(lib_max_recv_msg_bytes_is_configurable)
 {
     /* 16 MiB lets the 8 MiB message in; a decode budget of 16 MiB then stops
