@@ -653,6 +653,23 @@ static void on_message(conn *c, stream *st, const uint8_t *p, size_t n)
         r.header = &hdr;
         r.token = "hostile-token";
         reply(c, st, &r.base, true);
+    } else if (!strcmp(m, "MemberList") && O->attack == HS_MEMBERS_UNUSABLE) {
+        Etcdserverpb__MemberListResponse r = ETCDSERVERPB__MEMBER_LIST_RESPONSE__INIT;
+        r.header = &hdr;
+        Etcdserverpb__Member learner = ETCDSERVERPB__MEMBER__INIT,
+                             member = ETCDSERVERPB__MEMBER__INIT;
+        Etcdserverpb__Member *ms[2] = {&learner, &member};
+        char *lurl[1] = {"http://127.0.0.1:9"}, *murl[1] = {"not a url"};
+        learner.id = 1;
+        learner.islearner = 1;
+        learner.n_clienturls = 1;
+        learner.clienturls = lurl;
+        member.id = 2;
+        member.n_clienturls = 1;
+        member.clienturls = murl;
+        r.n_members = 2;
+        r.members = ms;
+        reply(c, st, &r.base, true);
     } else {
         /* Put, DeleteRange, LeaseRevoke, Status...: a header is a valid reply of
          * every one of them (field 1 of each response). */

@@ -102,6 +102,10 @@ typedef enum hs_attack {
     /* Watch: "created", then the stream ends with grpc-status 0 (trailers, then
      * RST_STREAM(NO_ERROR) as grpc-go sends). */
     HS_WATCH_END_OK,
+    /* MemberList: a learner with a usable client URL (left out) and a member
+     * whose one client URL is not a URL. (Without it MemberList is answered
+     * with no members.) */
+    HS_MEMBERS_UNUSABLE,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

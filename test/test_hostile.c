@@ -666,6 +666,79 @@ TEST(lib_stream_ended_by_the_server_without_an_error)
                NULL, ELECTOR_EUNAVAILABLE, "/etcdserverpb.Watch/Watch: stream ended by");
 }
 
+typedef struct notice_log {
+    int n, errs;
+    char last[600];
+} notice_log;
+
+static void log_notice(elector_etcd *e, int err, const char *msg, void *ud)
+{
+    (void)e;
+    notice_log *l = ud;
+    l->n++;
+    l->errs += err != 0;
+    snprintf(l->last, sizeof(l->last), "%s", msg);
+}
+
+/* A client with auto-sync every 50 ms: a Range (connected), then 0.5 s of the
+ * loop. events: the notices * 100 + the endpoint syncs * 10 + the endpoints
+ * now; msg: the last notice; err: how many notices were errors. */
+static void lib_autosync(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = endpoint;
+    cfg.auto_sync_interval_ms = 50;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    if (!e || elector_etcd_err(e)) _exit(4);
+    notice_log l = {0};
+    elector_etcd_set_notice(e, log_notice, &l);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    if (elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m)) _exit(5);
+    protobuf_c_message_free_unpacked(m, NULL);
+    double end = tl_now() + 0.5;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    elector_endpoint_info info;
+    int nep = 0;
+    while (elector_etcd_endpoint_info(e, nep, &info) == 0)
+        nep++;
+    o->events = l.n * 100 + (int)st.endpoint_syncs * 10 + nep;
+    o->err = l.errs;
+    snprintf(o->msg, sizeof(o->msg), "%s", l.last);
+    elector_etcd_free(e);
+}
+
+/* Auto-sync against member lists it cannot use: none at all (the server
+ * lists no members) leaves the list alone, silently; a learner (left out) and
+ * a member whose URL is unusable leave it alone with a notice, each time. */
+TEST(lib_autosync_keeps_the_list_when_the_members_are_unusable)
+{
+    hs_server s;
+    lib_out o;
+    long rss;
+    int sig;
+    start(&s, HS_NONE, false);
+    run_lib(lib_autosync, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("auto-sync, no members: %d: %s", o.events, o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(1, o.events); /* no notice, no sync, one endpoint */
+    hs_stop(&s);
+    start(&s, HS_MEMBERS_UNUSABLE, false);
+    run_lib(lib_autosync, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("auto-sync, a learner and an unusable URL: %d: %s", o.events, o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(1, o.events % 100); /* no sync, one endpoint */
+    ASSERT_GE(o.events / 100, 2); /* said at every sync (every 50 ms) */
+    ASSERT_EQ(o.events / 100, o.err);
+    ASSERT_STREQ("endpoint auto-sync: no usable client URL among the 1 given", o.msg);
+    hs_stop(&s);
+}
+
 TEST(lib_max_recv_msg_bytes_is_configurable)
 {
     /* 16 MiB lets the 8 MiB message in; a decode budget of 16 MiB then stops
