@@ -242,6 +242,23 @@ TEST(tls_files_are_loaded_again_on_each_kind_of_change)
     ASSERT_EQ(0, nt.last_err);
     ASSERT(e->ssl_ctx != ctx4);
     elector_etcd_free(e);
+
+    /* A CA file alone, then a client certificate alone (the system's CA
+     * store): followed the same, the notice names what is not a file. */
+    for (int i = 0; i < 2; i++) {
+        cfg.cacert = i == 0 ? ca : NULL;
+        cfg.cert = i == 0 ? NULL : crt;
+        cfg.key = i == 0 ? NULL : key;
+        e = elector_etcd_new(&cfg);
+        ASSERT_EQ(0, elector_etcd_err(e));
+        elector_etcd_set_notice(e, on_notice, &nt);
+        const char *f = i == 0 ? ca : crt;
+        set_mtime(f, 1000000100 + i, 0);
+        elector__tls_refresh(e);
+        ASSERT_EQ(1, (long long)reloads(e));
+        ASSERT_CONTAINS(nt.last, i == 0 ? "certificate (none)" : "CA (system)");
+        elector_etcd_free(e);
+    }
     free(dir);
 }
 
@@ -295,25 +312,42 @@ TEST(password_file_is_followed_and_bad_files_keep_the_previous_password)
     ASSERT_EQ(0, nt.last_err);
     ASSERT_CONTAINS(nt.last, "changed: read again");
 
+    /* The same text with only its mtime changed, then only its inode (a new
+     * file renamed over it, the same size and mtime): read again each time. */
+    struct stat st;
+    ASSERT_OK(stat(pw, &st));
+    set_mtime(pw, st.st_mtim.tv_sec + 10, st.st_mtim.tv_nsec);
+    elector__password_refresh(e);
+    ASSERT_EQ(2, nt.n);
+    ASSERT_STREQ("second", e->s_password);
+    char tmp[700];
+    snprintf(tmp, sizeof(tmp), "%s.new", pw);
+    put_file(tmp, "second\r\n", 8);
+    set_mtime(tmp, st.st_mtim.tv_sec + 10, st.st_mtim.tv_nsec);
+    ASSERT_OK(rename(tmp, pw));
+    elector__password_refresh(e);
+    ASSERT_EQ(3, nt.n);
+    ASSERT_CONTAINS(nt.last, "changed: read again");
+
     /* An empty first line: a notice, once; the password stays. */
     put_file(pw, "\nthird\n", 7);
     elector__password_refresh(e);
-    ASSERT_EQ(2, nt.n);
+    ASSERT_EQ(4, nt.n);
     ASSERT_EQ(ELECTOR_EINVAL, nt.last_err);
     ASSERT_CONTAINS(nt.last, "has an empty first line");
     ASSERT_STREQ("second", e->s_password);
     elector__password_refresh(e);
-    ASSERT_EQ(2, nt.n);
+    ASSERT_EQ(4, nt.n);
 
     /* Gone; a directory (opens, but cannot be read); a socket (stat works,
      * open fails): each said with its reason, the password kept. */
     ASSERT_OK(unlink(pw));
     elector__password_refresh(e);
-    ASSERT_EQ(3, nt.n);
+    ASSERT_EQ(5, nt.n);
     ASSERT_CONTAINS(nt.last, strerror(ENOENT));
     ASSERT_OK(mkdir(pw, 0700));
     elector__password_refresh(e);
-    ASSERT_EQ(4, nt.n);
+    ASSERT_EQ(6, nt.n);
     ASSERT_CONTAINS(nt.last, strerror(EISDIR));
     ASSERT_OK(rmdir(pw));
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -322,7 +356,7 @@ TEST(password_file_is_followed_and_bad_files_keep_the_previous_password)
     strcpy(un.sun_path, pw);
     ASSERT_OK(bind(s, (struct sockaddr *)&un, sizeof(un)));
     elector__password_refresh(e);
-    ASSERT_EQ(5, nt.n);
+    ASSERT_EQ(7, nt.n);
     ASSERT_CONTAINS(nt.last, strerror(ENXIO));
     ASSERT_STREQ("second", e->s_password);
     close(s);
@@ -331,7 +365,7 @@ TEST(password_file_is_followed_and_bad_files_keep_the_previous_password)
     /* A good file again. */
     put_file(pw, "third", 5);
     elector__password_refresh(e);
-    ASSERT_EQ(6, nt.n);
+    ASSERT_EQ(8, nt.n);
     ASSERT_EQ(0, nt.last_err);
     ASSERT_STREQ("third", e->s_password);
     elector_etcd_free(e);
