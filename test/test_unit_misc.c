@@ -16,6 +16,7 @@
 #include <sys/time.h>
 #include <sys/wait.h>
 
+#include <elector/driver.h>
 #include <elector/election.h>
 #include "transport_private.h"
 #include "testlib.h"
@@ -873,4 +874,36 @@ TEST(large_request_to_a_slow_reader_is_sent_as_the_socket_takes_it)
     elector_etcd_free(e);
     ASSERT_EQ(1, done); /* ended once (the peer left, or the free): never answered */
     close(lfd);
+}
+
+/* ------------------------------------------------------------- the driver's threads */
+
+/* In a child inside a pids cgroup that lets max tasks exist: the driver's
+ * threads cannot all start. elector_driver_new says EUNAVAILABLE and leaves
+ * nothing behind (the thread that did start is stopped and joined). */
+static int driver_without_threads(int max)
+{
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        char dir[512];
+        if (tl_pids_cgroup(dir, sizeof(dir), max)) _exit(77);
+        elector_driver *d = (elector_driver *)&d;
+        int rc = elector_driver_new(NULL, NULL, &d);
+        _exit(rc == ELECTOR_EUNAVAILABLE && d == NULL ? 0 : 1);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0) {
+    }
+    tl_pids_cgroup_remove(pid);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+TEST(driver_whose_threads_cannot_start_says_eunavailable)
+{
+    int rc = driver_without_threads(1); /* not even the callback thread */
+    if (rc == 77) tl_skip("no pids cgroup here");
+    ASSERT_EQ(0, rc);
+    ASSERT_EQ(0, driver_without_threads(2)); /* the callback thread, not the loop's */
+    ASSERT_EQ(1, driver_without_threads(3)); /* room for both: made (the control) */
 }
