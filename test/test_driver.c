@@ -788,10 +788,49 @@ TEST(exec_runs_on_the_loop_thread_and_in_callback_tells_the_callback_thread)
     eh_stop(c);
 }
 
-/* Proclaim and the guarded delete through the driver, a session made with
- * the default configuration (NULL), and a guarded write that etcd does not
- * answer in time (the member frozen): ETIMEDOUT, and the abandoned write's
- * answer, when it comes, is dropped without harm. */
+typedef struct {
+    atomic_int n;
+    int rc;
+} guarded_answer;
+
+static void guarded_answer_cb(elector_driver_election *el, int err, void *ud)
+{
+    (void)el;
+    guarded_answer *a = ud;
+    a->rc = err;
+    atomic_fetch_add(&a->n, 1);
+}
+
+/* A get_sync or a leader_sync of 30 s on another thread. */
+typedef struct {
+    elector_driver *d;
+    bool leader;
+    int rc;
+    atomic_int returned;
+} sync_waiter;
+
+static void *sync_wait_main(void *arg)
+{
+    sync_waiter *w = arg;
+    if (w->leader) {
+        elector_leader_info li;
+        w->rc = elector_driver_leader_sync(w->d, "pg", 30000, &li);
+        if (!w->rc) elector_leader_free(&li);
+    } else {
+        elector_driver_kv *kvs = NULL;
+        size_t n = 0;
+        w->rc = elector_driver_get_sync(w->d, "pg", 2, true, 30000, &kvs, &n);
+        if (!w->rc) elector_driver_kvs_free(kvs, n);
+    }
+    atomic_store(&w->returned, 1);
+    return NULL;
+}
+
+/* Proclaim and the guarded delete through the driver (waited for and not), a
+ * session made with the default configuration (NULL), and a guarded write that
+ * etcd does not answer in time (the member frozen): ETIMEDOUT, and the
+ * abandoned write's answer, when it comes, is dropped without harm; likewise
+ * the answers of calls still waiting when the driver is freed. */
 TEST_WITH_TIMEOUT(proclaim_guarded_delete_default_session_and_a_write_timed_out, 60)
 {
     eh_cluster *c = start1();
@@ -821,12 +860,36 @@ TEST_WITH_TIMEOUT(proclaim_guarded_delete_default_session_and_a_write_timed_out,
     ASSERT_OK(eh_etcdctl(c, &out, "get", "pg-k", NULL));
     ASSERT_STREQ("", out);
     free(out);
+    /* The guarded delete without waiting: its callback says 0, the key is gone. */
+    ASSERT_OK(elector_driver_guarded_put_sync(el, "pg-k2", 5, "x", 1, 3000));
+    guarded_answer ga = {0};
+    ASSERT_OK(elector_driver_guarded_delete(el, "pg-k2", 5, guarded_answer_cb, &ga));
+    ASSERT(wait_int(&ga.n, 1, 5000));
+    ASSERT_OK(ga.rc);
+    ASSERT_OK(eh_etcdctl(c, &out, "get", "pg-k2", NULL));
+    ASSERT_STREQ("", out);
+    free(out);
     ASSERT_OK(eh_member_pause(c, 0));
     ASSERT_EQ(ELECTOR_ETIMEDOUT,
               elector_driver_guarded_put_sync(el, "pg-k", 4, "y", 1, 200));
     ASSERT_OK(eh_member_resume(c, 0));
     sleep_ms(300); /* the abandoned write's answer arrives, or not: no harm */
+    /* A read and a leader query that wait (the member frozen) when another
+     * thread frees the driver: both return ECLOSED; their answers, which come
+     * later (the client's end cancels them), are dropped without harm. */
+    ASSERT_OK(eh_member_pause(c, 0));
+    sync_waiter kv = {.d = d, .leader = false}, ld = {.d = d, .leader = true};
+    pthread_t t1, t2;
+    ASSERT_OK(pthread_create(&t1, NULL, sync_wait_main, &kv));
+    ASSERT_OK(pthread_create(&t2, NULL, sync_wait_main, &ld));
+    sleep_ms(300);
+    ASSERT_EQ(0, atomic_load(&kv.returned) + atomic_load(&ld.returned));
     elector_driver_free(d);
+    pthread_join(t1, NULL);
+    pthread_join(t2, NULL);
+    ASSERT_EQ(ELECTOR_ECLOSED, kv.rc);
+    ASSERT_EQ(ELECTOR_ECLOSED, ld.rc);
+    ASSERT_OK(eh_member_resume(c, 0));
     eh_stop(c);
 }
 
