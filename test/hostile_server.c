@@ -831,6 +831,12 @@ static void conn_step(conn *c)
         if (send(c->fd, rec, sizeof(rec), MSG_NOSIGNAL) == (ssize_t)sizeof(rec))
             c->garbage = true;
     }
+    if (O->attack == HS_H2_BAD_FRAME_AFTER_REPLY && !c->ssl && c->answered &&
+        !c->garbage && c->wout.len == c->wout.off) {
+        static const uint8_t data0[9 + 1] = {0, 0, 1, 0x0, 0, 0, 0, 0, 0, 'x'};
+        if (send(c->fd, data0, sizeof(data0), MSG_NOSIGNAL) == (ssize_t)sizeof(data0))
+            c->garbage = true;
+    }
     if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2))
         c->dead = true;
 }

@@ -106,6 +106,9 @@ typedef enum hs_attack {
      * whose one client URL is not a URL. (Without it MemberList is answered
      * with no members.) */
     HS_MEMBERS_UNUSABLE,
+    /* h2c: once the first call is answered, a DATA frame on stream 0 (an
+     * HTTP/2 connection error); the connection stays open. */
+    HS_H2_BAD_FRAME_AFTER_REPLY,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

@@ -739,6 +739,51 @@ TEST(lib_autosync_keeps_the_list_when_the_members_are_unusable)
     hs_stop(&s);
 }
 
+/* A Range, then 0.3 s of the loop: events = 1 if the Range worked + 10 x the
+ * connections lost; err, msg: the last connection error. */
+static void lib_range_then_wait(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    if (o->err) _exit(6);
+    o->events = 1;
+    double end = tl_now() + 0.3;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events += 10 * (int)st.disconnects;
+    o->err = e->last_conn_err;
+    snprintf(o->msg, sizeof(o->msg), "%s", e->last_conn_msg);
+    elector_etcd_free(e);
+}
+
+/* A server that breaks HTTP/2 on a connection in use: nghttp2 ends the session
+ * (GOAWAY PROTOCOL_ERROR) and the client fails the connection at once, with
+ * the reason. Before (h2.c), nghttp2 read and sent nothing more on it, and the
+ * client waited for the server to close it (this one does: EUNAVAILABLE,
+ * "connection closed by the server") or for the PING timeout. */
+TEST(lib_http2_violation_on_a_ready_connection_fails_it_at_once)
+{
+    hs_server s;
+    start(&s, HS_H2_BAD_FRAME_AFTER_REPLY, false);
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(lib_range_then_wait, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("HTTP/2 violation after a reply: %d, %s: %s", o.events,
+           elector_err_name(o.err), o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(11, o.events);
+    ASSERT_EQ(ELECTOR_EPROTO, o.err);
+    ASSERT_CONTAINS(o.msg, "HTTP/2: the server broke the protocol (PROTOCOL_ERROR");
+    hs_stop(&s);
+}
+
 TEST(lib_max_recv_msg_bytes_is_configurable)
 {
     /* 16 MiB lets the 8 MiB message in; a decode budget of 16 MiB then stops

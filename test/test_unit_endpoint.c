@@ -556,3 +556,25 @@ TEST(autosync_without_a_connection_does_not_connect)
     close(c);
     close(lfd);
 }
+
+/* Where credentials may go in the clear: loopback addresses and names. */
+TEST(endpoint_info_tells_loopback_endpoints)
+{
+    elector_etcd *e = client_of("[::1]:1,[::ffff:127.0.0.2]:1,[::ffff:10.0.0.1]:1,"
+                                "[2001:db8::1]:1,LOCALHOST:1,localhost.:1,127.9.9.9:1,"
+                                "10.0.0.1:1,example.com:1",
+                                0);
+    static const bool want[] = {true, true, false, false, true, true, true, false, false};
+    for (int i = 0; i < 9; i++) {
+        elector_endpoint_info info;
+        ASSERT_OK(elector_etcd_endpoint_info(e, i, &info));
+        if (info.loopback != want[i]) tl_log("endpoint %d: %s", i, info.authority);
+        ASSERT_EQ(want[i], info.loopback);
+    }
+    ASSERT_EQ(ELECTOR_EINVAL,
+              elector_etcd_endpoint_info(e, -1, &(elector_endpoint_info){0}));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_etcd_endpoint_info(e, 0, NULL));
+    ASSERT_EQ(ELECTOR_EINVAL,
+              elector_etcd_endpoint_info(NULL, 0, &(elector_endpoint_info){0}));
+    elector_etcd_free(e);
+}

@@ -907,3 +907,51 @@ TEST(driver_whose_threads_cannot_start_says_eunavailable)
     ASSERT_EQ(0, driver_without_threads(2)); /* the callback thread, not the loop's */
     ASSERT_EQ(1, driver_without_threads(3)); /* room for both: made (the control) */
 }
+
+/* A peer that answers the HTTP/2 preface with something else (an HTTP/1.1
+ * server on the port): the connection fails as a protocol error, said, and
+ * the call hears it within the dial timeout, not at its deadline. */
+TEST(peer_that_does_not_speak_http2_fails_the_connection_as_a_protocol_error)
+{
+    int port;
+    int lfd = silent_listener(&port);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        int c = accept(lfd, NULL, NULL);
+        if (c < 0) _exit(1);
+        static const char resp[] =
+            "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+        char buf[1024];
+        if (read(c, buf, sizeof(buf)) <= 0) _exit(2);
+        if (write(c, resp, sizeof(resp) - 1) < 0) _exit(3);
+        usleep(2000000); /* open: the client must act on the bytes, not on a close */
+        _exit(0);
+    }
+    char ep[64];
+    snprintf(ep, sizeof(ep), "127.0.0.1:%d", port);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = ep;
+    cfg.dial_timeout_ms = 1500;
+    cfg.request_timeout_ms = 10000;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    ended x = {0};
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ASSERT_OK(elector_etcd_call(e, ELECTOR_RPC_RANGE, &q.base, NULL, note_end, &x));
+    double t0 = tl_now();
+    while (!x.n && tl_now() < t0 + 5)
+        elector_etcd_run_once(e, 50);
+    tl_log("%s after %.2f s: %s; last connection error: %s", elector_err_name(x.err),
+           tl_now() - t0, x.msg, e->last_conn_msg);
+    ASSERT_EQ(1, x.n);
+    ASSERT_EQ(ELECTOR_EPROTO, e->last_conn_err);
+    ASSERT_CONTAINS(e->last_conn_msg, "HTTP/2: ");
+    ASSERT_CONTAINS(e->last_conn_msg, ep);
+    ASSERT_LT(tl_now() - t0, 1.4); /* before the dial timeout */
+    elector_etcd_free(e);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(lfd);
+}
