@@ -1014,3 +1014,33 @@ TEST(calls_from_the_loop_thread_run_inline_and_a_freed_driver_refuses_calls)
     ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&after_free_rc));
     ASSERT_EQ(1, atomic_load(&after_free_null));
 }
+
+/* Closing a handle whose callback is running waits until the callback has
+ * returned: after the close the callback's data may be freed. No etcd: the
+ * session's grant is refused (port 1), its SESSION_LOST is the callback. */
+static atomic_int cb_entered, cb_left;
+
+static void slow_session_cb(elector_driver_session *s, const elector_event *ev, void *ud)
+{
+    (void)s, (void)ev, (void)ud;
+    atomic_store(&cb_entered, 1);
+    sleep_ms(300);
+    atomic_store(&cb_left, 1);
+}
+
+TEST(closing_a_handle_waits_for_its_running_callback)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "127.0.0.1:1";
+    cfg.dial_timeout_ms = 200;
+    elector_driver *d = NULL;
+    ASSERT_OK(elector_driver_new(&cfg, NULL, &d));
+    elector_driver_session *s =
+        elector_driver_session_new(d, NULL, slow_session_cb, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT(wait_int(&cb_entered, 1, 5000));
+    elector_driver_session_close(s);
+    ASSERT_EQ(1, atomic_load(&cb_left));
+    elector_driver_free(d);
+}
