@@ -115,6 +115,7 @@ typedef struct conn {
     bool dead;
     int answered;
     double close_at;
+    bool garbage; /* HS_TLS_GARBAGE_AFTER_REPLY: sent */
 } conn;
 
 static const hs_opts *O;
@@ -439,6 +440,8 @@ static void on_txn(conn *c, stream *st, const uint8_t *p, size_t n)
     etcdserverpb__txn_request__free_unpacked(q, NULL);
 }
 
+static void refuse(conn *c, stream *st, const char *code, const char *msg);
+
 static void on_range(conn *c, stream *st, const uint8_t *p, size_t n)
 {
     Etcdserverpb__RangeRequest *q = etcdserverpb__range_request__unpack(NULL, n, p);
@@ -472,6 +475,34 @@ static void on_range(conn *c, stream *st, const uint8_t *p, size_t n)
         st->gen_left = 768ull << 20;
         kick(c, st);
         break;
+    case HS_RANGE_NO_MESSAGE:
+        refuse(c, st, "0", "");
+        break;
+    case HS_RANGE_TRAILING_BYTES:
+    case HS_RANGE_COMPRESSED: {
+        Etcdserverpb__RangeResponse r = ETCDSERVERPB__RANGE_RESPONSE__INIT;
+        r.header = &hdr;
+        hb_msg(&st->out, &r.base);
+        if (O->attack == HS_RANGE_COMPRESSED)
+            st->out
+                .p[st->out.len - 5 - etcdserverpb__range_response__get_packed_size(&r)] =
+                1;
+        else
+            hb_put(&st->out, "\0\0\0", 3);
+        st->end = true;
+        kick(c, st);
+        c->answered++;
+        break;
+    }
+    case HS_RANGE_UNDECODABLE: {
+        static const uint8_t junk[] = {0x0a, 0x7f, 0x01}; /* header: 127 bytes, 1 there */
+        hb_prefix(&st->out, sizeof(junk));
+        hb_put(&st->out, junk, sizeof(junk));
+        st->end = true;
+        kick(c, st);
+        c->answered++;
+        break;
+    }
     case HS_RANGE_EMPTY_KEYS:
     case HS_RANGE_EMPTY_KEYS_UNDER: {
         size_t len = O->attack == HS_RANGE_EMPTY_KEYS ? 8u << 20 : (4u << 20) - 16;
@@ -519,7 +550,8 @@ static void on_watch(conn *c, stream *st, const uint8_t *p, size_t n)
         ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST) {
         r.watch_id = q->create_request->watch_id;
         r.created = 1;
-        reply(c, st, &r.base, false);
+        reply(c, st, &r.base, O->attack == HS_WATCH_END_OK);
+        if (O->attack == HS_WATCH_END_OK) st->rst_after = true; /* as grpc-go does */
         const Etcdserverpb__WatchCreateRequest *cr = q->create_request;
         if (hs_fast_attack(O->attack) && !event_sent && pred_len &&
             cr->key.len == pred_len && !memcmp(cr->key.data, pred, pred_len))
@@ -644,6 +676,23 @@ static void on_message(conn *c, stream *st, const uint8_t *p, size_t n)
         Etcdserverpb__AuthenticateResponse r = ETCDSERVERPB__AUTHENTICATE_RESPONSE__INIT;
         r.header = &hdr;
         r.token = "hostile-token";
+        reply(c, st, &r.base, true);
+    } else if (!strcmp(m, "MemberList") && O->attack == HS_MEMBERS_UNUSABLE) {
+        Etcdserverpb__MemberListResponse r = ETCDSERVERPB__MEMBER_LIST_RESPONSE__INIT;
+        r.header = &hdr;
+        Etcdserverpb__Member learner = ETCDSERVERPB__MEMBER__INIT,
+                             member = ETCDSERVERPB__MEMBER__INIT;
+        Etcdserverpb__Member *ms[2] = {&learner, &member};
+        char *lurl[1] = {"http://127.0.0.1:9"}, *murl[1] = {"not a url"};
+        learner.id = 1;
+        learner.islearner = 1;
+        learner.n_clienturls = 1;
+        learner.clienturls = lurl;
+        member.id = 2;
+        member.n_clienturls = 1;
+        member.clienturls = murl;
+        r.n_members = 2;
+        r.members = ms;
         reply(c, st, &r.base, true);
     } else {
         /* Put, DeleteRange, LeaseRevoke, Status...: a header is a valid reply of
@@ -798,6 +847,19 @@ static void conn_step(conn *c)
             break;
         }
         c->wout.off += (size_t)w;
+    }
+    if (O->attack == HS_TLS_GARBAGE_AFTER_REPLY && c->ssl && c->answered && !c->garbage &&
+        c->wout.len == c->wout.off) {
+        /* Header: application data, TLS 1.2 on the wire, 32 bytes. */
+        static const uint8_t rec[5 + 32] = {0x17, 0x03, 0x03, 0x00, 0x20};
+        if (send(c->fd, rec, sizeof(rec), MSG_NOSIGNAL) == (ssize_t)sizeof(rec))
+            c->garbage = true;
+    }
+    if (O->attack == HS_H2_BAD_FRAME_AFTER_REPLY && !c->ssl && c->answered &&
+        !c->garbage && c->wout.len == c->wout.off) {
+        static const uint8_t data0[9 + 1] = {0, 0, 1, 0x0, 0, 0, 0, 0, 0, 'x'};
+        if (send(c->fd, data0, sizeof(data0), MSG_NOSIGNAL) == (ssize_t)sizeof(data0))
+            c->garbage = true;
     }
     if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2))
         c->dead = true;

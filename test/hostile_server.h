@@ -98,6 +98,25 @@ typedef enum hs_attack {
     /* The first Txn that deletes a key is answered "etcdserver: too many
      * requests" (grpc-status 2: a transient refusal), later ones normally. */
     HS_DELETE_BUSY_ONCE,
+    /* TLS: once the first call is answered, a TLS record that is not
+     * (application data that fails to decrypt), written past OpenSSL onto the
+     * socket, which stays open. */
+    HS_TLS_GARBAGE_AFTER_REPLY,
+    /* Unary replies that are not one whole message (Range): */
+    HS_RANGE_NO_MESSAGE,     /* grpc-status 0 and no message at all */
+    HS_RANGE_TRAILING_BYTES, /* the message, then 3 bytes of another prefix */
+    HS_RANGE_COMPRESSED,     /* the message flagged compressed (never asked for) */
+    HS_RANGE_UNDECODABLE,    /* a message whose bytes are not a RangeResponse */
+    /* Watch: "created", then the stream ends with grpc-status 0 (trailers, then
+     * RST_STREAM(NO_ERROR) as grpc-go sends). */
+    HS_WATCH_END_OK,
+    /* MemberList: a learner with a usable client URL (left out) and a member
+     * whose one client URL is not a URL. (Without it MemberList is answered
+     * with no members.) */
+    HS_MEMBERS_UNUSABLE,
+    /* h2c: once the first call is answered, a DATA frame on stream 0 (an
+     * HTTP/2 connection error); the connection stays open. */
+    HS_H2_BAD_FRAME_AFTER_REPLY,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

@@ -788,10 +788,49 @@ TEST(exec_runs_on_the_loop_thread_and_in_callback_tells_the_callback_thread)
     eh_stop(c);
 }
 
-/* Proclaim and the guarded delete through the driver, a session made with
- * the default configuration (NULL), and a guarded write that etcd does not
- * answer in time (the member frozen): ETIMEDOUT, and the abandoned write's
- * answer, when it comes, is dropped without harm. */
+typedef struct {
+    atomic_int n;
+    int rc;
+} guarded_answer;
+
+static void guarded_answer_cb(elector_driver_election *el, int err, void *ud)
+{
+    (void)el;
+    guarded_answer *a = ud;
+    a->rc = err;
+    atomic_fetch_add(&a->n, 1);
+}
+
+/* A get_sync or a leader_sync of 30 s on another thread. */
+typedef struct {
+    elector_driver *d;
+    bool leader;
+    int rc;
+    atomic_int returned;
+} sync_waiter;
+
+static void *sync_wait_main(void *arg)
+{
+    sync_waiter *w = arg;
+    if (w->leader) {
+        elector_leader_info li;
+        w->rc = elector_driver_leader_sync(w->d, "pg", 30000, &li);
+        if (!w->rc) elector_leader_free(&li);
+    } else {
+        elector_driver_kv *kvs = NULL;
+        size_t n = 0;
+        w->rc = elector_driver_get_sync(w->d, "pg", 2, true, 30000, &kvs, &n);
+        if (!w->rc) elector_driver_kvs_free(kvs, n);
+    }
+    atomic_store(&w->returned, 1);
+    return NULL;
+}
+
+/* Proclaim and the guarded delete through the driver (waited for and not), a
+ * session made with the default configuration (NULL), and a guarded write that
+ * etcd does not answer in time (the member frozen): ETIMEDOUT, and the
+ * abandoned write's answer, when it comes, is dropped without harm; likewise
+ * the answers of calls still waiting when the driver is freed. */
 TEST_WITH_TIMEOUT(proclaim_guarded_delete_default_session_and_a_write_timed_out, 60)
 {
     eh_cluster *c = start1();
@@ -821,12 +860,36 @@ TEST_WITH_TIMEOUT(proclaim_guarded_delete_default_session_and_a_write_timed_out,
     ASSERT_OK(eh_etcdctl(c, &out, "get", "pg-k", NULL));
     ASSERT_STREQ("", out);
     free(out);
+    /* The guarded delete without waiting: its callback says 0, the key is gone. */
+    ASSERT_OK(elector_driver_guarded_put_sync(el, "pg-k2", 5, "x", 1, 3000));
+    guarded_answer ga = {0};
+    ASSERT_OK(elector_driver_guarded_delete(el, "pg-k2", 5, guarded_answer_cb, &ga));
+    ASSERT(wait_int(&ga.n, 1, 5000));
+    ASSERT_OK(ga.rc);
+    ASSERT_OK(eh_etcdctl(c, &out, "get", "pg-k2", NULL));
+    ASSERT_STREQ("", out);
+    free(out);
     ASSERT_OK(eh_member_pause(c, 0));
     ASSERT_EQ(ELECTOR_ETIMEDOUT,
               elector_driver_guarded_put_sync(el, "pg-k", 4, "y", 1, 200));
     ASSERT_OK(eh_member_resume(c, 0));
     sleep_ms(300); /* the abandoned write's answer arrives, or not: no harm */
+    /* A read and a leader query that wait (the member frozen) when another
+     * thread frees the driver: both return ECLOSED; their answers, which come
+     * later (the client's end cancels them), are dropped without harm. */
+    ASSERT_OK(eh_member_pause(c, 0));
+    sync_waiter kv = {.d = d, .leader = false}, ld = {.d = d, .leader = true};
+    pthread_t t1, t2;
+    ASSERT_OK(pthread_create(&t1, NULL, sync_wait_main, &kv));
+    ASSERT_OK(pthread_create(&t2, NULL, sync_wait_main, &ld));
+    sleep_ms(300);
+    ASSERT_EQ(0, atomic_load(&kv.returned) + atomic_load(&ld.returned));
     elector_driver_free(d);
+    pthread_join(t1, NULL);
+    pthread_join(t2, NULL);
+    ASSERT_EQ(ELECTOR_ECLOSED, kv.rc);
+    ASSERT_EQ(ELECTOR_ECLOSED, ld.rc);
+    ASSERT_OK(eh_member_resume(c, 0));
     eh_stop(c);
 }
 
@@ -857,4 +920,127 @@ TEST(bad_input_gives_clear_errors)
     ASSERT_EQ(1, atomic_load(&la.n));
     ASSERT(la.rc < 0);
     elector_driver_free(NULL);
+}
+
+/* Calls into the API from the loop thread (inside elector_driver_exec) run
+ * there at once instead of waiting for the loop (which would wait forever);
+ * once the driver is being freed, calls are refused with ECLOSED. No etcd:
+ * port 1 refuses every connection. */
+static elector_driver *inline_d;
+static atomic_int inline_depth, inline_session_ok;
+
+static void inner_exec(elector_etcd *etcd, void *arg)
+{
+    (void)etcd, (void)arg;
+    atomic_store(&inline_depth, pthread_equal(pthread_self(), exec_thread) ? 2 : -2);
+}
+
+static void outer_exec(elector_etcd *etcd, void *arg)
+{
+    (void)etcd, (void)arg;
+    exec_thread = pthread_self();
+    /* Nested: the same thread, before this returns. */
+    if (elector_driver_exec(inline_d, inner_exec, NULL)) return;
+    if (atomic_load(&inline_depth) != 2) return;
+    elector_driver_session *s = elector_driver_session_new(inline_d, NULL, NULL, NULL);
+    if (s) {
+        elector_driver_session_close(s);
+        atomic_store(&inline_session_ok, 1);
+    }
+}
+
+static atomic_int after_free_rc, after_free_null, freed_in_cb;
+
+static void frees_then_calls(elector_driver *d, int rc, const elector_leader_info *info,
+                             void *ud)
+{
+    (void)rc, (void)info, (void)ud;
+    elector_driver_free(d); /* returns once the loop is over; d goes after this */
+    atomic_store(&after_free_rc, elector_driver_exec(d, exec_fn, NULL));
+    atomic_store(&after_free_null,
+                 elector_driver_session_new(d, NULL, NULL, NULL) == NULL &&
+                     elector_driver_observe(d, "x", NULL, NULL) == NULL);
+    elector_driver_free(d); /* again: a no-op */
+    atomic_store(&freed_in_cb, 1);
+}
+
+TEST(calls_from_the_loop_thread_run_inline_and_a_freed_driver_refuses_calls)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "127.0.0.1:1";
+    cfg.dial_timeout_ms = 200;
+    ASSERT_OK(elector_driver_new(&cfg, NULL, &inline_d));
+    ASSERT_OK(elector_driver_exec(inline_d, outer_exec, NULL));
+    ASSERT_EQ(2, atomic_load(&inline_depth));
+    ASSERT_EQ(1, atomic_load(&inline_session_ok));
+
+    /* Handles that are NULL: EINVAL, NULL, 0, false, or nothing done. */
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_session_wait(NULL, 10));
+    elector_driver_session_close(NULL);
+    ASSERT_EQ(0, elector_driver_session_lease(NULL));
+    ASSERT(!elector_driver_session_alive(NULL));
+    ASSERT_NULL(elector_driver_election_new(NULL, "x", NULL, NULL));
+    elector_driver_election_free(NULL);
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_campaign_sync(NULL, "x", 1, 10));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_resign_sync(NULL, 10));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_resign(NULL));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_proclaim(NULL, "x", 1));
+    ASSERT_EQ(0, elector_driver_token(NULL));
+    ASSERT_EQ(ELECTOR_EINVAL,
+              elector_driver_guarded_put(NULL, "k", 1, "v", 1, NULL, NULL));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_guarded_delete_sync(NULL, "k", 1, 10));
+    elector_driver_observer_free(NULL);
+    ASSERT_EQ(0, (long long)elector_driver_stalls(NULL));
+    ASSERT(!elector_driver_in_callback(NULL));
+    elector_leader_info li;
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_leader_sync(inline_d, "x", 10, NULL));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_leader_sync(NULL, "x", 10, &li));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_exec(NULL, exec_fn, NULL));
+    /* A session whose grant cannot be sent anywhere: an election on it is
+     * made; an empty name is refused. */
+    elector_driver_session *s = elector_driver_session_new(inline_d, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_NULL(elector_driver_election_new(s, "", NULL, NULL));
+    ASSERT_NULL(elector_driver_election_new(s, NULL, NULL, NULL));
+    elector_driver_election *el = elector_driver_election_new(s, "e", NULL, NULL);
+    ASSERT_NOT_NULL(el);
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_guarded_put(el, "k", 1, "v", 1, NULL, NULL));
+    ASSERT(!elector_driver_is_leader(el));
+
+    /* Freed from a callback: later calls in it are refused. */
+    ASSERT_OK(elector_driver_leader(inline_d, "x", 5000, frees_then_calls, NULL));
+    ASSERT(wait_int(&freed_in_cb, 1, 10000));
+    ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&after_free_rc));
+    ASSERT_EQ(1, atomic_load(&after_free_null));
+}
+
+/* Closing a handle whose callback is running waits until the callback has
+ * returned: after the close the callback's data may be freed. No etcd: the
+ * session's grant is refused (port 1), its SESSION_LOST is the callback. */
+static atomic_int cb_entered, cb_left;
+
+static void slow_session_cb(elector_driver_session *s, const elector_event *ev, void *ud)
+{
+    (void)s, (void)ev, (void)ud;
+    atomic_store(&cb_entered, 1);
+    sleep_ms(300);
+    atomic_store(&cb_left, 1);
+}
+
+TEST(closing_a_handle_waits_for_its_running_callback)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "127.0.0.1:1";
+    cfg.dial_timeout_ms = 200;
+    elector_driver *d = NULL;
+    ASSERT_OK(elector_driver_new(&cfg, NULL, &d));
+    elector_driver_session *s =
+        elector_driver_session_new(d, NULL, slow_session_cb, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT(wait_int(&cb_entered, 1, 5000));
+    elector_driver_session_close(s);
+    ASSERT_EQ(1, atomic_load(&cb_left));
+    elector_driver_free(d);
 }

@@ -598,6 +598,192 @@ TEST(lib_reply_of_empty_keys_over_and_under_the_size_limit)
                ELECTOR_EPROTO, "needs more than 33554432 bytes of memory to decode");
 }
 
+/* Unary replies that are not one whole message: a protocol error, said. */
+TEST(lib_unary_reply_that_is_not_one_whole_message)
+{
+    lib_attack("Range answered without a message", HS_RANGE_NO_MESSAGE, lib_range, NULL,
+               ELECTOR_EPROTO, "without a whole message");
+    lib_attack("Range answered with bytes after the message", HS_RANGE_TRAILING_BYTES,
+               lib_range, NULL, ELECTOR_EPROTO, "with bytes after its message");
+    lib_attack("Range answered compressed", HS_RANGE_COMPRESSED, lib_range, NULL,
+               ELECTOR_EPROTO, "compressed message (flag 1), never asked for");
+    lib_attack("Range answered with bytes that do not decode", HS_RANGE_UNDECODABLE,
+               lib_range, NULL, ELECTOR_EPROTO, "undecodable reply (3 bytes)");
+}
+
+typedef struct sstate {
+    int msgs, err;
+    bool ended;
+    char msg[600];
+} sstate;
+
+static void raw_watch_cb(elector_stream *s, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)m;
+    sstate *x = ud;
+    if (!err) {
+        x->msgs++;
+        return;
+    }
+    x->ended = true;
+    x->err = err;
+    snprintf(x->msg, sizeof(x->msg), "%s", elector_etcd_errstr(elector_stream_client(s)));
+}
+
+/* A Watch stream (the raw stream API): one create, pumped until the stream
+ * ends; messages received in events, its end's error and text in err, msg. */
+static void lib_raw_watch(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    sstate x = {0};
+    elector_stream *s =
+        elector_etcd_stream_open(e, ELECTOR_RPC_WATCH, NULL, raw_watch_cb, &x);
+    if (!s) _exit(5);
+    Etcdserverpb__WatchCreateRequest cr = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+    cr.key.data = (uint8_t *)"k";
+    cr.key.len = 1;
+    Etcdserverpb__WatchRequest w = ETCDSERVERPB__WATCH_REQUEST__INIT;
+    w.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
+    w.create_request = &cr;
+    if (elector_stream_send(s, &w.base)) _exit(6);
+    double end = tl_now() + 3;
+    while (!x.ended && tl_now() < end)
+        elector_etcd_run_once(e, 50);
+    o->events = x.msgs;
+    o->err = x.ended ? x.err : 1;
+    snprintf(o->msg, sizeof(o->msg), "%s", x.msg);
+    elector_stream_close(s);
+    elector_etcd_free(e);
+}
+
+/* A server that ends a Watch stream with grpc-status 0 (no error): the stream
+ * ends, after its message, as an outage (the owner makes a new one), and
+ * says so. */
+TEST(lib_stream_ended_by_the_server_without_an_error)
+{
+    lib_attack("Watch stream ended with grpc-status 0", HS_WATCH_END_OK, lib_raw_watch,
+               NULL, ELECTOR_EUNAVAILABLE, "/etcdserverpb.Watch/Watch: stream ended by");
+}
+
+typedef struct notice_log {
+    int n, errs;
+    char last[600];
+} notice_log;
+
+static void log_notice(elector_etcd *e, int err, const char *msg, void *ud)
+{
+    (void)e;
+    notice_log *l = ud;
+    l->n++;
+    l->errs += err != 0;
+    snprintf(l->last, sizeof(l->last), "%s", msg);
+}
+
+/* A client with auto-sync every 50 ms: a Range (connected), then 0.5 s of the
+ * loop. events: the notices * 100 + the endpoint syncs * 10 + the endpoints
+ * now; msg: the last notice; err: how many notices were errors. */
+static void lib_autosync(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = endpoint;
+    cfg.auto_sync_interval_ms = 50;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    if (!e || elector_etcd_err(e)) _exit(4);
+    notice_log l = {0};
+    elector_etcd_set_notice(e, log_notice, &l);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    if (elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m)) _exit(5);
+    protobuf_c_message_free_unpacked(m, NULL);
+    double end = tl_now() + 0.5;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    elector_endpoint_info info;
+    int nep = 0;
+    while (elector_etcd_endpoint_info(e, nep, &info) == 0)
+        nep++;
+    o->events = l.n * 100 + (int)st.endpoint_syncs * 10 + nep;
+    o->err = l.errs;
+    snprintf(o->msg, sizeof(o->msg), "%s", l.last);
+    elector_etcd_free(e);
+}
+
+/* Auto-sync against member lists it cannot use: none at all (the server
+ * lists no members) leaves the list alone, silently; a learner (left out) and
+ * a member whose URL is unusable leave it alone with a notice, each time. */
+TEST(lib_autosync_keeps_the_list_when_the_members_are_unusable)
+{
+    hs_server s;
+    lib_out o;
+    long rss;
+    int sig;
+    start(&s, HS_NONE, false);
+    run_lib(lib_autosync, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("auto-sync, no members: %d: %s", o.events, o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(1, o.events); /* no notice, no sync, one endpoint */
+    hs_stop(&s);
+    start(&s, HS_MEMBERS_UNUSABLE, false);
+    run_lib(lib_autosync, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("auto-sync, a learner and an unusable URL: %d: %s", o.events, o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(1, o.events % 100); /* no sync, one endpoint */
+    ASSERT_GE(o.events / 100, 2); /* said at every sync (every 50 ms) */
+    ASSERT_EQ(o.events / 100, o.err);
+    ASSERT_STREQ("endpoint auto-sync: no usable client URL among the 1 given", o.msg);
+    hs_stop(&s);
+}
+
+/* A Range, then 0.3 s of the loop: events = 1 if the Range worked + 10 x the
+ * connections lost; err, msg: the last connection error. */
+static void lib_range_then_wait(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    if (o->err) _exit(6);
+    o->events = 1;
+    double end = tl_now() + 0.3;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events += 10 * (int)st.disconnects;
+    o->err = e->last_conn_err;
+    snprintf(o->msg, sizeof(o->msg), "%s", e->last_conn_msg);
+    elector_etcd_free(e);
+}
+
+/* A server that breaks HTTP/2 on a connection in use: nghttp2 ends the session
+ * (GOAWAY PROTOCOL_ERROR) and the client fails the connection at once, with
+ * the reason. Before (h2.c), nghttp2 read and sent nothing more on it, and the
+ * client waited for the server to close it (this one does: EUNAVAILABLE,
+ * "connection closed by the server") or for the PING timeout. */
+TEST(lib_http2_violation_on_a_ready_connection_fails_it_at_once)
+{
+    hs_server s;
+    start(&s, HS_H2_BAD_FRAME_AFTER_REPLY, false);
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(lib_range_then_wait, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("HTTP/2 violation after a reply: %d, %s: %s", o.events,
+           elector_err_name(o.err), o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(11, o.events);
+    ASSERT_EQ(ELECTOR_EPROTO, o.err);
+    ASSERT_CONTAINS(o.msg, "HTTP/2: the server broke the protocol (PROTOCOL_ERROR");
+    hs_stop(&s);
+}
+
 TEST(lib_max_recv_msg_bytes_is_configurable)
 {
     /* 16 MiB lets the 8 MiB message in; a decode budget of 16 MiB then stops
@@ -1648,6 +1834,99 @@ TEST(lib_tls_failing_verification_setup_is_fatal)
     ASSERT_EQ(ELECTOR_ETLS, o.err);
     ASSERT_CONTAINS(o.msg,
                     "cannot set up the check of the server's IP address '127.0.0.2'");
+    hs_stop(&s);
+    free(dir);
+}
+
+typedef struct tls_case {
+    const char *ca; /* NULL: the system's store */
+    bool insecure;
+} tls_case;
+
+/* A Range (events 1 when it worked), then 0.5 s of the loop: the connection's
+ * failures in events (+10 each), the last one's text in msg and its error in
+ * err. */
+static void lib_tls_range_then_wait(const char *endpoint, lib_out *o, void *arg)
+{
+    const tls_case *tc = arg;
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = endpoint;
+    cfg.cacert = tc->ca;
+    cfg.insecure_skip_verify = tc->insecure;
+    cfg.dial_timeout_ms = 2000;
+    cfg.request_timeout_ms = 4000;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    if (!e || elector_etcd_err(e)) _exit(4);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    if (o->err) goto out;
+    o->events = 1;
+    double end = tl_now() + 0.5;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 50);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events += 10 * (int)st.disconnects;
+    o->err = e->last_conn_err;
+    snprintf(o->msg, sizeof(o->msg), "%s", e->last_conn_msg);
+out:
+    elector_etcd_free(e);
+}
+
+/* By host name (SNI and the name checked), and unverified (any certificate,
+ * by name or address); then a record that does not decrypt on the connection
+ * in use ends it as an outage ("TLS read failed"), not as a refused handshake. */
+TEST(lib_tls_by_host_name_unverified_and_a_corrupt_record)
+{
+    char *dir = certs();
+    char cert[512], key[512], ca[512], by_name[64], by_ip[64];
+    snprintf(cert, sizeof(cert), "%s/server.crt", dir);
+    snprintf(key, sizeof(key), "%s/server.key", dir);
+    snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+    hs_opts ho_ = {0}, *ho = &ho_;
+    ho->attack = HS_TLS_GARBAGE_AFTER_REPLY;
+    ho->cert = cert;
+    ho->key = key;
+    hs_server s;
+    ASSERT_OK(hs_start(&s, ho));
+    snprintf(by_name, sizeof(by_name), "https://localhost:%d", s.port);
+    snprintf(by_ip, sizeof(by_ip), "https://127.0.0.1:%d", s.port);
+    const struct {
+        const char *ep;
+        tls_case tc;
+    } cases[] = {
+        {by_name, {ca, false}},
+        {by_name, {NULL, true}},
+        {by_ip, {NULL, true}},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        lib_out o;
+        long rss;
+        int sig;
+        run_lib(lib_tls_range_then_wait, cases[i].ep, (void *)&cases[i].tc, &o, &rss,
+                &sig);
+        tl_log("library, %s%s: %d, %s: %s", cases[i].ep,
+               cases[i].tc.insecure ? " unverified" : "", o.events,
+               elector_err_name(o.err), o.msg);
+        ASSERT_EQ(0, sig);
+        ASSERT_EQ(11, o.events); /* the Range worked; one connection failed */
+        ASSERT_EQ(ELECTOR_EUNAVAILABLE, o.err);
+        ASSERT_CONTAINS(o.msg, "TLS read failed: ");
+        ASSERT_CONTAINS(o.msg, cases[i].ep + 8);
+    }
+    /* Verified, without the CA: refused (the unverified cases above are not
+     * accepted for want of any check). */
+    lib_out o;
+    long rss;
+    int sig;
+    tls_case none = {NULL, false};
+    run_lib(lib_tls_range_then_wait, by_name, &none, &o, &rss, &sig);
+    ASSERT_EQ(ELECTOR_ETLS, o.err);
+    ASSERT_CONTAINS(o.msg, "not trusted");
     hs_stop(&s);
     free(dir);
 }

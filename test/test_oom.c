@@ -34,12 +34,14 @@
 #include <execinfo.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "elector/driver.h"
 #include "elector/election.h"
 #include "etcd_harness.h"
 #include "testlib.h"
@@ -55,7 +57,9 @@ void *__wrap_calloc(size_t n, size_t m);
 void *__wrap_realloc(void *p, size_t n);
 char *__wrap_strdup(const char *s);
 
-static bool counting;
+/* Per thread: only the thread that turned it on counts (the driver's test
+ * below counts on its loop thread alone; the other tests have one thread). */
+static _Thread_local bool counting;
 static long alloc_count; /* allocations seen while counting */
 static long fail_at;     /* 0: none fails */
 static long failed;      /* allocations made to fail */
@@ -650,5 +654,164 @@ TEST_WITH_TIMEOUT(oom_close_without_memory_still_revokes, 60)
         ASSERT_EQ(0, calls); /* the callback of a call that failed never runs */
     }
     elector_etcd_free(e);
+    eh_stop(c);
+}
+
+/* ---- the driver's calls without memory --------------------------------- */
+
+/* In a child, a driver with a session on etcd; then, on the loop thread (in
+ * elector_driver_exec, so that the calls run inline and their jobs' own
+ * allocations are counted too, and no other work of the loop interleaves),
+ * the non-blocking calls, the Nth allocation failing. Each call must succeed
+ * or fail cleanly (NULL, ENOMEM); every answer that is promised must come;
+ * then the driver is freed (LeakSanitizer checks at exit). */
+typedef struct drv_oom {
+    elector_driver *d;
+    elector_driver_session *s;
+    elector_driver_election *el;
+    elector_driver_observer *o;
+    int rc_campaign, rc_leader, rc_put, rc_get, rc_revoke;
+    long n;
+} drv_oom;
+
+static atomic_int drv_answers, drv_enomem; /* answers; those with ENOMEM */
+
+static void drv_leader_cb(elector_driver *d, int rc, const elector_leader_info *i,
+                          void *ud)
+{
+    (void)d, (void)i, (void)ud;
+    atomic_fetch_add(&drv_enomem, rc == ELECTOR_ENOMEM);
+    atomic_fetch_add(&drv_answers, 1);
+}
+
+static void drv_kv_cb(elector_driver *d, int rc, const elector_driver_kv *kvs, size_t n,
+                      int64_t deleted, void *ud)
+{
+    (void)d, (void)kvs, (void)n, (void)deleted, (void)ud;
+    atomic_fetch_add(&drv_enomem, rc == ELECTOR_ENOMEM);
+    atomic_fetch_add(&drv_answers, 1);
+}
+
+static void drv_revoke_cb(elector_driver *d, int rc, void *ud)
+{
+    (void)d, (void)ud;
+    atomic_fetch_add(&drv_enomem, rc == ELECTOR_ENOMEM);
+    atomic_fetch_add(&drv_answers, 1);
+}
+
+static bool clean(int rc)
+{
+    return rc == 0 || rc == ELECTOR_ENOMEM;
+}
+
+static void drv_calls(elector_etcd *etcd, void *arg)
+{
+    (void)etcd;
+    drv_oom *x = arg;
+    alloc_count = 0;
+    failed = 0;
+    fail_at = x->n;
+    counting = true;
+    x->el = elector_driver_election_new(x->s, "oomdrv", NULL, NULL);
+    x->rc_campaign = x->el ? elector_driver_campaign(x->el, "v", 1) : 0;
+    x->o = elector_driver_observe(x->d, "oomdrv", NULL, NULL);
+    x->rc_leader = elector_driver_leader(x->d, "oomdrv", 3000, drv_leader_cb, NULL);
+    x->rc_put =
+        elector_driver_put(x->d, "oomdrv-p", 8, "v", 1, 0, 0, 3000, drv_kv_cb, NULL);
+    x->rc_get = elector_driver_get(x->d, "oomdrv-", 7, true, 3000, drv_kv_cb, NULL);
+    x->rc_revoke = elector_driver_revoke(x->d, 12345, 3000, drv_revoke_cb, NULL);
+    counting = false;
+    fail_at = 0;
+}
+
+static int drv_run_one(long n, long *count, long *seen)
+{
+    int p[2];
+    ASSERT_OK(pipe(p));
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        elector_etcd_config cfg;
+        elector_etcd_config_init(&cfg);
+        cfg.endpoints = endpoints;
+        drv_oom x = {.n = n};
+        if (elector_driver_new(&cfg, NULL, &x.d)) _exit(20);
+        x.s = elector_driver_session_new(x.d, NULL, NULL, NULL);
+        if (!x.s || elector_driver_session_wait(x.s, 5000)) _exit(21);
+        if (elector_driver_exec(x.d, drv_calls, &x)) _exit(22);
+        int promised =
+            (x.rc_leader == 0) + (x.rc_put == 0) + (x.rc_get == 0) + (x.rc_revoke == 0);
+        if (!clean(x.rc_campaign) || !clean(x.rc_leader) || !clean(x.rc_put) ||
+            !clean(x.rc_get) || !clean(x.rc_revoke)) {
+            fprintf(stderr,
+                    "test_oom: driver N=%ld: a call failed otherwise: %d %d %d %d %d\n",
+                    n, x.rc_campaign, x.rc_leader, x.rc_put, x.rc_get, x.rc_revoke);
+            _exit(23);
+        }
+        for (int i = 0; i < 500 && atomic_load(&drv_answers) < promised; i++)
+            usleep(10000);
+        if (atomic_load(&drv_answers) != promised) {
+            fprintf(stderr, "test_oom: driver N=%ld: %d answers of %d\n", n,
+                    atomic_load(&drv_answers), promised);
+            _exit(24);
+        }
+        if (x.o) elector_driver_observer_free(x.o);
+        if (x.el) elector_driver_election_free(x.el);
+        elector_driver_session_close(x.s);
+        elector_driver_free(x.d);
+        /* Seen by the caller: a call refused or an answer with ENOMEM. */
+        bool saw = !x.el || !x.o || x.rc_campaign || x.rc_leader || x.rc_put ||
+                   x.rc_get || x.rc_revoke || atomic_load(&drv_enomem);
+        long r[2] = {alloc_count, failed * 10 + saw};
+        if (write(p[1], r, sizeof r) != (ssize_t)sizeof r) _exit(25);
+        close(p[1]);
+        exit(0); /* LeakSanitizer checks at exit */
+    }
+    close(p[1]);
+    long r[2] = {-1, -1};
+    struct pollfd pfd = {.fd = p[0], .events = POLLIN};
+    int pr = poll(&pfd, 1, 30000);
+    if (pr == 0) {
+        kill(pid, SIGKILL);
+        fprintf(stderr, "test_oom: driver N=%ld: hangs (killed after 30 s)\n", n);
+    } else if (read(p[0], r, sizeof r) != (ssize_t)sizeof r) {
+        r[0] = r[1] = -1;
+    }
+    close(p[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    *count = r[0];
+    *seen = r[1];
+    return pr == 0 ? -1 : st;
+}
+
+TEST_WITH_TIMEOUT(oom_driver_calls_fail_cleanly, 300)
+{
+    eh_cluster *c = eh_start(&(eh_opts){.members = 1});
+    ASSERT_NOT_NULL(c);
+    endpoints = eh_endpoints(c);
+    long total = 0, seen = 0, visible = 0;
+    int st = drv_run_one(0, &total, &seen);
+    ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    tl_log("driver calls: %ld allocations without failures", total);
+    ASSERT_GT(total, 5);
+    double t0 = tl_now();
+    int bad = 0;
+    for (long n = 1; n <= total; n++) {
+        long cnt;
+        st = drv_run_one(n, &cnt, &seen);
+        if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0) || seen / 10 != 1) {
+            fprintf(stderr, "test_oom: driver N=%ld: status 0x%x, failed %ld\n", n, st,
+                    seen / 10);
+            bad++;
+        }
+        visible += seen % 10;
+    }
+    tl_log("driver calls: N = 1..%ld in %.1f s, %d bad, %ld failures seen by the caller",
+           total, tl_now() - t0, bad, visible);
+    ASSERT_EQ(0, bad);
+    ASSERT_GE(visible, total / 2); /* the rest: events lost (said on stderr) */
     eh_stop(c);
 }

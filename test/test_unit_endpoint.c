@@ -1,10 +1,15 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests (no server) for endpoint list parsing (src/transport/endpoint.c) and for the
- * way elector_etcd_new() reports bad endpoints and TLS files. */
+/* Unit tests (no server) for endpoint list parsing (src/transport/endpoint.c), for the
+ * way elector_etcd_new() reports bad endpoints and TLS files, and for the endpoint
+ * list's replacement by auto-sync (src/transport/autosync.c). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "transport_private.h"
 #include "testlib.h"
@@ -362,4 +367,214 @@ TEST(etcd_call_wrong_message_type_einval_no_callback)
     ASSERT_EQ(0, cb_calls);
     elector_etcd_free(e);
     ASSERT_EQ(0, cb_calls);
+}
+
+/* ---------------------------------------------------------------- auto-sync */
+
+typedef struct notes {
+    int n;
+    char last[1200];
+} notes;
+
+static void note_cb(elector_etcd *e, int err, const char *msg, void *ud)
+{
+    (void)e, (void)err;
+    notes *s = ud;
+    s->n++;
+    snprintf(s->last, sizeof(s->last), "%s", msg);
+}
+
+static uint64_t syncs(const elector_etcd *e)
+{
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    return st.endpoint_syncs;
+}
+
+static elector_etcd *client_of(const char *endpoints, int64_t autosync_ms)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = endpoints;
+    cfg.auto_sync_interval_ms = autosync_ms;
+    cfg.dial_timeout_ms = 3000;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    return e;
+}
+
+TEST(endpoints_replace_takes_usable_urls_once_and_says_what_was_skipped)
+{
+    elector_etcd *e = client_of("127.0.0.1:1,127.0.0.1:2", 0);
+    notes nt = {0};
+    elector_etcd_set_notice(e, note_cb, &nt);
+    char why[300] = "";
+    /* No URL, two in one, not a URL, https without TLS set up, a duplicate
+     * (with and without its scheme): two usable. */
+    const char *urls[] = {NULL,          "http://127.0.0.1:5,http://127.0.0.1:6",
+                          "127.0.0.1:x", "https://127.0.0.1:7",
+                          "127.0.0.1:3", "http://127.0.0.1:3",
+                          "127.0.0.1:4"};
+    ASSERT_OK(elector__endpoints_replace(e, urls, 7, why, sizeof(why)));
+    ASSERT_EQ(2, e->nep);
+    elector_endpoint_info info;
+    ASSERT_OK(elector_etcd_endpoint_info(e, 0, &info));
+    ASSERT_STREQ("127.0.0.1:3", info.authority);
+    ASSERT_OK(elector_etcd_endpoint_info(e, 1, &info));
+    ASSERT_STREQ("127.0.0.1:4", info.authority);
+    ASSERT_EQ(ELECTOR_EINVAL, elector_etcd_endpoint_info(e, 2, &info));
+    ASSERT_EQ(1, (long long)syncs(e));
+    ASSERT_EQ(1, nt.n);
+    ASSERT_CONTAINS(nt.last,
+                    "cluster's member list: 127.0.0.1:3,127.0.0.1:4 (some client "
+                    "URLs skipped: unusable)");
+
+    /* The same list (one given twice): nothing changes, nothing said. */
+    const char *same[] = {"127.0.0.1:3", "127.0.0.1:4", "127.0.0.1:4"};
+    ASSERT_OK(elector__endpoints_replace(e, same, 3, why, sizeof(why)));
+    ASSERT_EQ(1, (long long)syncs(e));
+    ASSERT_EQ(1, nt.n);
+
+    /* Nothing usable: refused, the list kept. */
+    const char *bad[] = {"https://127.0.0.1:7", "::"};
+    ASSERT_EQ(ELECTOR_EINVAL, elector__endpoints_replace(e, bad, 2, why, sizeof(why)));
+    ASSERT_STREQ("no usable client URL among the 2 given", why);
+    ASSERT_EQ(2, e->nep);
+    ASSERT_EQ(1, (long long)syncs(e));
+
+    /* Another order of the same two is a change; nothing skipped. */
+    const char *swapped[] = {"127.0.0.1:4", "127.0.0.1:3"};
+    ASSERT_OK(elector__endpoints_replace(e, swapped, 2, why, sizeof(why)));
+    ASSERT_EQ(2, (long long)syncs(e));
+    ASSERT_CONTAINS(nt.last, "member list: 127.0.0.1:4,127.0.0.1:3");
+    ASSERT(!strstr(nt.last, "skipped"));
+    elector_etcd_free(e);
+
+    /* A client with TLS takes https members (and plain ones). */
+    e = client_of("https://127.0.0.1:1", 0);
+    elector_etcd_set_notice(e, note_cb, &nt);
+    const char *mixed[] = {"https://127.0.0.1:7", "127.0.0.1:8"};
+    ASSERT_OK(elector__endpoints_replace(e, mixed, 2, why, sizeof(why)));
+    ASSERT_CONTAINS(nt.last, "member list: https://127.0.0.1:7,127.0.0.1:8");
+    ASSERT_OK(elector_etcd_endpoint_info(e, 0, &info));
+    ASSERT(info.tls);
+    elector_etcd_free(e);
+}
+
+/* A listening socket on a free loopback port that nobody accepts on (the
+ * kernel completes connections into its backlog); non-blocking. */
+static int listener(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof(a);
+    ASSERT_OK(bind(fd, (struct sockaddr *)&a, sizeof(a)));
+    ASSERT_OK(listen(fd, 16));
+    ASSERT_OK(getsockname(fd, (struct sockaddr *)&a, &l));
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+static void never_answered(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)e, (void)err, (void)m;
+    (*(int *)ud)++;
+}
+
+TEST(endpoints_replace_keeps_the_endpoint_in_use_at_the_end)
+{
+    int port;
+    int lfd = listener(&port);
+    char ep[64];
+    snprintf(ep, sizeof(ep), "127.0.0.1:%d", port);
+    elector_etcd *e = client_of(ep, 0);
+    /* A call makes the client connect (the peer never speaks HTTP/2: the
+     * connection stays waiting for its SETTINGS). */
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    int ended = 0;
+    ASSERT_OK(
+        elector_etcd_call(e, ELECTOR_RPC_RANGE, &q.base, NULL, never_answered, &ended));
+    for (int i = 0; i < 20 && e->cstate != C_SETTINGS; i++)
+        elector_etcd_run_once(e, 10);
+    ASSERT_EQ(C_SETTINGS, e->cstate);
+    char why[300];
+    const char *other[] = {"127.0.0.1:9"};
+    ASSERT_OK(elector__endpoints_replace(e, other, 1, why, sizeof(why)));
+    ASSERT_EQ(2, e->nep);
+    ASSERT_EQ(1, e->ep); /* the connection's endpoint, kept after the new ones */
+    elector_endpoint_info info;
+    ASSERT_OK(elector_etcd_endpoint_info(e, 1, &info));
+    ASSERT_STREQ(ep, info.authority);
+    ASSERT_EQ(C_SETTINGS, e->cstate);
+    ASSERT_EQ(0, ended);
+    elector_etcd_free(e);
+    ASSERT_EQ(1, ended); /* ECANCELED */
+
+    /* Without a connection the old endpoint is simply gone. */
+    e = client_of(ep, 0);
+    ASSERT_OK(elector__endpoints_replace(e, other, 1, why, sizeof(why)));
+    ASSERT_EQ(1, e->nep);
+    ASSERT_EQ(0, e->ep);
+    elector_etcd_free(e);
+    close(lfd);
+}
+
+/* Auto-sync asks over a connection that is up; it never makes one. */
+TEST(autosync_without_a_connection_does_not_connect)
+{
+    int port;
+    int lfd = listener(&port);
+    char ep[64];
+    snprintf(ep, sizeof(ep), "127.0.0.1:%d", port);
+    elector_etcd *e = client_of(ep, 20);
+    double end = tl_now() + 0.3;
+    while (tl_now() < end)
+        ASSERT_OK(elector_etcd_run_once(e, 50));
+    ASSERT_EQ(-1, accept(lfd, NULL, NULL)); /* nobody dialled */
+    ASSERT_EQ(0, (long long)syncs(e));
+    ASSERT(e->autosync != NULL);
+    /* A call does connect (the listener works), and with the connection not
+     * up (no SETTINGS) auto-sync still sends nothing of its own. */
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    int ended = 0;
+    ASSERT_OK(
+        elector_etcd_call(e, ELECTOR_RPC_RANGE, &q.base, NULL, never_answered, &ended));
+    int c = -1;
+    end = tl_now() + 2.0;
+    while (c < 0 && tl_now() < end) {
+        elector_etcd_run_once(e, 20);
+        c = accept(lfd, NULL, NULL);
+    }
+    ASSERT(c >= 0);
+    end = tl_now() + 0.2;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    ASSERT_EQ(1, e->n_queued + e->n_active_unary); /* the Range alone */
+    elector_etcd_free(e);
+    close(c);
+    close(lfd);
+}
+
+/* Where credentials may go in the clear: loopback addresses and names. */
+TEST(endpoint_info_tells_loopback_endpoints)
+{
+    elector_etcd *e = client_of("[::1]:1,[::ffff:127.0.0.2]:1,[::ffff:10.0.0.1]:1,"
+                                "[2001:db8::1]:1,LOCALHOST:1,localhost.:1,127.9.9.9:1,"
+                                "10.0.0.1:1,example.com:1",
+                                0);
+    static const bool want[] = {true, true, false, false, true, true, true, false, false};
+    for (int i = 0; i < 9; i++) {
+        elector_endpoint_info info;
+        ASSERT_OK(elector_etcd_endpoint_info(e, i, &info));
+        if (info.loopback != want[i]) tl_log("endpoint %d: %s", i, info.authority);
+        ASSERT_EQ(want[i], info.loopback);
+    }
+    ASSERT_EQ(ELECTOR_EINVAL,
+              elector_etcd_endpoint_info(e, -1, &(elector_endpoint_info){0}));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_etcd_endpoint_info(e, 0, NULL));
+    ASSERT_EQ(ELECTOR_EINVAL,
+              elector_etcd_endpoint_info(NULL, 0, &(elector_endpoint_info){0}));
+    elector_etcd_free(e);
 }

@@ -626,6 +626,30 @@ TEST(decode_refuses_txn_results_nested_beyond_the_depth_limit)
     free(ok.p);
 }
 
+/* Fields of fixed width (wire types 1 and 5) are skipped by the budget's scan
+ * (etcd's replies have none; a newer etcd's unknown fields could): a reply with
+ * them decodes; one cut inside them is malformed. */
+TEST(decode_scan_skips_fixed_width_fields_and_refuses_them_cut)
+{
+    /* header {revision 7}, then field 15 fixed64 and field 14 fixed32. */
+    static const uint8_t ok[] = {0x0a, 0x02, 0x18, 0x07,                /* header */
+                                 0x79, 1,    2,    3,    4, 5, 6, 7, 8, /* 15: fixed64 */
+                                 0x75, 1,    2,    3,    4};            /* 14: fixed32 */
+    int why = 0;
+    ProtobufCMessage *m = elector__decode(&etcdserverpb__range_response__descriptor, ok,
+                                          sizeof(ok), 1u << 20, &why);
+    ASSERT_NOT_NULL(m);
+    ASSERT_EQ(7, (long long)((Etcdserverpb__RangeResponse *)m)->header->revision);
+    protobuf_c_message_free_unpacked(m, NULL);
+    /* Cut inside the fixed32, then inside the fixed64. */
+    ASSERT_NULL(elector__decode(&etcdserverpb__range_response__descriptor, ok,
+                                sizeof(ok) - 1, 1u << 20, &why));
+    ASSERT_EQ(ELECTOR__DEC_MALFORMED, why);
+    ASSERT_NULL(elector__decode(&etcdserverpb__range_response__descriptor, ok, 4 + 5,
+                                1u << 20, &why));
+    ASSERT_EQ(ELECTOR__DEC_MALFORMED, why);
+}
+
 TEST(decode_budget_stops_a_small_reply_that_expands)
 {
     /* 8 MiB of empty KeyValues ("12 00": kvs, length 0): protobuf-c made a
@@ -755,6 +779,19 @@ TEST(txn_shape_check_names_the_first_result_that_does_not_match)
     ops[1]->response_case = ETCDSERVERPB__RESPONSE_OP__RESPONSE__NOT_SET;
     ASSERT_EQ(-1, elector__txn_shape_check(&req, &resp, why, sizeof(why)));
     ASSERT_STREQ("result 2 is empty where a Range was asked", why);
+
+    /* A Txn result where the Range was asked; a Txn result where the request
+     * names no operation at all. */
+    static Etcdserverpb__TxnResponse inner = ETCDSERVERPB__TXN_RESPONSE__INIT;
+    ops[1]->response_case = ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_TXN;
+    ops[1]->response_txn = &inner;
+    ASSERT_EQ(-1, elector__txn_shape_check(&req, &resp, why, sizeof(why)));
+    ASSERT_STREQ("result 2 is a Txn result where a Range was asked", why);
+    range.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST__NOT_SET;
+    ASSERT_EQ(-1, elector__txn_shape_check(&req, &resp, why, sizeof(why)));
+    ASSERT_STREQ("result 2 is a Txn result where nothing was asked", why);
+    range.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
+    ops[1]->response_txn = NULL;
 
     /* The right kind with a count that does not fit the branch that ran. */
     resp.succeeded = 1;

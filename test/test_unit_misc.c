@@ -2,11 +2,21 @@
 /* Unit tests (no server) for the small helpers: backoff, prefix_end, error texts,
  * the byte buffer, the rpc table, the clocks and the client's wake-up timer. */
 #include <poll.h>
+#include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
 
+#include <elector/driver.h>
 #include <elector/election.h>
 #include "transport_private.h"
 #include "testlib.h"
@@ -560,4 +570,388 @@ TEST(lease_calls_refuse_missing_arguments)
     ASSERT_EQ(err, elector_etcd_keepalive(e, 1, 0, never_called, &calls));
     elector_etcd_free(e);
     ASSERT_EQ(0, calls);
+}
+
+/* ------------------------------------------------------------- the client's edges */
+
+TEST(config_values_out_of_range_take_their_defaults)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "127.0.0.1:1";
+    cfg.dial_timeout_ms = -1;
+    cfg.request_timeout_ms = 0;
+    cfg.keepalive_time_ms = -5;
+    cfg.keepalive_idle_ms = 0;
+    cfg.keepalive_timeout_ms = -1;
+    cfg.backoff_min_ms = 0;
+    cfg.backoff_max_ms = 10; /* below the minimum (50 once defaulted) */
+    cfg.max_recv_msg_bytes = SIZE_MAX;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    ASSERT_EQ(5000, e->cfg.dial_timeout_ms);
+    ASSERT_EQ(5000, e->cfg.request_timeout_ms);
+    ASSERT_EQ(1000, e->cfg.keepalive_time_ms);
+    ASSERT_EQ(10000, e->cfg.keepalive_idle_ms);
+    ASSERT_EQ(2000, e->cfg.keepalive_timeout_ms);
+    ASSERT_EQ(50, e->cfg.backoff_min_ms);
+    ASSERT_EQ(2000, e->cfg.backoff_max_ms);
+    ASSERT_EQ((long long)ELECTOR__GRPC_MAX_MSG, (long long)e->cfg.max_recv_msg_bytes);
+    ASSERT_EQ((long long)ELECTOR__GRPC_MAX_MSG * ELECTOR__DECODE_FACTOR,
+              (long long)e->cfg.max_decode_bytes);
+    elector_etcd_free(e);
+}
+
+/* Without descriptors for its epoll set, eventfd and timerfd, the client is
+ * made in error (a clear message), and refuses calls. In a child: the limit
+ * would stay. */
+TEST(client_without_descriptors_is_made_in_error)
+{
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        int hi = dup(0); /* the lowest free descriptor */
+        close(hi);
+        struct rlimit old, rl;
+        if (getrlimit(RLIMIT_NOFILE, &old)) _exit(10);
+        rl = old;
+        rl.rlim_cur = (rlim_t)hi + 1; /* room for one */
+        if (setrlimit(RLIMIT_NOFILE, &rl)) _exit(10);
+        elector_etcd *e = elector_etcd_new(NULL);
+        int rc = 0;
+        Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+        if (!e)
+            rc = 11;
+        else if (elector_etcd_err(e) != ELECTOR_ENOMEM)
+            rc = 12;
+        else if (!strstr(elector_etcd_errstr(e), "cannot create epoll/eventfd/timerfd: "))
+            rc = 13;
+        else if (elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, NULL) !=
+                 ELECTOR_ENOMEM)
+            rc = 14;
+        elector_etcd_free(e);
+        int fd = dup(0); /* all were given back */
+        if (!rc && fd != hi) rc = 15;
+        setrlimit(RLIMIT_NOFILE, &old); /* (a coverage build writes its counters) */
+        _exit(rc);
+    }
+    int st;
+    ASSERT_EQ(pid, waitpid(pid, &st, 0));
+    ASSERT(WIFEXITED(st));
+    ASSERT_EQ(0, WEXITSTATUS(st));
+}
+
+typedef struct frees {
+    elector_etcd *e;
+    int calls, err;
+} frees;
+
+static void free_in_cb(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)m;
+    frees *f = ud;
+    f->calls++;
+    f->err = err;
+    elector_etcd_free(e);
+    elector_etcd_free(e); /* again: ignored */
+}
+
+/* A callback that frees the client during elector_etcd_run_once: the pass
+ * ends with ECLOSED and the memory goes then (ASan builds check it). */
+TEST(client_freed_from_its_callback_ends_the_pass)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "127.0.0.1:1"; /* refused at once */
+    cfg.dial_timeout_ms = 2000;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    frees f = {e, 0, 0};
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ASSERT_OK(elector_etcd_call(e, ELECTOR_RPC_RANGE, &q.base, NULL, free_in_cb, &f));
+    int rc = 0;
+    double end = tl_now() + 3;
+    while (rc == 0 && tl_now() < end)
+        rc = elector_etcd_run_once(e, 50);
+    ASSERT_EQ(ELECTOR_ECLOSED, rc);
+    ASSERT_EQ(1, f.calls);
+    ASSERT_EQ(ELECTOR_ECONNECT, f.err);
+}
+
+typedef struct ended {
+    int n, err;
+    char msg[600];
+    elector_etcd *e;
+} ended;
+
+static void note_end(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)m;
+    ended *x = ud;
+    x->n++;
+    x->err = err;
+    snprintf(x->msg, sizeof(x->msg), "%s", elector_etcd_errstr(e));
+}
+
+/* A listening socket on a free loopback port that nobody accepts on. */
+static int silent_listener(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof(a);
+    ASSERT_OK(bind(fd, (struct sockaddr *)&a, sizeof(a)));
+    ASSERT_OK(listen(fd, 16));
+    ASSERT_OK(getsockname(fd, (struct sockaddr *)&a, &l));
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+/* A call that never got a connection says why at its deadline: the last
+ * connection error (the first endpoint refused; the second accepts TCP but
+ * never speaks HTTP/2, and the call's deadline comes before the dial
+ * timeout). */
+TEST(call_without_a_connection_at_its_deadline_names_the_last_error)
+{
+    int port, closed;
+    int lfd = silent_listener(&port);
+    int cfd = silent_listener(&closed);
+    close(cfd); /* a closed port now */
+    char eps[128];
+    snprintf(eps, sizeof(eps), "127.0.0.1:%d,127.0.0.1:%d", closed, port);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eps;
+    cfg.dial_timeout_ms = 5000;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    ended x = {0};
+    elector_call_opts o = {.timeout_ms = 400};
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ASSERT_OK(elector_etcd_call(e, ELECTOR_RPC_RANGE, &q.base, &o, note_end, &x));
+    double t0 = tl_now();
+    while (!x.n && tl_now() < t0 + 4)
+        elector_etcd_run_once(e, 50);
+    tl_log("%s after %.2f s: %s", elector_err_name(x.err), tl_now() - t0, x.msg);
+    ASSERT_EQ(1, x.n);
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, x.err);
+    ASSERT_CONTAINS(x.msg, "no connection before the deadline (last error: endpoint "
+                           "127.0.0.1:");
+    ASSERT_CONTAINS(x.msg, "connect: Connection refused");
+    elector_etcd_free(e);
+    close(lfd);
+}
+
+static void stream_cb(elector_stream *s, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)s, (void)err, (void)m;
+    (*(int *)ud)++;
+}
+
+TEST(streams_refuse_bad_arguments_and_sends_after_their_end)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "127.0.0.1:1";
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    int n = 0;
+    ASSERT_NULL(elector_etcd_stream_open(e, ELECTOR_RPC_RANGE, NULL, stream_cb, &n));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_etcd_err(e));
+    ASSERT_CONTAINS(elector_etcd_errstr(e), "bad arguments to elector_etcd_stream_open");
+    ASSERT_NULL(elector_etcd_stream_open(e, ELECTOR_RPC_WATCH, NULL, NULL, &n));
+    ASSERT_NULL(elector_etcd_stream_open(e, (elector_rpc)-1, NULL, stream_cb, &n));
+    ASSERT_NULL(elector_etcd_stream_open(NULL, ELECTOR_RPC_WATCH, NULL, stream_cb, &n));
+    elector_stream *s =
+        elector_etcd_stream_open(e, ELECTOR_RPC_WATCH, NULL, stream_cb, &n);
+    ASSERT_NOT_NULL(s);
+    ASSERT(elector_stream_client(s) == e);
+    Etcdserverpb__PutRequest put = ETCDSERVERPB__PUT_REQUEST__INIT;
+    ASSERT_EQ(ELECTOR_EINVAL, elector_stream_send(s, &put.base)); /* not a WatchRequest */
+    ASSERT_EQ(ELECTOR_EINVAL, elector_stream_send(s, NULL));
+    Etcdserverpb__WatchRequest w = ETCDSERVERPB__WATCH_REQUEST__INIT;
+    ASSERT_OK(elector_stream_send(s, &w.base));
+    /* The connection is refused: the stream ends (once), and a send after
+     * that is refused. */
+    double end = tl_now() + 3;
+    while (!n && tl_now() < end)
+        elector_etcd_run_once(e, 50);
+    ASSERT_EQ(1, n);
+    ASSERT_EQ(ELECTOR_ECLOSED, elector_stream_send(s, &w.base));
+    elector_stream_close(s);
+    elector_stream_close(NULL);
+    ASSERT_OK(elector_etcd_run_once(e, 0));
+    ASSERT_EQ(1, n);
+    elector_etcd_free(e);
+}
+
+/* A peer that speaks just enough HTTP/2 for the client to send: its SETTINGS
+ * (streams may take 2 GiB) and a connection window as large; it reads nothing
+ * for 0.3 s (the socket's buffers fill: the client's send would block), then
+ * reads until want bytes came. Exits 0 then, 1 if they did not within 8 s. */
+static pid_t slow_reader(int lfd, size_t want)
+{
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid) return pid;
+    int c = accept(lfd, NULL, NULL);
+    if (c < 0) _exit(2);
+    static const uint8_t frames[] = {
+        0, 0, 6, 0x4, 0, 0, 0, 0, 0, 0,    0x4,  0x7f, 0xff, 0xff, 0xff, /* SETTINGS */
+        0, 0, 4, 0x8, 0, 0, 0, 0, 0, 0x7f, 0xff, 0,    0, /* WINDOW_UPDATE */
+    };
+    if (write(c, frames, sizeof(frames)) != (ssize_t)sizeof(frames)) _exit(3);
+    usleep(300000);
+    struct timeval tv = {8, 0};
+    setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    static uint8_t buf[1 << 16];
+    size_t got = 0;
+    double end = tl_now() + 8;
+    while (got < want && tl_now() < end) {
+        ssize_t n = read(c, buf, sizeof(buf));
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    _exit(got >= want ? 0 : 1);
+}
+
+static void put_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)e, (void)err, (void)m;
+    (*(int *)ud)++;
+}
+
+/* A request larger than the socket takes at once: the client waits for the
+ * socket to take more (EPOLLOUT), without spinning, and sends the rest as the
+ * peer reads. Pings are off (keepalive time 60 s). */
+TEST(large_request_to_a_slow_reader_is_sent_as_the_socket_takes_it)
+{
+    int port;
+    int lfd = silent_listener(&port);
+    size_t n = 16u << 20;
+    pid_t peer = slow_reader(lfd, n);
+    char ep[64];
+    snprintf(ep, sizeof(ep), "127.0.0.1:%d", port);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = ep;
+    cfg.keepalive_time_ms = 60000;
+    cfg.keepalive_idle_ms = 60000;
+    cfg.request_timeout_ms = 20000;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    Etcdserverpb__PutRequest p = ETCDSERVERPB__PUT_REQUEST__INIT;
+    p.key.data = (uint8_t *)"big";
+    p.key.len = 3;
+    p.value.data = calloc(1, n);
+    p.value.len = n;
+    int done = 0;
+    ASSERT_OK(elector_etcd_call(e, ELECTOR_RPC_PUT, &p.base, NULL, put_done, &done));
+    free(p.value.data);
+    int st = 0, passes = 0;
+    pid_t w = 0;
+    double t0 = tl_now();
+    while (w == 0 && tl_now() < t0 + 12) {
+        elector_etcd_run_once(e, 100);
+        passes++;
+        w = waitpid(peer, &st, WNOHANG);
+    }
+    tl_log("16 MiB to a peer that reads after 0.3 s: %s after %.2f s, %d passes",
+           w == peer && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "all read"
+                                                              : "NOT all read",
+           tl_now() - t0, passes);
+    if (w == 0) {
+        kill(peer, SIGKILL);
+        waitpid(peer, &st, 0);
+    }
+    ASSERT_EQ(peer, w);
+    ASSERT(WIFEXITED(st));
+    ASSERT_EQ(0, WEXITSTATUS(st));
+    /* While the socket is full the loop sleeps until it takes more: a few
+     * passes per read of the peer's, not a spin (without the wait for
+     * EPOLLOUT it made over 10,000 passes in the 0.3 s). */
+    ASSERT_LT(passes, 2000);
+    elector_etcd_free(e);
+    ASSERT_EQ(1, done); /* ended once (the peer left, or the free): never answered */
+    close(lfd);
+}
+
+/* ------------------------------------------------------------- the driver's threads */
+
+/* In a child inside a pids cgroup that lets max tasks exist: the driver's
+ * threads cannot all start. elector_driver_new says EUNAVAILABLE and leaves
+ * nothing behind (the thread that did start is stopped and joined). */
+static int driver_without_threads(int max)
+{
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        char dir[512];
+        if (tl_pids_cgroup(dir, sizeof(dir), max)) _exit(77);
+        elector_driver *d = (elector_driver *)&d;
+        int rc = elector_driver_new(NULL, NULL, &d);
+        _exit(rc == ELECTOR_EUNAVAILABLE && d == NULL ? 0 : 1);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0) {
+    }
+    tl_pids_cgroup_remove(pid);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+TEST(driver_whose_threads_cannot_start_says_eunavailable)
+{
+    int rc = driver_without_threads(1); /* not even the callback thread */
+    if (rc == 77) tl_skip("no pids cgroup here");
+    ASSERT_EQ(0, rc);
+    ASSERT_EQ(0, driver_without_threads(2)); /* the callback thread, not the loop's */
+    ASSERT_EQ(1, driver_without_threads(3)); /* room for both: made (the control) */
+}
+
+/* A peer that answers the HTTP/2 preface with something else (an HTTP/1.1
+ * server on the port): the connection fails as a protocol error, said, and
+ * the call hears it within the dial timeout, not at its deadline. */
+TEST(peer_that_does_not_speak_http2_fails_the_connection_as_a_protocol_error)
+{
+    int port;
+    int lfd = silent_listener(&port);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        int c = accept(lfd, NULL, NULL);
+        if (c < 0) _exit(1);
+        static const char resp[] =
+            "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+        char buf[1024];
+        if (read(c, buf, sizeof(buf)) <= 0) _exit(2);
+        if (write(c, resp, sizeof(resp) - 1) < 0) _exit(3);
+        usleep(2000000); /* open: the client must act on the bytes, not on a close */
+        _exit(0);
+    }
+    char ep[64];
+    snprintf(ep, sizeof(ep), "127.0.0.1:%d", port);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = ep;
+    cfg.dial_timeout_ms = 1500;
+    cfg.request_timeout_ms = 10000;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    ended x = {0};
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ASSERT_OK(elector_etcd_call(e, ELECTOR_RPC_RANGE, &q.base, NULL, note_end, &x));
+    double t0 = tl_now();
+    while (!x.n && tl_now() < t0 + 5)
+        elector_etcd_run_once(e, 50);
+    tl_log("%s after %.2f s: %s; last connection error: %s", elector_err_name(x.err),
+           tl_now() - t0, x.msg, e->last_conn_msg);
+    ASSERT_EQ(1, x.n);
+    ASSERT_EQ(ELECTOR_EPROTO, e->last_conn_err);
+    ASSERT_CONTAINS(e->last_conn_msg, "HTTP/2: ");
+    ASSERT_CONTAINS(e->last_conn_msg, ep);
+    ASSERT_LT(tl_now() - t0, 1.4); /* before the dial timeout */
+    elector_etcd_free(e);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(lfd);
 }

@@ -71,6 +71,11 @@ void elector__calls_fail_active(elector_etcd *e, int err, const char *msg)
 {
     for (call *c = e->calls; c; c = c->next) {
         if (c->state != CS_ACTIVE) continue;
+        /* A unary call whose stream the server already ended, its reply in and
+         * waiting for dispatch(): the reply stands. (Over TLS the read that
+         * brings the reply can be followed by the connection's end in the same
+         * pass: before, the answered call then failed with EUNAVAILABLE.) */
+        if (!c->stream && c->net_closed && c->queued_ready) continue;
         c->sid = 0;
         c->deferred = false;
         elector__call_end(c, err, msg);

@@ -207,6 +207,22 @@ static int on_frame_cb(nghttp2_session *s, const nghttp2_frame *f, void *ud)
     return 0;
 }
 
+/* We send GOAWAY only when nghttp2 ends the connection over the peer's error
+ * (the client never ends a session itself): from then on nothing more is
+ * read, and the connection is failed at once (elector__h2_output) instead of
+ * waiting for the dial or PING timeout. */
+static int on_send_cb(nghttp2_session *s, const nghttp2_frame *f, void *ud)
+{
+    (void)s;
+    elector_etcd *e = ud;
+    if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code != NGHTTP2_NO_ERROR)
+        snprintf(e->h2_broken, sizeof(e->h2_broken), "%s%s%.*s",
+                 nghttp2_http2_strerror(f->goaway.error_code),
+                 f->goaway.opaque_data_len ? ": " : "", (int)f->goaway.opaque_data_len,
+                 f->goaway.opaque_data_len ? (const char *)f->goaway.opaque_data : "");
+    return 0;
+}
+
 int elector__h2_start(elector_etcd *e)
 {
     nghttp2_session_callbacks *cbs;
@@ -215,6 +231,7 @@ int elector__h2_start(elector_etcd *e)
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_cb);
     nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_close_cb);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_cb);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_send_cb);
     int rc = nghttp2_session_client_new(&e->h2, cbs, e);
     nghttp2_session_callbacks_del(cbs);
     if (rc) return ELECTOR_ENOMEM;
@@ -225,6 +242,7 @@ int elector__h2_start(elector_etcd *e)
     };
     nghttp2_submit_settings(e->h2, NGHTTP2_FLAG_NONE, iv, 2);
     nghttp2_session_set_local_window_size(e->h2, NGHTTP2_FLAG_NONE, 0, 16 << 20);
+    e->h2_broken[0] = 0;
     e->cstate = C_SETTINGS;
     return 0;
 }
@@ -332,6 +350,10 @@ int elector__h2_output(elector_etcd *e, char *why, size_t cap)
             snprintf(why, cap, "out of memory");
             return ELECTOR_ENOMEM;
         }
+    }
+    if (e->h2_broken[0]) {
+        snprintf(why, cap, "HTTP/2: the server broke the protocol (%s)", e->h2_broken);
+        return ELECTOR_EPROTO;
     }
     return 0;
 }

@@ -167,6 +167,10 @@ static int check_alpn(elector_etcd *e, char *why, size_t cap)
 int elector__tls_step(elector_etcd *e, bool *done, char *why, size_t cap)
 {
     *done = false;
+    /* Set again below only if this step would block on writing: left set, the
+     * loop would wake at once on every pass (the socket is writable) and spin
+     * until the server answers. */
+    e->want_write = false;
     ERR_clear_error();
     int rc = SSL_connect(e->ssl);
     if (rc == 1) {

@@ -234,6 +234,9 @@ struct elector_etcd {
     elector_etcd_notice_cb notice_cb;
     void *notice_ud;
     nghttp2_session *h2;
+    /* nghttp2 ended the connection itself (it sent GOAWAY with an error: the
+     * server broke HTTP/2); what it said, for elector__h2_output to report. */
+    char h2_broken[160];
     enum conn_state cstate;
     int64_t dial_deadline_ms, retry_at_ms;
     elector__timer dial_timer, retry_timer, ping_timer;
