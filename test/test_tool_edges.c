@@ -382,7 +382,8 @@ TEST_WITH_TIMEOUT(status_cuts_long_keys_and_json_leader_with_an_empty_value, 60)
     ASSERT_EQ(0, rc);
     ASSERT_CONTAINS(out, "{\"event\":\"leader\",\"name\":\"L\",\"key\":\"L/");
     ASSERT_CONTAINS(out, ",\"value\":\"\",\"value_base64\":\"\",");
-    ASSERT_CONTAINS(err, "already leads L\n");
+    ASSERT_CONTAINS(err,
+                    "switchover: the candidate with the empty value already leads L\n");
     free(out);
     free(err);
     /* observe: the lock passes to another holder, a key of the same length

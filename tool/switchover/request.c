@@ -49,6 +49,12 @@ static void free_msg(void *m)
     if (m) protobuf_c_message_free_unpacked(m, NULL);
 }
 
+/* The target as a message names it: --to '' (a lock holder) is not a blank. */
+static const char *target_said(const char *to)
+{
+    return *to ? to : "the candidate with the empty value";
+}
+
 static bool kv_value_is(const Mvccpb__KeyValue *kv, const char *v)
 {
     /* An empty value comes without data (NULL): no memcmp on it. */
@@ -264,7 +270,8 @@ static int look(struct app *a, const Mvccpb__KeyValue *t, struct seen *sn)
                 LOG_ERROR,
                 "switchover: handed over; %s did not take over within %.1f s (its "
                 "key is gone: its lease ended or it resigned); the next in line is %s",
-                a->o->to, (double)(app_now_ms() - sn->handed_ms) / 1000, sn->next);
+                target_said(a->o->to), (double)(app_now_ms() - sn->handed_ms) / 1000,
+                sn->next);
             out = EXIT_UNCONFIRMED;
         } else {
             tool_log(LOG_ERROR, "switchover: the target %.*s left the election",
@@ -333,7 +340,8 @@ static int await(struct app *a, const Mvccpb__KeyValue *t, int64_t deadline_ms,
                 "switchover: handed over; %s did not take over within %.1f s (its key "
                 "is first, but its process has not confirmed: stopped, or cut off "
                 "from etcd?); the next in line is %s",
-                a->o->to, (double)(app_now_ms() - sn->handed_ms) / 1000, sn->next);
+                target_said(a->o->to), (double)(app_now_ms() - sn->handed_ms) / 1000,
+                sn->next);
             return EXIT_UNCONFIRMED;
         }
         if (app_now_ms() >= deadline_ms) {
@@ -413,7 +421,8 @@ int app_cmd_switchover(struct app *a)
     }
     int out;
     if (ti == 0) {
-        tool_log(LOG_INFO, "switchover: %s already leads %s", a->o->to, a->o->name);
+        tool_log(LOG_INFO, "switchover: %s already leads %s", target_said(a->o->to),
+                 a->o->name);
         print_leader(a, c->kvs[0]);
         out = EXIT_OK;
     } else if (!matches) {
