@@ -462,17 +462,22 @@ static char *write_file(const char *dir, const char *name, const char *text, siz
 TEST(password_file_first_line_at_its_limits)
 {
     char *dir = tl_tmpdir("pwfile"), err[300], warn[300];
-    /* The first line only, without its \r\n; an empty file is an empty password. */
+    /* The first line only, without its \r\n. */
     char *p = tool_password_read(write_file(dir, "crlf", "pw\r\nsecond\n", 11), err,
                                  sizeof(err), warn, sizeof(warn));
     ASSERT_STREQ("pw", p);
     ASSERT_STREQ("", err);
     ASSERT_STREQ("", warn);
     free(p);
+    /* An empty first line is refused (as the library's re-read refuses it). */
     p = tool_password_read(write_file(dir, "empty", "", 0), err, sizeof(err), warn,
                            sizeof(warn));
-    ASSERT_STREQ("", p);
-    free(p);
+    ASSERT_NULL(p);
+    ASSERT_CONTAINS(err, "has an empty first line: no password in it");
+    p = tool_password_read(write_file(dir, "emptyline", "\nsecond\n", 8), err,
+                           sizeof(err), warn, sizeof(warn));
+    ASSERT_NULL(p);
+    ASSERT_CONTAINS(err, "has an empty first line: no password in it");
     /* A line longer than 4095 bytes: its first 4095 (bcrypt, etcd's hash, reads
      * 72). */
     char big[5000];

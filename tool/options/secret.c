@@ -86,12 +86,18 @@ char *tool_password_read(const char *path, char *err, size_t err_cap, char *warn
     close(fd);
     buf[n] = 0;
     buf[strcspn(buf, "\r\n")] = 0;
-    char *pw = rerr ? NULL : strdup(buf);
+    /* An empty first line is no password, as when the library reads the file
+     * again while running (it keeps the previous one then). */
+    bool empty = !rerr && !buf[0];
+    char *pw = rerr || empty ? NULL : strdup(buf);
     explicit_bzero(buf, PW_MAX);
     free(buf);
     if (rerr)
         snprintf(err, err_cap, "cannot read --password-file %s: %s", path,
                  strerror(rerr));
+    else if (empty)
+        snprintf(err, err_cap,
+                 "--password-file %s has an empty first line: no password in it", path);
     else if (!pw)
         snprintf(err, err_cap, "out of memory");
     return pw;
