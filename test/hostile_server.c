@@ -346,6 +346,83 @@ static void fast_event(conn *c, stream *st, int64_t watch_id)
                               NGHTTP2_NO_ERROR, NULL, 0);
 }
 
+/* ---------------------------------------------------------------- watches that end */
+
+static bool compacted_sent; /* HS_WATCH_COMPACTED: once per server */
+static int ranges;          /* HS_OBSERVE_STALE_READ: Ranges answered so far */
+static bool stale_sent;     /* HS_OBSERVE_STALE_READ: its events, once per server */
+
+/* The check Txn: "your key; the nearest key before it is PREFIX "1"" when
+ * has_pred, else "your key, no predecessor". */
+static void pred_check(conn *c, stream *st, const Etcdserverpb__TxnRequest *q,
+                       bool has_pred)
+{
+    const Etcdserverpb__RangeRequest *rq = q->success[0]->request_range;
+    if (!rq) abort();
+    uint8_t key[256];
+    size_t klen = rq->key.len < sizeof(key) - 1 ? rq->key.len : 0;
+    memcpy(key, rq->key.data, klen);
+    key[klen++] = '1';
+    memcpy(pred, key, klen);
+    pred_len = klen;
+    Etcdserverpb__RangeResponse rr = ETCDSERVERPB__RANGE_RESPONSE__INIT;
+    Mvccpb__KeyValue kv = MVCCPB__KEY_VALUE__INIT, *kvs[1] = {&kv};
+    rr.header = &hdr;
+    if (has_pred) {
+        kv.key.data = key;
+        kv.key.len = klen;
+        kv.value.data = (uint8_t *)"p";
+        kv.value.len = 1;
+        kv.create_revision = kv.mod_revision = 50;
+        kv.version = 1;
+        rr.kvs = kvs;
+        rr.n_kvs = 1;
+        rr.count = 1;
+    }
+    Etcdserverpb__ResponseOp op = ETCDSERVERPB__RESPONSE_OP__INIT, *opp[1] = {&op};
+    op.response_case = ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_RANGE;
+    op.response_range = &rr;
+    Etcdserverpb__TxnResponse r = ETCDSERVERPB__TXN_RESPONSE__INIT;
+    r.header = &hdr;
+    r.succeeded = 1;
+    r.n_responses = 1;
+    r.responses = opp;
+    reply(c, st, &r.base, true);
+}
+
+/* One event on the leader key NAME/694d0001 (NAME/ the watch's key). */
+static void leader_event(conn *c, stream *st, int64_t watch_id,
+                         const Etcdserverpb__WatchCreateRequest *cr, bool put,
+                         const char *value, int64_t rev)
+{
+    uint8_t key[256];
+    size_t klen = cr->key.len < 200 ? cr->key.len : 0;
+    memcpy(key, cr->key.data, klen);
+    memcpy(key + klen, "694d0001", 8);
+    Etcdserverpb__ResponseHeader h = hdr;
+    h.revision = rev;
+    Mvccpb__KeyValue kv = MVCCPB__KEY_VALUE__INIT;
+    kv.key.data = key;
+    kv.key.len = klen + 8;
+    kv.mod_revision = rev;
+    if (put) {
+        kv.create_revision = REV;
+        kv.version = 2;
+        kv.lease = LEASE_ID;
+        kv.value.data = (uint8_t *)value;
+        kv.value.len = strlen(value);
+    }
+    Mvccpb__Event ev = MVCCPB__EVENT__INIT, *evs[1] = {&ev};
+    ev.type = put ? MVCCPB__EVENT__EVENT_TYPE__PUT : MVCCPB__EVENT__EVENT_TYPE__DELETE;
+    ev.kv = &kv;
+    Etcdserverpb__WatchResponse r = ETCDSERVERPB__WATCH_RESPONSE__INIT;
+    r.header = &h;
+    r.watch_id = watch_id;
+    r.n_events = 1;
+    r.events = evs;
+    reply(c, st, &r.base, false);
+}
+
 static void on_txn(conn *c, stream *st, const uint8_t *p, size_t n)
 {
     Etcdserverpb__TxnRequest *q = etcdserverpb__txn_request__unpack(NULL, n, p);
@@ -359,6 +436,11 @@ static void on_txn(conn *c, stream *st, const uint8_t *p, size_t n)
                                      ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
     if (check && hs_fast_attack(O->attack)) {
         on_fast_check(c, st, q);
+        etcdserverpb__txn_request__free_unpacked(q, NULL);
+        return;
+    }
+    if (check && (O->attack == HS_WATCH_COMPACTED || O->attack == HS_PRED_WATCH_HUGE)) {
+        pred_check(c, st, q, O->attack == HS_PRED_WATCH_HUGE || !compacted_sent);
         etcdserverpb__txn_request__free_unpacked(q, NULL);
         return;
     }
@@ -469,10 +551,18 @@ static void on_range(conn *c, stream *st, const uint8_t *p, size_t n)
     }
     default: {
         Etcdserverpb__RangeResponse r = ETCDSERVERPB__RANGE_RESPONSE__INIT;
-        r.header = &hdr;
+        Etcdserverpb__ResponseHeader h = hdr;
+        r.header = &h;
         Mvccpb__KeyValue kv = MVCCPB__KEY_VALUE__INIT, *kvs[1] = {&kv};
         uint8_t key[256];
-        if (O->leader && q->key.len < 200) {
+        bool leader = O->leader;
+        if (O->attack == HS_WATCH_COMPACTED) leader = compacted_sent;
+        if (O->attack == HS_OBSERVE_STALE_READ) {
+            ranges++;
+            leader = ranges <= 2; /* the second: the state of revision 100 again */
+            if (ranges > 2) h.revision = 125;
+        }
+        if (leader && q->key.len < 200) {
             memcpy(key, q->key.data, q->key.len);
             memcpy(key + q->key.len, "694d0001", 8);
             kv.key.data = key;
@@ -508,7 +598,21 @@ static void on_watch(conn *c, stream *st, const uint8_t *p, size_t n)
         if (hs_fast_attack(O->attack) && !event_sent && pred_len &&
             cr->key.len == pred_len && !memcmp(cr->key.data, pred, pred_len))
             fast_event(c, st, r.watch_id);
-        if (O->attack == HS_WATCH_HUGE) {
+        if (O->attack == HS_WATCH_COMPACTED && !compacted_sent) {
+            /* etcd's answer to a start revision below its compaction. */
+            compacted_sent = true;
+            r.created = 0;
+            r.canceled = 1;
+            r.compact_revision = 90;
+            r.cancel_reason = (char *)"mvcc: required revision has been compacted";
+            reply(c, st, &r.base, false);
+        }
+        if (O->attack == HS_OBSERVE_STALE_READ && !stale_sent) {
+            stale_sent = true;
+            leader_event(c, st, r.watch_id, cr, true, "v2", 120);
+            leader_event(c, st, r.watch_id, cr, false, NULL, 121);
+        }
+        if (O->attack == HS_WATCH_HUGE || O->attack == HS_PRED_WATCH_HUGE) {
             hb_prefix(&st->out, UINT32_MAX);
             st->gen = GEN_BYTES;
             st->gen_left = UINT32_MAX;

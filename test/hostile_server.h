@@ -90,6 +90,22 @@ typedef enum hs_attack {
     HS_KEEPALIVE_GONE_ONCE,
     /* LeaseKeepAlive: every renewal is answered TTL 1 (not 10). */
     HS_KEEPALIVE_TTL1,
+    /* A compacted watch (etcd's answer to a watch whose start revision was
+     * compacted: "created", then "canceled" with compact_revision). Once per
+     * server, the first watch created gets it; later watches stay quiet. Until
+     * then the check Txn finds a predecessor, PREFIX "1", and a Range finds no
+     * leader; from then on the check finds none and a Range finds the leader key
+     * "NAME/694d0001" = "v" (so a candidate or observer that looks again after
+     * the compaction sees the change; one that does not stays where it was). */
+    HS_WATCH_COMPACTED,
+    /* The check Txn finds a predecessor, PREFIX "1"; the watch on it gets "created"
+     * and then a message announcing 4 GiB (HS_WATCH_HUGE for a waiting candidate). */
+    HS_PRED_WATCH_HUGE,
+    /* A read older than the watch (a lagging member): the first Range finds the
+     * leader "v" at revision 100; the first watch then delivers a PUT of that key
+     * ("v2", revision 120) and its DELETE (121); the second Range answers the
+     * state of revision 100 again ("v"); later Ranges find no leader at 125. */
+    HS_OBSERVE_STALE_READ,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

@@ -1438,6 +1438,187 @@ TEST(lib_campaign_on_a_dead_session_is_refused)
     hs_stop(&s);
 }
 
+/* ---------------------------------------------------------------- library: watches
+ * that end, reads that lag */
+
+/* What an election or observer was told, in order. */
+struct told {
+    int n;
+    int type[16], reason[16];
+    char value[16][8];
+};
+
+static void tell(struct told *t, const elector_event *ev)
+{
+    if (t->n >= 16) return;
+    t->type[t->n] = ev->type;
+    t->reason[t->n] = ev->reason;
+    snprintf(t->value[t->n], sizeof(t->value[0]), "%.*s", (int)ev->value_len,
+             ev->value ? (const char *)ev->value : "");
+    t->n++;
+}
+
+static void told_el(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el;
+    tell(ud, ev);
+}
+
+static void told_ob(elector_observer *ob, const elector_event *ev, void *ud)
+{
+    (void)ob;
+    tell(ud, ev);
+}
+
+static void run_until(elector_etcd *e, const struct told *t, int n, double secs)
+{
+    double end = tl_now() + secs;
+    while (t->n < n && tl_now() < end)
+        elector_etcd_run_once(e, 50);
+}
+
+/* A waiting candidate whose watch of its predecessor is compacted (etcd:
+ * "created", then "canceled" with compact_revision) checks again at once: the
+ * check now finds no predecessor, and it is elected. Not by a retry after a
+ * pause (retries stays 0), not by giving up (no FAILED), not by waiting on a
+ * dead watch (it would wait forever: nothing else would make it look). */
+TEST(lib_waiting_candidate_whose_watch_is_compacted_checks_again)
+{
+    hs_server hs;
+    start(&hs, HS_WATCH_COMPACTED, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    struct told t = {0};
+    elector_election *el = elector_election_new(s, "e", told_el, &t);
+    ASSERT_NOT_NULL(el);
+    ASSERT_OK(elector_campaign(el, "v", 1));
+    run_until(e, &t, 2, 8);
+    elector_election_stats st;
+    elector_election_get_stats(el, &st);
+    tl_log("compacted predecessor watch: %d events, %llu linearizable checks, %llu "
+           "retries",
+           t.n, (unsigned long long)st.checks_linearizable,
+           (unsigned long long)st.retries);
+    ASSERT_EQ(2, t.n);
+    ASSERT_EQ(ELECTOR_EV_WAITING, t.type[0]);
+    ASSERT_EQ(ELECTOR_EV_ELECTED, t.type[1]);
+    ASSERT(elector_is_leader(el));
+    ASSERT_EQ(2, (int)st.checks_linearizable);
+    ASSERT_EQ(0, (int)st.retries);
+    elector_election_free(el);
+    elector_session_close(s);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* A waiting candidate whose watch of its predecessor breaks the protocol (a
+ * message announcing 4 GiB): FAILED with EPROTO, at once, and nothing after
+ * it (no retry loop against a broken server). */
+TEST(lib_waiting_candidate_whose_watch_breaks_the_protocol_fails)
+{
+    hs_server hs;
+    start(&hs, HS_PRED_WATCH_HUGE, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    struct told t = {0};
+    elector_election *el = elector_election_new(s, "e", told_el, &t);
+    ASSERT_NOT_NULL(el);
+    ASSERT_OK(elector_campaign(el, "v", 1));
+    run_until(e, &t, 2, 8);
+    run_until(e, &t, 3, 0.3); /* nothing more */
+    tl_log("predecessor watch announcing 4 GiB: %d events, last %s (%s)", t.n,
+           t.n ? elector_err_name(t.reason[t.n - 1]) : "-", elector_etcd_errstr(e));
+    ASSERT_EQ(2, t.n);
+    ASSERT_EQ(ELECTOR_EV_WAITING, t.type[0]);
+    ASSERT_EQ(ELECTOR_EV_FAILED, t.type[1]);
+    ASSERT_EQ(ELECTOR_EPROTO, t.reason[1]);
+    ASSERT(!elector_is_leader(el));
+    elector_election_free(el);
+    elector_session_close(s);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* An observer whose watch is compacted reads again: the read now finds a
+ * leader, which it reports (NO_LEADER, then LEADER "v"), and goes on; no
+ * FAILED. */
+TEST(lib_observer_whose_watch_is_compacted_reads_again)
+{
+    hs_server hs;
+    start(&hs, HS_WATCH_COMPACTED, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    struct told t = {0};
+    elector_observer *ob = elector_observe(e, "e", told_ob, &t);
+    ASSERT_NOT_NULL(ob);
+    run_until(e, &t, 2, 8);
+    run_until(e, &t, 3, 0.3);
+    tl_log("observer, compacted watch: %d events", t.n);
+    ASSERT_EQ(2, t.n);
+    ASSERT_EQ(ELECTOR_EV_NO_LEADER, t.type[0]);
+    ASSERT_EQ(ELECTOR_EV_LEADER, t.type[1]);
+    ASSERT_STREQ("v", t.value[1]);
+    elector_observer_free(ob);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* An observer whose read is refused as a broken reply (a Range announcing 768
+ * MiB: EPROTO) ends with one FAILED naming the RPC, and reads no more. */
+TEST(lib_observer_whose_read_breaks_the_protocol_fails)
+{
+    hs_server hs;
+    start(&hs, HS_RANGE_HUGE, true);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    struct told t = {0};
+    elector_observer *ob = elector_observe(e, "e", told_ob, &t);
+    ASSERT_NOT_NULL(ob);
+    run_until(e, &t, 1, 8);
+    char msg[600];
+    snprintf(msg, sizeof(msg), "%s", elector_etcd_errstr(e));
+    run_until(e, &t, 2, 0.5);
+    tl_log("observer, Range announcing 768 MiB: %d events, %s (%s)", t.n,
+           t.n ? elector_err_name(t.reason[0]) : "-", msg);
+    ASSERT_EQ(1, t.n);
+    ASSERT_EQ(ELECTOR_EV_FAILED, t.type[0]);
+    ASSERT_EQ(ELECTOR_EPROTO, t.reason[0]);
+    ASSERT_CONTAINS(msg, "/etcdserverpb.KV/Range");
+    elector_observer_free(ob);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* A read answered at a revision older than what the observer has reported
+ * from its watch (a lagging member): not reported (it would take the leader
+ * back to the value "v" it had before the proclaim of "v2"), read again, and
+ * the newer read's state reported: LEADER "v", LEADER "v2", NO_LEADER. */
+TEST(lib_observer_does_not_report_a_read_older_than_its_watch)
+{
+    hs_server hs;
+    start(&hs, HS_OBSERVE_STALE_READ, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    struct told t = {0};
+    elector_observer *ob = elector_observe(e, "e", told_ob, &t);
+    ASSERT_NOT_NULL(ob);
+    run_until(e, &t, 3, 8);
+    run_until(e, &t, 4, 0.3);
+    for (int i = 0; i < t.n; i++)
+        tl_log("observer, stale read: event %d type %d value '%s'", i, t.type[i],
+               t.value[i]);
+    ASSERT_EQ(3, t.n);
+    ASSERT_EQ(ELECTOR_EV_LEADER, t.type[0]);
+    ASSERT_STREQ("v", t.value[0]);
+    ASSERT_EQ(ELECTOR_EV_LEADER, t.type[1]);
+    ASSERT_STREQ("v2", t.value[1]);
+    ASSERT_EQ(ELECTOR_EV_NO_LEADER, t.type[2]);
+    elector_observer_free(ob);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
 /* ---------------------------------------------------------------- library: TLS */
 
 static elector_etcd *tls_client(const char *endpoint, const char *ca)
