@@ -465,6 +465,97 @@ TEST_WITH_TIMEOUT(campaign_that_fails_on_eperm_removes_its_key, 60)
     eh_stop(c);
 }
 
+static bool both_lost(void *p)
+{
+    struct el_log *l = p;
+    return count_type(&l[0], ELECTOR_EV_LOST) && count_type(&l[1], ELECTOR_EV_LOST);
+}
+
+/* Leaders whose permission to read their election's prefix is taken away
+ * while they lead (auth on): after their watch breaks (the connection reset
+ * by a proxy), the re-check is refused for good (EPERM), which retrying
+ * cannot cure. Each is LOST with EPERM. The default session's leader deletes
+ * its key (it may still write it), so the next candidate need not wait for
+ * the lease; a manual_release session's leader keeps it, its owner releases. */
+TEST_WITH_TIMEOUT(leader_whose_recheck_is_refused_for_good_is_lost, 60)
+{
+    eh_opts o = {.members = 1, .auth = 1};
+    eh_cluster *c = eh_start(&o);
+    ASSERT_NOT_NULL(c);
+    ASSERT_OK(eh_etcdctl(c, NULL, "role", "add", "lead-role", NULL));
+    ASSERT_OK(eh_etcdctl(c, NULL, "role", "grant-permission", "lead-role",
+                         "--prefix=true", "readwrite", "lead-", NULL));
+    ASSERT_OK(eh_etcdctl(c, NULL, "user", "add", "lead-user:lead-pw-1", NULL));
+    ASSERT_OK(eh_etcdctl(c, NULL, "user", "grant-role", "lead-user", "lead-role", NULL));
+    tp_proxy *px = tp_start(eh_endpoint(c, 0));
+    ASSERT_NOT_NULL(px);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = tp_endpoint(px);
+    cfg.user = "lead-user";
+    cfg.password = "lead-pw-1";
+    cfg.dial_timeout_ms = 2000;
+    cfg.request_timeout_ms = 3000;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    elector_etcd *root = user_client(c, "root", EH_ROOT_PASSWORD);
+    eu_register_client(e);
+    elector_session *s[2];
+    elector_election *el[2];
+    struct el_log l[2] = {{0}};
+    const char *names[2] = {"lead-a", "lead-m"};
+    for (int i = 0; i < 2; i++) {
+        elector_session_config sc;
+        elector_session_config_init(&sc);
+        sc.ttl_s = 30; /* outlives the test: only a delete removes the key */
+        sc.manual_release = i == 1;
+        s[i] = elector_session_new(e, &sc, NULL, NULL);
+        ASSERT_NOT_NULL(s[i]);
+        ASSERT_OK(elector_session_wait(s[i], 5000));
+        el[i] = elector_election_new(s[i], names[i], log_cb, &l[i]);
+        ASSERT_NOT_NULL(el[i]);
+        ASSERT_OK(elector_campaign_sync(el[i], "v", 1, 5000));
+    }
+    /* Each may now write its own key (hex names under NAME/) but not read the
+     * prefix. */
+    ASSERT_OK(eh_etcdctl(c, NULL, "role", "revoke-permission", "lead-role",
+                         "--prefix=true", "lead-", NULL));
+    for (int i = 0; i < 2; i++) {
+        char from[32], to[32];
+        snprintf(from, sizeof(from), "%s/0", names[i]);
+        snprintf(to, sizeof(to), "%s/g", names[i]);
+        ASSERT_OK(eh_etcdctl(c, NULL, "role", "grant-permission", "lead-role",
+                             "readwrite", from, to, NULL));
+    }
+    ASSERT(elector_is_leader(el[0]) && elector_is_leader(el[1]));
+    ASSERT_OK(tp_reset(px));
+    bool lost = eu_pump_until(10000, both_lost, l);
+    for (int i = 0; i < 2; i++)
+        tl_log("%s: %d events, last type %d reason %s", names[i], l[i].n,
+               l[i].n ? (int)l[i].type[l[i].n - 1] : 0,
+               l[i].n ? elector_err_name(l[i].reason[l[i].n - 1]) : "-");
+    ASSERT(lost);
+    for (int i = 0; i < 2; i++) {
+        ASSERT_EQ(ELECTOR_EV_LOST, l[i].type[l[i].n - 1]);
+        ASSERT_EQ(ELECTOR_EPERM, l[i].reason[l[i].n - 1]);
+        ASSERT(!elector_is_leader(el[i]));
+    }
+    struct names gone = {root, {"lead-a", NULL}, 0};
+    ASSERT(eu_pump_until(5000, keys_are, &gone));
+    eu_pump(300);
+    ASSERT_EQ(1, keys_of(root, "lead-m")); /* the owner releases */
+    for (int i = 0; i < 2; i++) {
+        elector_election_free(el[i]);
+        ASSERT_OK(elector_session_close_sync(s[i], 3000));
+    }
+    ASSERT_EQ(0, keys_of(root, "lead-m"));
+    eu_unregister_client(e);
+    elector_etcd_free(e);
+    elector_etcd_free(root);
+    tp_stop(px);
+    eh_stop(c);
+}
+
 /* One key per name and session: a second election object with the same name on
  * the same session would share it (and its deletes). It may not campaign while
  * the first one campaigns, leads or still deletes the key. A resign followed at
