@@ -591,8 +591,12 @@ static void on_watch(conn *c, stream *st, const uint8_t *p, size_t n)
     r.header = &hdr;
     if (q->request_union_case ==
         ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST) {
-        r.watch_id = q->create_request->watch_id;
         r.created = 1;
+        if (O->attack == HS_WATCH_STRAY_CREATED) {
+            r.watch_id = q->create_request->watch_id + 1000;
+            reply(c, st, &r.base, false);
+        }
+        r.watch_id = q->create_request->watch_id;
         reply(c, st, &r.base, false);
         const Etcdserverpb__WatchCreateRequest *cr = q->create_request;
         if (hs_fast_attack(O->attack) && !event_sent && pred_len &&

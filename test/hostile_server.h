@@ -106,6 +106,9 @@ typedef enum hs_attack {
      * ("v2", revision 120) and its DELETE (121); the second Range answers the
      * state of revision 100 again ("v"); later Ranges find no leader at 125. */
     HS_OBSERVE_STALE_READ,
+    /* Every watch create is answered first with a "created" for a watch ID
+     * nobody asked for (the one asked + 1000), then as usual. */
+    HS_WATCH_STRAY_CREATED,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

@@ -1619,6 +1619,53 @@ TEST(lib_observer_does_not_report_a_read_older_than_its_watch)
     hs_stop(&hs);
 }
 
+struct raw_watch {
+    int responses, created, err;
+    int64_t id;
+};
+
+static void raw_watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r,
+                         void *ud)
+{
+    struct raw_watch *l = ud;
+    l->responses++;
+    if (err) l->err = err;
+    if (r && r->created) l->created++;
+    l->id = r ? r->watch_id : -2;
+    (void)w;
+}
+
+/* A "created" answer for a watch ID nobody asked for is ignored: the watch
+ * asked for hears only its own "created", once, and goes on. */
+TEST(lib_created_answer_for_an_unknown_watch_is_ignored)
+{
+    hs_server hs;
+    start(&hs, HS_WATCH_STRAY_CREATED, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    Etcdserverpb__WatchCreateRequest wc = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+    wc.key.data = (uint8_t *)"k";
+    wc.key.len = 1;
+    struct raw_watch l = {0};
+    elector_watch *w = elector_etcd_watch(e, &wc, raw_watch_cb, &l);
+    ASSERT_NOT_NULL(w);
+    double end = tl_now() + 5;
+    while (!l.responses && tl_now() < end)
+        elector_etcd_run_once(e, 50);
+    end = tl_now() + 0.3;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 50);
+    tl_log("stray created: %d responses, %d created, id %lld (ours %lld), err %s",
+           l.responses, l.created, (long long)l.id, (long long)elector_watch_id(w),
+           elector_err_name(l.err));
+    ASSERT_EQ(1, l.responses);
+    ASSERT_EQ(1, l.created);
+    ASSERT_EQ(elector_watch_id(w), l.id);
+    ASSERT_EQ(0, l.err);
+    elector_watch_cancel(w);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
 /* ---------------------------------------------------------------- library: TLS */
 
 static elector_etcd *tls_client(const char *endpoint, const char *ca)
