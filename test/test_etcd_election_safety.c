@@ -905,6 +905,150 @@ TEST_WITH_TIMEOUT(observer_never_reports_an_older_value_after_a_newer_one, 90)
     eh_stop(c);
 }
 
+/* What an election was told, with the detail. */
+struct det_log {
+    int n;
+    elector_event_type type[16];
+    int reason[16];
+    char detail[16][96];
+};
+
+static void det_cb(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el;
+    struct det_log *l = ud;
+    if (l->n >= 16) return;
+    l->type[l->n] = ev->type;
+    l->reason[l->n] = ev->reason;
+    snprintf(l->detail[l->n], sizeof(l->detail[0]), "%s", ev->detail ? ev->detail : "");
+    l->n++;
+}
+
+static bool det_lost(void *p)
+{
+    struct det_log *l = p;
+    return l->n && l->type[l->n - 1] == ELECTOR_EV_LOST;
+}
+
+static bool obs_has(void *p)
+{
+    struct obs_log *l = p;
+    return l->n > 0 && l->type[l->n - 1] == ELECTOR_EV_NO_LEADER;
+}
+
+struct obs_value {
+    struct obs_log *l;
+    const char *v;
+};
+
+static bool obs_value_is(void *p)
+{
+    struct obs_value *w = p;
+    return w->l->n > 0 && !strcmp(w->l->value[w->l->n - 1], w->v);
+}
+
+static void delete_key(elector_etcd *e, const elector_election *el)
+{
+    size_t n = 0;
+    const uint8_t *k = elector_election_key(el, &n);
+    ASSERT_NOT_NULL(k);
+    Etcdserverpb__DeleteRangeRequest d = ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
+    d.key.data = (uint8_t *)k;
+    d.key.len = n;
+    ASSERT_OK(elector_etcd_call_sync(e, ELECTOR_RPC_DELETE_RANGE, &d.base, NULL, NULL));
+}
+
+/* Leaders and an observer whose connection breaks (a proxy resets it) look
+ * again rather than trust or drop what they had: a leader checks its key (a
+ * linearizable check more) and watches it anew, so a later delete of its key
+ * is noticed (LOST "... was deleted"); the observer reads again and watches
+ * anew, so a later proclaim is reported. A leader whose key was deleted while
+ * it could not hear it (the proxy dropping etcd's answers) finds it gone at
+ * that check: LOST ENOTLEADER "our key is gone". */
+TEST_WITH_TIMEOUT(leaders_and_observer_look_again_after_their_connection_breaks, 60)
+{
+    eh_cluster *c = start1();
+    tp_proxy *px = tp_start(eh_endpoint(c, 0));
+    ASSERT_NOT_NULL(px);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = tp_endpoint(px);
+    cfg.keepalive_time_ms = 30000; /* no PING ends the connection while answers drop */
+    cfg.keepalive_idle_ms = 30000;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    elector_etcd *chk = eu_client(eh_endpoints(c));
+    eu_register_client(e);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 30;
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    struct det_log l1 = {0}, l2 = {0};
+    elector_election *e1 = elector_election_new(s, "brk1", det_cb, &l1);
+    elector_election *e2 = elector_election_new(s, "brk2", det_cb, &l2);
+    ASSERT_OK(elector_campaign_sync(e1, "a", 1, 5000));
+    ASSERT_OK(elector_campaign_sync(e2, "b", 1, 5000));
+    struct obs_log ol = {0};
+    elector_observer *ob = elector_observe(e, "brk1", obs_cb, &ol);
+    ASSERT_NOT_NULL(ob);
+    struct obs_value want = {&ol, "a"};
+    ASSERT(eu_pump_until(3000, obs_value_is, &want));
+    elector_election_stats st;
+    elector_election_get_stats(e1, &st);
+    uint64_t checks = st.checks_linearizable;
+
+    /* 1. The connection breaks: still leaders, one check more each. */
+    ASSERT_OK(tp_reset(px));
+    ASSERT(eu_pump_until(5000, disconnected, e));
+    eu_pump(1000);
+    elector_election_get_stats(e1, &st);
+    tl_log("after the reset: %llu checks (were %llu), %llu retries, %d observer events",
+           (unsigned long long)st.checks_linearizable, (unsigned long long)checks,
+           (unsigned long long)st.retries, ol.n);
+    ASSERT(elector_is_leader(e1) && elector_is_leader(e2));
+    ASSERT_EQ(1, l1.n);
+    ASSERT_EQ(1, l2.n);
+    ASSERT_EQ(checks + 1, st.checks_linearizable);
+    ASSERT_EQ(1, ol.n);
+    /* The observer's new watch reports a proclaim. */
+    ASSERT_OK(elector_proclaim(e1, "a2", 2));
+    want.v = "a2";
+    ASSERT(eu_pump_until(3000, obs_value_is, &want));
+
+    /* 2. brk2's key deleted while etcd's answers are lost: its watch cannot
+     * tell; the check after the next reset finds the key gone. */
+    ASSERT_OK(tp_drop_replies(px));
+    delete_key(chk, e2);
+    eu_pump(200);
+    ASSERT(elector_is_leader(e2));
+    ASSERT_OK(tp_reset(px));
+    ASSERT(eu_pump_until(5000, det_lost, &l2));
+    tl_log("brk2: LOST %s (%s)", elector_err_name(l2.reason[l2.n - 1]),
+           l2.detail[l2.n - 1]);
+    ASSERT_EQ(ELECTOR_ENOTLEADER, l2.reason[l2.n - 1]);
+    ASSERT_STREQ("our key is gone", l2.detail[l2.n - 1]);
+
+    /* 3. brk1's renewed watch sees its key deleted; the observer sees nobody. */
+    eu_pump(300);
+    ASSERT(elector_is_leader(e1));
+    delete_key(chk, e1);
+    ASSERT(eu_pump_until(3000, det_lost, &l1));
+    ASSERT_CONTAINS(l1.detail[l1.n - 1], "was deleted");
+    ASSERT(eu_pump_until(3000, obs_has, &ol));
+
+    elector_observer_free(ob);
+    elector_election_free(e1);
+    elector_election_free(e2);
+    ASSERT_OK(elector_session_close_sync(s, 3000));
+    eu_unregister_client(e);
+    elector_etcd_free(e);
+    elector_etcd_free(chk);
+    tp_stop(px);
+    eh_stop(c);
+}
+
 /* ---- item 15: a belief that ended never returns ----------------------------------- */
 
 /* The process stops (here: does not run its loop) longer than its validity
