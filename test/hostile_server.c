@@ -615,6 +615,9 @@ static void on_watch(conn *c, stream *st, const uint8_t *p, size_t n)
             stale_sent = true;
             leader_event(c, st, r.watch_id, cr, true, "v2", 120);
             leader_event(c, st, r.watch_id, cr, false, NULL, 121);
+            /* Said again in a response of its own: it comes while the read
+             * the first one asked for is out. */
+            leader_event(c, st, r.watch_id, cr, false, NULL, 122);
         }
         if (O->attack == HS_WATCH_HUGE || O->attack == HS_PRED_WATCH_HUGE) {
             hb_prefix(&st->out, UINT32_MAX);

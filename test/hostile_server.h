@@ -103,8 +103,9 @@ typedef enum hs_attack {
     HS_PRED_WATCH_HUGE,
     /* A read older than the watch (a lagging member): the first Range finds the
      * leader "v" at revision 100; the first watch then delivers a PUT of that key
-     * ("v2", revision 120) and its DELETE (121); the second Range answers the
-     * state of revision 100 again ("v"); later Ranges find no leader at 125. */
+     * ("v2", revision 120) and its DELETE (121), then the DELETE again (122, in
+     * a response of its own); the second Range answers the state of revision
+     * 100 again ("v"); later Ranges find no leader at 125. */
     HS_OBSERVE_STALE_READ,
     /* Every watch create is answered first with a "created" for a watch ID
      * nobody asked for (the one asked + 1000), then as usual. */

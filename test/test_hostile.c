@@ -1594,7 +1594,9 @@ TEST(lib_observer_whose_read_breaks_the_protocol_fails)
 /* A read answered at a revision older than what the observer has reported
  * from its watch (a lagging member): not reported (it would take the leader
  * back to the value "v" it had before the proclaim of "v2"), read again, and
- * the newer read's state reported: LEADER "v", LEADER "v2", NO_LEADER. */
+ * the newer read's state reported: LEADER "v", LEADER "v2", NO_LEADER. (The
+ * DELETE said twice: the second, while the read is out, asks for one more
+ * read, not a second one at once.) */
 TEST(lib_observer_does_not_report_a_read_older_than_its_watch)
 {
     hs_server hs;
@@ -1608,6 +1610,12 @@ TEST(lib_observer_does_not_report_a_read_older_than_its_watch)
     for (int i = 0; i < t.n; i++)
         tl_log("observer, stale read: event %d type %d value '%s'", i, t.type[i],
                t.value[i]);
+    elector_etcd_stats es;
+    elector_etcd_get_stats(e, &es);
+    tl_log("observer, stale read: %llu Ranges",
+           (unsigned long long)es.requests[ELECTOR_RPC_RANGE]);
+    /* The first read, the one the DELETEs asked for (stale), one more. */
+    ASSERT_EQ(3, (int)es.requests[ELECTOR_RPC_RANGE]);
     ASSERT_EQ(3, t.n);
     ASSERT_EQ(ELECTOR_EV_LEADER, t.type[0]);
     ASSERT_STREQ("v", t.value[0]);
