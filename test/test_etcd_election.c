@@ -598,10 +598,11 @@ static void range_frees_client(elector_etcd *e, int err, const ProtobufCMessage 
 }
 
 /* elector_session_close_sync whose loop ends early: a callback it runs (here a
- * Range's answer) frees the client. close_sync returns ELECTOR_ECLOSED at
- * once, without waiting for the revoke, and leaves nothing behind (the
- * ASan build's leak check; its wait was once left allocated, the revoke's
- * answer having come before the loop returned). */
+ * Range's end at its deadline, the member paused so that the revoke is not
+ * answered first) frees the client. close_sync returns ELECTOR_ECLOSED
+ * without waiting for the revoke, and leaves nothing behind (the ASan build's
+ * leak check; its wait was once left allocated, the revoke's end, ECANCELED
+ * by the client's free, having come before the loop returned). */
 TEST_WITH_TIMEOUT(session_close_sync_ends_when_a_callback_frees_the_client, 60)
 {
     eh_cluster *c = start1();
@@ -617,11 +618,16 @@ TEST_WITH_TIMEOUT(session_close_sync_ends_when_a_callback_frees_the_client, 60)
     q.key.data = (uint8_t *)"x";
     q.key.len = 1;
     int freed = 0;
-    ASSERT_OK(elector_etcd_call(e, ELECTOR_RPC_RANGE, &q.base, NULL, range_frees_client,
-                                &freed));
+    elector_call_opts o = {.timeout_ms = 300};
+    ASSERT_OK(eh_member_pause(c, 0));
+    ASSERT_OK(
+        elector_etcd_call(e, ELECTOR_RPC_RANGE, &q.base, &o, range_frees_client, &freed));
     double t0 = tl_now();
-    ASSERT_EQ(ELECTOR_ECLOSED, elector_session_close_sync(s, 5000));
-    tl_log("close_sync ended by the client's free after %.1f ms", (tl_now() - t0) * 1e3);
+    int rc = elector_session_close_sync(s, 5000);
+    tl_log("close_sync ended by the client's free after %.1f ms: %s",
+           (tl_now() - t0) * 1e3, elector_err_name(rc));
+    ASSERT_OK(eh_member_resume(c, 0));
+    ASSERT_EQ(ELECTOR_ECLOSED, rc);
     ASSERT_EQ(1, freed);
     eh_stop(c);
 }
