@@ -1049,6 +1049,96 @@ TEST_WITH_TIMEOUT(leaders_and_observer_look_again_after_their_connection_breaks,
     eh_stop(c);
 }
 
+/* The WAITING callback may free its election or resign it, and an observer's
+ * callback may free the observer: B (freed on WAITING) and C (resigned on
+ * WAITING: FAILED ECANCELED once the delete is answered) leave no key behind
+ * and hear nothing more; the observer freed on its first report hears nothing
+ * more when the leader changes. A leads on. */
+struct wcb {
+    elector_election *el;
+    int events, failed, reason;
+    bool resign; /* else free */
+};
+
+static void waiting_cb(elector_election *el, const elector_event *ev, void *ud)
+{
+    struct wcb *w = ud;
+    w->events++;
+    if (ev->type == ELECTOR_EV_FAILED) {
+        w->failed++;
+        w->reason = ev->reason;
+    }
+    if (ev->type != ELECTOR_EV_WAITING) return;
+    if (w->resign) {
+        ASSERT_OK(elector_resign(el));
+    } else {
+        elector_election_free(el);
+        w->el = NULL;
+    }
+}
+
+static void obs_free_cb(elector_observer *o, const elector_event *ev, void *ud)
+{
+    (void)ev;
+    ++*(int *)ud;
+    elector_observer_free(o);
+}
+
+static bool wcb_failed(void *p)
+{
+    return ((struct wcb *)p)->failed > 0;
+}
+
+TEST_WITH_TIMEOUT(waiting_and_observer_callbacks_may_free_or_resign, 60)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "wcb", 30);
+    ASSERT_OK(elector_campaign_sync(a->el, "a", 1, 5000));
+    elector_etcd *e = eu_client(eh_endpoints(c));
+    eu_register_client(e);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 30;
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    elector_session *s2 = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s2);
+    ASSERT_OK(elector_session_wait(s2, 5000));
+    int obs = 0;
+    elector_observer *ob = elector_observe(e, "wcb", obs_free_cb, &obs);
+    ASSERT_NOT_NULL(ob);
+    struct wcb b = {0}, cc = {.resign = true};
+    b.el = elector_election_new(s, "wcb", waiting_cb, &b);
+    cc.el = elector_election_new(s2, "wcb", waiting_cb, &cc);
+    ASSERT_OK(elector_campaign(b.el, "b", 1));
+    ASSERT_OK(elector_campaign(cc.el, "c", 1));
+    ASSERT(eu_pump_until(5000, wcb_failed, &cc));
+    struct names k = {e, {"wcb", NULL}, 1}; /* A's key only */
+    ASSERT(eu_pump_until(5000, keys_are, &k));
+    ASSERT_EQ(1, b.events);
+    ASSERT_NULL(b.el);
+    ASSERT_EQ(2, cc.events); /* WAITING, FAILED */
+    ASSERT_EQ(ELECTOR_ECANCELED, cc.reason);
+    ASSERT_EQ(1, obs);
+    ASSERT(elector_is_leader(a->el));
+    /* The leader goes: nobody else is told (B freed, C ended, observer freed). */
+    ASSERT_OK(elector_resign(a->el));
+    k.want = 0;
+    ASSERT(eu_pump_until(5000, keys_are, &k));
+    eu_pump(300);
+    ASSERT_EQ(1, b.events);
+    ASSERT_EQ(2, cc.events);
+    ASSERT_EQ(1, obs);
+    elector_election_free(cc.el);
+    ASSERT_OK(elector_session_close_sync(s, 3000));
+    ASSERT_OK(elector_session_close_sync(s2, 3000));
+    eu_unregister_client(e);
+    elector_etcd_free(e);
+    eu_cand_free(a);
+    eh_stop(c);
+}
+
 /* ---- item 15: a belief that ended never returns ----------------------------------- */
 
 /* The process stops (here: does not run its loop) longer than its validity
