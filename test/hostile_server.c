@@ -611,6 +611,27 @@ static void on_watch(conn *c, stream *st, const uint8_t *p, size_t n)
             r.cancel_reason = (char *)"mvcc: required revision has been compacted";
             reply(c, st, &r.base, false);
         }
+        if (O->attack == HS_WATCH_PUT_EVENT) {
+            Etcdserverpb__ResponseHeader h = hdr;
+            h.revision = 105;
+            Mvccpb__KeyValue kv = MVCCPB__KEY_VALUE__INIT;
+            kv.key = cr->key;
+            kv.value.data = (uint8_t *)"put";
+            kv.value.len = 3;
+            kv.create_revision = REV;
+            kv.mod_revision = 105;
+            kv.version = 2;
+            kv.lease = LEASE_ID;
+            Mvccpb__Event ev = MVCCPB__EVENT__INIT, *evs[1] = {&ev};
+            ev.type = MVCCPB__EVENT__EVENT_TYPE__PUT;
+            ev.kv = &kv;
+            Etcdserverpb__WatchResponse pr = ETCDSERVERPB__WATCH_RESPONSE__INIT;
+            pr.header = &h;
+            pr.watch_id = r.watch_id;
+            pr.n_events = 1;
+            pr.events = evs;
+            reply(c, st, &pr.base, false);
+        }
         if (O->attack == HS_OBSERVE_STALE_READ && !stale_sent) {
             stale_sent = true;
             leader_event(c, st, r.watch_id, cr, true, "v2", 120);

@@ -110,6 +110,9 @@ typedef enum hs_attack {
     /* Every watch create is answered first with a "created" for a watch ID
      * nobody asked for (the one asked + 1000), then as usual. */
     HS_WATCH_STRAY_CREATED,
+    /* Every watch, once created, delivers a PUT of the key it watches (revision
+     * 105), whatever its filters: a server that ignores NOPUT. */
+    HS_WATCH_PUT_EVENT,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

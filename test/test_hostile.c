@@ -1543,6 +1543,43 @@ TEST(lib_waiting_candidate_whose_watch_breaks_the_protocol_fails)
     hs_stop(&hs);
 }
 
+/* A leader whose watch of its own key (NOPUT) delivers a PUT of that key
+ * anyway (a server ignoring the filter): not a deletion, it leads on, and
+ * checks nothing more. */
+TEST(lib_leader_ignores_a_put_event_on_its_delete_watch)
+{
+    hs_server hs;
+    start(&hs, HS_WATCH_PUT_EVENT, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    struct told t = {0};
+    elector_election *el = elector_election_new(s, "e", told_el, &t);
+    ASSERT_NOT_NULL(el);
+    ASSERT_OK(elector_campaign(el, "v", 1));
+    run_until(e, &t, 1, 8);
+    elector_election_stats st = {0};
+    /* The watch's PUT comes right after its creation. */
+    for (double end = tl_now() + 5; !st.watching && tl_now() < end;) {
+        elector_etcd_run_once(e, 50);
+        elector_election_get_stats(el, &st);
+    }
+    run_until(e, &t, 2, 0.5);
+    elector_election_get_stats(el, &st);
+    tl_log("PUT on the leader's NOPUT watch: %d events, watching %d, %llu checks", t.n,
+           st.watching, (unsigned long long)st.checks_linearizable);
+    ASSERT_EQ(1, t.n);
+    ASSERT_EQ(ELECTOR_EV_ELECTED, t.type[0]);
+    ASSERT(elector_is_leader(el));
+    ASSERT_EQ(1, st.watching);
+    ASSERT_EQ(1, (int)st.checks_linearizable);
+    elector_election_free(el);
+    elector_session_close(s);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
 /* An observer whose watch is compacted reads again: the read now finds a
  * leader, which it reports (NO_LEADER, then LEADER "v"), and goes on; no
  * FAILED. */
