@@ -618,3 +618,47 @@ TEST(observe_leader_and_watch_refuse_missing_arguments)
     elector_etcd_free(e);
     ASSERT_EQ(0, calls);
 }
+
+static void closed_never(int rc, void *ud)
+{
+    (void)rc;
+    ++*(int *)ud;
+}
+
+/* Sessions that never got their lease (the endpoint is a closed port): waiting
+ * no time is a timeout; closing them has nothing to revoke (close_sync and
+ * close_async return 0 and call nobody), also a session adopting a lease
+ * (cfg.lease_id) whose keepalive is still out; no session without a client;
+ * closing NULL does nothing. */
+TEST(sessions_closed_before_their_grant_revoke_nothing)
+{
+    int calls = 0;
+    ASSERT_NULL(elector_session_new(NULL, NULL, NULL, NULL));
+    elector_session_close(NULL);
+    ASSERT_EQ(0, elector_session_close_sync(NULL, 0));
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "127.0.0.1:1";
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = -5; /* the default, 10 s */
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, elector_session_wait(s, 0));
+    ASSERT(!elector_session_alive(s));
+    ASSERT_EQ(0, elector_session_lease(s));
+    ASSERT_EQ(0, elector_session_close_sync(s, 100));
+    s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_EQ(0, elector_session_close_async(s, 100, closed_never, &calls));
+    sc.ttl_s = 10;
+    sc.lease_id = 0x1234;
+    s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, elector_session_wait(s, 0));
+    elector_session_close(s);
+    elector_etcd_free(e);
+    ASSERT_EQ(0, calls);
+}
