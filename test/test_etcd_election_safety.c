@@ -1139,6 +1139,65 @@ TEST_WITH_TIMEOUT(waiting_and_observer_callbacks_may_free_or_resign, 60)
     eh_stop(c);
 }
 
+static uint64_t checks_of(const elector_election *el)
+{
+    elector_election_stats st;
+    elector_election_get_stats(el, &st);
+    return st.checks_linearizable + st.checks_serializable;
+}
+
+/* A waiting candidate whose turn is confirmed only after its session's
+ * validity deadline (its process stalled between the predecessor's DELETE,
+ * which sent the check, and the check's answer) does not lead on it: the
+ * answer is processed before the timers, finds the session not provably
+ * alive, and the campaign FAILS (ESESSION). No ELECTED, ever. */
+TEST_WITH_TIMEOUT(turn_confirmed_after_the_session_deadline_is_not_taken, 60)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "late", 30);
+    ASSERT_OK(elector_campaign_sync(a->el, "a", 1, 5000));
+    elector_etcd *e = eu_client(eh_endpoints(c)); /* run by hand only */
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 3; /* deadline = renewal sent + 3 s - 0.3 s */
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    struct det_log l = {0};
+    elector_election *el = elector_election_new(s, "late", det_cb, &l);
+    ASSERT_OK(elector_campaign(el, "b", 1));
+    for (double end = tl_now() + 5; l.n == 0 && tl_now() < end;)
+        step(e, 20);
+    ASSERT_EQ(1, l.n);
+    ASSERT_EQ(ELECTOR_EV_WAITING, l.type[0]);
+    uint64_t checks = checks_of(el);
+
+    /* A resigns; B runs until the DELETE has sent its check, then stalls. */
+    ASSERT_OK(elector_resign(a->el));
+    for (double end = tl_now() + 5; checks_of(el) == checks && tl_now() < end;) {
+        eu_pump(5);
+        step(e, 5);
+    }
+    ASSERT_GT(checks_of(el), checks);
+    int64_t dl = elector_session_deadline_ns(s);
+    tl_msleep((int)((dl - elector_now_ns()) / 1000000) + 300);
+    ASSERT(!elector_session_alive(s));
+    for (double end = tl_now() + 3; l.n < 2 && tl_now() < end;)
+        step(e, 20);
+    tl_log("turn after the deadline: %d events, last %d %s (%s)", l.n,
+           (int)l.type[l.n - 1], elector_err_name(l.reason[l.n - 1]), l.detail[l.n - 1]);
+    ASSERT_EQ(2, l.n);
+    ASSERT_EQ(ELECTOR_EV_FAILED, l.type[1]);
+    ASSERT_EQ(ELECTOR_ESESSION, l.reason[1]);
+    ASSERT_CONTAINS(l.detail[1], "not provably alive when our turn came");
+    ASSERT(!elector_is_leader(el));
+    elector_election_free(el);
+    elector_session_close_sync(s, 2000);
+    elector_etcd_free(e);
+    eu_cand_free(a);
+    eh_stop(c);
+}
+
 /* ---- item 15: a belief that ended never returns ----------------------------------- */
 
 /* The process stops (here: does not run its loop) longer than its validity
