@@ -102,6 +102,8 @@ typedef struct stream {
     bool responded, end, deferred, closed;
     bool rst_after;   /* RST_STREAM(NO_ERROR) once the trailers are sent */
     double cancel_at; /* HS_RANGE_CANCEL: RST_STREAM(CANCEL) then */
+    hbuf later;       /* response bytes to send at later_at (not before) */
+    double later_at;
 } stream;
 
 typedef struct conn {
@@ -348,9 +350,10 @@ static void fast_event(conn *c, stream *st, int64_t watch_id)
 
 /* ---------------------------------------------------------------- watches that end */
 
-static bool compacted_sent; /* HS_WATCH_COMPACTED: once per server */
-static int ranges;          /* HS_OBSERVE_STALE_READ: Ranges answered so far */
-static bool stale_sent;     /* HS_OBSERVE_STALE_READ: its events, once per server */
+static bool compacted_sent;      /* HS_WATCH_COMPACTED: once per server */
+static int ranges;               /* HS_OBSERVE_STALE_READ: Ranges answered so far */
+static bool stale_sent;          /* HS_OBSERVE_STALE_READ: its events, once per server */
+static int64_t first_watch = -1; /* HS_RESTORED_WATCH: the first watch's ID */
 
 /* The check Txn: "your key; the nearest key before it is PREFIX "1"" when
  * has_pred, else "your key, no predecessor". */
@@ -562,12 +565,20 @@ static void on_range(conn *c, stream *st, const uint8_t *p, size_t n)
             leader = ranges <= 2; /* the second: the state of revision 100 again */
             if (ranges > 2) h.revision = 125;
         }
+        const char *v = O->value ? O->value : "v";
+        if (O->attack == HS_RESTORED_WATCH) {
+            ranges++;
+            leader = true;
+            if (ranges > 1) {
+                h.revision = 50;
+                v = "w";
+            }
+        }
         if (leader && q->key.len < 200) {
             memcpy(key, q->key.data, q->key.len);
             memcpy(key + q->key.len, "694d0001", 8);
             kv.key.data = key;
             kv.key.len = q->key.len + 8;
-            const char *v = O->value ? O->value : "v";
             kv.value.data = (uint8_t *)v;
             kv.value.len = strlen(v);
             kv.create_revision = kv.mod_revision = REV;
@@ -576,8 +587,38 @@ static void on_range(conn *c, stream *st, const uint8_t *p, size_t n)
             r.n_kvs = 1;
             r.kvs = kvs;
             r.count = 1;
+            if (O->attack == HS_RESTORED_WATCH) kv.create_revision = kv.mod_revision = 40;
         }
         reply(c, st, &r.base, true);
+        if (O->attack == HS_RESTORED_WATCH && ranges == 2 && first_watch >= 0 &&
+            q->key.len < 200) {
+            for (stream *ws = c->streams; ws; ws = ws->next) {
+                if (ws->closed || !strstr(ws->path, "/Watch")) continue;
+                Etcdserverpb__ResponseHeader wh = hdr;
+                wh.revision = 51;
+                Mvccpb__KeyValue wkv = MVCCPB__KEY_VALUE__INIT;
+                wkv.key = kv.key;
+                wkv.value.data = (uint8_t *)"w";
+                wkv.value.len = 1;
+                wkv.create_revision = 40;
+                wkv.mod_revision = 51;
+                wkv.version = 2;
+                wkv.lease = LEASE_ID;
+                Mvccpb__Event ev = MVCCPB__EVENT__INIT, *evs[1] = {&ev};
+                ev.type = MVCCPB__EVENT__EVENT_TYPE__PUT;
+                ev.kv = &wkv;
+                Etcdserverpb__WatchResponse wr = ETCDSERVERPB__WATCH_RESPONSE__INIT;
+                wr.header = &wh;
+                wr.watch_id = first_watch;
+                wr.n_events = 1;
+                wr.events = evs;
+                /* 0.2 s after the Range's answer: HTTP/2 may interleave the
+                 * streams' frames, and the event must come second. */
+                hb_msg(&ws->later, &wr.base);
+                ws->later_at = now_s() + 0.2;
+                break;
+            }
+        }
     }
     }
     etcdserverpb__range_request__free_unpacked(q, NULL);
@@ -611,6 +652,7 @@ static void on_watch(conn *c, stream *st, const uint8_t *p, size_t n)
             r.cancel_reason = (char *)"mvcc: required revision has been compacted";
             reply(c, st, &r.base, false);
         }
+        if (O->attack == HS_RESTORED_WATCH && first_watch < 0) first_watch = r.watch_id;
         if (O->attack == HS_WATCH_PUT_EVENT) {
             Etcdserverpb__ResponseHeader h = hdr;
             h.revision = 105;
@@ -847,6 +889,7 @@ static void conn_free(conn *c)
         n = s->next;
         free(s->req.p);
         free(s->out.p);
+        free(s->later.p);
         free(s);
     }
     free(c->wout.p);
@@ -987,6 +1030,12 @@ _Noreturn static void serve(int lfd)
                     st->cancel_at = 0;
                     nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, st->id,
                                               NGHTTP2_CANCEL);
+                } else if (st->later_at && now_s() >= st->later_at) {
+                    st->later_at = 0;
+                    hb_put(&st->out, st->later.p + st->later.off,
+                           st->later.len - st->later.off);
+                    st->later.off = st->later.len;
+                    kick(c, st);
                 }
             conn_step(c);
             if (c->close_at && now_s() >= c->close_at) c->dead = true; /* FIN */

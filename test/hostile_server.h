@@ -113,6 +113,12 @@ typedef enum hs_attack {
     /* Every watch, once created, delivers a PUT of the key it watches (revision
      * 105), whatever its filters: a server that ignores NOPUT. */
     HS_WATCH_PUT_EVENT,
+    /* etcd restored from a snapshot under a client: the first Range finds the
+     * leader "v" at revision 100; later Ranges answer revision 50 (an older
+     * history) with the leader "w". The second Range's answer is followed, on
+     * the same connection, by a PUT of the leader key ("w", revision 51) on the
+     * first watch created. */
+    HS_RESTORED_WATCH,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

@@ -1603,6 +1603,49 @@ TEST(lib_observer_whose_watch_is_compacted_reads_again)
     hs_stop(&hs);
 }
 
+/* etcd restored from a snapshot while an observer watches: another call of
+ * the same client is answered at an older revision (the transport notices the
+ * restore), then the observer's watch delivers an event of the new history.
+ * The observer does not weigh that event against what it remembers from the
+ * old history (its revision 51 is below the 100 it reported): it reads again
+ * and reports the leader of the new history, reason ELECTOR_ERESTORED. */
+TEST(lib_observer_reads_again_when_its_watch_speaks_after_a_restore)
+{
+    hs_server hs;
+    start(&hs, HS_RESTORED_WATCH, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    struct told t = {0};
+    elector_observer *ob = elector_observe(e, "e", told_ob, &t);
+    ASSERT_NOT_NULL(ob);
+    run_until(e, &t, 1, 8);
+    ASSERT_EQ(1, t.n);
+    /* Let the watch be created. */
+    double end = tl_now() + 0.3;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 50);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    q.key.data = (uint8_t *)"e/";
+    q.key.len = 2;
+    ProtobufCMessage *m = NULL;
+    ASSERT_OK(elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m));
+    protobuf_c_message_free_unpacked(m, NULL);
+    run_until(e, &t, 2, 5);
+    run_until(e, &t, 3, 0.3);
+    for (int i = 0; i < t.n; i++)
+        tl_log("observer, restore: event %d type %d value '%s' reason %s", i, t.type[i],
+               t.value[i], elector_err_name(t.reason[i]));
+    ASSERT_EQ(2, t.n);
+    ASSERT_EQ(ELECTOR_EV_LEADER, t.type[0]);
+    ASSERT_STREQ("v", t.value[0]);
+    ASSERT_EQ(0, t.reason[0]);
+    ASSERT_EQ(ELECTOR_EV_LEADER, t.type[1]);
+    ASSERT_STREQ("w", t.value[1]);
+    ASSERT_EQ(ELECTOR_ERESTORED, t.reason[1]);
+    elector_observer_free(ob);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
 /* An observer whose read is refused as a broken reply (a Range announcing 768
  * MiB: EPROTO) ends with one FAILED naming the RPC, and reads no more. */
 TEST(lib_observer_whose_read_breaks_the_protocol_fails)
