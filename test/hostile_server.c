@@ -643,6 +643,12 @@ static void on_watch(conn *c, stream *st, const uint8_t *p, size_t n)
         if (hs_fast_attack(O->attack) && !event_sent && pred_len &&
             cr->key.len == pred_len && !memcmp(cr->key.data, pred, pred_len))
             fast_event(c, st, r.watch_id);
+        if (O->attack == HS_WATCH_CANCELED_ONCE && !compacted_sent) {
+            compacted_sent = true;
+            r.created = 0;
+            r.canceled = 1;
+            reply(c, st, &r.base, false);
+        }
         if (O->attack == HS_WATCH_COMPACTED && !compacted_sent) {
             /* etcd's answer to a start revision below its compaction. */
             compacted_sent = true;

@@ -119,6 +119,10 @@ typedef enum hs_attack {
      * the same connection, by a PUT of the leader key ("w", revision 51) on the
      * first watch created. */
     HS_RESTORED_WATCH,
+    /* The first watch created is canceled by the server right after "created",
+     * for no reason it gives (canceled, no compact_revision, no reason); later
+     * watches stay quiet. */
+    HS_WATCH_CANCELED_ONCE,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

@@ -1580,6 +1580,52 @@ TEST(lib_leader_ignores_a_put_event_on_its_delete_watch)
     hs_stop(&hs);
 }
 
+/* A leader whose watch of its own key the server cancels, giving no reason
+ * (not a compaction): ELECTOR_ECANCELED, which may heal: after a pause it
+ * checks its key again (one retry, one check more) and watches it anew; it is
+ * never left leading on a dead watch, and does not lose on it either. */
+TEST(lib_leader_whose_watch_is_canceled_checks_again_and_watches_anew)
+{
+    hs_server hs;
+    start(&hs, HS_WATCH_CANCELED_ONCE, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    struct told t = {0};
+    elector_election *el = elector_election_new(s, "e", told_el, &t);
+    ASSERT_NOT_NULL(el);
+    ASSERT_OK(elector_campaign(el, "v", 1));
+    elector_election_stats st = {0};
+    for (double end = tl_now() + 8; st.checks_linearizable < 2 && tl_now() < end;) {
+        elector_etcd_run_once(e, 50);
+        elector_election_get_stats(el, &st);
+    }
+    for (double end = tl_now() + 3; !st.watching && tl_now() < end;) {
+        elector_etcd_run_once(e, 50);
+        elector_election_get_stats(el, &st);
+    }
+    run_until(e, &t, 2, 0.3);
+    elector_etcd_stats es;
+    elector_etcd_get_stats(e, &es);
+    tl_log("leader's watch canceled: %d events, %llu checks, %llu retries, watching %d, "
+           "%llu watch messages",
+           t.n, (unsigned long long)st.checks_linearizable,
+           (unsigned long long)st.retries, st.watching,
+           (unsigned long long)es.requests[ELECTOR_RPC_WATCH]);
+    ASSERT_EQ(1, t.n);
+    ASSERT_EQ(ELECTOR_EV_ELECTED, t.type[0]);
+    ASSERT(elector_is_leader(el));
+    ASSERT_EQ(2, (int)st.checks_linearizable);
+    ASSERT_EQ(1, (int)st.retries);
+    ASSERT_EQ(1, st.watching);
+    ASSERT_EQ(2, (int)es.requests[ELECTOR_RPC_WATCH]); /* two creates */
+    elector_election_free(el);
+    elector_session_close(s);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
 /* An observer whose watch is compacted reads again: the read now finds a
  * leader, which it reports (NO_LEADER, then LEADER "v"), and goes on; no
  * FAILED. */
