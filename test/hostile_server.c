@@ -103,6 +103,8 @@ typedef struct stream {
     bool rst_after;               /* RST_STREAM(NO_ERROR) once the trailers are sent */
     const char *tr_code, *tr_msg; /* the trailers' status (NULL: "0", none) */
     double cancel_at;             /* HS_RANGE_CANCEL: RST_STREAM(CANCEL) then */
+    hbuf later;                   /* response bytes to send at later_at (not before) */
+    double later_at;
 } stream;
 
 typedef struct conn {
@@ -353,6 +355,83 @@ static void fast_event(conn *c, stream *st, int64_t watch_id)
 }
 
 static void refuse(conn *c, stream *st, const char *code, const char *msg);
+/* ---------------------------------------------------------------- watches that end */
+
+static bool compacted_sent;      /* HS_WATCH_COMPACTED: once per server */
+static int ranges;               /* HS_OBSERVE_STALE_READ: Ranges answered so far */
+static bool stale_sent;          /* HS_OBSERVE_STALE_READ: its events, once per server */
+static int64_t first_watch = -1; /* HS_RESTORED_WATCH: the first watch's ID */
+
+/* The check Txn: "your key; the nearest key before it is PREFIX "1"" when
+ * has_pred, else "your key, no predecessor". */
+static void pred_check(conn *c, stream *st, const Etcdserverpb__TxnRequest *q,
+                       bool has_pred)
+{
+    const Etcdserverpb__RangeRequest *rq = q->success[0]->request_range;
+    if (!rq) abort();
+    uint8_t key[256];
+    size_t klen = rq->key.len < sizeof(key) - 1 ? rq->key.len : 0;
+    memcpy(key, rq->key.data, klen);
+    key[klen++] = '1';
+    memcpy(pred, key, klen);
+    pred_len = klen;
+    Etcdserverpb__RangeResponse rr = ETCDSERVERPB__RANGE_RESPONSE__INIT;
+    Mvccpb__KeyValue kv = MVCCPB__KEY_VALUE__INIT, *kvs[1] = {&kv};
+    rr.header = &hdr;
+    if (has_pred) {
+        kv.key.data = key;
+        kv.key.len = klen;
+        kv.value.data = (uint8_t *)"p";
+        kv.value.len = 1;
+        kv.create_revision = kv.mod_revision = 50;
+        kv.version = 1;
+        rr.kvs = kvs;
+        rr.n_kvs = 1;
+        rr.count = 1;
+    }
+    Etcdserverpb__ResponseOp op = ETCDSERVERPB__RESPONSE_OP__INIT, *opp[1] = {&op};
+    op.response_case = ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_RANGE;
+    op.response_range = &rr;
+    Etcdserverpb__TxnResponse r = ETCDSERVERPB__TXN_RESPONSE__INIT;
+    r.header = &hdr;
+    r.succeeded = 1;
+    r.n_responses = 1;
+    r.responses = opp;
+    reply(c, st, &r.base, true);
+}
+
+/* One event on the leader key NAME/694d0001 (NAME/ the watch's key). */
+static void leader_event(conn *c, stream *st, int64_t watch_id,
+                         const Etcdserverpb__WatchCreateRequest *cr, bool put,
+                         const char *value, int64_t rev)
+{
+    uint8_t key[256];
+    size_t klen = cr->key.len < 200 ? cr->key.len : 0;
+    memcpy(key, cr->key.data, klen);
+    memcpy(key + klen, "694d0001", 8);
+    Etcdserverpb__ResponseHeader h = hdr;
+    h.revision = rev;
+    Mvccpb__KeyValue kv = MVCCPB__KEY_VALUE__INIT;
+    kv.key.data = key;
+    kv.key.len = klen + 8;
+    kv.mod_revision = rev;
+    if (put) {
+        kv.create_revision = REV;
+        kv.version = 2;
+        kv.lease = LEASE_ID;
+        kv.value.data = (uint8_t *)value;
+        kv.value.len = strlen(value);
+    }
+    Mvccpb__Event ev = MVCCPB__EVENT__INIT, *evs[1] = {&ev};
+    ev.type = put ? MVCCPB__EVENT__EVENT_TYPE__PUT : MVCCPB__EVENT__EVENT_TYPE__DELETE;
+    ev.kv = &kv;
+    Etcdserverpb__WatchResponse r = ETCDSERVERPB__WATCH_RESPONSE__INIT;
+    r.header = &h;
+    r.watch_id = watch_id;
+    r.n_events = 1;
+    r.events = evs;
+    reply(c, st, &r.base, false);
+}
 
 static void on_txn(conn *c, stream *st, const uint8_t *p, size_t n)
 {
@@ -376,6 +455,11 @@ static void on_txn(conn *c, stream *st, const uint8_t *p, size_t n)
                                      ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
     if (check && hs_fast_attack(O->attack)) {
         on_fast_check(c, st, q);
+        etcdserverpb__txn_request__free_unpacked(q, NULL);
+        return;
+    }
+    if (check && (O->attack == HS_WATCH_COMPACTED || O->attack == HS_PRED_WATCH_HUGE)) {
+        pred_check(c, st, q, O->attack == HS_PRED_WATCH_HUGE || !compacted_sent);
         etcdserverpb__txn_request__free_unpacked(q, NULL);
         return;
     }
@@ -516,15 +600,31 @@ static void on_range(conn *c, stream *st, const uint8_t *p, size_t n)
     }
     default: {
         Etcdserverpb__RangeResponse r = ETCDSERVERPB__RANGE_RESPONSE__INIT;
-        r.header = &hdr;
+        Etcdserverpb__ResponseHeader h = hdr;
+        r.header = &h;
         Mvccpb__KeyValue kv = MVCCPB__KEY_VALUE__INIT, *kvs[1] = {&kv};
         uint8_t key[256];
-        if (O->leader && q->key.len < 200) {
+        bool leader = O->leader;
+        if (O->attack == HS_WATCH_COMPACTED) leader = compacted_sent;
+        if (O->attack == HS_OBSERVE_STALE_READ) {
+            ranges++;
+            leader = ranges <= 2; /* the second: the state of revision 100 again */
+            if (ranges > 2) h.revision = 125;
+        }
+        const char *v = O->value ? O->value : "v";
+        if (O->attack == HS_RESTORED_WATCH) {
+            ranges++;
+            leader = true;
+            if (ranges > 1) {
+                h.revision = 50;
+                v = "w";
+            }
+        }
+        if (leader && q->key.len < 200) {
             memcpy(key, q->key.data, q->key.len);
             memcpy(key + q->key.len, "694d0001", 8);
             kv.key.data = key;
             kv.key.len = q->key.len + 8;
-            const char *v = O->value ? O->value : "v";
             kv.value.data = (uint8_t *)v;
             kv.value.len = strlen(v);
             kv.create_revision = kv.mod_revision = REV;
@@ -533,8 +633,38 @@ static void on_range(conn *c, stream *st, const uint8_t *p, size_t n)
             r.n_kvs = 1;
             r.kvs = kvs;
             r.count = 1;
+            if (O->attack == HS_RESTORED_WATCH) kv.create_revision = kv.mod_revision = 40;
         }
         reply(c, st, &r.base, true);
+        if (O->attack == HS_RESTORED_WATCH && ranges == 2 && first_watch >= 0 &&
+            q->key.len < 200) {
+            for (stream *ws = c->streams; ws; ws = ws->next) {
+                if (ws->closed || !strstr(ws->path, "/Watch")) continue;
+                Etcdserverpb__ResponseHeader wh = hdr;
+                wh.revision = 51;
+                Mvccpb__KeyValue wkv = MVCCPB__KEY_VALUE__INIT;
+                wkv.key = kv.key;
+                wkv.value.data = (uint8_t *)"w";
+                wkv.value.len = 1;
+                wkv.create_revision = 40;
+                wkv.mod_revision = 51;
+                wkv.version = 2;
+                wkv.lease = LEASE_ID;
+                Mvccpb__Event ev = MVCCPB__EVENT__INIT, *evs[1] = {&ev};
+                ev.type = MVCCPB__EVENT__EVENT_TYPE__PUT;
+                ev.kv = &wkv;
+                Etcdserverpb__WatchResponse wr = ETCDSERVERPB__WATCH_RESPONSE__INIT;
+                wr.header = &wh;
+                wr.watch_id = first_watch;
+                wr.n_events = 1;
+                wr.events = evs;
+                /* 0.2 s after the Range's answer: HTTP/2 may interleave the
+                 * streams' frames, and the event must come second. */
+                hb_msg(&ws->later, &wr.base);
+                ws->later_at = now_s() + 0.2;
+                break;
+            }
+        }
     }
     }
     etcdserverpb__range_request__free_unpacked(q, NULL);
@@ -548,8 +678,12 @@ static void on_watch(conn *c, stream *st, const uint8_t *p, size_t n)
     r.header = &hdr;
     if (q->request_union_case ==
         ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST) {
-        r.watch_id = q->create_request->watch_id;
         r.created = 1;
+        if (O->attack == HS_WATCH_STRAY_CREATED) {
+            r.watch_id = q->create_request->watch_id + 1000;
+            reply(c, st, &r.base, false);
+        }
+        r.watch_id = q->create_request->watch_id;
         reply(c, st, &r.base, O->attack == HS_WATCH_END_OK);
         if (O->attack == HS_WATCH_END_OK) st->rst_after = true; /* as grpc-go does */
         const Etcdserverpb__WatchCreateRequest *cr = q->create_request;
@@ -564,7 +698,52 @@ static void on_watch(conn *c, stream *st, const uint8_t *p, size_t n)
             st->end = true;
             kick(c, st);
         }
-        if (O->attack == HS_WATCH_HUGE) {
+        if (O->attack == HS_WATCH_CANCELED_ONCE && !compacted_sent) {
+            compacted_sent = true;
+            r.created = 0;
+            r.canceled = 1;
+            reply(c, st, &r.base, false);
+        }
+        if (O->attack == HS_WATCH_COMPACTED && !compacted_sent) {
+            /* etcd's answer to a start revision below its compaction. */
+            compacted_sent = true;
+            r.created = 0;
+            r.canceled = 1;
+            r.compact_revision = 90;
+            r.cancel_reason = (char *)"mvcc: required revision has been compacted";
+            reply(c, st, &r.base, false);
+        }
+        if (O->attack == HS_RESTORED_WATCH && first_watch < 0) first_watch = r.watch_id;
+        if (O->attack == HS_WATCH_PUT_EVENT) {
+            Etcdserverpb__ResponseHeader h = hdr;
+            h.revision = 105;
+            Mvccpb__KeyValue kv = MVCCPB__KEY_VALUE__INIT;
+            kv.key = cr->key;
+            kv.value.data = (uint8_t *)"put";
+            kv.value.len = 3;
+            kv.create_revision = REV;
+            kv.mod_revision = 105;
+            kv.version = 2;
+            kv.lease = LEASE_ID;
+            Mvccpb__Event ev = MVCCPB__EVENT__INIT, *evs[1] = {&ev};
+            ev.type = MVCCPB__EVENT__EVENT_TYPE__PUT;
+            ev.kv = &kv;
+            Etcdserverpb__WatchResponse pr = ETCDSERVERPB__WATCH_RESPONSE__INIT;
+            pr.header = &h;
+            pr.watch_id = r.watch_id;
+            pr.n_events = 1;
+            pr.events = evs;
+            reply(c, st, &pr.base, false);
+        }
+        if (O->attack == HS_OBSERVE_STALE_READ && !stale_sent) {
+            stale_sent = true;
+            leader_event(c, st, r.watch_id, cr, true, "v2", 120);
+            leader_event(c, st, r.watch_id, cr, false, NULL, 121);
+            /* Said again in a response of its own: it comes while the read
+             * the first one asked for is out. */
+            leader_event(c, st, r.watch_id, cr, false, NULL, 122);
+        }
+        if (O->attack == HS_WATCH_HUGE || O->attack == HS_PRED_WATCH_HUGE) {
             hb_prefix(&st->out, UINT32_MAX);
             st->gen = GEN_BYTES;
             st->gen_left = UINT32_MAX;
@@ -788,6 +967,7 @@ static void conn_free(conn *c)
         n = s->next;
         free(s->req.p);
         free(s->out.p);
+        free(s->later.p);
         free(s);
     }
     free(c->wout.p);
@@ -941,6 +1121,12 @@ _Noreturn static void serve(int lfd)
                     st->cancel_at = 0;
                     nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, st->id,
                                               NGHTTP2_CANCEL);
+                } else if (st->later_at && now_s() >= st->later_at) {
+                    st->later_at = 0;
+                    hb_put(&st->out, st->later.p + st->later.off,
+                           st->later.len - st->later.off);
+                    st->later.off = st->later.len;
+                    kick(c, st);
                 }
             conn_step(c);
             if (c->close_at && now_s() >= c->close_at) c->dead = true; /* FIN */

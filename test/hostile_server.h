@@ -117,6 +117,39 @@ typedef enum hs_attack {
     /* h2c: once the first call is answered, a DATA frame on stream 0 (an
      * HTTP/2 connection error); the connection stays open. */
     HS_H2_BAD_FRAME_AFTER_REPLY,
+    /* A compacted watch (etcd's answer to a watch whose start revision was
+     * compacted: "created", then "canceled" with compact_revision). Once per
+     * server, the first watch created gets it; later watches stay quiet. Until
+     * then the check Txn finds a predecessor, PREFIX "1", and a Range finds no
+     * leader; from then on the check finds none and a Range finds the leader key
+     * "NAME/694d0001" = "v" (so a candidate or observer that looks again after
+     * the compaction sees the change; one that does not stays where it was). */
+    HS_WATCH_COMPACTED,
+    /* The check Txn finds a predecessor, PREFIX "1"; the watch on it gets "created"
+     * and then a message announcing 4 GiB (HS_WATCH_HUGE for a waiting candidate). */
+    HS_PRED_WATCH_HUGE,
+    /* A read older than the watch (a lagging member): the first Range finds the
+     * leader "v" at revision 100; the first watch then delivers a PUT of that key
+     * ("v2", revision 120) and its DELETE (121), then the DELETE again (122, in
+     * a response of its own); the second Range answers the state of revision
+     * 100 again ("v"); later Ranges find no leader at 125. */
+    HS_OBSERVE_STALE_READ,
+    /* Every watch create is answered first with a "created" for a watch ID
+     * nobody asked for (the one asked + 1000), then as usual. */
+    HS_WATCH_STRAY_CREATED,
+    /* Every watch, once created, delivers a PUT of the key it watches (revision
+     * 105), whatever its filters: a server that ignores NOPUT. */
+    HS_WATCH_PUT_EVENT,
+    /* etcd restored from a snapshot under a client: the first Range finds the
+     * leader "v" at revision 100; later Ranges answer revision 50 (an older
+     * history) with the leader "w". The second Range's answer is followed, on
+     * the same connection, by a PUT of the leader key ("w", revision 51) on the
+     * first watch created. */
+    HS_RESTORED_WATCH,
+    /* The first watch created is canceled by the server right after "created",
+     * for no reason it gives (canceled, no compact_revision, no reason); later
+     * watches stay quiet. */
+    HS_WATCH_CANCELED_ONCE,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "elect_util.h"
+#include "elector/etcd_rpc.h"
 #include "testlib.h"
 #include "tproxy.h"
 
@@ -685,6 +686,49 @@ TEST_WITH_TIMEOUT(session_close_async_tells_when_the_lease_is_revoked, 60)
     }
     ASSERT(gone); /* revoked, not left to its TTL of 30 s */
     eu_cand_free(a);
+    eh_stop(c);
+}
+
+static void range_frees_client(elector_etcd *e, int err, const ProtobufCMessage *m,
+                               void *ud)
+{
+    (void)err, (void)m;
+    ++*(int *)ud;
+    elector_etcd_free(e);
+}
+
+/* elector_session_close_sync whose loop ends early: a callback it runs (here a
+ * Range's end at its deadline, the member paused so that the revoke is not
+ * answered first) frees the client. close_sync returns ELECTOR_ECLOSED
+ * without waiting for the revoke, and leaves nothing behind (the ASan build's
+ * leak check; its wait was once left allocated, the revoke's end, ECANCELED
+ * by the client's free, having come before the loop returned). */
+TEST_WITH_TIMEOUT(session_close_sync_ends_when_a_callback_frees_the_client, 60)
+{
+    eh_cluster *c = start1();
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    q.key.data = (uint8_t *)"x";
+    q.key.len = 1;
+    int freed = 0;
+    elector_call_opts o = {.timeout_ms = 300};
+    ASSERT_OK(eh_member_pause(c, 0));
+    ASSERT_OK(
+        elector_etcd_call(e, ELECTOR_RPC_RANGE, &q.base, &o, range_frees_client, &freed));
+    double t0 = tl_now();
+    int rc = elector_session_close_sync(s, 5000);
+    tl_log("close_sync ended by the client's free after %.1f ms: %s",
+           (tl_now() - t0) * 1e3, elector_err_name(rc));
+    ASSERT_OK(eh_member_resume(c, 0));
+    ASSERT_EQ(ELECTOR_ECLOSED, rc);
+    ASSERT_EQ(1, freed);
     eh_stop(c);
 }
 

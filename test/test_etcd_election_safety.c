@@ -465,6 +465,97 @@ TEST_WITH_TIMEOUT(campaign_that_fails_on_eperm_removes_its_key, 60)
     eh_stop(c);
 }
 
+static bool both_lost(void *p)
+{
+    struct el_log *l = p;
+    return count_type(&l[0], ELECTOR_EV_LOST) && count_type(&l[1], ELECTOR_EV_LOST);
+}
+
+/* Leaders whose permission to read their election's prefix is taken away
+ * while they lead (auth on): after their watch breaks (the connection reset
+ * by a proxy), the re-check is refused for good (EPERM), which retrying
+ * cannot cure. Each is LOST with EPERM. The default session's leader deletes
+ * its key (it may still write it), so the next candidate need not wait for
+ * the lease; a manual_release session's leader keeps it, its owner releases. */
+TEST_WITH_TIMEOUT(leader_whose_recheck_is_refused_for_good_is_lost, 60)
+{
+    eh_opts o = {.members = 1, .auth = 1};
+    eh_cluster *c = eh_start(&o);
+    ASSERT_NOT_NULL(c);
+    ASSERT_OK(eh_etcdctl(c, NULL, "role", "add", "lead-role", NULL));
+    ASSERT_OK(eh_etcdctl(c, NULL, "role", "grant-permission", "lead-role",
+                         "--prefix=true", "readwrite", "lead-", NULL));
+    ASSERT_OK(eh_etcdctl(c, NULL, "user", "add", "lead-user:lead-pw-1", NULL));
+    ASSERT_OK(eh_etcdctl(c, NULL, "user", "grant-role", "lead-user", "lead-role", NULL));
+    tp_proxy *px = tp_start(eh_endpoint(c, 0));
+    ASSERT_NOT_NULL(px);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = tp_endpoint(px);
+    cfg.user = "lead-user";
+    cfg.password = "lead-pw-1";
+    cfg.dial_timeout_ms = 2000;
+    cfg.request_timeout_ms = 3000;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    elector_etcd *root = user_client(c, "root", EH_ROOT_PASSWORD);
+    eu_register_client(e);
+    elector_session *s[2];
+    elector_election *el[2];
+    struct el_log l[2] = {{0}};
+    const char *names[2] = {"lead-a", "lead-m"};
+    for (int i = 0; i < 2; i++) {
+        elector_session_config sc;
+        elector_session_config_init(&sc);
+        sc.ttl_s = 30; /* outlives the test: only a delete removes the key */
+        sc.manual_release = i == 1;
+        s[i] = elector_session_new(e, &sc, NULL, NULL);
+        ASSERT_NOT_NULL(s[i]);
+        ASSERT_OK(elector_session_wait(s[i], 5000));
+        el[i] = elector_election_new(s[i], names[i], log_cb, &l[i]);
+        ASSERT_NOT_NULL(el[i]);
+        ASSERT_OK(elector_campaign_sync(el[i], "v", 1, 5000));
+    }
+    /* Each may now write its own key (hex names under NAME/) but not read the
+     * prefix. */
+    ASSERT_OK(eh_etcdctl(c, NULL, "role", "revoke-permission", "lead-role",
+                         "--prefix=true", "lead-", NULL));
+    for (int i = 0; i < 2; i++) {
+        char from[32], to[32];
+        snprintf(from, sizeof(from), "%s/0", names[i]);
+        snprintf(to, sizeof(to), "%s/g", names[i]);
+        ASSERT_OK(eh_etcdctl(c, NULL, "role", "grant-permission", "lead-role",
+                             "readwrite", from, to, NULL));
+    }
+    ASSERT(elector_is_leader(el[0]) && elector_is_leader(el[1]));
+    ASSERT_OK(tp_reset(px));
+    bool lost = eu_pump_until(10000, both_lost, l);
+    for (int i = 0; i < 2; i++)
+        tl_log("%s: %d events, last type %d reason %s", names[i], l[i].n,
+               l[i].n ? (int)l[i].type[l[i].n - 1] : 0,
+               l[i].n ? elector_err_name(l[i].reason[l[i].n - 1]) : "-");
+    ASSERT(lost);
+    for (int i = 0; i < 2; i++) {
+        ASSERT_EQ(ELECTOR_EV_LOST, l[i].type[l[i].n - 1]);
+        ASSERT_EQ(ELECTOR_EPERM, l[i].reason[l[i].n - 1]);
+        ASSERT(!elector_is_leader(el[i]));
+    }
+    struct names gone = {root, {"lead-a", NULL}, 0};
+    ASSERT(eu_pump_until(5000, keys_are, &gone));
+    eu_pump(300);
+    ASSERT_EQ(1, keys_of(root, "lead-m")); /* the owner releases */
+    for (int i = 0; i < 2; i++) {
+        elector_election_free(el[i]);
+        ASSERT_OK(elector_session_close_sync(s[i], 3000));
+    }
+    ASSERT_EQ(0, keys_of(root, "lead-m"));
+    eu_unregister_client(e);
+    elector_etcd_free(e);
+    elector_etcd_free(root);
+    tp_stop(px);
+    eh_stop(c);
+}
+
 /* One key per name and session: a second election object with the same name on
  * the same session would share it (and its deletes). It may not campaign while
  * the first one campaigns, leads or still deletes the key. A resign followed at
@@ -811,6 +902,299 @@ TEST_WITH_TIMEOUT(observer_never_reports_an_older_value_after_a_newer_one, 90)
     elector_etcd_free(w);
     eu_cand_free(a);
     eu_cand_free(b);
+    eh_stop(c);
+}
+
+/* What an election was told, with the detail. */
+struct det_log {
+    int n;
+    elector_event_type type[16];
+    int reason[16];
+    char detail[16][96];
+};
+
+static void det_cb(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el;
+    struct det_log *l = ud;
+    if (l->n >= 16) return;
+    l->type[l->n] = ev->type;
+    l->reason[l->n] = ev->reason;
+    snprintf(l->detail[l->n], sizeof(l->detail[0]), "%s", ev->detail ? ev->detail : "");
+    l->n++;
+}
+
+static bool det_lost(void *p)
+{
+    struct det_log *l = p;
+    return l->n && l->type[l->n - 1] == ELECTOR_EV_LOST;
+}
+
+static bool obs_has(void *p)
+{
+    struct obs_log *l = p;
+    return l->n > 0 && l->type[l->n - 1] == ELECTOR_EV_NO_LEADER;
+}
+
+struct obs_value {
+    struct obs_log *l;
+    const char *v;
+};
+
+static bool obs_value_is(void *p)
+{
+    struct obs_value *w = p;
+    return w->l->n > 0 && !strcmp(w->l->value[w->l->n - 1], w->v);
+}
+
+static void delete_key(elector_etcd *e, const elector_election *el)
+{
+    size_t n = 0;
+    const uint8_t *k = elector_election_key(el, &n);
+    ASSERT_NOT_NULL(k);
+    Etcdserverpb__DeleteRangeRequest d = ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
+    d.key.data = (uint8_t *)k;
+    d.key.len = n;
+    ASSERT_OK(elector_etcd_call_sync(e, ELECTOR_RPC_DELETE_RANGE, &d.base, NULL, NULL));
+}
+
+/* Leaders and an observer whose connection breaks (a proxy resets it) look
+ * again rather than trust or drop what they had: a leader checks its key (a
+ * linearizable check more) and watches it anew, so a later delete of its key
+ * is noticed (LOST "... was deleted"); the observer reads again and watches
+ * anew, so a later proclaim is reported. A leader whose key was deleted while
+ * it could not hear it (the proxy dropping etcd's answers) finds it gone at
+ * that check: LOST ENOTLEADER "our key is gone". */
+TEST_WITH_TIMEOUT(leaders_and_observer_look_again_after_their_connection_breaks, 60)
+{
+    eh_cluster *c = start1();
+    tp_proxy *px = tp_start(eh_endpoint(c, 0));
+    ASSERT_NOT_NULL(px);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = tp_endpoint(px);
+    cfg.keepalive_time_ms = 30000; /* no PING ends the connection while answers drop */
+    cfg.keepalive_idle_ms = 30000;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    elector_etcd *chk = eu_client(eh_endpoints(c));
+    eu_register_client(e);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 30;
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    struct det_log l1 = {0}, l2 = {0};
+    elector_election *e1 = elector_election_new(s, "brk1", det_cb, &l1);
+    elector_election *e2 = elector_election_new(s, "brk2", det_cb, &l2);
+    ASSERT_OK(elector_campaign_sync(e1, "a", 1, 5000));
+    ASSERT_OK(elector_campaign_sync(e2, "b", 1, 5000));
+    struct obs_log ol = {0};
+    elector_observer *ob = elector_observe(e, "brk1", obs_cb, &ol);
+    ASSERT_NOT_NULL(ob);
+    struct obs_value want = {&ol, "a"};
+    ASSERT(eu_pump_until(3000, obs_value_is, &want));
+    elector_election_stats st;
+    elector_election_get_stats(e1, &st);
+    uint64_t checks = st.checks_linearizable;
+
+    /* 1. The connection breaks: still leaders, one check more each. */
+    ASSERT_OK(tp_reset(px));
+    ASSERT(eu_pump_until(5000, disconnected, e));
+    eu_pump(1000);
+    elector_election_get_stats(e1, &st);
+    tl_log("after the reset: %llu checks (were %llu), %llu retries, %d observer events",
+           (unsigned long long)st.checks_linearizable, (unsigned long long)checks,
+           (unsigned long long)st.retries, ol.n);
+    ASSERT(elector_is_leader(e1) && elector_is_leader(e2));
+    ASSERT_EQ(1, l1.n);
+    ASSERT_EQ(1, l2.n);
+    ASSERT_EQ(checks + 1, st.checks_linearizable);
+    ASSERT_EQ(1, ol.n);
+    /* The observer's new watch reports a proclaim. */
+    ASSERT_OK(elector_proclaim(e1, "a2", 2));
+    want.v = "a2";
+    ASSERT(eu_pump_until(3000, obs_value_is, &want));
+
+    /* 2. brk2's key deleted while etcd's answers are lost: its watch cannot
+     * tell; the check after the next reset finds the key gone. */
+    ASSERT_OK(tp_drop_replies(px));
+    delete_key(chk, e2);
+    eu_pump(200);
+    ASSERT(elector_is_leader(e2));
+    ASSERT_OK(tp_reset(px));
+    ASSERT(eu_pump_until(5000, det_lost, &l2));
+    tl_log("brk2: LOST %s (%s)", elector_err_name(l2.reason[l2.n - 1]),
+           l2.detail[l2.n - 1]);
+    ASSERT_EQ(ELECTOR_ENOTLEADER, l2.reason[l2.n - 1]);
+    ASSERT_STREQ("our key is gone", l2.detail[l2.n - 1]);
+
+    /* 3. brk1's renewed watch sees its key deleted; the observer sees nobody. */
+    eu_pump(300);
+    ASSERT(elector_is_leader(e1));
+    delete_key(chk, e1);
+    ASSERT(eu_pump_until(3000, det_lost, &l1));
+    ASSERT_CONTAINS(l1.detail[l1.n - 1], "was deleted");
+    ASSERT(eu_pump_until(3000, obs_has, &ol));
+
+    elector_observer_free(ob);
+    elector_election_free(e1);
+    elector_election_free(e2);
+    ASSERT_OK(elector_session_close_sync(s, 3000));
+    eu_unregister_client(e);
+    elector_etcd_free(e);
+    elector_etcd_free(chk);
+    tp_stop(px);
+    eh_stop(c);
+}
+
+/* The WAITING callback may free its election or resign it, and an observer's
+ * callback may free the observer: B (freed on WAITING) and C (resigned on
+ * WAITING: FAILED ECANCELED once the delete is answered) leave no key behind
+ * and hear nothing more; the observer freed on its first report hears nothing
+ * more when the leader changes. A leads on. */
+struct wcb {
+    elector_election *el;
+    int events, failed, reason;
+    bool resign; /* else free */
+};
+
+static void waiting_cb(elector_election *el, const elector_event *ev, void *ud)
+{
+    struct wcb *w = ud;
+    w->events++;
+    if (ev->type == ELECTOR_EV_FAILED) {
+        w->failed++;
+        w->reason = ev->reason;
+    }
+    if (ev->type != ELECTOR_EV_WAITING) return;
+    if (w->resign) {
+        ASSERT_OK(elector_resign(el));
+    } else {
+        elector_election_free(el);
+        w->el = NULL;
+    }
+}
+
+static void obs_free_cb(elector_observer *o, const elector_event *ev, void *ud)
+{
+    (void)ev;
+    ++*(int *)ud;
+    elector_observer_free(o);
+}
+
+static bool wcb_failed(void *p)
+{
+    return ((struct wcb *)p)->failed > 0;
+}
+
+TEST_WITH_TIMEOUT(waiting_and_observer_callbacks_may_free_or_resign, 60)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "wcb", 30);
+    ASSERT_OK(elector_campaign_sync(a->el, "a", 1, 5000));
+    elector_etcd *e = eu_client(eh_endpoints(c));
+    eu_register_client(e);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 30;
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    elector_session *s2 = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s2);
+    ASSERT_OK(elector_session_wait(s2, 5000));
+    int obs = 0;
+    elector_observer *ob = elector_observe(e, "wcb", obs_free_cb, &obs);
+    ASSERT_NOT_NULL(ob);
+    struct wcb b = {0}, cc = {.resign = true};
+    b.el = elector_election_new(s, "wcb", waiting_cb, &b);
+    cc.el = elector_election_new(s2, "wcb", waiting_cb, &cc);
+    ASSERT_OK(elector_campaign(b.el, "b", 1));
+    ASSERT_OK(elector_campaign(cc.el, "c", 1));
+    ASSERT(eu_pump_until(5000, wcb_failed, &cc));
+    struct names k = {e, {"wcb", NULL}, 1}; /* A's key only */
+    ASSERT(eu_pump_until(5000, keys_are, &k));
+    ASSERT_EQ(1, b.events);
+    ASSERT_NULL(b.el);
+    ASSERT_EQ(2, cc.events); /* WAITING, FAILED */
+    ASSERT_EQ(ELECTOR_ECANCELED, cc.reason);
+    ASSERT_EQ(1, obs);
+    ASSERT(elector_is_leader(a->el));
+    /* The leader goes: nobody else is told (B freed, C ended, observer freed). */
+    ASSERT_OK(elector_resign(a->el));
+    k.want = 0;
+    ASSERT(eu_pump_until(5000, keys_are, &k));
+    eu_pump(300);
+    ASSERT_EQ(1, b.events);
+    ASSERT_EQ(2, cc.events);
+    ASSERT_EQ(1, obs);
+    elector_election_free(cc.el);
+    ASSERT_OK(elector_session_close_sync(s, 3000));
+    ASSERT_OK(elector_session_close_sync(s2, 3000));
+    eu_unregister_client(e);
+    elector_etcd_free(e);
+    eu_cand_free(a);
+    eh_stop(c);
+}
+
+static uint64_t checks_of(const elector_election *el)
+{
+    elector_election_stats st;
+    elector_election_get_stats(el, &st);
+    return st.checks_linearizable + st.checks_serializable;
+}
+
+/* A waiting candidate whose turn is confirmed only after its session's
+ * validity deadline (its process stalled between the predecessor's DELETE,
+ * which sent the check, and the check's answer) does not lead on it: the
+ * answer is processed before the timers, finds the session not provably
+ * alive, and the campaign FAILS (ESESSION). No ELECTED, ever. */
+TEST_WITH_TIMEOUT(turn_confirmed_after_the_session_deadline_is_not_taken, 60)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "late", 30);
+    ASSERT_OK(elector_campaign_sync(a->el, "a", 1, 5000));
+    elector_etcd *e = eu_client(eh_endpoints(c)); /* run by hand only */
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 3; /* deadline = renewal sent + 3 s - 0.3 s */
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    struct det_log l = {0};
+    elector_election *el = elector_election_new(s, "late", det_cb, &l);
+    ASSERT_OK(elector_campaign(el, "b", 1));
+    for (double end = tl_now() + 5; l.n == 0 && tl_now() < end;)
+        step(e, 20);
+    ASSERT_EQ(1, l.n);
+    ASSERT_EQ(ELECTOR_EV_WAITING, l.type[0]);
+    uint64_t checks = checks_of(el);
+
+    /* A resigns; B runs until the DELETE has sent its check, then stalls. */
+    ASSERT_OK(elector_resign(a->el));
+    for (double end = tl_now() + 5; checks_of(el) == checks && tl_now() < end;) {
+        eu_pump(5);
+        step(e, 5);
+    }
+    ASSERT_GT(checks_of(el), checks);
+    int64_t dl = elector_session_deadline_ns(s);
+    tl_msleep((int)((dl - elector_now_ns()) / 1000000) + 300);
+    ASSERT(!elector_session_alive(s));
+    for (double end = tl_now() + 3; l.n < 2 && tl_now() < end;)
+        step(e, 20);
+    tl_log("turn after the deadline: %d events, last %d %s (%s)", l.n,
+           (int)l.type[l.n - 1], elector_err_name(l.reason[l.n - 1]), l.detail[l.n - 1]);
+    ASSERT_EQ(2, l.n);
+    ASSERT_EQ(ELECTOR_EV_FAILED, l.type[1]);
+    ASSERT_EQ(ELECTOR_ESESSION, l.reason[1]);
+    ASSERT_CONTAINS(l.detail[1], "not provably alive when our turn came");
+    ASSERT(!elector_is_leader(el));
+    elector_election_free(el);
+    elector_session_close_sync(s, 2000);
+    elector_etcd_free(e);
+    eu_cand_free(a);
     eh_stop(c);
 }
 

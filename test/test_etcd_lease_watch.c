@@ -890,6 +890,102 @@ TEST(canceled_watch_gets_no_more_events)
     wl_free(w);
     wl_free(sentinel);
     free(self);
+    /* A watch its owner never cancels: the client's free tells it once that
+     * it ended (ECANCELED) and frees it (the ASan build's leak check). */
+    wlog *left = watch_created(e, (wreq){.key = "c", .filter = -1});
+    int before = left->responses;
+    elector_etcd_free(e);
+    ASSERT(left->ended);
+    ASSERT_EQ(ELECTOR_ECANCELED, left->err);
+    ASSERT_EQ(before + 1, left->responses);
+    free(left);
+    eh_stop(c);
+}
+
+struct many {
+    elector_watch *w;
+    int created, events, errs;
+};
+
+static void many_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r,
+                    void *ud)
+{
+    struct many *m = ud;
+    ASSERT(w == m->w);
+    if (err) {
+        m->errs++;
+        return;
+    }
+    ASSERT_EQ(elector_watch_id(w), r->watch_id);
+    m->created += r->created;
+    m->events += (int)r->n_events;
+}
+
+struct many_all {
+    struct many *m;
+    int n, step; /* watches [0, n) by step */
+    int created, events;
+};
+
+static bool many_done(void *arg)
+{
+    struct many_all *a = arg;
+    for (int i = 0; i < a->n; i += a->step)
+        if (a->m[i].created < a->created || a->m[i].events < a->events) return false;
+    return true;
+}
+
+/* Many watches on one client (its table of watches by ID grows and chains
+ * share buckets): two of every three canceled, oldest first (a watch is
+ * unlinked from behind newer ones in its bucket). Each put then reaches
+ * exactly the watches still there, each its own once; the canceled hear
+ * nothing. */
+TEST(many_watches_canceled_oldest_first_leave_the_others_intact)
+{
+    eh_cluster *c = start1();
+    elector_etcd *e = client(eh_endpoints(c));
+    enum { N = 250 }; /* the table: 256 buckets, some shared */
+    struct many *m = calloc(N, sizeof(*m));
+    ASSERT_NOT_NULL(m);
+    for (int i = 0; i < N; i++) {
+        char k[16];
+        snprintf(k, sizeof(k), "h/%d", i);
+        Etcdserverpb__WatchCreateRequest r = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+        r.key = str(k);
+        m[i].w = elector_etcd_watch(e, &r, many_cb, &m[i]);
+        ASSERT_NOT_NULL(m[i].w);
+    }
+    struct many_all all = {m, N, 1, 1, 0};
+    ASSERT(pump_until(e, 5000, many_done, &all));
+    for (int i = 0; i < N; i++)
+        if (i % 3) {
+            elector_watch_cancel(m[i].w);
+            m[i].w = NULL;
+        }
+    put_rec *p = calloc(N, sizeof(*p));
+    for (int i = 0; i < N; i++) {
+        char k[16];
+        snprintf(k, sizeof(k), "h/%d", i);
+        Etcdserverpb__PutRequest r = ETCDSERVERPB__PUT_REQUEST__INIT;
+        r.key = str(k);
+        r.value = str("v");
+        ASSERT_OK(
+            elector_etcd_call(e, ELECTOR_RPC_PUT, &r.base, NULL, put_rec_cb, &p[i]));
+    }
+    all_done ad = {p, N};
+    ASSERT(pump_until(e, 10000, puts_done, &ad));
+    all = (struct many_all){m, N, 3, 1, 1};
+    ASSERT(pump_until(e, 5000, many_done, &all));
+    pump_for(e, 200);
+    for (int i = 0; i < N; i++) {
+        ASSERT_EQ(0, m[i].errs);
+        ASSERT_EQ(1, m[i].created);
+        ASSERT_EQ(i % 3 ? 0 : 1, m[i].events);
+    }
+    for (int i = 0; i < N; i += 3)
+        elector_watch_cancel(m[i].w);
+    free(p);
+    free(m);
     elector_etcd_free(e);
     eh_stop(c);
 }

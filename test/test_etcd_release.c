@@ -735,6 +735,47 @@ TEST_WITH_TIMEOUT(release_helper_that_cannot_start_leaves_the_session_alive, 60)
     eh_stop(c);
 }
 
+/* The helper's orders carry the client's settings, at most 64 KiB of them: a
+ * client whose strings are longer (here a password of 70 KiB, sent to nobody:
+ * no user is set) gets a session without a helper (ELECTOR_EINVAL), alive and
+ * closed normally; one of 60 KiB still gets its helper. */
+TEST_WITH_TIMEOUT(release_helper_orders_over_64_kib_are_refused, 60)
+{
+    setup();
+    eh_cluster *c = eh_start(&(eh_opts){0});
+    ASSERT_NOT_NULL(c);
+    const size_t sizes[] = {70 * 1024, 60 * 1024};
+    for (int i = 0; i < 2; i++) {
+        char *pw = malloc(sizes[i] + 1);
+        ASSERT_NOT_NULL(pw);
+        memset(pw, 'p', sizes[i]);
+        pw[sizes[i]] = 0;
+        elector_etcd_config cfg;
+        elector_etcd_config_init(&cfg);
+        cfg.endpoints = eh_endpoints(c);
+        cfg.password = pw;
+        elector_etcd *e = elector_etcd_new(&cfg);
+        free(pw); /* the client keeps its own copy */
+        ASSERT_NOT_NULL(e);
+        elector_session_config sc;
+        elector_session_config_init(&sc);
+        sc.release_on_exit = true;
+        elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+        ASSERT_NOT_NULL(s);
+        ASSERT_EQ(0, elector_session_wait(s, 10000));
+        int helper = elector_session_helper(s);
+        tl_log("password of %zu bytes: helper %d", sizes[i], helper);
+        if (i == 0)
+            ASSERT_EQ(ELECTOR_EINVAL, helper);
+        else
+            ASSERT_GT(helper, 0);
+        ASSERT(elector_session_alive(s));
+        ASSERT_EQ(0, elector_session_close_sync(s, 5000));
+        elector_etcd_free(e);
+    }
+    eh_stop(c);
+}
+
 /* An owner whose fd 0 is free when the helper starts: the helper's socket is
  * made at fd 0 and moved above 3 before the spawn (else its dup2 to 0 and the
  * pidfd's to 3 could overwrite each other): the helper still gets its orders

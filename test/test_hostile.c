@@ -1712,6 +1712,368 @@ TEST(lib_campaign_on_a_dead_session_is_refused)
     hs_stop(&s);
 }
 
+/* ---------------------------------------------------------------- library: watches
+ * that end, reads that lag */
+
+/* What an election or observer was told, in order. */
+struct told {
+    int n;
+    int type[16], reason[16];
+    char value[16][8];
+};
+
+static void tell(struct told *t, const elector_event *ev)
+{
+    if (t->n >= 16) return;
+    t->type[t->n] = ev->type;
+    t->reason[t->n] = ev->reason;
+    snprintf(t->value[t->n], sizeof(t->value[0]), "%.*s", (int)ev->value_len,
+             ev->value ? (const char *)ev->value : "");
+    t->n++;
+}
+
+static void told_el(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el;
+    tell(ud, ev);
+}
+
+static void told_ob(elector_observer *ob, const elector_event *ev, void *ud)
+{
+    (void)ob;
+    tell(ud, ev);
+}
+
+static void run_until(elector_etcd *e, const struct told *t, int n, double secs)
+{
+    double end = tl_now() + secs;
+    while (t->n < n && tl_now() < end)
+        elector_etcd_run_once(e, 50);
+}
+
+/* A waiting candidate whose watch of its predecessor is compacted (etcd:
+ * "created", then "canceled" with compact_revision) checks again at once: the
+ * check now finds no predecessor, and it is elected. Not by a retry after a
+ * pause (retries stays 0), not by giving up (no FAILED), not by waiting on a
+ * dead watch (it would wait forever: nothing else would make it look). */
+TEST(lib_waiting_candidate_whose_watch_is_compacted_checks_again)
+{
+    hs_server hs;
+    start(&hs, HS_WATCH_COMPACTED, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    struct told t = {0};
+    elector_election *el = elector_election_new(s, "e", told_el, &t);
+    ASSERT_NOT_NULL(el);
+    ASSERT_OK(elector_campaign(el, "v", 1));
+    run_until(e, &t, 2, 8);
+    elector_election_stats st;
+    elector_election_get_stats(el, &st);
+    tl_log("compacted predecessor watch: %d events, %llu linearizable checks, %llu "
+           "retries",
+           t.n, (unsigned long long)st.checks_linearizable,
+           (unsigned long long)st.retries);
+    ASSERT_EQ(2, t.n);
+    ASSERT_EQ(ELECTOR_EV_WAITING, t.type[0]);
+    ASSERT_EQ(ELECTOR_EV_ELECTED, t.type[1]);
+    ASSERT(elector_is_leader(el));
+    ASSERT_EQ(2, (int)st.checks_linearizable);
+    ASSERT_EQ(0, (int)st.retries);
+    elector_election_free(el);
+    elector_session_close(s);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* A waiting candidate whose watch of its predecessor breaks the protocol (a
+ * message announcing 4 GiB): FAILED with EPROTO, at once, and nothing after
+ * it (no retry loop against a broken server). */
+TEST(lib_waiting_candidate_whose_watch_breaks_the_protocol_fails)
+{
+    hs_server hs;
+    start(&hs, HS_PRED_WATCH_HUGE, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    struct told t = {0};
+    elector_election *el = elector_election_new(s, "e", told_el, &t);
+    ASSERT_NOT_NULL(el);
+    ASSERT_OK(elector_campaign(el, "v", 1));
+    run_until(e, &t, 2, 8);
+    run_until(e, &t, 3, 0.3); /* nothing more */
+    tl_log("predecessor watch announcing 4 GiB: %d events, last %s (%s)", t.n,
+           t.n ? elector_err_name(t.reason[t.n - 1]) : "-", elector_etcd_errstr(e));
+    ASSERT_EQ(2, t.n);
+    ASSERT_EQ(ELECTOR_EV_WAITING, t.type[0]);
+    ASSERT_EQ(ELECTOR_EV_FAILED, t.type[1]);
+    ASSERT_EQ(ELECTOR_EPROTO, t.reason[1]);
+    ASSERT(!elector_is_leader(el));
+    elector_election_free(el);
+    elector_session_close(s);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* A leader whose watch of its own key (NOPUT) delivers a PUT of that key
+ * anyway (a server ignoring the filter): not a deletion, it leads on, and
+ * checks nothing more. */
+TEST(lib_leader_ignores_a_put_event_on_its_delete_watch)
+{
+    hs_server hs;
+    start(&hs, HS_WATCH_PUT_EVENT, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    struct told t = {0};
+    elector_election *el = elector_election_new(s, "e", told_el, &t);
+    ASSERT_NOT_NULL(el);
+    ASSERT_OK(elector_campaign(el, "v", 1));
+    run_until(e, &t, 1, 8);
+    elector_election_stats st = {0};
+    /* The watch's PUT comes right after its creation. */
+    for (double end = tl_now() + 5; !st.watching && tl_now() < end;) {
+        elector_etcd_run_once(e, 50);
+        elector_election_get_stats(el, &st);
+    }
+    run_until(e, &t, 2, 0.5);
+    elector_election_get_stats(el, &st);
+    tl_log("PUT on the leader's NOPUT watch: %d events, watching %d, %llu checks", t.n,
+           st.watching, (unsigned long long)st.checks_linearizable);
+    ASSERT_EQ(1, t.n);
+    ASSERT_EQ(ELECTOR_EV_ELECTED, t.type[0]);
+    ASSERT(elector_is_leader(el));
+    ASSERT_EQ(1, st.watching);
+    ASSERT_EQ(1, (int)st.checks_linearizable);
+    elector_election_free(el);
+    elector_session_close(s);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* A leader whose watch of its own key the server cancels, giving no reason
+ * (not a compaction): ELECTOR_ECANCELED, which may heal: after a pause it
+ * checks its key again (one retry, one check more) and watches it anew; it is
+ * never left leading on a dead watch, and does not lose on it either. */
+TEST(lib_leader_whose_watch_is_canceled_checks_again_and_watches_anew)
+{
+    hs_server hs;
+    start(&hs, HS_WATCH_CANCELED_ONCE, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    struct told t = {0};
+    elector_election *el = elector_election_new(s, "e", told_el, &t);
+    ASSERT_NOT_NULL(el);
+    ASSERT_OK(elector_campaign(el, "v", 1));
+    elector_election_stats st = {0};
+    for (double end = tl_now() + 8; st.checks_linearizable < 2 && tl_now() < end;) {
+        elector_etcd_run_once(e, 50);
+        elector_election_get_stats(el, &st);
+    }
+    for (double end = tl_now() + 3; !st.watching && tl_now() < end;) {
+        elector_etcd_run_once(e, 50);
+        elector_election_get_stats(el, &st);
+    }
+    run_until(e, &t, 2, 0.3);
+    elector_etcd_stats es;
+    elector_etcd_get_stats(e, &es);
+    tl_log("leader's watch canceled: %d events, %llu checks, %llu retries, watching %d, "
+           "%llu watch messages",
+           t.n, (unsigned long long)st.checks_linearizable,
+           (unsigned long long)st.retries, st.watching,
+           (unsigned long long)es.requests[ELECTOR_RPC_WATCH]);
+    ASSERT_EQ(1, t.n);
+    ASSERT_EQ(ELECTOR_EV_ELECTED, t.type[0]);
+    ASSERT(elector_is_leader(el));
+    ASSERT_EQ(2, (int)st.checks_linearizable);
+    ASSERT_EQ(1, (int)st.retries);
+    ASSERT_EQ(1, st.watching);
+    ASSERT_EQ(2, (int)es.requests[ELECTOR_RPC_WATCH]); /* two creates */
+    elector_election_free(el);
+    elector_session_close(s);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* An observer whose watch is compacted reads again: the read now finds a
+ * leader, which it reports (NO_LEADER, then LEADER "v"), and goes on; no
+ * FAILED. */
+TEST(lib_observer_whose_watch_is_compacted_reads_again)
+{
+    hs_server hs;
+    start(&hs, HS_WATCH_COMPACTED, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    struct told t = {0};
+    elector_observer *ob = elector_observe(e, "e", told_ob, &t);
+    ASSERT_NOT_NULL(ob);
+    run_until(e, &t, 2, 8);
+    run_until(e, &t, 3, 0.3);
+    tl_log("observer, compacted watch: %d events", t.n);
+    ASSERT_EQ(2, t.n);
+    ASSERT_EQ(ELECTOR_EV_NO_LEADER, t.type[0]);
+    ASSERT_EQ(ELECTOR_EV_LEADER, t.type[1]);
+    ASSERT_STREQ("v", t.value[1]);
+    elector_observer_free(ob);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* etcd restored from a snapshot while an observer watches: another call of
+ * the same client is answered at an older revision (the transport notices the
+ * restore), then the observer's watch delivers an event of the new history.
+ * The observer does not weigh that event against what it remembers from the
+ * old history (its revision 51 is below the 100 it reported): it reads again
+ * and reports the leader of the new history, reason ELECTOR_ERESTORED. */
+TEST(lib_observer_reads_again_when_its_watch_speaks_after_a_restore)
+{
+    hs_server hs;
+    start(&hs, HS_RESTORED_WATCH, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    struct told t = {0};
+    elector_observer *ob = elector_observe(e, "e", told_ob, &t);
+    ASSERT_NOT_NULL(ob);
+    run_until(e, &t, 1, 8);
+    ASSERT_EQ(1, t.n);
+    /* Let the watch be created. */
+    double end = tl_now() + 0.3;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 50);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    q.key.data = (uint8_t *)"e/";
+    q.key.len = 2;
+    ProtobufCMessage *m = NULL;
+    ASSERT_OK(elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m));
+    protobuf_c_message_free_unpacked(m, NULL);
+    run_until(e, &t, 2, 5);
+    run_until(e, &t, 3, 0.3);
+    for (int i = 0; i < t.n; i++)
+        tl_log("observer, restore: event %d type %d value '%s' reason %s", i, t.type[i],
+               t.value[i], elector_err_name(t.reason[i]));
+    ASSERT_EQ(2, t.n);
+    ASSERT_EQ(ELECTOR_EV_LEADER, t.type[0]);
+    ASSERT_STREQ("v", t.value[0]);
+    ASSERT_EQ(0, t.reason[0]);
+    ASSERT_EQ(ELECTOR_EV_LEADER, t.type[1]);
+    ASSERT_STREQ("w", t.value[1]);
+    ASSERT_EQ(ELECTOR_ERESTORED, t.reason[1]);
+    elector_observer_free(ob);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* An observer whose read is refused as a broken reply (a Range announcing 768
+ * MiB: EPROTO) ends with one FAILED naming the RPC, and reads no more. */
+TEST(lib_observer_whose_read_breaks_the_protocol_fails)
+{
+    hs_server hs;
+    start(&hs, HS_RANGE_HUGE, true);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    struct told t = {0};
+    elector_observer *ob = elector_observe(e, "e", told_ob, &t);
+    ASSERT_NOT_NULL(ob);
+    run_until(e, &t, 1, 8);
+    char msg[600];
+    snprintf(msg, sizeof(msg), "%s", elector_etcd_errstr(e));
+    run_until(e, &t, 2, 0.5);
+    tl_log("observer, Range announcing 768 MiB: %d events, %s (%s)", t.n,
+           t.n ? elector_err_name(t.reason[0]) : "-", msg);
+    ASSERT_EQ(1, t.n);
+    ASSERT_EQ(ELECTOR_EV_FAILED, t.type[0]);
+    ASSERT_EQ(ELECTOR_EPROTO, t.reason[0]);
+    ASSERT_CONTAINS(msg, "/etcdserverpb.KV/Range");
+    elector_observer_free(ob);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* A read answered at a revision older than what the observer has reported
+ * from its watch (a lagging member): not reported (it would take the leader
+ * back to the value "v" it had before the proclaim of "v2"), read again, and
+ * the newer read's state reported: LEADER "v", LEADER "v2", NO_LEADER. (The
+ * DELETE said twice: the second, while the read is out, asks for one more
+ * read, not a second one at once.) */
+TEST(lib_observer_does_not_report_a_read_older_than_its_watch)
+{
+    hs_server hs;
+    start(&hs, HS_OBSERVE_STALE_READ, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    struct told t = {0};
+    elector_observer *ob = elector_observe(e, "e", told_ob, &t);
+    ASSERT_NOT_NULL(ob);
+    run_until(e, &t, 3, 8);
+    run_until(e, &t, 4, 0.3);
+    for (int i = 0; i < t.n; i++)
+        tl_log("observer, stale read: event %d type %d value '%s'", i, t.type[i],
+               t.value[i]);
+    elector_etcd_stats es;
+    elector_etcd_get_stats(e, &es);
+    tl_log("observer, stale read: %llu Ranges",
+           (unsigned long long)es.requests[ELECTOR_RPC_RANGE]);
+    /* The first read, the one the DELETEs asked for (stale), one more. */
+    ASSERT_EQ(3, (int)es.requests[ELECTOR_RPC_RANGE]);
+    ASSERT_EQ(3, t.n);
+    ASSERT_EQ(ELECTOR_EV_LEADER, t.type[0]);
+    ASSERT_STREQ("v", t.value[0]);
+    ASSERT_EQ(ELECTOR_EV_LEADER, t.type[1]);
+    ASSERT_STREQ("v2", t.value[1]);
+    ASSERT_EQ(ELECTOR_EV_NO_LEADER, t.type[2]);
+    elector_observer_free(ob);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+struct raw_watch {
+    int responses, created, err;
+    int64_t id;
+};
+
+static void typed_watch_cb(elector_watch *w, int err,
+                           const Etcdserverpb__WatchResponse *r, void *ud)
+{
+    struct raw_watch *l = ud;
+    l->responses++;
+    if (err) l->err = err;
+    if (r && r->created) l->created++;
+    l->id = r ? r->watch_id : -2;
+    (void)w;
+}
+
+/* A "created" answer for a watch ID nobody asked for is ignored: the watch
+ * asked for hears only its own "created", once, and goes on. */
+TEST(lib_created_answer_for_an_unknown_watch_is_ignored)
+{
+    hs_server hs;
+    start(&hs, HS_WATCH_STRAY_CREATED, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    Etcdserverpb__WatchCreateRequest wc = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+    wc.key.data = (uint8_t *)"k";
+    wc.key.len = 1;
+    struct raw_watch l = {0};
+    elector_watch *w = elector_etcd_watch(e, &wc, typed_watch_cb, &l);
+    ASSERT_NOT_NULL(w);
+    double end = tl_now() + 5;
+    while (!l.responses && tl_now() < end)
+        elector_etcd_run_once(e, 50);
+    end = tl_now() + 0.3;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 50);
+    tl_log("stray created: %d responses, %d created, id %lld (ours %lld), err %s",
+           l.responses, l.created, (long long)l.id, (long long)elector_watch_id(w),
+           elector_err_name(l.err));
+    ASSERT_EQ(1, l.responses);
+    ASSERT_EQ(1, l.created);
+    ASSERT_EQ(elector_watch_id(w), l.id);
+    ASSERT_EQ(0, l.err);
+    elector_watch_cancel(w);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
 /* ---------------------------------------------------------------- library: TLS */
 
 static elector_etcd *tls_client(const char *endpoint, const char *ca)

@@ -955,3 +955,104 @@ TEST(peer_that_does_not_speak_http2_fails_the_connection_as_a_protocol_error)
     waitpid(pid, NULL, 0);
     close(lfd);
 }
+
+static void obs_never(elector_observer *o, const elector_event *ev, void *ud)
+{
+    (void)o, (void)ev;
+    ++*(int *)ud;
+}
+
+static void watch_never(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r,
+                        void *ud)
+{
+    (void)w, (void)err, (void)r;
+    ++*(int *)ud;
+}
+
+/* Observers, leader queries and watches refuse what they cannot use, at once
+ * (NULL or ELECTOR_EINVAL, the client's error saying why), without a call to
+ * etcd (none runs here: the endpoint is a closed port) or a callback. */
+TEST(observe_leader_and_watch_refuse_missing_arguments)
+{
+    int calls = 0;
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "127.0.0.1:1";
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    ASSERT_NULL(elector_observe(NULL, "n", obs_never, &calls));
+    ASSERT_NULL(elector_observe(e, NULL, obs_never, &calls));
+    ASSERT_NULL(elector_observe(e, "", obs_never, &calls));
+    ASSERT_NULL(elector_observe(e, "n", NULL, &calls));
+    elector_observer_free(NULL);
+
+    elector_leader_info info;
+    memset(&info, 0x5a, sizeof(info));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_leader_sync(e, NULL, 100, &info));
+    ASSERT_NULL(info.key); /* cleared: elector_leader_free() on it is safe */
+    ASSERT_EQ(ELECTOR_EINVAL, elector_leader_sync(e, "", 100, &info));
+    elector_leader_free(&info);
+    elector_leader_free(NULL);
+
+    Etcdserverpb__WatchCreateRequest wc = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+    wc.key.data = (uint8_t *)"k";
+    wc.key.len = 1;
+    ASSERT_NULL(elector_etcd_watch(NULL, &wc, watch_never, &calls));
+    ASSERT_NULL(elector_etcd_watch(e, NULL, watch_never, &calls));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_etcd_err(e));
+    ASSERT_CONTAINS(elector_etcd_errstr(e), "bad arguments");
+    ASSERT_NULL(elector_etcd_watch(e, &wc, NULL, &calls));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_etcd_err(e));
+    elector_watch_cancel(NULL);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    ASSERT_EQ(0, (int)st.requests[ELECTOR_RPC_RANGE]);
+    ASSERT_EQ(0, (int)st.requests[ELECTOR_RPC_WATCH]);
+    elector_etcd_free(e);
+    ASSERT_EQ(0, calls);
+}
+
+static void closed_never(int rc, void *ud)
+{
+    (void)rc;
+    ++*(int *)ud;
+}
+
+/* Sessions that never got their lease (the endpoint is a closed port): waiting
+ * no time is a timeout; closing them has nothing to revoke (close_sync and
+ * close_async return 0 and call nobody), also a session adopting a lease
+ * (cfg.lease_id) whose keepalive is still out; no session without a client;
+ * closing NULL does nothing. */
+TEST(sessions_closed_before_their_grant_revoke_nothing)
+{
+    int calls = 0;
+    ASSERT_NULL(elector_session_new(NULL, NULL, NULL, NULL));
+    elector_session_close(NULL);
+    ASSERT_EQ(0, elector_session_close_sync(NULL, 0));
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "127.0.0.1:1";
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = -5; /* the default, 10 s */
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, elector_session_wait(s, 0));
+    ASSERT(!elector_session_alive(s));
+    ASSERT_EQ(0, elector_session_lease(s));
+    ASSERT_EQ(0, elector_session_close_sync(s, 100));
+    s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_EQ(0, elector_session_close_async(s, 100, closed_never, &calls));
+    sc.ttl_s = 10;
+    sc.lease_id = 0x1234;
+    s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, elector_session_wait(s, 0));
+    elector_session_close(s);
+    elector_etcd_free(e);
+    ASSERT_EQ(0, calls);
+}

@@ -162,8 +162,9 @@ int elector_session_close_async(elector_session *s, int64_t timeout_ms,
 
 /* Same, but runs the loop until the revoke is answered or timeout_ms passes.
  * Returns 0 (also when there was nothing to revoke, or etcd no longer knew the
- * lease) or the revoke's error (ETIMEDOUT, EUNAVAILABLE, ...). Not from a
- * callback. */
+ * lease) or the revoke's error (ETIMEDOUT, EUNAVAILABLE, ...); ELECTOR_ECLOSED
+ * when a callback run meanwhile frees the client (whether the revoke reached
+ * etcd is then unknown). Not from a callback. */
 int elector_session_close_sync(elector_session *s, int64_t timeout_ms);
 
 /* The release helper of a session with release_on_exit: its process ID while

@@ -434,7 +434,9 @@ int elector_session_close_async(elector_session *s, int64_t timeout_ms,
 }
 
 /* elector_session_close_sync's wait, on the heap: a loop that ends early (the
- * client freed from a callback) leaves it to the revoke's answer to free. */
+ * client freed from a callback) leaves it to the revoke's answer to free, if
+ * that answer has not come yet. (Freeing the client ends every call, the
+ * revoke with it, before the loop returns: so far it always has.) */
 struct sync_wait {
     bool done, abandoned;
     int rc;
@@ -468,7 +470,12 @@ int elector_session_close_sync(elector_session *s, int64_t timeout_ms)
     while (!w->done) {
         rc = elector_etcd_run_once(e, -1);
         if (rc) {
-            w->abandoned = true;
+            /* The revoke's answer has come (ECANCELED by the client's free):
+             * nobody will free the wait but us. It was once left behind. */
+            if (w->done)
+                free(w);
+            else
+                w->abandoned = true;
             return rc;
         }
     }

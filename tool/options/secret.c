@@ -41,22 +41,25 @@ static void exposed_warning(const char *path, const char *what, mode_t mode, cha
              what, path, (unsigned)(mode & 0777));
 }
 
+static char *password_from_env(char *err, size_t err_cap)
+{
+    char *p = getenv("ELECTOR_PASSWORD");
+    if (!p) return NULL;
+    char *copy = strdup(p);
+    /* The environment block is ours: wipe the value where it lies, then drop
+     * the variable so no child inherits it. */
+    explicit_bzero(p, strlen(p));
+    unsetenv("ELECTOR_PASSWORD");
+    if (!copy) snprintf(err, err_cap, "out of memory");
+    return copy;
+}
+
 char *tool_password_read(const char *path, char *err, size_t err_cap, char *warn,
                          size_t warn_cap)
 {
     if (warn_cap) warn[0] = 0;
     if (err_cap) err[0] = 0;
-    if (!path) {
-        char *p = getenv("ELECTOR_PASSWORD");
-        if (!p) return NULL;
-        char *copy = strdup(p);
-        /* The environment block is ours: wipe the value where it lies, then drop
-         * the variable so no child inherits it. */
-        explicit_bzero(p, strlen(p));
-        unsetenv("ELECTOR_PASSWORD");
-        if (!copy) snprintf(err, err_cap, "out of memory");
-        return copy;
-    }
+    if (!path) return password_from_env(err, err_cap);
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
         snprintf(err, err_cap, "cannot read --password-file %s: %s", path,
