@@ -226,6 +226,12 @@ TEST(resign_before_the_campaign_txn_answers_fails_with_canceled)
         }
     }
     ASSERT_EQ(1, rc);
+    /* That delete was answered and not sent again: only a transient failure of
+     * a freed election's delete is retried (delete.c). */
+    eu_pump(100);
+    elector_election_stats es;
+    elector_election_get_stats(a->el, &es);
+    ASSERT_EQ(0, (int)es.retries);
     /* The key the overtaken Txn made is gone: a new campaign is elected (it
      * would wait forever if the delete's answer were never counted). */
     int n1 = a->n;
@@ -240,11 +246,27 @@ TEST(resign_before_the_campaign_txn_answers_fails_with_canceled)
     ASSERT_GE(eu_wait_event(a, n2, ELECTOR_EV_ELECTED, 5000), 0);
     eu_pump(300);
     ASSERT(elector_is_leader(a->el));
+    /* The new campaign took the resign over: its answer reports nothing (no
+     * RESIGNED in the middle of the new campaign). */
+    ASSERT_EQ(-1, eu_wait_event(a, n2, ELECTOR_EV_RESIGNED, 0));
     ASSERT_EQ(0, elector_leader_sync(a->etcd, "early", 3000, &li));
     ASSERT_EQ(1, (int)li.value_len);
     ASSERT_EQ('c', li.value[0]);
     ASSERT_EQ(elector_election_token(a->el), li.token);
     elector_leader_free(&li);
+    /* Nothing of the resign the campaign took over is left (mutate.sh:
+     * campaign.c, the campaign not clearing resign_pending, survived): once
+     * this leadership is lost (our key deleted from outside), a second election
+     * object with the name campaigns on the session, not EBUSY. */
+    char key[256];
+    key_of(a, key, sizeof(key));
+    int n3 = a->n;
+    ASSERT_OK(eh_etcdctl(c, NULL, "del", key, NULL));
+    ASSERT_GE(eu_wait_event(a, n3, ELECTOR_EV_LOST, 3000), 0);
+    elector_election *el2 = elector_election_new(a->s, "early", NULL, NULL);
+    ASSERT_NOT_NULL(el2);
+    ASSERT_OK(elector_campaign_sync(el2, "d", 1, 5000));
+    elector_election_free(el2);
     eu_cand_free(a);
     eh_stop(c);
 }
@@ -434,6 +456,79 @@ TEST(guarded_write_sync_without_answer_times_out)
     eu_pump(300);
     ASSERT(elector_is_leader(a->el));
     ASSERT_OK(elector_guarded_put_sync(a->el, "res", 3, "w2", 2, 3000));
+    eu_cand_free(a);
+    eh_stop(c);
+}
+
+/* Found by scripts/mutate.sh (src/election/election.c: elector__fail without
+ * its stop_watch survived): a waiting candidate whose campaign fails (here its
+ * session is closed) drops the watch on its predecessor at once, and the
+ * predecessor's resign later brings it nothing. */
+TEST(failed_waiting_candidate_drops_its_watch)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "fw", 10);
+    eu_cand *b = eu_cand_new(eh_endpoints(c), "fw", 10);
+    ASSERT_OK(elector_campaign_sync(a->el, "a", 1, 5000));
+    ASSERT_OK(elector_campaign(b->el, "b", 1));
+    ASSERT_GE(eu_wait_event(b, 0, ELECTOR_EV_WAITING, 3000), 0);
+    elector_election_stats st;
+    elector_election_get_stats(b->el, &st);
+    for (int i = 0; i < 250 && !st.watching; i++) {
+        eu_pump(20);
+        elector_election_get_stats(b->el, &st);
+    }
+    ASSERT_EQ(1, st.watching); /* etcd confirmed b's watch on a's key */
+    int n = b->n;
+    ASSERT_OK(elector_session_close_sync(b->s, 3000));
+    b->s = NULL;
+    ASSERT_EQ(n, eu_wait_event(b, n, ELECTOR_EV_FAILED, 0));
+    elector_election_get_stats(b->el, &st);
+    ASSERT_EQ(0, st.watching);
+    ASSERT_OK(elector_resign(a->el));
+    ASSERT_GE(eu_wait_event(a, 0, ELECTOR_EV_RESIGNED, 3000), 0);
+    eu_pump(300);
+    ASSERT_EQ(n + 1, b->n);
+    ASSERT(!elector_is_leader(b->el));
+    eu_cand_free(a);
+    eu_cand_free(b);
+    eh_stop(c);
+}
+
+/* Found by scripts/mutate.sh (src/election/delete.c: the retry of a freed
+ * election's delete was run by no test): a leader freed while etcd does not
+ * answer (SIGSTOP) has its delete, guarded by the key's create revision, time
+ * out (request timeout 200 ms); it is sent again after each timeout (about ten
+ * in the 2 s pause, under the limit of 12), so once etcd answers the key goes
+ * at once, not with the lease (TTL 30 s, still alive at the end). */
+TEST_WITH_TIMEOUT(freed_leaders_delete_is_sent_again_after_timeouts, 60)
+{
+    eh_cluster *c = start1();
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    cfg.request_timeout_ms = 200;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    eu_cand *a = eu_cand_new_client(e, "fd", 30);
+    ASSERT_OK(elector_campaign_sync(a->el, "a", 1, 5000));
+    char key[256];
+    key_of(a, key, sizeof(key));
+    ASSERT_OK(eh_member_pause(c, 0));
+    elector_election_free(a->el);
+    a->el = NULL;
+    eu_pump(2000);
+    ASSERT_OK(eh_member_resume(c, 0));
+    bool gone = false;
+    for (int i = 0; i < 30 && !gone; i++) {
+        eu_pump(100);
+        char *out = NULL;
+        ASSERT_OK(eh_etcdctl(c, &out, "get", key, NULL));
+        gone = !*out;
+        free(out);
+    }
+    ASSERT(gone);
+    ASSERT(elector_session_alive(a->s)); /* the delete took it, not the lease */
     eu_cand_free(a);
     eh_stop(c);
 }
