@@ -756,3 +756,52 @@ TEST_WITH_TIMEOUT(oom_resign_unsent_then_campaign_keeps_the_key, 60)
     elector_etcd_free(e);
     eh_stop(c);
 }
+
+/* A resign survives the failure of any one of its allocations: RESIGNED comes
+ * (the delete not sent is retried 50 ms later) and our key is gone. Found by
+ * scripts/mutate.sh: delete.c, a delete whose send failed reported as sent,
+ * survived; the resign then waited for an answer that never came. */
+TEST_WITH_TIMEOUT(oom_resign_at_each_allocation_still_deletes_the_key, 60)
+{
+    eh_cluster *c = eh_start(&(eh_opts){.members = 1});
+    ASSERT_NOT_NULL(c);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_EQ(0, elector_session_wait(s, 10000));
+    struct counts k = {0};
+    elector_election *el = elector_election_new(s, "oom-resign-n", count_events, &k);
+    ASSERT_NOT_NULL(el);
+    long n;
+    for (n = 1; n < 100; n++) {
+        ASSERT_EQ(0, elector_campaign_sync(el, "a", 1, 5000));
+        int resigned = k.resigned;
+        alloc_count = 0;
+        fail_at = n;
+        failed = 0;
+        counting = true;
+        int rc = elector_resign(el);
+        counting = false;
+        fail_at = 0;
+        ASSERT_EQ(0, rc);
+        double end = tl_now() + 3;
+        while (k.resigned == resigned && tl_now() < end)
+            elector_etcd_run_once(e, 20);
+        if (k.resigned == resigned) tl_log("N=%ld: no RESIGNED within 3 s", n);
+        ASSERT_EQ(resigned + 1, k.resigned);
+        elector_leader_info li;
+        ASSERT_EQ(1, elector_leader_sync(e, "oom-resign-n", 3000, &li));
+        if (!failed) break;
+    }
+    tl_log("elector_resign: %ld allocations", n - 1);
+    ASSERT_GE(n - 1, 1);
+    ASSERT_EQ(0, k.lost + k.failed);
+    elector_election_free(el);
+    ASSERT_EQ(0, elector_session_close_sync(s, 3000));
+    elector_etcd_free(e);
+    eh_stop(c);
+}
