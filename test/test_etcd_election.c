@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "elect_util.h"
 #include "testlib.h"
 
@@ -271,6 +272,42 @@ TEST(resign_before_the_campaign_txn_answers_fails_with_canceled)
     eh_stop(c);
 }
 
+struct resigner {
+    elector_election *el;
+    int waiting;
+};
+
+static void resign_on_waiting(elector_election *el, const elector_event *ev, void *ud)
+{
+    struct resigner *r = ud;
+    if (ev->type != ELECTOR_EV_WAITING) return;
+    r->waiting++;
+    ASSERT_OK(elector_resign(el));
+}
+
+/* elector_campaign_sync returns ECANCELED at once when a callback resigns the
+ * waiting campaign it runs (found by scripts/mutate.sh: leader.c, the resign
+ * not setting the outcome, survived: the call waited for its timeout). */
+TEST(campaign_sync_resigned_from_a_callback_returns_canceled)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "rcb", 10);
+    eu_cand *b = eu_cand_new(eh_endpoints(c), "rcb", 10);
+    ASSERT_OK(elector_campaign_sync(a->el, "a", 1, 5000));
+    struct resigner r = {0};
+    elector_election *el = elector_election_new(b->s, "rcb", resign_on_waiting, &r);
+    ASSERT_NOT_NULL(el);
+    double t0 = tl_now();
+    ASSERT_EQ(ELECTOR_ECANCELED, elector_campaign_sync(el, "b", 1, 5000));
+    tl_log("returned %.0f ms after the call", (tl_now() - t0) * 1000);
+    ASSERT_EQ(1, r.waiting);
+    ASSERT_LT(tl_now() - t0, 4.0); /* not at the 5 s timeout */
+    elector_election_free(el);
+    eu_cand_free(a);
+    eu_cand_free(b);
+    eh_stop(c);
+}
+
 TEST(proclaim_is_seen_by_observers_and_leader_query)
 {
     eh_cluster *c = start1();
@@ -289,9 +326,18 @@ TEST(proclaim_is_seen_by_observers_and_leader_query)
     ASSERT_STREQ("v1", log.value[1]);
     ASSERT_EQ(elector_election_token(a->el), log.token[1]);
 
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t asked = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
     ASSERT_OK(elector_proclaim(a->el, "v2", 2));
-    ASSERT_GE(eu_wait_event(a, 0, ELECTOR_EV_PROCLAIMED, 3000), 0);
-    ASSERT_EQ(0, a->reasons[eu_wait_event(a, 0, ELECTOR_EV_PROCLAIMED, 0)]);
+    int pi = eu_wait_event(a, 0, ELECTOR_EV_PROCLAIMED, 3000);
+    ASSERT_GE(pi, 0);
+    ASSERT_EQ(0, a->reasons[pi]);
+    /* The event's time is when the answer came (mutate.sh: leader.c, mono_ns 1
+     * instead of 0 = now, survived). */
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ASSERT_GE(a->mono[pi], asked);
+    ASSERT_LE(a->mono[pi], (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec);
     obs_wait(&log, 3);
     ASSERT_EQ(ELECTOR_EV_LEADER, log.type[2]);
     ASSERT_STREQ("v2", log.value[2]);
