@@ -411,6 +411,39 @@ static int check_result(const char *cmd, char *last, size_t cap)
     return st;
 }
 
+/* In a child: fd 0 a pipe holding "abc", fd 1 the file arg; a check that
+ * reads its stdin and writes to its stdout. 0: healthy, and nothing written. */
+static int stdio_check(void *arg)
+{
+    int p[2];
+    if (pipe(p) || write(p[1], "abc\n", 4) != 4) return 10;
+    close(p[1]);
+    FILE *out = fopen(arg, "w");
+    if (!out) return 11;
+    if (dup2(p[0], 0) < 0 || dup2(fileno(out), 1) < 0) return 12;
+    char last[128];
+    int st = check_result("read x; echo \"got $x\"; test -z \"$x\"", last, sizeof(last));
+    fflush(NULL);
+    if (st != TOOL_HEALTH_HEALTHY) return 13;
+    struct stat sb;
+    if (stat(arg, &sb) || sb.st_size != 0) return 14;
+    return 0;
+}
+
+/* A check's stdin and stdout are /dev/null: it reads nothing of elector's stdin
+ * and writes nothing into elector's stdout, which `elector run` leaves to the
+ * command (found by scripts/mutate.sh: healthcheck.c, either dup2 deleted or
+ * made on the wrong descriptor, survived). */
+TEST(health_check_has_dev_null_for_stdin_and_stdout)
+{
+    char *dir = tl_tmpdir("hstdio");
+    char out[600];
+    snprintf(out, sizeof(out), "%s/out", dir);
+    ASSERT_EQ(0, in_child(stdio_check, out));
+    tl_rmtree(dir);
+    free(dir);
+}
+
 static int no_fork(void *arg)
 {
     (void)arg;
