@@ -444,6 +444,28 @@ TEST(health_check_has_dev_null_for_stdin_and_stdout)
     free(dir);
 }
 
+/* In a child with fd 0 closed: is a check in its cgroup? 0 yes, 1 no. */
+static int closed_stdin_check(void *arg)
+{
+    (void)arg;
+    close(0);
+    char last[128];
+    int st =
+        check_result("grep -q /elector-health /proc/self/cgroup", last, sizeof(last));
+    return st == TOOL_HEALTH_HEALTHY ? 0 : 1;
+}
+
+/* elector started with its stdin closed: the check's first descriptor may be
+ * 0, and it still joins its cgroup (found by scripts/mutate.sh: healthcheck.c,
+ * `fd >= 0` into `fd >= 1`, survived). */
+TEST(health_check_joins_its_cgroup_with_stdin_closed)
+{
+    char base[4096];
+    tool_cgroup_base(base, sizeof(base));
+    if (!*base) tl_skip("no cgroup may be made here");
+    ASSERT_EQ(0, in_child(closed_stdin_check, NULL));
+}
+
 static int no_fork(void *arg)
 {
     (void)arg;
