@@ -546,7 +546,7 @@ TEST(failed_waiting_candidate_drops_its_watch)
  * election's delete was run by no test): a leader freed while its connection
  * to etcd passes nothing (a TCP proxy SIGSTOPped) has its delete, guarded by
  * the key's create revision, time out (request timeout 200 ms); it is sent
- * again after each timeout. The proxy is then killed: what it held never
+ * again after each timeout (up to 12 tries). The proxy is then killed: what it held never
  * reaches etcd, and the client goes to its second endpoint, etcd itself, where
  * the next try deletes the key at once, not with the lease (TTL 30 s, the
  * session still alive at the end). */
@@ -571,7 +571,7 @@ TEST_WITH_TIMEOUT(freed_leaders_delete_is_sent_again_after_timeouts, 60)
     ASSERT_OK(kill(tp_pid(px), SIGSTOP));
     elector_election_free(a->el);
     a->el = NULL;
-    eu_pump(1000);
+    eu_pump(1800); /* at most 9 timeouts: with the proxy's end 10 tries of 12 */
     tp_stop(px);
     bool gone = false;
     for (int i = 0; i < 30 && !gone; i++) {
