@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "elect_util.h"
 #include "elector/etcd_rpc.h"
 #include "testlib.h"
@@ -228,6 +229,12 @@ TEST(resign_before_the_campaign_txn_answers_fails_with_canceled)
         }
     }
     ASSERT_EQ(1, rc);
+    /* That delete was answered and not sent again: only a transient failure of
+     * a freed election's delete is retried (delete.c). */
+    eu_pump(100);
+    elector_election_stats es;
+    elector_election_get_stats(a->el, &es);
+    ASSERT_EQ(0, (int)es.retries);
     /* The key the overtaken Txn made is gone: a new campaign is elected (it
      * would wait forever if the delete's answer were never counted). */
     int n1 = a->n;
@@ -242,11 +249,27 @@ TEST(resign_before_the_campaign_txn_answers_fails_with_canceled)
     ASSERT_GE(eu_wait_event(a, n2, ELECTOR_EV_ELECTED, 5000), 0);
     eu_pump(300);
     ASSERT(elector_is_leader(a->el));
+    /* The new campaign took the resign over: its answer reports nothing (no
+     * RESIGNED in the middle of the new campaign). */
+    ASSERT_EQ(-1, eu_wait_event(a, n2, ELECTOR_EV_RESIGNED, 0));
     ASSERT_EQ(0, elector_leader_sync(a->etcd, "early", 3000, &li));
     ASSERT_EQ(1, (int)li.value_len);
     ASSERT_EQ('c', li.value[0]);
     ASSERT_EQ(elector_election_token(a->el), li.token);
     elector_leader_free(&li);
+    /* Nothing of the resign the campaign took over is left (mutate.sh:
+     * campaign.c, the campaign not clearing resign_pending, survived): once
+     * this leadership is lost (our key deleted from outside), a second election
+     * object with the name campaigns on the session, not EBUSY. */
+    char key[256];
+    key_of(a, key, sizeof(key));
+    int n3 = a->n;
+    ASSERT_OK(eh_etcdctl(c, NULL, "del", key, NULL));
+    ASSERT_GE(eu_wait_event(a, n3, ELECTOR_EV_LOST, 3000), 0);
+    elector_election *el2 = elector_election_new(a->s, "early", NULL, NULL);
+    ASSERT_NOT_NULL(el2);
+    ASSERT_OK(elector_campaign_sync(el2, "d", 1, 5000));
+    elector_election_free(el2);
     eu_cand_free(a);
     eh_stop(c);
 }
@@ -350,6 +373,42 @@ TEST_WITH_TIMEOUT(stray_deletes_lost_with_the_connection_go_again, 60)
     eh_stop(c);
 }
 
+struct resigner {
+    elector_election *el;
+    int waiting;
+};
+
+static void resign_on_waiting(elector_election *el, const elector_event *ev, void *ud)
+{
+    struct resigner *r = ud;
+    if (ev->type != ELECTOR_EV_WAITING) return;
+    r->waiting++;
+    ASSERT_OK(elector_resign(el));
+}
+
+/* elector_campaign_sync returns ECANCELED at once when a callback resigns the
+ * waiting campaign it runs (found by scripts/mutate.sh: leader.c, the resign
+ * not setting the outcome, survived: the call waited for its timeout). */
+TEST(campaign_sync_resigned_from_a_callback_returns_canceled)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "rcb", 10);
+    eu_cand *b = eu_cand_new(eh_endpoints(c), "rcb", 10);
+    ASSERT_OK(elector_campaign_sync(a->el, "a", 1, 5000));
+    struct resigner r = {0};
+    elector_election *el = elector_election_new(b->s, "rcb", resign_on_waiting, &r);
+    ASSERT_NOT_NULL(el);
+    double t0 = tl_now();
+    ASSERT_EQ(ELECTOR_ECANCELED, elector_campaign_sync(el, "b", 1, 5000));
+    tl_log("returned %.0f ms after the call", (tl_now() - t0) * 1000);
+    ASSERT_EQ(1, r.waiting);
+    ASSERT_LT(tl_now() - t0, 4.0); /* not at the 5 s timeout */
+    elector_election_free(el);
+    eu_cand_free(a);
+    eu_cand_free(b);
+    eh_stop(c);
+}
+
 TEST(proclaim_is_seen_by_observers_and_leader_query)
 {
     eh_cluster *c = start1();
@@ -368,9 +427,18 @@ TEST(proclaim_is_seen_by_observers_and_leader_query)
     ASSERT_STREQ("v1", log.value[1]);
     ASSERT_EQ(elector_election_token(a->el), log.token[1]);
 
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t asked = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
     ASSERT_OK(elector_proclaim(a->el, "v2", 2));
-    ASSERT_GE(eu_wait_event(a, 0, ELECTOR_EV_PROCLAIMED, 3000), 0);
-    ASSERT_EQ(0, a->reasons[eu_wait_event(a, 0, ELECTOR_EV_PROCLAIMED, 0)]);
+    int pi = eu_wait_event(a, 0, ELECTOR_EV_PROCLAIMED, 3000);
+    ASSERT_GE(pi, 0);
+    ASSERT_EQ(0, a->reasons[pi]);
+    /* The event's time is when the answer came (mutate.sh: leader.c, mono_ns 1
+     * instead of 0 = now, survived). */
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ASSERT_GE(a->mono[pi], asked);
+    ASSERT_LE(a->mono[pi], (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec);
     obs_wait(&log, 3);
     ASSERT_EQ(ELECTOR_EV_LEADER, log.type[2]);
     ASSERT_STREQ("v2", log.value[2]);
@@ -535,6 +603,86 @@ TEST(guarded_write_sync_without_answer_times_out)
     eu_pump(300);
     ASSERT(elector_is_leader(a->el));
     ASSERT_OK(elector_guarded_put_sync(a->el, "res", 3, "w2", 2, 3000));
+    eu_cand_free(a);
+    eh_stop(c);
+}
+
+/* Found by scripts/mutate.sh (src/election/election.c: elector__fail without
+ * its stop_watch survived): a waiting candidate whose campaign fails (here its
+ * session is closed) drops the watch on its predecessor at once, and the
+ * predecessor's resign later brings it nothing. */
+TEST(failed_waiting_candidate_drops_its_watch)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "fw", 10);
+    eu_cand *b = eu_cand_new(eh_endpoints(c), "fw", 10);
+    ASSERT_OK(elector_campaign_sync(a->el, "a", 1, 5000));
+    ASSERT_OK(elector_campaign(b->el, "b", 1));
+    ASSERT_GE(eu_wait_event(b, 0, ELECTOR_EV_WAITING, 3000), 0);
+    elector_election_stats st;
+    elector_election_get_stats(b->el, &st);
+    for (int i = 0; i < 250 && !st.watching; i++) {
+        eu_pump(20);
+        elector_election_get_stats(b->el, &st);
+    }
+    ASSERT_EQ(1, st.watching); /* etcd confirmed b's watch on a's key */
+    int n = b->n;
+    ASSERT_OK(elector_session_close_sync(b->s, 3000));
+    b->s = NULL;
+    ASSERT_EQ(n, eu_wait_event(b, n, ELECTOR_EV_FAILED, 0));
+    elector_election_get_stats(b->el, &st);
+    ASSERT_EQ(0, st.watching);
+    ASSERT_OK(elector_resign(a->el));
+    ASSERT_GE(eu_wait_event(a, 0, ELECTOR_EV_RESIGNED, 3000), 0);
+    eu_pump(300);
+    ASSERT_EQ(n + 1, b->n);
+    ASSERT(!elector_is_leader(b->el));
+    eu_cand_free(a);
+    eu_cand_free(b);
+    eh_stop(c);
+}
+
+/* Found by scripts/mutate.sh (src/election/delete.c: the retry of a freed
+ * election's delete was run by no test): a leader freed while its connection
+ * to etcd passes nothing (a TCP proxy SIGSTOPped) has its delete, guarded by
+ * the key's create revision, time out (request timeout 200 ms); it is sent
+ * again after each timeout (up to 12 tries). The proxy is then killed: what it held never
+ * reaches etcd, and the client goes to its second endpoint, etcd itself, where
+ * the next try deletes the key at once, not with the lease (TTL 30 s, the
+ * session still alive at the end). */
+TEST_WITH_TIMEOUT(freed_leaders_delete_is_sent_again_after_timeouts, 60)
+{
+    eh_cluster *c = start1();
+    tp_proxy *px = tp_start(eh_endpoints(c));
+    ASSERT_NOT_NULL(px);
+    char eps[512];
+    snprintf(eps, sizeof(eps), "%s,%s", tp_endpoint(px), eh_endpoints(c));
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eps;
+    cfg.request_timeout_ms = 200;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    eu_cand *a = eu_cand_new_client(e, "fd", 30);
+    ASSERT_OK(elector_campaign_sync(a->el, "a", 1, 5000));
+    ASSERT_STREQ(tp_endpoint(px), elector_etcd_current_endpoint(e));
+    char key[256];
+    key_of(a, key, sizeof(key));
+    ASSERT_OK(kill(tp_pid(px), SIGSTOP));
+    elector_election_free(a->el);
+    a->el = NULL;
+    eu_pump(1800); /* at most 9 timeouts: with the proxy's end 10 tries of 12 */
+    tp_stop(px);
+    bool gone = false;
+    for (int i = 0; i < 30 && !gone; i++) {
+        eu_pump(100);
+        char *out = NULL;
+        ASSERT_OK(eh_etcdctl(c, &out, "get", key, NULL));
+        gone = !*out;
+        free(out);
+    }
+    ASSERT(gone);
+    ASSERT(elector_session_alive(a->s)); /* the delete took it, not the lease */
     eu_cand_free(a);
     eh_stop(c);
 }

@@ -1036,6 +1036,26 @@ TEST(etcd_server_side_deadline_maps_to_etimedout)
 
 /* ---------------------------------------------------------------- quorum */
 
+typedef struct ka_res {
+    bool done;
+    int err;
+    double at;
+} ka_res;
+
+static void ka_cb(elector_etcd *e, int err, int64_t id, int64_t ttl, void *ud)
+{
+    (void)e, (void)id, (void)ttl;
+    ka_res *k = ud;
+    k->done = true;
+    k->err = err;
+    k->at = tl_now();
+}
+
+static bool ka_done(void *ud)
+{
+    return ((ka_res *)ud)->done;
+}
+
 TEST(quorum_loss_ends_the_watch_and_fails_puts_until_members_return)
 {
     eh_cluster *c = start3();
@@ -1044,6 +1064,7 @@ TEST(quorum_loss_ends_the_watch_and_fails_puts_until_members_return)
     elector_etcd *e = client(endpoints_first(c, s, eps, sizeof(eps)));
     put_ok(e, "warm", "x");
     ASSERT_STREQ(eh_endpoint(c, s), elector_etcd_current_endpoint(e));
+    int64_t lease = grant(e, 30);
     wstate w;
     watch_start(e, "q", &w);
 
@@ -1086,6 +1107,17 @@ TEST(quorum_loss_ends_the_watch_and_fails_puts_until_members_return)
     ASSERT(w.ended);
     ASSERT_EQ(ELECTOR_ENOLEADER, w.err);
     elector_watch_cancel(w.w);
+    /* So is a keepalive: its stream asks for a leader (found by
+     * scripts/mutate.sh: lease.c, the stream opened without "hasleader",
+     * survived; the renewal then waited for its timeout, 3 s, instead). */
+    ka_res ka = {0};
+    t1 = tl_now();
+    ASSERT_OK(elector_etcd_keepalive(e, lease, 3000, ka_cb, &ka));
+    ASSERT(pump_until(e, 5000, ka_done, &ka));
+    tl_log("keepalive without leader: %s after %.0f ms", elector_err_name(ka.err),
+           (ka.at - t1) * 1e3);
+    ASSERT_EQ(ELECTOR_ENOLEADER, ka.err);
+    ASSERT_LT(ka.at - t1, 2.0);
 
     /* The members return: calls work again. */
     double t2 = tl_now();

@@ -623,6 +623,58 @@ TEST_WITH_TIMEOUT(pid_namespace_tree_dies_with_elector_and_guard, 60)
     eh_stop(c);
 }
 
+/* The latest tick of `who` in DIR/ticks (0: none). */
+static int64_t last_tick_of(const char *dir, const char *who)
+{
+    FILE *f = fopen(dir_file(dir, "ticks"), "r");
+    int64_t last = 0;
+    if (!f) return 0;
+    char w[32];
+    long pid;
+    long long t;
+    while (fscanf(f, "%31s %ld %lld", w, &pid, &t) == 3)
+        if (!strcmp(w, who) && t > last) last = t;
+    fclose(f);
+    return last;
+}
+
+/* `kill -9 $(pidof elector)` without --pid-namespace: the command itself, the
+ * guard's child, dies with the guard (its PDEATHSIG), although nobody is left
+ * to kill it; what it started lives on (README, "Fenced only"; --pid-namespace
+ * ends it too), killed here by the test. Found by scripts/mutate.sh: the command's
+ * PDEATHSIG deleted survived every suite of the test command. */
+TEST_WITH_TIMEOUT(command_dies_with_elector_and_guard_killed_together, 60)
+{
+    eh_cluster *c = start1();
+    char *dir = tl_tmpdir("both");
+    const char *job = ticking_job(dir);
+    pid_t e = spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl",
+                                                "5", "run", "bk", "--", "sh", job, NULL});
+    pid_t pids[8];
+    int np = read_pids(dir, pids, 8);
+    ASSERT_EQ(3, np);
+    pid_t g = ppid_of((pid_t)atoi(slurp(dir_file(dir, "cmdpid"))));
+    ASSERT_GT(g, 1);
+    ASSERT(g != e);
+    ASSERT_OK(kill(g, SIGSTOP));
+    ASSERT_OK(kill(e, SIGSTOP));
+    ASSERT_OK(kill(g, SIGKILL));
+    ASSERT_OK(kill(e, SIGKILL));
+    int64_t t_kill = wall_ns();
+    wait_exit(e, 5);
+    tl_msleep(600);
+    int64_t cmd_last = last_tick_of(dir, "cmd"),
+            worker_last = last_tick_of(dir, "worker");
+    tl_log("last tick of the command %.0f ms, of its worker %.0f ms after the kill",
+           (double)(cmd_last - t_kill) / 1e6, (double)(worker_last - t_kill) / 1e6);
+    kill_pids(pids, np);
+    kill_guard_cgroup(g);
+    ASSERT_LT(cmd_last, t_kill + 300 * 1000000LL);
+    ASSERT_GT(worker_last, t_kill + 300 * 1000000LL); /* the ticks did go on */
+    free(dir);
+    eh_stop(c);
+}
+
 /* In the namespace the command is PID 2 (below our init), /proc shows its own
  * tree, and a SIGTERM to elector still reaches the command's group through the
  * init: the command's trap decides the exit status. */

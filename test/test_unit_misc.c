@@ -237,6 +237,18 @@ TEST(election_new_without_a_session_or_a_name_is_null)
     ASSERT(elector_election_new(NULL, "", NULL, NULL) == NULL);
 }
 
+/* The calls on an election refuse NULL with their error, never reading it
+ * (found by scripts/mutate.sh: leader.c, `!el || ...` into `!el && ...` in
+ * elector_resign, survived). */
+TEST(election_calls_on_null_are_refused)
+{
+    ASSERT_EQ(ELECTOR_EINVAL, elector_resign(NULL));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_campaign(NULL, "v", 1));
+    ASSERT_EQ(ELECTOR_ENOTLEADER, elector_proclaim(NULL, "v", 1));
+    ASSERT(!elector_is_leader(NULL));
+    elector_election_free(NULL);
+}
+
 /* ---------------------------------------------------------------- buffer */
 
 TEST(buf_append_consume_basic)

@@ -1622,6 +1622,49 @@ TEST_WITH_TIMEOUT(guard_slow_for_less_than_the_answer_time_is_left_alone, 30)
     free(dir);
 }
 
+/* A guard stopped (SIGSTOP) while nothing is due (no stop asked, the deadline a
+ * minute away) is found out by the heartbeat alone: a ping unanswered for the
+ * answer time (300 ms here) and elector kills the tree and the guard (found by
+ * scripts/mutate.sh: maybe_ping never pinging survived, and such a guard was
+ * noticed only at the next stop or the deadline). */
+TEST_WITH_TIMEOUT(guard_stopped_while_nothing_is_due_is_found_by_the_heartbeat, 30)
+{
+    child_setup();
+    char *dir = tl_tmpdir("idle");
+    char pidf[600], script[800];
+    snprintf(pidf, sizeof(pidf), "%s/pid", dir);
+    snprintf(script, sizeof(script), "echo $$ > %s; exec sleep 30", pidf);
+    char *argv[] = {"sh", "-c", script, NULL}, *env[] = {NULL};
+    tool_child_spec sp = {.argv = argv,
+                          .env_add = env,
+                          .deadline_ns = elector_now_ns() + 60000000000LL,
+                          .grace_ns = 100000000LL,
+                          .ping_ns = 50000000LL,
+                          .answer_ns = 300000000LL};
+    char err[256];
+    tool_child *c = tool_child_start(&sp, err, sizeof(err));
+    ASSERT_NOT_NULL(c);
+    pid_t cmd = read_pid(c, pidf);
+    ASSERT_GT(cmd, 0);
+    pid_t guard = c->guard;
+    ASSERT_OK(kill(guard, SIGSTOP));
+    int st = 0, done = 0;
+    tool_child_cause why = TOOL_CHILD_EXITED;
+    int64_t t0 = tl_now_ns();
+    for (int i = 0; i < 500 && !done; i++) {
+        done = tool_child_poll(c, &st, &why);
+        if (!done) tl_msleep(10);
+    }
+    tl_log("taken over after %.0f ms", (double)(tl_now_ns() - t0) / 1e6);
+    if (!done) kill(guard, SIGCONT);
+    ASSERT(done);
+    ASSERT_EQ(TOOL_CHILD_GUARD_HUNG, why);
+    ASSERT(kill(cmd, 0) != 0 && errno == ESRCH);
+    ASSERT(kill(guard, 0) != 0 && errno == ESRCH);
+    tool_child_free(c);
+    free(dir);
+}
+
 static void mark_released(void *ud)
 {
     FILE *f = fopen(ud, "w");

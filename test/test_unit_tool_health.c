@@ -411,6 +411,61 @@ static int check_result(const char *cmd, char *last, size_t cap)
     return st;
 }
 
+/* In a child: fd 0 a pipe holding "abc", fd 1 the file arg; a check that
+ * reads its stdin and writes to its stdout. 0: healthy, and nothing written. */
+static int stdio_check(void *arg)
+{
+    int p[2];
+    if (pipe(p) || write(p[1], "abc\n", 4) != 4) return 10;
+    close(p[1]);
+    FILE *out = fopen(arg, "w");
+    if (!out) return 11;
+    if (dup2(p[0], 0) < 0 || dup2(fileno(out), 1) < 0) return 12;
+    char last[128];
+    int st = check_result("read x; echo \"got $x\"; test -z \"$x\"", last, sizeof(last));
+    fflush(NULL);
+    if (st != TOOL_HEALTH_HEALTHY) return 13;
+    struct stat sb;
+    if (stat(arg, &sb) || sb.st_size != 0) return 14;
+    return 0;
+}
+
+/* A check's stdin and stdout are /dev/null: it reads nothing of elector's stdin
+ * and writes nothing into elector's stdout, which `elector run` leaves to the
+ * command (found by scripts/mutate.sh: healthcheck.c, either dup2 deleted or
+ * made on the wrong descriptor, survived). */
+TEST(health_check_has_dev_null_for_stdin_and_stdout)
+{
+    char *dir = tl_tmpdir("hstdio");
+    char out[600];
+    snprintf(out, sizeof(out), "%s/out", dir);
+    ASSERT_EQ(0, in_child(stdio_check, out));
+    tl_rmtree(dir);
+    free(dir);
+}
+
+/* In a child with fd 0 closed: is a check in its cgroup? 0 yes, 1 no. */
+static int closed_stdin_check(void *arg)
+{
+    (void)arg;
+    close(0);
+    char last[128];
+    int st =
+        check_result("grep -q /elector-health /proc/self/cgroup", last, sizeof(last));
+    return st == TOOL_HEALTH_HEALTHY ? 0 : 1;
+}
+
+/* elector started with its stdin closed: the check's first descriptor may be
+ * 0, and it still joins its cgroup (found by scripts/mutate.sh: healthcheck.c,
+ * `fd >= 0` into `fd >= 1`, survived). */
+TEST(health_check_joins_its_cgroup_with_stdin_closed)
+{
+    char base[4096];
+    tool_cgroup_base(base, sizeof(base));
+    if (!*base) tl_skip("no cgroup may be made here");
+    ASSERT_EQ(0, in_child(closed_stdin_check, NULL));
+}
+
 static int no_fork(void *arg)
 {
     (void)arg;
