@@ -379,6 +379,7 @@ static int open_client(struct app *a)
     const tool_opts *o = a->o;
     a->etcd = app_make_client(o, &a->creds);
     if (!a->etcd) {
+        tool_log(LOG_ERROR, "out of memory"); /* elector_etcd_new's only NULL */
         tool_creds_free(&a->creds);
         return EXIT_ERROR;
     }
