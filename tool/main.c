@@ -146,6 +146,12 @@ static void loop(struct app *a)
             a->exit_code = EXIT_OK;
             a->done = true;
         }
+        if (a->event_lost && !a->stopping && !a->done) {
+            /* An event could not be written (campaign.c): stop, exit 1. */
+            a->event_lost = false;
+            a->exit_code = EXIT_ERROR;
+            on_signal(a, SIGTERM);
+        }
         app_check_child(a);
         app_health_process(a);
         app_sw_process(a);
@@ -170,7 +176,8 @@ static int setup_signals(void)
     return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
-static void default_value(struct app *a)
+/* The value to campaign with, copied into a->value: false if out of memory. */
+static bool default_value(struct app *a)
 {
     const char *v = a->o->value;
     char host[256];
@@ -182,7 +189,8 @@ static void default_value(struct app *a)
         v = host;
     }
     a->value = strdup(v);
-    a->vlen = strlen(v);
+    a->vlen = a->value ? strlen(v) : 0;
+    return a->value != NULL;
 }
 
 static int run_command(struct app *a)
@@ -209,7 +217,10 @@ static int run_command(struct app *a)
                  tool_http_addr(a->http));
     }
     if (a->o->cmd != CMD_OBSERVE) {
-        default_value(a);
+        if (!default_value(a)) {
+            tool_log(LOG_ERROR, "out of memory");
+            return EXIT_ERROR;
+        }
         if (app_supervised(a)) tool_child_init();
         char err[256];
         if (app_supervised(a) && a->o->pid_ns &&

@@ -86,6 +86,7 @@ struct app {
     int64_t wait_until_ms;   /* --timeout: give up waiting at this time (0: none) */
     int stop_sig;            /* SIGINT or SIGTERM that asked us to stop (0: none) */
     bool interrupted;        /* ... before being elected (logged after the signal) */
+    bool event_lost;         /* a -w json event could not be written: stop, exit 1 */
     int start_retries;       /* etcd unreachable at start: attempts so far */
     uint64_t start_retries_total; /* the metric elector_start_retries_total */
 
