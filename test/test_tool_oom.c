@@ -396,7 +396,9 @@ static void sc_campaign(run *r, long n)
         bool proclaimed = false, refused = false;
         for (double end = tl_now() + 5; !exited(r) && tl_now() < end; tl_msleep(5)) {
             if ((proclaimed = file_has(r->out, "\"event\":\"proclaimed\""))) break;
-            if ((refused = file_has(r->err, "not proclaimed"))) break;
+            if ((refused = file_has(r->err, "not proclaimed") ||
+                           file_has(r->err, "proclaim failed")))
+                break;
         }
         if (!exited(r) && !proclaimed && !refused)
             fail_run(r, "the line on stdin was neither proclaimed nor refused in 5 s");
