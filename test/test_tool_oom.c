@@ -21,7 +21,9 @@
  * Scenarios: leader (simple and -w json), observe (sees a change of value),
  * campaign (-w json, --proclaim-stdin, --http with /metrics and /leader read,
  * $NOTIFY_SOCKET, debug log; stopped with SIGTERM), run (a command and a
- * health check; ends by itself), switchover (the target already leads).
+ * health check, JSON log lines; ends by itself), switchover (the target
+ * already leads), lock -n 2 with a command (a semaphore), leader on a cluster
+ * with authentication (--user, --password-file).
  *
  * Which N: the baseline records each allocation's call site; the ctest sample
  * fails the first allocation of each call site in tool/ (addr2line maps the
@@ -30,7 +32,7 @@
  *   ELECTOR_TOOL_OOM_FULL=1   every N of every scenario (minutes: see
  *                             docs/COVERAGE.md)
  *   ELECTOR_TOOL_OOM_SCEN=s   only scenario s (leader, leader_json, observe,
- *                             campaign, run, switchover)
+ *                             campaign, run, switchover, lock_n, leader_auth)
  *   ELECTOR_TOOL_OOM_ONLY=n   only that N (with _SCEN)
  *   ELECTOR_TOOL_OOM_VERBOSE=1  a line per run
  */
@@ -46,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -55,7 +58,8 @@
 #error "ELECTOR_OOM_BIN must name the built elector_oom binary"
 #endif
 
-static eh_cluster *cl;
+static eh_cluster *cl, *cl_auth; /* cl_auth: with authentication */
+static eh_cluster *target;       /* the cluster a run talks to */
 static char *dir;
 static bool verbose;
 static int notify_fd = -1;
@@ -123,7 +127,8 @@ static bool has_error_line(const char *e)
             t += strlen(" error elector: ");
             if (*t && *t != '\n') return true;
         }
-        if (strncmp(l, "{\"time\"", 7) == 0 && strstr(l, "\"level\":\"error\"")) return true;
+        if (strncmp(l, "{\"time\"", 7) == 0 && strstr(l, "\"level\":\"error\""))
+            return true;
         if (strncmp(l, "elector: (out of memory)", 24) == 0) return true;
     }
     return false;
@@ -146,7 +151,8 @@ static void start(run *r, long n, const char *tag, const char *const args[],
     unlink(r->err);
     unlink(r->report);
     unlink(r->sites);
-    const char *argv[48] = {ELECTOR_OOM_BIN, "--endpoints", eh_endpoints(cl)};
+    const char *argv[48] = {ELECTOR_OOM_BIN, "--endpoints",
+                            eh_endpoints(target ? target : cl)};
     int k = 3;
     for (int i = 0; args[i] && k < 46; i++)
         argv[k++] = args[i];
@@ -372,9 +378,9 @@ static void sc_campaign(run *r, long n)
 {
     char name[64];
     snprintf(name, sizeof(name), "toom-c%ld", n);
-    const char *args[] = {"-w",         "json",      "--log-level", "debug",   "--ttl",
-                          "10",         "campaign",  name,          "val-one", "--proclaim-stdin",
-                          "--http",     "127.0.0.1:0", NULL};
+    const char *args[] = {
+        "-w", "json",    "--log-level",      "debug",  "--ttl",       "10", "campaign",
+        name, "val-one", "--proclaim-stdin", "--http", "127.0.0.1:0", NULL};
     start(r, n, "campaign", args, true, n == 0);
     bool elected = wait_for(r, r->out, "\"event\":\"elected\"", 8);
     if (elected && !exited(r)) {
@@ -384,8 +390,8 @@ static void sc_campaign(run *r, long n)
         if (k != 1 || !strstr(out, first)) {
             char *raw = NULL;
             eh_etcdctl(cl, &raw, "get", "--prefix", name, NULL);
-            fail_run(r, "elected, but %d key(s) under %s/ (first %s; get --prefix: %s)", k,
-                     name, first, raw ? raw : "?");
+            fail_run(r, "elected, but %d key(s) under %s/ (first %s; get --prefix: %s)",
+                     k, name, first, raw ? raw : "?");
             free(raw);
         }
         free(out);
@@ -429,12 +435,20 @@ static void sc_run(run *r, long n)
 {
     char name[64];
     snprintf(name, sizeof(name), "toom-r%ld", n);
-    const char *args[] = {"--ttl",          "10",
-                          "run",            name,
-                          "--health-cmd",   "true",
-                          "--health-interval", "50ms",
-                          "--",             "/bin/sh",
-                          "-c",             "echo cmd-ran; sleep 0.2",
+    const char *args[] = {"--ttl",
+                          "10",
+                          "--log-format",
+                          "json",
+                          "run",
+                          name,
+                          "--health-cmd",
+                          "true",
+                          "--health-interval",
+                          "50ms",
+                          "--",
+                          "/bin/sh",
+                          "-c",
+                          "echo cmd-ran; sleep 0.1",
                           NULL};
     start(r, n, "run", args, false, n == 0);
     finish(r, 15);
@@ -447,8 +461,8 @@ static void sc_run(run *r, long n)
 static eu_child sw_cand;
 static void sc_switchover(run *r, long n)
 {
-    const char *args[] = {"switchover", "toom-sw", "--to", "sw-target", "--timeout", "5s",
-                          NULL};
+    const char *args[] = {"switchover", "toom-sw", "--to", "sw-target",
+                          "--timeout",  "5s",      NULL};
     start(r, n, "switchover", args, false, n == 0);
     finish(r, 15);
     if (r->status == 0 && !file_has(r->out, "sw-target"))
@@ -470,6 +484,45 @@ static void sc_switchover(run *r, long n)
     if (!pid_alive(sw_cand.pid)) fail_run(r, "the switchover's target is gone");
 }
 
+/* lock -n 2 with a command: a semaphore's slots (elector's own keys). */
+static void sc_lock_n(run *r, long n)
+{
+    char name[64], prefix[96];
+    snprintf(name, sizeof(name), "toom-l%ld", n);
+    snprintf(prefix, sizeof(prefix), "__elector/semaphore/%s", name);
+    const char *args[] = {"--ttl", "10", "-w",      "json", "lock",        name, "-n",
+                          "2",     "--", "/bin/sh", "-c",   "echo locked", NULL};
+    start(r, n, "lock", args, false, n == 0);
+    finish(r, 15);
+    if (!r->hung) check_gone(r, prefix);
+    if (r->status == 0 && !file_has(r->out, "locked"))
+        fail_run(r, "exit 0, but the command did not run");
+}
+
+/* leader on a cluster with authentication: --user, the password from a file. */
+static char pw_file[300];
+static void sc_leader_auth(run *r, long n)
+{
+    char user[64];
+    snprintf(user, sizeof(user), "%s", EH_USER);
+    char name[64];
+    snprintf(name, sizeof(name), "%sheld", EH_USER_PREFIX);
+    const char *args[] = {"--user", user, "--password-file", pw_file, "leader",
+                          name,     NULL};
+    target = cl_auth;
+    start(r, n, "leader_auth", args, false, n == 0);
+    target = NULL;
+    finish(r, 15);
+    char *out = read_all(r->out);
+    char want[128];
+    snprintf(want, sizeof(want), "%s/k1\nv-auth\n", name);
+    if (r->status == 0 && strcmp(out, want) != 0)
+        fail_run(r, "exit 0 with the wrong output: \"%.200s\"", out);
+    else if (r->status == 4)
+        fail_run(r, "exit 4 (no leader) while %s/k1 leads", name);
+    free(out);
+}
+
 typedef struct scenario {
     const char *name;
     void (*fn)(run *, long);
@@ -477,9 +530,10 @@ typedef struct scenario {
 } scenario;
 
 static const scenario scenarios[] = {
-    {"leader", sc_leader, 16},     {"leader_json", sc_leader_json, 10},
-    {"observe", sc_observe, 12},   {"campaign", sc_campaign, 40},
-    {"run", sc_run, 20},           {"switchover", sc_switchover, 12},
+    {"leader", sc_leader, 16},   {"leader_json", sc_leader_json, 10},
+    {"observe", sc_observe, 12}, {"campaign", sc_campaign, 40},
+    {"run", sc_run, 20},         {"switchover", sc_switchover, 12},
+    {"lock_n", sc_lock_n, 16},   {"leader_auth", sc_leader_auth, 16},
 };
 
 /* ---- which N ---------------------------------------------------------------- */
@@ -542,7 +596,8 @@ static int sample(const char *sites, long total, int budget, long *ns, int cap)
     int others = nsites - ntool, left = budget - k;
     for (int j = 0, seen = 0; j < nsites && k < budget && k < cap; j++) {
         if (in_tool[j]) continue;
-        if (left > 0 && (long)seen++ * left % (others ? others : 1) < left) ns[k++] = first[j];
+        if (left > 0 && (long)seen++ * left % (others ? others : 1) < left)
+            ns[k++] = first[j];
     }
     /* Sorted. */
     for (int x = 1; x < k; x++)
@@ -581,9 +636,22 @@ TEST_WITH_TIMEOUT(tool_oom, 7200)
     ASSERT_OK(bind(notify_fd, (struct sockaddr *)&un, sizeof(un)));
 
     ASSERT_EQ(0, eh_etcdctl(cl, NULL, "put", "toom-held/k1", "v-held", NULL));
+    if (!only_sc || !*only_sc || strcmp(only_sc, "leader_auth") == 0) {
+        cl_auth = eh_start(&(eh_opts){.members = 1, .auth = 1});
+        ASSERT_NOT_NULL(cl_auth);
+        char k[96];
+        snprintf(k, sizeof(k), "%sheld/k1", EH_USER_PREFIX);
+        ASSERT_EQ(0, eh_etcdctl(cl_auth, NULL, "put", k, "v-auth", NULL));
+        snprintf(pw_file, sizeof(pw_file), "%s/pw", dir);
+        FILE *f = fopen(pw_file, "w");
+        ASSERT_NOT_NULL(f);
+        fprintf(f, "%s\n", EH_USER_PASSWORD);
+        fclose(f);
+        chmod(pw_file, 0600);
+    }
     /* The switchover's target: a real elector leading toom-sw. */
-    const char *sw_args[] = {"--endpoints", eh_endpoints(cl), "--ttl", "30", "campaign",
-                             "toom-sw", "sw-target", NULL};
+    const char *sw_args[] = {"--endpoints", eh_endpoints(cl), "--ttl",     "30",
+                             "campaign",    "toom-sw",        "sw-target", NULL};
     tool_bg(&sw_cand, sw_args);
     char line[256];
     ASSERT_EQ(0, eu_child_expect(&sw_cand, "toom-sw/", line, sizeof(line), 10000));
@@ -631,7 +699,8 @@ TEST_WITH_TIMEOUT(tool_oom, 7200)
                 if (verbose || sbad < 3) {
                     char *e = read_all(r.err);
                     size_t l = strlen(e);
-                    tl_log("  its stderr (last 1500 bytes): %s", l > 1500 ? e + l - 1500 : e);
+                    tl_log("  its stderr (last 1500 bytes): %s",
+                           l > 1500 ? e + l - 1500 : e);
                     free(e);
                 }
                 sbad++;
@@ -645,6 +714,7 @@ TEST_WITH_TIMEOUT(tool_oom, 7200)
     tl_log("%d runs in %.1f s; %d failed:%s", total_runs, tl_now() - t0, bad, bad_list);
     tl_reap(sw_cand.pid, SIGTERM, 10);
     close(notify_fd);
+    eh_stop(cl_auth);
     eh_stop(cl);
     ASSERT_EQ(0, bad);
 }
