@@ -610,6 +610,36 @@ static int sample(const char *sites, long total, int budget, long *ns, int cap)
     return k;
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define TOOM_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TOOM_ASAN 1
+#endif
+#endif
+
+#ifdef TOOM_ASAN
+/* A leak of elector_oom's is seen: the wrapper leaks a block on request and
+ * the program must then fail at exit (unless ASAN_OPTIONS turned leaks off). */
+static void check_leak_detection(void)
+{
+    const char *ao = getenv("ASAN_OPTIONS");
+    if (ao && strstr(ao, "detect_leaks=0")) {
+        tl_log("ASAN_OPTIONS has detect_leaks=0: leaks go unseen");
+        return;
+    }
+    const char *argv[] = {ELECTOR_OOM_BIN, "version", NULL};
+    const char *envp[] = {"ELECTOR_TOOL_OOM_LEAK=1", "ELECTOR_TOOL_OOM_N=0", NULL};
+    char *out = NULL, *err = NULL;
+    tl_run_opts o = {.envp = envp, .err = &err, .timeout_s = 30};
+    int rc = tl_run_ex(&out, argv, &o);
+    ASSERT(rc != 0);
+    ASSERT_CONTAINS(err, "LeakSanitizer");
+    free(out);
+    free(err);
+}
+#endif
+
 static long env_long(const char *v, long dflt)
 {
     const char *s = getenv(v);
@@ -619,6 +649,9 @@ static long env_long(const char *v, long dflt)
 TEST_WITH_TIMEOUT(tool_oom, 7200)
 {
     signal(SIGPIPE, SIG_IGN); /* a write to the stdin of an elector that ended */
+#ifdef TOOM_ASAN
+    check_leak_detection();
+#endif
     cl = start1();
     dir = tl_tmpdir("toom");
     ASSERT_NOT_NULL(dir);

@@ -16,6 +16,8 @@
  *   ELECTOR_TOOL_OOM_REPORT=path  at exit, write "allocations A failed F\n" there
  *   ELECTOR_TOOL_OOM_TRACE=1   the failing call's stack on stderr
  *                              (addresses for addr2line -e elector_oom -f -i)
+ *   ELECTOR_TOOL_OOM_LEAK=1    leak a block at start (the test's check that
+ *                              LeakSanitizer sees a leak of elector_oom)
  *   ELECTOR_TOOL_OOM_SITES=path  at exit, one line per allocation counted (up
  *                              to 65536): its number and its call site, as an
  *                              offset into the program (hex, for addr2line -e
@@ -113,8 +115,14 @@ static void write_report(void)
     armed = was;
 }
 
+static void *volatile leaked;
+
 __attribute__((constructor)) static void oom_init(void)
 {
+    if (getenv("ELECTOR_TOOL_OOM_LEAK")) {
+        leaked = __real_malloc(64);
+        leaked = NULL;
+    }
     const char *n = getenv("ELECTOR_TOOL_OOM_N");
     if (!n || !*n) return;
     fail_at = strtol(n, NULL, 10);
