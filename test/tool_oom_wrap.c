@@ -97,9 +97,11 @@ static void disarm_in_child(void)
     report_path = sites_path = NULL;
 }
 
+/* At exit (an atexit handler, so before the destructors): from here on
+ * nothing fails. libgcov's own dump of the counters (coverage builds) runs
+ * later, in a destructor, and allocates through these wrappers too. */
 static void write_report(void)
 {
-    bool was = armed;
     armed = false;
     FILE *f = report_path ? fopen(report_path, "w") : NULL;
     if (f) {
@@ -112,7 +114,6 @@ static void write_report(void)
             fprintf(f, "%ld %" PRIxPTR "\n", i + 1, sites[i]);
         fclose(f);
     }
-    armed = was;
 }
 
 static void *volatile leaked;
