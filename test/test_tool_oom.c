@@ -523,17 +523,45 @@ static void sc_leader_auth(run *r, long n)
     free(out);
 }
 
+/* campaign behind the switchover's target with --timeout: waits (the waiting
+ * event names the one ahead), gives up, exit 6; only the target's key stays. */
+static void sc_campaign_wait(run *r, long n)
+{
+    const char *args[] = {"-w",     "json",      "campaign", "toom-sw",
+                          "behind", "--timeout", "300ms",    NULL};
+    start(r, n, "campaign_wait", args, false, n == 0);
+    finish(r, 15);
+    if (r->status == 0) fail_run(r, "exit 0: elected while sw-target leads?");
+    if (r->status == 6 && !file_has(r->out, "\"event\":\"waiting\"") &&
+        !file_has(r->err, "cannot write the waiting event"))
+        fail_run(r, "exit 6 without the waiting event");
+    if (n == 0 && r->status != 6) fail_run(r, "baseline: exit %d, not 6", r->status);
+    double end = tl_now() + 3;
+    int k;
+    while ((k = keys_under("toom-sw", NULL, 0)) != 1 && tl_now() < end)
+        tl_msleep(50);
+    if (k != 1)
+        fail_run(r, "%d keys under toom-sw/ after exit %d (1: the target's)", k,
+                 r->status);
+}
+
 typedef struct scenario {
     const char *name;
     void (*fn)(run *, long);
     int budget; /* ctest sample: at most this many runs */
+    int status; /* the baseline's exit status */
 } scenario;
 
 static const scenario scenarios[] = {
-    {"leader", sc_leader, 16},   {"leader_json", sc_leader_json, 10},
-    {"observe", sc_observe, 12}, {"campaign", sc_campaign, 40},
-    {"run", sc_run, 20},         {"switchover", sc_switchover, 12},
-    {"lock_n", sc_lock_n, 16},   {"leader_auth", sc_leader_auth, 16},
+    {"leader", sc_leader, 16, 0},
+    {"leader_json", sc_leader_json, 10, 0},
+    {"observe", sc_observe, 12, 0},
+    {"campaign", sc_campaign, 40, 0},
+    {"run", sc_run, 20, 0},
+    {"switchover", sc_switchover, 12, 0},
+    {"lock_n", sc_lock_n, 16, 0},
+    {"leader_auth", sc_leader_auth, 16, 0},
+    {"campaign_wait", sc_campaign_wait, 8, 6},
 };
 
 /* ---- which N ---------------------------------------------------------------- */
@@ -702,7 +730,7 @@ TEST_WITH_TIMEOUT(tool_oom, 7200)
                tl_now() - ts, r.why[0] ? ": " : "", r.why);
         /* The baseline must pass: the checks work and the scenario ran. */
         ASSERT_STREQ("", r.why);
-        ASSERT_EQ(0, r.status);
+        ASSERT_EQ(sc->status, r.status);
         ASSERT_GT(r.allocs, 0);
         ASSERT_EQ(0, r.failed);
         long total = r.allocs;
