@@ -102,6 +102,15 @@ static void note_interrupted(struct app *a)
                  app_supervised(a) ? a->o->argv[0] : "");
 }
 
+/* An event could not be written (app_event_lost): stop as on SIGTERM, exit 1. */
+static void stop_if_event_lost(struct app *a)
+{
+    if (!a->event_lost || a->stopping || a->done) return;
+    a->event_lost = false;
+    a->exit_code = EXIT_ERROR;
+    on_signal(a, SIGTERM);
+}
+
 static void loop(struct app *a)
 {
     /* observe: a reader that went away (`| head -1`) shows as POLLERR on stdout. */
@@ -146,12 +155,7 @@ static void loop(struct app *a)
             a->exit_code = EXIT_OK;
             a->done = true;
         }
-        if (a->event_lost && !a->stopping && !a->done) {
-            /* An event could not be written (campaign.c): stop, exit 1. */
-            a->event_lost = false;
-            a->exit_code = EXIT_ERROR;
-            on_signal(a, SIGTERM);
-        }
+        stop_if_event_lost(a);
         app_check_child(a);
         app_health_process(a);
         app_sw_process(a);

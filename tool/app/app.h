@@ -179,6 +179,7 @@ void app_fatal_etcd(struct app *a, int err, const char *what);
 void app_out_of_memory(struct app *a);
 void app_fail(struct app *a, const char *what, const elector_event *ev);
 int app_event(struct app *a, const elector_event *ev);
+void app_event_lost(struct app *a, const elector_event *ev, int err);
 void app_remember_leader(struct app *a, const elector_event *ev);
 int64_t app_mono_ns(void);
 int64_t app_now_ms(void);

@@ -204,24 +204,11 @@ static bool slot_event(struct app *a, elector_election *el, const elector_event 
     }
 }
 
-/* A -w json event that could not be written (out of memory for its line, a
- * write error other than a closed stdout): whatever waits for it would never
- * learn, e.g., that we lead. campaign and lock stop as on SIGTERM and exit 1
- * (the loop does it: main.c); run's command is what tells, so run goes on. */
-static void event_not_written(struct app *a, const elector_event *ev, int err)
-{
-    if (err == EPIPE || a->stopping || a->done) return;
-    bool stop = !app_supervised(a);
-    tool_log(LOG_ERROR, "cannot write the %s event: %s%s", elector_event_name(ev->type),
-             strerror(err ? err : EIO), stop ? ": resigning (exit 1)" : "");
-    if (stop) a->event_lost = true;
-}
-
 void app_on_event(elector_election *el, const elector_event *ev, void *ud)
 {
     struct app *a = ud;
     if (a->slots && el != a->el && !slot_event(a, el, ev)) return;
-    if (a->o->fmt == FMT_JSON && app_event(a, ev)) event_not_written(a, ev, errno);
+    if (a->o->fmt == FMT_JSON && app_event(a, ev)) app_event_lost(a, ev, errno);
     app_note_event(a, ev);
     if (ev->reason == ELECTOR_ERESTORED) a->restores++;
     if (app_stepdown_event(a, ev)) return; /* a step-down: out of the queue, or back */
