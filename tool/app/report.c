@@ -144,11 +144,10 @@ int app_event(struct app *a, const elector_event *ev)
     return rc;
 }
 
-/* A -w json event that could not be written (out of memory for its line, a
- * write error other than a closed stdout): whatever waits for it would never
- * learn, e.g., that we lead. campaign and lock stop as on SIGTERM and exit 1
- * (the loop does it: main.c); campaign.c calls this; run's command is what tells, so run
- * goes on. */
+/* campaign.c: a -w json event that could not be written (out of memory for its
+ * line, a write error other than a closed stdout). Whatever waits for it would
+ * never learn, e.g., that we lead: campaign and lock stop as on SIGTERM and exit
+ * 1 (the loop does it: main.c). run goes on: its command is what tells. */
 void app_event_lost(struct app *a, const elector_event *ev, int err)
 {
     if (err == EPIPE || a->stopping || a->done) return;
