@@ -23,7 +23,9 @@
  * $NOTIFY_SOCKET, debug log; stopped with SIGTERM), run (a command and a
  * health check, JSON log lines; ends by itself), switchover (the target
  * already leads), lock -n 2 with a command (a semaphore), leader on a cluster
- * with authentication (--user, --password-file).
+ * with authentication (--user, --password-file), campaign waiting behind a
+ * leader until --timeout, and a switchover that hands over between two real
+ * electors.
  *
  * Which N: the baseline records each allocation's call site; the ctest sample
  * fails the first allocation of each call site in tool/ (addr2line maps the
@@ -32,7 +34,8 @@
  *   ELECTOR_TOOL_OOM_FULL=1   every N of every scenario (minutes: see
  *                             docs/COVERAGE.md)
  *   ELECTOR_TOOL_OOM_SCEN=s   only scenario s (leader, leader_json, observe,
- *                             campaign, run, switchover, lock_n, leader_auth)
+ *                             campaign, run, switchover, lock_n, leader_auth,
+ *                             campaign_wait, handover)
  *   ELECTOR_TOOL_OOM_ONLY=n   only that N (with _SCEN)
  *   ELECTOR_TOOL_OOM_VERBOSE=1  a line per run
  */
@@ -545,6 +548,55 @@ static void sc_campaign_wait(run *r, long n)
                  r->status);
 }
 
+/* A real switchover: candidates A (leads) and B (waits) are real electors; the
+ * request hands over to B. Exit 0: B leads; else an error, and the request is
+ * withdrawn in every outcome. */
+static void sc_handover(run *r, long n)
+{
+    char name[64], req[96];
+    snprintf(name, sizeof(name), "toom-h%ld", n);
+    snprintf(req, sizeof(req), "__elector/switchover/%s", name);
+    eu_child ca, cb;
+    const char *aa[] = {
+        "--endpoints", eh_endpoints(cl), "--ttl", "10", "campaign", name, "h-a", NULL};
+    const char *ab[] = {
+        "--endpoints", eh_endpoints(cl), "--ttl", "10", "campaign", name, "h-b", NULL};
+    tool_bg(&ca, aa);
+    char line[256];
+    ASSERT_EQ(0, eu_child_expect(&ca, name, line, sizeof(line), 10000));
+    tool_bg(&cb, ab);
+    for (double end = tl_now() + 10; keys_under(name, NULL, 0) < 2; tl_msleep(20))
+        ASSERT(tl_now() < end);
+    const char *args[] = {"switchover", name, "--to", "h-b", "--timeout", "5s", NULL};
+    start(r, n, "handover", args, false, n == 0);
+    finish(r, 15);
+    if (r->status == 0) {
+        char *out = NULL;
+        const char *la[] = {"--endpoints", eh_endpoints(cl), "leader", name, NULL};
+        int rc = tool(&out, NULL, la);
+        if (rc != 0 || !out || !strstr(out, "\nh-b\n"))
+            fail_run(r, "exit 0, but the leader is not h-b (leader: exit %d, %.100s)", rc,
+                     out ? out : "");
+        free(out);
+    }
+    if (n == 0 && r->status != 0) fail_run(r, "baseline: exit %d", r->status);
+    double end = tl_now() + 3;
+    bool left = true;
+    while (left) {
+        char *out = NULL;
+        eh_etcdctl(cl, &out, "get", "--keys-only", req, NULL);
+        left = out && strstr(out, "switchover");
+        free(out);
+        if (!left || tl_now() > end) break;
+        tl_msleep(50);
+    }
+    if (left) fail_run(r, "the switchover request was left in etcd");
+    tl_reap(ca.pid, SIGTERM, 10);
+    tl_reap(cb.pid, SIGTERM, 10);
+    close(ca.fd);
+    close(cb.fd);
+}
+
 typedef struct scenario {
     const char *name;
     void (*fn)(run *, long);
@@ -562,6 +614,7 @@ static const scenario scenarios[] = {
     {"lock_n", sc_lock_n, 16, 0},
     {"leader_auth", sc_leader_auth, 16, 0},
     {"campaign_wait", sc_campaign_wait, 8, 6},
+    {"handover", sc_handover, 10, 0},
 };
 
 /* ---- which N ---------------------------------------------------------------- */
