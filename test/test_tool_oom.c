@@ -608,13 +608,13 @@ static const scenario scenarios[] = {
     {"leader", sc_leader, 16, 0},
     {"leader_json", sc_leader_json, 10, 0},
     {"observe", sc_observe, 12, 0},
-    {"campaign", sc_campaign, 40, 0},
-    {"run", sc_run, 20, 0},
+    {"campaign", sc_campaign, 30, 0},
+    {"run", sc_run, 12, 0},
     {"switchover", sc_switchover, 12, 0},
     {"lock_n", sc_lock_n, 16, 0},
     {"leader_auth", sc_leader_auth, 16, 0},
     {"campaign_wait", sc_campaign_wait, 8, 6},
-    {"handover", sc_handover, 10, 0},
+    {"handover", sc_handover, 8, 0},
 };
 
 /* ---- which N ---------------------------------------------------------------- */
