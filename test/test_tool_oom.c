@@ -24,8 +24,8 @@
  * health check, JSON log lines; ends by itself), switchover (the target
  * already leads), lock -n 2 with a command (a semaphore), leader on a cluster
  * with authentication (--user, --password-file), campaign waiting behind a
- * leader until --timeout, and a switchover that hands over between two real
- * electors.
+ * leader until --timeout, a switchover that hands over between two real
+ * electors, and one that hands over to elector_oom.
  *
  * Which N: the baseline records each allocation's call site; the ctest sample
  * fails the first allocation of each call site in tool/ (addr2line maps the
@@ -35,7 +35,7 @@
  *                             docs/COVERAGE.md)
  *   ELECTOR_TOOL_OOM_SCEN=s   only scenario s (leader, leader_json, observe,
  *                             campaign, run, switchover, lock_n, leader_auth,
- *                             campaign_wait, handover)
+ *                             campaign_wait, handover, handover_target)
  *   ELECTOR_TOOL_OOM_ONLY=n   only that N (with _SCEN)
  *   ELECTOR_TOOL_OOM_VERBOSE=1  a line per run
  */
@@ -597,6 +597,61 @@ static void sc_handover(run *r, long n)
     close(cb.fd);
 }
 
+/* The switchover's target is elector_oom: A (a real elector) leads, B
+ * (elector_oom) waits, a real `elector switchover --to h-b` hands over; B is
+ * then stopped. Nothing is left (keys, candidate keys, the request) once all
+ * have exited; a switchover that says B leads means B said it was elected. */
+static void sc_handover_target(run *r, long n)
+{
+    char name[64], req[96], cands[128];
+    snprintf(name, sizeof(name), "toom-t%ld", n);
+    snprintf(req, sizeof(req), "__elector/switchover/%s", name);
+    snprintf(cands, sizeof(cands), "__elector/candidates/%s", name);
+    eu_child ca;
+    const char *aa[] = {
+        "--endpoints", eh_endpoints(cl), "--ttl", "10", "campaign", name, "h-a", NULL};
+    tool_bg(&ca, aa);
+    char line[256];
+    ASSERT_EQ(0, eu_child_expect(&ca, name, line, sizeof(line), 10000));
+    const char *args[] = {"--ttl", "10", "campaign", name, "h-b", NULL};
+    start(r, n, "target", args, false, n == 0);
+    for (double end = tl_now() + 5; keys_under(name, NULL, 0) < 2 && !exited(r);
+         tl_msleep(10))
+        if (tl_now() > end) break;
+    int sw = -2;
+    if (!exited(r)) {
+        const char *sa[] = {"--endpoints", eh_endpoints(cl), "switchover", name, "--to",
+                            "h-b",         "--timeout",      "4s",         NULL};
+        char *out = NULL, *err = NULL;
+        sw = tool(&out, &err, sa);
+        if (sw == 0 && !file_has(r->out, "h-b"))
+            fail_run(r, "switchover exit 0, but h-b never said it was elected");
+        if (n == 0 && sw != 0)
+            fail_run(r, "baseline: switchover exit %d: %.300s", sw, err ? err : "");
+        free(out);
+        free(err);
+    }
+    if (!exited(r)) kill(r->pid, SIGTERM);
+    finish(r, 10);
+    tl_reap(ca.pid, SIGTERM, 10);
+    close(ca.fd);
+    if (r->hung) return;
+    check_gone(r, name);
+    check_gone(r, cands);
+    double end = tl_now() + 3;
+    bool left = true;
+    while (left) {
+        char *out = NULL;
+        eh_etcdctl(cl, &out, "get", "--keys-only", req, NULL);
+        left = out && strstr(out, "switchover");
+        free(out);
+        if (!left || tl_now() > end) break;
+        tl_msleep(50);
+    }
+    if (left)
+        fail_run(r, "the switchover request was left in etcd (switchover exit %d)", sw);
+}
+
 typedef struct scenario {
     const char *name;
     void (*fn)(run *, long);
@@ -615,6 +670,7 @@ static const scenario scenarios[] = {
     {"leader_auth", sc_leader_auth, 16, 0},
     {"campaign_wait", sc_campaign_wait, 8, 6},
     {"handover", sc_handover, 8, 0},
+    {"handover_target", sc_handover_target, 4, 0},
 };
 
 /* ---- which N ---------------------------------------------------------------- */
