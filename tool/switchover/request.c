@@ -380,13 +380,7 @@ static int request(struct app *a, const Mvccpb__KeyValue *t, int64_t deadline_ms
         out = await(a, t, deadline_ms, &sn);
     }
     if (a->s) {
-        int64_t lease = elector_session_lease(a->s);
-        int crc = elector_session_close_sync(a->s, app_request_ms(a->o));
-        if (crc == ELECTOR_ENOMEM && lease)
-            /* No memory to wait for the close: its revoke may not be out
-             * before we exit. Revoked here (a lease gone counts as done). */
-            crc = elector_etcd_lease_revoke_sync(
-                a->etcd, lease, elector_now_ns() + app_request_ms(a->o) * 1000000);
+        int crc = app_close_session(a, a->s, app_request_ms(a->o));
         if (crc && crc != ELECTOR_ELEASE)
             tool_log(LOG_WARN,
                      "switchover: the request %s could not be withdrawn (%s); it ends "
