@@ -11,7 +11,7 @@
 # old counters removed, then
 #   1. ctest on the machine's etcd (not the `package` label: the installed
 #      archive carries gcov references a plain program cannot link);
-#   1b. test_tool_oom's full sweep (every N: ELECTOR_TOOL_OOM_FULL=1, ~1 min);
+#   1b. test_tool_oom's full sweep (every N: ELECTOR_TOOL_OOM_FULL=1, a few minutes);
 #   2. the fault suite, one round of every scenario (scripts/fault.sh --rounds 1;
 #      ELECTOR_COV_SKIP_FAULT=1 skips it);
 #   3. the fuzz corpora (fuzz/corpus/) replayed by gcc-built copies of the targets.
@@ -53,8 +53,8 @@ if [ $report_only -eq 0 ]; then
     echo "   $(($(date +%s) - t0)) s so far"
 
     if [ $# -eq 0 ]; then
-        # ctest ran test_tool_oom's sample; every N of its scenarios is
-        # about a minute more (docs/COVERAGE.md, "test_tool_oom").
+        # ctest ran test_tool_oom's sample; every N of its scenarios takes
+        # a few minutes more (docs/COVERAGE.md, "test_tool_oom").
         echo "== the tool's allocation-failure sweep (ELECTOR_TOOL_OOM_FULL=1 test_tool_oom)"
         env -u ELECTOR_ETCD_DIR ELECTOR_TOOL_OOM_FULL=1 "$BUILD/test/test_tool_oom" ||
             failed+=(test_tool_oom_full)
