@@ -13,7 +13,8 @@
 #      archive carries gcov references a plain program cannot link);
 #   2. the allocation-failure sweeps: test_oom for every N, and again with
 #      lease renewals (ELECTOR_OOM_RENEW=1; ctest runs only a sample of N;
-#      about 8 min together; ELECTOR_COV_SKIP_OOM=1 skips them);
+#      about 8 min together; ELECTOR_COV_SKIP_OOM=1 skips them), and
+#      test_tool_oom's for every N (ELECTOR_TOOL_OOM_FULL=1, a few minutes);
 #   3. the fault suite, one round of every scenario (scripts/fault.sh --rounds 1;
 #      ELECTOR_COV_SKIP_FAULT=1 skips it);
 #   4. the fuzz corpora (fuzz/corpus/) replayed by gcc-built copies of the targets.
@@ -61,6 +62,12 @@ if [ $report_only -eq 0 ]; then
         env -u ELECTOR_ETCD_DIR ELECTOR_OOM_FULL=1 ELECTOR_OOM_RENEW=1 ELECTOR_OOM_FROM=150 \
             "$BUILD/test/test_oom" >"$BUILD/oom-renew.log" 2>&1 || failed+=(oom-renew)
         tail -n 2 "$BUILD/oom-full.log" "$BUILD/oom-renew.log"
+        # ctest ran test_tool_oom's sample; every N of its scenarios takes
+        # a few minutes more (docs/COVERAGE.md, "test_tool_oom").
+        echo "== the tool's allocation-failure sweep (ELECTOR_TOOL_OOM_FULL=1 test_tool_oom)"
+        env -u ELECTOR_ETCD_DIR ELECTOR_TOOL_OOM_FULL=1 "$BUILD/test/test_tool_oom" \
+            >"$BUILD/tool-oom-full.log" 2>&1 || failed+=(test_tool_oom_full)
+        tail -n 2 "$BUILD/tool-oom-full.log"
         echo "   $(($(date +%s) - t0)) s so far"
     fi
 

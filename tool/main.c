@@ -102,6 +102,15 @@ static void note_interrupted(struct app *a)
                  app_supervised(a) ? a->o->argv[0] : "");
 }
 
+/* An event could not be written (app_event_lost): stop as on SIGTERM, exit 1. */
+static void stop_if_event_lost(struct app *a)
+{
+    if (!a->event_lost || a->stopping || a->done) return;
+    a->event_lost = false;
+    a->exit_code = EXIT_ERROR;
+    on_signal(a, SIGTERM);
+}
+
 static void loop(struct app *a)
 {
     /* observe: a reader that went away (`| head -1`) shows as POLLERR on stdout. */
@@ -146,6 +155,7 @@ static void loop(struct app *a)
             a->exit_code = EXIT_OK;
             a->done = true;
         }
+        stop_if_event_lost(a);
         app_check_child(a);
         app_health_process(a);
         app_sw_process(a);
@@ -170,7 +180,8 @@ static int setup_signals(void)
     return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
-static void default_value(struct app *a)
+/* The value to campaign with, copied into a->value: false if out of memory. */
+static bool default_value(struct app *a)
 {
     const char *v = a->o->value;
     char host[256];
@@ -182,7 +193,8 @@ static void default_value(struct app *a)
         v = host;
     }
     a->value = strdup(v);
-    a->vlen = strlen(v);
+    a->vlen = a->value ? strlen(v) : 0;
+    return a->value != NULL;
 }
 
 static int run_command(struct app *a)
@@ -209,7 +221,10 @@ static int run_command(struct app *a)
                  tool_http_addr(a->http));
     }
     if (a->o->cmd != CMD_OBSERVE) {
-        default_value(a);
+        if (!default_value(a)) {
+            tool_log(LOG_ERROR, "out of memory");
+            return EXIT_ERROR;
+        }
         if (app_supervised(a)) tool_child_init();
         char err[256];
         if (app_supervised(a) && a->o->pid_ns &&
@@ -259,7 +274,7 @@ static void cleanup(struct app *a)
         if (elector_is_leader(a->el)) elector_resign(a->el);
         elector_election_free(a->el);
     }
-    if (a->s) elector_session_close_sync(a->s, 2000); /* revoke: nothing lingers */
+    if (a->s) app_close_session(a, a->s, 2000); /* revoke: nothing lingers */
     tool_http_stop(a->http);
     elector_etcd_free(a->etcd);
     app_sw_release(a);
@@ -379,6 +394,7 @@ static int open_client(struct app *a)
     const tool_opts *o = a->o;
     a->etcd = app_make_client(o, &a->creds);
     if (!a->etcd) {
+        tool_log(LOG_ERROR, "out of memory"); /* elector_etcd_new's only NULL */
         tool_creds_free(&a->creds);
         return EXIT_ERROR;
     }

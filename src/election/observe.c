@@ -54,6 +54,7 @@ struct elector_observer {
 
 static void start_read(elector_observer *o);
 static void stop_watch(elector_observer *o);
+static void schedule_retry(elector_observer *o);
 
 static void obs_release(elector_observer *o)
 {
@@ -114,7 +115,11 @@ static void report(elector_observer *o, const Mvccpb__KeyValue *kv)
     if (kv) {
         if (elector__memdup(&o->key, &o->klen, kv->key.data, kv->key.len) ||
             elector__memdup(&o->value, &o->vlen, kv->value.data, kv->value.len)) {
-            o->known = false; /* report again on the next read */
+            /* Out of memory: report at the next read, which is scheduled
+             * here (else a leader that does not change again is never
+             * reported: the watch sees nothing more to read for). */
+            o->known = false;
+            schedule_retry(o);
             return;
         }
         o->token = kv->create_revision;

@@ -57,7 +57,10 @@ static int parse_one(const char *s, size_t n, bool tls_default, elector__endpoin
     ep->host = elector__strdup(host);
     ep->port = elector__strdup(port);
     ep->authority = malloc(strlen(host) + strlen(port) + 4);
-    if (!ep->host || !ep->port || !ep->authority) return ELECTOR_ENOMEM;
+    if (!ep->host || !ep->port || !ep->authority) {
+        snprintf(err, cap, "out of memory");
+        return ELECTOR_ENOMEM;
+    }
     sprintf(ep->authority, strchr(host, ':') ? "[%s]:%s" : "%s:%s", host, port);
     return 0;
 bad:
@@ -80,7 +83,10 @@ int elector__endpoints_parse(const char *list, bool tls_default, elector__endpoi
     for (const char *c = list; *c; c++)
         n += *c == ',';
     elector__endpoint *eps = calloc((size_t)n, sizeof(*eps));
-    if (!eps) return ELECTOR_ENOMEM;
+    if (!eps) {
+        snprintf(err, cap, "out of memory");
+        return ELECTOR_ENOMEM;
+    }
     const char *s = list;
     for (int i = 0; i < n; i++) {
         const char *comma = strchr(s, ',');

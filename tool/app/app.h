@@ -86,6 +86,7 @@ struct app {
     int64_t wait_until_ms;   /* --timeout: give up waiting at this time (0: none) */
     int stop_sig;            /* SIGINT or SIGTERM that asked us to stop (0: none) */
     bool interrupted;        /* ... before being elected (logged after the signal) */
+    bool event_lost;         /* a -w json event could not be written: stop, exit 1 */
     int start_retries;       /* etcd unreachable at start: attempts so far */
     uint64_t start_retries_total; /* the metric elector_start_retries_total */
 
@@ -161,6 +162,7 @@ static inline const char *app_held(const struct app *a)
 
 /* app/connect.c */
 elector_etcd *app_make_client(const tool_opts *o, const tool_creds *c);
+int app_close_session(struct app *a, elector_session *s, int64_t timeout_ms);
 void app_notice(elector_etcd *e, int err, const char *msg, void *ud);
 void app_note_connection(struct app *a);
 void app_note_session(struct app *a);
@@ -178,6 +180,7 @@ void app_fatal_etcd(struct app *a, int err, const char *what);
 void app_out_of_memory(struct app *a);
 void app_fail(struct app *a, const char *what, const elector_event *ev);
 int app_event(struct app *a, const elector_event *ev);
+void app_event_lost(struct app *a, const elector_event *ev, int err);
 void app_remember_leader(struct app *a, const elector_event *ev);
 int64_t app_mono_ns(void);
 int64_t app_now_ms(void);

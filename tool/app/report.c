@@ -144,6 +144,19 @@ int app_event(struct app *a, const elector_event *ev)
     return rc;
 }
 
+/* campaign.c: a -w json event that could not be written (out of memory for its
+ * line, a write error other than a closed stdout). Whatever waits for it would
+ * never learn, e.g., that we lead: campaign and lock stop as on SIGTERM and exit
+ * 1 (the loop does it: main.c). run goes on: its command is what tells. */
+void app_event_lost(struct app *a, const elector_event *ev, int err)
+{
+    if (err == EPIPE || a->stopping || a->done) return;
+    bool stop = !app_supervised(a);
+    tool_log(LOG_ERROR, "cannot write the %s event: %s%s", elector_event_name(ev->type),
+             strerror(err ? err : EIO), stop ? ": resigning (exit 1)" : "");
+    if (stop) a->event_lost = true;
+}
+
 /* The leader as last known: from our own election (ELECTED, PROCLAIMED), from
  * observe or the follower (LEADER), none (NULL). Its "since" is kept while the
  * same key (token) leads; a new one is timed now, and said to be when this

@@ -5,6 +5,7 @@
  * campaigns again on a new session (transient failures, --restart), steps down
  * and rejoins. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,7 +208,7 @@ void app_on_event(elector_election *el, const elector_event *ev, void *ud)
 {
     struct app *a = ud;
     if (a->slots && el != a->el && !slot_event(a, el, ev)) return;
-    if (a->o->fmt == FMT_JSON) app_event(a, ev);
+    if (a->o->fmt == FMT_JSON && app_event(a, ev)) app_event_lost(a, ev, errno);
     app_note_event(a, ev);
     if (ev->reason == ELECTOR_ERESTORED) a->restores++;
     if (app_stepdown_event(a, ev)) return; /* a step-down: out of the queue, or back */

@@ -52,8 +52,14 @@ void app_start_child(struct app *a, const elector_event *ev)
                       (const char *)ev->key) >= 0 &&
              asprintf(&env[n++], "ETCD_LOCK_REV=%lld", (long long)ev->token) >= 0;
     if (!ok) {
-        tool_log(LOG_ERROR, "out of memory");
-        exit(EXIT_ERROR);
+        /* As a command that cannot start: resign (the key goes), exit 1. */
+        for (int i = 0; i < n; i++)
+            free(env[i]);
+        tool_log(LOG_ERROR, "cannot start %s: out of memory", a->o->argv[0]);
+        a->exit_code = EXIT_ERROR;
+        elector_resign(a->el);
+        a->stopping = true;
+        return;
     }
     env[n] = NULL;
     char err[256];

@@ -56,6 +56,22 @@ void app_read_stdin(struct app *a)
             a->in_cap = cap;
         }
     }
+    if (a->in_len == a->in_cap) {
+        /* Out of memory: no room to read into (a read of 0 bytes would look
+         * like the end of stdin). What is there is read and dropped, with
+         * the buffered part of a line; the rest of a line cut here is skipped. */
+        char tmp[4096];
+        ssize_t n = read(0, tmp, sizeof(tmp));
+        if (n <= 0) {
+            a->in_eof = true;
+            tool_log(LOG_DEBUG, "end of stdin");
+            return;
+        }
+        tool_log(LOG_ERROR, "out of memory: line from stdin not proclaimed");
+        a->in_len = 0;
+        a->in_skip = tmp[n - 1] != '\n';
+        return;
+    }
     ssize_t n = read(0, a->in_buf + a->in_len, a->in_cap - a->in_len);
     if (n <= 0) {
         a->in_eof = true;

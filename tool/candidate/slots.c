@@ -27,6 +27,10 @@ void app_campaign_slots(struct app *a)
     a->slots = calloc((size_t)n, sizeof(*a->slots));
     a->slot_names = calloc((size_t)n, sizeof(*a->slot_names));
     if (!a->slots || !a->slot_names) {
+        free(a->slots); /* the one made: cleanup frees only a full set */
+        free(a->slot_names);
+        a->slots = NULL;
+        a->slot_names = NULL;
         app_fatal_etcd(a, ELECTOR_ENOMEM, "cannot campaign");
         return;
     }
