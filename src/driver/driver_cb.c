@@ -146,6 +146,11 @@ void *elector__drv_cb_main(void *arg)
             d->cb_busy = true;
             d->stall_reported = false;
             d->cb_start_ns = elector_now_ns();
+            /* The loop may be asleep for up to a second: it rounds every 100
+             * ms only while it knows a callback runs (to see a stall). Under
+             * mu with stop unset, the client is not freed yet (the loop frees
+             * it only after it saw stop). */
+            if (!d->stop) elector_etcd_wakeup(d->etcd);
             pthread_mutex_unlock(&d->mu);
             deliver(d, it);
             pthread_mutex_lock(&d->mu);
