@@ -126,6 +126,19 @@ static void deliver(elector_driver *d, struct item *it)
     }
 }
 
+/* Under mu: a callback for h starts now. */
+static void cb_begin(elector_driver *d, struct dh *h)
+{
+    d->cb_target = h;
+    d->cb_busy = true;
+    d->stall_reported = false;
+    d->cb_start_ns = elector_now_ns();
+    /* The loop may be asleep for up to a second: it rounds every 100 ms only
+     * while it knows a callback runs (to see a stall). With stop unset the
+     * client is not freed yet (the loop frees it only after it saw stop). */
+    if (!d->stop) elector_etcd_wakeup(d->etcd);
+}
+
 void *elector__drv_cb_main(void *arg)
 {
     elector_driver *d = arg;
@@ -142,15 +155,7 @@ void *elector__drv_cb_main(void *arg)
         struct dh *h = it->h;
         bool call = it->kind != I_EVENT || (!h->closed && !d->loop_over);
         if (call) {
-            d->cb_target = h;
-            d->cb_busy = true;
-            d->stall_reported = false;
-            d->cb_start_ns = elector_now_ns();
-            /* The loop may be asleep for up to a second: it rounds every 100
-             * ms only while it knows a callback runs (to see a stall). Under
-             * mu with stop unset, the client is not freed yet (the loop frees
-             * it only after it saw stop). */
-            if (!d->stop) elector_etcd_wakeup(d->etcd);
+            cb_begin(d, h);
             pthread_mutex_unlock(&d->mu);
             deliver(d, it);
             pthread_mutex_lock(&d->mu);
