@@ -298,6 +298,7 @@ struct el_log {
     int n;
     elector_event_type type[16];
     int reason[16];
+    int64_t mono[16]; /* ev->mono_ns */
 };
 
 static void log_cb(elector_election *el, const elector_event *ev, void *ud)
@@ -307,6 +308,7 @@ static void log_cb(elector_election *el, const elector_event *ev, void *ud)
     if (l->n < 16) {
         l->type[l->n] = ev->type;
         l->reason[l->n] = ev->reason;
+        l->mono[l->n] = ev->mono_ns;
         l->n++;
     }
 }
@@ -528,6 +530,7 @@ TEST_WITH_TIMEOUT(leader_whose_recheck_is_refused_for_good_is_lost, 60)
                              "readwrite", from, to, NULL));
     }
     ASSERT(elector_is_leader(el[0]) && elector_is_leader(el[1]));
+    int64_t t0 = tl_now_ns(); /* CLOCK_MONOTONIC, as mono_ns */
     ASSERT_OK(tp_reset(px));
     bool lost = eu_pump_until(10000, both_lost, l);
     for (int i = 0; i < 2; i++)
@@ -538,6 +541,9 @@ TEST_WITH_TIMEOUT(leader_whose_recheck_is_refused_for_good_is_lost, 60)
     for (int i = 0; i < 2; i++) {
         ASSERT_EQ(ELECTOR_EV_LOST, l[i].type[l[i].n - 1]);
         ASSERT_EQ(ELECTOR_EPERM, l[i].reason[l[i].n - 1]);
+        /* The LOST's time is when the refusal came, not another's. */
+        ASSERT_GT(l[i].mono[l[i].n - 1], t0);
+        ASSERT_LE(l[i].mono[l[i].n - 1], tl_now_ns());
         ASSERT(!elector_is_leader(el[i]));
     }
     struct names gone = {root, {"lead-a", NULL}, 0};
