@@ -286,3 +286,46 @@ TEST_WITH_TIMEOUT(a_change_in_a_large_herd_wakes_only_the_successor, 120)
     free(g_hc);
     eh_stop(cl);
 }
+
+/* A session's keepalive round trips are counted, each in the bucket of its
+ * length (elector_session_get_stats: the buckets add up to the count, the
+ * last round trip is in the bucket its length belongs to, the sum is at least
+ * the last). */
+TEST_WITH_TIMEOUT(keepalive_round_trips_are_counted_in_their_buckets, 60)
+{
+    eh_cluster *cl = eh_start(&(eh_opts){0});
+    ASSERT_NOT_NULL(cl);
+    elector_etcd *e = eu_client(eh_endpoints(cl));
+    ASSERT_NOT_NULL(e);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 2; /* a keepalive every 2/3 s */
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    elector_session_stats st;
+    double end = tl_now() + 10;
+    do {
+        elector_etcd_run_once(e, 50);
+        elector_session_get_stats(s, &st);
+    } while (st.renewals < 3 && tl_now() < end);
+    ASSERT_GE(st.renewals, 3);
+    uint64_t sum = 0;
+    for (int i = 0; i < ELECTOR_RTT_BUCKETS; i++)
+        sum += st.rtt_buckets[i];
+    tl_log("%llu round trips, last %.3f ms, mean %.3f ms",
+           (unsigned long long)st.rtt_count, st.last_rtt_ns / 1e6,
+           st.rtt_count ? st.rtt_sum_ns / 1e6 / (double)st.rtt_count : 0.0);
+    ASSERT_GE(st.rtt_count, 3);
+    ASSERT_EQ(st.rtt_count, sum);
+    ASSERT_GT(st.last_rtt_ns, 0);
+    ASSERT_GE(st.rtt_sum_ns, st.last_rtt_ns);
+    int b = 0;
+    while (b < ELECTOR_RTT_BUCKETS - 1 &&
+           st.last_rtt_ns > elector_rtt_bounds_us[b] * 1000)
+        b++;
+    ASSERT_GE(st.rtt_buckets[b], 1);
+    ASSERT_OK(elector_session_close_sync(s, 5000));
+    elector_etcd_free(e);
+    eh_stop(cl);
+}
