@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests (no server) for the small helpers: backoff, prefix_end, error texts,
  * the byte buffer, the rpc table, the clocks and the client's wake-up timer. */
+#define _GNU_SOURCE
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1067,4 +1069,41 @@ TEST(sessions_closed_before_their_grant_revoke_nothing)
     elector_session_close(s);
     elector_etcd_free(e);
     ASSERT_EQ(0, calls);
+}
+
+/* An endpoint whose host name does not resolve: the call fails with ECONNECT
+ * and the resolver's reason, at once. In a network namespace of its own with no
+ * interface up, so that the resolver's query goes nowhere (no traffic leaves
+ * the machine); skipped where no namespace may be made. */
+TEST(endpoint_whose_name_does_not_resolve_fails_with_econnect)
+{
+    pid_t p = fork();
+    ASSERT(p >= 0);
+    if (p == 0) {
+        if (unshare(CLONE_NEWNET)) _exit(TL_SKIP_STATUS);
+        elector_etcd_config cfg;
+        elector_etcd_config_init(&cfg);
+        cfg.endpoints = "no-such-host.invalid:2379";
+        cfg.dial_timeout_ms = 3000;
+        elector_etcd *e = elector_etcd_new(&cfg);
+        if (!e || elector_etcd_err(e)) _exit(2);
+        Etcdserverpb__RangeRequest rr = ETCDSERVERPB__RANGE_REQUEST__INIT;
+        rr.key.data = (uint8_t *)"k";
+        rr.key.len = 1;
+        elector_call_opts o = {.timeout_ms = 5000};
+        double t0 = tl_now();
+        int rc = elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &rr.base, &o, NULL);
+        const char *why = elector_etcd_errstr(e);
+        fprintf(stderr, "rc %s in %.3f s: %s\n", elector_err_name(rc), tl_now() - t0,
+                why ? why : "");
+        int ok = rc == ELECTOR_ECONNECT && why && strstr(why, "cannot resolve host");
+        elector_etcd_free(e);
+        _exit(ok ? 0 : 1);
+    }
+    int st;
+    ASSERT_EQ(p, waitpid(p, &st, 0));
+    ASSERT(WIFEXITED(st));
+    if (WEXITSTATUS(st) == TL_SKIP_STATUS)
+        tl_skip("no network namespace may be made here");
+    ASSERT_EQ(0, WEXITSTATUS(st));
 }
