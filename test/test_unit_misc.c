@@ -1071,10 +1071,10 @@ TEST(sessions_closed_before_their_grant_revoke_nothing)
     ASSERT_EQ(0, calls);
 }
 
-/* An endpoint whose host name does not resolve: the call fails with ECONNECT
- * and the resolver's reason, at once. In a network namespace of its own with no
- * interface up, so that the resolver's query goes nowhere (no traffic leaves
- * the machine); skipped where no namespace may be made. */
+/* An endpoint whose host name does not resolve, and one whose connect() fails
+ * at once: the call fails with ECONNECT and the reason. In a network namespace of its own
+ * with no interface up, so that the resolver's query goes nowhere (no traffic leaves the
+ * machine); skipped where no namespace may be made. */
 TEST(endpoint_whose_name_does_not_resolve_fails_with_econnect)
 {
     pid_t p = fork();
@@ -1097,6 +1097,16 @@ TEST(endpoint_whose_name_does_not_resolve_fails_with_econnect)
         fprintf(stderr, "rc %s in %.3f s: %s\n", elector_err_name(rc), tl_now() - t0,
                 why ? why : "");
         int ok = rc == ELECTOR_ECONNECT && why && strstr(why, "cannot resolve host");
+        elector_etcd_free(e);
+        /* A loopback address with the namespace's loopback down: connect()
+         * itself fails (no route), not later. */
+        cfg.endpoints = "127.0.0.1:2379";
+        e = elector_etcd_new(&cfg);
+        if (!e || elector_etcd_err(e)) _exit(2);
+        rc = elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &rr.base, &o, NULL);
+        why = elector_etcd_errstr(e);
+        fprintf(stderr, "rc %s: %s\n", elector_err_name(rc), why ? why : "");
+        ok = ok && rc == ELECTOR_ECONNECT && why && strstr(why, "connect: ");
         elector_etcd_free(e);
         _exit(ok ? 0 : 1);
     }
