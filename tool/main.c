@@ -274,7 +274,7 @@ static void cleanup(struct app *a)
         if (elector_is_leader(a->el)) elector_resign(a->el);
         elector_election_free(a->el);
     }
-    if (a->s) app_close_session(a, a->s, 2000); /* revoke: nothing lingers */
+    if (a->s) elector_session_close_sync(a->s, 2000); /* revoke: nothing lingers */
     tool_http_stop(a->http);
     elector_etcd_free(a->etcd);
     app_sw_release(a);

@@ -164,7 +164,11 @@ int elector_session_close_async(elector_session *s, int64_t timeout_ms,
  * Returns 0 (also when there was nothing to revoke, or etcd no longer knew the
  * lease) or the revoke's error (ETIMEDOUT, EUNAVAILABLE, ...); ELECTOR_ECLOSED
  * when a callback run meanwhile frees the client (whether the revoke reached
- * etcd is then unknown). Not from a callback. */
+ * etcd is then unknown). A revoke that could not be queued (out of memory) or
+ * failed on the way (EUNAVAILABLE, ...) is made again with
+ * elector_etcd_lease_revoke_sync() until timeout_ms: on return the revoke was
+ * answered or has failed, never left queued, so the client may be freed next.
+ * Not from a callback. */
 int elector_session_close_sync(elector_session *s, int64_t timeout_ms);
 
 /* The release helper of a session with release_on_exit: its process ID while

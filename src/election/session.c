@@ -442,30 +442,41 @@ struct sync_wait {
     int rc;
 };
 
-static void sync_closed(int rc, void *ud)
+static void sync_revoked(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
 {
+    (void)e, (void)m;
     struct sync_wait *w = ud;
     if (w->abandoned) {
         free(w);
         return;
     }
     w->done = true;
-    w->rc = rc;
+    w->rc = err == ELECTOR_ELEASE ? 0 : err;
 }
 
+/* Out of memory for the queued revoke, or after one that failed on the way
+ * (EUNAVAILABLE, ENOMEM inside the transport), close_sync revokes with the
+ * blocking elector_etcd_lease_revoke_sync until its deadline: a revoke only
+ * queued would be lost when the caller frees the client next, and the keys
+ * under the lease would outlive it by the TTL. */
 int elector_session_close_sync(elector_session *s, int64_t timeout_ms)
 {
     if (!s || s->state == ELECTOR__S_CLOSED) return 0;
     elector_etcd *e = s->etcd;
+    elector_etcd_config c;
+    elector__etcd_settings(e, &c);
+    int64_t until =
+        elector_now_ns() + (timeout_ms > 0 ? timeout_ms : c.request_timeout_ms) * 1000000;
+    int64_t lease = close_common(s);
+    if (elector__close(&s->life)) free(s);
+    if (!lease) return 0;
     struct sync_wait *w = calloc(1, sizeof(*w));
-    if (!w) {
-        elector_session_close(s); /* the revoke still goes out if it can */
-        return ELECTOR_ENOMEM;
-    }
-    int rc = elector_session_close_async(s, timeout_ms, sync_closed, w);
-    if (rc != 1) {
+    if (!w) return elector_etcd_lease_revoke_sync(e, lease, until);
+    int rc = send_revoke(e, lease, timeout_ms, sync_revoked, w);
+    if (rc) {
         free(w);
-        return rc;
+        return rc == ELECTOR_ENOMEM ? elector_etcd_lease_revoke_sync(e, lease, until)
+                                    : rc;
     }
     while (!w->done) {
         rc = elector_etcd_run_once(e, -1);
@@ -481,5 +492,9 @@ int elector_session_close_sync(elector_session *s, int64_t timeout_ms)
     }
     rc = w->rc;
     free(w);
+    /* failed on the way, time left: again, as the blocking revoke retries */
+    if (rc && rc != ELECTOR_ETIMEDOUT && rc != ELECTOR_ECANCELED &&
+        elector_now_ns() < until)
+        rc = elector_etcd_lease_revoke_sync(e, lease, until);
     return rc;
 }

@@ -162,7 +162,6 @@ static inline const char *app_held(const struct app *a)
 
 /* app/connect.c */
 elector_etcd *app_make_client(const tool_opts *o, const tool_creds *c);
-int app_close_session(struct app *a, elector_session *s, int64_t timeout_ms);
 void app_notice(elector_etcd *e, int err, const char *msg, void *ud);
 void app_note_connection(struct app *a);
 void app_note_session(struct app *a);

@@ -110,16 +110,3 @@ void app_note_session(struct app *a)
                  (double)st.last_rtt_ns / 1e6);
     }
 }
-
-/* elector_session_close_sync, and when it had no memory for its wait (it then
- * only queues the revoke, which would be lost as the client is freed before it
- * goes out) the lease revoked here: keys under it must not outlive us. */
-int app_close_session(struct app *a, elector_session *s, int64_t timeout_ms)
-{
-    int64_t lease = elector_session_lease(s);
-    int rc = elector_session_close_sync(s, timeout_ms);
-    if (rc == ELECTOR_ENOMEM && lease)
-        rc = elector_etcd_lease_revoke_sync(a->etcd, lease,
-                                            elector_now_ns() + timeout_ms * 1000000);
-    return rc;
-}

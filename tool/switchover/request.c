@@ -390,7 +390,7 @@ static int request(struct app *a, const Mvccpb__KeyValue *t, int64_t deadline_ms
         out = await(a, t, deadline_ms, &sn);
     }
     if (a->s) {
-        int crc = app_close_session(a, a->s, app_request_ms(a->o));
+        int crc = elector_session_close_sync(a->s, app_request_ms(a->o));
         if (crc && crc != ELECTOR_ELEASE)
             tool_log(LOG_WARN,
                      "switchover: the request %s could not be withdrawn (%s); it ends "
