@@ -145,6 +145,8 @@ static const struct {
     {"ECONNREFUSED", ECONNREFUSED},
     {"EAFNOSUPPORT", EAFNOSUPPORT},
     {"ENOPROTOOPT", ENOPROTOOPT},
+    {"ENOSPC", ENOSPC},
+
 };
 
 static int errno_of(const char *s, size_t n)

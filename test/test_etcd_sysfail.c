@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -364,4 +366,387 @@ TEST(release_stop_in_a_forked_child_leaves_the_helper)
     stop_with(&r, NULL, pid);
     assert_no_child();
     elector_etcd_free(e);
+}
+
+/* ---------------------------------------------------------------- the helper's calls */
+
+/* Orders as the library encodes them (see test_etcd_release): "ELR1", the
+ * body's length, 12 int64, 6 strings; the endpoint is a closed port, so that
+ * a revoke would fail (exit 1 and a message). Returns the length. */
+static size_t make_orders(uint8_t *buf)
+{
+    int64_t v[12] = {0x1234, 10, 1000, 1000, 0, 0, 0, 50, 500, 0, 0, 0};
+    const char *ep = "127.0.0.1:1";
+    size_t n = 8;
+    memcpy(buf + n, v, sizeof(v));
+    n += sizeof(v);
+    for (int i = 0; i < 6; i++) {
+        uint32_t l = i ? UINT32_MAX : (uint32_t)strlen(ep);
+        memcpy(buf + n, &l, 4);
+        n += 4;
+        if (!i) memcpy(buf + n, ep, l), n += l;
+    }
+    uint32_t body = (uint32_t)(n - 8);
+    memcpy(buf, "ELR1", 4);
+    memcpy(buf + 4, &body, 4);
+    return n;
+}
+
+typedef struct helper_run {
+    const uint8_t *orders;
+    size_t n;
+    const char *after; /* bytes sent one at a time after the orders */
+    bool eof;          /* our end closed after them (else: once it exits) */
+    const char *spec;  /* ELECTOR_TEST_SYSFAIL in the helper */
+    char errs[2048];   /* its stderr */
+    long injected;     /* calls failed in it (-1: it wrote no count) */
+    double secs;
+} helper_run;
+
+static void helper_child(int sock, int self, int errfd, const char *spec, const char *log)
+{
+    /* Above 3 first, so that the dup2s below cannot overwrite them. */
+    int s = fcntl(sock, F_DUPFD, 10), p = fcntl(self, F_DUPFD, 10),
+        e = fcntl(errfd, F_DUPFD, 10);
+    if (s < 0 || p < 0 || e < 0 || dup2(s, 0) < 0 || dup2(e, 2) < 0 || dup2(p, 3) < 0)
+        _exit(120);
+    close(s), close(p), close(e);
+    char asan[1024];
+    const char *ao = getenv("ASAN_OPTIONS");
+    snprintf(asan, sizeof(asan), "%s%sverify_asan_link_order=0", ao ? ao : "",
+             ao && *ao ? ":" : "");
+    setenv("ASAN_OPTIONS", asan, 1);
+    setenv("LD_PRELOAD", SYSFAIL_LIB, 1);
+    setenv("ELECTOR_TEST_SYSFAIL_LOG", log, 1);
+    setenv("ELECTOR_TEST_SYSFAIL", spec, 1);
+    execl(RELEASE_HELPER_BIN, "elector-release", (char *)NULL);
+    _exit(127);
+}
+
+/* Runs the helper as libelector would (fd 0 a socket, fd 3 our pidfd: quiet
+ * while we live) with the injector armed in it; returns its exit status. */
+static int run_helper(helper_run *h)
+{
+    char *dir = tl_tmpdir("sysfail");
+    ASSERT_NOT_NULL(dir);
+    char log[512];
+    snprintf(log, sizeof(log), "%s/log", dir);
+    free(dir);
+    int sv[2], pe[2];
+    ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
+    ASSERT_OK(pipe2(pe, O_CLOEXEC));
+    int self = (int)syscall(SYS_pidfd_open, getpid(), 0);
+    ASSERT(self >= 0);
+    fflush(NULL);
+    double t0 = tl_now();
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) helper_child(sv[1], self, pe[1], h->spec, log);
+    close(sv[1]);
+    close(pe[1]);
+    close(self);
+    ASSERT_EQ((ssize_t)h->n, write(sv[0], h->orders, h->n));
+    for (int i = 0; h->after && h->after[i]; i++) {
+        tl_msleep(50); /* one read each */
+        ASSERT_EQ(1, write(sv[0], h->after + i, 1));
+    }
+    if (h->eof) close(sv[0]);
+    size_t len = 0;
+    ssize_t r;
+    while (len + 1 < sizeof(h->errs) &&
+           (r = read(pe[0], h->errs + len, sizeof(h->errs) - 1 - len)) > 0)
+        len += (size_t)r;
+    h->errs[len] = 0;
+    close(pe[0]);
+    if (!h->eof) close(sv[0]);
+    int st;
+    ASSERT_EQ(pid, waitpid(pid, &st, 0));
+    h->secs = tl_now() - t0;
+    h->injected = -1;
+    FILE *f = fopen(log, "r");
+    if (f) {
+        int p;
+        long k;
+        while (fscanf(f, "%d %ld", &p, &k) == 2)
+            if (p == (int)pid) h->injected = k;
+        fclose(f);
+    }
+    tl_log("helper with \"%s\": status %d, %ld failed, %.2f s, said \"%s\"", h->spec,
+           WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), h->injected, h->secs,
+           h->errs);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The helper's reads and polls interrupted: each is made again, and the helper
+ * goes on as without them -- "D" ends it at once with exit 0, nothing said
+ * (a revoke would have failed: exit 1 and a message). */
+TEST(release_helper_interrupted_calls_are_retried)
+{
+    setup();
+    uint8_t buf[512];
+    size_t n = make_orders(buf);
+    /* Polls: 1 the check of fds 0 and 3, 2 and 3 the orders' header and body,
+     * 4 the wait; reads: 1 and 2 the orders, 3 the "D". */
+    const char *specs[] = {"poll:EINTR:2,read:EINTR:1", "poll:EINTR:4,read:EINTR:3"};
+    for (int i = 0; i < 2; i++) {
+        helper_run h = {.orders = buf, .n = n, .after = "D", .spec = specs[i]};
+        ASSERT_EQ(0, run_helper(&h));
+        ASSERT_STREQ("", h.errs);
+        ASSERT_EQ(2, h.injected);
+    }
+}
+
+/* The helper's polls failing: before the orders, it says so and exits 2; while
+ * it waits, it exits 0 at once without revoking (the lease ends by its TTL: a
+ * helper that cannot watch its owner must not release the lease early). */
+TEST(release_helper_failed_polls_never_revoke)
+{
+    setup();
+    uint8_t buf[512];
+    size_t n = make_orders(buf);
+    helper_run h = {.orders = buf, .n = n, .spec = "poll:ENOMEM:1"};
+    ASSERT_EQ(2, run_helper(&h));
+    ASSERT_CONTAINS(h.errs, "fd 0 or 3 is missing");
+    ASSERT_EQ(1, h.injected);
+    helper_run h2 = {.orders = buf, .n = n, .spec = "poll:ENOMEM:2"};
+    ASSERT_EQ(2, run_helper(&h2));
+    ASSERT_CONTAINS(h2.errs, "no orders on fd 0");
+    ASSERT_EQ(1, h2.injected);
+    helper_run h3 = {.orders = buf, .n = n, .spec = "poll:ENOMEM:4"};
+    ASSERT_EQ(0, run_helper(&h3));
+    ASSERT_STREQ("", h3.errs);
+    ASSERT_EQ(1, h3.injected);
+    ASSERT_LT(h3.secs, 1.5); /* not the 2 s of an EOF: the poll's failure ended it */
+}
+
+/* Our end closed after the orders while we (the owner) live, the helper's
+ * wait for the pidfd interrupted: it waits out its 2 s, sees the owner alive
+ * and exits 0 without revoking. */
+TEST(release_helper_eof_with_the_owner_alive)
+{
+    setup();
+    uint8_t buf[512];
+    size_t n = make_orders(buf);
+    helper_run h = {.orders = buf, .n = n, .eof = true, .spec = "poll:EINTR:5"};
+    ASSERT_EQ(0, run_helper(&h));
+    ASSERT_STREQ("", h.errs);
+    ASSERT_EQ(1, h.injected);
+    ASSERT_GE(h.secs, 1.9);
+}
+
+/* Orders whose header is wrong: not "ELR1" (no orders), a length over 64 KiB
+ * or of 0 (malformed): exit 2 with the message, nothing revoked. */
+TEST(release_helper_bad_headers)
+{
+    setup();
+    uint8_t buf[512];
+    size_t n = make_orders(buf);
+    memcpy(buf, "ELR2", 4);
+    helper_run h = {.orders = buf, .n = n, .spec = ""};
+    ASSERT_EQ(2, run_helper(&h));
+    ASSERT_CONTAINS(h.errs, "no orders on fd 0");
+    n = make_orders(buf);
+    uint32_t big = 64 * 1024 + 1;
+    memcpy(buf + 4, &big, 4);
+    helper_run h2 = {.orders = buf, .n = n, .spec = ""};
+    ASSERT_EQ(2, run_helper(&h2));
+    ASSERT_CONTAINS(h2.errs, "malformed orders");
+    uint32_t zero = 0;
+    memcpy(buf + 4, &zero, 4);
+    helper_run h3 = {.orders = buf, .n = 8, .spec = ""};
+    ASSERT_EQ(2, run_helper(&h3));
+    ASSERT_CONTAINS(h3.errs, "malformed orders");
+}
+
+/* ---------------------------------------------------------------- the client's calls */
+
+/* The client's loop cannot be made (epoll, eventfd or timerfd refused, or the
+ * epoll set cannot take them): elector_etcd_new() returns a client in error,
+ * ELECTOR_ENOMEM with the call and its reason; every call on it fails with
+ * that error, and freeing it leaves no descriptor behind. */
+TEST(client_without_its_loop_descriptors)
+{
+    setup();
+    static const struct {
+        const char *spec, *reason;
+    } cases[] = {
+        {"epoll_create1:EMFILE", "Too many open files"},
+        {"eventfd:ENFILE", "Too many open files in system"},
+        {"timerfd_create:ENOMEM", "Cannot allocate memory"},
+        {"epoll_ctl:ENOSPC:1", "No space left on device"},
+        {"epoll_ctl:ENOMEM:2", "Cannot allocate memory"},
+    };
+    int fds = nfds();
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        elector_etcd_config cfg;
+        elector_etcd_config_init(&cfg);
+        cfg.endpoints = "127.0.0.1:1";
+        unsigned long before = failed();
+        arm(cases[i].spec);
+        elector_etcd *e = elector_etcd_new(&cfg);
+        disarm();
+        ASSERT_GT(failed(), before);
+        ASSERT_NOT_NULL(e);
+        tl_log("%s: %d %s", cases[i].spec, elector_etcd_err(e), elector_etcd_errstr(e));
+        ASSERT_EQ(ELECTOR_ENOMEM, elector_etcd_err(e));
+        ASSERT_CONTAINS(elector_etcd_errstr(e), "cannot create epoll/eventfd/timerfd: ");
+        ASSERT_CONTAINS(elector_etcd_errstr(e), cases[i].reason);
+        elector_leader_info info;
+        ASSERT_EQ(ELECTOR_ENOMEM, elector_leader_sync(e, "x", 1000, &info));
+        elector_etcd_free(e);
+        ASSERT_EQ(fds, nfds());
+    }
+}
+
+/* The client's socket calls failing, against a real etcd: a socket or connect
+ * refused ends the call with ELECTOR_ECONNECT, a send or recv broken with
+ * ELECTOR_EUNAVAILABLE, each with the call and its reason in errstr; a call
+ * interrupted (EINTR) or that would block (EAGAIN), TCP_NODELAY refused or the
+ * loop's wait interrupted are retried and change nothing. The same client
+ * works afterwards (nobody leads "x": 1). */
+TEST_WITH_TIMEOUT(client_socket_failures, 60)
+{
+    setup();
+    eh_cluster *c = eh_start(&(eh_opts){0});
+    ASSERT_NOT_NULL(c);
+    static const struct {
+        const char *spec;
+        int rc;
+        const char *why;
+    } cases[] = {
+        {"connect:ENETUNREACH", ELECTOR_ECONNECT, "connect: Network is unreachable"},
+        {"socket:EMFILE", ELECTOR_ECONNECT, "socket: Too many open files"},
+        {"send:ECONNRESET:1", ELECTOR_EUNAVAILABLE,
+         "write failed: Connection reset by peer"},
+        {"recv:ECONNRESET:1", ELECTOR_EUNAVAILABLE,
+         "read failed: Connection reset by peer"},
+        {"setsockopt:ENOPROTOOPT", 1, ""},
+        {"recv:EINTR:1", 1, ""},
+        {"recv:EAGAIN:1", 1, ""},
+        {"send:EINTR:1", 1, ""},
+        {"send:EAGAIN:1", 1, ""},
+        {"epoll_wait:EINTR:1", 1, ""},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        elector_etcd_config cfg;
+        elector_etcd_config_init(&cfg);
+        cfg.endpoints = eh_endpoints(c);
+        elector_etcd *e = elector_etcd_new(&cfg);
+        ASSERT_NOT_NULL(e);
+        unsigned long before = failed();
+        elector_leader_info info;
+        arm(cases[i].spec);
+        int rc = elector_leader_sync(e, "x", 5000, &info);
+        disarm();
+        tl_log("%s: %d %s", cases[i].spec, rc, elector_etcd_errstr(e));
+        ASSERT_GT(failed(), before);
+        ASSERT_EQ(cases[i].rc, rc);
+        if (*cases[i].why) {
+            ASSERT_CONTAINS(elector_etcd_errstr(e), cases[i].why);
+            ASSERT_CONTAINS(elector_etcd_errstr(e), eh_endpoints(c)); /* which one */
+        }
+        ASSERT_EQ(1, elector_leader_sync(e, "x", 5000, &info));
+        elector_etcd_free(e);
+    }
+    eh_stop(c);
+}
+
+/* The timerfd cannot be armed (timerfd_settime fails every time): the
+ * deadlines still hold, as the loop's own wait is bounded by the next timer --
+ * a call to a server that accepts and never answers ends with ETIMEDOUT. */
+TEST_WITH_TIMEOUT(client_deadlines_without_the_timerfd, 60)
+{
+    setup();
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT(l >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ASSERT_OK(bind(l, (struct sockaddr *)&a, sizeof(a)));
+    ASSERT_OK(listen(l, 4)); /* never accepted: the kernel completes the handshake */
+    socklen_t al = sizeof(a);
+    ASSERT_OK(getsockname(l, (struct sockaddr *)&a, &al));
+    char ep[64];
+    snprintf(ep, sizeof(ep), "127.0.0.1:%d", ntohs(a.sin_port));
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = ep;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    elector_leader_info info;
+    unsigned long before = failed();
+    double t0 = tl_now();
+    arm("timerfd_settime:EINVAL");
+    int rc = elector_leader_sync(e, "x", 500, &info);
+    disarm();
+    double s = tl_now() - t0;
+    tl_log("no timerfd: rc %d (%s) after %.2f s, %lu failed", rc, elector_etcd_errstr(e),
+           s, failed() - before);
+    ASSERT_GT(failed(), before);
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, rc);
+    ASSERT_GE(s, 0.45);
+    elector_etcd_free(e);
+    close(l);
+}
+
+/* A session with release_on_exit on a kernel without pidfds (pidfd_open:
+ * ENOSYS): granted and alive without a helper (ELECTOR_EINVAL), no child; its
+ * lease stays in etcd until the close revokes it. And a session whose helper
+ * runs, closed while the wait for the helper's exit fails: the helper is killed
+ * and reaped, the close revokes the lease (0). */
+TEST_WITH_TIMEOUT(session_without_pidfds_and_close_with_poll_failing, 60)
+{
+    setup();
+    eh_cluster *c = eh_start(&(eh_opts){0});
+    ASSERT_NOT_NULL(c);
+    for (int round = 0; round < 2; round++) {
+        elector_etcd_config cfg;
+        elector_etcd_config_init(&cfg);
+        cfg.endpoints = eh_endpoints(c);
+        elector_etcd *e = elector_etcd_new(&cfg);
+        ASSERT_NOT_NULL(e);
+        elector_session_config sc;
+        elector_session_config_init(&sc);
+        sc.release_on_exit = true;
+        unsigned long before = failed();
+        if (round == 0) arm("pidfd_open:ENOSYS");
+        elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+        ASSERT_NOT_NULL(s);
+        int rc = elector_session_wait(s, 10000);
+        disarm();
+        ASSERT_EQ(0, rc);
+        ASSERT(elector_session_alive(s));
+        int helper = elector_session_helper(s);
+        char hex[32];
+        snprintf(hex, sizeof(hex), "%llx", (unsigned long long)elector_session_lease(s));
+        char *out = NULL;
+        ASSERT_EQ(0,
+                  tl_run(&out, (const char *[]){"etcdctl", "--endpoints", eh_endpoints(c),
+                                                "lease", "list", NULL}));
+        ASSERT_CONTAINS(out, hex);
+        free(out);
+        if (round == 0) {
+            ASSERT_GT(failed(), before);
+            ASSERT_EQ(ELECTOR_EINVAL, helper);
+            ASSERT_EQ(0, waitpid(-1, NULL, WNOHANG) > 0); /* no helper to reap */
+            ASSERT_EQ(0, elector_session_close_sync(s, 5000));
+        } else {
+            ASSERT_GT(helper, 0);
+            arm("poll:ENOMEM");
+            rc = elector_session_close_sync(s, 5000);
+            disarm();
+            ASSERT_GT(failed(), before);
+            ASSERT_EQ(0, rc);
+            errno = 0;
+            ASSERT_EQ(-1, kill(helper, 0)); /* killed and reaped */
+            ASSERT_EQ(ESRCH, errno);
+        }
+        elector_etcd_free(e);
+        out = NULL;
+        ASSERT_EQ(0,
+                  tl_run(&out, (const char *[]){"etcdctl", "--endpoints", eh_endpoints(c),
+                                                "lease", "list", NULL}));
+        ASSERT(!strstr(out, hex)); /* revoked by the close */
+        free(out);
+    }
+    eh_stop(c);
 }
