@@ -192,16 +192,26 @@ TEST(release_start_cannot_move_low_descriptors)
     close(0);
     close(3);
     int fds = nfds();
-    elector__release r;
-    int pid = start_with(&r, e, "fcntl_dupfd:EMFILE");
-    int low0 = fcntl(0, F_GETFD), low3 = fcntl(3, F_GETFD);
-    int after = nfds();
+    /* Every move failing (the socket's end at 0 first), the one of the
+     * socket's other end at 3, the one of the pidfd (made at 0 then). */
+    const char *specs[] = {"fcntl_dupfd:EMFILE", "fcntl_dupfd:EMFILE:2",
+                           "fcntl_dupfd:EMFILE:3"};
+    int pid[3], after[3], low0[3], low3[3];
+    for (int i = 0; i < 3; i++) {
+        elector__release r;
+        pid[i] = start_with(&r, e, specs[i]);
+        low0[i] = fcntl(0, F_GETFD), low3[i] = fcntl(3, F_GETFD);
+        after[i] = nfds();
+    }
     if (keep0 >= 0) dup2(keep0, 0), close(keep0);
     if (keep3 >= 0) dup2(keep3, 3), close(keep3);
-    ASSERT_EQ(ELECTOR_ENOMEM, pid);
-    ASSERT_EQ(fds, after);
-    ASSERT_EQ(-1, low0); /* closed again */
-    ASSERT_EQ(-1, low3);
+    for (int i = 0; i < 3; i++) {
+        tl_log("%s: %d", specs[i], pid[i]);
+        ASSERT_EQ(ELECTOR_ENOMEM, pid[i]);
+        ASSERT_EQ(fds, after[i]);
+        ASSERT_EQ(-1, low0[i]); /* closed again */
+        ASSERT_EQ(-1, low3[i]);
+    }
     assert_no_child();
     elector_etcd_free(e);
 }
@@ -276,6 +286,12 @@ TEST(release_without_the_helpers_pidfd_stops_by_waitpid)
     ASSERT_EQ(-1, r.pidfd);
     ASSERT(r.sock >= 0);
     stop_with(&r, NULL, pid);
+    ASSERT_EQ(fds, nfds());
+    assert_no_child();
+    /* Its waitpid interrupted once: asked again. */
+    pid = start_ok(&r, e, "pidfd_open:EMFILE:2");
+    ASSERT_EQ(-1, r.pidfd);
+    stop_with(&r, "waitpid:EINTR:1", pid);
     ASSERT_EQ(fds, nfds());
     assert_no_child();
 
@@ -397,13 +413,15 @@ typedef struct helper_run {
     size_t n;
     const char *after; /* bytes sent one at a time after the orders */
     bool eof;          /* our end closed after them (else: once it exits) */
+    bool no_fd0;       /* the helper started with fd 0 closed */
     const char *spec;  /* ELECTOR_TEST_SYSFAIL in the helper */
     char errs[2048];   /* its stderr */
     long injected;     /* calls failed in it (-1: it wrote no count) */
     double secs;
 } helper_run;
 
-static void helper_child(int sock, int self, int errfd, const char *spec, const char *log)
+static void helper_child(int sock, int self, int errfd, const helper_run *h,
+                         const char *log)
 {
     /* Above 3 first, so that the dup2s below cannot overwrite them. */
     int s = fcntl(sock, F_DUPFD, 10), p = fcntl(self, F_DUPFD, 10),
@@ -411,6 +429,7 @@ static void helper_child(int sock, int self, int errfd, const char *spec, const 
     if (s < 0 || p < 0 || e < 0 || dup2(s, 0) < 0 || dup2(e, 2) < 0 || dup2(p, 3) < 0)
         _exit(120);
     close(s), close(p), close(e);
+    if (h->no_fd0) close(0);
     char asan[1024];
     const char *ao = getenv("ASAN_OPTIONS");
     snprintf(asan, sizeof(asan), "%s%sverify_asan_link_order=0", ao ? ao : "",
@@ -418,7 +437,7 @@ static void helper_child(int sock, int self, int errfd, const char *spec, const 
     setenv("ASAN_OPTIONS", asan, 1);
     setenv("LD_PRELOAD", SYSFAIL_LIB, 1);
     setenv("ELECTOR_TEST_SYSFAIL_LOG", log, 1);
-    setenv("ELECTOR_TEST_SYSFAIL", spec, 1);
+    setenv("ELECTOR_TEST_SYSFAIL", h->spec, 1);
     execl(RELEASE_HELPER_BIN, "elector-release", (char *)NULL);
     _exit(127);
 }
@@ -441,7 +460,7 @@ static int run_helper(helper_run *h)
     double t0 = tl_now();
     pid_t pid = fork();
     ASSERT(pid >= 0);
-    if (pid == 0) helper_child(sv[1], self, pe[1], h->spec, log);
+    if (pid == 0) helper_child(sv[1], self, pe[1], h, log);
     close(sv[1]);
     close(pe[1]);
     close(self);
@@ -517,21 +536,37 @@ TEST(release_helper_failed_polls_never_revoke)
     ASSERT_STREQ("", h3.errs);
     ASSERT_EQ(1, h3.injected);
     ASSERT_LT(h3.secs, 1.5); /* not the 2 s of an EOF: the poll's failure ended it */
+    /* A read of the orders failing: no orders. */
+    helper_run h4 = {.orders = buf, .n = n, .spec = "read:EIO:1"};
+    ASSERT_EQ(2, run_helper(&h4));
+    ASSERT_CONTAINS(h4.errs, "no orders on fd 0");
+    ASSERT_EQ(1, h4.injected);
+    /* No fd 0 at all. */
+    helper_run h5 = {.orders = buf, .n = n, .no_fd0 = true, .spec = ""};
+    ASSERT_EQ(2, run_helper(&h5));
+    ASSERT_CONTAINS(h5.errs, "fd 0 or 3 is missing");
 }
 
-/* Our end closed after the orders while we (the owner) live, the helper's
- * wait for the pidfd interrupted: it waits out its 2 s, sees the owner alive
- * and exits 0 without revoking. */
+/* Its socket fails (a read error: as an EOF) while we, the owner, live, and
+ * every later poll of its wait for the pidfd is interrupted: it waits out its
+ * 2 s, does not revoke (the owner may still run) and exits 0. The wait's poll
+ * failing after a real EOF: it exits at once, again without revoking. */
 TEST(release_helper_eof_with_the_owner_alive)
 {
     setup();
     uint8_t buf[512];
     size_t n = make_orders(buf);
-    helper_run h = {.orders = buf, .n = n, .eof = true, .spec = "poll:EINTR:5"};
+    helper_run h = {
+        .orders = buf, .n = n, .after = "x", .spec = "read:EIO:3,poll:EINTR:5+"};
     ASSERT_EQ(0, run_helper(&h));
     ASSERT_STREQ("", h.errs);
-    ASSERT_EQ(1, h.injected);
+    ASSERT_GT(h.injected, 2);
     ASSERT_GE(h.secs, 1.9);
+    helper_run h2 = {.orders = buf, .n = n, .eof = true, .spec = "poll:ENOMEM:5"};
+    ASSERT_EQ(0, run_helper(&h2));
+    ASSERT_STREQ("", h2.errs);
+    ASSERT_EQ(1, h2.injected);
+    ASSERT_LT(h2.secs, 1.5);
 }
 
 /* Orders whose header is wrong: not "ELR1" (no orders), a length over 64 KiB
@@ -593,6 +628,7 @@ TEST(client_without_its_loop_descriptors)
         ASSERT_CONTAINS(elector_etcd_errstr(e), cases[i].reason);
         elector_leader_info info;
         ASSERT_EQ(ELECTOR_ENOMEM, elector_leader_sync(e, "x", 1000, &info));
+        ASSERT_EQ(-1, elector_etcd_timeout(e)); /* no timer: nothing to wait for */
         elector_etcd_free(e);
         ASSERT_EQ(fds, nfds());
     }
@@ -749,4 +785,29 @@ TEST_WITH_TIMEOUT(session_without_pidfds_and_close_with_poll_failing, 60)
         free(out);
     }
     eh_stop(c);
+}
+
+/* The helper's environment: only the sanitizers' options, three at most, none
+ * of the owner's other variables however many; a helper path set but empty is
+ * the compiled-in one (not installed on a test machine: no helper). */
+TEST(release_helper_environment_and_default_path)
+{
+    setup();
+    elector_etcd *e = offline_client();
+    setenv("UBSAN_OPTIONS", "print_stacktrace=1", 1);
+    setenv("LSAN_OPTIONS", "report_objects=0", 1);
+    setenv("ELECTOR_TEST_AFTER_THE_SANITIZERS", "1", 1); /* the loop stops before */
+    elector__release r;
+    int pid = start_ok(&r, e, NULL);
+    stop_with(&r, NULL, pid);
+    assert_no_child();
+    setenv("ELECTOR_RELEASE_HELPER", "", 1);
+    elector__release_start(&r, e, 0x1234, 10);
+    if (access("/usr/local/lib/elector/elector-release", X_OK))
+        ASSERT_EQ(ELECTOR_EINVAL, r.pid);
+    else
+        ASSERT_GT(r.pid, 0);
+    elector__release_stop(&r);
+    assert_no_child();
+    elector_etcd_free(e);
 }
