@@ -41,6 +41,7 @@
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NEXT(type, name) ((type)dlsym(RTLD_NEXT, name))
@@ -74,6 +75,7 @@ enum {
     F_EVENTFD,
     F_TIMERFD_CREATE,
     F_TIMERFD_SETTIME,
+    F_NANOSLEEP,
     F_COUNT
 };
 
@@ -106,6 +108,7 @@ static const char *const names[F_COUNT] = {
     "eventfd",
     "timerfd_create",
     "timerfd_settime",
+    "nanosleep",
 };
 
 typedef struct rule {
@@ -417,6 +420,13 @@ int kill(pid_t pid, int sig)
 {
     FAIL_ERRNO(F_KILL, -1);
     return NEXT(int (*)(pid_t, int), "kill")(pid, sig);
+}
+
+int nanosleep(const struct timespec *req, struct timespec *rem)
+{
+    FAIL_ERRNO(F_NANOSLEEP, -1);
+    return NEXT(int (*)(const struct timespec *, struct timespec *), "nanosleep")(req,
+                                                                                  rem);
 }
 
 /* ---------------------------------------------------------------- start and end */

@@ -811,3 +811,79 @@ TEST(release_helper_environment_and_default_path)
     assert_no_child();
     elector_etcd_free(e);
 }
+
+/* Over TLS (the library's socket BIO): a recv or send broken after the
+ * handshake ends the call with ELECTOR_EUNAVAILABLE, "TLS read failed" or
+ * "TLS write failed" and the reason; one interrupted or that would block is
+ * retried through OpenSSL (want read / want write) and changes nothing. The
+ * client works afterwards. Each case on a connection made first (a call
+ * answered), so that the failed call is the first of its kind after the
+ * handshake. */
+TEST_WITH_TIMEOUT(client_tls_socket_failures, 60)
+{
+    setup();
+    eh_cluster *c = eh_start(&(eh_opts){.tls = 1});
+    ASSERT_NOT_NULL(c);
+    static const struct {
+        const char *spec;
+        int rc;
+        const char *why;
+    } cases[] = {
+        {"recv:ECONNRESET:1", ELECTOR_EUNAVAILABLE,
+         "TLS read failed: Connection reset by peer"},
+        {"send:EPIPE:1", ELECTOR_EUNAVAILABLE, "TLS write failed: Broken pipe"},
+        {"recv:EINTR:1", 1, ""},
+        {"recv:EAGAIN:1", 1, ""},
+        {"send:EINTR:1", 1, ""},
+        {"send:EAGAIN:1", 1, ""},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        elector_etcd_config cfg;
+        elector_etcd_config_init(&cfg);
+        cfg.endpoints = eh_endpoints(c);
+        cfg.cacert = eh_cacert(c);
+        cfg.cert = eh_cert(c);
+        cfg.key = eh_key(c);
+        elector_etcd *e = elector_etcd_new(&cfg);
+        ASSERT_NOT_NULL(e);
+        elector_leader_info info;
+        ASSERT_EQ(1, elector_leader_sync(e, "x", 10000, &info)); /* connected */
+        unsigned long before = failed();
+        arm(cases[i].spec);
+        int rc = elector_leader_sync(e, "x", 5000, &info);
+        disarm();
+        tl_log("%s: %d %s", cases[i].spec, rc, elector_etcd_errstr(e));
+        ASSERT_GT(failed(), before);
+        ASSERT_EQ(cases[i].rc, rc);
+        if (*cases[i].why) ASSERT_CONTAINS(elector_etcd_errstr(e), cases[i].why);
+        ASSERT_EQ(1, elector_leader_sync(e, "x", 10000, &info));
+        elector_etcd_free(e);
+    }
+    eh_stop(c);
+}
+
+/* The revoke's pause between attempts (nothing listens: each is refused)
+ * interrupted (slept again), or failing every time: it goes on until the
+ * moment given, then returns the last error. */
+TEST(revoke_pause_interrupted_or_failing)
+{
+    setup();
+    const char *specs[] = {"nanosleep:EINTR:1", "nanosleep:EINVAL"};
+    for (int i = 0; i < 2; i++) {
+        elector_etcd *e = offline_client();
+        unsigned long before = failed();
+        double t0 = tl_now();
+        arm(specs[i]);
+        int rc = elector_etcd_lease_revoke_sync(e, 0x1234, elector_now_ns() + 300000000);
+        disarm();
+        double s = tl_now() - t0;
+        tl_log("%s: %d (%s) after %.2f s, %lu failed", specs[i], rc,
+               elector_etcd_errstr(e), s, failed() - before);
+        ASSERT_GT(failed(), before);
+        /* Refused, or no connection by the deadline (no pause: more attempts). */
+        ASSERT(rc == ELECTOR_ECONNECT || rc == ELECTOR_ETIMEDOUT);
+        ASSERT_GE(s, 0.25); /* retried until then, not given up at the first failure */
+        ASSERT_LT(s, 10.0); /* and not much past it */
+        elector_etcd_free(e);
+    }
+}
