@@ -389,10 +389,9 @@ TEST(release_stop_in_a_forked_child_leaves_the_helper)
 /* Orders as the library encodes them (see test_etcd_release): "ELR1", the
  * body's length, 12 int64, 6 strings; the endpoint is a closed port, so that
  * a revoke would fail (exit 1 and a message). Returns the length. */
-static size_t make_orders(uint8_t *buf)
+static size_t make_orders_for(uint8_t *buf, const char *ep, int64_t lease)
 {
-    int64_t v[12] = {0x1234, 10, 1000, 1000, 0, 0, 0, 50, 500, 0, 0, 0};
-    const char *ep = "127.0.0.1:1";
+    int64_t v[12] = {lease, 10, 1000, 1000, 0, 0, 0, 50, 500, 0, 0, 0};
     size_t n = 8;
     memcpy(buf + n, v, sizeof(v));
     n += sizeof(v);
@@ -406,6 +405,11 @@ static size_t make_orders(uint8_t *buf)
     memcpy(buf, "ELR1", 4);
     memcpy(buf + 4, &body, 4);
     return n;
+}
+
+static size_t make_orders(uint8_t *buf)
+{
+    return make_orders_for(buf, "127.0.0.1:1", 0x1234);
 }
 
 typedef struct helper_run {
@@ -536,6 +540,11 @@ TEST(release_helper_failed_polls_never_revoke)
     ASSERT_STREQ("", h3.errs);
     ASSERT_EQ(1, h3.injected);
     ASSERT_LT(h3.secs, 1.5); /* not the 2 s of an EOF: the poll's failure ended it */
+    /* The body's poll failing: malformed (incomplete) orders. */
+    helper_run h6 = {.orders = buf, .n = n, .spec = "poll:ENOMEM:3"};
+    ASSERT_EQ(2, run_helper(&h6));
+    ASSERT_CONTAINS(h6.errs, "malformed orders");
+    ASSERT_EQ(1, h6.injected);
     /* A read of the orders failing: no orders. */
     helper_run h4 = {.orders = buf, .n = n, .spec = "read:EIO:1"};
     ASSERT_EQ(2, run_helper(&h4));
@@ -591,6 +600,13 @@ TEST(release_helper_bad_headers)
     helper_run h3 = {.orders = buf, .n = 8, .spec = ""};
     ASSERT_EQ(2, run_helper(&h3));
     ASSERT_CONTAINS(h3.errs, "malformed orders");
+    /* The endpoints' length past the end of the body. */
+    n = make_orders(buf);
+    uint32_t past = 200;
+    memcpy(buf + 8 + 96, &past, 4);
+    helper_run h4 = {.orders = buf, .n = n, .spec = ""};
+    ASSERT_EQ(2, run_helper(&h4));
+    ASSERT_CONTAINS(h4.errs, "malformed orders");
 }
 
 /* ---------------------------------------------------------------- the client's calls */
@@ -886,4 +902,40 @@ TEST(revoke_pause_interrupted_or_failing)
         ASSERT_LT(s, 10.0); /* and not much past it */
         elector_etcd_free(e);
     }
+}
+
+/* Against a real etcd and a real lease (a session's, no helper of its own):
+ * a helper whose wait fails (poll) exits 0 and leaves the lease alone while
+ * its owner (we) lives; the session still holds it. */
+TEST_WITH_TIMEOUT(release_helper_failing_wait_leaves_the_lease, 60)
+{
+    setup();
+    eh_cluster *c = eh_start(&(eh_opts){0});
+    ASSERT_NOT_NULL(c);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_EQ(0, elector_session_wait(s, 10000));
+    int64_t lease = elector_session_lease(s);
+    uint8_t buf[512];
+    size_t n = make_orders_for(buf, eh_endpoints(c), lease);
+    helper_run h = {.orders = buf, .n = n, .spec = "poll:ENOMEM:4"};
+    ASSERT_EQ(0, run_helper(&h));
+    ASSERT_STREQ("", h.errs);
+    ASSERT_EQ(1, h.injected);
+    char hex[32];
+    snprintf(hex, sizeof(hex), "%llx", (unsigned long long)lease);
+    char *out = NULL;
+    ASSERT_EQ(0, tl_run(&out, (const char *[]){"etcdctl", "--endpoints", eh_endpoints(c),
+                                               "lease", "list", NULL}));
+    ASSERT_CONTAINS(out, hex);
+    free(out);
+    ASSERT(elector_session_alive(s));
+    ASSERT_EQ(0, elector_session_close_sync(s, 5000));
+    elector_etcd_free(e);
+    eh_stop(c);
 }
