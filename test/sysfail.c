@@ -12,6 +12,9 @@
  * of the names of the table below; pidfd_open is syscall(SYS_pidfd_open),
  * fcntl_dupfd is fcntl(F_DUPFD / F_DUPFD_CLOEXEC) (other fcntl commands pass).
  * The posix_spawn* functions return the error number, the others -1 with errno.
+ * One entry is no failure: connect_at_once:1 (the number is not used) makes
+ * a connect() on a non-blocking socket complete before it returns (0), as
+ * POSIX allows and Linux does not do for TCP.
  *
  * The variable is read at every call, so that a test arms and disarms it with
  * setenv()/unsetenv() around the call it aims at. The constructor removes
@@ -76,6 +79,7 @@ enum {
     F_TIMERFD_CREATE,
     F_TIMERFD_SETTIME,
     F_NANOSLEEP,
+    F_CONNECT_AT_ONCE,
     F_COUNT
 };
 
@@ -109,6 +113,7 @@ static const char *const names[F_COUNT] = {
     "timerfd_create",
     "timerfd_settime",
     "nanosleep",
+    "connect_at_once",
 };
 
 typedef struct rule {
@@ -329,7 +334,17 @@ int socket(int dom, int type, int proto)
 int connect(int fd, const struct sockaddr *a, socklen_t n)
 {
     FAIL_ERRNO(F_CONNECT, -1);
-    return NEXT(int (*)(int, const struct sockaddr *, socklen_t), "connect")(fd, a, n);
+    int (*real)(int, const struct sockaddr *, socklen_t) =
+        NEXT(int (*)(int, const struct sockaddr *, socklen_t), "connect");
+    if (fails(F_CONNECT_AT_ONCE)) { /* blocking for this call only */
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) return -1;
+        int r = real(fd, a, n), e = errno;
+        fcntl(fd, F_SETFL, fl);
+        errno = e;
+        return r;
+    }
+    return real(fd, a, n);
 }
 
 int setsockopt(int fd, int lvl, int opt, const void *v, socklen_t n)
