@@ -941,3 +941,52 @@ TEST_WITH_TIMEOUT(release_helper_failing_wait_leaves_the_lease, 60)
     elector_etcd_free(e);
     eh_stop(c);
 }
+
+/* The lease's revoke (the helper's and the guard's path): a first attempt
+ * broken by the connection (send or recv reset: ELECTOR_EUNAVAILABLE) is
+ * made again, and the lease is gone; an attempt that fails once the moment
+ * given has passed is the last. */
+TEST_WITH_TIMEOUT(revoke_retried_after_a_broken_connection, 60)
+{
+    setup();
+    eh_cluster *c = eh_start(&(eh_opts){0});
+    ASSERT_NOT_NULL(c);
+    const char *specs[] = {"send:ECONNRESET:1", "recv:ECONNRESET:1"};
+    for (int i = 0; i < 2; i++) {
+        char *out = NULL;
+        ASSERT_EQ(0,
+                  tl_run(&out, (const char *[]){"etcdctl", "--endpoints", eh_endpoints(c),
+                                                "lease", "grant", "60", NULL}));
+        unsigned long long id = 0;
+        ASSERT_EQ(1, sscanf(out, "lease %llx granted", &id));
+        free(out);
+        elector_etcd_config cfg;
+        elector_etcd_config_init(&cfg);
+        cfg.endpoints = eh_endpoints(c);
+        elector_etcd *e = elector_etcd_new(&cfg);
+        ASSERT_NOT_NULL(e);
+        unsigned long before = failed();
+        arm(specs[i]);
+        int rc =
+            elector_etcd_lease_revoke_sync(e, (int64_t)id, elector_now_ns() + 5000000000);
+        disarm();
+        tl_log("%s: revoke %d", specs[i], rc);
+        ASSERT_GT(failed(), before);
+        ASSERT_EQ(0, rc);
+        elector_etcd_free(e);
+        char hex[32];
+        snprintf(hex, sizeof(hex), "%llx", id);
+        out = NULL;
+        ASSERT_EQ(0,
+                  tl_run(&out, (const char *[]){"etcdctl", "--endpoints", eh_endpoints(c),
+                                                "lease", "list", NULL}));
+        ASSERT(!strstr(out, hex)); /* revoked by the second attempt */
+        free(out);
+    }
+    /* Nothing listens, and the moment is now: one attempt, its error. */
+    elector_etcd *e = offline_client();
+    ASSERT_EQ(ELECTOR_ECONNECT,
+              elector_etcd_lease_revoke_sync(e, 0x1234, elector_now_ns()));
+    elector_etcd_free(e);
+    eh_stop(c);
+}
