@@ -612,14 +612,17 @@ static void on_range(conn *c, stream *st, const uint8_t *p, size_t n)
             if (ranges > 2) h.revision = 125;
         }
         const char *v = O->value ? O->value : "v";
-        if (O->attack == HS_RESTORED_WATCH) {
+        bool restore =
+            O->attack == HS_RESTORED_WATCH || O->attack == HS_RESTORED_SAME_LEADER;
+        if (restore) {
             ranges++;
             leader = true;
             if (ranges > 1) {
                 h.revision = 50;
-                v = "w";
+                if (O->attack == HS_RESTORED_WATCH) v = "w";
             }
         }
+        if (O->attack == HS_RANGE_NO_HEADER) r.header = NULL;
         if (leader && q->key.len < 200) {
             memcpy(key, q->key.data, q->key.len);
             memcpy(key + q->key.len, "694d0001", 8);
@@ -633,18 +636,17 @@ static void on_range(conn *c, stream *st, const uint8_t *p, size_t n)
             r.n_kvs = 1;
             r.kvs = kvs;
             r.count = 1;
-            if (O->attack == HS_RESTORED_WATCH) kv.create_revision = kv.mod_revision = 40;
+            if (restore) kv.create_revision = kv.mod_revision = 40;
         }
         reply(c, st, &r.base, true);
-        if (O->attack == HS_RESTORED_WATCH && ranges == 2 && first_watch >= 0 &&
-            q->key.len < 200) {
+        if (restore && ranges == 2 && first_watch >= 0 && q->key.len < 200) {
             for (stream *ws = c->streams; ws; ws = ws->next) {
                 if (ws->closed || !strstr(ws->path, "/Watch")) continue;
                 Etcdserverpb__ResponseHeader wh = hdr;
                 wh.revision = 51;
                 Mvccpb__KeyValue wkv = MVCCPB__KEY_VALUE__INIT;
                 wkv.key = kv.key;
-                wkv.value.data = (uint8_t *)"w";
+                wkv.value.data = (uint8_t *)(O->attack == HS_RESTORED_WATCH ? "w" : "v");
                 wkv.value.len = 1;
                 wkv.create_revision = 40;
                 wkv.mod_revision = 51;
@@ -713,7 +715,9 @@ static void on_watch(conn *c, stream *st, const uint8_t *p, size_t n)
             r.cancel_reason = (char *)"mvcc: required revision has been compacted";
             reply(c, st, &r.base, false);
         }
-        if (O->attack == HS_RESTORED_WATCH && first_watch < 0) first_watch = r.watch_id;
+        if ((O->attack == HS_RESTORED_WATCH || O->attack == HS_RESTORED_SAME_LEADER) &&
+            first_watch < 0)
+            first_watch = r.watch_id;
         if (O->attack == HS_WATCH_PUT_EVENT) {
             Etcdserverpb__ResponseHeader h = hdr;
             h.revision = 105;
@@ -826,6 +830,7 @@ static bool busy_refuse(conn *c, stream *st, int *left)
 }
 
 static int busy_grants = 2, busy_txns = 3;
+static int revoke_refusals; /* HS_REVOKE_REFUSED: LeaseRevokes refused so far */
 
 static void on_message(conn *c, stream *st, const uint8_t *p, size_t n)
 {
@@ -849,6 +854,8 @@ static void on_message(conn *c, stream *st, const uint8_t *p, size_t n)
         r.header = &hdr;
         r.id = LEASE_ID;
         r.ttl = q && q->ttl > 0 ? q->ttl : 10;
+        if (O->attack == HS_GRANT_ERROR) r.error = (char *)"lease store failed";
+        if (O->attack == HS_GRANT_TTL0) r.ttl = 0;
         if (q) etcdserverpb__lease_grant_request__free_unpacked(q, NULL);
         reply(c, st, &r.base, true);
     } else if (!strcmp(m, "Authenticate")) {
@@ -856,6 +863,12 @@ static void on_message(conn *c, stream *st, const uint8_t *p, size_t n)
         r.header = &hdr;
         r.token = "hostile-token";
         reply(c, st, &r.base, true);
+    } else if (!strcmp(m, "LeaseRevoke") && O->attack == HS_REVOKE_REFUSED &&
+               revoke_refusals < 3) {
+        static const char *const why[3] = {"etcdserver: request timed out",
+                                           "etcdserver: no leader",
+                                           "etcdserver: too many requests"};
+        refuse(c, st, "14", why[revoke_refusals++]);
     } else if (!strcmp(m, "MemberList") && O->attack == HS_MEMBERS_UNUSABLE) {
         Etcdserverpb__MemberListResponse r = ETCDSERVERPB__MEMBER_LIST_RESPONSE__INIT;
         r.header = &hdr;

@@ -150,6 +150,20 @@ typedef enum hs_attack {
      * for no reason it gives (canceled, no compact_revision, no reason); later
      * watches stay quiet. */
     HS_WATCH_CANCELED_ONCE,
+    /* LeaseGrant answered with its error field set ("lease store failed"), TTL as
+     * asked. */
+    HS_GRANT_ERROR,
+    /* LeaseGrant answered TTL 0 (no lease), no error. */
+    HS_GRANT_TTL0,
+    /* The first three LeaseRevokes are refused (grpc-status 14) with etcd's
+     * "request timed out", "no leader", "too many requests"; later ones are
+     * answered. */
+    HS_REVOKE_REFUSED,
+    /* Range replies without a header (no revision). */
+    HS_RANGE_NO_HEADER,
+    /* As HS_RESTORED_WATCH, but the older history has the same leader: the same
+     * key, create revision and value "v" (the watch's PUT too). */
+    HS_RESTORED_SAME_LEADER,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

@@ -2594,3 +2594,294 @@ TEST(tool_escapes_values_on_a_terminal_only)
     ASSERT_CONTAINS(out, "\\x1b]0;owned\\x07ok");
     hs_stop(&s);
 }
+
+/* ---------------------------------------------------------------- library: a
+ * session's life against replies etcd would not give */
+
+/* What a session's callback was told. */
+struct sess_told {
+    int lost, reason;
+    char detail[300];
+};
+
+static void sess_cb(elector_session *s, const elector_event *ev, void *ud)
+{
+    (void)s;
+    struct sess_told *t = ud;
+    if (ev->type != ELECTOR_EV_SESSION_LOST) return;
+    t->lost++;
+    t->reason = ev->reason;
+    snprintf(t->detail, sizeof(t->detail), "%s", ev->detail ? ev->detail : "");
+}
+
+/* A LeaseGrant answered with its error field set, or with TTL 0 (no lease), is
+ * no lease: the session ends with EGRPC or ELEASE at once (not retried, not
+ * ready), and its callback says why. The first waits without a timeout. */
+TEST(lib_lease_grant_with_an_error_or_without_a_ttl_ends_the_session)
+{
+    const struct {
+        hs_attack attack;
+        int want;
+        int64_t wait_ms;
+        const char *why;
+    } cases[] = {{HS_GRANT_ERROR, ELECTOR_EGRPC, -1, "lease store failed"},
+                 {HS_GRANT_TTL0, ELECTOR_ELEASE, 5000, "TTL 0"}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        hs_server hs;
+        start(&hs, cases[i].attack, false);
+        elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+        struct sess_told t = {0};
+        elector_session *s = elector_session_new(e, NULL, sess_cb, &t);
+        ASSERT_NOT_NULL(s);
+        double t0 = tl_now();
+        int rc = elector_session_wait(s, cases[i].wait_ms);
+        elector_session_stats st;
+        elector_session_get_stats(s, &st);
+        tl_log("grant answered %s: %s after %.2f s, LOST %d (%s)",
+               cases[i].attack == HS_GRANT_ERROR ? "with an error" : "TTL 0",
+               elector_err_name(rc), tl_now() - t0, t.lost, t.detail);
+        ASSERT_EQ(cases[i].want, rc);
+        ASSERT_EQ(1, t.lost);
+        ASSERT_EQ(cases[i].want, t.reason);
+        ASSERT_CONTAINS(t.detail, "cannot grant lease: ");
+        ASSERT_CONTAINS(t.detail, cases[i].why);
+        ASSERT_EQ(0, (long long)st.grant_retries);
+        ASSERT(!elector_session_alive(s));
+        elector_session_close(s);
+        elector_etcd_free(e);
+        hs_stop(&hs);
+    }
+}
+
+/* A renewal answered with a TTL shorter than the granted one (TTL 1 s after a
+ * grant of 3 s) never moves the validity deadline earlier: the grant's bound
+ * still holds (etcd never shortens a lease). Renewals then come every third of
+ * the new TTL and keep the session alive. */
+TEST(lib_renewal_with_a_shorter_ttl_never_moves_the_deadline_back)
+{
+    hs_server hs;
+    start(&hs, HS_KEEPALIVE_TTL1, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 3;
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    int64_t d0 = elector_session_deadline_ns(s);
+    elector_session_stats st = {0};
+    double end = tl_now() + 3;
+    while (st.renewals < 1 && tl_now() < end) {
+        elector_etcd_run_once(e, 20);
+        elector_session_get_stats(s, &st);
+    }
+    int64_t d1 = elector_session_deadline_ns(s);
+    tl_log("renewal answered TTL 1 after a grant of 3 s: deadline moved by %+.3f s",
+           (d1 - d0) / 1e9);
+    ASSERT_EQ(1, (long long)st.renewals);
+    ASSERT_EQ(1, (long long)elector_session_ttl(s));
+    ASSERT_EQ(d0, d1);
+    /* 1.6 s more at a renewal every 1/3 s: alive, the deadline moved on. */
+    end = tl_now() + 1.6;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    elector_session_get_stats(s, &st);
+    tl_log("then %d renewals, deadline %+.3f s from the first", (int)st.renewals,
+           (elector_session_deadline_ns(s) - d0) / 1e9);
+    ASSERT(elector_session_alive(s));
+    ASSERT_GE((long long)st.renewals, 3);
+    ASSERT_GT(elector_session_deadline_ns(s), d0);
+    elector_session_close(s);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* A leader whose lease is found gone (the renewal answered TTL 0) is LOST with
+ * ELEASE; its callback closes the session. The session then counts as closed:
+ * closing it again, asynchronously or synchronously, does nothing (0, the
+ * callback not run), and its own callback is not told SESSION_LOST. */
+struct close_in_lost {
+    elector_session *s;
+    struct sess_told told;
+    int lost, reason, async_rc, sync_rc, closed_cb;
+};
+
+static void closed_cb(int rc, void *ud)
+{
+    (void)rc;
+    ((struct close_in_lost *)ud)->closed_cb++;
+}
+
+static void close_on_lost(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el;
+    struct close_in_lost *c = ud;
+    if (ev->type != ELECTOR_EV_LOST) return;
+    c->lost++;
+    c->reason = ev->reason;
+    elector_session_close(c->s);
+    c->async_rc = elector_session_close_async(c->s, 100, closed_cb, c);
+    c->sync_rc = elector_session_close_sync(c->s, 100);
+}
+
+TEST(lib_session_closed_from_a_lost_callback_is_not_told_it_ended)
+{
+    hs_server hs;
+    start(&hs, HS_KEEPALIVE_GONE_ONCE, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 1;
+    struct close_in_lost c = {.async_rc = -1000, .sync_rc = -1000};
+    c.s = elector_session_new(e, &sc, sess_cb, &c.told);
+    ASSERT_NOT_NULL(c.s);
+    ASSERT_OK(elector_session_wait(c.s, 5000));
+    elector_election *el = elector_election_new(c.s, "e", close_on_lost, &c);
+    ASSERT_NOT_NULL(el);
+    ASSERT_OK(elector_campaign_sync(el, "v", 1, 5000));
+    double end = tl_now() + 3;
+    while (!c.lost && tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    end = tl_now() + 0.3;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    tl_log("LOST %d (%s); closed again: async %d sync %d, closed_cb %d; session told %d",
+           c.lost, elector_err_name(c.reason), c.async_rc, c.sync_rc, c.closed_cb,
+           c.told.lost);
+    ASSERT_EQ(1, c.lost);
+    ASSERT_EQ(ELECTOR_ELEASE, c.reason);
+    ASSERT_EQ(0, c.async_rc);
+    ASSERT_EQ(0, c.sync_rc);
+    ASSERT_EQ(0, c.closed_cb);
+    ASSERT_EQ(0, c.told.lost);
+    elector_election_free(el);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* Renewals that fail fast (every LeaseKeepAlive stream ends with "invalid auth
+ * token", also the one opened again for it) until the validity deadline: the
+ * session ends with ESESSION, and the message names the renewals' last error,
+ * not "no reply". */
+TEST(lib_session_whose_renewals_fail_until_the_deadline_names_their_error)
+{
+    hs_server hs;
+    start(&hs, HS_KEEPALIVE_TOKEN, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 1;
+    struct sess_told t = {0};
+    elector_session *s = elector_session_new(e, &sc, sess_cb, &t);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    double end = tl_now() + 3;
+    while (!t.lost && tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    elector_session_stats st;
+    elector_session_get_stats(s, &st);
+    tl_log("renewals refused: LOST %s after %d failures: %s", elector_err_name(t.reason),
+           (int)st.failures, t.detail);
+    ASSERT_EQ(1, t.lost);
+    ASSERT_EQ(ELECTOR_ESESSION, t.reason);
+    ASSERT_GE((long long)st.failures, 1);
+    ASSERT_CONTAINS(t.detail, "validity deadline passed");
+    ASSERT_CONTAINS(t.detail, elector_strerror(ELECTOR_ETOKEN));
+    elector_session_close(s);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* elector_etcd_lease_revoke_sync refused three times in a row, fast, with
+ * errors a later attempt may not see (etcd's "request timed out", "no leader",
+ * "too many requests"): each is tried again after a pause of at most 100 ms,
+ * and the fourth attempt revokes the lease, well within the 2 s given. */
+TEST(lib_revoke_sync_tries_again_after_fast_refusals)
+{
+    hs_server hs;
+    start(&hs, HS_REVOKE_REFUSED, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    elector_etcd_stats a, b;
+    elector_etcd_get_stats(e, &a);
+    double t0 = tl_now();
+    int rc =
+        elector_etcd_lease_revoke_sync(e, 0x694d0001, elector_now_ns() + 2000000000LL);
+    double took = tl_now() - t0;
+    elector_etcd_get_stats(e, &b);
+    int sent = (int)(b.requests[ELECTOR_RPC_LEASE_REVOKE] -
+                     a.requests[ELECTOR_RPC_LEASE_REVOKE]);
+    tl_log("revoke refused 3 times: %s after %.2f s, %d attempts", elector_err_name(rc),
+           took, sent);
+    ASSERT_EQ(0, rc);
+    ASSERT_EQ(4, sent);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* Range replies without a header (no revision): the observer still reports the
+ * leader (and watches from "now"); elector_leader_sync finds it, revision 0. */
+TEST(lib_leader_reads_without_a_header_report_revision_0)
+{
+    hs_server hs;
+    start(&hs, HS_RANGE_NO_HEADER, true);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    struct told t = {0};
+    elector_observer *ob = elector_observe(e, "e", told_ob, &t);
+    ASSERT_NOT_NULL(ob);
+    run_until(e, &t, 1, 8);
+    run_until(e, &t, 2, 0.3);
+    ASSERT_EQ(1, t.n);
+    ASSERT_EQ(ELECTOR_EV_LEADER, t.type[0]);
+    ASSERT_STREQ("v", t.value[0]);
+    elector_leader_info info;
+    ASSERT_OK(elector_leader_sync(e, "e", 4000, &info));
+    tl_log("leader without a header: token %lld revision %lld", (long long)info.token,
+           (long long)info.revision);
+    ASSERT_EQ(0, (long long)info.revision);
+    ASSERT_EQ(100, (long long)info.token);
+    ASSERT_EQ(10, (long long)info.key_len);
+    elector_leader_free(&info);
+    elector_observer_free(ob);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* As lib_observer_reads_again_when_its_watch_speaks_after_a_restore, but the
+ * older history has the same leader (key, token and value): the observer
+ * still reports it again, with reason ELECTOR_ERESTORED (what it knew was of
+ * the old history; the token may be handed out again). */
+TEST(lib_observer_reports_the_same_leader_again_after_a_restore)
+{
+    hs_server hs;
+    start(&hs, HS_RESTORED_SAME_LEADER, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    struct told t = {0};
+    elector_observer *ob = elector_observe(e, "e", told_ob, &t);
+    ASSERT_NOT_NULL(ob);
+    run_until(e, &t, 1, 8);
+    ASSERT_EQ(1, t.n);
+    double end = tl_now() + 0.3;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 50);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    q.key.data = (uint8_t *)"e/";
+    q.key.len = 2;
+    ProtobufCMessage *m = NULL;
+    ASSERT_OK(elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m));
+    protobuf_c_message_free_unpacked(m, NULL);
+    run_until(e, &t, 2, 5);
+    run_until(e, &t, 3, 0.3);
+    for (int i = 0; i < t.n; i++)
+        tl_log(
+            "observer, restore to the same leader: event %d type %d value '%s' reason %s",
+            i, t.type[i], t.value[i], elector_err_name(t.reason[i]));
+    ASSERT_EQ(2, t.n);
+    ASSERT_EQ(ELECTOR_EV_LEADER, t.type[0]);
+    ASSERT_EQ(0, t.reason[0]);
+    ASSERT_EQ(ELECTOR_EV_LEADER, t.type[1]);
+    ASSERT_STREQ("v", t.value[1]);
+    ASSERT_EQ(ELECTOR_ERESTORED, t.reason[1]);
+    elector_observer_free(ob);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
