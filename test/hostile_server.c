@@ -346,6 +346,9 @@ static void fast_event(conn *c, stream *st, int64_t watch_id)
     if (O->attack == HS_FAST_EVENT_HEADER_BELOW) h.revision = HS_R - 1;
     if (O->attack == HS_FAST_EVENT_OTHER_KEY) key[pred_len - 1] = '2';
     if (O->attack == HS_FAST_EVENT_OLD_REV) kv.mod_revision = 60;
+    if (O->attack == HS_FAST_EVENT_NO_HEADER) r.header = NULL;
+    if (O->attack == HS_FAST_EVENT_NO_MEMBER) h.member_id = 0;
+    if (O->attack == HS_FAST_EVENT_NO_KV) ev.kv = NULL;
     reply(c, st, &r.base, false);
     event_sent = true;
     if (O->attack == HS_FAST_NEW_CONN)

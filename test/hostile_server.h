@@ -164,6 +164,10 @@ typedef enum hs_attack {
     /* As HS_RESTORED_WATCH, but the older history has the same leader: the same
      * key, create revision and value "v" (the watch's PUT too). */
     HS_RESTORED_SAME_LEADER,
+    /* Handovers (as HS_FAST_*) whose DELETE event lies in what it lacks: */
+    HS_FAST_EVENT_NO_HEADER, /* the event's response has no header */
+    HS_FAST_EVENT_NO_MEMBER, /* its header names member 0 */
+    HS_FAST_EVENT_NO_KV,     /* the event has no key-value */
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL
@@ -172,7 +176,8 @@ typedef enum hs_attack {
 
 static inline bool hs_fast_attack(hs_attack a)
 {
-    return a >= HS_FAST_CONTROL && a <= HS_FAST_EVENT_OLD_REV;
+    return (a >= HS_FAST_CONTROL && a <= HS_FAST_EVENT_OLD_REV) ||
+           (a >= HS_FAST_EVENT_NO_HEADER && a <= HS_FAST_EVENT_NO_KV);
 }
 
 typedef struct hs_opts {

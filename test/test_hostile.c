@@ -2893,3 +2893,54 @@ TEST(lib_observer_reports_the_same_leader_again_after_a_restore)
     elector_etcd_free(e);
     hs_stop(&hs);
 }
+
+/* A predecessor's DELETE event that lacks what the fast check needs (no header,
+ * member 0, no key-value) gives no revision R to check at: the linearizable
+ * check decides (and finds the predecessor: still waiting). */
+TEST(lib_fast_check_event_lacking_its_header_member_or_kv_gets_the_linearizable_check)
+{
+    fast_attack("event without a header", HS_FAST_EVENT_NO_HEADER, W_NO_FAST);
+    fast_attack("event from member 0", HS_FAST_EVENT_NO_MEMBER, W_NO_FAST);
+    fast_attack("event without a key-value", HS_FAST_EVENT_NO_KV, W_NO_FAST);
+}
+
+/* A grant read after its validity deadline (the loop stalled 1.3 s, TTL 1 s),
+ * whose confirming keepalive (answered TTL 1 s) is read late too (stalled
+ * again): the lease is confirmed once more, on time, and the session is ready
+ * on that answer, with the same lease (no new grant). */
+TEST(lib_late_grant_confirmed_late_is_confirmed_again)
+{
+    hs_server hs;
+    start(&hs, HS_KEEPALIVE_TTL1, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 1;
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    tl_msleep(1300);
+    elector_etcd_stats st;
+    double end = tl_now() + 5;
+    do {
+        elector_etcd_run_once(e, 10);
+        elector_etcd_get_stats(e, &st);
+    } while (st.requests[ELECTOR_RPC_LEASE_KEEPALIVE] < 1 && tl_now() < end);
+    ASSERT_EQ(1, (long long)st.requests[ELECTOR_RPC_LEASE_KEEPALIVE]);
+    ASSERT(!elector_session_alive(s)); /* not ready on the late grant */
+    tl_msleep(1300);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    elector_etcd_get_stats(e, &st);
+    elector_session_stats ss;
+    elector_session_get_stats(s, &ss);
+    tl_log("late grant confirmed late: ready after %d keepalives, %d grants, %d retries",
+           (int)st.requests[ELECTOR_RPC_LEASE_KEEPALIVE],
+           (int)st.requests[ELECTOR_RPC_LEASE_GRANT], (int)ss.grant_retries);
+    ASSERT_EQ(2, (long long)st.requests[ELECTOR_RPC_LEASE_KEEPALIVE]);
+    ASSERT_EQ(1, (long long)st.requests[ELECTOR_RPC_LEASE_GRANT]);
+    ASSERT_EQ(0, (long long)ss.grant_retries);
+    ASSERT(elector_session_alive(s));
+    ASSERT_EQ(0x694d0001, (long long)elector_session_lease(s));
+    elector_session_close(s);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
