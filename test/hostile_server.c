@@ -684,6 +684,15 @@ static void on_watch(conn *c, stream *st, const uint8_t *p, size_t n)
     if (q->request_union_case ==
         ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST) {
         r.created = 1;
+        if (O->attack == HS_WATCH_TOKEN) {
+            r.watch_id = -1;
+            r.canceled = 1;
+            r.cancel_reason = (char *)"rpc error: code = Unauthenticated desc = "
+                                      "etcdserver: invalid auth token";
+            reply(c, st, &r.base, false);
+            etcdserverpb__watch_request__free_unpacked(q, NULL);
+            return;
+        }
         if (O->attack == HS_WATCH_STRAY_CREATED) {
             r.watch_id = q->create_request->watch_id + 1000;
             reply(c, st, &r.base, false);

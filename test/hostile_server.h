@@ -168,6 +168,9 @@ typedef enum hs_attack {
     HS_FAST_EVENT_NO_HEADER, /* the event's response has no header */
     HS_FAST_EVENT_NO_MEMBER, /* its header names member 0 */
     HS_FAST_EVENT_NO_KV,     /* the event has no key-value */
+    /* Every watch create is refused as etcd refuses one on a stream whose token
+     * expired: created and canceled at once, watch ID -1, "invalid auth token". */
+    HS_WATCH_TOKEN,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

@@ -2944,3 +2944,34 @@ TEST(lib_late_grant_confirmed_late_is_confirmed_again)
     elector_etcd_free(e);
     hs_stop(&hs);
 }
+
+/* A watch create refused for its stream's token ("invalid auth token", watch
+ * ID -1) is sent once more on a fresh stream; refused again, the watch ends
+ * with ETOKEN (told once), not in a loop of new streams. */
+TEST(lib_watch_refused_for_its_token_twice_ends_with_etoken)
+{
+    hs_server hs;
+    start(&hs, HS_WATCH_TOKEN, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    Etcdserverpb__WatchCreateRequest q = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+    q.key.data = (uint8_t *)"e/";
+    q.key.len = 2;
+    struct wstate ws = {0};
+    ASSERT_NOT_NULL(elector_etcd_watch(e, &q, w_cb, &ws));
+    pump(e, 5000, w_ended, &ws);
+    double end = tl_now() + 0.3;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 50);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    tl_log("watch refused for its token: ended %d (%s), %d Watch streams: %s", ws.ended,
+           elector_err_name(ws.err), (int)st.requests[ELECTOR_RPC_WATCH],
+           elector_etcd_errstr(e));
+    ASSERT_EQ(1, ws.ended);
+    ASSERT_EQ(ELECTOR_ETOKEN, ws.err);
+    ASSERT_EQ(0, ws.events);
+    ASSERT_EQ(2, (long long)st.requests[ELECTOR_RPC_WATCH]);
+    ASSERT_CONTAINS(elector_etcd_errstr(e), "invalid auth token");
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
