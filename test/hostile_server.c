@@ -876,10 +876,10 @@ static void on_message(conn *c, stream *st, const uint8_t *p, size_t n)
         r.token = "hostile-token";
         reply(c, st, &r.base, true);
     } else if (!strcmp(m, "LeaseRevoke") && O->attack == HS_REVOKE_REFUSED &&
-               revoke_refusals < 3) {
-        static const char *const why[3] = {"etcdserver: request timed out",
-                                           "etcdserver: no leader",
-                                           "etcdserver: too many requests"};
+               revoke_refusals < 4) {
+        static const char *const why[4] = {
+            "etcdserver: request timed out", "etcdserver: no leader",
+            "etcdserver: too many requests", "etcdserver: permission denied"};
         refuse(c, st, "14", why[revoke_refusals++]);
     } else if (!strcmp(m, "MemberList") && O->attack == HS_MEMBERS_UNUSABLE) {
         Etcdserverpb__MemberListResponse r = ETCDSERVERPB__MEMBER_LIST_RESPONSE__INIT;

@@ -155,9 +155,9 @@ typedef enum hs_attack {
     HS_GRANT_ERROR,
     /* LeaseGrant answered TTL 0 (no lease), no error. */
     HS_GRANT_TTL0,
-    /* The first three LeaseRevokes are refused (grpc-status 14) with etcd's
-     * "request timed out", "no leader", "too many requests"; later ones are
-     * answered. */
+    /* The first four LeaseRevokes are refused (grpc-status 14) with etcd's
+     * "request timed out", "no leader", "too many requests", "permission
+     * denied"; later ones are answered. */
     HS_REVOKE_REFUSED,
     /* Range replies without a header (no revision). */
     HS_RANGE_NO_HEADER,

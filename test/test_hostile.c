@@ -2801,8 +2801,8 @@ TEST(lib_session_whose_renewals_fail_until_the_deadline_names_their_error)
 /* elector_etcd_lease_revoke_sync refused three times in a row, fast, with
  * errors a later attempt may not see (etcd's "request timed out", "no leader",
  * "too many requests"): each is tried again after a pause of 100 ms (not at
- * once, not a longer one), and the fourth attempt revokes the lease, well
- * within the 2 s given. */
+ * once, not a longer one, well within the 2 s given); the fourth refusal,
+ * "permission denied", is final: returned at once. The next call revokes. */
 TEST(lib_revoke_sync_tries_again_after_fast_refusals)
 {
     hs_server hs;
@@ -2817,11 +2817,14 @@ TEST(lib_revoke_sync_tries_again_after_fast_refusals)
     elector_etcd_get_stats(e, &b);
     int sent = (int)(b.requests[ELECTOR_RPC_LEASE_REVOKE] -
                      a.requests[ELECTOR_RPC_LEASE_REVOKE]);
-    tl_log("revoke refused 3 times: %s after %.2f s, %d attempts", elector_err_name(rc),
-           took, sent);
-    ASSERT_EQ(0, rc);
+    tl_log("revoke refused 3 times, then for good: %s after %.2f s, %d attempts",
+           elector_err_name(rc), took, sent);
+    ASSERT_EQ(ELECTOR_EPERM, rc);
     ASSERT_EQ(4, sent);
     ASSERT_GE(took, 0.29); /* three pauses of 100 ms: not a spin against etcd */
+    ASSERT_LT(took, 1.9);  /* the last refusal was not waited out */
+    ASSERT_EQ(0, elector_etcd_lease_revoke_sync(e, 0x694d0001,
+                                                elector_now_ns() + 2000000000LL));
     elector_etcd_free(e);
     hs_stop(&hs);
 }
