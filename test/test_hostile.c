@@ -24,6 +24,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -2793,6 +2794,8 @@ TEST(lib_session_whose_renewals_fail_until_the_deadline_names_their_error)
     ASSERT_GE((long long)st.failures, 1);
     ASSERT_CONTAINS(t.detail, "validity deadline passed");
     ASSERT_CONTAINS(t.detail, elector_strerror(ELECTOR_ETOKEN));
+    /* Waiting on a session that was ready and has ended: ESESSION at once. */
+    ASSERT_EQ(ELECTOR_ESESSION, elector_session_wait(s, 1000));
     elector_session_close(s);
     elector_etcd_free(e);
     hs_stop(&hs);
@@ -2802,7 +2805,17 @@ TEST(lib_session_whose_renewals_fail_until_the_deadline_names_their_error)
  * errors a later attempt may not see (etcd's "request timed out", "no leader",
  * "too many requests"): each is tried again after a pause of 100 ms (not at
  * once, not a longer one, well within the 2 s given); the fourth refusal,
- * "permission denied", is final: returned at once. The next call revokes. */
+ * "permission denied", is final: returned at once. The next call revokes. A
+ * signal (SIGALRM every 30 ms, its handler without SA_RESTART) during the
+ * pauses does not shorten them. */
+static volatile sig_atomic_t ticks;
+
+static void on_tick(int sig)
+{
+    (void)sig;
+    ticks++;
+}
+
 TEST(lib_revoke_sync_tries_again_after_fast_refusals)
 {
     hs_server hs;
@@ -2810,17 +2823,25 @@ TEST(lib_revoke_sync_tries_again_after_fast_refusals)
     elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
     elector_etcd_stats a, b;
     elector_etcd_get_stats(e, &a);
+    struct sigaction sa = {.sa_handler = on_tick}, old_sa;
+    ASSERT_OK(sigaction(SIGALRM, &sa, &old_sa));
+    struct itimerval it = {{0, 30000}, {0, 30000}}, off = {{0, 0}, {0, 0}};
+    ASSERT_OK(setitimer(ITIMER_REAL, &it, NULL));
     double t0 = tl_now();
     int rc =
         elector_etcd_lease_revoke_sync(e, 0x694d0001, elector_now_ns() + 2000000000LL);
     double took = tl_now() - t0;
+    ASSERT_OK(setitimer(ITIMER_REAL, &off, NULL));
+    ASSERT_OK(sigaction(SIGALRM, &old_sa, NULL));
     elector_etcd_get_stats(e, &b);
     int sent = (int)(b.requests[ELECTOR_RPC_LEASE_REVOKE] -
                      a.requests[ELECTOR_RPC_LEASE_REVOKE]);
-    tl_log("revoke refused 3 times, then for good: %s after %.2f s, %d attempts",
-           elector_err_name(rc), took, sent);
+    tl_log("revoke refused 3 times, then for good: %s after %.2f s, %d attempts, %d "
+           "signals",
+           elector_err_name(rc), took, sent, (int)ticks);
     ASSERT_EQ(ELECTOR_EPERM, rc);
     ASSERT_EQ(4, sent);
+    ASSERT_GE((long long)ticks, 3);
     ASSERT_GE(took, 0.29); /* three pauses of 100 ms: not a spin against etcd */
     ASSERT_LT(took, 1.9);  /* the last refusal was not waited out */
     ASSERT_EQ(0, elector_etcd_lease_revoke_sync(e, 0x694d0001,

@@ -1170,3 +1170,20 @@ TEST(session_on_a_client_in_error_is_refused)
     ASSERT_NULL(elector_session_new(e, &sc, NULL, NULL));
     elector_etcd_free(e);
 }
+
+/* A keepalive without a callback is refused at once (EINVAL), on a client
+ * that is fine: its result could go nowhere. */
+TEST(keepalive_without_a_callback_is_refused)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "127.0.0.1:1";
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_etcd_keepalive(e, 1, 0, NULL, NULL));
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    ASSERT_EQ(0, (long long)st.requests[ELECTOR_RPC_LEASE_KEEPALIVE]);
+    elector_etcd_free(e);
+}
