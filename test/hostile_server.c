@@ -698,6 +698,7 @@ static void on_watch(conn *c, stream *st, const uint8_t *p, size_t n)
             reply(c, st, &r.base, false);
         }
         r.watch_id = q->create_request->watch_id;
+        if (O->attack == HS_WATCH_CREATED_TWICE) reply(c, st, &r.base, false);
         reply(c, st, &r.base, O->attack == HS_WATCH_END_OK);
         if (O->attack == HS_WATCH_END_OK) st->rst_after = true; /* as grpc-go does */
         const Etcdserverpb__WatchCreateRequest *cr = q->create_request;
@@ -803,6 +804,11 @@ static void on_keepalive(conn *c, stream *st, const uint8_t *p, size_t n)
              * trailers, then RST_STREAM(NO_ERROR). */
             refuse(c, st, "3", "etcdserver: invalid auth token");
             st->rst_after = O->attack != HS_KEEPALIVE_TOKEN_NO_RST;
+        }
+    } else if (O->attack == HS_KEEPALIVE_UNAVAILABLE_ONCE && keepalive_streams == 1) {
+        if (!st->responded) {
+            refuse(c, st, "14", "etcdserver: leader changed");
+            st->rst_after = true;
         }
     } else if (O->attack == HS_KEEPALIVE_HUGE) {
         if (!st->gen) {

@@ -171,6 +171,12 @@ typedef enum hs_attack {
     /* Every watch create is refused as etcd refuses one on a stream whose token
      * expired: created and canceled at once, watch ID -1, "invalid auth token". */
     HS_WATCH_TOKEN,
+    /* The server's first LeaseKeepAlive stream is ended at its first request
+     * with grpc-status 14, "etcdserver: leader changed" (then RST_STREAM, as
+     * grpc-go does); later streams answer. */
+    HS_KEEPALIVE_UNAVAILABLE_ONCE,
+    /* Every watch create is answered "created" twice. */
+    HS_WATCH_CREATED_TWICE,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

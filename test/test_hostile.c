@@ -2999,3 +2999,90 @@ TEST(lib_watch_refused_for_its_token_twice_ends_with_etoken)
     elector_etcd_free(e);
     hs_stop(&hs);
 }
+
+/* A grant read after its validity deadline (the loop stalled 1.3 s, TTL 1 s),
+ * whose confirming keepalive fails as etcd's leader changes (EUNAVAILABLE: the
+ * lease's state unknown): the lease is granted again (one retry) and the
+ * session is ready on that grant. */
+TEST(lib_late_grant_whose_confirmation_fails_is_granted_again)
+{
+    hs_server hs;
+    start(&hs, HS_KEEPALIVE_UNAVAILABLE_ONCE, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 1;
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    tl_msleep(1300);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    elector_session_stats ss;
+    elector_session_get_stats(s, &ss);
+    tl_log("late grant, confirmation refused: ready after %d grants, %d retries",
+           (int)st.requests[ELECTOR_RPC_LEASE_GRANT], (int)ss.grant_retries);
+    ASSERT_EQ(2, (long long)st.requests[ELECTOR_RPC_LEASE_GRANT]);
+    ASSERT_EQ(1, (long long)ss.grant_retries);
+    ASSERT(elector_session_alive(s));
+    elector_session_close(s);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* Every watch create answered "created" twice: a leader's watch of its own key
+ * and an observer's watch take the second as nothing (the leader still leads,
+ * told ELECTED once; the observer reports the leader once). */
+static void free_twice(elector_observer *ob, const elector_event *ev, void *ud)
+{
+    tell(ud, ev);
+    elector_observer_free(ob);
+    elector_observer_free(ob); /* freed already: nothing */
+}
+
+TEST(lib_watch_created_twice_changes_nothing)
+{
+    hs_server hs;
+    start(&hs, HS_WATCH_CREATED_TWICE, true);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    struct told lt = {0}, ot = {0};
+    elector_election *el = elector_election_new(s, "e", told_el, &lt);
+    ASSERT_NOT_NULL(el);
+    ASSERT_OK(elector_campaign(el, "v", 1));
+    elector_observer *ob = elector_observe(e, "e", told_ob, &ot);
+    ASSERT_NOT_NULL(ob);
+    run_until(e, &lt, 1, 5);
+    elector_election_stats es;
+    double end = tl_now() + 5;
+    do {
+        elector_etcd_run_once(e, 20);
+        elector_election_get_stats(el, &es);
+    } while (!es.watch_wait_ns && tl_now() < end);
+    end = tl_now() + 0.5;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    tl_log("created twice: leader told %d (%d), leads %d; observer told %d", lt.n,
+           lt.type[0], elector_is_leader(el), ot.n);
+    ASSERT_GT(es.watch_wait_ns, 0);
+    ASSERT_EQ(1, lt.n);
+    ASSERT_EQ(ELECTOR_EV_ELECTED, lt.type[0]);
+    ASSERT(elector_is_leader(el));
+    ASSERT_EQ(1, ot.n);
+    ASSERT_EQ(ELECTOR_EV_LEADER, ot.type[0]);
+    elector_observer_free(ob);
+    /* An observer that frees itself twice from its callback: told once. */
+    struct told ft = {0};
+    ASSERT_NOT_NULL(elector_observe(e, "e", free_twice, &ft));
+    run_until(e, &ft, 1, 5);
+    end = tl_now() + 0.2;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    ASSERT_EQ(1, ft.n);
+    elector_election_free(el);
+    elector_session_close(s);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
