@@ -1073,3 +1073,50 @@ TEST(client_freed_from_a_keepalive_timeout_callback)
     ASSERT_EQ(ELECTOR_ECANCELED, f.err[1]);
     eh_stop(c);
 }
+
+struct ka_count {
+    int ok, other;
+};
+
+static void ka_counted(elector_etcd *e, int err, int64_t lease, int64_t ttl, void *ud)
+{
+    (void)e, (void)lease;
+    struct ka_count *k = ud;
+    if (!err && ttl > 0)
+        k->ok++;
+    else
+        k->other++;
+}
+
+static bool ka_all(void *arg)
+{
+    const struct ka_count *k = arg;
+    return k->ok + k->other >= 16 * 256 + 1;
+}
+
+/* 16 x 256 + 1 renewals asked at once: the 16 LeaseKeepAlive streams (lanes)
+ * a client may open are each 256 deep, so the last one joins the least loaded
+ * lane instead of opening a 17th stream; every renewal is answered. */
+TEST_WITH_TIMEOUT(renewals_past_every_lanes_depth_share_the_16_streams, 60)
+{
+    static const char streams[] =
+        "grpc_server_started_total{grpc_method=\"LeaseKeepAlive\",grpc_service="
+        "\"etcdserverpb.Lease\",grpc_type=\"bidi_stream\"}";
+    eh_cluster *c = start1();
+    elector_etcd *e = client(eh_endpoints(c));
+    int64_t id = grant_ok(e, 30);
+    double s0 = metric(c, 0, streams);
+    if (s0 < 0) s0 = 0; /* no series before the first stream */
+    struct ka_count k = {0};
+    for (int i = 0; i < 16 * 256 + 1; i++)
+        ASSERT_OK(elector_etcd_keepalive(e, id, 20000, ka_counted, &k));
+    bool done = pump_until(e, 30000, ka_all, &k);
+    double s1 = metric(c, 0, streams);
+    tl_log("%d renewals at once: %d answered, %d not; %.0f LeaseKeepAlive streams",
+           16 * 256 + 1, k.ok, k.other, s1 - s0);
+    ASSERT(done);
+    ASSERT_EQ(16 * 256 + 1, k.ok);
+    ASSERT_EQ(16.0, s1 - s0);
+    elector_etcd_free(e);
+    eh_stop(c);
+}
