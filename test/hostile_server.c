@@ -456,6 +456,11 @@ static void on_txn(conn *c, stream *st, const uint8_t *p, size_t n)
         q->success[0]->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
     bool check = q->n_success && q->success[0]->request_case ==
                                      ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
+    if (check && O->attack == HS_CHECK_EAUTH) {
+        refuse(c, st, "16", "etcdserver: user name is empty");
+        etcdserverpb__txn_request__free_unpacked(q, NULL);
+        return;
+    }
     if (check && hs_fast_attack(O->attack)) {
         on_fast_check(c, st, q);
         etcdserverpb__txn_request__free_unpacked(q, NULL);
@@ -728,6 +733,18 @@ static void on_watch(conn *c, stream *st, const uint8_t *p, size_t n)
             r.cancel_reason = (char *)"mvcc: required revision has been compacted";
             reply(c, st, &r.base, false);
         }
+        if (O->attack == HS_WATCH_EVENT_NO_KV) {
+            Etcdserverpb__ResponseHeader h = hdr;
+            h.revision = 105;
+            Mvccpb__Event ev = MVCCPB__EVENT__INIT, *evs[1] = {&ev};
+            ev.type = MVCCPB__EVENT__EVENT_TYPE__DELETE;
+            Etcdserverpb__WatchResponse er = ETCDSERVERPB__WATCH_RESPONSE__INIT;
+            er.header = &h;
+            er.watch_id = r.watch_id;
+            er.n_events = 1;
+            er.events = evs;
+            reply(c, st, &er.base, false);
+        }
         if ((O->attack == HS_RESTORED_WATCH || O->attack == HS_RESTORED_SAME_LEADER) &&
             first_watch < 0)
             first_watch = r.watch_id;
@@ -809,6 +826,20 @@ static void on_keepalive(conn *c, stream *st, const uint8_t *p, size_t n)
         if (!st->responded) {
             refuse(c, st, "14", "etcdserver: leader changed");
             st->rst_after = true;
+        }
+    } else if (O->attack == HS_KEEPALIVE_TOKEN_AFTER_REPLY && keepalive_streams == 1) {
+        if (!st->end) {
+            Etcdserverpb__LeaseKeepAliveResponse r =
+                ETCDSERVERPB__LEASE_KEEP_ALIVE_RESPONSE__INIT;
+            r.header = &hdr;
+            r.id = q->id;
+            r.ttl = 10;
+            reply(c, st, &r.base, false);
+            st->tr_code = "3";
+            st->tr_msg = "etcdserver: invalid auth token";
+            st->rst_after = true;
+            st->end = true;
+            kick(c, st);
         }
     } else if (O->attack == HS_KEEPALIVE_HUGE) {
         if (!st->gen) {

@@ -177,6 +177,16 @@ typedef enum hs_attack {
     HS_KEEPALIVE_UNAVAILABLE_ONCE,
     /* Every watch create is answered "created" twice. */
     HS_WATCH_CREATED_TWICE,
+    /* The check Txn is refused with grpc-status 16, "etcdserver: user name is
+     * empty" (EAUTH); other Txns are answered. */
+    HS_CHECK_EAUTH,
+    /* Every watch, once created, delivers a DELETE event without a key-value
+     * (revision 105). */
+    HS_WATCH_EVENT_NO_KV,
+    /* The server's first LeaseKeepAlive stream answers its first renewal, then
+     * ends with grpc-status 3 "etcdserver: invalid auth token" (and
+     * RST_STREAM) while nothing is pending on it; later streams answer. */
+    HS_KEEPALIVE_TOKEN_AFTER_REPLY,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

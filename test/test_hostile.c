@@ -3086,3 +3086,107 @@ TEST(lib_watch_created_twice_changes_nothing)
     elector_etcd_free(e);
     hs_stop(&hs);
 }
+
+/* A check refused for good as unauthenticated (EAUTH: "user name is empty"):
+ * the campaign FAILS with EAUTH, and the key its campaign Txn made is deleted
+ * (a third Txn), not left to block the election until the lease ends. */
+TEST(lib_check_refused_as_unauthenticated_fails_and_deletes_the_key)
+{
+    hs_server hs;
+    start(&hs, HS_CHECK_EAUTH, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    struct told t = {0};
+    elector_election *el = elector_election_new(s, "e", told_el, &t);
+    ASSERT_NOT_NULL(el);
+    ASSERT_OK(elector_campaign(el, "v", 1));
+    run_until(e, &t, 1, 5);
+    elector_etcd_stats st;
+    double end = tl_now() + 3;
+    do {
+        elector_etcd_run_once(e, 20);
+        elector_etcd_get_stats(e, &st);
+    } while (st.requests[ELECTOR_RPC_TXN] < 3 && tl_now() < end);
+    tl_log("check refused (EAUTH): event %d %s, %d Txns", t.type[0],
+           elector_err_name(t.reason[0]), (int)st.requests[ELECTOR_RPC_TXN]);
+    ASSERT_EQ(1, t.n);
+    ASSERT_EQ(ELECTOR_EV_FAILED, t.type[0]);
+    ASSERT_EQ(ELECTOR_EAUTH, t.reason[0]);
+    ASSERT_EQ(3, (long long)st.requests[ELECTOR_RPC_TXN]);
+    ASSERT(!elector_is_leader(el));
+    elector_election_free(el);
+    elector_session_close(s);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* A DELETE event without a key-value on an observer's watch names no key: it
+ * is ignored (no read again, nothing reported); a watch with an all-default
+ * create request (it packs to no bytes) is created like any other. */
+TEST(lib_observer_ignores_an_event_without_a_key_value)
+{
+    hs_server hs;
+    start(&hs, HS_WATCH_EVENT_NO_KV, true);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    struct told t = {0};
+    elector_observer *ob = elector_observe(e, "e", told_ob, &t);
+    ASSERT_NOT_NULL(ob);
+    run_until(e, &t, 1, 5);
+    elector_etcd_stats a, b;
+    elector_etcd_get_stats(e, &a);
+    double end = tl_now() + 0.5;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    elector_etcd_get_stats(e, &b);
+    tl_log("event without kv: %d reports, %d reads after the first", t.n,
+           (int)(b.requests[ELECTOR_RPC_RANGE] - a.requests[ELECTOR_RPC_RANGE]));
+    ASSERT_EQ(1, t.n);
+    ASSERT_EQ(ELECTOR_EV_LEADER, t.type[0]);
+    ASSERT_EQ(0,
+              (long long)(b.requests[ELECTOR_RPC_RANGE] - a.requests[ELECTOR_RPC_RANGE]));
+    elector_observer_free(ob);
+    Etcdserverpb__WatchCreateRequest q = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+    ASSERT_EQ(0, (long long)protobuf_c_message_get_packed_size(&q.base));
+    struct wstate ws = {0};
+    elector_watch *w = elector_etcd_watch(e, &q, w_cb, &ws);
+    ASSERT_NOT_NULL(w);
+    end = tl_now() + 3;
+    while (ws.events < 1 && tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    ASSERT_GE(ws.events, 1);
+    ASSERT_EQ(0, ws.ended);
+    elector_watch_cancel(w);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* A LeaseKeepAlive stream that the server ends ("invalid auth token") while no
+ * renewal is pending on it: nothing to send again, nobody told; the next
+ * renewal goes out on a new stream and is answered. */
+TEST(lib_idle_keepalive_stream_ended_for_its_token_is_replaced)
+{
+    hs_server hs;
+    start(&hs, HS_KEEPALIVE_TOKEN_AFTER_REPLY, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    struct ka_log k = {0};
+    ASSERT_OK(elector_etcd_keepalive(e, 0x694d0001, 2000, ka_logged, &k));
+    ka_run_until(e, &k, 1, 5);
+    double end = tl_now() + 0.3;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    ASSERT_OK(elector_etcd_keepalive(e, 0x694d0001, 2000, ka_logged, &k));
+    ka_run_until(e, &k, 2, 5);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    tl_log("idle keepalive stream ended: %d results (%s, %s), %d stream errors", k.n,
+           elector_err_name(k.err[0]), elector_err_name(k.err[1]),
+           (int)st.errors[ELECTOR_RPC_LEASE_KEEPALIVE]);
+    ASSERT_EQ(2, k.n);
+    ASSERT_EQ(0, k.err[0]);
+    ASSERT_EQ(0, k.err[1]);
+    ASSERT_EQ(1, (long long)st.errors[ELECTOR_RPC_LEASE_KEEPALIVE]);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
