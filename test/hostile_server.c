@@ -822,9 +822,14 @@ static void on_keepalive(conn *c, stream *st, const uint8_t *p, size_t n)
             refuse(c, st, "3", "etcdserver: invalid auth token");
             st->rst_after = O->attack != HS_KEEPALIVE_TOKEN_NO_RST;
         }
-    } else if (O->attack == HS_KEEPALIVE_UNAVAILABLE_ONCE && keepalive_streams == 1) {
+    } else if ((O->attack == HS_KEEPALIVE_UNAVAILABLE_ONCE ||
+                O->attack == HS_KEEPALIVE_TIMEDOUT_ONCE) &&
+               keepalive_streams == 1) {
         if (!st->responded) {
-            refuse(c, st, "14", "etcdserver: leader changed");
+            refuse(c, st, "14",
+                   O->attack == HS_KEEPALIVE_TIMEDOUT_ONCE
+                       ? "etcdserver: request timed out"
+                       : "etcdserver: leader changed");
             st->rst_after = true;
         }
     } else if (O->attack == HS_KEEPALIVE_TOKEN_AFTER_REPLY && keepalive_streams == 1) {

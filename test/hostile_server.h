@@ -187,6 +187,8 @@ typedef enum hs_attack {
      * ends with grpc-status 3 "etcdserver: invalid auth token" (and
      * RST_STREAM) while nothing is pending on it; later streams answer. */
     HS_KEEPALIVE_TOKEN_AFTER_REPLY,
+    /* As HS_KEEPALIVE_UNAVAILABLE_ONCE, with "etcdserver: request timed out". */
+    HS_KEEPALIVE_TIMEDOUT_ONCE,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

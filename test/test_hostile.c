@@ -3001,33 +3001,38 @@ TEST(lib_watch_refused_for_its_token_twice_ends_with_etoken)
 }
 
 /* A grant read after its validity deadline (the loop stalled 1.3 s, TTL 1 s),
- * whose confirming keepalive fails as etcd's leader changes (EUNAVAILABLE: the
- * lease's state unknown): the lease is granted again (one retry) and the
- * session is ready on that grant. */
+ * whose confirming keepalive fails as etcd's leader changes (EUNAVAILABLE) or
+ * times out (ETIMEDOUT): the lease's state is unknown, so it is granted again
+ * (one retry) and the session is ready on that grant. */
 TEST(lib_late_grant_whose_confirmation_fails_is_granted_again)
 {
-    hs_server hs;
-    start(&hs, HS_KEEPALIVE_UNAVAILABLE_ONCE, false);
-    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
-    elector_session_config sc;
-    elector_session_config_init(&sc);
-    sc.ttl_s = 1;
-    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
-    ASSERT_NOT_NULL(s);
-    tl_msleep(1300);
-    ASSERT_OK(elector_session_wait(s, 5000));
-    elector_etcd_stats st;
-    elector_etcd_get_stats(e, &st);
-    elector_session_stats ss;
-    elector_session_get_stats(s, &ss);
-    tl_log("late grant, confirmation refused: ready after %d grants, %d retries",
-           (int)st.requests[ELECTOR_RPC_LEASE_GRANT], (int)ss.grant_retries);
-    ASSERT_EQ(2, (long long)st.requests[ELECTOR_RPC_LEASE_GRANT]);
-    ASSERT_EQ(1, (long long)ss.grant_retries);
-    ASSERT(elector_session_alive(s));
-    elector_session_close(s);
-    elector_etcd_free(e);
-    hs_stop(&hs);
+    const hs_attack attacks[] = {HS_KEEPALIVE_UNAVAILABLE_ONCE,
+                                 HS_KEEPALIVE_TIMEDOUT_ONCE};
+    for (int i = 0; i < 2; i++) {
+        hs_server hs;
+        start(&hs, attacks[i], false);
+        elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+        elector_session_config sc;
+        elector_session_config_init(&sc);
+        sc.ttl_s = 1;
+        elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+        ASSERT_NOT_NULL(s);
+        tl_msleep(1300);
+        ASSERT_OK(elector_session_wait(s, 5000));
+        elector_etcd_stats st;
+        elector_etcd_get_stats(e, &st);
+        elector_session_stats ss;
+        elector_session_get_stats(s, &ss);
+        tl_log("late grant, confirmation %s: ready after %d grants, %d retries",
+               i ? "timed out" : "unavailable", (int)st.requests[ELECTOR_RPC_LEASE_GRANT],
+               (int)ss.grant_retries);
+        ASSERT_EQ(2, (long long)st.requests[ELECTOR_RPC_LEASE_GRANT]);
+        ASSERT_EQ(1, (long long)ss.grant_retries);
+        ASSERT(elector_session_alive(s));
+        elector_session_close(s);
+        elector_etcd_free(e);
+        hs_stop(&hs);
+    }
 }
 
 /* Every watch create answered "created" twice: a leader's watch of its own key
