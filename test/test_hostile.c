@@ -2928,7 +2928,7 @@ TEST(lib_fast_check_event_lacking_its_header_member_or_kv_gets_the_linearizable_
     fast_attack("event without a key-value", HS_FAST_EVENT_NO_KV, W_NO_FAST);
 }
 
-/* A grant read after its validity deadline (the loop stalled 1.3 s, TTL 1 s),
+/* A grant read after its validity deadline (the loop stalled 1 s, TTL 1 s),
  * whose confirming keepalive (answered TTL 1 s) is read late too (stalled
  * again): the lease is confirmed once more, on time, and the session is ready
  * on that answer, with the same lease (no new grant). */
@@ -2942,7 +2942,7 @@ TEST(lib_late_grant_confirmed_late_is_confirmed_again)
     sc.ttl_s = 1;
     elector_session *s = elector_session_new(e, &sc, NULL, NULL);
     ASSERT_NOT_NULL(s);
-    tl_msleep(1300);
+    tl_msleep(1000); /* past the deadline: 1 s - 0.2 s margin */
     elector_etcd_stats st;
     double end = tl_now() + 5;
     do {
@@ -2951,7 +2951,7 @@ TEST(lib_late_grant_confirmed_late_is_confirmed_again)
     } while (st.requests[ELECTOR_RPC_LEASE_KEEPALIVE] < 1 && tl_now() < end);
     ASSERT_EQ(1, (long long)st.requests[ELECTOR_RPC_LEASE_KEEPALIVE]);
     ASSERT(!elector_session_alive(s)); /* not ready on the late grant */
-    tl_msleep(1300);
+    tl_msleep(1000);                   /* past the deadline: 1 s - 0.2 s margin */
     ASSERT_OK(elector_session_wait(s, 5000));
     elector_etcd_get_stats(e, &st);
     elector_session_stats ss;
@@ -3000,7 +3000,7 @@ TEST(lib_watch_refused_for_its_token_twice_ends_with_etoken)
     hs_stop(&hs);
 }
 
-/* A grant read after its validity deadline (the loop stalled 1.3 s, TTL 1 s),
+/* A grant read after its validity deadline (the loop stalled 1 s, TTL 1 s),
  * whose confirming keepalive fails as etcd's leader changes (EUNAVAILABLE) or
  * times out (ETIMEDOUT): the lease's state is unknown, so it is granted again
  * (one retry) and the session is ready on that grant. */
@@ -3017,7 +3017,7 @@ TEST(lib_late_grant_whose_confirmation_fails_is_granted_again)
         sc.ttl_s = 1;
         elector_session *s = elector_session_new(e, &sc, NULL, NULL);
         ASSERT_NOT_NULL(s);
-        tl_msleep(1300);
+        tl_msleep(1000); /* past the deadline: 1 s - 0.2 s margin */
         ASSERT_OK(elector_session_wait(s, 5000));
         elector_etcd_stats st;
         elector_etcd_get_stats(e, &st);
