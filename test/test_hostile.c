@@ -3195,3 +3195,25 @@ TEST(lib_idle_keepalive_stream_ended_for_its_token_is_replaced)
     elector_etcd_free(e);
     hs_stop(&hs);
 }
+
+/* The tool: a LeaseGrant answered with its error field set, or TTL 0, ends
+ * campaign with what etcd said (or that no lease came), exit 1. */
+TEST(tool_campaign_lease_grant_with_an_error_or_without_a_ttl)
+{
+    const hs_attack attacks[] = {HS_GRANT_ERROR, HS_GRANT_TTL0};
+    const char *needle[] = {"lease store failed", "TTL 0"};
+    for (int i = 0; i < 2; i++) {
+        hs_server s;
+        start(&s, attacks[i], false);
+        const char *args[] = {"campaign",       "e",  "--endpoints", s.endpoint,
+                              "--dial-timeout", DIAL, "--fail-fast", NULL};
+        run_result r;
+        run_tool(&r, 30, args);
+        log_run(needle[i], &r);
+        ASSERT_EQ(1, r.code);
+        ASSERT_CONTAINS(r.err, "cannot grant lease");
+        ASSERT_CONTAINS(r.err, needle[i]);
+        rr_free(&r);
+        hs_stop(&s);
+    }
+}
