@@ -857,7 +857,7 @@ static void on_keepalive(conn *c, stream *st, const uint8_t *p, size_t n)
         Etcdserverpb__LeaseKeepAliveResponse r =
             ETCDSERVERPB__LEASE_KEEP_ALIVE_RESPONSE__INIT;
         r.header = &hdr;
-        r.id = q->id;
+        r.id = O->attack == HS_KEEPALIVE_OTHER_ID ? q->id + 1 : q->id;
         r.ttl = O->attack == HS_KEEPALIVE_GONE_ONCE && renewals == 1 ? 0
                 : O->attack == HS_KEEPALIVE_TTL1                     ? 1
                                                                      : 10;

@@ -189,6 +189,8 @@ typedef enum hs_attack {
     HS_KEEPALIVE_TOKEN_AFTER_REPLY,
     /* As HS_KEEPALIVE_UNAVAILABLE_ONCE, with "etcdserver: request timed out". */
     HS_KEEPALIVE_TIMEDOUT_ONCE,
+    /* Every renewal is answered TTL 10 for another lease ID (the one asked + 1). */
+    HS_KEEPALIVE_OTHER_ID,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

@@ -3217,3 +3217,42 @@ TEST(tool_campaign_lease_grant_with_an_error_or_without_a_ttl)
         hs_stop(&s);
     }
 }
+
+/* Renewals answered for another lease ID (etcd would never: a reply names the
+ * lease it renewed): none of them renews ours. The validity deadline stays the
+ * grant's, and the session ends at it (ESESSION), no renewal counted. */
+TEST(lib_renewals_answered_for_another_lease_renew_nothing)
+{
+    hs_server hs;
+    start(&hs, HS_KEEPALIVE_OTHER_ID, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 1;
+    struct sess_told t = {0};
+    elector_session *s = elector_session_new(e, &sc, sess_cb, &t);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    int64_t d0 = elector_session_deadline_ns(s), d = d0;
+    double end = tl_now() + 3;
+    while (!t.lost && tl_now() < end) {
+        elector_etcd_run_once(e, 20);
+        if (elector_session_alive(s)) d = elector_session_deadline_ns(s);
+    }
+    elector_etcd_stats es;
+    elector_etcd_get_stats(e, &es);
+    elector_session_stats ss;
+    elector_session_get_stats(s, &ss);
+    tl_log("renewals answered for another lease: %d sent, %d renewals, LOST %s: %s",
+           (int)es.requests[ELECTOR_RPC_LEASE_KEEPALIVE], (int)ss.renewals,
+           elector_err_name(t.reason), t.detail);
+    ASSERT_GE((long long)es.requests[ELECTOR_RPC_LEASE_KEEPALIVE], 1);
+    ASSERT_EQ(0, (long long)ss.renewals);
+    ASSERT_EQ(d0, d);
+    ASSERT_EQ(1, t.lost);
+    ASSERT_EQ(ELECTOR_ESESSION, t.reason);
+    ASSERT(!elector_session_alive(s));
+    elector_session_close(s);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
