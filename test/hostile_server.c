@@ -346,6 +346,9 @@ static void fast_event(conn *c, stream *st, int64_t watch_id)
     if (O->attack == HS_FAST_EVENT_HEADER_BELOW) h.revision = HS_R - 1;
     if (O->attack == HS_FAST_EVENT_OTHER_KEY) key[pred_len - 1] = '2';
     if (O->attack == HS_FAST_EVENT_OLD_REV) kv.mod_revision = 60;
+    if (O->attack == HS_FAST_EVENT_NO_HEADER) r.header = NULL;
+    if (O->attack == HS_FAST_EVENT_NO_MEMBER) h.member_id = 0;
+    if (O->attack == HS_FAST_EVENT_NO_KV) ev.kv = NULL;
     reply(c, st, &r.base, false);
     event_sent = true;
     if (O->attack == HS_FAST_NEW_CONN)
@@ -453,6 +456,11 @@ static void on_txn(conn *c, stream *st, const uint8_t *p, size_t n)
         q->success[0]->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
     bool check = q->n_success && q->success[0]->request_case ==
                                      ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
+    if (check && O->attack == HS_CHECK_EAUTH) {
+        refuse(c, st, "16", "etcdserver: user name is empty");
+        etcdserverpb__txn_request__free_unpacked(q, NULL);
+        return;
+    }
     if (check && hs_fast_attack(O->attack)) {
         on_fast_check(c, st, q);
         etcdserverpb__txn_request__free_unpacked(q, NULL);
@@ -612,14 +620,17 @@ static void on_range(conn *c, stream *st, const uint8_t *p, size_t n)
             if (ranges > 2) h.revision = 125;
         }
         const char *v = O->value ? O->value : "v";
-        if (O->attack == HS_RESTORED_WATCH) {
+        bool restore =
+            O->attack == HS_RESTORED_WATCH || O->attack == HS_RESTORED_SAME_LEADER;
+        if (restore) {
             ranges++;
             leader = true;
             if (ranges > 1) {
                 h.revision = 50;
-                v = "w";
+                if (O->attack == HS_RESTORED_WATCH) v = "w";
             }
         }
+        if (O->attack == HS_RANGE_NO_HEADER) r.header = NULL;
         if (leader && q->key.len < 200) {
             memcpy(key, q->key.data, q->key.len);
             memcpy(key + q->key.len, "694d0001", 8);
@@ -633,18 +644,17 @@ static void on_range(conn *c, stream *st, const uint8_t *p, size_t n)
             r.n_kvs = 1;
             r.kvs = kvs;
             r.count = 1;
-            if (O->attack == HS_RESTORED_WATCH) kv.create_revision = kv.mod_revision = 40;
+            if (restore) kv.create_revision = kv.mod_revision = 40;
         }
         reply(c, st, &r.base, true);
-        if (O->attack == HS_RESTORED_WATCH && ranges == 2 && first_watch >= 0 &&
-            q->key.len < 200) {
+        if (restore && ranges == 2 && first_watch >= 0 && q->key.len < 200) {
             for (stream *ws = c->streams; ws; ws = ws->next) {
                 if (ws->closed || !strstr(ws->path, "/Watch")) continue;
                 Etcdserverpb__ResponseHeader wh = hdr;
                 wh.revision = 51;
                 Mvccpb__KeyValue wkv = MVCCPB__KEY_VALUE__INIT;
                 wkv.key = kv.key;
-                wkv.value.data = (uint8_t *)"w";
+                wkv.value.data = (uint8_t *)(O->attack == HS_RESTORED_WATCH ? "w" : "v");
                 wkv.value.len = 1;
                 wkv.create_revision = 40;
                 wkv.mod_revision = 51;
@@ -679,11 +689,21 @@ static void on_watch(conn *c, stream *st, const uint8_t *p, size_t n)
     if (q->request_union_case ==
         ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST) {
         r.created = 1;
+        if (O->attack == HS_WATCH_TOKEN) {
+            r.watch_id = -1;
+            r.canceled = 1;
+            r.cancel_reason = (char *)"rpc error: code = Unauthenticated desc = "
+                                      "etcdserver: invalid auth token";
+            reply(c, st, &r.base, false);
+            etcdserverpb__watch_request__free_unpacked(q, NULL);
+            return;
+        }
         if (O->attack == HS_WATCH_STRAY_CREATED) {
             r.watch_id = q->create_request->watch_id + 1000;
             reply(c, st, &r.base, false);
         }
         r.watch_id = q->create_request->watch_id;
+        if (O->attack == HS_WATCH_CREATED_TWICE) reply(c, st, &r.base, false);
         reply(c, st, &r.base, O->attack == HS_WATCH_END_OK);
         if (O->attack == HS_WATCH_END_OK) st->rst_after = true; /* as grpc-go does */
         const Etcdserverpb__WatchCreateRequest *cr = q->create_request;
@@ -713,7 +733,21 @@ static void on_watch(conn *c, stream *st, const uint8_t *p, size_t n)
             r.cancel_reason = (char *)"mvcc: required revision has been compacted";
             reply(c, st, &r.base, false);
         }
-        if (O->attack == HS_RESTORED_WATCH && first_watch < 0) first_watch = r.watch_id;
+        if (O->attack == HS_WATCH_EVENT_NO_KV) {
+            Etcdserverpb__ResponseHeader h = hdr;
+            h.revision = 105;
+            Mvccpb__Event ev = MVCCPB__EVENT__INIT, *evs[1] = {&ev};
+            ev.type = MVCCPB__EVENT__EVENT_TYPE__DELETE;
+            Etcdserverpb__WatchResponse er = ETCDSERVERPB__WATCH_RESPONSE__INIT;
+            er.header = &h;
+            er.watch_id = r.watch_id;
+            er.n_events = 1;
+            er.events = evs;
+            reply(c, st, &er.base, false);
+        }
+        if ((O->attack == HS_RESTORED_WATCH || O->attack == HS_RESTORED_SAME_LEADER) &&
+            first_watch < 0)
+            first_watch = r.watch_id;
         if (O->attack == HS_WATCH_PUT_EVENT) {
             Etcdserverpb__ResponseHeader h = hdr;
             h.revision = 105;
@@ -788,6 +822,30 @@ static void on_keepalive(conn *c, stream *st, const uint8_t *p, size_t n)
             refuse(c, st, "3", "etcdserver: invalid auth token");
             st->rst_after = O->attack != HS_KEEPALIVE_TOKEN_NO_RST;
         }
+    } else if ((O->attack == HS_KEEPALIVE_UNAVAILABLE_ONCE ||
+                O->attack == HS_KEEPALIVE_TIMEDOUT_ONCE) &&
+               keepalive_streams == 1) {
+        if (!st->responded) {
+            refuse(c, st, "14",
+                   O->attack == HS_KEEPALIVE_TIMEDOUT_ONCE
+                       ? "etcdserver: request timed out"
+                       : "etcdserver: leader changed");
+            st->rst_after = true;
+        }
+    } else if (O->attack == HS_KEEPALIVE_TOKEN_AFTER_REPLY && keepalive_streams == 1) {
+        if (!st->end) {
+            Etcdserverpb__LeaseKeepAliveResponse r =
+                ETCDSERVERPB__LEASE_KEEP_ALIVE_RESPONSE__INIT;
+            r.header = &hdr;
+            r.id = q->id;
+            r.ttl = 10;
+            reply(c, st, &r.base, false);
+            st->tr_code = "3";
+            st->tr_msg = "etcdserver: invalid auth token";
+            st->rst_after = true;
+            st->end = true;
+            kick(c, st);
+        }
     } else if (O->attack == HS_KEEPALIVE_HUGE) {
         if (!st->gen) {
             hb_prefix(&st->out, UINT32_MAX);
@@ -799,7 +857,7 @@ static void on_keepalive(conn *c, stream *st, const uint8_t *p, size_t n)
         Etcdserverpb__LeaseKeepAliveResponse r =
             ETCDSERVERPB__LEASE_KEEP_ALIVE_RESPONSE__INIT;
         r.header = &hdr;
-        r.id = q->id;
+        r.id = O->attack == HS_KEEPALIVE_OTHER_ID ? q->id + 1 : q->id;
         r.ttl = O->attack == HS_KEEPALIVE_GONE_ONCE && renewals == 1 ? 0
                 : O->attack == HS_KEEPALIVE_TTL1                     ? 1
                                                                      : 10;
@@ -826,6 +884,7 @@ static bool busy_refuse(conn *c, stream *st, int *left)
 }
 
 static int busy_grants = 2, busy_txns = 3;
+static int revoke_refusals; /* HS_REVOKE_REFUSED: LeaseRevokes refused so far */
 
 static void on_message(conn *c, stream *st, const uint8_t *p, size_t n)
 {
@@ -849,6 +908,8 @@ static void on_message(conn *c, stream *st, const uint8_t *p, size_t n)
         r.header = &hdr;
         r.id = LEASE_ID;
         r.ttl = q && q->ttl > 0 ? q->ttl : 10;
+        if (O->attack == HS_GRANT_ERROR) r.error = (char *)"lease store failed";
+        if (O->attack == HS_GRANT_TTL0) r.ttl = 0;
         if (q) etcdserverpb__lease_grant_request__free_unpacked(q, NULL);
         reply(c, st, &r.base, true);
     } else if (!strcmp(m, "Authenticate")) {
@@ -856,6 +917,12 @@ static void on_message(conn *c, stream *st, const uint8_t *p, size_t n)
         r.header = &hdr;
         r.token = "hostile-token";
         reply(c, st, &r.base, true);
+    } else if (!strcmp(m, "LeaseRevoke") && O->attack == HS_REVOKE_REFUSED &&
+               revoke_refusals < 4) {
+        static const char *const why[4] = {
+            "etcdserver: request timed out", "etcdserver: no leader",
+            "etcdserver: too many requests", "etcdserver: permission denied"};
+        refuse(c, st, "14", why[revoke_refusals++]);
     } else if (!strcmp(m, "MemberList") && O->attack == HS_MEMBERS_UNUSABLE) {
         Etcdserverpb__MemberListResponse r = ETCDSERVERPB__MEMBER_LIST_RESPONSE__INIT;
         r.header = &hdr;

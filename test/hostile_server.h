@@ -150,6 +150,47 @@ typedef enum hs_attack {
      * for no reason it gives (canceled, no compact_revision, no reason); later
      * watches stay quiet. */
     HS_WATCH_CANCELED_ONCE,
+    /* LeaseGrant answered with its error field set ("lease store failed"), TTL as
+     * asked. */
+    HS_GRANT_ERROR,
+    /* LeaseGrant answered TTL 0 (no lease), no error. */
+    HS_GRANT_TTL0,
+    /* The first four LeaseRevokes are refused (grpc-status 14) with etcd's
+     * "request timed out", "no leader", "too many requests", "permission
+     * denied"; later ones are answered. */
+    HS_REVOKE_REFUSED,
+    /* Range replies without a header (no revision). */
+    HS_RANGE_NO_HEADER,
+    /* As HS_RESTORED_WATCH, but the older history has the same leader: the same
+     * key, create revision and value "v" (the watch's PUT too). */
+    HS_RESTORED_SAME_LEADER,
+    /* Handovers (as HS_FAST_*) whose DELETE event lies in what it lacks: */
+    HS_FAST_EVENT_NO_HEADER, /* the event's response has no header */
+    HS_FAST_EVENT_NO_MEMBER, /* its header names member 0 */
+    HS_FAST_EVENT_NO_KV,     /* the event has no key-value */
+    /* Every watch create is refused as etcd refuses one on a stream whose token
+     * expired: created and canceled at once, watch ID -1, "invalid auth token". */
+    HS_WATCH_TOKEN,
+    /* The server's first LeaseKeepAlive stream is ended at its first request
+     * with grpc-status 14, "etcdserver: leader changed" (then RST_STREAM, as
+     * grpc-go does); later streams answer. */
+    HS_KEEPALIVE_UNAVAILABLE_ONCE,
+    /* Every watch create is answered "created" twice. */
+    HS_WATCH_CREATED_TWICE,
+    /* The check Txn is refused with grpc-status 16, "etcdserver: user name is
+     * empty" (EAUTH); other Txns are answered. */
+    HS_CHECK_EAUTH,
+    /* Every watch, once created, delivers a DELETE event without a key-value
+     * (revision 105). */
+    HS_WATCH_EVENT_NO_KV,
+    /* The server's first LeaseKeepAlive stream answers its first renewal, then
+     * ends with grpc-status 3 "etcdserver: invalid auth token" (and
+     * RST_STREAM) while nothing is pending on it; later streams answer. */
+    HS_KEEPALIVE_TOKEN_AFTER_REPLY,
+    /* As HS_KEEPALIVE_UNAVAILABLE_ONCE, with "etcdserver: request timed out". */
+    HS_KEEPALIVE_TIMEDOUT_ONCE,
+    /* Every renewal is answered TTL 10 for another lease ID (the one asked + 1). */
+    HS_KEEPALIVE_OTHER_ID,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL
@@ -158,7 +199,8 @@ typedef enum hs_attack {
 
 static inline bool hs_fast_attack(hs_attack a)
 {
-    return a >= HS_FAST_CONTROL && a <= HS_FAST_EVENT_OLD_REV;
+    return (a >= HS_FAST_CONTROL && a <= HS_FAST_EVENT_OLD_REV) ||
+           (a >= HS_FAST_EVENT_NO_HEADER && a <= HS_FAST_EVENT_NO_KV);
 }
 
 typedef struct hs_opts {

@@ -1029,3 +1029,95 @@ TEST(watch_from_a_compacted_revision_fails_with_ecompacted)
     elector_etcd_free(e);
     eh_stop(c);
 }
+
+/* ---------------------------------------------------------------- keepalive edges */
+
+struct free_in_ka {
+    elector_etcd *e;
+    int calls;
+    int err[4];
+};
+
+static void free_on_result(elector_etcd *e, int err, int64_t lease, int64_t ttl, void *ud)
+{
+    (void)e, (void)lease, (void)ttl;
+    struct free_in_ka *f = ud;
+    f->err[f->calls++ & 3] = err;
+    elector_etcd *x = f->e;
+    f->e = NULL;
+    elector_etcd_free(x);
+}
+
+/* Two renewals time out together (the member paused): the first's callback
+ * frees the client. The second is then told once, ECANCELED (the client's
+ * end), not a timeout of a client that is gone; nothing else runs. */
+TEST(client_freed_from_a_keepalive_timeout_callback)
+{
+    eh_cluster *c = start1();
+    elector_etcd *e = client(eh_endpoints(c));
+    int64_t id = grant_ok(e, 30);
+    ASSERT_OK(keepalive1(e, id, NULL)); /* the stream is open */
+    ASSERT_OK(eh_member_pause(c, 0));
+    struct free_in_ka f = {.e = e};
+    ASSERT_OK(elector_etcd_keepalive(e, id, 300, free_on_result, &f));
+    ASSERT_OK(elector_etcd_keepalive(e, id, 300, free_on_result, &f));
+    double end = tl_now() + 5;
+    while (f.e && tl_now() < end)
+        elector_etcd_run_once(e, 50);
+    ASSERT_OK(eh_member_resume(c, 0));
+    tl_log("client freed in a keepalive's callback: %d calls: %s, %s", f.calls,
+           elector_err_name(f.err[0]), elector_err_name(f.err[1]));
+    ASSERT(!f.e);
+    ASSERT_EQ(2, f.calls);
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, f.err[0]);
+    ASSERT_EQ(ELECTOR_ECANCELED, f.err[1]);
+    eh_stop(c);
+}
+
+struct ka_count {
+    int ok, other;
+};
+
+static void ka_counted(elector_etcd *e, int err, int64_t lease, int64_t ttl, void *ud)
+{
+    (void)e, (void)lease;
+    struct ka_count *k = ud;
+    if (!err && ttl > 0)
+        k->ok++;
+    else
+        k->other++;
+}
+
+static bool ka_all(void *arg)
+{
+    const struct ka_count *k = arg;
+    return k->ok + k->other >= 16 * 256 + 2;
+}
+
+/* 16 x 256 + 2 renewals asked at once: the 16 LeaseKeepAlive streams (lanes)
+ * a client may open are each 256 deep, so the last two join the least loaded
+ * lanes (the first, then the second) instead of opening a 17th stream; every
+ * renewal is answered. */
+TEST_WITH_TIMEOUT(renewals_past_every_lanes_depth_share_the_16_streams, 60)
+{
+    static const char streams[] =
+        "grpc_server_started_total{grpc_method=\"LeaseKeepAlive\",grpc_service="
+        "\"etcdserverpb.Lease\",grpc_type=\"bidi_stream\"}";
+    eh_cluster *c = start1();
+    elector_etcd *e = client(eh_endpoints(c));
+    int64_t id = grant_ok(e, 30);
+    double s0 = metric(c, 0, streams);
+    if (s0 < 0) s0 = 0; /* no series before the first stream */
+    struct ka_count k = {0};
+    for (int i = 0; i < 16 * 256 + 2; i++)
+        ASSERT_OK(elector_etcd_keepalive(e, id, 20000, ka_counted, &k));
+    bool done = pump_until(e, 30000, ka_all, &k);
+    double s1 = metric(c, 0, streams);
+    tl_log("%d renewals at once: %d answered, %d not; %.0f LeaseKeepAlive streams",
+           16 * 256 + 2, k.ok, k.other, s1 - s0);
+    ASSERT(done);
+    ASSERT_EQ(16 * 256 + 2, k.ok);
+    ASSERT_EQ(16.0, s1 - s0);
+    elector_etcd_free(e);
+    eh_stop(c);
+}

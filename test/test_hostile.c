@@ -24,6 +24,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -2593,4 +2594,665 @@ TEST(tool_escapes_values_on_a_terminal_only)
     ASSERT(!strchr(out, '\x1b'));
     ASSERT_CONTAINS(out, "\\x1b]0;owned\\x07ok");
     hs_stop(&s);
+}
+
+/* ---------------------------------------------------------------- library: a
+ * session's life against replies etcd would not give */
+
+/* What a session's callback was told. */
+struct sess_told {
+    int lost, reason;
+    char detail[300];
+};
+
+static void sess_cb(elector_session *s, const elector_event *ev, void *ud)
+{
+    (void)s;
+    struct sess_told *t = ud;
+    if (ev->type != ELECTOR_EV_SESSION_LOST) return;
+    t->lost++;
+    t->reason = ev->reason;
+    snprintf(t->detail, sizeof(t->detail), "%s", ev->detail ? ev->detail : "");
+}
+
+/* A LeaseGrant answered with its error field set, or with TTL 0 (no lease), is
+ * no lease: the session ends with EGRPC or ELEASE at once (not retried, not
+ * ready), and its callback says why. The first waits without a timeout. */
+TEST(lib_lease_grant_with_an_error_or_without_a_ttl_ends_the_session)
+{
+    const struct {
+        hs_attack attack;
+        int want;
+        int64_t wait_ms;
+        const char *why;
+    } cases[] = {{HS_GRANT_ERROR, ELECTOR_EGRPC, -1, "lease store failed"},
+                 {HS_GRANT_TTL0, ELECTOR_ELEASE, 5000, "TTL 0"}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        hs_server hs;
+        start(&hs, cases[i].attack, false);
+        elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+        struct sess_told t = {0};
+        elector_session *s = elector_session_new(e, NULL, sess_cb, &t);
+        ASSERT_NOT_NULL(s);
+        double t0 = tl_now();
+        int rc = elector_session_wait(s, cases[i].wait_ms);
+        elector_session_stats st;
+        elector_session_get_stats(s, &st);
+        tl_log("grant answered %s: %s after %.2f s, LOST %d (%s)",
+               cases[i].attack == HS_GRANT_ERROR ? "with an error" : "TTL 0",
+               elector_err_name(rc), tl_now() - t0, t.lost, t.detail);
+        ASSERT_EQ(cases[i].want, rc);
+        ASSERT_EQ(1, t.lost);
+        ASSERT_EQ(cases[i].want, t.reason);
+        ASSERT_CONTAINS(t.detail, "cannot grant lease: ");
+        ASSERT_CONTAINS(t.detail, cases[i].why);
+        ASSERT_EQ(0, (long long)st.grant_retries);
+        ASSERT(!elector_session_alive(s));
+        elector_session_close(s);
+        elector_etcd_free(e);
+        hs_stop(&hs);
+    }
+}
+
+/* A renewal answered with a TTL shorter than the granted one (TTL 1 s after a
+ * grant of 3 s) never moves the validity deadline earlier: the grant's bound
+ * still holds (etcd never shortens a lease). Renewals then come every third of
+ * the new TTL and keep the session alive. */
+TEST(lib_renewal_with_a_shorter_ttl_never_moves_the_deadline_back)
+{
+    hs_server hs;
+    start(&hs, HS_KEEPALIVE_TTL1, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 3;
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    int64_t d0 = elector_session_deadline_ns(s);
+    elector_session_stats st = {0};
+    double end = tl_now() + 3;
+    while (st.renewals < 1 && tl_now() < end) {
+        elector_etcd_run_once(e, 20);
+        elector_session_get_stats(s, &st);
+    }
+    int64_t d1 = elector_session_deadline_ns(s);
+    tl_log("renewal answered TTL 1 after a grant of 3 s: deadline moved by %+.3f s",
+           (d1 - d0) / 1e9);
+    ASSERT_EQ(1, (long long)st.renewals);
+    ASSERT_EQ(1, (long long)elector_session_ttl(s));
+    ASSERT_EQ(d0, d1);
+    /* 1.6 s more at a renewal every 1/3 s: alive, the deadline moved on. */
+    end = tl_now() + 1.6;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    elector_session_get_stats(s, &st);
+    tl_log("then %d renewals, deadline %+.3f s from the first", (int)st.renewals,
+           (elector_session_deadline_ns(s) - d0) / 1e9);
+    ASSERT(elector_session_alive(s));
+    ASSERT_GE((long long)st.renewals, 3);
+    ASSERT_GT(elector_session_deadline_ns(s), d0);
+    elector_session_close(s);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* A leader whose lease is found gone (the renewal answered TTL 0) is LOST with
+ * ELEASE; its callback closes the session. The session then counts as closed:
+ * closing it again, asynchronously or synchronously, does nothing (0, the
+ * callback not run), and its own callback is not told SESSION_LOST. No revoke
+ * is sent for a lease etcd said is gone. */
+struct close_in_lost {
+    elector_session *s;
+    struct sess_told told;
+    int lost, reason, async_rc, sync_rc, closed_cb;
+};
+
+static void closed_cb(int rc, void *ud)
+{
+    (void)rc;
+    ((struct close_in_lost *)ud)->closed_cb++;
+}
+
+static void close_on_lost(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el;
+    struct close_in_lost *c = ud;
+    if (ev->type != ELECTOR_EV_LOST) return;
+    c->lost++;
+    c->reason = ev->reason;
+    elector_session_close(c->s);
+    c->async_rc = elector_session_close_async(c->s, 100, closed_cb, c);
+    c->sync_rc = elector_session_close_sync(c->s, 100);
+}
+
+TEST(lib_session_closed_from_a_lost_callback_is_not_told_it_ended)
+{
+    hs_server hs;
+    start(&hs, HS_KEEPALIVE_GONE_ONCE, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 1;
+    struct close_in_lost c = {.async_rc = -1000, .sync_rc = -1000};
+    c.s = elector_session_new(e, &sc, sess_cb, &c.told);
+    ASSERT_NOT_NULL(c.s);
+    ASSERT_OK(elector_session_wait(c.s, 5000));
+    elector_election *el = elector_election_new(c.s, "e", close_on_lost, &c);
+    ASSERT_NOT_NULL(el);
+    ASSERT_OK(elector_campaign_sync(el, "v", 1, 5000));
+    double end = tl_now() + 3;
+    while (!c.lost && tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    end = tl_now() + 0.3;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    tl_log("LOST %d (%s); closed again: async %d sync %d, closed_cb %d; session told %d",
+           c.lost, elector_err_name(c.reason), c.async_rc, c.sync_rc, c.closed_cb,
+           c.told.lost);
+    ASSERT_EQ(1, c.lost);
+    ASSERT_EQ(ELECTOR_ELEASE, c.reason);
+    ASSERT_EQ(0, c.async_rc);
+    ASSERT_EQ(0, c.sync_rc);
+    ASSERT_EQ(0, c.closed_cb);
+    ASSERT_EQ(0, c.told.lost);
+    /* etcd said the lease is gone: no revoke of it, neither at the session's
+     * end nor at the close. */
+    elector_etcd_stats es;
+    elector_etcd_get_stats(e, &es);
+    ASSERT_EQ(0, (long long)es.requests[ELECTOR_RPC_LEASE_REVOKE]);
+    elector_election_free(el);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* Renewals that fail fast (every LeaseKeepAlive stream ends with "invalid auth
+ * token", also the one opened again for it) until the validity deadline: the
+ * session ends with ESESSION, and the message names the renewals' last error,
+ * not "no reply". */
+TEST(lib_session_whose_renewals_fail_until_the_deadline_names_their_error)
+{
+    hs_server hs;
+    start(&hs, HS_KEEPALIVE_TOKEN, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 1;
+    struct sess_told t = {0};
+    elector_session *s = elector_session_new(e, &sc, sess_cb, &t);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    double end = tl_now() + 3;
+    while (!t.lost && tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    elector_session_stats st;
+    elector_session_get_stats(s, &st);
+    tl_log("renewals refused: LOST %s after %d failures: %s", elector_err_name(t.reason),
+           (int)st.failures, t.detail);
+    ASSERT_EQ(1, t.lost);
+    ASSERT_EQ(ELECTOR_ESESSION, t.reason);
+    ASSERT_GE((long long)st.failures, 1);
+    ASSERT_CONTAINS(t.detail, "validity deadline passed");
+    ASSERT_CONTAINS(t.detail, elector_strerror(ELECTOR_ETOKEN));
+    /* Waiting on a session that was ready and has ended: ESESSION at once. */
+    ASSERT_EQ(ELECTOR_ESESSION, elector_session_wait(s, 1000));
+    elector_session_close(s);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* elector_etcd_lease_revoke_sync refused three times in a row, fast, with
+ * errors a later attempt may not see (etcd's "request timed out", "no leader",
+ * "too many requests"): each is tried again after a pause of 100 ms (not at
+ * once, not a longer one, well within the 2 s given); the fourth refusal,
+ * "permission denied", is final: returned at once. The next call revokes. A
+ * signal (SIGALRM every 30 ms, its handler without SA_RESTART) during the
+ * pauses does not shorten them. */
+static volatile sig_atomic_t ticks;
+
+static void on_tick(int sig)
+{
+    (void)sig;
+    ticks++;
+}
+
+TEST(lib_revoke_sync_tries_again_after_fast_refusals)
+{
+    hs_server hs;
+    start(&hs, HS_REVOKE_REFUSED, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    elector_etcd_stats a, b;
+    elector_etcd_get_stats(e, &a);
+    struct sigaction sa = {.sa_handler = on_tick}, old_sa;
+    ASSERT_OK(sigaction(SIGALRM, &sa, &old_sa));
+    struct itimerval it = {{0, 30000}, {0, 30000}}, off = {{0, 0}, {0, 0}};
+    ASSERT_OK(setitimer(ITIMER_REAL, &it, NULL));
+    double t0 = tl_now();
+    int rc =
+        elector_etcd_lease_revoke_sync(e, 0x694d0001, elector_now_ns() + 2000000000LL);
+    double took = tl_now() - t0;
+    ASSERT_OK(setitimer(ITIMER_REAL, &off, NULL));
+    ASSERT_OK(sigaction(SIGALRM, &old_sa, NULL));
+    elector_etcd_get_stats(e, &b);
+    int sent = (int)(b.requests[ELECTOR_RPC_LEASE_REVOKE] -
+                     a.requests[ELECTOR_RPC_LEASE_REVOKE]);
+    tl_log("revoke refused 3 times, then for good: %s after %.2f s, %d attempts, %d "
+           "signals",
+           elector_err_name(rc), took, sent, (int)ticks);
+    ASSERT_EQ(ELECTOR_EPERM, rc);
+    ASSERT_EQ(4, sent);
+    ASSERT_GE((long long)ticks, 3);
+    ASSERT_GE(took, 0.29); /* three pauses of 100 ms: not a spin against etcd */
+    ASSERT_LT(took, 1.9);  /* the last refusal was not waited out */
+    ASSERT_EQ(0, elector_etcd_lease_revoke_sync(e, 0x694d0001,
+                                                elector_now_ns() + 2000000000LL));
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* Range replies without a header (no revision): the observer still reports the
+ * leader (and watches from "now"); elector_leader_sync finds it, revision 0. */
+TEST(lib_leader_reads_without_a_header_report_revision_0)
+{
+    hs_server hs;
+    start(&hs, HS_RANGE_NO_HEADER, true);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    struct told t = {0};
+    elector_observer *ob = elector_observe(e, "e", told_ob, &t);
+    ASSERT_NOT_NULL(ob);
+    run_until(e, &t, 1, 8);
+    run_until(e, &t, 2, 0.3);
+    ASSERT_EQ(1, t.n);
+    ASSERT_EQ(ELECTOR_EV_LEADER, t.type[0]);
+    ASSERT_STREQ("v", t.value[0]);
+    elector_leader_info info;
+    ASSERT_OK(elector_leader_sync(e, "e", 4000, &info));
+    tl_log("leader without a header: token %lld revision %lld", (long long)info.token,
+           (long long)info.revision);
+    ASSERT_EQ(0, (long long)info.revision);
+    ASSERT_EQ(100, (long long)info.token);
+    ASSERT_EQ(10, (long long)info.key_len);
+    elector_leader_free(&info);
+    elector_observer_free(ob);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* As lib_observer_reads_again_when_its_watch_speaks_after_a_restore, but the
+ * older history has the same leader (key, token and value): the observer
+ * still reports it again, with reason ELECTOR_ERESTORED (what it knew was of
+ * the old history; the token may be handed out again). */
+TEST(lib_observer_reports_the_same_leader_again_after_a_restore)
+{
+    hs_server hs;
+    start(&hs, HS_RESTORED_SAME_LEADER, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    struct told t = {0};
+    elector_observer *ob = elector_observe(e, "e", told_ob, &t);
+    ASSERT_NOT_NULL(ob);
+    run_until(e, &t, 1, 8);
+    ASSERT_EQ(1, t.n);
+    double end = tl_now() + 0.3;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 50);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    q.key.data = (uint8_t *)"e/";
+    q.key.len = 2;
+    ProtobufCMessage *m = NULL;
+    ASSERT_OK(elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m));
+    protobuf_c_message_free_unpacked(m, NULL);
+    run_until(e, &t, 2, 5);
+    run_until(e, &t, 3, 0.3);
+    for (int i = 0; i < t.n; i++)
+        tl_log(
+            "observer, restore to the same leader: event %d type %d value '%s' reason %s",
+            i, t.type[i], t.value[i], elector_err_name(t.reason[i]));
+    ASSERT_EQ(2, t.n);
+    ASSERT_EQ(ELECTOR_EV_LEADER, t.type[0]);
+    ASSERT_EQ(0, t.reason[0]);
+    ASSERT_EQ(ELECTOR_EV_LEADER, t.type[1]);
+    ASSERT_STREQ("v", t.value[1]);
+    ASSERT_EQ(ELECTOR_ERESTORED, t.reason[1]);
+    elector_observer_free(ob);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* A predecessor's DELETE event that lacks what the fast check needs (no header,
+ * member 0, no key-value) gives no revision R to check at: the linearizable
+ * check decides (and finds the predecessor: still waiting). */
+TEST(lib_fast_check_event_lacking_its_header_member_or_kv_gets_the_linearizable_check)
+{
+    fast_attack("event without a header", HS_FAST_EVENT_NO_HEADER, W_NO_FAST);
+    fast_attack("event from member 0", HS_FAST_EVENT_NO_MEMBER, W_NO_FAST);
+    fast_attack("event without a key-value", HS_FAST_EVENT_NO_KV, W_NO_FAST);
+}
+
+/* A grant read after its validity deadline (the loop stalled 1 s, TTL 1 s),
+ * whose confirming keepalive (answered TTL 1 s) is read late too (stalled
+ * again): the lease is confirmed once more, on time, and the session is ready
+ * on that answer, with the same lease (no new grant). */
+TEST(lib_late_grant_confirmed_late_is_confirmed_again)
+{
+    hs_server hs;
+    start(&hs, HS_KEEPALIVE_TTL1, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 1;
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    tl_msleep(1000); /* past the deadline: 1 s - 0.2 s margin */
+    elector_etcd_stats st;
+    double end = tl_now() + 5;
+    do {
+        elector_etcd_run_once(e, 10);
+        elector_etcd_get_stats(e, &st);
+    } while (st.requests[ELECTOR_RPC_LEASE_KEEPALIVE] < 1 && tl_now() < end);
+    ASSERT_EQ(1, (long long)st.requests[ELECTOR_RPC_LEASE_KEEPALIVE]);
+    ASSERT(!elector_session_alive(s)); /* not ready on the late grant */
+    tl_msleep(1000);                   /* past the deadline: 1 s - 0.2 s margin */
+    ASSERT_OK(elector_session_wait(s, 5000));
+    elector_etcd_get_stats(e, &st);
+    elector_session_stats ss;
+    elector_session_get_stats(s, &ss);
+    tl_log("late grant confirmed late: ready after %d keepalives, %d grants, %d retries",
+           (int)st.requests[ELECTOR_RPC_LEASE_KEEPALIVE],
+           (int)st.requests[ELECTOR_RPC_LEASE_GRANT], (int)ss.grant_retries);
+    ASSERT_EQ(2, (long long)st.requests[ELECTOR_RPC_LEASE_KEEPALIVE]);
+    ASSERT_EQ(1, (long long)st.requests[ELECTOR_RPC_LEASE_GRANT]);
+    ASSERT_EQ(0, (long long)ss.grant_retries);
+    ASSERT(elector_session_alive(s));
+    ASSERT_EQ(0x694d0001, (long long)elector_session_lease(s));
+    elector_session_close(s);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* A watch create refused for its stream's token ("invalid auth token", watch
+ * ID -1) is sent once more on a fresh stream; refused again, the watch ends
+ * with ETOKEN (told once), not in a loop of new streams. */
+TEST(lib_watch_refused_for_its_token_twice_ends_with_etoken)
+{
+    hs_server hs;
+    start(&hs, HS_WATCH_TOKEN, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    Etcdserverpb__WatchCreateRequest q = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+    q.key.data = (uint8_t *)"e/";
+    q.key.len = 2;
+    struct wstate ws = {0};
+    ASSERT_NOT_NULL(elector_etcd_watch(e, &q, w_cb, &ws));
+    pump(e, 5000, w_ended, &ws);
+    double end = tl_now() + 0.3;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 50);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    tl_log("watch refused for its token: ended %d (%s), %d Watch streams: %s", ws.ended,
+           elector_err_name(ws.err), (int)st.requests[ELECTOR_RPC_WATCH],
+           elector_etcd_errstr(e));
+    ASSERT_EQ(1, ws.ended);
+    ASSERT_EQ(ELECTOR_ETOKEN, ws.err);
+    ASSERT_EQ(0, ws.events);
+    ASSERT_EQ(2, (long long)st.requests[ELECTOR_RPC_WATCH]);
+    ASSERT_CONTAINS(elector_etcd_errstr(e), "invalid auth token");
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* A grant read after its validity deadline (the loop stalled 1 s, TTL 1 s),
+ * whose confirming keepalive fails as etcd's leader changes (EUNAVAILABLE) or
+ * times out (ETIMEDOUT): the lease's state is unknown, so it is granted again
+ * (one retry) and the session is ready on that grant. */
+TEST(lib_late_grant_whose_confirmation_fails_is_granted_again)
+{
+    const hs_attack attacks[] = {HS_KEEPALIVE_UNAVAILABLE_ONCE,
+                                 HS_KEEPALIVE_TIMEDOUT_ONCE};
+    for (int i = 0; i < 2; i++) {
+        hs_server hs;
+        start(&hs, attacks[i], false);
+        elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+        elector_session_config sc;
+        elector_session_config_init(&sc);
+        sc.ttl_s = 1;
+        elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+        ASSERT_NOT_NULL(s);
+        tl_msleep(1000); /* past the deadline: 1 s - 0.2 s margin */
+        ASSERT_OK(elector_session_wait(s, 5000));
+        elector_etcd_stats st;
+        elector_etcd_get_stats(e, &st);
+        elector_session_stats ss;
+        elector_session_get_stats(s, &ss);
+        tl_log("late grant, confirmation %s: ready after %d grants, %d retries",
+               i ? "timed out" : "unavailable", (int)st.requests[ELECTOR_RPC_LEASE_GRANT],
+               (int)ss.grant_retries);
+        ASSERT_EQ(2, (long long)st.requests[ELECTOR_RPC_LEASE_GRANT]);
+        ASSERT_EQ(1, (long long)ss.grant_retries);
+        ASSERT(elector_session_alive(s));
+        elector_session_close(s);
+        elector_etcd_free(e);
+        hs_stop(&hs);
+    }
+}
+
+/* Every watch create answered "created" twice: a leader's watch of its own key
+ * and an observer's watch take the second as nothing (the leader still leads,
+ * told ELECTED once; the observer reports the leader once). */
+static void free_twice(elector_observer *ob, const elector_event *ev, void *ud)
+{
+    tell(ud, ev);
+    elector_observer_free(ob);
+    elector_observer_free(ob); /* freed already: nothing */
+}
+
+TEST(lib_watch_created_twice_changes_nothing)
+{
+    hs_server hs;
+    start(&hs, HS_WATCH_CREATED_TWICE, true);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    struct told lt = {0}, ot = {0};
+    elector_election *el = elector_election_new(s, "e", told_el, &lt);
+    ASSERT_NOT_NULL(el);
+    ASSERT_OK(elector_campaign(el, "v", 1));
+    elector_observer *ob = elector_observe(e, "e", told_ob, &ot);
+    ASSERT_NOT_NULL(ob);
+    run_until(e, &lt, 1, 5);
+    elector_election_stats es;
+    double end = tl_now() + 5;
+    do {
+        elector_etcd_run_once(e, 20);
+        elector_election_get_stats(el, &es);
+    } while (!es.watch_wait_ns && tl_now() < end);
+    end = tl_now() + 0.5;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    tl_log("created twice: leader told %d (%d), leads %d; observer told %d", lt.n,
+           lt.type[0], elector_is_leader(el), ot.n);
+    ASSERT_GT(es.watch_wait_ns, 0);
+    ASSERT_EQ(1, lt.n);
+    ASSERT_EQ(ELECTOR_EV_ELECTED, lt.type[0]);
+    ASSERT(elector_is_leader(el));
+    ASSERT_EQ(1, ot.n);
+    ASSERT_EQ(ELECTOR_EV_LEADER, ot.type[0]);
+    elector_observer_free(ob);
+    /* An observer that frees itself twice from its callback: told once. */
+    struct told ft = {0};
+    ASSERT_NOT_NULL(elector_observe(e, "e", free_twice, &ft));
+    run_until(e, &ft, 1, 5);
+    end = tl_now() + 0.2;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    ASSERT_EQ(1, ft.n);
+    elector_election_free(el);
+    elector_session_close(s);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* A check refused for good as unauthenticated (EAUTH: "user name is empty"):
+ * the campaign FAILS with EAUTH, and the key its campaign Txn made is deleted
+ * (a third Txn), not left to block the election until the lease ends. */
+TEST(lib_check_refused_as_unauthenticated_fails_and_deletes_the_key)
+{
+    hs_server hs;
+    start(&hs, HS_CHECK_EAUTH, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    struct told t = {0};
+    elector_election *el = elector_election_new(s, "e", told_el, &t);
+    ASSERT_NOT_NULL(el);
+    ASSERT_OK(elector_campaign(el, "v", 1));
+    run_until(e, &t, 1, 5);
+    elector_etcd_stats st;
+    double end = tl_now() + 3;
+    do {
+        elector_etcd_run_once(e, 20);
+        elector_etcd_get_stats(e, &st);
+    } while (st.requests[ELECTOR_RPC_TXN] < 3 && tl_now() < end);
+    tl_log("check refused (EAUTH): event %d %s, %d Txns", t.type[0],
+           elector_err_name(t.reason[0]), (int)st.requests[ELECTOR_RPC_TXN]);
+    ASSERT_EQ(1, t.n);
+    ASSERT_EQ(ELECTOR_EV_FAILED, t.type[0]);
+    ASSERT_EQ(ELECTOR_EAUTH, t.reason[0]);
+    ASSERT_EQ(3, (long long)st.requests[ELECTOR_RPC_TXN]);
+    ASSERT(!elector_is_leader(el));
+    elector_election_free(el);
+    elector_session_close(s);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* A DELETE event without a key-value on an observer's watch names no key: it
+ * is ignored (no read again, nothing reported); a watch with an all-default
+ * create request (it packs to no bytes) is created like any other. */
+TEST(lib_observer_ignores_an_event_without_a_key_value)
+{
+    hs_server hs;
+    start(&hs, HS_WATCH_EVENT_NO_KV, true);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    struct told t = {0};
+    elector_observer *ob = elector_observe(e, "e", told_ob, &t);
+    ASSERT_NOT_NULL(ob);
+    run_until(e, &t, 1, 5);
+    elector_etcd_stats a, b;
+    elector_etcd_get_stats(e, &a);
+    double end = tl_now() + 0.5;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    elector_etcd_get_stats(e, &b);
+    tl_log("event without kv: %d reports, %d reads after the first", t.n,
+           (int)(b.requests[ELECTOR_RPC_RANGE] - a.requests[ELECTOR_RPC_RANGE]));
+    ASSERT_EQ(1, t.n);
+    ASSERT_EQ(ELECTOR_EV_LEADER, t.type[0]);
+    ASSERT_EQ(0,
+              (long long)(b.requests[ELECTOR_RPC_RANGE] - a.requests[ELECTOR_RPC_RANGE]));
+    elector_observer_free(ob);
+    Etcdserverpb__WatchCreateRequest q = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+    ASSERT_EQ(0, (long long)protobuf_c_message_get_packed_size(&q.base));
+    struct wstate ws = {0};
+    elector_watch *w = elector_etcd_watch(e, &q, w_cb, &ws);
+    ASSERT_NOT_NULL(w);
+    end = tl_now() + 3;
+    while (ws.events < 1 && tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    ASSERT_GE(ws.events, 1);
+    ASSERT_EQ(0, ws.ended);
+    elector_watch_cancel(w);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* A LeaseKeepAlive stream that the server ends ("invalid auth token") while no
+ * renewal is pending on it: nothing to send again, nobody told; the next
+ * renewal goes out on a new stream and is answered. */
+TEST(lib_idle_keepalive_stream_ended_for_its_token_is_replaced)
+{
+    hs_server hs;
+    start(&hs, HS_KEEPALIVE_TOKEN_AFTER_REPLY, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    struct ka_log k = {0};
+    ASSERT_OK(elector_etcd_keepalive(e, 0x694d0001, 2000, ka_logged, &k));
+    ka_run_until(e, &k, 1, 5);
+    double end = tl_now() + 0.3;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    ASSERT_OK(elector_etcd_keepalive(e, 0x694d0001, 2000, ka_logged, &k));
+    ka_run_until(e, &k, 2, 5);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    tl_log("idle keepalive stream ended: %d results (%s, %s), %d stream errors", k.n,
+           elector_err_name(k.err[0]), elector_err_name(k.err[1]),
+           (int)st.errors[ELECTOR_RPC_LEASE_KEEPALIVE]);
+    ASSERT_EQ(2, k.n);
+    ASSERT_EQ(0, k.err[0]);
+    ASSERT_EQ(0, k.err[1]);
+    ASSERT_EQ(1, (long long)st.errors[ELECTOR_RPC_LEASE_KEEPALIVE]);
+    elector_etcd_free(e);
+    hs_stop(&hs);
+}
+
+/* The tool: a LeaseGrant answered with its error field set, or TTL 0, ends
+ * campaign with what etcd said (or that no lease came), exit 1. */
+TEST(tool_campaign_lease_grant_with_an_error_or_without_a_ttl)
+{
+    const hs_attack attacks[] = {HS_GRANT_ERROR, HS_GRANT_TTL0};
+    const char *needle[] = {"lease store failed", "TTL 0"};
+    for (int i = 0; i < 2; i++) {
+        hs_server s;
+        start(&s, attacks[i], false);
+        const char *args[] = {"campaign",       "e",  "--endpoints", s.endpoint,
+                              "--dial-timeout", DIAL, "--fail-fast", NULL};
+        run_result r;
+        run_tool(&r, 30, args);
+        log_run(needle[i], &r);
+        ASSERT_EQ(1, r.code);
+        ASSERT_CONTAINS(r.err, "cannot grant lease");
+        ASSERT_CONTAINS(r.err, needle[i]);
+        rr_free(&r);
+        hs_stop(&s);
+    }
+}
+
+/* Renewals answered for another lease ID (etcd would never: a reply names the
+ * lease it renewed): none of them renews ours. The validity deadline stays the
+ * grant's, and the session ends at it (ESESSION), no renewal counted. */
+TEST(lib_renewals_answered_for_another_lease_renew_nothing)
+{
+    hs_server hs;
+    start(&hs, HS_KEEPALIVE_OTHER_ID, false);
+    elector_etcd *e = lib_client_ex(hs.endpoint, NULL);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 1;
+    struct sess_told t = {0};
+    elector_session *s = elector_session_new(e, &sc, sess_cb, &t);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    int64_t d0 = elector_session_deadline_ns(s), d = d0;
+    double end = tl_now() + 3;
+    while (!t.lost && tl_now() < end) {
+        elector_etcd_run_once(e, 20);
+        if (elector_session_alive(s)) d = elector_session_deadline_ns(s);
+    }
+    elector_etcd_stats es;
+    elector_etcd_get_stats(e, &es);
+    elector_session_stats ss;
+    elector_session_get_stats(s, &ss);
+    tl_log("renewals answered for another lease: %d sent, %d renewals, LOST %s: %s",
+           (int)es.requests[ELECTOR_RPC_LEASE_KEEPALIVE], (int)ss.renewals,
+           elector_err_name(t.reason), t.detail);
+    ASSERT_GE((long long)es.requests[ELECTOR_RPC_LEASE_KEEPALIVE], 1);
+    ASSERT_EQ(0, (long long)ss.renewals);
+    ASSERT_EQ(d0, d);
+    ASSERT_EQ(1, t.lost);
+    ASSERT_EQ(ELECTOR_ESESSION, t.reason);
+    ASSERT(!elector_session_alive(s));
+    elector_session_close(s);
+    elector_etcd_free(e);
+    hs_stop(&hs);
 }

@@ -1140,3 +1140,50 @@ TEST(endpoint_whose_name_does_not_resolve_fails_with_econnect)
         tl_skip("no network namespace may be made here");
     ASSERT_EQ(0, WEXITSTATUS(st));
 }
+
+/* The range end of the empty prefix (every key) is "\0", also when the prefix
+ * pointer is NULL (nothing is read from it). */
+TEST(prefix_end_of_the_empty_prefix_is_a_zero_byte)
+{
+    uint8_t out[4] = {7, 7, 7, 7};
+    ASSERT_EQ(1, (long long)elector_prefix_end(NULL, 0, out));
+    ASSERT_EQ(0, out[0]);
+    ASSERT_EQ(7, out[1]);
+}
+
+/* A session on a client whose creation failed (a CA file that does not exist)
+ * is refused at once (NULL), whether it grants a lease or adopts one: no
+ * session that waits for a grant or renewal that can never be sent. */
+TEST(session_on_a_client_in_error_is_refused)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "127.0.0.1:1";
+    cfg.cacert = "/nonexistent/elector-ca.pem";
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    ASSERT(elector_etcd_err(e) != 0);
+    ASSERT_NULL(elector_session_new(e, NULL, NULL, NULL));
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.lease_id = 0x1234;
+    ASSERT_NULL(elector_session_new(e, &sc, NULL, NULL));
+    elector_etcd_free(e);
+}
+
+/* A keepalive without a callback is refused at once (EINVAL), on a client
+ * that is fine: its result could go nowhere. */
+TEST(keepalive_without_a_callback_is_refused)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "127.0.0.1:1";
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_etcd_keepalive(e, 1, 0, NULL, NULL));
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    ASSERT_EQ(0, (long long)st.requests[ELECTOR_RPC_LEASE_KEEPALIVE]);
+    elector_etcd_free(e);
+}

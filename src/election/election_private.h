@@ -72,8 +72,6 @@ struct elector__session_listener {
 void elector__session_listen(elector_session *s, elector__session_listener *l,
                              const elector__session_events *ev);
 void elector__session_unlisten(elector_session *s, elector__session_listener *l);
-/* The first listener (then l->next): for lookups, not while calling them. */
-elector__session_listener *elector__session_listeners(const elector_session *s);
 
 /* ---- an election (election.c, wait.c, delete.c, campaign.c, leader.c) ---- */
 

@@ -241,8 +241,12 @@ static void grant_done(elector_etcd *e, int err, const ProtobufCMessage *m, void
     elector_session *s = ud;
     if (s->state == ELECTOR__S_GRANTING) {
         const Etcdserverpb__LeaseGrantResponse *r = (const void *)m;
-        if (!err && r->error && *r->error) err = ELECTOR_EGRPC;
-        if (!err && r->ttl <= 0) err = ELECTOR_ELEASE;
+        /* A reply that grants nothing says why itself (the client's error
+         * text is not about it). */
+        const char *why = elector_etcd_errstr(e);
+        if (!err && r->error && *r->error) err = ELECTOR_EGRPC, why = r->error;
+        if (!err && r->ttl <= 0)
+            err = ELECTOR_ELEASE, why = "etcd answered TTL 0 (no lease)";
         if ((err == ELECTOR_EUNAVAILABLE || err == ELECTOR_ETIMEDOUT) &&
             elector__now_ms() - s->created_ms < GRANT_RETRY_MS) {
             s->stats.grant_retries++;
@@ -253,8 +257,7 @@ static void grant_done(elector_etcd *e, int err, const ProtobufCMessage *m, void
         } else if (err) {
             s->grant_err = err;
             char detail[600];
-            snprintf(detail, sizeof(detail), "cannot grant lease: %s",
-                     elector_etcd_errstr(e));
+            snprintf(detail, sizeof(detail), "cannot grant lease: %s", why);
             session_die(s, err, detail);
         } else if (s->ka_sent_ns + r->ttl * 1000000000 - margin_ns(s) <=
                    elector_now_ns()) {

@@ -55,11 +55,6 @@ void elector__session_unlisten(elector_session *s, elector__session_listener *l)
     l->next = l->prev = NULL;
 }
 
-elector__session_listener *elector__session_listeners(const elector_session *s)
-{
-    return s->listeners;
-}
-
 void elector__session_unhold(elector_session *s)
 {
     if (elector__unhold(&s->life)) free(s);
