@@ -457,11 +457,8 @@ static void sync_revoked(elector_etcd *e, int err, const ProtobufCMessage *m, vo
     w->rc = err == ELECTOR_ELEASE ? 0 : err;
 }
 
-/* Out of memory for the queued revoke, or after one that failed on the way
- * (EUNAVAILABLE, ENOMEM inside the transport), close_sync revokes with the
- * blocking elector_etcd_lease_revoke_sync until its deadline: a revoke only
- * queued would be lost when the caller frees the client next, and the keys
- * under the lease would outlive it by the TTL. */
+/* A revoke that could not be queued or failed on the way is made again by the
+ * blocking one: the caller may free the client next, and our keys must go. */
 int elector_session_close_sync(elector_session *s, int64_t timeout_ms)
 {
     if (!s || s->state == ELECTOR__S_CLOSED) return 0;
