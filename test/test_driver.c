@@ -1258,3 +1258,61 @@ TEST_WITH_TIMEOUT(calls_etcd_does_not_answer_end_at_their_timeout_or_the_free, 6
     ASSERT_OK(eh_member_resume(c, 0));
     eh_stop(c);
 }
+
+/* The documented order of the end, each handle freed before the driver: the
+ * session's close sends the revoke, the driver's free right after must not
+ * cancel it. The lease (with the leader key) is gone from etcd once the free
+ * returned, not after its TTL. */
+TEST(closing_the_session_then_freeing_the_driver_revokes_the_lease)
+{
+    eh_cluster *c = start1();
+    for (int i = 0; i < 5; i++) {
+        elector_driver *d = driver_on(eh_endpoints(c), NULL);
+        elector_driver_session *s = session_on(d, 30);
+        elector_driver_election *el = elector_driver_election_new(s, "order", NULL, NULL);
+        ASSERT_OK(elector_driver_campaign_sync(el, "v", 1, 5000));
+        elector_driver_election_free(el);
+        elector_driver_session_close(s);
+        elector_driver_free(d);
+        char *out = NULL;
+        ASSERT_OK(eh_etcdctl(c, &out, "lease", "list", NULL));
+        if (!tl_contains(out, "found 0")) tl_log("round %d: %s", i, out);
+        ASSERT(tl_contains(out, "found 0"));
+        free(out);
+        ASSERT_OK(eh_etcdctl(c, &out, "get", "--prefix", "order/", "--keys-only", NULL));
+        ASSERT_STREQ("", out);
+        free(out);
+    }
+    eh_stop(c);
+}
+
+/* stall_ms <= 0 means the default (1000 ms): an answer's callback of 300 ms is
+ * no stall then (with stall_ms taken as 0 it would be). No etcd: port 1. */
+static atomic_int slow_answered;
+
+static void slow_answer(elector_driver *d, int rc, const elector_leader_info *info,
+                        void *ud)
+{
+    (void)d, (void)rc, (void)info, (void)ud;
+    sleep_ms(300);
+    atomic_store(&slow_answered, 1);
+}
+
+TEST(stall_ms_zero_is_the_default)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "127.0.0.1:1";
+    cfg.dial_timeout_ms = 200;
+    elector_driver_config dc;
+    elector_driver_config_init(&dc);
+    dc.stall_ms = 0;
+    dc.on_stall = on_stall;
+    elector_driver *d = NULL;
+    ASSERT_OK(elector_driver_new(&cfg, &dc, &d));
+    ASSERT_OK(elector_driver_leader(d, "x", 1000, slow_answer, NULL));
+    ASSERT(wait_int(&slow_answered, 1, 5000));
+    ASSERT_EQ(0, (long long)elector_driver_stalls(d));
+    ASSERT_EQ(0, atomic_load(&stall_reports));
+    elector_driver_free(d);
+}
