@@ -1213,6 +1213,7 @@ TEST(an_election_freed_in_its_own_callback_refuses_calls)
 typedef struct frozen_waiter {
     elector_driver_session *s;
     elector_driver_election *el;
+    bool resign;
     int rc;
     atomic_int returned;
 } frozen_waiter;
@@ -1222,6 +1223,8 @@ static void *frozen_wait_main(void *arg)
     frozen_waiter *w = arg;
     if (w->s)
         w->rc = elector_driver_session_wait(w->s, -1);
+    else if (w->resign)
+        w->rc = elector_driver_resign_sync(w->el, -1);
     else
         w->rc = elector_driver_guarded_put_sync(w->el, "fz", 2, "v", 1, -1);
     atomic_store(&w->returned, 1);
@@ -1235,26 +1238,39 @@ TEST_WITH_TIMEOUT(calls_etcd_does_not_answer_end_at_their_timeout_or_the_free, 6
     elector_driver_session *s = session_on(d, 5);
     elector_driver_election *el = elector_driver_election_new(s, "fz", NULL, NULL);
     ASSERT_OK(elector_driver_campaign_sync(el, "v", 1, 5000));
+    elector_driver_session *s3 = session_on(d, 5);
+    elector_driver_election *el3 = elector_driver_election_new(s3, "fz3", NULL, NULL);
+    ASSERT_OK(elector_driver_campaign_sync(el3, "v", 1, 5000));
     ASSERT_OK(eh_member_pause(c, 0));
     elector_driver_session *s2 = elector_driver_session_new(d, NULL, NULL, NULL);
     ASSERT_NOT_NULL(s2);
     ASSERT_EQ(ELECTOR_ETIMEDOUT, elector_driver_session_wait(s2, 200));
     ASSERT(!elector_driver_session_alive(s2)); /* not granted yet */
-    frozen_waiter ws = {.s = s2}, wg = {.el = el};
-    pthread_t t1, t2;
+    frozen_waiter ws = {.s = s2}, wg = {.el = el}, wr = {.el = el3, .resign = true};
+    pthread_t t1, t2, t3;
     ASSERT_OK(pthread_create(&t1, NULL, frozen_wait_main, &ws));
     ASSERT_OK(pthread_create(&t2, NULL, frozen_wait_main, &wg));
+    ASSERT_OK(pthread_create(&t3, NULL, frozen_wait_main, &wr));
     sleep_ms(300);
-    ASSERT_EQ(0, atomic_load(&ws.returned) + atomic_load(&wg.returned));
+    ASSERT_EQ(0, atomic_load(&ws.returned) + atomic_load(&wg.returned) +
+                     atomic_load(&wr.returned));
     /* The resign's delete is not answered: not done in 200 ms (the belief
      * ends at once all the same). */
     ASSERT_EQ(ELECTOR_ETIMEDOUT, elector_driver_resign_sync(el, 200));
     ASSERT(!elector_driver_is_leader(el));
+    /* s3's revoke is not answered either: the free waits for it 1 s at most. */
+    elector_driver_session_close(s3);
+    int64_t t0 = elector_now_ns();
     elector_driver_free(d);
+    double free_ms = (elector_now_ns() - t0) / 1e6;
+    tl_log("free with etcd frozen: %.0f ms", free_ms);
     pthread_join(t1, NULL);
     pthread_join(t2, NULL);
+    pthread_join(t3, NULL);
     ASSERT_EQ(ELECTOR_ECLOSED, ws.rc);
     ASSERT_EQ(ELECTOR_ECLOSED, wg.rc);
+    ASSERT_EQ(ELECTOR_ECLOSED, wr.rc);
+    ASSERT_GE(free_ms, 900); /* it waited for s3's revoke (and s's, 1 s each) */
     ASSERT_OK(eh_member_resume(c, 0));
     eh_stop(c);
 }
@@ -1315,4 +1331,59 @@ TEST(stall_ms_zero_is_the_default)
     ASSERT_EQ(0, (long long)elector_driver_stalls(d));
     ASSERT_EQ(0, atomic_load(&stall_reports));
     elector_driver_free(d);
+}
+
+/* Handles freed by the user while elector_driver_free() on another thread
+ * waits for the loop (busy in a job): each free returns at once (the driver
+ * is stopping), and the driver's end, which finds them closed, frees each
+ * once (ASan: no double free, no leak). No etcd: port 1. */
+static atomic_int job_blocked, job_release;
+
+static void blocking_job(elector_etcd *etcd, void *arg)
+{
+    (void)etcd, (void)arg;
+    atomic_store(&job_blocked, 1);
+    while (!atomic_load(&job_release))
+        sleep_ms(5);
+}
+
+static void *exec_blocking(void *arg)
+{
+    elector_driver *d = arg;
+    atomic_store(&exec_ran, elector_driver_exec(d, blocking_job, NULL) == 0 ? 1 : -1);
+    return NULL;
+}
+
+TEST(handles_freed_while_the_driver_is_being_freed)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "127.0.0.1:1";
+    cfg.dial_timeout_ms = 200;
+    elector_driver *d = NULL;
+    ASSERT_OK(elector_driver_new(&cfg, NULL, &d));
+    elector_driver_session *s = elector_driver_session_new(d, NULL, NULL, NULL);
+    elector_driver_election *el = elector_driver_election_new(s, "x", NULL, NULL);
+    elector_driver_observer *o = elector_driver_observe(d, "x", NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_NOT_NULL(el);
+    ASSERT_NOT_NULL(o);
+    atomic_store(&exec_ran, 0);
+    pthread_t te, tf;
+    ASSERT_OK(pthread_create(&te, NULL, exec_blocking, d));
+    ASSERT(wait_int(&job_blocked, 1, 5000));
+    ASSERT_OK(pthread_create(&tf, NULL, free_driver, d));
+    int rc = 0;
+    for (int i = 0; i < 500 && rc != ELECTOR_ECLOSED; i++) {
+        rc = elector_driver_session_wait(s, 0); /* ECLOSED once the free began */
+        if (rc != ELECTOR_ECLOSED) sleep_ms(10);
+    }
+    ASSERT_EQ(ELECTOR_ECLOSED, rc);
+    elector_driver_observer_free(o);
+    elector_driver_election_free(el);
+    elector_driver_session_close(s);
+    atomic_store(&job_release, 1);
+    pthread_join(te, NULL);
+    pthread_join(tf, NULL);
+    ASSERT_EQ(1, atomic_load(&exec_ran)); /* the job queued before the stop ran */
 }
