@@ -1187,10 +1187,12 @@ TEST(an_election_freed_in_its_own_callback_refuses_calls)
     ASSERT_EQ(ELECTOR_EINVAL, elector_driver_leader(d, NULL, 100, leader_answer, NULL));
     ASSERT_NULL(elector_driver_observe(d, NULL, NULL, NULL));
 
-    /* Last: b's ELECTED (a resigns) frees the driver, then b, in the callback. */
+    /* Last: b's ELECTED (a resigns) frees the driver, then b, in the callback.
+     * The new b on a session of its own: on s2 it would share the old b's key
+     * (NAME/lease), which the old b's free may still be deleting. */
     elector_driver_election_free(b);
     selffree g = {.d = d};
-    b = elector_driver_election_new(s2, "to", selffree_cb, &g);
+    b = elector_driver_election_new(session_on(d, 5), "to", selffree_cb, &g);
     ASSERT_OK(elector_driver_campaign(b, "b", 1));
     ASSERT_OK(elector_driver_resign_sync(a, 3000));
     ASSERT(wait_int(&g.done, 1, 10000));
