@@ -305,10 +305,11 @@ static void re_cb(elector_driver_election *el, const elector_event *ev, void *ud
 static void obs_frees_driver(elector_driver_observer *o, const elector_event *ev,
                              void *ud)
 {
-    (void)o;
     reentry *r = ud;
     if (ev->type == ELECTOR_EV_LEADER && atomic_load(&r->freed)) {
         elector_driver_free(r->d);
+        /* The driver's shutdown took the observer: its free does nothing. */
+        elector_driver_observer_free(o);
         atomic_store(&r->driver_freed, 1);
     }
 }
@@ -519,6 +520,8 @@ TEST(fork_while_leading)
     elector_driver_session *s = session_on(d, 2);
     elector_driver_election *el = elector_driver_election_new(s, "fork", NULL, NULL);
     ASSERT_OK(elector_driver_campaign_sync(el, "v", 1, 5000));
+    elector_driver_observer *o = elector_driver_observe(d, "fork", NULL, NULL);
+    ASSERT_NOT_NULL(o);
     pid_t pid = fork();
     ASSERT(pid >= 0);
     if (pid == 0) {
@@ -531,6 +534,12 @@ TEST(fork_while_leading)
         bad += elector_driver_session_new(d, NULL, NULL, NULL) != NULL;
         elector_leader_info li;
         bad += elector_driver_leader_sync(d, "fork", 1000, &li) != ELECTOR_EFORKED;
+        bad += elector_driver_session_lease(s) != 0;
+        bad += elector_driver_session_alive(s);
+        bad += elector_driver_token(el) != 0;
+        bad += elector_driver_stalls(d) != 0;
+        bad += elector_driver_in_callback(d);
+        elector_driver_observer_free(o);
         elector_driver_election_free(el);
         elector_driver_session_close(s);
         elector_driver_free(d);
@@ -1043,4 +1052,342 @@ TEST(closing_a_handle_waits_for_its_running_callback)
     elector_driver_session_close(s);
     ASSERT_EQ(1, atomic_load(&cb_left));
     elector_driver_free(d);
+}
+
+/* The session's SESSION_LOST (the grant refused: port 1) frees the driver;
+ * then, in the same callback (the handle lives until it returns), every call
+ * is refused with ECLOSED or NULL and the session's close does nothing more. */
+static atomic_int lost_freed, lost_wait_rc, lost_el_null, lost_revoke_rc, lost_leader_rc,
+    lost_put_rc, lost_alive, lost_lease;
+
+static void lost_frees_driver(elector_driver_session *s, const elector_event *ev,
+                              void *ud)
+{
+    elector_driver *d = ud;
+    if (ev->type != ELECTOR_EV_SESSION_LOST) return;
+    elector_driver_free(d);
+    atomic_store(&lost_wait_rc, elector_driver_session_wait(s, 10));
+    atomic_store(&lost_el_null, elector_driver_election_new(s, "x", NULL, NULL) == NULL);
+    atomic_store(&lost_revoke_rc, elector_driver_revoke(d, 5, 100, revoke_answer, NULL));
+    atomic_store(&lost_leader_rc,
+                 elector_driver_leader(d, "x", 100, leader_answer, NULL));
+    atomic_store(&lost_put_rc, elector_driver_put_sync(d, "k", 1, "v", 1, 0, 0, 100));
+    atomic_store(&lost_alive, elector_driver_session_alive(s));
+    atomic_store(&lost_lease, (int)elector_driver_session_lease(s));
+    elector_driver_session_close(s); /* the driver's shutdown took it: nothing */
+    atomic_store(&lost_freed, 1);
+}
+
+TEST(calls_in_a_callback_after_it_freed_the_driver_are_refused)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "127.0.0.1:1";
+    cfg.dial_timeout_ms = 200;
+    elector_driver *d = NULL;
+    ASSERT_OK(elector_driver_new(&cfg, NULL, &d));
+    elector_driver_session *s = elector_driver_session_new(d, NULL, lost_frees_driver, d);
+    ASSERT_NOT_NULL(s);
+    ASSERT(wait_int(&lost_freed, 1, 10000));
+    ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&lost_wait_rc));
+    ASSERT_EQ(1, atomic_load(&lost_el_null));
+    ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&lost_revoke_rc));
+    ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&lost_leader_rc));
+    ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&lost_put_rc));
+    ASSERT_EQ(0, atomic_load(&lost_alive)); /* never granted */
+    ASSERT_EQ(0, atomic_load(&lost_lease));
+}
+
+/* An election freed in its own callback (its last one): later calls on it in
+ * that callback are refused with ECLOSED, it is no longer leader, and its key
+ * is gone from etcd. Then a campaign that waits behind a leader past its
+ * timeout; a leader whose value is empty; deletes and bad arguments; last, an
+ * election's callback frees the driver and then its election. */
+typedef struct selffree {
+    atomic_int done, campaign, proclaim, resign, campaign_sync, resign_sync, gput_sync,
+        gdel, leader;
+    elector_driver *d;
+} selffree;
+
+static void selffree_cb(elector_driver_election *el, const elector_event *ev, void *ud)
+{
+    selffree *f = ud;
+    if (ev->type != ELECTOR_EV_ELECTED) return;
+    if (f->d) elector_driver_free(f->d); /* the last part: the driver first */
+    elector_driver_election_free(el);
+    guarded_answer ga = {0};
+    atomic_store(&f->campaign, elector_driver_campaign(el, "x", 1));
+    atomic_store(&f->proclaim, elector_driver_proclaim(el, "x", 1));
+    atomic_store(&f->resign, elector_driver_resign(el));
+    atomic_store(&f->campaign_sync, elector_driver_campaign_sync(el, "x", 1, 100));
+    atomic_store(&f->resign_sync, elector_driver_resign_sync(el, 100));
+    atomic_store(&f->gput_sync, elector_driver_guarded_put_sync(el, "g", 1, "v", 1, 100));
+    atomic_store(&f->gdel,
+                 elector_driver_guarded_delete(el, "g", 1, guarded_answer_cb, &ga));
+    atomic_store(&f->leader, elector_driver_is_leader(el));
+    atomic_store(&f->done, 1);
+}
+
+TEST(an_election_freed_in_its_own_callback_refuses_calls)
+{
+    eh_cluster *c = start1();
+    elector_driver *d = driver_on(eh_endpoints(c), NULL);
+    elector_driver_session *s = session_on(d, 5);
+    selffree f = {0};
+    elector_driver_election *el = elector_driver_election_new(s, "self", selffree_cb, &f);
+    ASSERT_NOT_NULL(el);
+    ASSERT_OK(elector_driver_campaign(el, "v", 1));
+    ASSERT(wait_int(&f.done, 1, 5000));
+    ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&f.campaign));
+    ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&f.proclaim));
+    ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&f.resign));
+    ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&f.campaign_sync));
+    ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&f.resign_sync));
+    ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&f.gput_sync));
+    ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&f.gdel));
+    ASSERT_EQ(0, atomic_load(&f.leader));
+    elector_leader_info li;
+    ASSERT_EQ(1, elector_driver_leader_sync(d, "self", 3000, &li)); /* resigned */
+
+    /* A leader with an empty value; a second campaign times out behind it. */
+    elector_driver_election *a = elector_driver_election_new(s, "to", NULL, NULL);
+    ASSERT_OK(elector_driver_campaign_sync(a, "", 0, 5000));
+    ASSERT_OK(elector_driver_leader_sync(d, "to", 3000, &li));
+    ASSERT_EQ(0, (long long)li.value_len);
+    ASSERT_NOT_NULL(li.value);
+    elector_leader_free(&li);
+    elector_driver_session *s2 = session_on(d, 5);
+    elector_driver_election *b = elector_driver_election_new(s2, "to", NULL, NULL);
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, elector_driver_campaign_sync(b, "b", 1, 300));
+    ASSERT(!elector_driver_is_leader(b));
+    ASSERT(elector_driver_is_leader(a));
+
+    /* Deletes: without the count, and of a prefix without the wait. */
+    ASSERT_OK(elector_driver_put_sync(d, "dp/a", 4, "1", 1, 0, 0, 3000));
+    ASSERT_OK(elector_driver_put_sync(d, "dp/b", 4, "", 0, 0, 0, 3000));
+    elector_driver_kv *kvs = NULL;
+    size_t n = 0;
+    ASSERT_OK(elector_driver_get_sync(d, "dp/b", 4, false, 3000, &kvs, &n));
+    ASSERT_EQ(1, (long long)n);
+    ASSERT_EQ(0, (long long)kvs[0].value_len); /* an empty value */
+    elector_driver_kvs_free(kvs, n);
+    ASSERT_OK(elector_driver_delete_sync(d, "dp/a", 4, false, 3000, NULL));
+    kv_answer ka = {0};
+    ASSERT_OK(elector_driver_delete(d, "dp/", 3, true, 3000, kv_answer_cb, &ka));
+    ASSERT(wait_int(&ka.n, 1, 5000));
+    ASSERT_EQ(0, ka.rc);
+    ASSERT_EQ(1, (long long)ka.deleted); /* dp/b: dp/a went before */
+    ASSERT_OK(elector_driver_get_sync(d, "dp/", 3, true, 3000, &kvs, &n));
+    ASSERT_EQ(0, (long long)n);
+    elector_driver_kvs_free(kvs, n);
+    /* Bad arguments: clear errors, nothing sent. */
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_get_sync(d, "k", 1, false, 100, NULL, &n));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_get_sync(d, "k", 1, false, 100, &kvs, NULL));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_leader_sync(d, NULL, 100, &li));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_leader(d, NULL, 100, leader_answer, NULL));
+    ASSERT_NULL(elector_driver_observe(d, NULL, NULL, NULL));
+
+    /* Last: b's ELECTED (a resigns) frees the driver, then b, in the callback.
+     * The new b on a session of its own: on s2 it would share the old b's key
+     * (NAME/lease), which the old b's free may still be deleting. */
+    elector_driver_election_free(b);
+    selffree g = {.d = d};
+    b = elector_driver_election_new(session_on(d, 5), "to", selffree_cb, &g);
+    ASSERT_OK(elector_driver_campaign(b, "b", 1));
+    ASSERT_OK(elector_driver_resign_sync(a, 3000));
+    ASSERT(wait_int(&g.done, 1, 10000));
+    ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&g.campaign));
+    ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&g.campaign_sync));
+    ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&g.gput_sync));
+    ASSERT_EQ(0, atomic_load(&g.leader));
+    /* The driver's end revoked both leases. */
+    char *out = NULL;
+    ASSERT_OK(eh_etcdctl(c, &out, "lease", "list", NULL));
+    ASSERT(tl_contains(out, "found 0"));
+    free(out);
+    eh_stop(c);
+}
+
+/* The member frozen: a grant and a resign that etcd does not answer end at
+ * their timeouts (ETIMEDOUT), and the calls still waiting with no limit (a
+ * session's grant, a guarded write) return ECLOSED when another thread frees
+ * the driver. */
+typedef struct frozen_waiter {
+    elector_driver_session *s;
+    elector_driver_election *el;
+    bool resign;
+    int rc;
+    atomic_int returned;
+} frozen_waiter;
+
+static void *frozen_wait_main(void *arg)
+{
+    frozen_waiter *w = arg;
+    if (w->s)
+        w->rc = elector_driver_session_wait(w->s, -1);
+    else if (w->resign)
+        w->rc = elector_driver_resign_sync(w->el, -1);
+    else
+        w->rc = elector_driver_guarded_put_sync(w->el, "fz", 2, "v", 1, -1);
+    atomic_store(&w->returned, 1);
+    return NULL;
+}
+
+TEST_WITH_TIMEOUT(calls_etcd_does_not_answer_end_at_their_timeout_or_the_free, 60)
+{
+    eh_cluster *c = start1();
+    elector_driver *d = driver_on(eh_endpoints(c), NULL);
+    elector_driver_session *s = session_on(d, 5);
+    elector_driver_election *el = elector_driver_election_new(s, "fz", NULL, NULL);
+    ASSERT_OK(elector_driver_campaign_sync(el, "v", 1, 5000));
+    elector_driver_session *s3 = session_on(d, 5);
+    elector_driver_election *el3 = elector_driver_election_new(s3, "fz3", NULL, NULL);
+    ASSERT_OK(elector_driver_campaign_sync(el3, "v", 1, 5000));
+    ASSERT_OK(eh_member_pause(c, 0));
+    elector_driver_session *s2 = elector_driver_session_new(d, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s2);
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, elector_driver_session_wait(s2, 200));
+    ASSERT(!elector_driver_session_alive(s2)); /* not granted yet */
+    frozen_waiter ws = {.s = s2}, wg = {.el = el}, wr = {.el = el3, .resign = true};
+    pthread_t t1, t2, t3;
+    ASSERT_OK(pthread_create(&t1, NULL, frozen_wait_main, &ws));
+    ASSERT_OK(pthread_create(&t2, NULL, frozen_wait_main, &wg));
+    ASSERT_OK(pthread_create(&t3, NULL, frozen_wait_main, &wr));
+    sleep_ms(300);
+    ASSERT_EQ(0, atomic_load(&ws.returned) + atomic_load(&wg.returned) +
+                     atomic_load(&wr.returned));
+    /* The resign's delete is not answered: not done in 200 ms (the belief
+     * ends at once all the same). */
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, elector_driver_resign_sync(el, 200));
+    ASSERT(!elector_driver_is_leader(el));
+    /* The revokes of s3 and s are not answered either: the free waits for
+     * them 1 s at most (the request timeout is 2 s). */
+    elector_driver_session_close(s3);
+    elector_driver_session_close(s);
+    int64_t t0 = elector_now_ns();
+    elector_driver_free(d);
+    double free_ms = (elector_now_ns() - t0) / 1e6;
+    tl_log("free with etcd frozen: %.0f ms", free_ms);
+    pthread_join(t1, NULL);
+    pthread_join(t2, NULL);
+    pthread_join(t3, NULL);
+    ASSERT_EQ(ELECTOR_ECLOSED, ws.rc);
+    ASSERT_EQ(ELECTOR_ECLOSED, wg.rc);
+    ASSERT_EQ(ELECTOR_ECLOSED, wr.rc);
+    ASSERT_GE(free_ms, 900); /* it waited for the revokes */
+    ASSERT_OK(eh_member_resume(c, 0));
+    eh_stop(c);
+}
+
+/* The documented order of the end, each handle freed before the driver: the
+ * session's close sends the revoke, the driver's free right after must not
+ * cancel it. The lease (with the leader key) is gone from etcd once the free
+ * returned, not after its TTL. */
+TEST(closing_the_session_then_freeing_the_driver_revokes_the_lease)
+{
+    eh_cluster *c = start1();
+    for (int i = 0; i < 5; i++) {
+        elector_driver *d = driver_on(eh_endpoints(c), NULL);
+        elector_driver_session *s = session_on(d, 30);
+        elector_driver_election *el = elector_driver_election_new(s, "order", NULL, NULL);
+        ASSERT_OK(elector_driver_campaign_sync(el, "v", 1, 5000));
+        elector_driver_election_free(el);
+        elector_driver_session_close(s);
+        elector_driver_free(d);
+        char *out = NULL;
+        ASSERT_OK(eh_etcdctl(c, &out, "lease", "list", NULL));
+        if (!tl_contains(out, "found 0")) tl_log("round %d: %s", i, out);
+        ASSERT(tl_contains(out, "found 0"));
+        free(out);
+        ASSERT_OK(eh_etcdctl(c, &out, "get", "--prefix", "order/", "--keys-only", NULL));
+        ASSERT_STREQ("", out);
+        free(out);
+    }
+    eh_stop(c);
+}
+
+/* stall_ms <= 0 means the default (1000 ms): an answer's callback of 300 ms is
+ * no stall then (with stall_ms taken as 0 it would be). No etcd: port 1. */
+static atomic_int slow_answered;
+
+static void slow_answer(elector_driver *d, int rc, const elector_leader_info *info,
+                        void *ud)
+{
+    (void)d, (void)rc, (void)info, (void)ud;
+    sleep_ms(300);
+    atomic_store(&slow_answered, 1);
+}
+
+TEST(stall_ms_zero_is_the_default)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "127.0.0.1:1";
+    cfg.dial_timeout_ms = 200;
+    elector_driver_config dc;
+    elector_driver_config_init(&dc);
+    dc.stall_ms = 0;
+    dc.on_stall = on_stall;
+    elector_driver *d = NULL;
+    ASSERT_OK(elector_driver_new(&cfg, &dc, &d));
+    ASSERT_OK(elector_driver_leader(d, "x", 1000, slow_answer, NULL));
+    ASSERT(wait_int(&slow_answered, 1, 5000));
+    ASSERT_EQ(0, (long long)elector_driver_stalls(d));
+    ASSERT_EQ(0, atomic_load(&stall_reports));
+    elector_driver_free(d);
+}
+
+/* Handles freed by the user while elector_driver_free() on another thread
+ * waits for the loop (busy in a job): each free returns at once (the driver
+ * is stopping), and the driver's end, which finds them closed, frees each
+ * once (ASan: no double free, no leak). No etcd: port 1. */
+static atomic_int job_blocked, job_release;
+
+static void blocking_job(elector_etcd *etcd, void *arg)
+{
+    (void)etcd, (void)arg;
+    atomic_store(&job_blocked, 1);
+    while (!atomic_load(&job_release))
+        sleep_ms(5);
+}
+
+static void *exec_blocking(void *arg)
+{
+    elector_driver *d = arg;
+    atomic_store(&exec_ran, elector_driver_exec(d, blocking_job, NULL) == 0 ? 1 : -1);
+    return NULL;
+}
+
+TEST(handles_freed_while_the_driver_is_being_freed)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "127.0.0.1:1";
+    cfg.dial_timeout_ms = 200;
+    elector_driver *d = NULL;
+    ASSERT_OK(elector_driver_new(&cfg, NULL, &d));
+    elector_driver_session *s = elector_driver_session_new(d, NULL, NULL, NULL);
+    elector_driver_election *el = elector_driver_election_new(s, "x", NULL, NULL);
+    elector_driver_observer *o = elector_driver_observe(d, "x", NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_NOT_NULL(el);
+    ASSERT_NOT_NULL(o);
+    atomic_store(&exec_ran, 0);
+    pthread_t te, tf;
+    ASSERT_OK(pthread_create(&te, NULL, exec_blocking, d));
+    ASSERT(wait_int(&job_blocked, 1, 5000));
+    ASSERT_OK(pthread_create(&tf, NULL, free_driver, d));
+    int rc = 0;
+    for (int i = 0; i < 500 && rc != ELECTOR_ECLOSED; i++) {
+        rc = elector_driver_session_wait(s, 0); /* ECLOSED once the free began */
+        if (rc != ELECTOR_ECLOSED) sleep_ms(10);
+    }
+    ASSERT_EQ(ELECTOR_ECLOSED, rc);
+    elector_driver_observer_free(o);
+    elector_driver_election_free(el);
+    elector_driver_session_close(s);
+    atomic_store(&job_release, 1);
+    pthread_join(te, NULL);
+    pthread_join(tf, NULL);
+    ASSERT_EQ(1, atomic_load(&exec_ran)); /* the job queued before the stop ran */
 }

@@ -110,7 +110,8 @@ elector_driver_session *elector_driver_session_new(elector_driver *d,
 int elector_driver_session_wait(elector_driver_session *s, int64_t timeout_ms);
 
 /* Revokes the lease (sent by the loop thread) and frees the session.
- * Elections still on it report LOST or FAILED (ECLOSED); free them first. */
+ * Elections still on it report LOST or FAILED (ECLOSED); free them first.
+ * elector_driver_free() right after waits (up to 1 s) for the revoke's answer. */
 void elector_driver_session_close(elector_driver_session *s);
 
 /* Revokes lease (a closed session's: elector_driver_session_lease() read before

@@ -178,6 +178,12 @@ static void shutdown_all(elector_driver *d)
         }
         pthread_mutex_unlock(&d->mu);
     }
+    /* The revokes of sessions the user closed just before: answered (or 1 s)
+     * before the client goes, which would cancel them (the lease would live
+     * on for its TTL). */
+    int64_t end = ms_now() + 1000;
+    while (d->revokes > 0 && ms_now() < end)
+        elector_etcd_run_once(d->etcd, 50);
     elector_etcd_free(d->etcd);
 }
 

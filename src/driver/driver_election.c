@@ -76,12 +76,22 @@ int elector_driver_session_wait(elector_driver_session *s, int64_t timeout_ms)
     return rc;
 }
 
+/* A closed session's revoke answered (or ended by the client's end). Loop
+ * thread. */
+static void session_revoked(int rc, void *ud)
+{
+    (void)rc;
+    elector_driver *d = ud;
+    d->revokes--;
+}
+
 static void session_close_job(elector_driver *d, struct job *j)
 {
     elector_driver_session *s = j->a;
     elector_session *cs = s->core;
     s->core = NULL;
-    if (cs) elector_session_close(cs);
+    /* Counted: the driver's end waits for the answer (it would cancel it). */
+    if (cs && elector_session_close_async(cs, 0, session_revoked, d) == 1) d->revokes++;
     pthread_mutex_lock(&d->mu);
     elector__drv_h_detach(&s->h);
     pthread_mutex_unlock(&d->mu);

@@ -100,6 +100,8 @@ struct elector_driver {
     struct dh handles; /* list head */
     bool stop, loop_over, freeing, cb_frees;
     int calls; /* API calls under way in user threads */
+    /* Revokes of sessions the user closed, not answered yet (loop thread). */
+    int revokes;
     /* The callback under way: its handle, since when (deadline clock). */
     struct dh *cb_target;
     bool cb_busy, stall_reported;
