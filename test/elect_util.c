@@ -54,7 +54,7 @@ elector_etcd *eu_client(const char *endpoints)
     return e;
 }
 
-static void cand_cb(elector_election *el, const elector_event *ev, void *ud)
+void eu_cand_cb(elector_election *el, const elector_event *ev, void *ud)
 {
     eu_cand *c = ud;
     if (c->n < EU_MAX_EVENTS) {
@@ -92,7 +92,7 @@ eu_cand *eu_cand_new_client(elector_etcd *etcd, const char *name, int ttl_s)
         tl_log("session_wait: %s (%s)", elector_strerror(rc),
                elector_etcd_errstr(c->etcd));
     ASSERT_OK(rc);
-    c->el = elector_election_new(c->s, name, cand_cb, c);
+    c->el = elector_election_new(c->s, name, eu_cand_cb, c);
     ASSERT_NOT_NULL(c->el);
     eu_register_client(c->etcd);
     for (int i = 0; i < MAX_CLIENTS; i++)

@@ -34,6 +34,8 @@ elector_etcd *eu_client(const char *endpoints);
 /* Client + session(ttl) + election(name); the session is granted before return. */
 eu_cand *eu_cand_new(const char *endpoints, const char *name, int ttl_s);
 void eu_cand_free(eu_cand *c); /* closes the session synchronously */
+/* The candidates' event callback (ud: the eu_cand): for a new election of c. */
+void eu_cand_cb(elector_election *el, const elector_event *ev, void *ud);
 /* The same on a client made by the caller (TLS, auto-sync, ...); it takes it. */
 eu_cand *eu_cand_new_client(elector_etcd *etcd, const char *name, int ttl_s);
 

@@ -1037,3 +1037,46 @@ TEST(resign_free_and_close_from_inside_a_callback_are_safe)
     }
     eh_stop(c);
 }
+
+/* An election freed while it leads deletes its key (NAME/<lease>, guarded by
+ * its create revision); a new election object with the same name on the same
+ * session campaigning before that delete is answered would take the key over
+ * (same name, same lease, same revision) and then lose it to the old delete
+ * (FAILED: "our key vanished"). It gets EBUSY until the delete is answered
+ * (election.h), then campaigns and keeps its key. Before the fix it was let go
+ * at once: the free took the old election out of the name table first. */
+TEST_WITH_TIMEOUT(a_new_election_waits_for_the_freed_ones_delete, 60)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "reuse", 30);
+    for (int round = 0; round < 5; round++) {
+        int n0 = a->n;
+        ASSERT_OK(elector_campaign(a->el, "old", 3));
+        ASSERT_GE(eu_wait_event(a, n0, ELECTOR_EV_ELECTED, 5000), 0);
+        elector_election_free(a->el); /* its delete goes out from the loop */
+        a->el = elector_election_new(a->s, "reuse", eu_cand_cb, a);
+        ASSERT_NOT_NULL(a->el);
+        ASSERT_EQ(ELECTOR_EBUSY, elector_campaign(a->el, "new", 3));
+        int rc = ELECTOR_EBUSY;
+        for (int i = 0; i < 100 && rc == ELECTOR_EBUSY; i++) {
+            eu_pump(20);
+            rc = elector_campaign(a->el, "new", 3);
+        }
+        ASSERT_OK(rc);
+        int n1 = a->n;
+        ASSERT_GE(eu_wait_event(a, n1, ELECTOR_EV_ELECTED, 5000), 0);
+        eu_pump(300);
+        ASSERT(elector_is_leader(a->el));
+        ASSERT_EQ(-1, eu_wait_event(a, n1, ELECTOR_EV_FAILED, 0));
+        elector_leader_info li;
+        ASSERT_EQ(0, elector_leader_sync(a->etcd, "reuse", 3000, &li));
+        ASSERT_EQ(3, (int)li.value_len);
+        ASSERT_EQ(0, memcmp(li.value, "new", 3));
+        elector_leader_free(&li);
+        int n2 = a->n;
+        ASSERT_OK(elector_resign(a->el));
+        ASSERT_GE(eu_wait_event(a, n2, ELECTOR_EV_RESIGNED, 3000), 0);
+    }
+    eu_cand_free(a);
+    eh_stop(c);
+}
