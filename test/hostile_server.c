@@ -105,6 +105,8 @@ typedef struct stream {
     double cancel_at;             /* HS_RANGE_CANCEL: RST_STREAM(CANCEL) then */
     hbuf later;                   /* response bytes to send at later_at (not before) */
     double later_at;
+    bool decoy;     /* HS_RANGE_DECOY_TRAILERS: decoy names in the trailers */
+    bool end_later; /* the stream ends once the later bytes are sent */
 } stream;
 
 typedef struct conn {
@@ -118,6 +120,7 @@ typedef struct conn {
     int answered;
     double close_at;
     bool garbage; /* HS_TLS_GARBAGE_AFTER_REPLY: sent */
+    bool reset;   /* HS_RESET_AFTER_REPLY: close with a TCP RST */
 } conn;
 
 static const hs_opts *O;
@@ -180,7 +183,15 @@ static ssize_t read_cb(nghttp2_session *h2, int32_t sid, uint8_t *buf, size_t le
             nghttp2_nv tr[] = {
                 {(uint8_t *)"grpc-status", (uint8_t *)code, 11, strlen(code), 0},
                 {(uint8_t *)"grpc-message", (uint8_t *)msg, 12, strlen(msg), 0}};
-            nghttp2_submit_trailer(h2, sid, tr, st->tr_msg ? 2 : 1);
+            /* HS_RANGE_DECOY_TRAILERS: names one letter off, before the real one */
+            nghttp2_nv decoy[] = {
+                {(uint8_t *)"grpc-statuz", (uint8_t *)"13", 11, 2, 0},
+                {(uint8_t *)"grpc-messagf", (uint8_t *)"decoy", 12, 5, 0},
+                tr[0]};
+            if (st->decoy)
+                nghttp2_submit_trailer(h2, sid, decoy, 3);
+            else
+                nghttp2_submit_trailer(h2, sid, tr, st->tr_msg ? 2 : 1);
             return 0;
         }
         st->deferred = true;
@@ -635,6 +646,7 @@ static void on_range(conn *c, stream *st, const uint8_t *p, size_t n)
             r.count = 1;
             if (O->attack == HS_RESTORED_WATCH) kv.create_revision = kv.mod_revision = 40;
         }
+        st->decoy = O->attack == HS_RANGE_DECOY_TRAILERS;
         reply(c, st, &r.base, true);
         if (O->attack == HS_RESTORED_WATCH && ranges == 2 && first_watch >= 0 &&
             q->key.len < 200) {
@@ -714,6 +726,27 @@ static void on_watch(conn *c, stream *st, const uint8_t *p, size_t n)
             reply(c, st, &r.base, false);
         }
         if (O->attack == HS_RESTORED_WATCH && first_watch < 0) first_watch = r.watch_id;
+        if (O->attack == HS_WATCH_LATE_EVENT) {
+            Etcdserverpb__ResponseHeader h = hdr;
+            h.revision = 105;
+            Mvccpb__KeyValue kv = MVCCPB__KEY_VALUE__INIT;
+            kv.key = cr->key;
+            kv.value.data = (uint8_t *)"late";
+            kv.value.len = 4;
+            kv.create_revision = kv.mod_revision = 105;
+            kv.version = 1;
+            Mvccpb__Event ev = MVCCPB__EVENT__INIT, *evs[1] = {&ev};
+            ev.type = MVCCPB__EVENT__EVENT_TYPE__PUT;
+            ev.kv = &kv;
+            Etcdserverpb__WatchResponse pr = ETCDSERVERPB__WATCH_RESPONSE__INIT;
+            pr.header = &h;
+            pr.watch_id = r.watch_id;
+            pr.n_events = 1;
+            pr.events = evs;
+            hb_msg(&st->later, &pr.base);
+            st->later_at = now_s() + 0.3;
+            st->end_later = true; /* the trailers follow the event (read_cb) */
+        }
         if (O->attack == HS_WATCH_PUT_EVENT) {
             Etcdserverpb__ResponseHeader h = hdr;
             h.revision = 105;
@@ -1008,6 +1041,10 @@ static void conn_step(conn *c)
     }
     if (O->attack == HS_TLS_CLOSE_AFTER_REPLY && c->answered && !c->close_at)
         c->close_at = now_s() + 0.3;
+    if (O->attack == HS_RESET_AFTER_REPLY && c->answered && !c->close_at) {
+        c->close_at = now_s() + 0.2;
+        c->reset = true;
+    }
     /* Out: keep at most 256 KiB queued, so endless replies are made as sent. */
     for (;;) {
         while (c->wout.len - c->wout.off < (256u << 10)) {
@@ -1126,10 +1163,15 @@ _Noreturn static void serve(int lfd)
                     hb_put(&st->out, st->later.p + st->later.off,
                            st->later.len - st->later.off);
                     st->later.off = st->later.len;
+                    if (st->end_later) st->end = true;
                     kick(c, st);
                 }
             conn_step(c);
             if (c->close_at && now_s() >= c->close_at) c->dead = true; /* FIN */
+            if (c->dead && c->reset) {                                 /* RST instead */
+                struct linger lg = {.l_onoff = 1, .l_linger = 0};
+                setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+            }
             if (c->dead) {
                 conn_free(c);
                 cs[i] = NULL;

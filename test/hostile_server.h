@@ -150,6 +150,15 @@ typedef enum hs_attack {
      * for no reason it gives (canceled, no compact_revision, no reason); later
      * watches stay quiet. */
     HS_WATCH_CANCELED_ONCE,
+    /* 0.2 s after the first unary reply on a connection, the server resets it
+     * (SO_LINGER 0, then close: a TCP RST, no TLS close_notify). */
+    HS_RESET_AFTER_REPLY,
+    /* Range: answered normally, but its trailers carry "grpc-statuz: 13" and
+     * "grpc-messagf: decoy" (names one letter off) before "grpc-status: 0". */
+    HS_RANGE_DECOY_TRAILERS,
+    /* Watch: "created"; 0.3 s later a PUT of the watched key (revision 105) and
+     * the trailers (grpc-status 0), in one go. */
+    HS_WATCH_LATE_EVENT,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

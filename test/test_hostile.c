@@ -2594,3 +2594,226 @@ TEST(tool_escapes_values_on_a_terminal_only)
     ASSERT_CONTAINS(out, "\\x1b]0;owned\\x07ok");
     hs_stop(&s);
 }
+
+/* ---------------------------------------------------------------- transport edges */
+
+#include <dlfcn.h>
+#include <nghttp2/nghttp2.h>
+
+/* nghttp2_submit_request as the library sees it (this program's definition
+ * comes first): while submit_fail > 0, the next calls fail with submit_rc, as
+ * nghttp2 does after 2^30 streams on one connection (STREAM_ID_NOT_AVAILABLE)
+ * or when its allocation fails (NOMEM); else nghttp2's own. */
+static int submit_fail, submit_rc;
+
+int32_t nghttp2_submit_request(nghttp2_session *session, const nghttp2_priority_spec *pri,
+                               const nghttp2_nv *nva, size_t nvlen,
+                               const nghttp2_data_provider *prd, void *ud)
+{
+    typedef int32_t (*fn)(nghttp2_session *, const nghttp2_priority_spec *,
+                          const nghttp2_nv *, size_t, const nghttp2_data_provider *,
+                          void *);
+    static fn real;
+    if (submit_fail > 0) {
+        submit_fail--;
+        return submit_rc;
+    }
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "nghttp2_submit_request");
+    return real(session, pri, nva, nvlen, prd, ud);
+}
+
+/* A Range (events 1 if it worked), then a second one with the next stream
+ * refused by nghttp2 (arg: its error): err and msg of that call; events +10
+ * per connection lost, +100 if a third Range then works. */
+static void lib_submit_refused(const char *endpoint, lib_out *o, void *arg)
+{
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    if (elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m)) _exit(6);
+    protobuf_c_message_free_unpacked(m, NULL);
+    o->events = 1;
+    submit_rc = *(const int *)arg;
+    submit_fail = 1;
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    snprintf(o->msg, sizeof(o->msg), "%s | %s", elector_etcd_errstr(e), e->last_conn_msg);
+    m = NULL;
+    if (elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m) == 0)
+        o->events += 100;
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events += 10 * (int)st.disconnects;
+    elector_etcd_free(e);
+}
+
+/* nghttp2 refuses a new stream. Its stream IDs used up (after 2^30 streams on
+ * one connection, days of a busy client): the connection is left and the call
+ * goes out on a new one. Before, the call failed with EPROTO and the bare
+ * "Stream ID is not available", and so did every later call on that
+ * connection, for good. Out of memory: that call fails, with its path. */
+TEST(lib_stream_refused_by_nghttp2)
+{
+    hs_server s;
+    start(&s, HS_NONE, true);
+    lib_out o;
+    long rss;
+    int sig;
+    int rc = NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE;
+    run_lib(lib_submit_refused, s.endpoint, &rc, &o, &rss, &sig);
+    tl_log("stream IDs used up: %d, %s: %s", o.events, elector_err_name(o.err), o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(0, o.err);
+    ASSERT_EQ(111, o.events); /* all three worked; one connection left */
+    ASSERT_CONTAINS(o.msg, "HTTP/2 stream IDs used up on this connection");
+    rc = NGHTTP2_ERR_NOMEM;
+    run_lib(lib_submit_refused, s.endpoint, &rc, &o, &rss, &sig);
+    tl_log("stream refused, out of memory: %d, %s: %s", o.events, elector_err_name(o.err),
+           o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_ENOMEM, o.err);
+    ASSERT_EQ(101, o.events); /* the connection stays */
+    ASSERT_CONTAINS(o.msg, "/etcdserverpb.KV/Range: not sent: HTTP/2: Out of memory");
+    hs_stop(&s);
+}
+
+/* A Range; then 0.6 s without reading (the server resets the connection 0.2 s
+ * after its reply); then (arg->write) a second Range, whose request meets the
+ * reset socket, or (else) 0.3 s of the loop, whose read meets it. events: 10
+ * per connection lost; err, msg: the first connection's failure. */
+struct reset_case {
+    const char *ca; /* TLS: the CA; NULL: h2c */
+    bool write;
+};
+
+static void lib_reset(const char *endpoint, lib_out *o, void *arg)
+{
+    const struct reset_case *rc = arg;
+    elector_etcd *e =
+        rc->ca ? tls_client(endpoint, rc->ca) : lib_client_ex(endpoint, NULL);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    if (elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m)) _exit(6);
+    protobuf_c_message_free_unpacked(m, NULL);
+    m = NULL;
+    tl_msleep(600);
+    if (rc->write) {
+        elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+        if (m) protobuf_c_message_free_unpacked(m, NULL);
+    } else {
+        double end = tl_now() + 0.3;
+        while (tl_now() < end)
+            elector_etcd_run_once(e, 20);
+    }
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events = 10 * (int)st.disconnects;
+    o->err = e->last_conn_err;
+    snprintf(o->msg, sizeof(o->msg), "%s", e->last_conn_msg);
+    elector_etcd_free(e);
+}
+
+/* A server that resets the connection (TCP RST) while the client is idle: the
+ * next write or read on it fails with the reason, over h2c and over TLS. */
+TEST(lib_connection_reset_by_the_server_is_said_on_write_and_read)
+{
+    char *dir = certs();
+    char cert[512], key[512], ca[512];
+    snprintf(cert, sizeof(cert), "%s/server.crt", dir);
+    snprintf(key, sizeof(key), "%s/server.key", dir);
+    snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+    hs_opts plain = {.attack = HS_RESET_AFTER_REPLY},
+            tls = {.attack = HS_RESET_AFTER_REPLY, .cert = cert, .key = key};
+    const struct {
+        const hs_opts *ho;
+        struct reset_case rc;
+        const char *want;
+    } cases[] = {
+        {&plain, {NULL, true}, "write failed: "},
+        {&plain, {NULL, false}, "read failed: "},
+        {&tls, {ca, true}, "TLS write failed: "},
+        {&tls, {ca, false}, "TLS read failed: "},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        hs_server s;
+        ASSERT_OK(hs_start(&s, cases[i].ho));
+        lib_out o;
+        long rss;
+        int sig;
+        run_lib(lib_reset, s.endpoint, (void *)&cases[i].rc, &o, &rss, &sig);
+        tl_log("reset by the server, then %s: %d, %s: %s",
+               cases[i].rc.write ? "a write" : "a read", o.events,
+               elector_err_name(o.err), o.msg);
+        ASSERT_EQ(0, sig);
+        ASSERT_GE(o.events, 10);
+        ASSERT_EQ(ELECTOR_EUNAVAILABLE, o.err);
+        ASSERT_CONTAINS(o.msg, cases[i].want);
+        ASSERT_CONTAINS(o.msg, strerror(ECONNRESET));
+        hs_stop(&s);
+    }
+    free(dir);
+}
+
+/* Trailers with names one letter off "grpc-status" / "grpc-message" (and a
+ * value that would be an error): ignored, the real grpc-status 0 counts. */
+TEST(lib_trailer_names_one_letter_off_are_ignored)
+{
+    lib_attack("Range trailers with decoy names", HS_RANGE_DECOY_TRAILERS, lib_range,
+               NULL, 0, NULL);
+}
+
+/* A watch stream the user closes while the server's next event and trailers
+ * wait, unread, on the connection: they are dropped (no callback after the
+ * close) and the connection stays in use. events: callbacks * 100 + connections
+ * lost * 10 + 1 if a Range then works. */
+static void lib_closed_stream_late_data(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    sstate x = {0};
+    elector_stream *s =
+        elector_etcd_stream_open(e, ELECTOR_RPC_WATCH, NULL, raw_watch_cb, &x);
+    if (!s) _exit(5);
+    Etcdserverpb__WatchCreateRequest cr = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+    cr.key.data = (uint8_t *)"k";
+    cr.key.len = 1;
+    Etcdserverpb__WatchRequest w = ETCDSERVERPB__WATCH_REQUEST__INIT;
+    w.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
+    w.create_request = &cr;
+    if (elector_stream_send(s, &w.base)) _exit(6);
+    double end = tl_now() + 3;
+    while (x.msgs < 1 && tl_now() < end)
+        elector_etcd_run_once(e, 50);
+    tl_msleep(600); /* the event and the trailers arrive, unread */
+    elector_stream_close(s);
+    end = tl_now() + 0.3;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events =
+        x.msgs * 100 + (x.ended ? 1000 : 0) + 10 * (int)st.disconnects + (o->err == 0);
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    elector_etcd_free(e);
+}
+
+TEST(lib_data_for_a_closed_stream_is_dropped)
+{
+    hs_server s;
+    start(&s, HS_WATCH_LATE_EVENT, false);
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(lib_closed_stream_late_data, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("watch closed with an event and trailers unread: %d, %s: %s", o.events,
+           elector_err_name(o.err), o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(0, o.err);
+    ASSERT_EQ(101, o.events); /* "created" only; no connection lost; the Range worked */
+    hs_stop(&s);
+}

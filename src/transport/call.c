@@ -56,9 +56,14 @@ void elector__calls_submit(elector_etcd *e)
     for (call *c = e->calls; c; c = c->next) {
         if (c->state != CS_QUEUED || c->user_closed) continue;
         if (need_auth && !c->is_auth) continue;
-        int rc = elector__h2_submit(e, c);
+        char why[300];
+        int rc = elector__h2_submit(e, c, why, sizeof(why));
+        if (rc == ELECTOR_EUNAVAILABLE) { /* c stays queued for the next connection */
+            elector__conn_fail(e, rc, "%s", why);
+            return;
+        }
         if (rc) {
-            elector__call_end(c, ELECTOR_EPROTO, elector__h2_submit_strerror(rc));
+            elector__call_end(c, rc, why);
             continue;
         }
         elector__call_set_state(c, CS_ACTIVE);

@@ -365,8 +365,9 @@ void elector__ping_rearm(elector_etcd *e);
 /* h2.c */
 int elector__h2_start(elector_etcd *e);
 void elector__h2_free(elector_etcd *e);
-int elector__h2_submit(elector_etcd *e, call *c); /* 0, or nghttp2's error */
-const char *elector__h2_submit_strerror(int rc);
+/* 0, or an error with why set: ELECTOR_EUNAVAILABLE when the connection must be
+ * left (its stream IDs are used up), else the call's error. */
+int elector__h2_submit(elector_etcd *e, call *c, char *why, size_t cap);
 int elector__h2_output(elector_etcd *e, char *why, size_t cap);
 int elector__h2_input(elector_etcd *e, const uint8_t *buf, size_t n, char *why,
                       size_t cap);
