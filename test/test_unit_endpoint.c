@@ -578,3 +578,104 @@ TEST(endpoint_info_tells_loopback_endpoints)
               elector_etcd_endpoint_info(NULL, 0, &(elector_endpoint_info){0}));
     elector_etcd_free(e);
 }
+
+/* ------------------------------------------------- edges (issue 23) */
+
+/* IPv6 addresses that are loopback or v4-mapped in all but one word are not. */
+TEST(endpoint_loopback_needs_every_word_of_the_address)
+{
+    ASSERT(elector__endpoint_loopback("::1"));
+    ASSERT(elector__endpoint_loopback("::ffff:127.1.2.3"));
+    ASSERT(!elector__endpoint_loopback("0:0:0:1::1"));            /* word 1 */
+    ASSERT(!elector__endpoint_loopback("::1:0:0:1"));             /* word 2 */
+    ASSERT(!elector__endpoint_loopback("1::1"));                  /* word 0 */
+    ASSERT(!elector__endpoint_loopback("0:0:1:0:0:ffff:7f00:1")); /* mapped, word 1 */
+    ASSERT(!elector__endpoint_loopback("::fffe:7f00:1"));         /* not mapped */
+    ASSERT(!elector__endpoint_loopback("::ffff:128.0.0.1"));
+}
+
+TEST(endpoints_parse_without_a_list)
+{
+    elector__endpoint *eps = (void *)1;
+    char err[100];
+    ASSERT_EQ(ELECTOR_EINVAL,
+              elector__endpoints_parse(NULL, false, &eps, err, sizeof(err)));
+    ASSERT_NULL(eps);
+    ASSERT_STREQ("no endpoints given", err);
+}
+
+/* No client (elector_etcd_new could not even allocate one): its error is
+ * ENOMEM, said. No endpoints configured: etcd's default, 127.0.0.1:2379. */
+TEST(etcd_null_client_and_default_endpoint)
+{
+    ASSERT_EQ(ELECTOR_ENOMEM, elector_etcd_err(NULL));
+    ASSERT_STREQ("out of memory", elector_etcd_errstr(NULL));
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = NULL;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    elector_endpoint_info info;
+    ASSERT_OK(elector_etcd_endpoint_info(e, 0, &info));
+    ASSERT_STREQ("127.0.0.1:2379", info.authority);
+    ASSERT_EQ(ELECTOR_EINVAL, elector_etcd_endpoint_info(e, 1, &info));
+    /* A wait of more than 2^31 ms is cut to what epoll takes; woken at once. */
+    elector_etcd_wakeup(e);
+    double t0 = tl_now();
+    ASSERT_OK(elector_etcd_run_once(e, INT64_C(1) << 40));
+    ASSERT_LT(tl_now() - t0, 60.0);
+    elector_etcd_free(e);
+}
+
+struct freeing {
+    int calls, call_rc, frees;
+    bool stream_null;
+};
+
+static void never_scb(elector_stream *s, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)s, (void)err, (void)m, (void)ud;
+    cb_calls++;
+}
+
+static void free_again_cb(elector_etcd *e, int err, const ProtobufCMessage *resp,
+                          void *ud)
+{
+    (void)resp;
+    struct freeing *f = ud;
+    f->calls++;
+    ASSERT_EQ(ELECTOR_ECANCELED, err);
+    /* While the client is being freed: no new call, no new stream, and a
+     * second free is a no-op. */
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    f->call_rc = elector_etcd_call(e, ELECTOR_RPC_RANGE, &q.base, NULL, never_cb, NULL);
+    f->stream_null =
+        elector_etcd_stream_open(e, ELECTOR_RPC_WATCH, NULL, never_scb, NULL) == NULL;
+    elector_etcd_free(e);
+    f->frees++;
+}
+
+TEST(etcd_free_from_a_callback_refuses_new_calls)
+{
+    ASSERT_EQ(ELECTOR_ECLOSED,
+              elector_etcd_call(NULL, ELECTOR_RPC_RANGE, NULL, NULL, never_cb, NULL));
+    ASSERT_NULL(elector_etcd_stream_open(NULL, ELECTOR_RPC_WATCH, NULL, NULL, NULL));
+    elector_stream_close(NULL);
+    int port;
+    int lfd = listener(&port); /* accepts nothing: the calls wait */
+    char ep[64];
+    snprintf(ep, sizeof(ep), "127.0.0.1:%d", port);
+    elector_etcd *e = client_of(ep, 0);
+    struct freeing f = {0};
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ASSERT_OK(elector_etcd_call(e, ELECTOR_RPC_RANGE, &q.base, NULL, free_again_cb, &f));
+    int before = cb_calls;
+    elector_etcd_free(e);
+    ASSERT_EQ(1, f.calls);
+    ASSERT_EQ(1, f.frees);
+    ASSERT_EQ(ELECTOR_ECLOSED, f.call_rc);
+    ASSERT(f.stream_null);
+    ASSERT_EQ(before, cb_calls); /* the refused call never calls back */
+    close(lfd);
+}
