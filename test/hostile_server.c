@@ -889,6 +889,27 @@ static void on_message(conn *c, stream *st, const uint8_t *p, size_t n)
         r.header = &hdr;
         r.token = "hostile-token";
         reply(c, st, &r.base, true);
+    } else if (!strcmp(m, "MemberList") && O->attack == HS_MEMBERS_SILENT) {
+        st->responded = true; /* no answer */
+    } else if (!strcmp(m, "MemberList") && O->attack == HS_MEMBERS_REFUSED) {
+        refuse(c, st, "13", "");
+    } else if (!strcmp(m, "MemberList") && O->attack == HS_MEMBERS_MANY) {
+        enum { NURL = 1001 };
+        static char urls[NURL][32];
+        static char *up[NURL];
+        for (int i = 0; i < NURL; i++) {
+            snprintf(urls[i], sizeof(urls[i]), "http://127.0.0.1:%d", 20000 + i);
+            up[i] = urls[i];
+        }
+        Etcdserverpb__MemberListResponse r = ETCDSERVERPB__MEMBER_LIST_RESPONSE__INIT;
+        r.header = &hdr;
+        Etcdserverpb__Member member = ETCDSERVERPB__MEMBER__INIT, *ms[1] = {&member};
+        member.id = 1;
+        member.n_clienturls = NURL;
+        member.clienturls = up;
+        r.n_members = 1;
+        r.members = ms;
+        reply(c, st, &r.base, true);
     } else if (!strcmp(m, "MemberList") && O->attack == HS_MEMBERS_UNUSABLE) {
         Etcdserverpb__MemberListResponse r = ETCDSERVERPB__MEMBER_LIST_RESPONSE__INIT;
         r.header = &hdr;

@@ -159,6 +159,10 @@ typedef enum hs_attack {
     /* Watch: "created"; 0.3 s later a PUT of the watched key (revision 105) and
      * the trailers (grpc-status 0), in one go. */
     HS_WATCH_LATE_EVENT,
+    /* MemberList (auto-sync): */
+    HS_MEMBERS_SILENT,  /* never answered */
+    HS_MEMBERS_MANY,    /* one member with 1,001 client URLs */
+    HS_MEMBERS_REFUSED, /* grpc-status 13 with an empty grpc-message */
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

@@ -2763,13 +2763,12 @@ TEST(lib_trailer_names_one_letter_off_are_ignored)
                NULL, 0, NULL);
 }
 
-/* A watch stream the user closes while the server's next event and trailers
- * wait, unread, on the connection: they are dropped (no callback after the
- * close) and the connection stays in use. events: callbacks * 100 + connections
- * lost * 10 + 1 if a Range then works. */
+/* A watch stream the user closes (arg non-NULL; else not) while the server's
+ * next event and trailers wait, unread, on the connection. events: messages *
+ * 100 + 1000 if the stream ended + connections lost * 10 + 1 if a Range then
+ * works. */
 static void lib_closed_stream_late_data(const char *endpoint, lib_out *o, void *arg)
 {
-    (void)arg;
     elector_etcd *e = lib_client_ex(endpoint, NULL);
     sstate x = {0};
     elector_stream *s =
@@ -2786,7 +2785,7 @@ static void lib_closed_stream_late_data(const char *endpoint, lib_out *o, void *
     while (x.msgs < 1 && tl_now() < end)
         elector_etcd_run_once(e, 50);
     tl_msleep(600); /* the event and the trailers arrive, unread */
-    elector_stream_close(s);
+    if (arg) elector_stream_close(s);
     end = tl_now() + 0.3;
     while (tl_now() < end)
         elector_etcd_run_once(e, 20);
@@ -2799,9 +2798,12 @@ static void lib_closed_stream_late_data(const char *endpoint, lib_out *o, void *
     o->events =
         x.msgs * 100 + (x.ended ? 1000 : 0) + 10 * (int)st.disconnects + (o->err == 0);
     snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    if (!arg) elector_stream_close(s);
     elector_etcd_free(e);
 }
 
+/* Closed: the event and trailers are dropped (no callback after the close) and
+ * the connection stays in use. Not closed (the control): both arrive. */
 TEST(lib_data_for_a_closed_stream_is_dropped)
 {
     hs_server s;
@@ -2809,11 +2811,79 @@ TEST(lib_data_for_a_closed_stream_is_dropped)
     lib_out o;
     long rss;
     int sig;
-    run_lib(lib_closed_stream_late_data, s.endpoint, NULL, &o, &rss, &sig);
+    run_lib(lib_closed_stream_late_data, s.endpoint, "close", &o, &rss, &sig);
     tl_log("watch closed with an event and trailers unread: %d, %s: %s", o.events,
            elector_err_name(o.err), o.msg);
     ASSERT_EQ(0, sig);
     ASSERT_EQ(0, o.err);
     ASSERT_EQ(101, o.events); /* "created" only; no connection lost; the Range worked */
+    run_lib(lib_closed_stream_late_data, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("watch left open: %d, %s: %s", o.events, elector_err_name(o.err), o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(0, o.err);
+    ASSERT_EQ(1201, o.events); /* "created", the event, the end; the Range worked */
+    hs_stop(&s);
+}
+
+/* A client with auto-sync every 50 ms: a Range (connected), then 0.5 s of the
+ * loop; then freed (a MemberList may be in flight). events: MemberLists sent *
+ * 10000 + of those failed * 100 + endpoint syncs; msg: the client's last error. */
+static void lib_autosync_counts(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = endpoint;
+    cfg.auto_sync_interval_ms = 50;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    if (!e || elector_etcd_err(e)) _exit(4);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    if (elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m)) _exit(5);
+    protobuf_c_message_free_unpacked(m, NULL);
+    double end = tl_now() + 0.5;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events = (int)st.requests[ELECTOR_RPC_MEMBER_LIST] * 10000 +
+                (int)st.errors[ELECTOR_RPC_MEMBER_LIST] * 100 + (int)st.endpoint_syncs;
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    elector_etcd_free(e);
+}
+
+/* Auto-sync against a member that does not answer MemberList (one in flight,
+ * never a second over it; the client is then freed with it pending), one that
+ * refuses it (without a message: "error"), and one that lists more than 1,000
+ * URLs (not taken). */
+TEST(lib_autosync_silent_refused_and_oversized_member_lists)
+{
+    hs_server s;
+    lib_out o;
+    long rss;
+    int sig;
+    start(&s, HS_MEMBERS_SILENT, false);
+    run_lib(lib_autosync_counts, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("auto-sync, MemberList unanswered: %d: %s", o.events, o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(10000, o.events); /* one sent, none failed, no sync */
+    hs_stop(&s);
+    start(&s, HS_MEMBERS_REFUSED, false);
+    run_lib(lib_autosync_counts, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("auto-sync, MemberList refused: %d: %s", o.events, o.msg);
+    ASSERT_EQ(0, sig);
+    int sent = o.events / 10000, failed = o.events % 10000 / 100;
+    ASSERT_GE(sent, 2);          /* asked again after a failure */
+    ASSERT_GE(failed, sent - 1); /* each failed (the last may be in flight) */
+    ASSERT_LE(failed, sent);
+    ASSERT_EQ(0, o.events % 100); /* no sync */
+    ASSERT_CONTAINS(o.msg, "/etcdserverpb.Cluster/MemberList: error (grpc-status 13)");
+    hs_stop(&s);
+    start(&s, HS_MEMBERS_MANY, false);
+    run_lib(lib_autosync_counts, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("auto-sync, 1,001 client URLs: %d: %s", o.events, o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_GE(o.events / 10000, 2);
+    ASSERT_EQ(0, o.events % 10000); /* none failed, no sync */
     hs_stop(&s);
 }
