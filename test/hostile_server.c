@@ -125,6 +125,7 @@ typedef struct conn {
 
 static const hs_opts *O;
 static SSL_CTX *ctx;
+static int own_port; /* the port this server listens on */
 
 static double now_s(void)
 {
@@ -889,6 +890,18 @@ static void on_message(conn *c, stream *st, const uint8_t *p, size_t n)
         r.header = &hdr;
         r.token = "hostile-token";
         reply(c, st, &r.base, true);
+    } else if (!strcmp(m, "MemberList") && O->attack == HS_MEMBERS_SCHEMELESS) {
+        char url[32], *up[1] = {url};
+        snprintf(url, sizeof(url), "localhost:%d", own_port);
+        Etcdserverpb__MemberListResponse r = ETCDSERVERPB__MEMBER_LIST_RESPONSE__INIT;
+        r.header = &hdr;
+        Etcdserverpb__Member member = ETCDSERVERPB__MEMBER__INIT, *ms[1] = {&member};
+        member.id = 1;
+        member.n_clienturls = 1;
+        member.clienturls = up;
+        r.n_members = 1;
+        r.members = ms;
+        reply(c, st, &r.base, true);
     } else if (!strcmp(m, "MemberList") && O->attack == HS_MEMBERS_SILENT) {
         st->responded = true; /* no answer */
     } else if (!strcmp(m, "MemberList") && O->attack == HS_MEMBERS_REFUSED) {
@@ -1225,6 +1238,7 @@ int hs_start(hs_server *s, const hs_opts *o)
     }
     if (pid == 0) {
         O = o;
+        own_port = s->port;
         serve(lfd);
     }
     close(lfd);

@@ -160,9 +160,10 @@ typedef enum hs_attack {
      * the trailers (grpc-status 0), in one go. */
     HS_WATCH_LATE_EVENT,
     /* MemberList (auto-sync): */
-    HS_MEMBERS_SILENT,  /* never answered */
-    HS_MEMBERS_MANY,    /* one member with 1,001 client URLs */
-    HS_MEMBERS_REFUSED, /* grpc-status 13 with an empty grpc-message */
+    HS_MEMBERS_SILENT,     /* never answered */
+    HS_MEMBERS_MANY,       /* one member with 1,001 client URLs */
+    HS_MEMBERS_REFUSED,    /* grpc-status 13 with an empty grpc-message */
+    HS_MEMBERS_SCHEMELESS, /* one member, client URL "localhost:PORT" (this server) */
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

@@ -2887,3 +2887,83 @@ TEST(lib_autosync_silent_refused_and_oversized_member_lists)
     ASSERT_EQ(0, o.events % 10000); /* none failed, no sync */
     hs_stop(&s);
 }
+
+struct tls_sync_case {
+    const char *ca, *cert, *key; /* ca NULL: unverified */
+};
+
+/* A client with auto-sync every 50 ms over TLS (h2c without arg), a Range,
+ * then 0.3 s of the loop. events: endpoint syncs; msg: the last notice. */
+static void lib_autosync_tls(const char *endpoint, lib_out *o, void *arg)
+{
+    const struct tls_sync_case *tc = arg;
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = endpoint;
+    cfg.auto_sync_interval_ms = 50;
+    if (tc) {
+        cfg.cacert = tc->ca;
+        cfg.cert = tc->cert;
+        cfg.key = tc->key;
+        cfg.insecure_skip_verify = !tc->ca;
+    }
+    elector_etcd *e = elector_etcd_new(&cfg);
+    if (!e || elector_etcd_err(e)) _exit(4);
+    notice_log l = {0};
+    elector_etcd_set_notice(e, log_notice, &l);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    double end = tl_now() + 0.3;
+    while (!o->err && tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events = (int)st.endpoint_syncs;
+    snprintf(o->msg, sizeof(o->msg), "%s", o->err ? elector_etcd_errstr(e) : l.last);
+    elector_etcd_free(e);
+}
+
+/* A member's client URL without a scheme is https:// for a client set up with
+ * TLS files (a CA, or a client certificate alone), plain for one without. The
+ * endpoint in use, spelled otherwise (127.0.0.1, not localhost), stays at the
+ * end while connected: one sync, not one at every interval (before: a sync
+ * and a notice every 50 ms, 5 or 6 in the 0.3 s). */
+TEST(lib_autosync_schemeless_urls_follow_the_clients_tls)
+{
+    char *dir = certs();
+    char cert[512], key[512], ca[512], want[128];
+    snprintf(cert, sizeof(cert), "%s/server.crt", dir);
+    snprintf(key, sizeof(key), "%s/server.key", dir);
+    snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+    hs_opts tls = {.attack = HS_MEMBERS_SCHEMELESS, .cert = cert, .key = key};
+    const struct tls_sync_case by_ca = {ca, NULL, NULL}, by_cert = {NULL, cert, key};
+    const struct tls_sync_case *cases[] = {&by_ca, &by_cert};
+    hs_server s;
+    lib_out o;
+    long rss;
+    int sig;
+    ASSERT_OK(hs_start(&s, &tls));
+    for (int i = 0; i < 2; i++) {
+        run_lib(lib_autosync_tls, s.endpoint, (void *)cases[i], &o, &rss, &sig);
+        tl_log("auto-sync over TLS (%s): %d syncs, %s: %s", i ? "certificate" : "CA",
+               o.events, elector_err_name(o.err), o.msg);
+        ASSERT_EQ(0, sig);
+        ASSERT_EQ(0, o.err);
+        ASSERT_EQ(1, o.events);
+        snprintf(want, sizeof(want), "member list: https://localhost:%d,%s", s.port,
+                 s.endpoint);
+        ASSERT_CONTAINS(o.msg, want);
+    }
+    hs_stop(&s);
+    start(&s, HS_MEMBERS_SCHEMELESS, false);
+    run_lib(lib_autosync_tls, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("auto-sync over h2c: %d syncs: %s", o.events, o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(1, o.events);
+    snprintf(want, sizeof(want), "member list: localhost:%d,%s", s.port, s.endpoint);
+    ASSERT_CONTAINS(o.msg, want);
+    hs_stop(&s);
+    free(dir);
+}
