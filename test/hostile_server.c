@@ -574,6 +574,9 @@ static void on_range(conn *c, stream *st, const uint8_t *p, size_t n)
     case HS_RANGE_NO_MESSAGE:
         refuse(c, st, "0", "");
         break;
+    case HS_RANGE_TOKEN:
+        refuse(c, st, "3", "etcdserver: invalid auth token");
+        break;
     case HS_RANGE_TRAILING_BYTES:
     case HS_RANGE_COMPRESSED: {
         Etcdserverpb__RangeResponse r = ETCDSERVERPB__RANGE_RESPONSE__INIT;

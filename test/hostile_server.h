@@ -164,6 +164,8 @@ typedef enum hs_attack {
     HS_MEMBERS_MANY,       /* one member with 1,001 client URLs */
     HS_MEMBERS_REFUSED,    /* grpc-status 13 with an empty grpc-message */
     HS_MEMBERS_SCHEMELESS, /* one member, client URL "localhost:PORT" (this server) */
+    /* Every Range refused with grpc-status 3 "etcdserver: invalid auth token". */
+    HS_RANGE_TOKEN,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

@@ -2967,3 +2967,96 @@ TEST(lib_autosync_schemeless_urls_follow_the_clients_tls)
     hs_stop(&s);
     free(dir);
 }
+
+/* A Range (arg non-NULL: as user "root", who authenticates first). events:
+ * Ranges sent * 10 + Authenticates sent; err, msg: the Range's. */
+static void lib_range_as(const char *endpoint, lib_out *o, void *arg)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = endpoint;
+    cfg.user = arg;
+    cfg.password = arg ? "pw" : NULL;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    if (!e || elector_etcd_err(e)) _exit(4);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events = (int)st.requests[ELECTOR_RPC_RANGE] * 10 +
+                (int)st.requests[ELECTOR_RPC_AUTHENTICATE];
+    elector_etcd_free(e);
+}
+
+/* A token refused: a user's request goes out once more after authenticating
+ * again, then fails; a client without a user (nothing to renew) fails at once. */
+TEST(lib_token_refused_is_retried_once_and_only_with_a_user)
+{
+    hs_server s;
+    start(&s, HS_RANGE_TOKEN, false);
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(lib_range_as, s.endpoint, "root", &o, &rss, &sig);
+    tl_log("token refused, as root: %d, %s: %s", o.events, elector_err_name(o.err),
+           o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_ETOKEN, o.err);
+    ASSERT_EQ(22, o.events); /* two Ranges, two Authenticates */
+    ASSERT_CONTAINS(o.msg, "invalid auth token (grpc-status 3)");
+    run_lib(lib_range_as, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("token refused, no user: %d, %s: %s", o.events, elector_err_name(o.err),
+           o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_ETOKEN, o.err);
+    ASSERT_EQ(10, o.events);
+    hs_stop(&s);
+}
+
+/* HS_RESTORED_WATCH answers the first Range at revision 100, later ones at 50:
+ * a linearizable read that goes back counts as a restore; a serializable one
+ * (a lagging member may serve it) does not. events: restores seen. */
+static void lib_two_ranges(const char *endpoint, lib_out *o, void *arg)
+{
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    q.key.data = (uint8_t *)"e/";
+    q.key.len = 2;
+    ProtobufCMessage *m = NULL;
+    if (elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m)) _exit(5);
+    protobuf_c_message_free_unpacked(m, NULL);
+    m = NULL;
+    q.serializable = arg != NULL;
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    const char *why = "";
+    o->events = (int)elector__restores(e, &why);
+    snprintf(o->msg, sizeof(o->msg), "%s", why);
+    elector_etcd_free(e);
+}
+
+TEST(lib_only_a_linearizable_read_that_goes_back_is_a_restore)
+{
+    hs_server s;
+    lib_out o;
+    long rss;
+    int sig;
+    start(&s, HS_RESTORED_WATCH, false);
+    run_lib(lib_two_ranges, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("linearizable read at 50 after 100: %d restores: %s", o.events, o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(0, o.err);
+    ASSERT_EQ(1, o.events);
+    ASSERT_CONTAINS(o.msg, "revision at 127.0.0.1:");
+    hs_stop(&s);
+    start(&s, HS_RESTORED_WATCH, false); /* its Range count starts over */
+    run_lib(lib_two_ranges, s.endpoint, "serializable", &o, &rss, &sig);
+    tl_log("serializable read at 50 after 100: %d restores", o.events);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(0, o.err);
+    ASSERT_EQ(0, o.events);
+    hs_stop(&s);
+}
