@@ -121,6 +121,7 @@ typedef struct conn {
     double close_at;
     bool garbage; /* HS_TLS_GARBAGE_AFTER_REPLY: sent */
     bool reset;   /* HS_RESET_AFTER_REPLY: close with a TCP RST */
+    bool stalled; /* HS_STALL_AFTER_REPLY: reads nothing more */
 } conn;
 
 static const hs_opts *O;
@@ -1024,8 +1025,11 @@ static void h2_start(conn *c)
     nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_sent);
     nghttp2_session_server_new(&c->h2, cb, c);
     nghttp2_session_callbacks_del(cb);
-    nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20}};
+    bool big = O->attack == HS_STALL_AFTER_REPLY;
+    nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, big ? 64u << 20 : 1u << 20}};
     nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, iv, 1);
+    if (big) nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE, 0, 64 << 20);
 }
 
 static void conn_free(conn *c)
@@ -1062,7 +1066,8 @@ static void conn_step(conn *c)
     }
     if (!c->h2) return;
     uint8_t buf[16384];
-    for (int i = 0; i < 64; i++) {
+    c->stalled = O->attack == HS_STALL_AFTER_REPLY && c->answered;
+    for (int i = 0; i < 64 && !c->stalled; i++) {
         ssize_t n =
             c->ssl ? SSL_read(c->ssl, buf, sizeof(buf)) : read(c->fd, buf, sizeof(buf));
         if (n <= 0) {
@@ -1115,6 +1120,13 @@ static void conn_step(conn *c)
         if (send(c->fd, data0, sizeof(data0), MSG_NOSIGNAL) == (ssize_t)sizeof(data0))
             c->garbage = true;
     }
+    if (O->attack == HS_H2_WINDOW_OVERFLOW_AFTER_REPLY && !c->ssl && c->answered &&
+        !c->garbage && c->wout.len == c->wout.off) {
+        static const uint8_t wu[9 + 4] = {0, 0, 4,    0x8,  0,    0,   0,
+                                          0, 0, 0x7f, 0xff, 0xff, 0xff};
+        if (send(c->fd, wu, sizeof(wu), MSG_NOSIGNAL) == (ssize_t)sizeof(wu))
+            c->garbage = true;
+    }
     if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2))
         c->dead = true;
 }
@@ -1160,7 +1172,8 @@ _Noreturn static void serve(int lfd)
             bool out = cs[i] && (cs[i]->wout.len > cs[i]->wout.off ||
                                  (cs[i]->h2 && nghttp2_session_want_write(cs[i]->h2)));
             p[i + 1] = (struct pollfd){.fd = cs[i] ? cs[i]->fd : -1,
-                                       .events = POLLIN | (out ? POLLOUT : 0)};
+                                       .events = (cs[i] && cs[i]->stalled ? 0 : POLLIN) |
+                                                 (out ? POLLOUT : 0)};
         }
         poll(p, MAXC + 1, 50);
         if (p[0].revents) {

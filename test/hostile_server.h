@@ -166,6 +166,12 @@ typedef enum hs_attack {
     HS_MEMBERS_SCHEMELESS, /* one member, client URL "localhost:PORT" (this server) */
     /* Every Range refused with grpc-status 3 "etcdserver: invalid auth token". */
     HS_RANGE_TOKEN,
+    /* h2c: once the first call is answered, a WINDOW_UPDATE on stream 0 that
+     * takes the connection's send window past 2^31 - 1 (FLOW_CONTROL_ERROR). */
+    HS_H2_WINDOW_OVERFLOW_AFTER_REPLY,
+    /* HTTP/2 windows of 64 MiB (stream and connection); once the first call is
+     * answered, the server reads nothing more (the connection stays open). */
+    HS_STALL_AFTER_REPLY,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

@@ -2675,6 +2675,14 @@ TEST(lib_stream_refused_by_nghttp2)
     ASSERT_EQ(ELECTOR_ENOMEM, o.err);
     ASSERT_EQ(101, o.events); /* the connection stays */
     ASSERT_CONTAINS(o.msg, "/etcdserverpb.KV/Range: not sent: HTTP/2: Out of memory");
+    rc = NGHTTP2_ERR_INVALID_ARGUMENT; /* any other refusal: a protocol error */
+    run_lib(lib_submit_refused, s.endpoint, &rc, &o, &rss, &sig);
+    tl_log("stream refused, invalid argument: %d, %s: %s", o.events,
+           elector_err_name(o.err), o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_EPROTO, o.err);
+    ASSERT_EQ(101, o.events);
+    ASSERT_CONTAINS(o.msg, "/etcdserverpb.KV/Range: not sent: HTTP/2: Invalid argument");
     hs_stop(&s);
 }
 
@@ -3059,4 +3067,91 @@ TEST(lib_only_a_linearizable_read_that_goes_back_is_a_restore)
     ASSERT_EQ(0, o.err);
     ASSERT_EQ(0, o.events);
     hs_stop(&s);
+}
+
+/* An HTTP/2 error that nghttp2 reports without a reason of its own (its GOAWAY
+ * carries no debug data): the connection fails at once, with the code. */
+TEST(lib_http2_flow_control_violation_fails_the_connection)
+{
+    hs_server s;
+    start(&s, HS_H2_WINDOW_OVERFLOW_AFTER_REPLY, false);
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(lib_range_then_wait, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("window overflow after a reply: %d, %s: %s", o.events, elector_err_name(o.err),
+           o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(11, o.events);
+    ASSERT_EQ(ELECTOR_EPROTO, o.err);
+    ASSERT_CONTAINS(o.msg, "HTTP/2: the server broke the protocol (FLOW_CONTROL_ERROR)");
+    hs_stop(&s);
+}
+
+/* A Range, then a Put of 16 MiB with a 1.5 s deadline to a server that reads
+ * nothing more: the socket fills and the write would block. events: the CPU
+ * time of the Put in ms; err, msg: the Put's; then the connection's losses *
+ * 100000 added to events. */
+static void lib_put_to_a_stalled_server(const char *endpoint, lib_out *o, void *arg)
+{
+    elector_etcd *e = arg ? tls_client(endpoint, arg) : lib_client_ex(endpoint, NULL);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    if (elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m)) _exit(6);
+    protobuf_c_message_free_unpacked(m, NULL);
+    m = NULL;
+    Etcdserverpb__PutRequest p = ETCDSERVERPB__PUT_REQUEST__INIT;
+    p.key.data = (uint8_t *)"e/big";
+    p.key.len = 5;
+    p.value.len = 16u << 20;
+    p.value.data = calloc(1, p.value.len);
+    elector_call_opts opts = {.timeout_ms = 1500};
+    struct rusage r0, r1;
+    getrusage(RUSAGE_SELF, &r0);
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_PUT, &p.base, &opts, &m);
+    getrusage(RUSAGE_SELF, &r1);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    free(p.value.data);
+    double cpu = (r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) +
+                 (r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) +
+                 (r1.ru_utime.tv_usec - r0.ru_utime.tv_usec) / 1e6 +
+                 (r1.ru_stime.tv_usec - r0.ru_stime.tv_usec) / 1e6;
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events = (int)(cpu * 1000) + 100000 * (int)st.disconnects;
+    elector_etcd_free(e);
+}
+
+/* The write that would block waits for the socket (no error; the CPU time is
+ * logged: a few ms, no busy loop): the Put ends at its deadline, the
+ * connection is not failed. h2c and TLS. */
+TEST(lib_write_that_would_block_waits_for_the_socket)
+{
+    char *dir = certs();
+    char cert[512], key[512], ca[512];
+    snprintf(cert, sizeof(cert), "%s/server.crt", dir);
+    snprintf(key, sizeof(key), "%s/server.key", dir);
+    snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+    hs_opts plain = {.attack = HS_STALL_AFTER_REPLY},
+            tls = {.attack = HS_STALL_AFTER_REPLY, .cert = cert, .key = key};
+    const hs_opts *hos[] = {&plain, &tls};
+    for (int i = 0; i < 2; i++) {
+        hs_server s;
+        ASSERT_OK(hs_start(&s, hos[i]));
+        lib_out o;
+        long rss;
+        int sig;
+        run_lib(lib_put_to_a_stalled_server, s.endpoint, i ? ca : NULL, &o, &rss, &sig);
+        tl_log("16 MiB Put to a server that stopped reading (%s): %s, CPU %d ms, "
+               "connections lost %d: %s",
+               i ? "TLS" : "h2c", elector_err_name(o.err), o.events % 100000,
+               o.events / 100000, o.msg);
+        ASSERT_EQ(0, sig);
+        ASSERT_EQ(ELECTOR_ETIMEDOUT, o.err);
+        ASSERT_CONTAINS(o.msg, "/etcdserverpb.KV/Put: no reply from");
+        ASSERT_EQ(0, o.events / 100000);
+        hs_stop(&s);
+    }
+    free(dir);
 }
