@@ -889,11 +889,23 @@ static void on_message(conn *c, stream *st, const uint8_t *p, size_t n)
         r.ttl = q && q->ttl > 0 ? q->ttl : 10;
         if (q) etcdserverpb__lease_grant_request__free_unpacked(q, NULL);
         reply(c, st, &r.base, true);
+    } else if (!strcmp(m, "Authenticate") && O->attack == HS_AUTH_DENIED) {
+        refuse(c, st, "7", "etcdserver: permission denied");
+    } else if (!strcmp(m, "Authenticate") && O->attack == HS_AUTH_UNKNOWN) {
+        refuse(c, st, "2", "etcdserver: kaput");
+    } else if (!strcmp(m, "Authenticate") && O->attack == HS_AUTH_NO_LEADER) {
+        refuse(c, st, "14", "etcdserver: no leader");
     } else if (!strcmp(m, "Authenticate")) {
         Etcdserverpb__AuthenticateResponse r = ETCDSERVERPB__AUTHENTICATE_RESPONSE__INIT;
         r.header = &hdr;
-        r.token = "hostile-token";
-        reply(c, st, &r.base, true);
+        r.token = O->attack == HS_AUTH_NO_TOKEN ? NULL : "hostile-token";
+        if (O->attack == HS_AUTH_SLOW) {
+            hb_msg(&st->later, &r.base);
+            st->later_at = now_s() + 0.3;
+            st->end_later = true;
+        } else {
+            reply(c, st, &r.base, true);
+        }
     } else if (!strcmp(m, "MemberList") && O->attack == HS_MEMBERS_SCHEMELESS) {
         char url[32], *up[1] = {url};
         snprintf(url, sizeof(url), "localhost:%d", own_port);

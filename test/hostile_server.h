@@ -172,6 +172,12 @@ typedef enum hs_attack {
     /* HTTP/2 windows of 64 MiB (stream and connection); once the first call is
      * answered, the server reads nothing more (the connection stays open). */
     HS_STALL_AFTER_REPLY,
+    /* Authenticate answered without a token / refused: */
+    HS_AUTH_NO_TOKEN,
+    HS_AUTH_DENIED,    /* grpc-status 7, "etcdserver: permission denied" */
+    HS_AUTH_UNKNOWN,   /* grpc-status 2, "etcdserver: kaput" */
+    HS_AUTH_NO_LEADER, /* grpc-status 14, "etcdserver: no leader" */
+    HS_AUTH_SLOW,      /* answered 0.3 s late (etcd's bcrypt takes its time too) */
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

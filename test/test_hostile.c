@@ -3155,3 +3155,111 @@ TEST(lib_write_that_would_block_waits_for_the_socket)
     }
     free(dir);
 }
+
+/* Authenticate answered without a token (the calls go out with an empty one),
+ * or refused: for good (permission denied, an error etcd does not name), the
+ * calls waiting for it fail at once with EAUTH. */
+TEST(lib_authenticate_without_a_token_or_refused)
+{
+    static const struct {
+        hs_attack a;
+        int err, events;
+        const char *needle;
+    } cases[] = {
+        {HS_AUTH_NO_TOKEN, 0, 11, NULL},
+        {HS_AUTH_DENIED, ELECTOR_EAUTH, 1,
+         "authentication as 'root' failed: /etcdserverpb.Auth/Authenticate: "
+         "etcdserver: permission denied (grpc-status 7)"},
+        {HS_AUTH_UNKNOWN, ELECTOR_EAUTH, 1,
+         "authentication as 'root' failed: /etcdserverpb.Auth/Authenticate: "
+         "etcdserver: kaput (grpc-status 2)"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        hs_server s;
+        start(&s, cases[i].a, false);
+        lib_out o;
+        long rss;
+        int sig;
+        run_lib(lib_range_as, s.endpoint, "root", &o, &rss, &sig);
+        tl_log("Authenticate case %zu: %d, %s: %s", i, o.events, elector_err_name(o.err),
+               o.msg);
+        ASSERT_EQ(0, sig);
+        ASSERT_EQ(cases[i].err, o.err);
+        ASSERT_EQ(cases[i].events, o.events);
+        if (cases[i].needle) ASSERT_CONTAINS(o.msg, cases[i].needle);
+        hs_stop(&s);
+    }
+}
+
+static void passes_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)e, (void)m;
+    int *res = ud;
+    res[0] = 1;
+    res[1] = err;
+}
+
+/* A Range as "root" (arg: its deadline in ms), driven by run_once until it
+ * ends (at most 20,000 passes). events: the loop's passes; err: the Range's;
+ * msg: "N Authenticates: " and the client's last error. */
+static void lib_range_passes(const char *endpoint, lib_out *o, void *arg)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = endpoint;
+    cfg.user = "root";
+    cfg.password = "pw";
+    elector_etcd *e = elector_etcd_new(&cfg);
+    if (!e || elector_etcd_err(e)) _exit(4);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    elector_call_opts opts = {.timeout_ms = *(const int *)arg};
+    int res[2] = {0, 0};
+    if (elector_etcd_call(e, ELECTOR_RPC_RANGE, &q.base, &opts, passes_done, res))
+        _exit(5);
+    int passes = 0;
+    while (!res[0] && passes < 20000) {
+        elector_etcd_run_once(e, 1000);
+        passes++;
+    }
+    o->err = res[0] ? res[1] : -1;
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    snprintf(o->msg, sizeof(o->msg), "%d Authenticates: %s",
+             (int)st.requests[ELECTOR_RPC_AUTHENTICATE], elector_etcd_errstr(e));
+    o->events = passes;
+    elector_etcd_free(e);
+}
+
+/* Calls waiting for an Authenticate in flight do not make the loop spin
+ * (before: elector_etcd_timeout() said 0 until the reply came, 20,000 passes
+ * in 50 ms); an Authenticate refused for a passing reason ("no leader") is sent
+ * again after a backoff (before: at once, over 1,000 in 0.13 s). */
+TEST(lib_waiting_for_authenticate_does_not_spin)
+{
+    hs_server s;
+    start(&s, HS_AUTH_SLOW, false);
+    lib_out o;
+    long rss;
+    int sig;
+    int tmo = 3000;
+    run_lib(lib_range_passes, s.endpoint, &tmo, &o, &rss, &sig);
+    tl_log("Authenticate answered 0.3 s late: %s after %d passes, %s",
+           elector_err_name(o.err), o.events, o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(0, o.err);
+    ASSERT_LT(o.events, 200);
+    ASSERT_CONTAINS(o.msg, "1 Authenticates: ");
+    hs_stop(&s);
+    start(&s, HS_AUTH_NO_LEADER, false);
+    tmo = 1000;
+    run_lib(lib_range_passes, s.endpoint, &tmo, &o, &rss, &sig);
+    tl_log("Authenticate refused, no leader: %s after %d passes, %s",
+           elector_err_name(o.err), o.events, o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, o.err);
+    ASSERT_LT(o.events, 200);
+    int auths = atoi(o.msg);
+    ASSERT_GE(auths, 2);  /* asked again */
+    ASSERT_LE(auths, 20); /* backed off: 50 ms, doubling, up to 2 s */
+    hs_stop(&s);
+}

@@ -247,6 +247,11 @@ struct elector_etcd {
      * no allocation (without one, the refused call would go back to it). */
     elector__timer leave_timer;
     uint64_t leave_serial;
+    /* Authenticate failed for a passing reason (no leader, too many requests,
+     * connection lost): the next one waits for auth_timer, backed off by
+     * auth_failures (call.c). */
+    elector__timer auth_timer;
+    int auth_failures;
     bool want_write;
     bool readable, writable;
     elector__buf wbuf;
@@ -383,6 +388,9 @@ const char *elector__h2_strerror(uint32_t code);
 /* call.c */
 void elector__restore_probe(elector_etcd *e); /* a new connection: check for a restore */
 void elector__calls_submit(elector_etcd *e);
+/* Calls wait and the next pass can send one (not while they wait for an
+ * Authenticate: in flight, or backed off). */
+bool elector__calls_sendable(const elector_etcd *e);
 void elector__calls_fail_active(elector_etcd *e, int err, const char *msg);
 void elector__calls_fail_queued(elector_etcd *e, int err, const char *msg);
 void elector__calls_reap(elector_etcd *e);
