@@ -103,6 +103,7 @@ typedef struct stream {
     bool rst_after;               /* RST_STREAM(NO_ERROR) once the trailers are sent */
     const char *tr_code, *tr_msg; /* the trailers' status (NULL: "0", none) */
     double cancel_at;             /* HS_RANGE_CANCEL: RST_STREAM(CANCEL) then */
+    uint32_t cancel_code;         /* its code instead of CANCEL (0: CANCEL) */
     hbuf later;                   /* response bytes to send at later_at (not before) */
     double later_at;
     bool decoy;     /* HS_RANGE_DECOY_TRAILERS: decoy names in the trailers */
@@ -578,6 +579,25 @@ static void on_range(conn *c, stream *st, const uint8_t *p, size_t n)
     case HS_RANGE_TOKEN:
         refuse(c, st, "3", "etcdserver: invalid auth token");
         break;
+    case HS_RANGE_REFUSED:
+        st->responded = true;
+        nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, st->id,
+                                  NGHTTP2_REFUSED_STREAM);
+        break;
+    case HS_RANGE_STATUS_THEN_REFUSED: {
+        static const char msg[] = "etcdserver: leader changed";
+        nghttp2_nv hd[] = {
+            {(uint8_t *)":status", (uint8_t *)"200", 7, 3, 0},
+            {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, 0},
+            {(uint8_t *)"grpc-status", (uint8_t *)"14", 11, 2, 0},
+            {(uint8_t *)"grpc-message", (uint8_t *)msg, 12, sizeof(msg) - 1, 0}};
+        st->responded = true;
+        nghttp2_submit_headers(c->h2, NGHTTP2_FLAG_NONE, st->id, NULL, hd, 4, NULL);
+        st->cancel_at = now_s() + 0.05; /* the reset, once the headers are out */
+        st->cancel_code = NGHTTP2_REFUSED_STREAM;
+        c->answered++;
+        break;
+    }
     case HS_RANGE_TRAILING_BYTES:
     case HS_RANGE_COMPRESSED: {
         Etcdserverpb__RangeResponse r = ETCDSERVERPB__RANGE_RESPONSE__INIT;
@@ -893,6 +913,8 @@ static void on_message(conn *c, stream *st, const uint8_t *p, size_t n)
         refuse(c, st, "7", "etcdserver: permission denied");
     } else if (!strcmp(m, "Authenticate") && O->attack == HS_AUTH_UNKNOWN) {
         refuse(c, st, "2", "etcdserver: kaput");
+    } else if (!strcmp(m, "Authenticate") && O->attack == HS_AUTH_TOKEN) {
+        refuse(c, st, "3", "etcdserver: invalid auth token");
     } else if (!strcmp(m, "Authenticate") && O->attack == HS_AUTH_NO_LEADER) {
         refuse(c, st, "14", "etcdserver: no leader");
     } else if (!strcmp(m, "Authenticate")) {
@@ -1219,7 +1241,8 @@ _Noreturn static void serve(int lfd)
                 if (st->cancel_at && now_s() >= st->cancel_at) {
                     st->cancel_at = 0;
                     nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, st->id,
-                                              NGHTTP2_CANCEL);
+                                              st->cancel_code ? st->cancel_code
+                                                              : NGHTTP2_CANCEL);
                 } else if (st->later_at && now_s() >= st->later_at) {
                     st->later_at = 0;
                     hb_put(&st->out, st->later.p + st->later.off,

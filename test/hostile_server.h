@@ -178,6 +178,13 @@ typedef enum hs_attack {
     HS_AUTH_UNKNOWN,   /* grpc-status 2, "etcdserver: kaput" */
     HS_AUTH_NO_LEADER, /* grpc-status 14, "etcdserver: no leader" */
     HS_AUTH_SLOW,      /* answered 0.3 s late (etcd's bcrypt takes its time too) */
+    HS_AUTH_TOKEN,     /* grpc-status 3, "etcdserver: invalid auth token" */
+    /* Range: response headers carrying grpc-status 14 "etcdserver: leader
+     * changed" (no END_STREAM), then RST_STREAM(REFUSED_STREAM). */
+    HS_RANGE_STATUS_THEN_REFUSED,
+    /* Range: RST_STREAM(REFUSED_STREAM) at once, every time (what a server at
+     * its SETTINGS_MAX_CONCURRENT_STREAMS may do). */
+    HS_RANGE_REFUSED,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

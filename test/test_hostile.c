@@ -3263,3 +3263,140 @@ TEST(lib_waiting_for_authenticate_does_not_spin)
     ASSERT_LE(auths, 20); /* backed off: 50 ms, doubling, up to 2 s */
     hs_stop(&s);
 }
+
+/* A stream refused (REFUSED_STREAM: "not processed", RFC 9113 8.7) after
+ * headers that carried a grpc-status: the status counts, the call is not sent
+ * again (it may have run). events: Ranges sent. */
+static void lib_range_count(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events = (int)st.requests[ELECTOR_RPC_RANGE];
+    elector_etcd_free(e);
+}
+
+TEST(lib_refused_stream_with_a_status_is_not_sent_again)
+{
+    hs_server s;
+    start(&s, HS_RANGE_STATUS_THEN_REFUSED, false);
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(lib_range_count, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("grpc-status 14, then REFUSED_STREAM: %d sent, %s: %s", o.events,
+           elector_err_name(o.err), o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_EUNAVAILABLE, o.err);
+    ASSERT_EQ(1, o.events);
+    ASSERT_CONTAINS(o.msg, "leader changed (grpc-status 14)");
+    hs_stop(&s);
+}
+
+/* An Authenticate answered "invalid auth token" (nonsense for the one call
+ * that carries no token) is not "sent again after authenticating": it is a
+ * passing failure, backed off. */
+TEST(lib_authenticate_refused_with_invalid_token_is_backed_off)
+{
+    hs_server s;
+    start(&s, HS_AUTH_TOKEN, false);
+    lib_out o;
+    long rss;
+    int sig;
+    int tmo = 600;
+    run_lib(lib_range_passes, s.endpoint, &tmo, &o, &rss, &sig);
+    tl_log("Authenticate refused, invalid token: %s after %d passes, %s",
+           elector_err_name(o.err), o.events, o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, o.err);
+    int auths = atoi(o.msg);
+    ASSERT_GE(auths, 2);
+    ASSERT_LE(auths, 15);
+    hs_stop(&s);
+}
+
+typedef struct free_in_cb {
+    elector_etcd *e;
+    int msgs, ends, last_err;
+} free_in_cb;
+
+static void free_on_first_cb(elector_stream *s, int err, const ProtobufCMessage *m,
+                             void *ud)
+{
+    (void)s, (void)m;
+    free_in_cb *f = ud;
+    if (err) {
+        f->ends++;
+        f->last_err = err;
+        return;
+    }
+    if (f->msgs++ == 0) elector_etcd_free(f->e); /* with more of the stream to come */
+}
+
+/* A Watch whose callback frees the client at its first message, with the
+ * stream's end (HS_WATCH_END_OK: "created", then the trailers) read in the
+ * same pass: the stream ends once, ECANCELED, and nothing is delivered after.
+ * events: messages * 10 + ends; err: the end's error. */
+static void lib_free_in_stream_cb(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    free_in_cb f = {0};
+    f.e = lib_client_ex(endpoint, NULL);
+    elector_stream *s =
+        elector_etcd_stream_open(f.e, ELECTOR_RPC_WATCH, NULL, free_on_first_cb, &f);
+    if (!s) _exit(5);
+    Etcdserverpb__WatchCreateRequest cr = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+    cr.key.data = (uint8_t *)"k";
+    cr.key.len = 1;
+    Etcdserverpb__WatchRequest w = ETCDSERVERPB__WATCH_REQUEST__INIT;
+    w.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
+    w.create_request = &cr;
+    if (elector_stream_send(s, &w.base)) _exit(6);
+    double end = tl_now() + 3;
+    while (f.msgs == 0 && tl_now() < end)
+        if (elector_etcd_run_once(f.e, 50) == ELECTOR_ECLOSED) break;
+    o->events = f.msgs * 10 + f.ends;
+    o->err = f.last_err;
+}
+
+TEST(lib_client_freed_from_a_stream_callback)
+{
+    hs_server s;
+    start(&s, HS_WATCH_END_OK, false);
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(lib_free_in_stream_cb, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("client freed in a Watch callback: %d, %s", o.events, elector_err_name(o.err));
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_ECANCELED, o.err);
+    ASSERT_EQ(11, o.events); /* "created", then the end (the client's), once */
+    hs_stop(&s);
+}
+
+/* A server that refuses every stream (REFUSED_STREAM, no status): the call
+ * goes out once more, then fails (before: sent again at once until its
+ * deadline, 17,850 times in 4 s). */
+TEST(lib_stream_refused_twice_fails_the_call)
+{
+    hs_server s;
+    start(&s, HS_RANGE_REFUSED, false);
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(lib_range_count, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("REFUSED_STREAM every time: %d sent, %s: %s", o.events,
+           elector_err_name(o.err), o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_EUNAVAILABLE, o.err);
+    ASSERT_EQ(2, o.events);
+    ASSERT_CONTAINS(o.msg, "/etcdserverpb.KV/Range: stream reset by 127.0.0.1:");
+    ASSERT_CONTAINS(o.msg, "REFUSED_STREAM");
+    hs_stop(&s);
+}

@@ -160,13 +160,14 @@ struct elector_stream {
     elector__timer deadline; /* unary only */
     int64_t timeout_ms;
     bool stream, require_leader, is_auth, auth_retried;
-    bool take_reply;   /* the callback owns the decoded reply (call_sync) */
-    bool awaiting;     /* a reply is awaited on this stream (ping policy) */
-    bool queued_ready; /* on the ready queue */
-    bool user_closed;  /* stream closed by its owner: no more callbacks */
-    bool net_closed;   /* nghttp2 closed the HTTP/2 stream */
-    bool deferred;     /* data provider is waiting for bytes */
-    bool ended;        /* final callback delivered (or owed none) */
+    bool refused_retried; /* sent again once after REFUSED_STREAM (reply.c) */
+    bool take_reply;      /* the callback owns the decoded reply (call_sync) */
+    bool awaiting;        /* a reply is awaited on this stream (ping policy) */
+    bool queued_ready;    /* on the ready queue */
+    bool user_closed;     /* stream closed by its owner: no more callbacks */
+    bool net_closed;      /* nghttp2 closed the HTTP/2 stream */
+    bool deferred;        /* data provider is waiting for bytes */
+    bool ended;           /* final callback delivered (or owed none) */
     uint32_t h2_error;
     elector__buf out; /* framed request bytes; out.off = bytes handed to nghttp2 */
     elector__buf in;  /* received DATA, split into gRPC messages */
