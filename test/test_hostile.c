@@ -3400,3 +3400,94 @@ TEST(lib_stream_refused_twice_fails_the_call)
     ASSERT_CONTAINS(o.msg, "REFUSED_STREAM");
     hs_stop(&s);
 }
+
+/* nghttp2's session set-up failing (its allocations fail: the allocation
+ * injector of test_oom reaches only the library's own): while client_new_fail
+ * (callbacks_new_fail) > 0, the next calls fail with NGHTTP2_ERR_NOMEM. */
+static int client_new_fail, callbacks_new_fail;
+
+int nghttp2_session_client_new(nghttp2_session **s, const nghttp2_session_callbacks *cbs,
+                               void *ud)
+{
+    typedef int (*fn)(nghttp2_session **, const nghttp2_session_callbacks *, void *);
+    static fn real;
+    if (client_new_fail > 0) {
+        client_new_fail--;
+        return NGHTTP2_ERR_NOMEM;
+    }
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "nghttp2_session_client_new");
+    return real(s, cbs, ud);
+}
+
+int nghttp2_session_callbacks_new(nghttp2_session_callbacks **cbs)
+{
+    typedef int (*fn)(nghttp2_session_callbacks **);
+    static fn real;
+    if (callbacks_new_fail > 0) {
+        callbacks_new_fail--;
+        return NGHTTP2_ERR_NOMEM;
+    }
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "nghttp2_session_callbacks_new");
+    return real(cbs);
+}
+
+/* A Range on a client whose first HTTP/2 session cannot be set up (arg: 1 the
+ * session, 2 its callbacks; + 10 over TLS with the CA in cases_ca): err, msg:
+ * the Range's (its one endpoint failed: the round too); then a second Range:
+ * events: 10 if it worked + connections made. */
+static char cases_ca[512];
+
+static void lib_h2_setup_fails(const char *endpoint, lib_out *o, void *arg)
+{
+    int how = *(const int *)arg;
+    elector_etcd *e =
+        how >= 10 ? tls_client(endpoint, cases_ca) : lib_client_ex(endpoint, NULL);
+    if (how % 10 == 1) client_new_fail = 1;
+    if (how % 10 == 2) callbacks_new_fail = 1;
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    m = NULL;
+    if (elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m) == 0)
+        o->events = 10;
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events += (int)st.connects;
+    elector_etcd_free(e);
+}
+
+/* The HTTP/2 session cannot be set up (out of memory): that connection fails,
+ * said ("out of memory", ENOMEM; with one endpoint, so does the call waiting
+ * for it), and the next connection works. h2c and TLS; the session, then its
+ * callbacks. */
+TEST(lib_http2_session_that_cannot_be_set_up_fails_the_connection)
+{
+    char *dir = certs();
+    char cert[512], key[512];
+    snprintf(cert, sizeof(cert), "%s/server.crt", dir);
+    snprintf(key, sizeof(key), "%s/server.key", dir);
+    snprintf(cases_ca, sizeof(cases_ca), "%s/ca.crt", dir);
+    hs_opts plain = {.attack = HS_NONE},
+            tls = {.attack = HS_NONE, .cert = cert, .key = key};
+    static const int hows[] = {1, 2, 11, 12};
+    for (size_t i = 0; i < sizeof(hows) / sizeof(hows[0]); i++) {
+        hs_server s;
+        ASSERT_OK(hs_start(&s, hows[i] >= 10 ? &tls : &plain));
+        lib_out o;
+        long rss;
+        int sig;
+        run_lib(lib_h2_setup_fails, s.endpoint, (void *)&hows[i], &o, &rss, &sig);
+        tl_log("HTTP/2 set-up failing (%d): %s, %d connections: %s", hows[i],
+               elector_err_name(o.err), o.events, o.msg);
+        ASSERT_EQ(0, sig);
+        ASSERT_EQ(ELECTOR_ENOMEM, o.err);
+        ASSERT_EQ(11, o.events);
+        ASSERT_CONTAINS(o.msg, s.endpoint + (hows[i] >= 10 ? 8 : 0));
+        ASSERT_CONTAINS(o.msg, ": out of memory");
+        hs_stop(&s);
+    }
+    free(dir);
+}
