@@ -1002,6 +1002,8 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t 
         st->path[k] = 0;
         const char *m = strrchr(st->path, '/');
         if (m && !strcmp(m, "/LeaseKeepAlive")) keepalive_streams++;
+        if (m && !strcmp(m, "/Put") && O->attack == HS_PUT_EARLY_REPLY)
+            refuse(c, st, "3", "etcdserver: request is too large");
     }
     return 0;
 }

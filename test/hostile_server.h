@@ -185,6 +185,9 @@ typedef enum hs_attack {
     /* Range: RST_STREAM(REFUSED_STREAM) at once, every time (what a server at
      * its SETTINGS_MAX_CONCURRENT_STREAMS may do). */
     HS_RANGE_REFUSED,
+    /* Put: answered as soon as its headers are in, before its message (trailers
+     * only: grpc-status 3, "etcdserver: request is too large"), no reset. */
+    HS_PUT_EARLY_REPLY,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

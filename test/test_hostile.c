@@ -3491,3 +3491,43 @@ TEST(lib_http2_session_that_cannot_be_set_up_fails_the_connection)
     }
     free(dir);
 }
+
+/* A Put of 2 MiB (more than the server's 1 MiB stream window: it goes out over
+ * several passes) answered with an error as soon as its headers are in: the
+ * error is the call's, once the request has gone out. events: Puts sent. */
+static void lib_big_put(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    Etcdserverpb__PutRequest p = ETCDSERVERPB__PUT_REQUEST__INIT;
+    p.key.data = (uint8_t *)"e/big";
+    p.key.len = 5;
+    p.value.len = 2u << 20;
+    p.value.data = calloc(1, p.value.len);
+    ProtobufCMessage *m = NULL;
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_PUT, &p.base, NULL, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    free(p.value.data);
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events = (int)st.requests[ELECTOR_RPC_PUT];
+    elector_etcd_free(e);
+}
+
+TEST(lib_error_reply_before_the_request_is_sent_is_the_calls)
+{
+    hs_server s;
+    start(&s, HS_PUT_EARLY_REPLY, false);
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(lib_big_put, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("2 MiB Put answered at its headers: %d sent, %s: %s", o.events,
+           elector_err_name(o.err), o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_ETOOLARGE, o.err);
+    ASSERT_EQ(1, o.events);
+    ASSERT_CONTAINS(o.msg, "request is too large (grpc-status 3)");
+    hs_stop(&s);
+}

@@ -679,3 +679,55 @@ TEST(etcd_free_from_a_callback_refuses_new_calls)
     ASSERT_EQ(before, cb_calls); /* the refused call never calls back */
     close(lfd);
 }
+
+static void ended_with(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)e, (void)m;
+    int *r = ud;
+    r[0] = 1;
+    r[1] = err;
+}
+
+/* A connect that never completes (the listener's accept queue is full: its
+ * SYN is dropped), with the loop woken meanwhile for other reasons: those
+ * passes leave the connect alone, and the dial timeout ends it. */
+TEST(connect_never_completing_ends_at_the_dial_timeout)
+{
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof(a);
+    ASSERT_OK(bind(lfd, (struct sockaddr *)&a, sizeof(a)));
+    ASSERT_OK(listen(lfd, 0));
+    ASSERT_OK(getsockname(lfd, (struct sockaddr *)&a, &l));
+    int filler = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_OK(connect(filler, (struct sockaddr *)&a, sizeof(a))); /* the queue, full */
+    char ep[64];
+    snprintf(ep, sizeof(ep), "127.0.0.1:%d", ntohs(a.sin_port));
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = ep;
+    cfg.dial_timeout_ms = 300;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    int res[2] = {0, 0};
+    ASSERT_OK(elector_etcd_call(e, ELECTOR_RPC_RANGE, &q.base, NULL, ended_with, res));
+    double end = tl_now() + 5;
+    int wakes = 0;
+    while (!res[0] && tl_now() < end) {
+        elector_etcd_wakeup(e); /* a pass without socket events */
+        wakes++;
+        elector_etcd_run_once(e, 20);
+        tl_msleep(10);
+    }
+    tl_log("ended after %d wake-ups: %s: %s", wakes, elector_err_name(res[1]),
+           elector_etcd_errstr(e));
+    ASSERT_EQ(1, res[0]);
+    ASSERT_EQ(ELECTOR_ECONNECT, res[1]);
+    ASSERT_CONTAINS(elector_etcd_errstr(e), "no answer within the dial timeout (300 ms)");
+    ASSERT_GE(wakes, 5);
+    elector_etcd_free(e);
+    close(filler);
+    close(lfd);
+}
