@@ -3531,3 +3531,93 @@ TEST(lib_error_reply_before_the_request_is_sent_is_the_calls)
     ASSERT_CONTAINS(o.msg, "request is too large (grpc-status 3)");
     hs_stop(&s);
 }
+
+/* OpenSSL failing to make the socket BIO's method or the BIO (out of memory):
+ * the TLS connection fails, said; nothing is sent in clear. arg: which call
+ * fails (0 BIO_get_new_index .. 5 BIO_new). Runs in a fresh child: the method
+ * is made once per process. */
+static int fail_get_new_index(void)
+{
+    return -1;
+}
+static BIO_METHOD *fail_meth_new(int type, const char *name)
+{
+    (void)type, (void)name;
+    return NULL;
+}
+static int fail_set_write(BIO_METHOD *m, int (*w)(BIO *, const char *, int))
+{
+    (void)m, (void)w;
+    return 0;
+}
+static int fail_set_read(BIO_METHOD *m, int (*r)(BIO *, char *, int))
+{
+    (void)m, (void)r;
+    return 0;
+}
+static int fail_set_ctrl(BIO_METHOD *m, long (*c)(BIO *, int, long, void *))
+{
+    (void)m, (void)c;
+    return 0;
+}
+static BIO *fail_bio_new(const BIO_METHOD *m)
+{
+    (void)m;
+    return NULL;
+}
+
+static void lib_tls_bio_fails(const char *endpoint, lib_out *o, void *arg)
+{
+    char why[200];
+    if (elector__ssl_load(why, sizeof(why))) _exit(8);
+    switch (*(const int *)arg) {
+    case 0:
+        elector__ssl.BIO_get_new_index = fail_get_new_index;
+        break;
+    case 1:
+        elector__ssl.BIO_meth_new = fail_meth_new;
+        break;
+    case 2:
+        elector__ssl.BIO_meth_set_write = fail_set_write;
+        break;
+    case 3:
+        elector__ssl.BIO_meth_set_read = fail_set_read;
+        break;
+    case 4:
+        elector__ssl.BIO_meth_set_ctrl = fail_set_ctrl;
+        break;
+    default:
+        elector__ssl.BIO_new = fail_bio_new;
+    }
+    elector_etcd *e = tls_client(endpoint, cases_ca);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    elector_etcd_free(e);
+}
+
+TEST(lib_tls_socket_bio_that_cannot_be_made_fails_the_connection)
+{
+    char *dir = certs();
+    char cert[512], key[512];
+    snprintf(cert, sizeof(cert), "%s/server.crt", dir);
+    snprintf(key, sizeof(key), "%s/server.key", dir);
+    snprintf(cases_ca, sizeof(cases_ca), "%s/ca.crt", dir);
+    hs_opts tls = {.attack = HS_NONE, .cert = cert, .key = key};
+    hs_server s;
+    ASSERT_OK(hs_start(&s, &tls));
+    for (int i = 0; i < 6; i++) {
+        lib_out o;
+        long rss;
+        int sig;
+        run_lib(lib_tls_bio_fails, s.endpoint, &i, &o, &rss, &sig);
+        tl_log("socket BIO failing (%d): %s: %s", i, elector_err_name(o.err), o.msg);
+        ASSERT_EQ(0, sig);
+        ASSERT_EQ(ELECTOR_ETLS, o.err);
+        ASSERT_CONTAINS(o.msg, "cannot create TLS session: out of memory");
+    }
+    hs_stop(&s);
+    free(dir);
+}
