@@ -731,3 +731,24 @@ TEST(connect_never_completing_ends_at_the_dial_timeout)
     close(filler);
     close(lfd);
 }
+
+/* A stream closed by its owner takes no more messages (ECLOSED) and a second
+ * close is a no-op; its callback is never called. */
+TEST(stream_closed_takes_no_more_messages)
+{
+    elector_etcd *e = client_of("127.0.0.1:1", 0);
+    int before = cb_calls;
+    elector_stream *s =
+        elector_etcd_stream_open(e, ELECTOR_RPC_WATCH, NULL, never_scb, NULL);
+    ASSERT_NOT_NULL(s);
+    Etcdserverpb__WatchRequest w = ETCDSERVERPB__WATCH_REQUEST__INIT;
+    Etcdserverpb__RangeRequest r = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ASSERT_EQ(ELECTOR_EINVAL, elector_stream_send(s, &r.base)); /* not a WatchRequest */
+    ASSERT_OK(elector_stream_send(s, &w.base));
+    elector_stream_close(s);
+    ASSERT_EQ(ELECTOR_ECLOSED, elector_stream_send(s, &w.base));
+    elector_stream_close(s);
+    elector_etcd_run_once(e, 0);
+    ASSERT_EQ(before, cb_calls);
+    elector_etcd_free(e);
+}
