@@ -3621,3 +3621,79 @@ TEST(lib_tls_socket_bio_that_cannot_be_made_fails_the_connection)
     hs_stop(&s);
     free(dir);
 }
+
+/* nghttp2 out of memory while making output or taking input (while
+ * mem_send_fail / mem_recv_fail > 0): ENOMEM, not a protocol error. */
+static int mem_send_fail, mem_recv_fail;
+
+ssize_t nghttp2_session_mem_send(nghttp2_session *s, const uint8_t **data)
+{
+    typedef ssize_t (*fn)(nghttp2_session *, const uint8_t **);
+    static fn real;
+    if (mem_send_fail > 0) {
+        mem_send_fail--;
+        return NGHTTP2_ERR_NOMEM;
+    }
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "nghttp2_session_mem_send");
+    return real(s, data);
+}
+
+ssize_t nghttp2_session_mem_recv(nghttp2_session *s, const uint8_t *in, size_t n)
+{
+    typedef ssize_t (*fn)(nghttp2_session *, const uint8_t *, size_t);
+    static fn real;
+    if (mem_recv_fail > 0) {
+        mem_recv_fail--;
+        return NGHTTP2_ERR_NOMEM;
+    }
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "nghttp2_session_mem_recv");
+    return real(s, in, n);
+}
+
+/* A Range (connected), then a second one with nghttp2 out of memory (arg: 1
+ * making its output, 2 taking the reply): err, msg: the connection's failure
+ * (last_conn_*); events: 10 if a third Range works + connections lost. */
+static void lib_h2_io_nomem(const char *endpoint, lib_out *o, void *arg)
+{
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    if (elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m)) _exit(5);
+    protobuf_c_message_free_unpacked(m, NULL);
+    m = NULL;
+    if (*(const int *)arg == 1)
+        mem_send_fail = 1;
+    else
+        mem_recv_fail = 1;
+    elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    m = NULL;
+    o->err = e->last_conn_err;
+    snprintf(o->msg, sizeof(o->msg), "%s", e->last_conn_msg);
+    if (elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m) == 0)
+        o->events = 10;
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events += (int)st.disconnects;
+    elector_etcd_free(e);
+}
+
+TEST(lib_http2_out_of_memory_fails_the_connection_as_enomem)
+{
+    hs_server s;
+    start(&s, HS_NONE, false);
+    for (int how = 1; how <= 2; how++) {
+        lib_out o;
+        long rss;
+        int sig;
+        run_lib(lib_h2_io_nomem, s.endpoint, &how, &o, &rss, &sig);
+        tl_log("nghttp2 out of memory %s: %d, %s: %s", how == 1 ? "sending" : "receiving",
+               o.events, elector_err_name(o.err), o.msg);
+        ASSERT_EQ(0, sig);
+        ASSERT_EQ(ELECTOR_ENOMEM, o.err);
+        ASSERT_EQ(11, o.events); /* one connection lost; the next works */
+        ASSERT_CONTAINS(o.msg, "HTTP/2: Out of memory");
+    }
+    hs_stop(&s);
+}

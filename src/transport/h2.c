@@ -353,7 +353,7 @@ int elector__h2_output(elector_etcd *e, char *why, size_t cap)
         ssize_t len = nghttp2_session_mem_send(e->h2, &data);
         if (len < 0) {
             snprintf(why, cap, "HTTP/2: %s", nghttp2_strerror((int)len));
-            return ELECTOR_EPROTO;
+            return len == NGHTTP2_ERR_NOMEM ? ELECTOR_ENOMEM : ELECTOR_EPROTO;
         }
         if (len == 0) break;
         if (elector__buf_append(&e->wbuf, data, (size_t)len)) {
@@ -376,5 +376,5 @@ int elector__h2_input(elector_etcd *e, const uint8_t *buf, size_t n, char *why,
     ssize_t rc = nghttp2_session_mem_recv(e->h2, buf, n);
     if (rc >= 0) return 0;
     snprintf(why, cap, "HTTP/2: %s", nghttp2_strerror((int)rc));
-    return ELECTOR_EPROTO;
+    return rc == NGHTTP2_ERR_NOMEM ? ELECTOR_ENOMEM : ELECTOR_EPROTO;
 }
