@@ -2656,7 +2656,7 @@ static void lib_submit_refused(const char *endpoint, lib_out *o, void *arg)
 TEST(lib_stream_refused_by_nghttp2)
 {
     hs_server s;
-    start(&s, HS_NONE, true);
+    start(&s, HS_NONE, false);
     lib_out o;
     long rss;
     int sig;
