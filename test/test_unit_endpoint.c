@@ -752,3 +752,30 @@ TEST(stream_closed_takes_no_more_messages)
     ASSERT_EQ(before, cb_calls);
     elector_etcd_free(e);
 }
+
+/* A member list longer than the notice can show: all taken, the notice cut
+ * (not overrun). */
+TEST(endpoints_replace_with_a_list_longer_than_its_notice)
+{
+    elector_etcd *e = client_of("127.0.0.1:1", 0);
+    notes nt = {0};
+    elector_etcd_set_notice(e, note_cb, &nt);
+    enum { N = 40 };
+    char bufs[N][64];
+    const char *urls[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(bufs[i], sizeof(bufs[i]),
+                 "http://member-%02d.with-a-long-name.example:2379", i);
+        urls[i] = bufs[i];
+    }
+    char why[300] = "";
+    ASSERT_OK(elector__endpoints_replace(e, urls, N, why, sizeof(why)));
+    ASSERT_EQ(N, e->nep);
+    elector_endpoint_info info;
+    ASSERT_OK(elector_etcd_endpoint_info(e, N - 1, &info));
+    ASSERT_STREQ("member-39.with-a-long-name.example:2379", info.authority);
+    ASSERT_EQ(1, nt.n);
+    ASSERT_CONTAINS(nt.last, "cluster's member list: member-00.with-a-long-name");
+    ASSERT(!strstr(nt.last, "member-39")); /* cut: 40 x 42 bytes do not fit */
+    elector_etcd_free(e);
+}
