@@ -589,6 +589,7 @@ TEST(endpoint_loopback_needs_every_word_of_the_address)
     ASSERT(!elector__endpoint_loopback("0:0:0:1::1"));            /* word 1 */
     ASSERT(!elector__endpoint_loopback("::1:0:0:1"));             /* word 2 */
     ASSERT(!elector__endpoint_loopback("1::1"));                  /* word 0 */
+    ASSERT(!elector__endpoint_loopback("::2"));                   /* word 3 */
     ASSERT(!elector__endpoint_loopback("0:0:1:0:0:ffff:7f00:1")); /* mapped, word 1 */
     ASSERT(!elector__endpoint_loopback("::fffe:7f00:1"));         /* not mapped */
     ASSERT(!elector__endpoint_loopback("::ffff:128.0.0.1"));
