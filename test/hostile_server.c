@@ -103,8 +103,11 @@ typedef struct stream {
     bool rst_after;               /* RST_STREAM(NO_ERROR) once the trailers are sent */
     const char *tr_code, *tr_msg; /* the trailers' status (NULL: "0", none) */
     double cancel_at;             /* HS_RANGE_CANCEL: RST_STREAM(CANCEL) then */
+    uint32_t cancel_code;         /* its code instead of CANCEL (0: CANCEL) */
     hbuf later;                   /* response bytes to send at later_at (not before) */
     double later_at;
+    bool decoy;     /* HS_RANGE_DECOY_TRAILERS: decoy names in the trailers */
+    bool end_later; /* the stream ends once the later bytes are sent */
 } stream;
 
 typedef struct conn {
@@ -118,10 +121,13 @@ typedef struct conn {
     int answered;
     double close_at;
     bool garbage; /* HS_TLS_GARBAGE_AFTER_REPLY: sent */
+    bool reset;   /* HS_RESET_AFTER_REPLY: close with a TCP RST */
+    bool stalled; /* HS_STALL_AFTER_REPLY: reads nothing more */
 } conn;
 
 static const hs_opts *O;
 static SSL_CTX *ctx;
+static int own_port; /* the port this server listens on */
 
 static double now_s(void)
 {
@@ -180,7 +186,15 @@ static ssize_t read_cb(nghttp2_session *h2, int32_t sid, uint8_t *buf, size_t le
             nghttp2_nv tr[] = {
                 {(uint8_t *)"grpc-status", (uint8_t *)code, 11, strlen(code), 0},
                 {(uint8_t *)"grpc-message", (uint8_t *)msg, 12, strlen(msg), 0}};
-            nghttp2_submit_trailer(h2, sid, tr, st->tr_msg ? 2 : 1);
+            /* HS_RANGE_DECOY_TRAILERS: names one letter off, before the real one */
+            nghttp2_nv decoy[] = {
+                {(uint8_t *)"grpc-statuz", (uint8_t *)"13", 11, 2, 0},
+                {(uint8_t *)"grpc-messagf", (uint8_t *)"decoy", 12, 5, 0},
+                tr[0]};
+            if (st->decoy)
+                nghttp2_submit_trailer(h2, sid, decoy, 3);
+            else
+                nghttp2_submit_trailer(h2, sid, tr, st->tr_msg ? 2 : 1);
             return 0;
         }
         st->deferred = true;
@@ -570,6 +584,28 @@ static void on_range(conn *c, stream *st, const uint8_t *p, size_t n)
     case HS_RANGE_NO_MESSAGE:
         refuse(c, st, "0", "");
         break;
+    case HS_RANGE_TOKEN:
+        refuse(c, st, "3", "etcdserver: invalid auth token");
+        break;
+    case HS_RANGE_REFUSED:
+        st->responded = true;
+        nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, st->id,
+                                  NGHTTP2_REFUSED_STREAM);
+        break;
+    case HS_RANGE_STATUS_THEN_REFUSED: {
+        static const char msg[] = "etcdserver: leader changed";
+        nghttp2_nv hd[] = {
+            {(uint8_t *)":status", (uint8_t *)"200", 7, 3, 0},
+            {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, 0},
+            {(uint8_t *)"grpc-status", (uint8_t *)"14", 11, 2, 0},
+            {(uint8_t *)"grpc-message", (uint8_t *)msg, 12, sizeof(msg) - 1, 0}};
+        st->responded = true;
+        nghttp2_submit_headers(c->h2, NGHTTP2_FLAG_NONE, st->id, NULL, hd, 4, NULL);
+        st->cancel_at = now_s() + 0.05; /* the reset, once the headers are out */
+        st->cancel_code = NGHTTP2_REFUSED_STREAM;
+        c->answered++;
+        break;
+    }
     case HS_RANGE_TRAILING_BYTES:
     case HS_RANGE_COMPRESSED: {
         Etcdserverpb__RangeResponse r = ETCDSERVERPB__RANGE_RESPONSE__INIT;
@@ -646,6 +682,7 @@ static void on_range(conn *c, stream *st, const uint8_t *p, size_t n)
             r.count = 1;
             if (restore) kv.create_revision = kv.mod_revision = 40;
         }
+        st->decoy = O->attack == HS_RANGE_DECOY_TRAILERS;
         reply(c, st, &r.base, true);
         if (restore && ranges == 2 && first_watch >= 0 && q->key.len < 200) {
             for (stream *ws = c->streams; ws; ws = ws->next) {
@@ -748,6 +785,27 @@ static void on_watch(conn *c, stream *st, const uint8_t *p, size_t n)
         if ((O->attack == HS_RESTORED_WATCH || O->attack == HS_RESTORED_SAME_LEADER) &&
             first_watch < 0)
             first_watch = r.watch_id;
+        if (O->attack == HS_WATCH_LATE_EVENT) {
+            Etcdserverpb__ResponseHeader h = hdr;
+            h.revision = 105;
+            Mvccpb__KeyValue kv = MVCCPB__KEY_VALUE__INIT;
+            kv.key = cr->key;
+            kv.value.data = (uint8_t *)"late";
+            kv.value.len = 4;
+            kv.create_revision = kv.mod_revision = 105;
+            kv.version = 1;
+            Mvccpb__Event ev = MVCCPB__EVENT__INIT, *evs[1] = {&ev};
+            ev.type = MVCCPB__EVENT__EVENT_TYPE__PUT;
+            ev.kv = &kv;
+            Etcdserverpb__WatchResponse pr = ETCDSERVERPB__WATCH_RESPONSE__INIT;
+            pr.header = &h;
+            pr.watch_id = r.watch_id;
+            pr.n_events = 1;
+            pr.events = evs;
+            hb_msg(&st->later, &pr.base);
+            st->later_at = now_s() + 0.3;
+            st->end_later = true; /* the trailers follow the event (read_cb) */
+        }
         if (O->attack == HS_WATCH_PUT_EVENT) {
             Etcdserverpb__ResponseHeader h = hdr;
             h.revision = 105;
@@ -912,10 +970,57 @@ static void on_message(conn *c, stream *st, const uint8_t *p, size_t n)
         if (O->attack == HS_GRANT_TTL0) r.ttl = 0;
         if (q) etcdserverpb__lease_grant_request__free_unpacked(q, NULL);
         reply(c, st, &r.base, true);
+    } else if (!strcmp(m, "Authenticate") && O->attack == HS_AUTH_DENIED) {
+        refuse(c, st, "7", "etcdserver: permission denied");
+    } else if (!strcmp(m, "Authenticate") && O->attack == HS_AUTH_UNKNOWN) {
+        refuse(c, st, "2", "etcdserver: kaput");
+    } else if (!strcmp(m, "Authenticate") && O->attack == HS_AUTH_TOKEN) {
+        refuse(c, st, "3", "etcdserver: invalid auth token");
+    } else if (!strcmp(m, "Authenticate") && O->attack == HS_AUTH_NO_LEADER) {
+        refuse(c, st, "14", "etcdserver: no leader");
     } else if (!strcmp(m, "Authenticate")) {
         Etcdserverpb__AuthenticateResponse r = ETCDSERVERPB__AUTHENTICATE_RESPONSE__INIT;
         r.header = &hdr;
-        r.token = "hostile-token";
+        r.token = O->attack == HS_AUTH_NO_TOKEN ? NULL : "hostile-token";
+        if (O->attack == HS_AUTH_SLOW) {
+            hb_msg(&st->later, &r.base);
+            st->later_at = now_s() + 0.3;
+            st->end_later = true;
+        } else {
+            reply(c, st, &r.base, true);
+        }
+    } else if (!strcmp(m, "MemberList") && O->attack == HS_MEMBERS_SCHEMELESS) {
+        char url[32], *up[1] = {url};
+        snprintf(url, sizeof(url), "localhost:%d", own_port);
+        Etcdserverpb__MemberListResponse r = ETCDSERVERPB__MEMBER_LIST_RESPONSE__INIT;
+        r.header = &hdr;
+        Etcdserverpb__Member member = ETCDSERVERPB__MEMBER__INIT, *ms[1] = {&member};
+        member.id = 1;
+        member.n_clienturls = 1;
+        member.clienturls = up;
+        r.n_members = 1;
+        r.members = ms;
+        reply(c, st, &r.base, true);
+    } else if (!strcmp(m, "MemberList") && O->attack == HS_MEMBERS_SILENT) {
+        st->responded = true; /* no answer */
+    } else if (!strcmp(m, "MemberList") && O->attack == HS_MEMBERS_REFUSED) {
+        refuse(c, st, "13", "");
+    } else if (!strcmp(m, "MemberList") && O->attack == HS_MEMBERS_MANY) {
+        enum { NURL = 1001 };
+        static char urls[NURL][32];
+        static char *up[NURL];
+        for (int i = 0; i < NURL; i++) {
+            snprintf(urls[i], sizeof(urls[i]), "http://127.0.0.1:%d", 20000 + i);
+            up[i] = urls[i];
+        }
+        Etcdserverpb__MemberListResponse r = ETCDSERVERPB__MEMBER_LIST_RESPONSE__INIT;
+        r.header = &hdr;
+        Etcdserverpb__Member member = ETCDSERVERPB__MEMBER__INIT, *ms[1] = {&member};
+        member.id = 1;
+        member.n_clienturls = NURL;
+        member.clienturls = up;
+        r.n_members = 1;
+        r.members = ms;
         reply(c, st, &r.base, true);
     } else if (!strcmp(m, "LeaseRevoke") && O->attack == HS_REVOKE_REFUSED &&
                revoke_refusals < 4) {
@@ -964,6 +1069,8 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t 
         st->path[k] = 0;
         const char *m = strrchr(st->path, '/');
         if (m && !strcmp(m, "/LeaseKeepAlive")) keepalive_streams++;
+        if (m && !strcmp(m, "/Put") && O->attack == HS_PUT_EARLY_REPLY)
+            refuse(c, st, "3", "etcdserver: request is too large");
     }
     return 0;
 }
@@ -1021,8 +1128,11 @@ static void h2_start(conn *c)
     nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_sent);
     nghttp2_session_server_new(&c->h2, cb, c);
     nghttp2_session_callbacks_del(cb);
-    nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20}};
+    bool big = O->attack == HS_STALL_AFTER_REPLY;
+    nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, big ? 64u << 20 : 1u << 20}};
     nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, iv, 1);
+    if (big) nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE, 0, 64 << 20);
 }
 
 static void conn_free(conn *c)
@@ -1059,7 +1169,8 @@ static void conn_step(conn *c)
     }
     if (!c->h2) return;
     uint8_t buf[16384];
-    for (int i = 0; i < 64; i++) {
+    c->stalled = O->attack == HS_STALL_AFTER_REPLY && c->answered;
+    for (int i = 0; i < 64 && !c->stalled; i++) {
         ssize_t n =
             c->ssl ? SSL_read(c->ssl, buf, sizeof(buf)) : read(c->fd, buf, sizeof(buf));
         if (n <= 0) {
@@ -1075,6 +1186,10 @@ static void conn_step(conn *c)
     }
     if (O->attack == HS_TLS_CLOSE_AFTER_REPLY && c->answered && !c->close_at)
         c->close_at = now_s() + 0.3;
+    if (O->attack == HS_RESET_AFTER_REPLY && c->answered && !c->close_at) {
+        c->close_at = now_s() + 0.2;
+        c->reset = true;
+    }
     /* Out: keep at most 256 KiB queued, so endless replies are made as sent. */
     for (;;) {
         while (c->wout.len - c->wout.off < (256u << 10)) {
@@ -1106,6 +1221,13 @@ static void conn_step(conn *c)
         !c->garbage && c->wout.len == c->wout.off) {
         static const uint8_t data0[9 + 1] = {0, 0, 1, 0x0, 0, 0, 0, 0, 0, 'x'};
         if (send(c->fd, data0, sizeof(data0), MSG_NOSIGNAL) == (ssize_t)sizeof(data0))
+            c->garbage = true;
+    }
+    if (O->attack == HS_H2_WINDOW_OVERFLOW_AFTER_REPLY && !c->ssl && c->answered &&
+        !c->garbage && c->wout.len == c->wout.off) {
+        static const uint8_t wu[9 + 4] = {0, 0, 4,    0x8,  0,    0,   0,
+                                          0, 0, 0x7f, 0xff, 0xff, 0xff};
+        if (send(c->fd, wu, sizeof(wu), MSG_NOSIGNAL) == (ssize_t)sizeof(wu))
             c->garbage = true;
     }
     if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2))
@@ -1153,7 +1275,8 @@ _Noreturn static void serve(int lfd)
             bool out = cs[i] && (cs[i]->wout.len > cs[i]->wout.off ||
                                  (cs[i]->h2 && nghttp2_session_want_write(cs[i]->h2)));
             p[i + 1] = (struct pollfd){.fd = cs[i] ? cs[i]->fd : -1,
-                                       .events = POLLIN | (out ? POLLOUT : 0)};
+                                       .events = (cs[i] && cs[i]->stalled ? 0 : POLLIN) |
+                                                 (out ? POLLOUT : 0)};
         }
         poll(p, MAXC + 1, 50);
         if (p[0].revents) {
@@ -1187,16 +1310,22 @@ _Noreturn static void serve(int lfd)
                 if (st->cancel_at && now_s() >= st->cancel_at) {
                     st->cancel_at = 0;
                     nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, st->id,
-                                              NGHTTP2_CANCEL);
+                                              st->cancel_code ? st->cancel_code
+                                                              : NGHTTP2_CANCEL);
                 } else if (st->later_at && now_s() >= st->later_at) {
                     st->later_at = 0;
                     hb_put(&st->out, st->later.p + st->later.off,
                            st->later.len - st->later.off);
                     st->later.off = st->later.len;
+                    if (st->end_later) st->end = true;
                     kick(c, st);
                 }
             conn_step(c);
             if (c->close_at && now_s() >= c->close_at) c->dead = true; /* FIN */
+            if (c->dead && c->reset) {                                 /* RST instead */
+                struct linger lg = {.l_onoff = 1, .l_linger = 0};
+                setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+            }
             if (c->dead) {
                 conn_free(c);
                 cs[i] = NULL;
@@ -1229,6 +1358,7 @@ int hs_start(hs_server *s, const hs_opts *o)
     }
     if (pid == 0) {
         O = o;
+        own_port = s->port;
         serve(lfd);
     }
     close(lfd);

@@ -191,6 +191,44 @@ typedef enum hs_attack {
     HS_KEEPALIVE_TIMEDOUT_ONCE,
     /* Every renewal is answered TTL 10 for another lease ID (the one asked + 1). */
     HS_KEEPALIVE_OTHER_ID,
+    /* 0.2 s after the first unary reply on a connection, the server resets it
+     * (SO_LINGER 0, then close: a TCP RST, no TLS close_notify). */
+    HS_RESET_AFTER_REPLY,
+    /* Range: answered normally, but its trailers carry "grpc-statuz: 13" and
+     * "grpc-messagf: decoy" (names one letter off) before "grpc-status: 0". */
+    HS_RANGE_DECOY_TRAILERS,
+    /* Watch: "created"; 0.3 s later a PUT of the watched key (revision 105) and
+     * the trailers (grpc-status 0), in one go. */
+    HS_WATCH_LATE_EVENT,
+    /* MemberList (auto-sync): */
+    HS_MEMBERS_SILENT,     /* never answered */
+    HS_MEMBERS_MANY,       /* one member with 1,001 client URLs */
+    HS_MEMBERS_REFUSED,    /* grpc-status 13 with an empty grpc-message */
+    HS_MEMBERS_SCHEMELESS, /* one member, client URL "localhost:PORT" (this server) */
+    /* Every Range refused with grpc-status 3 "etcdserver: invalid auth token". */
+    HS_RANGE_TOKEN,
+    /* h2c: once the first call is answered, a WINDOW_UPDATE on stream 0 that
+     * takes the connection's send window past 2^31 - 1 (FLOW_CONTROL_ERROR). */
+    HS_H2_WINDOW_OVERFLOW_AFTER_REPLY,
+    /* HTTP/2 windows of 64 MiB (stream and connection); once the first call is
+     * answered, the server reads nothing more (the connection stays open). */
+    HS_STALL_AFTER_REPLY,
+    /* Authenticate answered without a token / refused: */
+    HS_AUTH_NO_TOKEN,
+    HS_AUTH_DENIED,    /* grpc-status 7, "etcdserver: permission denied" */
+    HS_AUTH_UNKNOWN,   /* grpc-status 2, "etcdserver: kaput" */
+    HS_AUTH_NO_LEADER, /* grpc-status 14, "etcdserver: no leader" */
+    HS_AUTH_SLOW,      /* answered 0.3 s late (etcd's bcrypt takes its time too) */
+    HS_AUTH_TOKEN,     /* grpc-status 3, "etcdserver: invalid auth token" */
+    /* Range: response headers carrying grpc-status 14 "etcdserver: leader
+     * changed" (no END_STREAM), then RST_STREAM(REFUSED_STREAM). */
+    HS_RANGE_STATUS_THEN_REFUSED,
+    /* Range: RST_STREAM(REFUSED_STREAM) at once, every time (what a server at
+     * its SETTINGS_MAX_CONCURRENT_STREAMS may do). */
+    HS_RANGE_REFUSED,
+    /* Put: answered as soon as its headers are in, before its message (trailers
+     * only: grpc-status 3, "etcdserver: request is too large"), no reset. */
+    HS_PUT_EARLY_REPLY,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

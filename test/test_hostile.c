@@ -3256,3 +3256,1106 @@ TEST(lib_renewals_answered_for_another_lease_renew_nothing)
     elector_etcd_free(e);
     hs_stop(&hs);
 }
+
+/* ---------------------------------------------------------------- transport edges */
+
+#include <dlfcn.h>
+#include <nghttp2/nghttp2.h>
+
+/* nghttp2_submit_request as the library sees it (this program's definition
+ * comes first): while submit_fail > 0, the next calls fail with submit_rc, as
+ * nghttp2 does after 2^30 streams on one connection (STREAM_ID_NOT_AVAILABLE)
+ * or when its allocation fails (NOMEM); else nghttp2's own. */
+static int submit_fail, submit_rc;
+
+int32_t nghttp2_submit_request(nghttp2_session *session, const nghttp2_priority_spec *pri,
+                               const nghttp2_nv *nva, size_t nvlen,
+                               const nghttp2_data_provider *prd, void *ud)
+{
+    typedef int32_t (*fn)(nghttp2_session *, const nghttp2_priority_spec *,
+                          const nghttp2_nv *, size_t, const nghttp2_data_provider *,
+                          void *);
+    static fn real;
+    if (submit_fail > 0) {
+        submit_fail--;
+        return submit_rc;
+    }
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "nghttp2_submit_request");
+    return real(session, pri, nva, nvlen, prd, ud);
+}
+
+/* A Range (events 1 if it worked), then a second one with the next stream
+ * refused by nghttp2 (arg: its error): err and msg of that call; events +10
+ * per connection lost, +100 if a third Range then works. */
+static void lib_submit_refused(const char *endpoint, lib_out *o, void *arg)
+{
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    if (elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m)) _exit(6);
+    protobuf_c_message_free_unpacked(m, NULL);
+    o->events = 1;
+    submit_rc = *(const int *)arg;
+    submit_fail = 1;
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    snprintf(o->msg, sizeof(o->msg), "%s | %s", elector_etcd_errstr(e), e->last_conn_msg);
+    m = NULL;
+    if (elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m) == 0)
+        o->events += 100;
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events += 10 * (int)st.disconnects;
+    elector_etcd_free(e);
+}
+
+/* nghttp2 refuses a new stream. Its stream IDs used up (after 2^30 streams on
+ * one connection, days of a busy client): the connection is left and the call
+ * goes out on a new one. Before, the call failed with EPROTO and the bare
+ * "Stream ID is not available", and so did every later call on that
+ * connection, for good. Out of memory: that call fails, with its path. */
+TEST(lib_stream_refused_by_nghttp2)
+{
+    hs_server s;
+    start(&s, HS_NONE, false);
+    lib_out o;
+    long rss;
+    int sig;
+    int rc = NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE;
+    run_lib(lib_submit_refused, s.endpoint, &rc, &o, &rss, &sig);
+    tl_log("stream IDs used up: %d, %s: %s", o.events, elector_err_name(o.err), o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(0, o.err);
+    ASSERT_EQ(111, o.events); /* all three worked; one connection left */
+    ASSERT_CONTAINS(o.msg, "HTTP/2 stream IDs used up on this connection");
+    rc = NGHTTP2_ERR_NOMEM;
+    run_lib(lib_submit_refused, s.endpoint, &rc, &o, &rss, &sig);
+    tl_log("stream refused, out of memory: %d, %s: %s", o.events, elector_err_name(o.err),
+           o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_ENOMEM, o.err);
+    ASSERT_EQ(101, o.events); /* the connection stays */
+    ASSERT_CONTAINS(o.msg, "/etcdserverpb.KV/Range: not sent: HTTP/2: Out of memory");
+    rc = NGHTTP2_ERR_INVALID_ARGUMENT; /* any other refusal: a protocol error */
+    run_lib(lib_submit_refused, s.endpoint, &rc, &o, &rss, &sig);
+    tl_log("stream refused, invalid argument: %d, %s: %s", o.events,
+           elector_err_name(o.err), o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_EPROTO, o.err);
+    ASSERT_EQ(101, o.events);
+    ASSERT_CONTAINS(o.msg, "/etcdserverpb.KV/Range: not sent: HTTP/2: Invalid argument");
+    hs_stop(&s);
+}
+
+/* A Range; then 0.6 s without reading (the server resets the connection 0.2 s
+ * after its reply); then (arg->write) a second Range, whose request meets the
+ * reset socket, or (else) 0.3 s of the loop, whose read meets it. events: 10
+ * per connection lost; err, msg: the first connection's failure. */
+struct reset_case {
+    const char *ca; /* TLS: the CA; NULL: h2c */
+    bool write;
+};
+
+static void lib_reset(const char *endpoint, lib_out *o, void *arg)
+{
+    const struct reset_case *rc = arg;
+    elector_etcd *e =
+        rc->ca ? tls_client(endpoint, rc->ca) : lib_client_ex(endpoint, NULL);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    if (elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m)) _exit(6);
+    protobuf_c_message_free_unpacked(m, NULL);
+    m = NULL;
+    tl_msleep(600);
+    if (rc->write) {
+        elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+        if (m) protobuf_c_message_free_unpacked(m, NULL);
+    } else {
+        double end = tl_now() + 0.3;
+        while (tl_now() < end)
+            elector_etcd_run_once(e, 20);
+    }
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events = 10 * (int)st.disconnects;
+    o->err = e->last_conn_err;
+    snprintf(o->msg, sizeof(o->msg), "%s", e->last_conn_msg);
+    elector_etcd_free(e);
+}
+
+/* A server that resets the connection (TCP RST) while the client is idle: the
+ * next write or read on it fails with the reason, over h2c and over TLS. */
+TEST(lib_connection_reset_by_the_server_is_said_on_write_and_read)
+{
+    char *dir = certs();
+    char cert[512], key[512], ca[512];
+    snprintf(cert, sizeof(cert), "%s/server.crt", dir);
+    snprintf(key, sizeof(key), "%s/server.key", dir);
+    snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+    hs_opts plain = {.attack = HS_RESET_AFTER_REPLY},
+            tls = {.attack = HS_RESET_AFTER_REPLY, .cert = cert, .key = key};
+    const struct {
+        const hs_opts *ho;
+        struct reset_case rc;
+        const char *want;
+    } cases[] = {
+        {&plain, {NULL, true}, "write failed: "},
+        {&plain, {NULL, false}, "read failed: "},
+        {&tls, {ca, true}, "TLS write failed: "},
+        {&tls, {ca, false}, "TLS read failed: "},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        hs_server s;
+        ASSERT_OK(hs_start(&s, cases[i].ho));
+        lib_out o;
+        long rss;
+        int sig;
+        run_lib(lib_reset, s.endpoint, (void *)&cases[i].rc, &o, &rss, &sig);
+        tl_log("reset by the server, then %s: %d, %s: %s",
+               cases[i].rc.write ? "a write" : "a read", o.events,
+               elector_err_name(o.err), o.msg);
+        ASSERT_EQ(0, sig);
+        ASSERT_GE(o.events, 10);
+        ASSERT_EQ(ELECTOR_EUNAVAILABLE, o.err);
+        ASSERT_CONTAINS(o.msg, cases[i].want);
+        ASSERT_CONTAINS(o.msg, strerror(ECONNRESET));
+        hs_stop(&s);
+    }
+    free(dir);
+}
+
+/* Trailers with names one letter off "grpc-status" / "grpc-message" (and a
+ * value that would be an error): ignored, the real grpc-status 0 counts. */
+TEST(lib_trailer_names_one_letter_off_are_ignored)
+{
+    lib_attack("Range trailers with decoy names", HS_RANGE_DECOY_TRAILERS, lib_range,
+               NULL, 0, NULL);
+}
+
+/* A watch stream the user closes (arg non-NULL; else not) while the server's
+ * next event and trailers wait, unread, on the connection. events: messages *
+ * 100 + 1000 if the stream ended + connections lost * 10 + 1 if a Range then
+ * works. */
+static void lib_closed_stream_late_data(const char *endpoint, lib_out *o, void *arg)
+{
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    sstate x = {0};
+    elector_stream *s =
+        elector_etcd_stream_open(e, ELECTOR_RPC_WATCH, NULL, raw_watch_cb, &x);
+    if (!s) _exit(5);
+    Etcdserverpb__WatchCreateRequest cr = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+    cr.key.data = (uint8_t *)"k";
+    cr.key.len = 1;
+    Etcdserverpb__WatchRequest w = ETCDSERVERPB__WATCH_REQUEST__INIT;
+    w.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
+    w.create_request = &cr;
+    if (elector_stream_send(s, &w.base)) _exit(6);
+    double end = tl_now() + 3;
+    while (x.msgs < 1 && tl_now() < end)
+        elector_etcd_run_once(e, 50);
+    tl_msleep(600); /* the event and the trailers arrive, unread */
+    if (arg) elector_stream_close(s);
+    end = tl_now() + 0.3;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events =
+        x.msgs * 100 + (x.ended ? 1000 : 0) + 10 * (int)st.disconnects + (o->err == 0);
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    if (!arg) elector_stream_close(s);
+    elector_etcd_free(e);
+}
+
+/* Closed: the event and trailers are dropped (no callback after the close) and
+ * the connection stays in use. Not closed (the control): both arrive. */
+TEST(lib_data_for_a_closed_stream_is_dropped)
+{
+    hs_server s;
+    start(&s, HS_WATCH_LATE_EVENT, false);
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(lib_closed_stream_late_data, s.endpoint, "close", &o, &rss, &sig);
+    tl_log("watch closed with an event and trailers unread: %d, %s: %s", o.events,
+           elector_err_name(o.err), o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(0, o.err);
+    ASSERT_EQ(101, o.events); /* "created" only; no connection lost; the Range worked */
+    run_lib(lib_closed_stream_late_data, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("watch left open: %d, %s: %s", o.events, elector_err_name(o.err), o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(0, o.err);
+    ASSERT_EQ(1201, o.events); /* "created", the event, the end; the Range worked */
+    hs_stop(&s);
+}
+
+/* A client with auto-sync every 50 ms: a Range (connected), then 0.5 s of the
+ * loop; then freed (a MemberList may be in flight). events: MemberLists sent *
+ * 10000 + of those failed * 100 + endpoint syncs; msg: the client's last error. */
+static void lib_autosync_counts(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = endpoint;
+    cfg.auto_sync_interval_ms = 50;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    if (!e || elector_etcd_err(e)) _exit(4);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    if (elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m)) _exit(5);
+    protobuf_c_message_free_unpacked(m, NULL);
+    double end = tl_now() + 0.5;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events = (int)st.requests[ELECTOR_RPC_MEMBER_LIST] * 10000 +
+                (int)st.errors[ELECTOR_RPC_MEMBER_LIST] * 100 + (int)st.endpoint_syncs;
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    elector_etcd_free(e);
+}
+
+/* Auto-sync against a member that does not answer MemberList (one in flight,
+ * never a second over it; the client is then freed with it pending), one that
+ * refuses it (without a message: "error"), and one that lists more than 1,000
+ * URLs (not taken). */
+TEST(lib_autosync_silent_refused_and_oversized_member_lists)
+{
+    hs_server s;
+    lib_out o;
+    long rss;
+    int sig;
+    start(&s, HS_MEMBERS_SILENT, false);
+    run_lib(lib_autosync_counts, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("auto-sync, MemberList unanswered: %d: %s", o.events, o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(10000, o.events); /* one sent, none failed, no sync */
+    hs_stop(&s);
+    start(&s, HS_MEMBERS_REFUSED, false);
+    run_lib(lib_autosync_counts, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("auto-sync, MemberList refused: %d: %s", o.events, o.msg);
+    ASSERT_EQ(0, sig);
+    int sent = o.events / 10000, failed = o.events % 10000 / 100;
+    ASSERT_GE(sent, 2);          /* asked again after a failure */
+    ASSERT_GE(failed, sent - 1); /* each failed (the last may be in flight) */
+    ASSERT_LE(failed, sent);
+    ASSERT_EQ(0, o.events % 100); /* no sync */
+    ASSERT_CONTAINS(o.msg, "/etcdserverpb.Cluster/MemberList: error (grpc-status 13)");
+    hs_stop(&s);
+    start(&s, HS_MEMBERS_MANY, false);
+    run_lib(lib_autosync_counts, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("auto-sync, 1,001 client URLs: %d: %s", o.events, o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_GE(o.events / 10000, 2);
+    ASSERT_EQ(0, o.events % 10000); /* none failed, no sync */
+    hs_stop(&s);
+}
+
+struct tls_sync_case {
+    const char *ca, *cert, *key; /* ca NULL: unverified */
+};
+
+/* A client with auto-sync every 50 ms over TLS (h2c without arg), a Range,
+ * then 0.3 s of the loop. events: endpoint syncs; msg: the last notice. */
+static void lib_autosync_tls(const char *endpoint, lib_out *o, void *arg)
+{
+    const struct tls_sync_case *tc = arg;
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = endpoint;
+    cfg.auto_sync_interval_ms = 50;
+    if (tc) {
+        cfg.cacert = tc->ca;
+        cfg.cert = tc->cert;
+        cfg.key = tc->key;
+        cfg.insecure_skip_verify = !tc->ca;
+    }
+    elector_etcd *e = elector_etcd_new(&cfg);
+    if (!e || elector_etcd_err(e)) _exit(4);
+    notice_log l = {0};
+    elector_etcd_set_notice(e, log_notice, &l);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    double end = tl_now() + 0.3;
+    while (!o->err && tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events = (int)st.endpoint_syncs;
+    snprintf(o->msg, sizeof(o->msg), "%s", o->err ? elector_etcd_errstr(e) : l.last);
+    elector_etcd_free(e);
+}
+
+/* A member's client URL without a scheme is https:// for a client set up with
+ * TLS files (a CA, or a client certificate alone), plain for one without. The
+ * endpoint in use, spelled otherwise (127.0.0.1, not localhost), stays at the
+ * end while connected: one sync, not one at every interval (before: a sync
+ * and a notice every 50 ms, 5 or 6 in the 0.3 s). */
+TEST(lib_autosync_schemeless_urls_follow_the_clients_tls)
+{
+    char *dir = certs();
+    char cert[512], key[512], ca[512], want[128];
+    snprintf(cert, sizeof(cert), "%s/server.crt", dir);
+    snprintf(key, sizeof(key), "%s/server.key", dir);
+    snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+    hs_opts tls = {.attack = HS_MEMBERS_SCHEMELESS, .cert = cert, .key = key};
+    const struct tls_sync_case by_ca = {ca, NULL, NULL}, by_cert = {NULL, cert, key};
+    const struct tls_sync_case *cases[] = {&by_ca, &by_cert};
+    hs_server s;
+    lib_out o;
+    long rss;
+    int sig;
+    ASSERT_OK(hs_start(&s, &tls));
+    for (int i = 0; i < 2; i++) {
+        run_lib(lib_autosync_tls, s.endpoint, (void *)cases[i], &o, &rss, &sig);
+        tl_log("auto-sync over TLS (%s): %d syncs, %s: %s", i ? "certificate" : "CA",
+               o.events, elector_err_name(o.err), o.msg);
+        ASSERT_EQ(0, sig);
+        ASSERT_EQ(0, o.err);
+        ASSERT_EQ(1, o.events);
+        snprintf(want, sizeof(want), "member list: https://localhost:%d,%s", s.port,
+                 s.endpoint);
+        ASSERT_CONTAINS(o.msg, want);
+    }
+    hs_stop(&s);
+    start(&s, HS_MEMBERS_SCHEMELESS, false);
+    run_lib(lib_autosync_tls, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("auto-sync over h2c: %d syncs: %s", o.events, o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(1, o.events);
+    snprintf(want, sizeof(want), "member list: localhost:%d,%s", s.port, s.endpoint);
+    ASSERT_CONTAINS(o.msg, want);
+    hs_stop(&s);
+    free(dir);
+}
+
+/* A Range (arg non-NULL: as user "root", who authenticates first). events:
+ * Ranges sent * 10 + Authenticates sent; err, msg: the Range's. */
+static void lib_range_as(const char *endpoint, lib_out *o, void *arg)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = endpoint;
+    cfg.user = arg;
+    cfg.password = arg ? "pw" : NULL;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    if (!e || elector_etcd_err(e)) _exit(4);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events = (int)st.requests[ELECTOR_RPC_RANGE] * 10 +
+                (int)st.requests[ELECTOR_RPC_AUTHENTICATE];
+    elector_etcd_free(e);
+}
+
+/* A token refused: a user's request goes out once more after authenticating
+ * again, then fails; a client without a user (nothing to renew) fails at once. */
+TEST(lib_token_refused_is_retried_once_and_only_with_a_user)
+{
+    hs_server s;
+    start(&s, HS_RANGE_TOKEN, false);
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(lib_range_as, s.endpoint, "root", &o, &rss, &sig);
+    tl_log("token refused, as root: %d, %s: %s", o.events, elector_err_name(o.err),
+           o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_ETOKEN, o.err);
+    ASSERT_EQ(22, o.events); /* two Ranges, two Authenticates */
+    ASSERT_CONTAINS(o.msg, "invalid auth token (grpc-status 3)");
+    run_lib(lib_range_as, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("token refused, no user: %d, %s: %s", o.events, elector_err_name(o.err),
+           o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_ETOKEN, o.err);
+    ASSERT_EQ(10, o.events);
+    hs_stop(&s);
+}
+
+/* HS_RESTORED_WATCH answers the first Range at revision 100, later ones at 50:
+ * a linearizable read that goes back counts as a restore; a serializable one
+ * (a lagging member may serve it) does not. events: restores seen. */
+static void lib_two_ranges(const char *endpoint, lib_out *o, void *arg)
+{
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    q.key.data = (uint8_t *)"e/";
+    q.key.len = 2;
+    ProtobufCMessage *m = NULL;
+    if (elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m)) _exit(5);
+    protobuf_c_message_free_unpacked(m, NULL);
+    m = NULL;
+    q.serializable = arg != NULL;
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    const char *why = "";
+    o->events = (int)elector__restores(e, &why);
+    snprintf(o->msg, sizeof(o->msg), "%s", why);
+    elector_etcd_free(e);
+}
+
+TEST(lib_only_a_linearizable_read_that_goes_back_is_a_restore)
+{
+    hs_server s;
+    lib_out o;
+    long rss;
+    int sig;
+    start(&s, HS_RESTORED_WATCH, false);
+    run_lib(lib_two_ranges, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("linearizable read at 50 after 100: %d restores: %s", o.events, o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(0, o.err);
+    ASSERT_EQ(1, o.events);
+    ASSERT_CONTAINS(o.msg, "revision at 127.0.0.1:");
+    hs_stop(&s);
+    start(&s, HS_RESTORED_WATCH, false); /* its Range count starts over */
+    run_lib(lib_two_ranges, s.endpoint, "serializable", &o, &rss, &sig);
+    tl_log("serializable read at 50 after 100: %d restores", o.events);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(0, o.err);
+    ASSERT_EQ(0, o.events);
+    hs_stop(&s);
+}
+
+/* An HTTP/2 error that nghttp2 reports without a reason of its own (its GOAWAY
+ * carries no debug data): the connection fails at once, with the code. */
+TEST(lib_http2_flow_control_violation_fails_the_connection)
+{
+    hs_server s;
+    start(&s, HS_H2_WINDOW_OVERFLOW_AFTER_REPLY, false);
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(lib_range_then_wait, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("window overflow after a reply: %d, %s: %s", o.events, elector_err_name(o.err),
+           o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(11, o.events);
+    ASSERT_EQ(ELECTOR_EPROTO, o.err);
+    ASSERT_CONTAINS(o.msg, "HTTP/2: the server broke the protocol (FLOW_CONTROL_ERROR)");
+    hs_stop(&s);
+}
+
+/* A Range, then a Put of 16 MiB with a 1.5 s deadline to a server that reads
+ * nothing more: the socket fills and the write would block. events: the CPU
+ * time of the Put in ms; err, msg: the Put's; then the connection's losses *
+ * 100000 added to events. */
+static void lib_put_to_a_stalled_server(const char *endpoint, lib_out *o, void *arg)
+{
+    elector_etcd *e = arg ? tls_client(endpoint, arg) : lib_client_ex(endpoint, NULL);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    if (elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m)) _exit(6);
+    protobuf_c_message_free_unpacked(m, NULL);
+    m = NULL;
+    Etcdserverpb__PutRequest p = ETCDSERVERPB__PUT_REQUEST__INIT;
+    p.key.data = (uint8_t *)"e/big";
+    p.key.len = 5;
+    p.value.len = 16u << 20;
+    p.value.data = calloc(1, p.value.len);
+    elector_call_opts opts = {.timeout_ms = 1500};
+    struct rusage r0, r1;
+    getrusage(RUSAGE_SELF, &r0);
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_PUT, &p.base, &opts, &m);
+    getrusage(RUSAGE_SELF, &r1);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    free(p.value.data);
+    double cpu = (r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) +
+                 (r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) +
+                 (r1.ru_utime.tv_usec - r0.ru_utime.tv_usec) / 1e6 +
+                 (r1.ru_stime.tv_usec - r0.ru_stime.tv_usec) / 1e6;
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events = (int)(cpu * 1000) + 100000 * (int)st.disconnects;
+    elector_etcd_free(e);
+}
+
+/* The write that would block waits for the socket (no error; the CPU time is
+ * logged: a few ms, no busy loop): the Put ends at its deadline, the
+ * connection is not failed. h2c and TLS. */
+TEST(lib_write_that_would_block_waits_for_the_socket)
+{
+    char *dir = certs();
+    char cert[512], key[512], ca[512];
+    snprintf(cert, sizeof(cert), "%s/server.crt", dir);
+    snprintf(key, sizeof(key), "%s/server.key", dir);
+    snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+    hs_opts plain = {.attack = HS_STALL_AFTER_REPLY},
+            tls = {.attack = HS_STALL_AFTER_REPLY, .cert = cert, .key = key};
+    const hs_opts *hos[] = {&plain, &tls};
+    for (int i = 0; i < 2; i++) {
+        hs_server s;
+        ASSERT_OK(hs_start(&s, hos[i]));
+        lib_out o;
+        long rss;
+        int sig;
+        run_lib(lib_put_to_a_stalled_server, s.endpoint, i ? ca : NULL, &o, &rss, &sig);
+        tl_log("16 MiB Put to a server that stopped reading (%s): %s, CPU %d ms, "
+               "connections lost %d: %s",
+               i ? "TLS" : "h2c", elector_err_name(o.err), o.events % 100000,
+               o.events / 100000, o.msg);
+        ASSERT_EQ(0, sig);
+        ASSERT_EQ(ELECTOR_ETIMEDOUT, o.err);
+        ASSERT_CONTAINS(o.msg, "/etcdserverpb.KV/Put: no reply from");
+        ASSERT_EQ(0, o.events / 100000);
+        hs_stop(&s);
+    }
+    free(dir);
+}
+
+/* Authenticate answered without a token (the calls go out with an empty one),
+ * or refused: for good (permission denied, an error etcd does not name), the
+ * calls waiting for it fail at once with EAUTH. */
+TEST(lib_authenticate_without_a_token_or_refused)
+{
+    static const struct {
+        hs_attack a;
+        int err, events;
+        const char *needle;
+    } cases[] = {
+        {HS_AUTH_NO_TOKEN, 0, 11, NULL},
+        {HS_AUTH_DENIED, ELECTOR_EAUTH, 1,
+         "authentication as 'root' failed: /etcdserverpb.Auth/Authenticate: "
+         "etcdserver: permission denied (grpc-status 7)"},
+        {HS_AUTH_UNKNOWN, ELECTOR_EAUTH, 1,
+         "authentication as 'root' failed: /etcdserverpb.Auth/Authenticate: "
+         "etcdserver: kaput (grpc-status 2)"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        hs_server s;
+        start(&s, cases[i].a, false);
+        lib_out o;
+        long rss;
+        int sig;
+        run_lib(lib_range_as, s.endpoint, "root", &o, &rss, &sig);
+        tl_log("Authenticate case %zu: %d, %s: %s", i, o.events, elector_err_name(o.err),
+               o.msg);
+        ASSERT_EQ(0, sig);
+        ASSERT_EQ(cases[i].err, o.err);
+        ASSERT_EQ(cases[i].events, o.events);
+        if (cases[i].needle) ASSERT_CONTAINS(o.msg, cases[i].needle);
+        hs_stop(&s);
+    }
+}
+
+static void passes_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)e, (void)m;
+    int *res = ud;
+    res[0] = 1;
+    res[1] = err;
+}
+
+/* A Range as "root" (arg: its deadline in ms), driven by run_once until it
+ * ends (at most 20,000 passes). events: the loop's passes; err: the Range's;
+ * msg: "N Authenticates: " and the client's last error. */
+static void lib_range_passes(const char *endpoint, lib_out *o, void *arg)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = endpoint;
+    cfg.user = "root";
+    cfg.password = "pw";
+    elector_etcd *e = elector_etcd_new(&cfg);
+    if (!e || elector_etcd_err(e)) _exit(4);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    elector_call_opts opts = {.timeout_ms = *(const int *)arg};
+    int res[2] = {0, 0};
+    if (elector_etcd_call(e, ELECTOR_RPC_RANGE, &q.base, &opts, passes_done, res))
+        _exit(5);
+    int passes = 0;
+    while (!res[0] && passes < 20000) {
+        elector_etcd_run_once(e, 1000);
+        passes++;
+    }
+    o->err = res[0] ? res[1] : -1;
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    snprintf(o->msg, sizeof(o->msg), "%d Authenticates: %s",
+             (int)st.requests[ELECTOR_RPC_AUTHENTICATE], elector_etcd_errstr(e));
+    o->events = passes;
+    elector_etcd_free(e);
+}
+
+/* Calls waiting for an Authenticate in flight do not make the loop spin
+ * (before: elector_etcd_timeout() said 0 until the reply came, 20,000 passes
+ * in 50 ms); an Authenticate refused for a passing reason ("no leader") is sent
+ * again after a backoff (before: at once, over 1,000 in 0.13 s). */
+TEST(lib_waiting_for_authenticate_does_not_spin)
+{
+    hs_server s;
+    start(&s, HS_AUTH_SLOW, false);
+    lib_out o;
+    long rss;
+    int sig;
+    int tmo = 3000;
+    run_lib(lib_range_passes, s.endpoint, &tmo, &o, &rss, &sig);
+    tl_log("Authenticate answered 0.3 s late: %s after %d passes, %s",
+           elector_err_name(o.err), o.events, o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(0, o.err);
+    ASSERT_LT(o.events, 200);
+    ASSERT_CONTAINS(o.msg, "1 Authenticates: ");
+    hs_stop(&s);
+    start(&s, HS_AUTH_NO_LEADER, false);
+    tmo = 1000;
+    run_lib(lib_range_passes, s.endpoint, &tmo, &o, &rss, &sig);
+    tl_log("Authenticate refused, no leader: %s after %d passes, %s",
+           elector_err_name(o.err), o.events, o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, o.err);
+    ASSERT_LT(o.events, 200);
+    int auths = atoi(o.msg);
+    ASSERT_GE(auths, 2);  /* asked again */
+    ASSERT_LE(auths, 20); /* backed off: 50 ms, doubling, up to 2 s */
+    hs_stop(&s);
+}
+
+/* A stream refused (REFUSED_STREAM: "not processed", RFC 9113 8.7) after
+ * headers that carried a grpc-status: the status counts, the call is not sent
+ * again (it may have run). events: Ranges sent. */
+static void lib_range_count(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events = (int)st.requests[ELECTOR_RPC_RANGE];
+    elector_etcd_free(e);
+}
+
+TEST(lib_refused_stream_with_a_status_is_not_sent_again)
+{
+    hs_server s;
+    start(&s, HS_RANGE_STATUS_THEN_REFUSED, false);
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(lib_range_count, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("grpc-status 14, then REFUSED_STREAM: %d sent, %s: %s", o.events,
+           elector_err_name(o.err), o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_EUNAVAILABLE, o.err);
+    ASSERT_EQ(1, o.events);
+    ASSERT_CONTAINS(o.msg, "leader changed (grpc-status 14)");
+    hs_stop(&s);
+}
+
+/* An Authenticate answered "invalid auth token" (nonsense for the one call
+ * that carries no token) is not "sent again after authenticating": it is a
+ * passing failure, backed off. */
+TEST(lib_authenticate_refused_with_invalid_token_is_backed_off)
+{
+    hs_server s;
+    start(&s, HS_AUTH_TOKEN, false);
+    lib_out o;
+    long rss;
+    int sig;
+    int tmo = 600;
+    run_lib(lib_range_passes, s.endpoint, &tmo, &o, &rss, &sig);
+    tl_log("Authenticate refused, invalid token: %s after %d passes, %s",
+           elector_err_name(o.err), o.events, o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, o.err);
+    int auths = atoi(o.msg);
+    ASSERT_GE(auths, 2);
+    ASSERT_LE(auths, 15);
+    hs_stop(&s);
+}
+
+typedef struct free_in_cb {
+    elector_etcd *e;
+    int msgs, ends, last_err;
+} free_in_cb;
+
+static void free_on_first_cb(elector_stream *s, int err, const ProtobufCMessage *m,
+                             void *ud)
+{
+    (void)s, (void)m;
+    free_in_cb *f = ud;
+    if (err) {
+        f->ends++;
+        f->last_err = err;
+        return;
+    }
+    if (f->msgs++ == 0) elector_etcd_free(f->e); /* with more of the stream to come */
+}
+
+/* A Watch whose callback frees the client at its first message, with the
+ * stream's end (HS_WATCH_END_OK: "created", then the trailers) read in the
+ * same pass: the stream ends once, ECANCELED, and nothing is delivered after.
+ * events: messages * 10 + ends; err: the end's error. */
+static void lib_free_in_stream_cb(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    free_in_cb f = {0};
+    f.e = lib_client_ex(endpoint, NULL);
+    elector_stream *s =
+        elector_etcd_stream_open(f.e, ELECTOR_RPC_WATCH, NULL, free_on_first_cb, &f);
+    if (!s) _exit(5);
+    Etcdserverpb__WatchCreateRequest cr = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+    cr.key.data = (uint8_t *)"k";
+    cr.key.len = 1;
+    Etcdserverpb__WatchRequest w = ETCDSERVERPB__WATCH_REQUEST__INIT;
+    w.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
+    w.create_request = &cr;
+    if (elector_stream_send(s, &w.base)) _exit(6);
+    double end = tl_now() + 3;
+    while (f.msgs == 0 && tl_now() < end)
+        if (elector_etcd_run_once(f.e, 50) == ELECTOR_ECLOSED) break;
+    o->events = f.msgs * 10 + f.ends;
+    o->err = f.last_err;
+}
+
+TEST(lib_client_freed_from_a_stream_callback)
+{
+    hs_server s;
+    start(&s, HS_WATCH_END_OK, false);
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(lib_free_in_stream_cb, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("client freed in a Watch callback: %d, %s", o.events, elector_err_name(o.err));
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_ECANCELED, o.err);
+    ASSERT_EQ(11, o.events); /* "created", then the end (the client's), once */
+    hs_stop(&s);
+}
+
+/* A server that refuses every stream (REFUSED_STREAM, no status): the call
+ * goes out once more, then fails (before: sent again at once until its
+ * deadline, 17,850 times in 4 s). */
+TEST(lib_stream_refused_twice_fails_the_call)
+{
+    hs_server s;
+    start(&s, HS_RANGE_REFUSED, false);
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(lib_range_count, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("REFUSED_STREAM every time: %d sent, %s: %s", o.events,
+           elector_err_name(o.err), o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_EUNAVAILABLE, o.err);
+    ASSERT_EQ(2, o.events);
+    ASSERT_CONTAINS(o.msg, "/etcdserverpb.KV/Range: stream reset by 127.0.0.1:");
+    ASSERT_CONTAINS(o.msg, "REFUSED_STREAM");
+    hs_stop(&s);
+}
+
+/* nghttp2's session set-up failing (its allocations fail: the allocation
+ * injector of test_oom reaches only the library's own): while client_new_fail
+ * (callbacks_new_fail) > 0, the next calls fail with NGHTTP2_ERR_NOMEM. */
+static int client_new_fail, callbacks_new_fail;
+
+int nghttp2_session_client_new(nghttp2_session **s, const nghttp2_session_callbacks *cbs,
+                               void *ud)
+{
+    typedef int (*fn)(nghttp2_session **, const nghttp2_session_callbacks *, void *);
+    static fn real;
+    if (client_new_fail > 0) {
+        client_new_fail--;
+        return NGHTTP2_ERR_NOMEM;
+    }
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "nghttp2_session_client_new");
+    return real(s, cbs, ud);
+}
+
+int nghttp2_session_callbacks_new(nghttp2_session_callbacks **cbs)
+{
+    typedef int (*fn)(nghttp2_session_callbacks **);
+    static fn real;
+    if (callbacks_new_fail > 0) {
+        callbacks_new_fail--;
+        return NGHTTP2_ERR_NOMEM;
+    }
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "nghttp2_session_callbacks_new");
+    return real(cbs);
+}
+
+/* A Range on a client whose first HTTP/2 session cannot be set up (arg: 1 the
+ * session, 2 its callbacks; + 10 over TLS with the CA in cases_ca): err, msg:
+ * the Range's (its one endpoint failed: the round too); then a second Range:
+ * events: 10 if it worked + connections made. */
+static char cases_ca[512];
+
+static void lib_h2_setup_fails(const char *endpoint, lib_out *o, void *arg)
+{
+    int how = *(const int *)arg;
+    elector_etcd *e =
+        how >= 10 ? tls_client(endpoint, cases_ca) : lib_client_ex(endpoint, NULL);
+    if (how % 10 == 1) client_new_fail = 1;
+    if (how % 10 == 2) callbacks_new_fail = 1;
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    m = NULL;
+    if (elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m) == 0)
+        o->events = 10;
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events += (int)st.connects;
+    elector_etcd_free(e);
+}
+
+/* The HTTP/2 session cannot be set up (out of memory): that connection fails,
+ * said ("out of memory", ENOMEM; with one endpoint, so does the call waiting
+ * for it), and the next connection works. h2c and TLS; the session, then its
+ * callbacks. */
+TEST(lib_http2_session_that_cannot_be_set_up_fails_the_connection)
+{
+    char *dir = certs();
+    char cert[512], key[512];
+    snprintf(cert, sizeof(cert), "%s/server.crt", dir);
+    snprintf(key, sizeof(key), "%s/server.key", dir);
+    snprintf(cases_ca, sizeof(cases_ca), "%s/ca.crt", dir);
+    hs_opts plain = {.attack = HS_NONE},
+            tls = {.attack = HS_NONE, .cert = cert, .key = key};
+    static const int hows[] = {1, 2, 11, 12};
+    for (size_t i = 0; i < sizeof(hows) / sizeof(hows[0]); i++) {
+        hs_server s;
+        ASSERT_OK(hs_start(&s, hows[i] >= 10 ? &tls : &plain));
+        lib_out o;
+        long rss;
+        int sig;
+        run_lib(lib_h2_setup_fails, s.endpoint, (void *)&hows[i], &o, &rss, &sig);
+        tl_log("HTTP/2 set-up failing (%d): %s, %d connections: %s", hows[i],
+               elector_err_name(o.err), o.events, o.msg);
+        ASSERT_EQ(0, sig);
+        ASSERT_EQ(ELECTOR_ENOMEM, o.err);
+        ASSERT_EQ(11, o.events);
+        ASSERT_CONTAINS(o.msg, s.endpoint + (hows[i] >= 10 ? 8 : 0));
+        ASSERT_CONTAINS(o.msg, ": out of memory");
+        hs_stop(&s);
+    }
+    free(dir);
+}
+
+/* A Put of 2 MiB (more than the server's 1 MiB stream window: it goes out over
+ * several passes) answered with an error as soon as its headers are in: the
+ * error is the call's, once the request has gone out. events: Puts sent. */
+static void lib_big_put(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    Etcdserverpb__PutRequest p = ETCDSERVERPB__PUT_REQUEST__INIT;
+    p.key.data = (uint8_t *)"e/big";
+    p.key.len = 5;
+    p.value.len = 2u << 20;
+    p.value.data = calloc(1, p.value.len);
+    ProtobufCMessage *m = NULL;
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_PUT, &p.base, NULL, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    free(p.value.data);
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events = (int)st.requests[ELECTOR_RPC_PUT];
+    elector_etcd_free(e);
+}
+
+TEST(lib_error_reply_before_the_request_is_sent_is_the_calls)
+{
+    hs_server s;
+    start(&s, HS_PUT_EARLY_REPLY, false);
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(lib_big_put, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("2 MiB Put answered at its headers: %d sent, %s: %s", o.events,
+           elector_err_name(o.err), o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_ETOOLARGE, o.err);
+    ASSERT_EQ(1, o.events);
+    ASSERT_CONTAINS(o.msg, "request is too large (grpc-status 3)");
+    hs_stop(&s);
+}
+
+/* OpenSSL failing to make the socket BIO's method or the BIO (out of memory):
+ * the TLS connection fails, said; nothing is sent in clear. arg: which call
+ * fails (0 BIO_get_new_index .. 5 BIO_new). Runs in a fresh child: the method
+ * is made once per process. */
+static int fail_get_new_index(void)
+{
+    return -1;
+}
+static BIO_METHOD *fail_meth_new(int type, const char *name)
+{
+    (void)type, (void)name;
+    return NULL;
+}
+static int fail_set_write(BIO_METHOD *m, int (*w)(BIO *, const char *, int))
+{
+    (void)m, (void)w;
+    return 0;
+}
+static int fail_set_read(BIO_METHOD *m, int (*r)(BIO *, char *, int))
+{
+    (void)m, (void)r;
+    return 0;
+}
+static int fail_set_ctrl(BIO_METHOD *m, long (*c)(BIO *, int, long, void *))
+{
+    (void)m, (void)c;
+    return 0;
+}
+static BIO *fail_bio_new(const BIO_METHOD *m)
+{
+    (void)m;
+    return NULL;
+}
+
+static void lib_tls_bio_fails(const char *endpoint, lib_out *o, void *arg)
+{
+    char why[200];
+    if (elector__ssl_load(why, sizeof(why))) _exit(8);
+    switch (*(const int *)arg) {
+    case 0:
+        elector__ssl.BIO_get_new_index = fail_get_new_index;
+        break;
+    case 1:
+        elector__ssl.BIO_meth_new = fail_meth_new;
+        break;
+    case 2:
+        elector__ssl.BIO_meth_set_write = fail_set_write;
+        break;
+    case 3:
+        elector__ssl.BIO_meth_set_read = fail_set_read;
+        break;
+    case 4:
+        elector__ssl.BIO_meth_set_ctrl = fail_set_ctrl;
+        break;
+    default:
+        elector__ssl.BIO_new = fail_bio_new;
+    }
+    elector_etcd *e = tls_client(endpoint, cases_ca);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    o->err = elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    snprintf(o->msg, sizeof(o->msg), "%s", elector_etcd_errstr(e));
+    elector_etcd_free(e);
+}
+
+TEST(lib_tls_socket_bio_that_cannot_be_made_fails_the_connection)
+{
+    char *dir = certs();
+    char cert[512], key[512];
+    snprintf(cert, sizeof(cert), "%s/server.crt", dir);
+    snprintf(key, sizeof(key), "%s/server.key", dir);
+    snprintf(cases_ca, sizeof(cases_ca), "%s/ca.crt", dir);
+    hs_opts tls = {.attack = HS_NONE, .cert = cert, .key = key};
+    hs_server s;
+    ASSERT_OK(hs_start(&s, &tls));
+    for (int i = 0; i < 6; i++) {
+        lib_out o;
+        long rss;
+        int sig;
+        run_lib(lib_tls_bio_fails, s.endpoint, &i, &o, &rss, &sig);
+        tl_log("socket BIO failing (%d): %s: %s", i, elector_err_name(o.err), o.msg);
+        ASSERT_EQ(0, sig);
+        ASSERT_EQ(ELECTOR_ETLS, o.err);
+        ASSERT_CONTAINS(o.msg, "cannot create TLS session: out of memory");
+    }
+    hs_stop(&s);
+    free(dir);
+}
+
+/* nghttp2 out of memory while making output or taking input (while
+ * mem_send_fail / mem_recv_fail > 0): ENOMEM, not a protocol error. */
+static int mem_send_fail, mem_recv_fail;
+
+ssize_t nghttp2_session_mem_send(nghttp2_session *s, const uint8_t **data)
+{
+    typedef ssize_t (*fn)(nghttp2_session *, const uint8_t **);
+    static fn real;
+    if (mem_send_fail > 0) {
+        mem_send_fail--;
+        return NGHTTP2_ERR_NOMEM;
+    }
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "nghttp2_session_mem_send");
+    return real(s, data);
+}
+
+ssize_t nghttp2_session_mem_recv(nghttp2_session *s, const uint8_t *in, size_t n)
+{
+    typedef ssize_t (*fn)(nghttp2_session *, const uint8_t *, size_t);
+    static fn real;
+    if (mem_recv_fail > 0) {
+        mem_recv_fail--;
+        return NGHTTP2_ERR_NOMEM;
+    }
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "nghttp2_session_mem_recv");
+    return real(s, in, n);
+}
+
+/* A Range (connected), then a second one with nghttp2 out of memory (arg: 1
+ * making its output, 2 taking the reply): err, msg: the connection's failure
+ * (last_conn_*); events: 10 if a third Range works + connections lost. */
+static void lib_h2_io_nomem(const char *endpoint, lib_out *o, void *arg)
+{
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    if (elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m)) _exit(5);
+    protobuf_c_message_free_unpacked(m, NULL);
+    m = NULL;
+    if (*(const int *)arg == 1)
+        mem_send_fail = 1;
+    else
+        mem_recv_fail = 1;
+    elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m);
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    m = NULL;
+    o->err = e->last_conn_err;
+    snprintf(o->msg, sizeof(o->msg), "%s", e->last_conn_msg);
+    if (elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &q.base, NULL, &m) == 0)
+        o->events = 10;
+    if (m) protobuf_c_message_free_unpacked(m, NULL);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events += (int)st.disconnects;
+    elector_etcd_free(e);
+}
+
+TEST(lib_http2_out_of_memory_fails_the_connection_as_enomem)
+{
+    hs_server s;
+    start(&s, HS_NONE, false);
+    for (int how = 1; how <= 2; how++) {
+        lib_out o;
+        long rss;
+        int sig;
+        run_lib(lib_h2_io_nomem, s.endpoint, &how, &o, &rss, &sig);
+        tl_log("nghttp2 out of memory %s: %d, %s: %s", how == 1 ? "sending" : "receiving",
+               o.events, elector_err_name(o.err), o.msg);
+        ASSERT_EQ(0, sig);
+        ASSERT_EQ(ELECTOR_ENOMEM, o.err);
+        ASSERT_EQ(11, o.events); /* one connection lost; the next works */
+        ASSERT_CONTAINS(o.msg, "HTTP/2: Out of memory");
+    }
+    hs_stop(&s);
+}

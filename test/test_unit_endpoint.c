@@ -578,3 +578,205 @@ TEST(endpoint_info_tells_loopback_endpoints)
               elector_etcd_endpoint_info(NULL, 0, &(elector_endpoint_info){0}));
     elector_etcd_free(e);
 }
+
+/* ------------------------------------------------- edges (issue 23) */
+
+/* IPv6 addresses that are loopback or v4-mapped in all but one word are not. */
+TEST(endpoint_loopback_needs_every_word_of_the_address)
+{
+    ASSERT(elector__endpoint_loopback("::1"));
+    ASSERT(elector__endpoint_loopback("::ffff:127.1.2.3"));
+    ASSERT(!elector__endpoint_loopback("0:0:0:1::1"));            /* word 1 */
+    ASSERT(!elector__endpoint_loopback("::1:0:0:1"));             /* word 2 */
+    ASSERT(!elector__endpoint_loopback("1::1"));                  /* word 0 */
+    ASSERT(!elector__endpoint_loopback("::2"));                   /* word 3 */
+    ASSERT(!elector__endpoint_loopback("0:0:1:0:0:ffff:7f00:1")); /* mapped, word 1 */
+    ASSERT(!elector__endpoint_loopback("::fffe:7f00:1"));         /* not mapped */
+    ASSERT(!elector__endpoint_loopback("::ffff:128.0.0.1"));
+}
+
+TEST(endpoints_parse_without_a_list)
+{
+    elector__endpoint *eps = (void *)1;
+    char err[100];
+    ASSERT_EQ(ELECTOR_EINVAL,
+              elector__endpoints_parse(NULL, false, &eps, err, sizeof(err)));
+    ASSERT_NULL(eps);
+    ASSERT_STREQ("no endpoints given", err);
+}
+
+/* No client (elector_etcd_new could not even allocate one): its error is
+ * ENOMEM, said. No endpoints configured: etcd's default, 127.0.0.1:2379. */
+TEST(etcd_null_client_and_default_endpoint)
+{
+    ASSERT_EQ(ELECTOR_ENOMEM, elector_etcd_err(NULL));
+    ASSERT_STREQ("out of memory", elector_etcd_errstr(NULL));
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = NULL;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    elector_endpoint_info info;
+    ASSERT_OK(elector_etcd_endpoint_info(e, 0, &info));
+    ASSERT_STREQ("127.0.0.1:2379", info.authority);
+    ASSERT_EQ(ELECTOR_EINVAL, elector_etcd_endpoint_info(e, 1, &info));
+    /* A wait of more than 2^31 ms is cut to what epoll takes; woken at once. */
+    elector_etcd_wakeup(e);
+    double t0 = tl_now();
+    ASSERT_OK(elector_etcd_run_once(e, INT64_C(1) << 40));
+    ASSERT_LT(tl_now() - t0, 60.0);
+    elector_etcd_free(e);
+}
+
+struct freeing {
+    int calls, call_rc, frees;
+    bool stream_null;
+};
+
+static void never_scb(elector_stream *s, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)s, (void)err, (void)m, (void)ud;
+    cb_calls++;
+}
+
+static void free_again_cb(elector_etcd *e, int err, const ProtobufCMessage *resp,
+                          void *ud)
+{
+    (void)resp;
+    struct freeing *f = ud;
+    f->calls++;
+    ASSERT_EQ(ELECTOR_ECANCELED, err);
+    /* While the client is being freed: no new call, no new stream, and a
+     * second free is a no-op. */
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    f->call_rc = elector_etcd_call(e, ELECTOR_RPC_RANGE, &q.base, NULL, never_cb, NULL);
+    f->stream_null =
+        elector_etcd_stream_open(e, ELECTOR_RPC_WATCH, NULL, never_scb, NULL) == NULL;
+    elector_etcd_free(e);
+    f->frees++;
+}
+
+TEST(etcd_free_from_a_callback_refuses_new_calls)
+{
+    ASSERT_EQ(ELECTOR_ECLOSED,
+              elector_etcd_call(NULL, ELECTOR_RPC_RANGE, NULL, NULL, never_cb, NULL));
+    ASSERT_NULL(elector_etcd_stream_open(NULL, ELECTOR_RPC_WATCH, NULL, NULL, NULL));
+    elector_stream_close(NULL);
+    int port;
+    int lfd = listener(&port); /* accepts nothing: the calls wait */
+    char ep[64];
+    snprintf(ep, sizeof(ep), "127.0.0.1:%d", port);
+    elector_etcd *e = client_of(ep, 0);
+    struct freeing f = {0};
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ASSERT_OK(elector_etcd_call(e, ELECTOR_RPC_RANGE, &q.base, NULL, free_again_cb, &f));
+    int before = cb_calls;
+    elector_etcd_free(e);
+    ASSERT_EQ(1, f.calls);
+    ASSERT_EQ(1, f.frees);
+    ASSERT_EQ(ELECTOR_ECLOSED, f.call_rc);
+    ASSERT(f.stream_null);
+    ASSERT_EQ(before, cb_calls); /* the refused call never calls back */
+    close(lfd);
+}
+
+static void ended_with(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)e, (void)m;
+    int *r = ud;
+    r[0] = 1;
+    r[1] = err;
+}
+
+/* A connect that never completes (the listener's accept queue is full: its
+ * SYN is dropped), with the loop woken meanwhile for other reasons: those
+ * passes leave the connect alone, and the dial timeout ends it. */
+TEST(connect_never_completing_ends_at_the_dial_timeout)
+{
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof(a);
+    ASSERT_OK(bind(lfd, (struct sockaddr *)&a, sizeof(a)));
+    ASSERT_OK(listen(lfd, 0));
+    ASSERT_OK(getsockname(lfd, (struct sockaddr *)&a, &l));
+    int filler = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_OK(connect(filler, (struct sockaddr *)&a, sizeof(a))); /* the queue, full */
+    char ep[64];
+    snprintf(ep, sizeof(ep), "127.0.0.1:%d", ntohs(a.sin_port));
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = ep;
+    cfg.dial_timeout_ms = 300;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    int res[2] = {0, 0};
+    ASSERT_OK(elector_etcd_call(e, ELECTOR_RPC_RANGE, &q.base, NULL, ended_with, res));
+    double end = tl_now() + 5;
+    int wakes = 0;
+    while (!res[0] && tl_now() < end) {
+        elector_etcd_wakeup(e); /* a pass without socket events */
+        wakes++;
+        elector_etcd_run_once(e, 20);
+        tl_msleep(10);
+    }
+    tl_log("ended after %d wake-ups: %s: %s", wakes, elector_err_name(res[1]),
+           elector_etcd_errstr(e));
+    ASSERT_EQ(1, res[0]);
+    ASSERT_EQ(ELECTOR_ECONNECT, res[1]);
+    ASSERT_CONTAINS(elector_etcd_errstr(e), "no answer within the dial timeout (300 ms)");
+    ASSERT_GE(wakes, 5);
+    elector_etcd_free(e);
+    close(filler);
+    close(lfd);
+}
+
+/* A stream closed by its owner takes no more messages (ECLOSED) and a second
+ * close is a no-op; its callback is never called. */
+TEST(stream_closed_takes_no_more_messages)
+{
+    elector_etcd *e = client_of("127.0.0.1:1", 0);
+    int before = cb_calls;
+    elector_stream *s =
+        elector_etcd_stream_open(e, ELECTOR_RPC_WATCH, NULL, never_scb, NULL);
+    ASSERT_NOT_NULL(s);
+    Etcdserverpb__WatchRequest w = ETCDSERVERPB__WATCH_REQUEST__INIT;
+    Etcdserverpb__RangeRequest r = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ASSERT_EQ(ELECTOR_EINVAL, elector_stream_send(s, &r.base)); /* not a WatchRequest */
+    ASSERT_OK(elector_stream_send(s, &w.base));
+    elector_stream_close(s);
+    ASSERT_EQ(ELECTOR_ECLOSED, elector_stream_send(s, &w.base));
+    elector_stream_close(s);
+    elector_etcd_run_once(e, 0);
+    ASSERT_EQ(before, cb_calls);
+    elector_etcd_free(e);
+}
+
+/* A member list longer than the notice can show: all taken, the notice cut
+ * (not overrun). */
+TEST(endpoints_replace_with_a_list_longer_than_its_notice)
+{
+    elector_etcd *e = client_of("127.0.0.1:1", 0);
+    notes nt = {0};
+    elector_etcd_set_notice(e, note_cb, &nt);
+    enum { N = 40 };
+    char bufs[N][64];
+    const char *urls[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(bufs[i], sizeof(bufs[i]),
+                 "http://member-%02d.with-a-long-name.example:2379", i);
+        urls[i] = bufs[i];
+    }
+    char why[300] = "";
+    ASSERT_OK(elector__endpoints_replace(e, urls, N, why, sizeof(why)));
+    ASSERT_EQ(N, e->nep);
+    elector_endpoint_info info;
+    ASSERT_OK(elector_etcd_endpoint_info(e, N - 1, &info));
+    ASSERT_STREQ("member-39.with-a-long-name.example:2379", info.authority);
+    ASSERT_EQ(1, nt.n);
+    ASSERT_CONTAINS(nt.last, "cluster's member list: member-00.with-a-long-name");
+    ASSERT(!strstr(nt.last, "member-39")); /* cut: 40 x 42 bytes do not fit */
+    elector_etcd_free(e);
+}

@@ -842,3 +842,125 @@ TEST(txn_shape_check_follows_nested_txns)
     ASSERT_OK(elector__txn_shape_check(&req, &resp, why, sizeof(why)));
     free(in_ops[0]);
 }
+
+/* ------------------------------------------------------------------ edges (issue 23) */
+
+#include <stdio.h>
+#include "elector/version.h"
+
+TEST(version_number_matches_the_headers_and_the_string)
+{
+    ASSERT_EQ(ELECTOR_VERSION_NUMBER, elector_version_number());
+    char s[32];
+    int v = elector_version_number();
+    snprintf(s, sizeof(s), "%d.%d.%d", v >> 16, (v >> 8) & 0xff, v & 0xff);
+    ASSERT_STREQ(s, elector_version());
+}
+
+TEST(rpc_name_and_path_of_an_unknown_rpc_are_null)
+{
+    ASSERT_STREQ("Range", elector_rpc_name(ELECTOR_RPC_RANGE));
+    ASSERT_STREQ("/etcdserverpb.KV/Range", elector_rpc_path(ELECTOR_RPC_RANGE));
+    ASSERT_NULL(elector_rpc_name((elector_rpc)9999));
+    ASSERT_NULL(elector_rpc_path((elector_rpc)-1));
+}
+
+/* A request over the 64 MiB gRPC limit is refused before anything is framed. */
+TEST(grpc_frame_refuses_a_message_over_64_mib)
+{
+    Etcdserverpb__PutRequest p = ETCDSERVERPB__PUT_REQUEST__INIT;
+    p.key.data = (uint8_t *)"k";
+    p.key.len = 1;
+    p.value.len = ELECTOR__GRPC_MAX_MSG;
+    p.value.data = calloc(1, p.value.len);
+    ASSERT_NOT_NULL(p.value.data);
+    elector__buf b = {0};
+    ASSERT_EQ(ELECTOR_ETOOLARGE, elector__grpc_frame(&b, &p.base));
+    ASSERT_EQ((size_t)0, b.len);
+    p.value.len = ELECTOR__GRPC_MAX_MSG - 16; /* key and lengths fit under */
+    ASSERT_OK(elector__grpc_frame(&b, &p.base));
+    ASSERT_EQ(5 + protobuf_c_message_get_packed_size(&p.base), b.len);
+    elector__buf_free(&b);
+    free(p.value.data);
+}
+
+TEST(pb_check_refuses_a_cut_tag_field_zero_and_a_cut_length)
+{
+    const ProtobufCMessageDescriptor *d = &etcdserverpb__range_response__descriptor;
+    static const uint8_t cut_tag[] = {0x80};       /* tag varint cut short */
+    static const uint8_t field0[] = {0x00, 0x01};  /* field number 0 */
+    static const uint8_t cut_len[] = {0x12, 0x80}; /* length varint cut short */
+    /* Field 2^33 (no such field), length-delimited, 1 byte: skipped. */
+    static const uint8_t huge_field[] = {0x82, 0x80, 0x80, 0x80, 0x80, 0x02, 0x01, 0x00};
+    ASSERT_EQ(ELECTOR__DEC_MALFORMED, elector__pb_check(d, cut_tag, sizeof(cut_tag)));
+    ASSERT_EQ(ELECTOR__DEC_MALFORMED, elector__pb_check(d, field0, sizeof(field0)));
+    ASSERT_EQ(ELECTOR__DEC_MALFORMED, elector__pb_check(d, cut_len, sizeof(cut_len)));
+    ASSERT_EQ(0, elector__pb_check(d, huge_field, sizeof(huge_field)));
+}
+
+TEST(txn_shape_check_failure_branch_count_and_empty_result_of_the_right_kind)
+{
+    Etcdserverpb__RequestOp range = ETCDSERVERPB__REQUEST_OP__INIT;
+    Etcdserverpb__RangeRequest rq = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    range.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
+    range.request_range = &rq;
+    Etcdserverpb__RequestOp *fail[2] = {&range, &range};
+    Etcdserverpb__TxnRequest req = ETCDSERVERPB__TXN_REQUEST__INIT;
+    req.n_failure = 2;
+    req.failure = fail;
+    Etcdserverpb__ResponseOp *ops[2] = {resp_op(1), resp_op(1)};
+    Etcdserverpb__TxnResponse resp = ETCDSERVERPB__TXN_RESPONSE__INIT;
+    resp.responses = ops;
+    resp.n_responses = 1;
+    char why[200];
+    ASSERT_EQ(-1, elector__txn_shape_check(&req, &resp, why, sizeof(why)));
+    ASSERT_STREQ("1 results for the failure branch of 2 operations", why);
+    resp.n_responses = 2;
+    ASSERT_OK(elector__txn_shape_check(&req, &resp, why, sizeof(why)));
+    ops[1]->response_range = NULL; /* a Range result, but no RangeResponse in it */
+    ASSERT_EQ(-1, elector__txn_shape_check(&req, &resp, why, sizeof(why)));
+    ASSERT_STREQ("result 2 is empty where a Range was asked", why);
+    free(ops[0]);
+    free(ops[1]);
+}
+
+TEST(transient_errors_are_the_outages_only)
+{
+    ASSERT(elector__transient(ELECTOR_EUNAVAILABLE));
+    ASSERT(elector__transient(ELECTOR_ETIMEDOUT));
+    ASSERT(elector__transient(ELECTOR_ENOLEADER));
+    ASSERT(elector__transient(ELECTOR_ECONNECT));
+    ASSERT(!elector__transient(0));
+    ASSERT(!elector__transient(ELECTOR_EPROTO));
+    ASSERT(!elector__transient(ELECTOR_EAUTH));
+}
+
+TEST(backoff_never_exceeds_its_maximum)
+{
+    /* A minimum above the maximum: the maximum, with jitter in [0.5, 1]. */
+    ASSERT_EQ(100, elector__backoff_ms(1, 500, 100, UINT32_MAX));
+    ASSERT_EQ(50, elector__backoff_ms(1, 500, 100, 0));
+    ASSERT_EQ(0, elector__backoff_ms(0, 500, 100, UINT32_MAX));
+    ASSERT_EQ(1600, elector__backoff_ms(30, 50, 1600, UINT32_MAX));
+    ASSERT_EQ(200, elector__backoff_ms(3, 50, 1600, UINT32_MAX));
+}
+
+/* The consumed front is reused before the buffer grows; bytes stay in order. */
+TEST(buf_reserve_compacts_only_when_it_must)
+{
+    elector__buf b = {0};
+    ASSERT_OK(elector__buf_append(&b, "0123456789", 10));
+    size_t cap = b.cap;
+    elector__buf_consume(&b, 4);
+    ASSERT_OK(elector__buf_reserve(&b, 1)); /* room at the end: nothing moves */
+    ASSERT_EQ((size_t)4, b.off);
+    ASSERT_OK(elector__buf_reserve(&b, cap - 8)); /* room only with the front */
+    ASSERT_EQ((size_t)0, b.off);
+    ASSERT_EQ(cap, b.cap);
+    ASSERT(!memcmp(elector__buf_head(&b), "456789", 6));
+    b.off = b.len; /* all sent but kept (h2.c: a unary request, for a resend) */
+    ASSERT_OK(elector__buf_reserve(&b, 1)); /* the next reserve starts over */
+    ASSERT_EQ((size_t)0, b.off);
+    ASSERT_EQ((size_t)0, b.len);
+    elector__buf_free(&b);
+}

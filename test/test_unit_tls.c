@@ -740,3 +740,36 @@ TEST(tls_without_a_usable_openssl_is_a_clear_error)
     }
     free(dir);
 }
+
+/* ---------------------------------------------------------------- edges (issue 23) */
+
+/* A password file that fails again, for another reason (gone, then under a
+ * path that is no longer a directory): said again, with the new reason. */
+TEST(password_file_failing_for_a_new_reason_is_said_again)
+{
+    char *dir = tl_tmpdir("pwfile2");
+    ASSERT_NOT_NULL(dir);
+    char sub[600], pw[700];
+    snprintf(sub, sizeof(sub), "%s/sub", dir);
+    snprintf(pw, sizeof(pw), "%s/pw", sub);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "127.0.0.1:1";
+    cfg.user = "u";
+    cfg.password_file = pw;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    notices nt = {0};
+    elector_etcd_set_notice(e, on_notice, &nt);
+    elector__password_refresh(e); /* the same failure as at start: not said again */
+    ASSERT_EQ(0, nt.n);
+    put_file(sub, "x", 1); /* sub is a file now: ENOTDIR, not ENOENT */
+    elector__password_refresh(e);
+    ASSERT_EQ(1, nt.n);
+    ASSERT_EQ(ELECTOR_EINVAL, nt.last_err);
+    ASSERT_CONTAINS(nt.last, strerror(ENOTDIR));
+    elector__password_refresh(e);
+    ASSERT_EQ(1, nt.n);
+    elector_etcd_free(e);
+    free(dir);
+}

@@ -85,16 +85,9 @@ int elector__endpoints_replace(elector_etcd *e, const char *const *urls, int n, 
         snprintf(why, cap, "no usable client URL among the %d given", n);
         return ELECTOR_EINVAL;
     }
-    bool changed = m != e->nep;
-    for (int i = 0; !changed && i < m; i++)
-        changed = !same_ep(&eps[i], &e->eps[i]);
-    if (!changed) {
-        elector__endpoints_free(eps, m);
-        return 0;
-    }
     /* The endpoint in use (or to be tried next) keeps its place: the
      * connection stays; one no longer listed stays at the end until the
-     * connection ends (the next sync drops it). */
+     * connection ends (the first sync after that drops it). */
     const elector__endpoint *cur = &e->eps[e->ep];
     int at = -1;
     for (int i = 0; i < m; i++)
@@ -105,6 +98,16 @@ int elector__endpoints_replace(elector_etcd *e, const char *const *urls, int n, 
             return ELECTOR_ENOMEM;
         }
         at = m++;
+    }
+    /* Compared with the endpoint kept: else a connection to an endpoint the
+     * members spell otherwise (127.0.0.1 for localhost) made every sync a
+     * change, with a notice each time. */
+    bool changed = m != e->nep;
+    for (int i = 0; !changed && i < m; i++)
+        changed = !same_ep(&eps[i], &e->eps[i]);
+    if (!changed) {
+        elector__endpoints_free(eps, m);
+        return 0;
     }
     elector__endpoints_free(e->eps, e->nep);
     e->eps = eps;

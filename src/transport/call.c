@@ -52,18 +52,30 @@ void elector__calls_submit(elector_etcd *e)
     /* Nothing waits: do not walk the list (all calls in flight are on it). */
     if (e->cstate != C_READY || e->draining || e->learner || e->n_queued <= 0) return;
     bool need_auth = auth_needed(e);
-    if (need_auth && !e->authenticating) auth_start(e);
+    if (need_auth && !e->authenticating && !e->auth_timer.armed) auth_start(e);
     for (call *c = e->calls; c; c = c->next) {
         if (c->state != CS_QUEUED || c->user_closed) continue;
         if (need_auth && !c->is_auth) continue;
-        int rc = elector__h2_submit(e, c);
+        char why[300];
+        int rc = elector__h2_submit(e, c, why, sizeof(why));
+        if (rc == ELECTOR_EUNAVAILABLE) { /* c stays queued for the next connection */
+            elector__conn_fail(e, rc, "%s", why);
+            return;
+        }
         if (rc) {
-            elector__call_end(c, ELECTOR_EPROTO, elector__h2_submit_strerror(rc));
+            elector__call_end(c, rc, why);
             continue;
         }
         elector__call_set_state(c, CS_ACTIVE);
         if (!c->stream) e->stats.requests[c->rpc_id]++;
     }
+}
+
+bool elector__calls_sendable(const elector_etcd *e)
+{
+    if (e->cstate != C_READY || e->draining || e->learner || e->n_queued <= 0)
+        return false;
+    return !auth_needed(e) || (!e->authenticating && !e->auth_timer.armed);
 }
 
 /* Every active call loses its HTTP/2 stream and ends; streams end too. */
@@ -249,11 +261,17 @@ static bool auth_needed(const elector_etcd *e)
     return e->s_user && !e->token;
 }
 
+static void auth_retry_fired(elector__timer *t, void *ud)
+{
+    (void)t, (void)ud; /* the pass that runs it sends the next Authenticate */
+}
+
 static void auth_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
 {
     (void)ud;
     e->authenticating = false;
     if (err == 0) {
+        e->auth_failures = 0;
         const Etcdserverpb__AuthenticateResponse *r = (const void *)m;
         elector__drop_token(e);
         e->token = elector__strdup(r->token ? r->token : "");
@@ -262,9 +280,17 @@ static void auth_done(elector_etcd *e, int err, const ProtobufCMessage *m, void 
         return;
     }
     /* Wrong credentials will not heal by waiting: fail what waits on them now.
-     * Other failures (connection lost) leave the queue for the next connection,
-     * which authenticates again. */
-    if (err != ELECTOR_EAUTH && err != ELECTOR_EPERM && err != ELECTOR_EGRPC) return;
+     * Other failures (no leader, too many requests, connection lost) leave the
+     * queue waiting: the next Authenticate goes out after a backoff, on this
+     * connection or the next. Before, at once: thousands a second to a member
+     * that said "no leader" or "too many requests". */
+    if (err != ELECTOR_EAUTH && err != ELECTOR_EPERM && err != ELECTOR_EGRPC) {
+        e->auth_failures++;
+        int64_t d = elector__backoff_ms(e->auth_failures, e->cfg.backoff_min_ms,
+                                        e->cfg.backoff_max_ms, elector__next_rnd(e));
+        elector__timer_arm(e, &e->auth_timer, e->now_ms + d, auth_retry_fired, e);
+        return;
+    }
     char msg[600];
     snprintf(msg, sizeof(msg), "authentication as '%s' failed: %s", e->s_user, e->errstr);
     elector__calls_fail_queued(e, ELECTOR_EAUTH, msg);

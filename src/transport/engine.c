@@ -219,9 +219,8 @@ elector_etcd *elector_etcd_new(const elector_etcd_config *cfg)
  * loop (a message sent on an open stream) for flush() to hand to the socket. */
 static bool work_pending(const elector_etcd *e)
 {
-    return e->ready_head ||
-           (e->cstate == C_READY && !e->draining && !e->learner && e->n_queued > 0) ||
-           elector__conn_drain_due(e) || (!e->want_write && elector__h2_want_write(e));
+    return e->ready_head || elector__calls_sendable(e) || elector__conn_drain_due(e) ||
+           (!e->want_write && elector__h2_want_write(e));
 }
 
 /* When elector_etcd_process() must run next (absolute ms on the deadline clock;
@@ -350,6 +349,7 @@ static void real_free(elector_etcd *e)
     elector__tls_files_free(e);
     elector__autosync_free(e);
     elector__timer_disarm(e, &e->leave_timer);
+    elector__timer_disarm(e, &e->auth_timer);
     if (e->evfd >= 0) close(e->evfd);
     if (e->tfd >= 0) close(e->tfd);
     if (e->epfd >= 0) close(e->epfd);

@@ -291,9 +291,24 @@ const char *elector__h2_strerror(uint32_t code)
         (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vl), NGHTTP2_NV_FLAG_NONE        \
     }
 
+/* nghttp2 refused to open a stream: why, and the error. A connection runs out
+ * of stream IDs after 2^30 streams (RFC 9113 5.1.1: IDs are never reused); only
+ * a new connection takes more, so the caller leaves this one (EUNAVAILABLE)
+ * and the call waits for the next. */
+static int submit_err(const call *c, int rc, char *why, size_t cap)
+{
+    if (rc == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE) {
+        snprintf(why, cap, "HTTP/2 stream IDs used up on this connection (%s)",
+                 nghttp2_strerror(rc));
+        return ELECTOR_EUNAVAILABLE;
+    }
+    snprintf(why, cap, "%s: not sent: HTTP/2: %s", c->rpc->path, nghttp2_strerror(rc));
+    return rc == NGHTTP2_ERR_NOMEM ? ELECTOR_ENOMEM : ELECTOR_EPROTO;
+}
+
 /* Opens c's HTTP/2 stream with the gRPC request headers; the data provider
- * hands it the framed request. 0, or nghttp2's error (< 0) when it refused. */
-int elector__h2_submit(elector_etcd *e, call *c)
+ * hands it the framed request. 0, or an error with why set (submit_err). */
+int elector__h2_submit(elector_etcd *e, call *c, char *why, size_t cap)
 {
     const elector__endpoint *ep = &e->eps[e->ep];
     char tmo[16];
@@ -315,7 +330,7 @@ int elector__h2_submit(elector_etcd *e, call *c)
     if (c->require_leader) nv[n++] = (nghttp2_nv)NV("hasleader", "true", 4);
     nghttp2_data_provider dp = {.source.ptr = c, .read_callback = data_read_cb};
     int32_t sid = nghttp2_submit_request(e->h2, NULL, nv, n, &dp, c);
-    if (sid < 0) return sid;
+    if (sid < 0) return submit_err(c, sid, why, cap);
     c->sid = sid;
     c->net_closed = false;
     c->h2_error = 0;
@@ -328,11 +343,6 @@ int elector__h2_submit(elector_etcd *e, call *c)
     return 0;
 }
 
-const char *elector__h2_submit_strerror(int rc)
-{
-    return nghttp2_strerror(rc);
-}
-
 /* nghttp2's output into e->wbuf, up to 64 KiB waiting there: nghttp2 returns
  * one frame at a time, and gathering them makes a request (HEADERS + DATA) one
  * send(), not two. 0, or an error with why set (the connection is broken). */
@@ -343,7 +353,7 @@ int elector__h2_output(elector_etcd *e, char *why, size_t cap)
         ssize_t len = nghttp2_session_mem_send(e->h2, &data);
         if (len < 0) {
             snprintf(why, cap, "HTTP/2: %s", nghttp2_strerror((int)len));
-            return ELECTOR_EPROTO;
+            return len == NGHTTP2_ERR_NOMEM ? ELECTOR_ENOMEM : ELECTOR_EPROTO;
         }
         if (len == 0) break;
         if (elector__buf_append(&e->wbuf, data, (size_t)len)) {
@@ -366,5 +376,5 @@ int elector__h2_input(elector_etcd *e, const uint8_t *buf, size_t n, char *why,
     ssize_t rc = nghttp2_session_mem_recv(e->h2, buf, n);
     if (rc >= 0) return 0;
     snprintf(why, cap, "HTTP/2: %s", nghttp2_strerror((int)rc));
-    return ELECTOR_EPROTO;
+    return rc == NGHTTP2_ERR_NOMEM ? ELECTOR_ENOMEM : ELECTOR_EPROTO;
 }

@@ -197,11 +197,15 @@ static ProtobufCMessage *unary_reply(call *c, int *err, char *msg, size_t cap)
 
 /* A unary call that etcd did not execute may go out again: its stream was
  * refused before processing (GOAWAY, REFUSED_STREAM), or its token had expired
- * (once: the next attempt authenticates again). */
+ * (once each: the next attempt authenticates again). A second refusal ends the
+ * call (EUNAVAILABLE: its owner backs off), as grpc-go retries a refused
+ * stream once: before, a server that refused every stream (at its
+ * SETTINGS_MAX_CONCURRENT_STREAMS) got the call again at once, thousands of
+ * times a second, until its deadline. */
 static bool resend(call *c, int err)
 {
-    if (elector__h2_refused(c) && c->grpc_status < 0) {
-        /* never processed */
+    if (elector__h2_refused(c) && c->grpc_status < 0 && !c->refused_retried) {
+        c->refused_retried = true; /* never processed */
     } else if (elector__auth_may_resend(c, err)) {
         c->auth_retried = true;
     } else if (c->grpc_status > 0 && strstr(c->grpc_msg, "not supported for learner")) {

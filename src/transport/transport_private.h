@@ -160,13 +160,14 @@ struct elector_stream {
     elector__timer deadline; /* unary only */
     int64_t timeout_ms;
     bool stream, require_leader, is_auth, auth_retried;
-    bool take_reply;   /* the callback owns the decoded reply (call_sync) */
-    bool awaiting;     /* a reply is awaited on this stream (ping policy) */
-    bool queued_ready; /* on the ready queue */
-    bool user_closed;  /* stream closed by its owner: no more callbacks */
-    bool net_closed;   /* nghttp2 closed the HTTP/2 stream */
-    bool deferred;     /* data provider is waiting for bytes */
-    bool ended;        /* final callback delivered (or owed none) */
+    bool refused_retried; /* sent again once after REFUSED_STREAM (reply.c) */
+    bool take_reply;      /* the callback owns the decoded reply (call_sync) */
+    bool awaiting;        /* a reply is awaited on this stream (ping policy) */
+    bool queued_ready;    /* on the ready queue */
+    bool user_closed;     /* stream closed by its owner: no more callbacks */
+    bool net_closed;      /* nghttp2 closed the HTTP/2 stream */
+    bool deferred;        /* data provider is waiting for bytes */
+    bool ended;           /* final callback delivered (or owed none) */
     uint32_t h2_error;
     elector__buf out; /* framed request bytes; out.off = bytes handed to nghttp2 */
     elector__buf in;  /* received DATA, split into gRPC messages */
@@ -247,6 +248,11 @@ struct elector_etcd {
      * no allocation (without one, the refused call would go back to it). */
     elector__timer leave_timer;
     uint64_t leave_serial;
+    /* Authenticate failed for a passing reason (no leader, too many requests,
+     * connection lost): the next one waits for auth_timer, backed off by
+     * auth_failures (call.c). */
+    elector__timer auth_timer;
+    int auth_failures;
     bool want_write;
     bool readable, writable;
     elector__buf wbuf;
@@ -365,8 +371,9 @@ void elector__ping_rearm(elector_etcd *e);
 /* h2.c */
 int elector__h2_start(elector_etcd *e);
 void elector__h2_free(elector_etcd *e);
-int elector__h2_submit(elector_etcd *e, call *c); /* 0, or nghttp2's error */
-const char *elector__h2_submit_strerror(int rc);
+/* 0, or an error with why set: ELECTOR_EUNAVAILABLE when the connection must be
+ * left (its stream IDs are used up), else the call's error. */
+int elector__h2_submit(elector_etcd *e, call *c, char *why, size_t cap);
 int elector__h2_output(elector_etcd *e, char *why, size_t cap);
 int elector__h2_input(elector_etcd *e, const uint8_t *buf, size_t n, char *why,
                       size_t cap);
@@ -382,6 +389,9 @@ const char *elector__h2_strerror(uint32_t code);
 /* call.c */
 void elector__restore_probe(elector_etcd *e); /* a new connection: check for a restore */
 void elector__calls_submit(elector_etcd *e);
+/* Calls wait and the next pass can send one (not while they wait for an
+ * Authenticate: in flight, or backed off). */
+bool elector__calls_sendable(const elector_etcd *e);
 void elector__calls_fail_active(elector_etcd *e, int err, const char *msg);
 void elector__calls_fail_queued(elector_etcd *e, int err, const char *msg);
 void elector__calls_reap(elector_etcd *e);
