@@ -202,15 +202,14 @@ static void name_remove(elector_election *el)
 }
 
 /* Another election object with el's name campaigns, leads or deletes our key
- * on this session (one key per name and session). A freed one stays in the
- * table while its delete is in flight (its key is NAME/<its lease>). */
+ * on this session (one key per name and session). */
 static bool name_busy(const elector_election *el)
 {
     names *n = (names *)elector__ext_find(el->etcd, &names_kind);
     if (!n || !n->cap) return false;
     for (const elector_election *o = n->tab[el->name_hash & (n->cap - 1)]; o;
          o = o->name_next) {
-        if (o != el && (o->s ? o->s == el->s : o->key_lease == elector__el_lease(el)) &&
+        if (o != el && o->s == el->s &&
             (o->state != E_IDLE || o->resign_pending || o->deletes) &&
             !strcmp(o->name, el->name))
             return true;
@@ -260,7 +259,7 @@ static const elector__session_events session_events = {on_session_ready, on_sess
 
 /* The steps that the files below start (election.c's pacer, delete.c). */
 static const elector__steps steps = {elector__send_campaign, pace_go,
-                                     elector__send_delete, name_remove};
+                                     elector__send_delete};
 
 int elector_campaign(elector_election *el, const void *value, size_t len)
 {
@@ -367,7 +366,7 @@ void elector_election_free(elector_election *el)
     }
     elector__stop_watch(el);
     elector__pace_forget(el);
-    if (!el->deletes) name_remove(el); /* else when the last op ends */
+    name_remove(el);
     elector__timer_disarm(el->etcd, &el->retry);
     elector__timer_disarm(el->etcd, &el->notify);
     elector__timer_disarm(el->etcd, &el->resign_timer);

@@ -34,7 +34,6 @@ void elector__el_hold(elector_election *el)
 
 static void el_release(elector_election *el)
 {
-    el->steps->released(el);
     elector__timer_disarm(el->etcd, &el->retry);
     elector__timer_disarm(el->etcd, &el->notify);
     elector__timer_disarm(el->etcd, &el->resign_timer);

@@ -98,9 +98,6 @@ typedef struct elector__steps {
     void (*campaign)(elector_election *el); /* elector__send_campaign */
     void (*pace_go)(elector_election *el);  /* a slot of the pacer is free for el */
     int (*send_delete)(struct op *o);       /* a queued delete of our key may go */
-    /* the last hold is gone: out of the client's table of elections by name (a
-     * freed election stays in it while its delete is in flight) */
-    void (*released)(elector_election *el);
 } elector__steps;
 
 struct elector_election {
