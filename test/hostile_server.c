@@ -501,6 +501,25 @@ static void on_txn(conn *c, stream *st, const uint8_t *p, size_t n)
         rr.kvs = badp;
         rr.n_kvs = 1;
     }
+    if (campaign && O->attack == HS_CAMPAIGN_NO_HEADER) r.header = NULL;
+    if (campaign && O->attack == HS_CAMPAIGN_NO_KV) {
+        r.succeeded = 0; /* the failure branch's Range (rr) finds nothing */
+        nops = q->n_failure < 8 ? q->n_failure : 8;
+        req_ops = q->failure;
+    }
+    bool proclaim =
+        q->n_compare && q->n_success &&
+        q->compare[0]->target == ETCDSERVERPB__COMPARE__COMPARE_TARGET__CREATE &&
+        q->compare[0]->create_revision > 0 &&
+        q->success[0]->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT &&
+        q->success[0]->request_put->key.len == q->compare[0]->key.len &&
+        !memcmp(q->success[0]->request_put->key.data, q->compare[0]->key.data,
+                q->compare[0]->key.len);
+    if (proclaim && O->attack == HS_PROCLAIM_REFUSED) {
+        r.succeeded = 0;
+        nops = q->n_failure < 8 ? q->n_failure : 8;
+        req_ops = q->failure;
+    }
     if (campaign && O->attack == HS_TXN_WRONG_KIND) {
         /* "The key exists": the failure branch, whose 2nd op is a Range. */
         r.succeeded = 0;

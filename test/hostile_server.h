@@ -150,6 +150,12 @@ typedef enum hs_attack {
      * for no reason it gives (canceled, no compact_revision, no reason); later
      * watches stay quiet. */
     HS_WATCH_CANCELED_ONCE,
+    /* Campaign Txn answers without a usable revision: */
+    HS_CAMPAIGN_NO_HEADER, /* "created" (succeeded), without a header */
+    HS_CAMPAIGN_NO_KV,     /* "key exists" (failure branch), its Range finding no key */
+    /* A proclaim (a Txn that puts the key its create-revision compare guards)
+     * is refused: succeeded = false, as when the key is no longer ours. */
+    HS_PROCLAIM_REFUSED,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL
