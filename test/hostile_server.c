@@ -453,6 +453,15 @@ static void on_txn(conn *c, stream *st, const uint8_t *p, size_t n)
         q->success[0]->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
     bool check = q->n_success && q->success[0]->request_case ==
                                      ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
+    static bool campaign_refused;
+    bool del = q->n_success && q->success[0]->request_case ==
+                                   ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
+    if (O->attack == HS_DELETES_BUSY && (del || (campaign && !campaign_refused))) {
+        campaign_refused = campaign_refused || campaign;
+        refuse(c, st, "2", "etcdserver: too many requests");
+        etcdserverpb__txn_request__free_unpacked(q, NULL);
+        return;
+    }
     if (check && hs_fast_attack(O->attack)) {
         on_fast_check(c, st, q);
         etcdserverpb__txn_request__free_unpacked(q, NULL);

@@ -156,6 +156,9 @@ typedef enum hs_attack {
     /* A proclaim (a Txn that puts the key its create-revision compare guards)
      * is refused: succeeded = false, as when the key is no longer ours. */
     HS_PROCLAIM_REFUSED,
+    /* Every Txn that deletes a key, and the server's first campaign Txn, are
+     * answered "etcdserver: too many requests" (grpc-status 2: transient). */
+    HS_DELETES_BUSY,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL
