@@ -1419,3 +1419,167 @@ TEST(guarded_txn_with_the_callers_compares_and_failure_ops)
     eu_cand_free(a);
     eh_stop(c);
 }
+
+/* ---- the session closed under an election ---- */
+
+struct closing {
+    elector_session *s;
+    int failed, lost, reason;
+    int64_t lease;
+    bool new_null;
+    int campaign_rc;
+};
+
+static void closing_cb(elector_election *el, const elector_event *ev, void *ud)
+{
+    struct closing *k = ud;
+    if (ev->type != ELECTOR_EV_FAILED && ev->type != ELECTOR_EV_LOST) return;
+    k->failed += ev->type == ELECTOR_EV_FAILED;
+    k->lost += ev->type == ELECTOR_EV_LOST;
+    k->reason = ev->reason;
+    k->lease = ev->lease;
+    /* Told of the end from inside the close: the session takes nothing new. */
+    if (k->s) {
+        k->new_null = elector_election_new(k->s, "other", NULL, NULL) == NULL;
+        k->campaign_rc = elector_campaign(el, "again", 5);
+    }
+}
+
+static bool closing_ended(void *p)
+{
+    struct closing *k = p;
+    return k->failed + k->lost > 0;
+}
+
+/* Campaign, resign and close the session before the campaign Txn is answered:
+ * the Txn's key goes with the revoked lease, so no delete is sent for it; the
+ * resigned campaign still ends with FAILED (its election has no session any
+ * more: lease 0). A leader whose session is closed is told LOST from inside
+ * the close; a callback there gets NULL for a new election on that session
+ * and ESESSION for a new campaign. */
+TEST(session_closed_before_the_campaign_txn_answers_sends_no_delete)
+{
+    eh_cluster *c = start1();
+    elector_etcd *e = eu_client(eh_endpoints(c));
+    eu_register_client(e);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 10;
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    struct closing k = {0};
+    elector_election *el = elector_election_new(s, "sclose", closing_cb, &k);
+    ASSERT_NOT_NULL(el);
+    ASSERT_OK(elector_campaign(el, "v", 1));
+    ASSERT_OK(elector_resign(el));
+    elector_session_close(s);
+    ASSERT(eu_pump_until(3000, closing_ended, &k));
+    ASSERT_EQ(1, k.failed);
+    ASSERT_EQ(ELECTOR_ECANCELED, k.reason);
+    ASSERT_EQ(0, k.lease);
+    eu_pump(300);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    ASSERT_EQ(1, (int)st.requests[ELECTOR_RPC_TXN]); /* the campaign Txn alone */
+    elector_leader_info li;
+    ASSERT_EQ(1, elector_leader_sync(e, "sclose", 3000, &li));
+    ASSERT_EQ(ELECTOR_ESESSION, elector_campaign(el, "v", 1));
+    elector_election_free(el);
+
+    s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    struct closing k2 = {.s = s};
+    el = elector_election_new(s, "sclose", closing_cb, &k2);
+    ASSERT_NOT_NULL(el);
+    ASSERT_OK(elector_campaign_sync(el, "v", 1, 5000));
+    int64_t lease = elector_session_lease(s);
+    elector_session_close(s);
+    ASSERT_EQ(1, k2.lost);
+    ASSERT_EQ(ELECTOR_ECLOSED, k2.reason);
+    ASSERT_EQ(lease, k2.lease);
+    ASSERT(k2.new_null);
+    ASSERT_EQ(ELECTOR_ESESSION, k2.campaign_rc);
+    ASSERT(!elector_is_leader(el));
+    elector_election_free(el);
+    eu_unregister_client(e);
+    elector_etcd_free(e);
+    eh_stop(c);
+}
+
+/* ---- a callback that tears everything down inside a blocking call ---- */
+
+struct teardown {
+    elector_etcd *e;
+    elector_session *s;
+    elector_election *el;
+    int called;
+};
+
+static void tear_all(struct teardown *t)
+{
+    t->called++;
+    elector_election_free(t->el);
+    elector_session_close(t->s);
+    elector_etcd_free(t->e);
+}
+
+static void tear_on_waiting(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el;
+    if (ev->type == ELECTOR_EV_WAITING) tear_all(ud);
+}
+
+static void tear_on_answer(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)e, (void)err, (void)m;
+    tear_all(ud);
+}
+
+/* elector_campaign_sync and elector_guarded_put_sync return (ECLOSED, or the
+ * write's ECANCELED) when a callback they run frees the election, its session
+ * and the client: not at their timeouts, and with nothing touched after the
+ * free (the ASan build). */
+TEST(blocking_calls_end_when_a_callback_frees_the_client)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "tear", 10);
+    ASSERT_OK(elector_campaign_sync(a->el, "a", 1, 5000));
+    /* A waiting candidate whose WAITING callback frees it all. */
+    struct teardown t = {0};
+    t.e = eu_client(eh_endpoints(c));
+    t.s = elector_session_new(t.e, NULL, NULL, NULL);
+    ASSERT_OK(elector_session_wait(t.s, 5000));
+    t.el = elector_election_new(t.s, "tear", tear_on_waiting, &t);
+    ASSERT_NOT_NULL(t.el);
+    double t0 = tl_now();
+    ASSERT_EQ(ELECTOR_ECLOSED, elector_campaign_sync(t.el, "b", 1, 5000));
+    ASSERT_LT(tl_now() - t0, 4.0);
+    ASSERT_EQ(1, t.called);
+    /* A leader's blocking guarded write, the member stopped (no answer), and
+     * a Range's end at its deadline frees it all. */
+    struct teardown u = {0};
+    u.e = eu_client(eh_endpoints(c));
+    u.s = elector_session_new(u.e, NULL, NULL, NULL);
+    ASSERT_OK(elector_session_wait(u.s, 5000));
+    u.el = elector_election_new(u.s, "tear2", NULL, NULL);
+    ASSERT_OK(elector_campaign_sync(u.el, "u", 1, 5000));
+    ASSERT_OK(eh_member_pause(c, 0));
+    Etcdserverpb__RangeRequest q = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    q.key.data = (uint8_t *)"x";
+    q.key.len = 1;
+    elector_call_opts o = {.timeout_ms = 300};
+    ASSERT_OK(elector_etcd_call(u.e, ELECTOR_RPC_RANGE, &q.base, &o, tear_on_answer, &u));
+    t0 = tl_now();
+    int rc = elector_guarded_put_sync(u.el, "res", 3, "w", 1, 5000);
+    double took = tl_now() - t0;
+    ASSERT_OK(eh_member_resume(c, 0));
+    tl_log("guarded_put_sync ended by the free after %.0f ms: %s", took * 1e3,
+           elector_err_name(rc));
+    ASSERT_EQ(1, u.called);
+    ASSERT_LT(took, 4.0);
+    ASSERT(rc == ELECTOR_ECANCELED || rc == ELECTOR_ECLOSED);
+    eu_cand_free(a);
+    eh_stop(c);
+}
