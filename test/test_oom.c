@@ -968,3 +968,87 @@ TEST_WITH_TIMEOUT(oom_resign_at_each_allocation_still_deletes_the_key, 60)
     elector_etcd_free(e);
     eh_stop(c);
 }
+
+static void gt_answer(elector_election *el, int err, const Etcdserverpb__TxnResponse *r,
+                      void *ud)
+{
+    (void)el, (void)r;
+    int *res = ud;
+    res[0]++;
+    res[1] = err;
+}
+
+/* elector_guarded_txn failing at each of its allocations returns ENOMEM,
+ * sends nothing and calls nobody; with memory it writes. An election freed
+ * while no allocation succeeds cannot send the delete of its key (one
+ * attempt, best effort): the key stays, with its lease, until the session's
+ * close revokes it. */
+TEST_WITH_TIMEOUT(oom_guarded_txn_and_free_without_memory, 60)
+{
+    eh_cluster *c = eh_start(&(eh_opts){.members = 1});
+    ASSERT_NOT_NULL(c);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_EQ(0, elector_session_wait(s, 10000));
+    elector_election *el = elector_election_new(s, "oom-gt", NULL, NULL);
+    ASSERT_NOT_NULL(el);
+    ASSERT_EQ(0, elector_campaign_sync(el, "a", 1, 5000));
+    int64_t token = elector_election_token(el);
+    Etcdserverpb__PutRequest put = ETCDSERVERPB__PUT_REQUEST__INIT;
+    put.key.data = (uint8_t *)"oom-gt-res";
+    put.key.len = 10;
+    put.value.data = (uint8_t *)"w";
+    put.value.len = 1;
+    Etcdserverpb__RequestOp op = ETCDSERVERPB__REQUEST_OP__INIT, *ops[1] = {&op};
+    op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
+    op.request_put = &put;
+    Etcdserverpb__TxnRequest txn = ETCDSERVERPB__TXN_REQUEST__INIT;
+    txn.n_success = 1;
+    txn.success = ops;
+    int res[2] = {0};
+    long n;
+    for (n = 1; n < 50; n++) {
+        alloc_count = 0;
+        fail_at = n;
+        failed = 0;
+        counting = true;
+        int rc = elector_guarded_txn(el, &txn, gt_answer, res);
+        counting = false;
+        fail_at = 0;
+        if (!failed) {
+            ASSERT_EQ(0, rc);
+            break;
+        }
+        ASSERT_EQ(ELECTOR_ENOMEM, rc);
+    }
+    tl_log("elector_guarded_txn: %ld allocations", n - 1);
+    ASSERT_GE(n - 1, 3); /* the compares, the failure ops, the operation */
+    double end = tl_now() + 3;
+    while (!res[0] && tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    ASSERT_EQ(1, res[0]); /* only the call that was sent answers */
+    ASSERT_EQ(0, res[1]);
+    failed = 0;
+    fail_all = true;
+    counting = true;
+    elector_election_free(el);
+    counting = false;
+    fail_all = false;
+    ASSERT_GE(failed, 1);
+    end = tl_now() + 0.3;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    elector_leader_info li;
+    ASSERT_EQ(0, elector_leader_sync(e, "oom-gt", 3000, &li));
+    ASSERT_EQ(token, li.token);
+    elector_leader_free(&li);
+    ASSERT_EQ(0, elector_session_close_sync(s, 3000));
+    ASSERT_EQ(1, elector_leader_sync(e, "oom-gt", 3000, &li));
+    elector_etcd_free(e);
+    eh_stop(c);
+}
