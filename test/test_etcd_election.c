@@ -1140,6 +1140,7 @@ TEST(bad_arguments_and_calls_while_busy_are_refused)
     eh_cluster *c = start1();
     eu_cand *a = eu_cand_new(eh_endpoints(c), "args", 10);
     ASSERT_NULL(elector_election_new(a->s, "", NULL, NULL));
+    ASSERT_NULL(elector_election_new(a->s, NULL, NULL, NULL));
     /* A value over the 64 MiB message limit: refused, nothing sent. */
     size_t big = 64u * 1024u * 1024u + 1;
     char *huge = calloc(1, big);
