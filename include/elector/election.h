@@ -247,7 +247,8 @@ void elector_election_set_log(elector_election *el, elector_election_cb log, voi
  * made, so it does not make later candidates wait for our session.
  * Our key is NAME/<lease>: one per name and session. Another election object
  * with the same name on the same session cannot campaign while this one
- * campaigns, leads or still deletes that key (ELECTOR_EBUSY).
+ * campaigns, leads, still deletes that key or still has the Txn of a resigned
+ * campaign out (ELECTOR_EBUSY).
  * Returns 0, ELECTOR_EBUSY (already campaigning or leading, or another election
  * with this name on this session is), ELECTOR_ESESSION (session dead),
  * ELECTOR_ETOOLARGE, ELECTOR_ENOMEM; on error no event follows. */
@@ -272,7 +273,9 @@ int elector_proclaim(elector_election *el, const void *value, size_t len);
  * failures are retried while the session lives. Event RESIGNED if we led, FAILED
  * (ELECTOR_ECANCELED) if we were waiting, once the delete is answered. A new
  * campaign started before that waits for the delete's answer, so that the delete
- * cannot remove the new key. Returns 0 or ELECTOR_EINVAL (idle). */
+ * cannot remove the new key; one started while the resigned campaign's Txn is
+ * still out waits for that Txn's answer (the key it made is then the new
+ * campaign's). Returns 0 or ELECTOR_EINVAL (idle). */
 int elector_resign(elector_election *el);
 
 /* True only while we lead and the session's validity deadline has not passed:

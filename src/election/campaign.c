@@ -18,6 +18,9 @@ static void campaign_done(elector_etcd *e, int err, const ProtobufCMessage *m, v
     elector_election *owner = o->el;
     unsigned gen = o->gen;
     const Etcdserverpb__TxnResponse *r = (const void *)m;
+    /* Answered: a campaign that waits for this Txn (a new one after a resign
+     * overtook this) goes now; it finds the key this one made (delete.c). */
+    elector__delete_over(owner);
     int64_t rev = 0;
     if (!err && r->succeeded && r->header) rev = r->header->revision;
     if (!err && !r->succeeded) {
@@ -106,7 +109,10 @@ void elector__send_campaign(elector_election *el)
     struct op *o = elector__op_new(el);
     if (o) elector__pace_take(o, 1);
     int rc = o ? elector__send_txn(el, &t.txn, o, campaign_done) : ELECTOR_ENOMEM;
-    if (rc) elector__fail(el, rc, elector_etcd_errstr(el->etcd));
+    if (rc)
+        elector__fail(el, rc, elector_etcd_errstr(el->etcd));
+    else
+        el->deletes++; /* counted with our deletes: see `deletes` */
 }
 
 /* A slot is free for el, queued by elector__send_check() or elector__send_campaign():

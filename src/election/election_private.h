@@ -117,7 +117,14 @@ struct elector_election {
      * have created our key, at a revision we do not know. */
     bool maybe_key;
     bool campaign_waits; /* campaigning, Txn not sent: no lease yet, or deletes */
-    int deletes;         /* our delete Txns in flight (resign, cleanup) */
+    /* Txns on our key in flight: deletes (resign, cleanup) and campaign Txns.
+     * A new campaign waits until none is left, and another election object
+     * with our name on the session may not campaign (campaign.c name_busy):
+     * an older campaign Txn still out may make our key, or overwrite its
+     * value, and its answer deletes the key it made once that campaign was
+     * resigned; a delete, guarded by a create revision, would remove the key
+     * the new campaign found and leads with. */
+    int deletes;
     /* The session is over (or was when the owner let go): our key goes with the
      * lease, when its owner releases it (manual_release), never by a delete. */
     bool keep_key;
