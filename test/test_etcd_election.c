@@ -1636,3 +1636,45 @@ TEST(twin_campaign_while_a_resigned_campaign_txn_is_out_keeps_its_key)
     eu_cand_free(a);
     eh_stop(c);
 }
+
+/* The same with the first election object freed, not resigned: its delete of
+ * the key it led with (or, freed while its campaign Txn is out, that Txn and
+ * the delete its answer sends) is still out when a new object of the name on
+ * the session campaigns. The new object must not lead with that key and then
+ * lose it to that delete: EBUSY until the first object's requests are
+ * answered, then elected for good. */
+TEST(new_object_of_a_freed_ones_name_keeps_its_key)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "reborn", 10);
+    for (int led = 1; led >= 0; led--) {
+        elector_election *el = elector_election_new(a->s, "reborn", NULL, NULL);
+        ASSERT_NOT_NULL(el);
+        if (led)
+            ASSERT_OK(elector_campaign_sync(el, "a", 1, 5000));
+        else
+            ASSERT_OK(elector_campaign(el, "a", 1));
+        elector_election_free(el);
+        int lost = 0;
+        elector_election *el2 = elector_election_new(a->s, "reborn", count_lost, &lost);
+        ASSERT_NOT_NULL(el2);
+        /* (Before the fix: 0, and the new object lost its key, or was never
+         * elected.) */
+        ASSERT_EQ(ELECTOR_EBUSY, elector_campaign(el2, "b", 1));
+        eu_pump(300);
+        ASSERT_OK(elector_campaign(el2, "b", 1));
+        ASSERT(eu_pump_until(5000, is_leader_p, el2));
+        eu_pump(500);
+        ASSERT_EQ(0, lost);
+        ASSERT(elector_is_leader(el2));
+        elector_leader_info li;
+        ASSERT_OK(elector_leader_sync(a->etcd, "reborn", 3000, &li));
+        ASSERT_EQ(elector_election_token(el2), li.token);
+        ASSERT_EQ('b', li.value[0]);
+        elector_leader_free(&li);
+        elector_election_free(el2);
+        eu_pump(300);
+    }
+    eu_cand_free(a);
+    eh_stop(c);
+}

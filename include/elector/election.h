@@ -218,7 +218,9 @@ elector_election *elector_election_new(elector_session *s, const char *name,
 /* Resigns if leading or campaigning (best effort: the delete of our key is sent
  * by the loop, and sent again after a transient failure, up to 12 times; it is
  * also sent, once, when a lost answer left our key's revision unknown, guarded
- * then by our lease), frees.
+ * then by our lease), frees. Until that delete, or a campaign Txn still out,
+ * is answered, a new election object with this name on the session gets
+ * ELECTOR_EBUSY from elector_campaign (the key would be the same one).
  * Safe from any callback, also one delivered to another election (say, the
  * LOST of the first election of a dying session frees them all). */
 void elector_election_free(elector_election *el);
@@ -248,7 +250,7 @@ void elector_election_set_log(elector_election *el, elector_election_cb log, voi
  * Our key is NAME/<lease>: one per name and session. Another election object
  * with the same name on the same session cannot campaign while this one
  * campaigns, leads, still deletes that key or still has the Txn of a resigned
- * campaign out (ELECTOR_EBUSY).
+ * campaign out, freed or not (ELECTOR_EBUSY).
  * Returns 0, ELECTOR_EBUSY (already campaigning or leading, or another election
  * with this name on this session is), ELECTOR_ESESSION (session dead),
  * ELECTOR_ETOOLARGE, ELECTOR_ENOMEM; on error no event follows. */

@@ -208,16 +208,20 @@ static void name_remove(elector_election *el)
 }
 
 /* Another election object with el's name campaigns, leads or deletes our key
- * on this session (one key per name and session). */
+ * on this session (one key per name and session); or was freed while Txns on
+ * the key our lease names were still out (a delete, or a campaign Txn whose
+ * answer deletes the key it made): until they are answered. */
 static bool name_busy(const elector_election *el)
 {
     names *n = (names *)elector__ext_find(el->etcd, &names_kind);
     if (!n || !n->cap) return false;
+    int64_t lease = elector__el_lease(el);
     for (const elector_election *o = n->tab[el->name_hash & (n->cap - 1)]; o;
          o = o->name_next) {
-        if (o != el && o->s == el->s &&
-            (o->state != E_IDLE || o->resign_pending || o->deletes) &&
-            !strcmp(o->name, el->name))
+        if (o == el || strcmp(o->name, el->name)) continue;
+        if (o->life.closed ? o->deletes && o->key_lease == lease
+                           : o->s == el->s &&
+                                 (o->state != E_IDLE || o->resign_pending || o->deletes))
             return true;
     }
     return false;
@@ -265,7 +269,7 @@ static const elector__session_events session_events = {on_session_ready, on_sess
 
 /* The steps that the files below start (election.c's pacer, delete.c). */
 static const elector__steps steps = {elector__send_campaign, pace_go,
-                                     elector__send_delete};
+                                     elector__send_delete, name_remove};
 
 int elector_campaign(elector_election *el, const void *value, size_t len)
 {
@@ -372,7 +376,9 @@ void elector_election_free(elector_election *el)
     }
     elector__stop_watch(el);
     elector__pace_forget(el);
-    name_remove(el);
+    /* With Txns on our key still out, the name stays busy (name_busy) until
+     * they are answered; the handle leaves the names when its memory goes. */
+    if (!el->deletes) name_remove(el);
     elector__timer_disarm(el->etcd, &el->retry);
     elector__timer_disarm(el->etcd, &el->notify);
     elector__timer_disarm(el->etcd, &el->resign_timer);

@@ -100,6 +100,7 @@ typedef struct elector__steps {
     void (*campaign)(elector_election *el); /* elector__send_campaign */
     void (*pace_go)(elector_election *el);  /* a slot of the pacer is free for el */
     int (*send_delete)(struct op *o);       /* a queued delete of our key may go */
+    void (*forget)(elector_election *el);   /* its memory goes: out of the names */
 } elector__steps;
 
 struct elector_election {
