@@ -147,6 +147,12 @@ static const char names_kind = 'N';
 static void names_free(elector__ext *x)
 {
     names *n = (names *)x;
+    /* The client is being freed: a freed election still listed (its Txns
+     * ended, a blocking call still holding it) must not look for the table
+     * when its memory goes. */
+    for (size_t i = 0; i < n->cap; i++)
+        for (elector_election *o = n->tab[i]; o; o = o->name_next)
+            o->named = false;
     free(n->tab);
     free(n);
 }
