@@ -1675,6 +1675,19 @@ TEST(new_object_of_a_freed_ones_name_keeps_its_key)
         elector_election_free(el2);
         eu_pump(300);
     }
+    /* A freed object's Txns out hold up its name on its own session only: on
+     * another session of the client (another lease, another key) the name
+     * campaigns at once. */
+    elector_session *s2 = elector_session_new(a->etcd, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s2);
+    ASSERT_OK(elector_session_wait(s2, 5000));
+    elector_election *el = elector_election_new(a->s, "reborn", NULL, NULL);
+    ASSERT_OK(elector_campaign(el, "a", 1));
+    elector_election_free(el);
+    elector_election *el3 = elector_election_new(s2, "reborn", NULL, NULL);
+    ASSERT_OK(elector_campaign_sync(el3, "c", 1, 5000));
+    elector_election_free(el3);
+    ASSERT_OK(elector_session_close_sync(s2, 3000));
     eu_cand_free(a);
     eh_stop(c);
 }
