@@ -475,6 +475,15 @@ static void on_txn(conn *c, stream *st, const uint8_t *p, size_t n)
         etcdserverpb__txn_request__free_unpacked(q, NULL);
         return;
     }
+    static bool campaign_refused;
+    bool del = q->n_success && q->success[0]->request_case ==
+                                   ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
+    if (O->attack == HS_DELETES_BUSY && (del || (campaign && !campaign_refused))) {
+        campaign_refused = campaign_refused || campaign;
+        refuse(c, st, "2", "etcdserver: too many requests");
+        etcdserverpb__txn_request__free_unpacked(q, NULL);
+        return;
+    }
     if (check && hs_fast_attack(O->attack)) {
         on_fast_check(c, st, q);
         etcdserverpb__txn_request__free_unpacked(q, NULL);
@@ -522,6 +531,25 @@ static void on_txn(conn *c, stream *st, const uint8_t *p, size_t n)
         bad.create_revision = -1;
         rr.kvs = badp;
         rr.n_kvs = 1;
+    }
+    if (campaign && O->attack == HS_CAMPAIGN_NO_HEADER) r.header = NULL;
+    if (campaign && O->attack == HS_CAMPAIGN_NO_KV) {
+        r.succeeded = 0; /* the failure branch's Range (rr) finds nothing */
+        nops = q->n_failure < 8 ? q->n_failure : 8;
+        req_ops = q->failure;
+    }
+    bool proclaim =
+        q->n_compare && q->n_success &&
+        q->compare[0]->target == ETCDSERVERPB__COMPARE__COMPARE_TARGET__CREATE &&
+        q->compare[0]->create_revision > 0 &&
+        q->success[0]->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT &&
+        q->success[0]->request_put->key.len == q->compare[0]->key.len &&
+        !memcmp(q->success[0]->request_put->key.data, q->compare[0]->key.data,
+                q->compare[0]->key.len);
+    if (proclaim && O->attack == HS_PROCLAIM_REFUSED) {
+        r.succeeded = 0;
+        nops = q->n_failure < 8 ? q->n_failure : 8;
+        req_ops = q->failure;
     }
     if (campaign && O->attack == HS_TXN_WRONG_KIND) {
         /* "The key exists": the failure branch, whose 2nd op is a Range. */

@@ -229,6 +229,15 @@ typedef enum hs_attack {
     /* Put: answered as soon as its headers are in, before its message (trailers
      * only: grpc-status 3, "etcdserver: request is too large"), no reset. */
     HS_PUT_EARLY_REPLY,
+    /* Campaign Txn answers without a usable revision: */
+    HS_CAMPAIGN_NO_HEADER, /* "created" (succeeded), without a header */
+    HS_CAMPAIGN_NO_KV,     /* "key exists" (failure branch), its Range finding no key */
+    /* A proclaim (a Txn that puts the key its create-revision compare guards)
+     * is refused: succeeded = false, as when the key is no longer ours. */
+    HS_PROCLAIM_REFUSED,
+    /* Every Txn that deletes a key, and the server's first campaign Txn, are
+     * answered "etcdserver: too many requests" (grpc-status 2: transient). */
+    HS_DELETES_BUSY,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

@@ -4359,3 +4359,303 @@ TEST(lib_http2_out_of_memory_fails_the_connection_as_enomem)
     }
     hs_stop(&s);
 }
+
+/* ---------------------------------------------------------------- library: campaign
+ * answers without a revision */
+
+/* A campaign Txn answered without a revision (no header; or "key exists" with
+ * no key in its Range) is not a win: the token would be 0, which no etcd key
+ * has. FAILED/EPROTO naming the RPC and the endpoint. */
+TEST(lib_campaign_reply_without_a_revision_is_not_a_win)
+{
+    lib_attack("campaign, created without a header", HS_CAMPAIGN_NO_HEADER,
+               lib_txn_campaign_shape, NULL, ELECTOR_EPROTO,
+               "without a valid revision (0)");
+    lib_attack("campaign, key exists but its Range finds nothing", HS_CAMPAIGN_NO_KV,
+               lib_txn_campaign_shape, NULL, ELECTOR_EPROTO,
+               "without a valid revision (0)");
+}
+
+/* A proclaim refused by etcd (our key's create revision is not our token any
+ * more) ends the leadership at once: LOST/ENOTLEADER, no PROCLAIMED, the
+ * value not taken. err: LOST's reason; events: PROCLAIMED * 100 + LOST * 10 +
+ * still leader; msg: LOST's detail, then the value the election holds. */
+struct proclaim_out {
+    int lost, proclaimed, reason;
+    char detail[200];
+};
+
+static void proclaim_cb(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el;
+    struct proclaim_out *p = ud;
+    if (ev->type == ELECTOR_EV_PROCLAIMED) p->proclaimed++;
+    if (ev->type == ELECTOR_EV_LOST) {
+        p->lost++;
+        p->reason = ev->reason;
+        snprintf(p->detail, sizeof(p->detail), "%s; value %.*s", ev->detail,
+                 (int)ev->value_len, (const char *)ev->value);
+    }
+}
+
+static void lib_proclaim_refused(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    struct proclaim_out p = {0};
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    if (elector_session_wait(s, 4000)) _exit(5);
+    elector_election *el = elector_election_new(s, "e", proclaim_cb, &p);
+    if (elector_campaign_sync(el, "v1", 2, 4000)) _exit(6);
+    if (elector_proclaim(el, "v2", 2)) _exit(7);
+    double end = tl_now() + 4;
+    while (tl_now() < end && !p.lost && !p.proclaimed)
+        elector_etcd_run_once(e, 50);
+    o->err = p.reason;
+    o->events = p.proclaimed * 100 + p.lost * 10 + elector_is_leader(el);
+    snprintf(o->msg, sizeof(o->msg), "%s", p.detail);
+    /* Not a leader: a second proclaim is refused at once. */
+    if (elector_proclaim(el, "v3", 2) != ELECTOR_ENOTLEADER) o->events += 1000;
+    elector_election_free(el);
+    elector_session_close(s);
+    elector_etcd_free(e);
+}
+
+TEST(lib_refused_proclaim_loses_the_leadership)
+{
+    hs_server s;
+    start(&s, HS_PROCLAIM_REFUSED, false);
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(lib_proclaim_refused, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("proclaim refused: %s (%s), events %d", elector_err_name(o.err), o.msg,
+           o.events);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(ELECTOR_ENOTLEADER, o.err);
+    ASSERT_EQ(10, o.events); /* LOST once, no PROCLAIMED, not leader */
+    ASSERT_CONTAINS(o.msg, "proclaim refused: our key is no longer ours; value v1");
+    hs_stop(&s);
+}
+
+/* A check refused for good (a malformed answer: EPROTO) deletes the key our
+ * campaign made. While that delete is out, a second election object of the
+ * name on the session cannot campaign (EBUSY: it would make the same key),
+ * and the election itself, campaigning again from its FAILED callback, waits
+ * for the delete's answer and then campaigns (and fails the same way).
+ * events: Txns sent; msg: "FAILED count, twin's rc, again's rc, twin after". */
+struct refused_out {
+    elector_election *twin;
+    int failed, twin_rc, again_rc;
+};
+
+static void refused_cb(elector_election *el, const elector_event *ev, void *ud)
+{
+    struct refused_out *r = ud;
+    if (ev->type != ELECTOR_EV_FAILED) return;
+    if (++r->failed > 1) return;
+    r->twin_rc = elector_campaign(r->twin, "t", 1);
+    r->again_rc = elector_campaign(el, "v", 1);
+}
+
+static void lib_check_refused(const char *endpoint, lib_out *o, void *arg)
+{
+    (void)arg;
+    struct refused_out r = {0};
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    if (elector_session_wait(s, 4000)) _exit(5);
+    elector_election *el = elector_election_new(s, "e", refused_cb, &r);
+    r.twin = elector_election_new(s, "e", NULL, NULL);
+    if (!el || !r.twin || elector_campaign(el, "v", 1)) _exit(6);
+    double end = tl_now() + 4;
+    while (tl_now() < end && r.failed < 2)
+        elector_etcd_run_once(e, 50);
+    end = tl_now() + 0.3; /* the second delete's answer */
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 50);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    o->events = (int)st.requests[ELECTOR_RPC_TXN];
+    int twin_after = elector_campaign(r.twin, "t", 1);
+    snprintf(o->msg, sizeof(o->msg), "%d %d %d %d", r.failed, r.twin_rc, r.again_rc,
+             twin_after);
+    elector_election_free(r.twin);
+    elector_election_free(el);
+    elector_session_close(s);
+    elector_etcd_free(e);
+}
+
+TEST(lib_check_refused_deletes_our_key_before_the_name_campaigns_again)
+{
+    hs_server s;
+    start(&s, HS_CHECK_WRONG_KIND, false);
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(lib_check_refused, s.endpoint, NULL, &o, &rss, &sig);
+    tl_log("check refused twice: %d Txns; failed, twin, again, twin after: %s", o.events,
+           o.msg);
+    ASSERT_EQ(0, sig);
+    /* campaign, check, delete; campaign, check, delete */
+    ASSERT_EQ(6, o.events);
+    char want[64];
+    snprintf(want, sizeof(want), "2 %d 0 0", ELECTOR_EBUSY);
+    ASSERT_STREQ(want, o.msg);
+    hs_stop(&s);
+}
+
+/* ---------------------------------------------------------------- library: deletes
+ * refused for good */
+
+struct dbusy_out {
+    int elected, resigned, reason, txns, errors, txns_at_close;
+    char detail[200];
+};
+
+static void dbusy_cb(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el;
+    struct dbusy_out *d = ud;
+    if (ev->type == ELECTOR_EV_ELECTED) d->elected++;
+    if (ev->type == ELECTOR_EV_RESIGNED) {
+        d->resigned++;
+        d->reason = ev->reason;
+        snprintf(d->detail, sizeof(d->detail), "%s", ev->detail);
+    }
+}
+
+static void dbusy_count(elector_etcd *e, struct dbusy_out *d)
+{
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    d->txns = (int)st.requests[ELECTOR_RPC_TXN];
+    d->errors = (int)st.errors[ELECTOR_RPC_TXN];
+}
+
+static void dbusy_pump(elector_etcd *e, struct dbusy_out *d, double s, int until_errors)
+{
+    double end = tl_now() + s;
+    while (tl_now() < end) {
+        elector_etcd_run_once(e, 10);
+        dbusy_count(e, d);
+        if (until_errors && d->errors >= until_errors) break;
+    }
+}
+
+/* The delete a freed election sends for its key, refused every time for a
+ * transient reason. arg 0: the key's create revision is known (we led): the
+ * delete is sent again after each refusal, 12 times, then no more. arg 1:
+ * the campaign Txn was refused (its key may exist, its revision unknown): the
+ * delete, guarded by our lease alone, is sent once and never again (a new
+ * election object of the name on the session may have made that key since).
+ * msg: struct dbusy_out. */
+static void lib_freed_delete_refused(const char *endpoint, lib_out *o, void *arg)
+{
+    bool lease_only = *(int *)arg;
+    struct dbusy_out d = {0};
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    if (elector_session_wait(s, 4000)) _exit(5);
+    elector_election *el = elector_election_new(s, "e", dbusy_cb, &d);
+    if (!el || elector_campaign(el, "v", 1)) _exit(6);
+    double end = tl_now() + 4;
+    while (tl_now() < end && (lease_only ? d.errors < 1 : !d.elected)) {
+        elector_etcd_run_once(e, 10);
+        dbusy_count(e, &d);
+    }
+    d.txns_at_close = d.txns;
+    elector_election_free(el);
+    dbusy_pump(e, &d, 0.5, 0);
+    memcpy(o->msg, &d, sizeof(d));
+    elector_session_close(s);
+    elector_etcd_free(e);
+}
+
+TEST(lib_freed_elections_refused_delete_is_retried_a_bounded_number_of_times)
+{
+    for (int lease_only = 0; lease_only < 2; lease_only++) {
+        hs_server s;
+        start(&s, HS_DELETES_BUSY, false);
+        lib_out o;
+        long rss;
+        int sig;
+        run_lib(lib_freed_delete_refused, s.endpoint, &lease_only, &o, &rss, &sig);
+        struct dbusy_out d;
+        memcpy(&d, o.msg, sizeof(d));
+        tl_log("%s: elected %d; Txns %d at the free, %d in all, %d refused",
+               lease_only ? "campaign Txn refused" : "leader", d.elected, d.txns_at_close,
+               d.txns, d.errors);
+        ASSERT_EQ(0, sig);
+        if (lease_only) {
+            ASSERT_EQ(0, d.elected);
+            ASSERT_EQ(1, d.txns_at_close); /* the campaign Txn, refused */
+            ASSERT_EQ(2, d.txns);          /* the delete by lease, once */
+            ASSERT_EQ(2, d.errors);
+        } else {
+            ASSERT_EQ(1, d.elected);
+            ASSERT_EQ(3, d.txns_at_close); /* campaign (refused), again, check */
+            ASSERT_EQ(3 + 1 + 12, d.txns); /* the delete and its 12 retries */
+            ASSERT_EQ(1 + 1 + 12, d.errors);
+        }
+        hs_stop(&s);
+    }
+}
+
+/* A resign whose delete is refused (transient) retries it while the session
+ * lives. The session closed meanwhile (its lease revoked: the key goes with
+ * it) ends the resign at once: RESIGNED with an error, no delete sent after
+ * the close. arg 0: closed while the retry waits for its timer; arg 1: closed
+ * before the first delete's answer. msg: struct dbusy_out. */
+static void lib_resign_refused_close(const char *endpoint, lib_out *o, void *arg)
+{
+    int when = *(int *)arg;
+    struct dbusy_out d = {0};
+    elector_etcd *e = lib_client_ex(endpoint, NULL);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    if (elector_session_wait(s, 4000)) _exit(5);
+    elector_election *el = elector_election_new(s, "e", dbusy_cb, &d);
+    if (!el || elector_campaign_sync(el, "v", 1, 4000)) _exit(6);
+    dbusy_count(e, &d);
+    int refused = d.errors;
+    if (elector_resign(el)) _exit(7);
+    if (when == 0) dbusy_pump(e, &d, 2, refused + 1); /* the delete refused once */
+    d.txns_at_close = d.txns;
+    elector_session_close(s);
+    double end = tl_now() + 3;
+    while (tl_now() < end && !d.resigned)
+        elector_etcd_run_once(e, 10);
+    dbusy_pump(e, &d, 0.2, 0);
+    if (when == 1) d.txns_at_close++; /* the resign's delete, sent by the loop */
+    memcpy(o->msg, &d, sizeof(d));
+    elector_election_free(el);
+    elector_etcd_free(e);
+}
+
+TEST(lib_resign_retrying_a_refused_delete_ends_when_its_session_closes)
+{
+    for (int when = 0; when < 2; when++) {
+        hs_server s;
+        start(&s, HS_DELETES_BUSY, false);
+        lib_out o;
+        long rss;
+        int sig;
+        run_lib(lib_resign_refused_close, s.endpoint, &when, &o, &rss, &sig);
+        struct dbusy_out d;
+        memcpy(&d, o.msg, sizeof(d));
+        tl_log("session closed %s: RESIGNED %d, %s (%s); Txns %d at the close, %d in all",
+               when ? "before the delete's answer" : "while the retry waits", d.resigned,
+               elector_err_name(d.reason), d.detail, d.txns_at_close, d.txns);
+        ASSERT_EQ(0, sig);
+        ASSERT_EQ(1, d.resigned);
+        ASSERT_EQ(d.txns_at_close, d.txns);
+        if (when == 0) {
+            ASSERT_EQ(ELECTOR_EUNAVAILABLE, d.reason);
+            ASSERT_STREQ("our key could not be deleted", d.detail);
+        } else {
+            ASSERT_NE(0, d.reason);
+            ASSERT_CONTAINS(d.detail, "too many requests");
+        }
+        hs_stop(&s);
+    }
+}

@@ -1322,3 +1322,223 @@ TEST_WITH_TIMEOUT(oom_driver_new_fails_cleanly, 60)
     ASSERT_EQ(1, ran);
     elector_driver_free(d);
 }
+
+static void gt_answer(elector_election *el, int err, const Etcdserverpb__TxnResponse *r,
+                      void *ud)
+{
+    (void)el, (void)r;
+    int *res = ud;
+    res[0]++;
+    res[1] = err;
+}
+
+/* elector_guarded_txn failing at each of its allocations returns ENOMEM,
+ * sends nothing and calls nobody; with memory it writes. An election freed
+ * while no allocation succeeds cannot send the delete of its key (one
+ * attempt, best effort): the key stays, with its lease, until the session's
+ * close revokes it. */
+TEST_WITH_TIMEOUT(oom_guarded_txn_and_free_without_memory, 60)
+{
+    eh_cluster *c = eh_start(&(eh_opts){.members = 1});
+    ASSERT_NOT_NULL(c);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_EQ(0, elector_session_wait(s, 10000));
+    elector_election *el = elector_election_new(s, "oom-gt", NULL, NULL);
+    ASSERT_NOT_NULL(el);
+    ASSERT_EQ(0, elector_campaign_sync(el, "a", 1, 5000));
+    int64_t token = elector_election_token(el);
+    Etcdserverpb__PutRequest put = ETCDSERVERPB__PUT_REQUEST__INIT;
+    put.key.data = (uint8_t *)"oom-gt-res";
+    put.key.len = 10;
+    put.value.data = (uint8_t *)"w";
+    put.value.len = 1;
+    Etcdserverpb__RequestOp op = ETCDSERVERPB__REQUEST_OP__INIT, *ops[1] = {&op};
+    op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
+    op.request_put = &put;
+    Etcdserverpb__TxnRequest txn = ETCDSERVERPB__TXN_REQUEST__INIT;
+    txn.n_success = 1;
+    txn.success = ops;
+    int res[2] = {0};
+    long n;
+    for (n = 1; n < 50; n++) {
+        alloc_count = 0;
+        fail_at = n;
+        failed = 0;
+        counting = true;
+        int rc = elector_guarded_txn(el, &txn, gt_answer, res);
+        counting = false;
+        fail_at = 0;
+        if (!failed) {
+            ASSERT_EQ(0, rc);
+            break;
+        }
+        ASSERT_EQ(ELECTOR_ENOMEM, rc);
+    }
+    tl_log("elector_guarded_txn: %ld allocations", n - 1);
+    ASSERT_GE(n - 1, 3); /* the compares, the failure ops, the operation */
+    double end = tl_now() + 3;
+    while (!res[0] && tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    ASSERT_EQ(1, res[0]); /* only the call that was sent answers */
+    ASSERT_EQ(0, res[1]);
+    failed = 0;
+    fail_all = true;
+    counting = true;
+    elector_election_free(el);
+    counting = false;
+    fail_all = false;
+    ASSERT_GE(failed, 1);
+    end = tl_now() + 0.3;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 20);
+    elector_leader_info li;
+    ASSERT_EQ(0, elector_leader_sync(e, "oom-gt", 3000, &li));
+    ASSERT_EQ(token, li.token);
+    elector_leader_free(&li);
+    ASSERT_EQ(0, elector_session_close_sync(s, 3000));
+    ASSERT_EQ(1, elector_leader_sync(e, "oom-gt", 3000, &li));
+    elector_etcd_free(e);
+    eh_stop(c);
+}
+
+struct nomem {
+    int resigned, failed, reason;
+    char detail[160];
+};
+
+static void nomem_cb(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el;
+    struct nomem *k = ud;
+    if (ev->type != ELECTOR_EV_RESIGNED && ev->type != ELECTOR_EV_FAILED) return;
+    k->resigned += ev->type == ELECTOR_EV_RESIGNED;
+    k->failed += ev->type == ELECTOR_EV_FAILED;
+    k->reason = ev->reason;
+    snprintf(k->detail, sizeof(k->detail), "%s", ev->detail);
+}
+
+/* Runs e's loop for up to ms with every allocation failing (counting on),
+ * until *what reaches 1. */
+static void run_without_memory(elector_etcd *e, int ms, const int *what)
+{
+    failed = 0;
+    fail_all = true;
+    counting = true;
+    double end = tl_now() + ms / 1e3;
+    while (tl_now() < end && *what < 1)
+        elector_etcd_run_once(e, 10);
+    counting = false;
+    fail_all = false;
+}
+
+/* Without memory for as long as a resign retries (12 attempts 50 ms apart),
+ * the resign gives up: RESIGNED with EUNAVAILABLE, "our key could not be
+ * deleted", and the key is left to the lease (the session's close revokes
+ * it). */
+TEST_WITH_TIMEOUT(oom_resign_without_memory_gives_up_and_leaves_the_key, 60)
+{
+    eh_cluster *c = eh_start(&(eh_opts){.members = 1});
+    ASSERT_NOT_NULL(c);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_EQ(0, elector_session_wait(s, 10000));
+    struct nomem k = {0};
+    elector_election *el = elector_election_new(s, "oom-nomem", nomem_cb, &k);
+    ASSERT_NOT_NULL(el);
+    ASSERT_EQ(0, elector_campaign_sync(el, "a", 1, 5000));
+    int64_t token = elector_election_token(el);
+    failed = 0;
+    fail_all = true;
+    counting = true;
+    int rc = elector_resign(el);
+    counting = false;
+    fail_all = false;
+    ASSERT_EQ(0, rc);
+    double t0 = tl_now();
+    run_without_memory(e, 3000, &k.resigned);
+    tl_log("resign without memory: %ld allocations failed, RESIGNED %d after %.0f ms: "
+           "%s, %s",
+           failed, k.resigned, (tl_now() - t0) * 1e3, elector_err_name(k.reason),
+           k.detail);
+    ASSERT_EQ(1, k.resigned);
+    ASSERT_EQ(ELECTOR_EUNAVAILABLE, k.reason);
+    ASSERT_STREQ("our key could not be deleted", k.detail);
+    ASSERT_GE(failed, 12);
+    ASSERT(!elector_is_leader(el));
+    elector_leader_info li;
+    ASSERT_EQ(0, elector_leader_sync(e, "oom-nomem", 3000, &li));
+    ASSERT_EQ(token, li.token);
+    elector_leader_free(&li);
+    elector_election_free(el);
+    ASSERT_EQ(0, elector_session_close_sync(s, 3000));
+    ASSERT_EQ(1, elector_leader_sync(e, "oom-nomem", 3000, &li));
+    elector_etcd_free(e);
+    eh_stop(c);
+}
+
+/* A campaign Txn answered while no memory is left, after a resign that
+ * overtook it: the delete of the key it made cannot be sent; the campaign
+ * still ends with FAILED/ECANCELED and the key is left to the lease. */
+TEST_WITH_TIMEOUT(oom_overtaken_campaign_answered_without_memory_leaves_the_key, 60)
+{
+    eh_cluster *c = eh_start(&(eh_opts){.members = 1});
+    ASSERT_NOT_NULL(c);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_EQ(0, elector_session_wait(s, 10000));
+    struct nomem k = {0};
+    elector_election *el = elector_election_new(s, "oom-overtaken", nomem_cb, &k);
+    ASSERT_NOT_NULL(el);
+    ASSERT_EQ(0, elector_campaign(el, "a", 1));
+    ASSERT_EQ(0, elector_resign(el));
+    /* With memory: the campaign Txn goes out, and FAILED comes (the loop's
+     * first pass does both); the Txn's answer is read without memory. */
+    double end = tl_now() + 3;
+    while (!k.failed && tl_now() < end)
+        elector_etcd_run_once(e, 10);
+    ASSERT_EQ(1, k.failed);
+    failed = 0;
+    fail_all = true;
+    counting = true;
+    end = tl_now() + 0.3;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 10);
+    counting = false;
+    fail_all = false;
+    end = tl_now() + 0.3;
+    while (tl_now() < end)
+        elector_etcd_run_once(e, 10);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    tl_log("overtaken campaign answered without memory: %ld allocations failed, %d Txns, "
+           "FAILED %d (%s)",
+           failed, (int)st.requests[ELECTOR_RPC_TXN], k.failed,
+           elector_err_name(k.reason));
+    ASSERT_EQ(1, k.failed);
+    ASSERT_EQ(ELECTOR_ECANCELED, k.reason);
+    ASSERT_EQ(1, (int)st.requests[ELECTOR_RPC_TXN]); /* no delete went out */
+    elector_leader_info li;
+    ASSERT_EQ(0, elector_leader_sync(e, "oom-overtaken", 3000, &li));
+    elector_leader_free(&li);
+    elector_election_free(el);
+    ASSERT_EQ(0, elector_session_close_sync(s, 3000));
+    ASSERT_EQ(1, elector_leader_sync(e, "oom-overtaken", 3000, &li));
+    elector_etcd_free(e);
+    eh_stop(c);
+}

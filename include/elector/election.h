@@ -222,7 +222,9 @@ elector_election *elector_election_new(elector_session *s, const char *name,
 /* Resigns if leading or campaigning (best effort: the delete of our key is sent
  * by the loop, and sent again after a transient failure, up to 12 times; it is
  * also sent, once, when a lost answer left our key's revision unknown, guarded
- * then by our lease), frees.
+ * then by our lease), frees. Until that delete, or a campaign Txn still out,
+ * is answered, a new election object with this name on the session gets
+ * ELECTOR_EBUSY from elector_campaign (the key would be the same one).
  * Safe from any callback, also one delivered to another election (say, the
  * LOST of the first election of a dying session frees them all). */
 void elector_election_free(elector_election *el);
@@ -251,7 +253,8 @@ void elector_election_set_log(elector_election *el, elector_election_cb log, voi
  * made, so it does not make later candidates wait for our session.
  * Our key is NAME/<lease>: one per name and session. Another election object
  * with the same name on the same session cannot campaign while this one
- * campaigns, leads or still deletes that key (ELECTOR_EBUSY).
+ * campaigns, leads, still deletes that key or still has the Txn of a resigned
+ * campaign out, freed or not (ELECTOR_EBUSY).
  * Returns 0, ELECTOR_EBUSY (already campaigning or leading, or another election
  * with this name on this session is), ELECTOR_ESESSION (session dead),
  * ELECTOR_ETOOLARGE, ELECTOR_ENOMEM; on error no event follows. */
@@ -276,7 +279,9 @@ int elector_proclaim(elector_election *el, const void *value, size_t len);
  * failures are retried while the session lives. Event RESIGNED if we led, FAILED
  * (ELECTOR_ECANCELED) if we were waiting, once the delete is answered. A new
  * campaign started before that waits for the delete's answer, so that the delete
- * cannot remove the new key. Returns 0 or ELECTOR_EINVAL (idle). */
+ * cannot remove the new key; one started while the resigned campaign's Txn is
+ * still out waits for that Txn's answer (the key it made is then the new
+ * campaign's). Returns 0 or ELECTOR_EINVAL (idle). */
 int elector_resign(elector_election *el);
 
 /* True only while we lead and the session's validity deadline has not passed:

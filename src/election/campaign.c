@@ -18,6 +18,9 @@ static void campaign_done(elector_etcd *e, int err, const ProtobufCMessage *m, v
     elector_election *owner = o->el;
     unsigned gen = o->gen;
     const Etcdserverpb__TxnResponse *r = (const void *)m;
+    /* Answered: a campaign that waits for this Txn (a new one after a resign
+     * overtook this) goes now; it finds the key this one made (delete.c). */
+    elector__delete_over(owner);
     int64_t rev = 0;
     if (!err && r->succeeded && r->header) rev = r->header->revision;
     if (!err && !r->succeeded) {
@@ -106,7 +109,10 @@ void elector__send_campaign(elector_election *el)
     struct op *o = elector__op_new(el);
     if (o) elector__pace_take(o, 1);
     int rc = o ? elector__send_txn(el, &t.txn, o, campaign_done) : ELECTOR_ENOMEM;
-    if (rc) elector__fail(el, rc, elector_etcd_errstr(el->etcd));
+    if (rc)
+        elector__fail(el, rc, elector_etcd_errstr(el->etcd));
+    else
+        el->deletes++; /* counted with our deletes: see `deletes` */
 }
 
 /* A slot is free for el, queued by elector__send_check() or elector__send_campaign():
@@ -141,6 +147,12 @@ static const char names_kind = 'N';
 static void names_free(elector__ext *x)
 {
     names *n = (names *)x;
+    /* The client is being freed: a freed election still listed (its Txns
+     * ended, a blocking call still holding it) must not look for the table
+     * when its memory goes. */
+    for (size_t i = 0; i < n->cap; i++)
+        for (elector_election *o = n->tab[i]; o; o = o->name_next)
+            o->named = false;
     free(n->tab);
     free(n);
 }
@@ -202,16 +214,20 @@ static void name_remove(elector_election *el)
 }
 
 /* Another election object with el's name campaigns, leads or deletes our key
- * on this session (one key per name and session). */
+ * on this session (one key per name and session); or was freed while Txns on
+ * the key our lease names were still out (a delete, or a campaign Txn whose
+ * answer deletes the key it made): until they are answered. */
 static bool name_busy(const elector_election *el)
 {
     names *n = (names *)elector__ext_find(el->etcd, &names_kind);
     if (!n || !n->cap) return false;
+    int64_t lease = elector__el_lease(el);
     for (const elector_election *o = n->tab[el->name_hash & (n->cap - 1)]; o;
          o = o->name_next) {
-        if (o != el && o->s == el->s &&
-            (o->state != E_IDLE || o->resign_pending || o->deletes) &&
-            !strcmp(o->name, el->name))
+        if (o == el || strcmp(o->name, el->name)) continue;
+        if (o->life.closed ? o->deletes && o->key_lease == lease
+                           : o->s == el->s &&
+                                 (o->state != E_IDLE || o->resign_pending || o->deletes))
             return true;
     }
     return false;
@@ -259,7 +275,7 @@ static const elector__session_events session_events = {on_session_ready, on_sess
 
 /* The steps that the files below start (election.c's pacer, delete.c). */
 static const elector__steps steps = {elector__send_campaign, pace_go,
-                                     elector__send_delete};
+                                     elector__send_delete, name_remove};
 
 int elector_campaign(elector_election *el, const void *value, size_t len)
 {
@@ -366,7 +382,9 @@ void elector_election_free(elector_election *el)
     }
     elector__stop_watch(el);
     elector__pace_forget(el);
-    name_remove(el);
+    /* With Txns on our key still out, the name stays busy (name_busy) until
+     * they are answered; the handle leaves the names when its memory goes. */
+    if (!el->deletes) name_remove(el);
     elector__timer_disarm(el->etcd, &el->retry);
     elector__timer_disarm(el->etcd, &el->notify);
     elector__timer_disarm(el->etcd, &el->resign_timer);

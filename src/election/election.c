@@ -34,6 +34,7 @@ void elector__el_hold(elector_election *el)
 
 static void el_release(elector_election *el)
 {
+    if (el->named) el->steps->forget(el);
     elector__timer_disarm(el->etcd, &el->retry);
     elector__timer_disarm(el->etcd, &el->notify);
     elector__timer_disarm(el->etcd, &el->resign_timer);

@@ -98,6 +98,7 @@ typedef struct elector__steps {
     void (*campaign)(elector_election *el); /* elector__send_campaign */
     void (*pace_go)(elector_election *el);  /* a slot of the pacer is free for el */
     int (*send_delete)(struct op *o);       /* a queued delete of our key may go */
+    void (*forget)(elector_election *el);   /* its memory goes: out of the names */
 } elector__steps;
 
 struct elector_election {
@@ -115,7 +116,14 @@ struct elector_election {
      * have created our key, at a revision we do not know. */
     bool maybe_key;
     bool campaign_waits; /* campaigning, Txn not sent: no lease yet, or deletes */
-    int deletes;         /* our delete Txns in flight (resign, cleanup) */
+    /* Txns on our key in flight: deletes (resign, cleanup) and campaign Txns.
+     * A new campaign waits until none is left, and another election object
+     * with our name on the session may not campaign (campaign.c name_busy):
+     * an older campaign Txn still out may make our key, or overwrite its
+     * value, and its answer deletes the key it made once that campaign was
+     * resigned; a delete, guarded by a create revision, would remove the key
+     * the new campaign found and leads with. */
+    int deletes;
     /* The session is over (or was when the owner let go): our key goes with the
      * lease, when its owner releases it (manual_release), never by a delete. */
     bool keep_key;
