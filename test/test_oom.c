@@ -1542,3 +1542,168 @@ TEST_WITH_TIMEOUT(oom_overtaken_campaign_answered_without_memory_leaves_the_key,
     elector_etcd_free(e);
     eh_stop(c);
 }
+
+/* ---- auto-sync without memory ------------------------------------------ */
+
+struct as_state {
+    int inflight, answers, notices;
+    char notice[400];
+};
+
+static void as_range_cb(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)e, (void)m;
+    struct as_state *a = ud;
+    a->inflight = 0;
+    a->answers += err == 0;
+}
+
+static void as_notice(elector_etcd *e, int err, const char *msg, void *ud)
+{
+    (void)e;
+    struct as_state *a = ud;
+    /* The auto-sync's notices only: a sync that could not be taken says why. */
+    if (!strstr(msg, "auto-sync")) return;
+    a->notices++;
+    snprintf(a->notice, sizeof(a->notice), "%s (%s)", msg, elector_err_name(err));
+}
+
+static Etcdserverpb__RangeRequest as_req = {
+    .base = PROTOBUF_C_MESSAGE_INIT(&etcdserverpb__range_request__descriptor),
+    .key = {6, (uint8_t *)"oom-as"}};
+
+static elector_etcd *as_client(int port, struct as_state *a)
+{
+    char ep[64];
+    snprintf(ep, sizeof(ep), "localhost:%d", port);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = ep;
+    cfg.auto_sync_interval_ms = 30;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    if (e && !elector_etcd_err(e)) elector_etcd_set_notice(e, as_notice, a);
+    return e;
+}
+
+/* Runs e until its endpoint list was synced once (at most 3 s), with a Range
+ * every 100 ms (the connection is made for calls, not for a sync: a
+ * connection lost is made again by the next call). */
+static void as_run(elector_etcd *e, struct as_state *a)
+{
+    elector_etcd_stats st;
+    double end = tl_now() + 3, next = 0;
+    do {
+        if (!a->inflight && tl_now() >= next &&
+            elector_etcd_call(e, ELECTOR_RPC_RANGE, &as_req.base, NULL, as_range_cb, a) ==
+                0)
+            a->inflight = 1, next = tl_now() + 0.1;
+        elector_etcd_run_once(e, 10);
+        elector_etcd_get_stats(e, &st);
+    } while (st.endpoint_syncs < 1 && tl_now() < end);
+}
+
+/* The endpoint list after the sync: the member's client URL, then the
+ * endpoint in use (spelt otherwise: localhost) kept at the end. */
+static bool as_synced(elector_etcd *e, int port)
+{
+    char want[2][64];
+    snprintf(want[0], sizeof(want[0]), "127.0.0.1:%d", port);
+    snprintf(want[1], sizeof(want[1]), "localhost:%d", port);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    elector_endpoint_info info;
+    int n = 0;
+    for (; elector_etcd_endpoint_info(e, n, &info) == 0; n++)
+        if (n > 1 || strcmp(info.authority, want[n]) != 0) return false;
+    return n == 2 && st.endpoint_syncs == 1;
+}
+
+/* A client with auto_sync_interval_ms on a one-member etcd, its endpoint
+ * given as localhost (the member lists 127.0.0.1): elector_etcd_new() with
+ * its Nth allocation failing gives no client or one in error ENOMEM; a client
+ * whose Nth allocation from then on fails (the connection, a Range, the
+ * MemberList call, its answer, the new list and the copy of the endpoint in
+ * use) still syncs its list once (a sync that could not be taken says "out of
+ * memory" and the next one takes it) and answers a Range after. */
+TEST_WITH_TIMEOUT(oom_autosync_recovers, 600)
+{
+    eh_cluster *c = eh_start(&(eh_opts){.members = 1});
+    ASSERT_NOT_NULL(c);
+    int port = eh_client_port(c, 0);
+    struct as_state a = {0};
+    long n;
+    for (n = 1; n < 100; n++) {
+        alloc_count = 0;
+        fail_at = n;
+        failed = 0;
+        counting = true;
+        elector_etcd *e = as_client(port, &a);
+        counting = false;
+        fail_at = 0;
+        if (!failed) {
+            ASSERT_NOT_NULL(e);
+            ASSERT_EQ(0, elector_etcd_err(e));
+            elector_etcd_free(e);
+            break;
+        }
+        if (e) {
+            ASSERT_EQ(ELECTOR_ENOMEM, elector_etcd_err(e));
+            elector_etcd_free(e);
+        }
+    }
+    long made = n - 1;
+    /* The sync's sweep: N counted from the client's creation on. */
+    long total = 0, bad = 0, notices = 0, runs = 0;
+    double t0 = tl_now();
+    bool full = env_long("ELECTOR_OOM_FULL", 0) != 0;
+    long only = env_long("ELECTOR_OOM_N", 0);
+    for (n = only; n < 400; n++) {
+        a = (struct as_state){0};
+        elector_etcd *e = as_client(port, &a);
+        ASSERT_EQ(0, elector_etcd_err(e));
+        alloc_count = 0;
+        fail_at = n;
+        failed = 0;
+        counting = true;
+        as_run(e, &a);
+        counting = false;
+        fail_at = 0;
+        if (n == 0) total = alloc_count;
+        bool ok = as_synced(e, port);
+        if (ok) {
+            /* It still answers. */
+            double end = tl_now() + 3;
+            int answers = a.answers;
+            while (a.answers == answers && tl_now() < end) {
+                if (!a.inflight && elector_etcd_call(e, ELECTOR_RPC_RANGE, &as_req.base,
+                                                     NULL, as_range_cb, &a) == 0)
+                    a.inflight = 1;
+                elector_etcd_run_once(e, 10);
+            }
+            ok = a.answers > answers;
+        }
+        if (a.notices && !strstr(a.notice, "out of memory")) ok = false;
+        notices += a.notices;
+        runs++;
+        if (!ok || env_long("ELECTOR_OOM_VERBOSE", 0)) {
+            elector_etcd_stats st;
+            elector_etcd_get_stats(e, &st);
+            tl_log("auto-sync N=%ld: %s, %ld failed, notice: %s; %d connects, %d syncs, "
+                   "%d answers, %d MemberList: %s",
+                   n, ok ? "ok" : "FAILED", failed, a.notices ? a.notice : "none",
+                   (int)st.connects, (int)st.endpoint_syncs, a.answers,
+                   (int)st.requests[ELECTOR_RPC_MEMBER_LIST], elector_etcd_errstr(e));
+        }
+        bad += !ok;
+        elector_etcd_free(e);
+        if ((n > 0 && !failed) || only) break;
+        /* The sample: every N up to the sync, then one in 4. */
+        if (!full && n > 10) n += 3;
+    }
+    tl_log("auto-sync: elector_etcd_new %ld allocations; sync: %ld allocations, %ld runs "
+           "in %.1f s, %ld bad, %ld notices",
+           made, total, runs, tl_now() - t0, bad, notices);
+    ASSERT_EQ(0, bad);
+    ASSERT_GE(notices, 1); /* a sync refused for want of memory was told */
+    eh_stop(c);
+}

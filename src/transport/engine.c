@@ -208,7 +208,7 @@ elector_etcd *elector_etcd_new(const elector_etcd_config *cfg)
         e->init_err = elector__tls_setup(e);
     }
     if (!e->init_err && e->s_password_file) elector__password_refresh(e);
-    if (!e->init_err) elector__autosync_start(e);
+    if (!e->init_err) e->init_err = elector__autosync_start(e);
     return e;
 }
 

@@ -355,7 +355,7 @@ void elector__password_refresh(elector_etcd *e);
 
 /* autosync.c: endpoints from MemberList every auto_sync_interval_ms, and
  * members that are learners skipped. */
-void elector__autosync_start(elector_etcd *e);
+int elector__autosync_start(elector_etcd *e); /* ELECTOR_ENOMEM, or 0 */
 void elector__autosync_free(elector_etcd *e);
 /* A call ended with this grpc status text from a learner ("rpc not supported
  * for learner"): the connection is left for the next endpoint. True when so. */
