@@ -1707,3 +1707,140 @@ TEST_WITH_TIMEOUT(oom_autosync_recovers, 600)
     ASSERT_GE(notices, 1); /* a sync refused for want of memory was told */
     eh_stop(c);
 }
+
+/* ---- the pacer without memory ------------------------------------------ */
+
+#include "transport_private.h"
+
+static int ext_count(const elector_etcd *e)
+{
+    int n = 0;
+    for (const elector__ext *x = e->exts; x; x = x->next)
+        n++;
+    return n;
+}
+
+struct pc_run {
+    elector_etcd *e;
+    elector_session *s;
+    elector_election *el;
+    struct nomem k;
+    int rc;      /* the campaign's */
+    int exts;    /* the client's extensions the campaign made (its pacer, ...) */
+    long failed; /* allocations failed (campaign, resign) */
+};
+
+/* A client, a session, an election (with memory); then campaign_sync with
+ * its n1th allocation failing, and (if it leads) a resign with its n2th
+ * failing (0: none), run until RESIGNED. */
+static void pc_run(eh_cluster *c, long n1, long n2, struct pc_run *r)
+{
+    *r = (struct pc_run){0};
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    r->e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(r->e);
+    r->s = elector_session_new(r->e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(r->s);
+    ASSERT_EQ(0, elector_session_wait(r->s, 10000));
+    r->el = elector_election_new(r->s, "oom-pacer", nomem_cb, &r->k);
+    ASSERT_NOT_NULL(r->el);
+    int exts = ext_count(r->e);
+    alloc_count = 0;
+    fail_at = n1;
+    failed = 0;
+    counting = true;
+    r->rc = elector_campaign_sync(r->el, "v", 1, 5000);
+    counting = false;
+    r->failed = failed;
+    r->exts = ext_count(r->e) - exts;
+    if (r->rc || !n2) return;
+    alloc_count = 0;
+    fail_at = n2;
+    failed = 0;
+    counting = true;
+    int rc = elector_resign(r->el);
+    if (!rc) {
+        double end = tl_now() + 3;
+        while (!r->k.resigned && tl_now() < end)
+            elector_etcd_run_once(r->e, 10);
+    }
+    counting = false;
+    fail_at = 0;
+    r->failed += failed;
+    ASSERT(rc == 0 || rc == ELECTOR_ENOMEM);
+    if (rc == 0) ASSERT_EQ(1, r->k.resigned);
+}
+
+/* Checks what etcd holds after pc_run, then frees it all: while it leads,
+ * its key is the leader key; after a resign that said 0, no key; after the
+ * session's close, no key in any case. */
+static void pc_check_and_free(struct pc_run *r)
+{
+    elector_leader_info li;
+    if (elector_is_leader(r->el)) {
+        ASSERT_EQ(0, elector_leader_sync(r->e, "oom-pacer", 3000, &li));
+        ASSERT_EQ(elector_election_token(r->el), li.token);
+        elector_leader_free(&li);
+    } else if (r->k.resigned && r->k.reason == 0) {
+        ASSERT_EQ(1, elector_leader_sync(r->e, "oom-pacer", 3000, &li));
+    }
+    elector_election_free(r->el);
+    ASSERT_EQ(0, elector_session_close_sync(r->s, 3000));
+    ASSERT_EQ(1, elector_leader_sync(r->e, "oom-pacer", 3000, &li));
+    elector_etcd_free(r->e);
+}
+
+/* A campaign whose client could not make its pacer (out of memory) goes
+ * unpaced and leads; its resign, paced again, whose pacer cannot be made
+ * either, goes unpaced too: RESIGNED, no key left. Every campaign_sync with
+ * its Nth allocation failing says 0 (and leads, its key in etcd) or
+ * ELECTOR_ENOMEM. */
+TEST_WITH_TIMEOUT(oom_pacer_without_memory_goes_unpaced, 300)
+{
+    eh_cluster *c = eh_start(&(eh_opts){.members = 1});
+    ASSERT_NOT_NULL(c);
+    struct pc_run r;
+    long n, unpaced = 0, enomem = 0;
+    int exts[200] = {0};
+    double t0 = tl_now();
+    for (n = 1; n < 200; n++) {
+        pc_run(c, n, 0, &r);
+        long f = r.failed;
+        ASSERT(r.rc == 0 || r.rc == ELECTOR_ENOMEM);
+        if (r.rc == 0) ASSERT(elector_is_leader(r.el));
+        enomem += r.rc == ELECTOR_ENOMEM;
+        exts[n] = r.rc == 0 ? r.exts : 99;
+        if (env_long("ELECTOR_OOM_VERBOSE", 0))
+            tl_log("N=%ld: %s, %ld failed, %d extensions made", n, elector_err_name(r.rc),
+                   f, r.exts);
+        pc_check_and_free(&r);
+        if (!f) break;
+    }
+    /* A campaign that led without making all a run without failures makes:
+     * its pacer could not be made (the last such N: the pacer is made when
+     * the Txn goes). */
+    int all = exts[n];
+    for (long i = 1; i < n; i++)
+        if (exts[i] < all) unpaced = i;
+    tl_log("campaign_sync: %ld allocations (%ld said ENOMEM), the pacer's: N=%ld; %.1f s",
+           n - 1, enomem, unpaced, tl_now() - t0);
+    ASSERT_GT(unpaced, 0);
+    /* Unpaced, then the resign's Nth allocation failing. */
+    int resigned_unpaced = 0;
+    for (n = 1; n < 50; n++) {
+        pc_run(c, unpaced, n, &r);
+        ASSERT_EQ(0, r.rc);
+        ASSERT_LT(r.exts, all);
+        long f = r.failed;
+        ASSERT_GE(f, 1);
+        resigned_unpaced += r.k.resigned && r.k.reason == 0;
+        pc_check_and_free(&r);
+        if (f < 2) break;
+    }
+    tl_log("resign, unpaced: %ld allocations, %d resigned; %.1f s in all", n - 1,
+           resigned_unpaced, tl_now() - t0);
+    ASSERT_GE(resigned_unpaced, 1);
+    eh_stop(c);
+}
