@@ -1655,7 +1655,7 @@ TEST_WITH_TIMEOUT(oom_autosync_recovers, 600)
     /* The sync's sweep: N counted from the client's creation on. */
     long total = 0, bad = 0, notices = 0, runs = 0;
     double t0 = tl_now();
-    bool full = env_long("ELECTOR_OOM_FULL", 0) != 0;
+    /* Every N (about 30, 2 s: no sample). */
     long only = env_long("ELECTOR_OOM_N", 0);
     for (n = only; n < 400; n++) {
         a = (struct as_state){0};
@@ -1697,8 +1697,6 @@ TEST_WITH_TIMEOUT(oom_autosync_recovers, 600)
         bad += !ok;
         elector_etcd_free(e);
         if ((n > 0 && !failed) || only) break;
-        /* The sample: every N up to the sync, then one in 4. */
-        if (!full && n > 10) n += 3;
     }
     tl_log("auto-sync: elector_etcd_new %ld allocations; sync: %ld allocations, %ld runs "
            "in %.1f s, %ld bad, %ld notices",
@@ -1842,5 +1840,103 @@ TEST_WITH_TIMEOUT(oom_pacer_without_memory_goes_unpaced, 300)
     tl_log("resign, unpaced: %ld allocations, %d resigned; %.1f s in all", n - 1,
            resigned_unpaced, tl_now() - t0);
     ASSERT_GE(resigned_unpaced, 1);
+    eh_stop(c);
+}
+
+/* ---- a late grant's confirmation without memory ------------------------ */
+
+#define LG_CLIENTS 32
+
+/* A grant read after its validity deadline is confirmed by a keepalive
+ * (session.c confirm_late_grant); when the lease is gone by then (ELEASE), a
+ * new grant is sent. Here each of LG_CLIENTS clients reads its late grant
+ * with its Nth allocation failing (N = 0: none; the loop stalled for all of
+ * them at once: one wait): the session gets ready (its lease in etcd) or
+ * ends with ELECTOR_ENOMEM; it never hangs or reports another error.
+ *   gone 0: TTL 10 s, margin 9.5 s: the grant is late after 0.5 s, the lease
+ *           lives: the keepalive confirms it.
+ *   gone 1: TTL 1 s (etcd's minimum), the grant written while etcd is paused,
+ *           read 3 s after etcd applied it: the lease expired; the keepalive
+ *           finds it gone and the lease is granted again. */
+static void late_grants(eh_cluster *c, int gone)
+{
+    elector_etcd *e[LG_CLIENTS];
+    elector_session *s[LG_CLIENTS];
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    cfg.dial_timeout_ms = 20000;
+    cfg.request_timeout_ms = 20000;
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = gone ? 1 : 10;
+    sc.margin_ms = gone ? 0 : 9500;
+    for (int i = 0; i < LG_CLIENTS; i++) {
+        e[i] = elector_etcd_new(&cfg);
+        ASSERT_NOT_NULL(e[i]);
+        elector_leader_info li; /* connected first */
+        ASSERT_EQ(1, elector_leader_sync(e[i], "oom-lg", 5000, &li));
+    }
+    if (gone) ASSERT_OK(eh_member_pause(c, 0));
+    for (int i = 0; i < LG_CLIENTS; i++) {
+        s[i] = elector_session_new(e[i], &sc, NULL, NULL);
+        ASSERT_NOT_NULL(s[i]);
+        if (gone) /* the grant written; etcd reads it when it resumes */
+            for (int k = 0; k < 3; k++)
+                elector_etcd_run_once(e[i], 1);
+    }
+    if (gone) ASSERT_OK(eh_member_resume(c, 0));
+    tl_msleep(gone ? 3000 : 700);
+    long total = -1;
+    int ready = 0, enomem = 0, i;
+    for (i = 0; i < LG_CLIENTS && (total < 0 || i <= total); i++) {
+        alloc_count = 0;
+        fail_at = i;
+        failed = 0;
+        counting = true;
+        int rc = elector_session_wait(s[i], 5000);
+        counting = false;
+        fail_at = 0;
+        elector_etcd_stats st;
+        elector_etcd_get_stats(e[i], &st);
+        elector_session_stats ss;
+        elector_session_get_stats(s[i], &ss);
+        if (i == 0) {
+            total = alloc_count;
+            tl_log("late grant%s: %ld allocations, %d keepalives, %d grants",
+                   gone ? " (lease gone)" : "", total,
+                   (int)st.requests[ELECTOR_RPC_LEASE_KEEPALIVE],
+                   (int)st.requests[ELECTOR_RPC_LEASE_GRANT]);
+            ASSERT_EQ(0, rc);
+            ASSERT_EQ(1, (int)st.requests[ELECTOR_RPC_LEASE_KEEPALIVE]); /* confirmed */
+            ASSERT_EQ(1 + gone, (int)st.requests[ELECTOR_RPC_LEASE_GRANT]);
+        }
+        if (rc != 0 && rc != ELECTOR_ENOMEM)
+            tl_log("late grant%s N=%d: %s (%s)", gone ? " (lease gone)" : "", i,
+                   elector_err_name(rc), elector_etcd_errstr(e[i]));
+        ASSERT(rc == 0 || rc == ELECTOR_ENOMEM);
+        ASSERT(i == 0 || failed == 1);
+        if (rc == 0) ASSERT(lease_listed(c, elector_session_lease(s[i])));
+        ready += rc == 0;
+        enomem += rc == ELECTOR_ENOMEM;
+    }
+    ASSERT_LT(total, LG_CLIENTS); /* every N was run */
+    tl_log("late grant%s: N = 0..%ld: %d ready, %d ENOMEM", gone ? " (lease gone)" : "",
+           total, ready, enomem);
+    ASSERT_GE(enomem, 1);
+    for (i = 0; i < LG_CLIENTS; i++) {
+        elector_session_close_sync(s[i], 3000);
+        elector_etcd_free(e[i]);
+    }
+}
+
+TEST_WITH_TIMEOUT(oom_late_grant_confirmation_without_memory, 120)
+{
+    eh_cluster *c = eh_start(&(eh_opts){.members = 1});
+    ASSERT_NOT_NULL(c);
+    double t0 = tl_now();
+    late_grants(c, 0);
+    late_grants(c, 1);
+    tl_log("%.1f s", tl_now() - t0);
     eh_stop(c);
 }

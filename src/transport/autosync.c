@@ -20,12 +20,6 @@ struct elector__autosync {
     bool in_flight;
 };
 
-static struct elector__autosync *get(elector_etcd *e)
-{
-    if (!e->autosync) e->autosync = calloc(1, sizeof(*e->autosync));
-    return e->autosync;
-}
-
 /* ---------------------------------------------------------------- endpoints */
 
 static bool same_ep(const elector__endpoint *a, const elector__endpoint *b)
@@ -197,7 +191,8 @@ static void sync_arm(elector_etcd *e)
 int elector__autosync_start(elector_etcd *e)
 {
     if (e->cfg.auto_sync_interval_ms <= 0) return 0;
-    if (!get(e)) return elector__set_err(e, ELECTOR_ENOMEM, "out of memory");
+    e->autosync = calloc(1, sizeof(*e->autosync));
+    if (!e->autosync) return elector__set_err(e, ELECTOR_ENOMEM, "out of memory");
     sync_arm(e);
     return 0;
 }
