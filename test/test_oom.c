@@ -1940,3 +1940,51 @@ TEST_WITH_TIMEOUT(oom_late_grant_confirmation_without_memory, 120)
     tl_log("%.1f s", tl_now() - t0);
     eh_stop(c);
 }
+
+/* ---- a TLS client's creation without memory ---------------------------- */
+
+/* elector_etcd_new() for a TLS etcd with its Nth allocation failing: no client
+ * or one in error ELECTOR_ENOMEM (never a client that silently does not
+ * follow its TLS files); without failures a client that reads. */
+TEST_WITH_TIMEOUT(oom_tls_client_new_fails_cleanly, 120)
+{
+    eh_cluster *c = eh_start(&(eh_opts){.members = 1, .tls = 1});
+    ASSERT_NOT_NULL(c);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    cfg.cacert = eh_cacert(c);
+    cfg.cert = eh_cert(c);
+    cfg.key = eh_key(c);
+    long n;
+    int enomem = 0;
+    for (n = 1; n < 200; n++) {
+        alloc_count = 0;
+        fail_at = n;
+        failed = 0;
+        counting = true;
+        elector_etcd *e = elector_etcd_new(&cfg);
+        counting = false;
+        fail_at = 0;
+        if (!failed) {
+            ASSERT_NOT_NULL(e);
+            ASSERT_EQ(0, elector_etcd_err(e));
+            elector_leader_info li;
+            ASSERT_EQ(1, elector_leader_sync(e, "oom-tls", 5000, &li));
+            elector_etcd_free(e);
+            break;
+        }
+        if (e) {
+            if (elector_etcd_err(e) != ELECTOR_ENOMEM)
+                tl_log("TLS client, allocation %ld failing: %s", n,
+                       elector_err_name(elector_etcd_err(e)));
+            ASSERT_EQ(ELECTOR_ENOMEM, elector_etcd_err(e));
+            elector_etcd_free(e);
+        }
+        enomem++;
+    }
+    tl_log("TLS client: %ld allocations, each failing: ENOMEM", n - 1);
+    ASSERT_EQ(n - 1, enomem);
+    ASSERT_GE(n - 1, 5);
+    eh_stop(c);
+}
