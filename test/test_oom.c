@@ -1723,15 +1723,32 @@ struct pc_run {
     elector_session *s;
     elector_election *el;
     struct nomem k;
-    int rc;      /* the campaign's */
-    int exts;    /* the client's extensions the campaign made (its pacer, ...) */
-    long failed; /* allocations failed (campaign, resign) */
+    int rc;        /* the campaign's */
+    int exts[3];   /* the client's extensions (pacer, ...) made up to each phase */
+    long count[3]; /* allocations of each phase */
+    long failed;   /* allocations failed */
 };
 
-/* A client, a session, an election (with memory); then campaign_sync with
- * its n1th allocation failing, and (if it leads) a resign with its n2th
- * failing (0: none), run until RESIGNED. */
-static void pc_run(eh_cluster *c, long n1, long n2, struct pc_run *r)
+/* Runs e's loop until el leads or ended (at most 5 s). */
+static void pc_settle(struct pc_run *r)
+{
+    double end = tl_now() + 5;
+    while (!elector_is_leader(r->el) && !r->k.failed && tl_now() < end)
+        elector_etcd_run_once(r->e, 10);
+}
+
+static void pc_phase(long n)
+{
+    alloc_count = 0;
+    fail_at = n;
+    counting = true;
+}
+
+/* A client, a session, an election (with memory); then in phases, each with
+ * its nth allocation failing (0: none): [0] elector_campaign() (the Txn
+ * sent), [1] the loop until it leads (the answer, the check, the watch),
+ * [2] if it leads, a resign, run until RESIGNED. */
+static void pc_run(eh_cluster *c, const long n[3], struct pc_run *r)
 {
     *r = (struct pc_run){0};
     elector_etcd_config cfg;
@@ -1744,31 +1761,39 @@ static void pc_run(eh_cluster *c, long n1, long n2, struct pc_run *r)
     ASSERT_EQ(0, elector_session_wait(r->s, 10000));
     r->el = elector_election_new(r->s, "oom-pacer", nomem_cb, &r->k);
     ASSERT_NOT_NULL(r->el);
+    failed = 0;
     int exts = ext_count(r->e);
-    alloc_count = 0;
-    fail_at = n1;
-    failed = 0;
-    counting = true;
-    r->rc = elector_campaign_sync(r->el, "v", 1, 5000);
+    pc_phase(n[0]);
+    r->rc = elector_campaign(r->el, "v", 1);
     counting = false;
-    r->failed = failed;
-    r->exts = ext_count(r->e) - exts;
-    if (r->rc || !n2) return;
-    alloc_count = 0;
-    fail_at = n2;
-    failed = 0;
-    counting = true;
-    int rc = elector_resign(r->el);
-    if (!rc) {
-        double end = tl_now() + 3;
-        while (!r->k.resigned && tl_now() < end)
-            elector_etcd_run_once(r->e, 10);
+    r->count[0] = alloc_count;
+    r->exts[0] = ext_count(r->e) - exts;
+    if (!r->rc) {
+        pc_phase(n[1]);
+        pc_settle(r);
+        counting = false;
+        r->count[1] = alloc_count;
+        if (r->k.failed) r->rc = r->k.reason;
     }
-    counting = false;
+    r->exts[1] = ext_count(r->e) - exts;
+    if (!r->rc) ASSERT(elector_is_leader(r->el));
+    ASSERT(r->rc == 0 || r->rc == ELECTOR_ENOMEM);
+    if (!r->rc) {
+        pc_phase(n[2]);
+        int rc = elector_resign(r->el);
+        if (!rc) {
+            double end = tl_now() + 3;
+            while (!r->k.resigned && tl_now() < end)
+                elector_etcd_run_once(r->e, 10);
+        }
+        counting = false;
+        r->count[2] = alloc_count;
+        ASSERT(rc == 0 || rc == ELECTOR_ENOMEM);
+        if (rc == 0) ASSERT_EQ(1, r->k.resigned);
+    }
     fail_at = 0;
-    r->failed += failed;
-    ASSERT(rc == 0 || rc == ELECTOR_ENOMEM);
-    if (rc == 0) ASSERT_EQ(1, r->k.resigned);
+    r->exts[2] = ext_count(r->e) - exts;
+    r->failed = failed;
 }
 
 /* Checks what etcd holds after pc_run, then frees it all: while it leads,
@@ -1790,56 +1815,62 @@ static void pc_check_and_free(struct pc_run *r)
     elector_etcd_free(r->e);
 }
 
-/* A campaign whose client could not make its pacer (out of memory) goes
- * unpaced and leads; its resign, paced again, whose pacer cannot be made
- * either, goes unpaced too: RESIGNED, no key left. Every campaign_sync with
- * its Nth allocation failing says 0 (and leads, its key in etcd) or
- * ELECTOR_ENOMEM. */
+/* Sweeps phase `ph` (N = 1 .. its allocations, the earlier phases' n fixed);
+ * returns the first N whose run led without the pacer made by then (0: none),
+ * and *runs, *led the runs and those that led. */
+static long pc_sweep(eh_cluster *c, long n[3], int ph, int *runs, int *led)
+{
+    long found = 0;
+    struct pc_run r;
+    for (n[ph] = 1; n[ph] < 100; n[ph]++) {
+        pc_run(c, n, &r);
+        (*runs)++;
+        *led += r.rc == 0;
+        if (env_long("ELECTOR_OOM_VERBOSE", 0))
+            tl_log("pacer %ld/%ld/%ld: %s, %ld failed, extensions %d %d %d, %s", n[0],
+                   n[1], n[2], elector_err_name(r.rc), r.failed, r.exts[0], r.exts[1],
+                   r.exts[2], r.k.resigned ? elector_err_name(r.k.reason) : "-");
+        /* Led without a pacer: none made by the campaign's send; by the
+         * loop, one made by the resign's delete (the pacer) */
+        if (!found && r.rc == 0 &&
+            (ph == 0 ? r.exts[0] == 0 : ph == 1 && r.exts[1] < r.exts[2]))
+            found = n[ph];
+        bool more = r.count[ph] >= n[ph];
+        pc_check_and_free(&r);
+        if (!more) break;
+    }
+    long last = n[ph];
+    n[ph] = 0;
+    return ph == 2 ? last : found;
+}
+
+/* A campaign whose client could not make its pacer (out of memory, when its
+ * Txn went and again when its check went) goes unpaced and leads; a resign
+ * whose delete cannot make the pacer either goes unpaced too; one that can
+ * makes it then. Every phase with its Nth allocation failing ends in a
+ * leader (its key the leader key in etcd) or ELECTOR_ENOMEM, and a resign in
+ * RESIGNED; after the session's close no key is left. */
 TEST_WITH_TIMEOUT(oom_pacer_without_memory_goes_unpaced, 300)
 {
     eh_cluster *c = eh_start(&(eh_opts){.members = 1});
     ASSERT_NOT_NULL(c);
-    struct pc_run r;
-    long n, unpaced = 0, enomem = 0;
-    int exts[200] = {0};
     double t0 = tl_now();
-    for (n = 1; n < 200; n++) {
-        pc_run(c, n, 0, &r);
-        long f = r.failed;
-        ASSERT(r.rc == 0 || r.rc == ELECTOR_ENOMEM);
-        if (r.rc == 0) ASSERT(elector_is_leader(r.el));
-        enomem += r.rc == ELECTOR_ENOMEM;
-        exts[n] = r.rc == 0 ? r.exts : 99;
-        if (env_long("ELECTOR_OOM_VERBOSE", 0))
-            tl_log("N=%ld: %s, %ld failed, %d extensions made", n, elector_err_name(r.rc),
-                   f, r.exts);
-        pc_check_and_free(&r);
-        if (!f) break;
-    }
-    /* A campaign that led without making all a run without failures makes:
-     * its pacer could not be made (the last such N: the pacer is made when
-     * the Txn goes). */
-    int all = exts[n];
-    for (long i = 1; i < n; i++)
-        if (exts[i] < all) unpaced = i;
-    tl_log("campaign_sync: %ld allocations (%ld said ENOMEM), the pacer's: N=%ld; %.1f s",
-           n - 1, enomem, unpaced, tl_now() - t0);
-    ASSERT_GT(unpaced, 0);
-    /* Unpaced, then the resign's Nth allocation failing. */
-    int resigned_unpaced = 0;
-    for (n = 1; n < 50; n++) {
-        pc_run(c, unpaced, n, &r);
-        ASSERT_EQ(0, r.rc);
-        ASSERT_LT(r.exts, all);
-        long f = r.failed;
-        ASSERT_GE(f, 1);
-        resigned_unpaced += r.k.resigned && r.k.reason == 0;
-        pc_check_and_free(&r);
-        if (f < 2) break;
-    }
-    tl_log("resign, unpaced: %ld allocations, %d resigned; %.1f s in all", n - 1,
-           resigned_unpaced, tl_now() - t0);
-    ASSERT_GE(resigned_unpaced, 1);
+    int runs = 0, led = 0;
+    long n[3] = {0, 0, 0};
+    n[0] = pc_sweep(c, n, 0, &runs, &led); /* the campaign's pacer */
+    ASSERT_GT(n[0], 0);
+    n[1] = pc_sweep(c, n, 1, &runs, &led); /* the check's pacer */
+    ASSERT_GT(n[1], 0);
+    struct pc_run r;
+    pc_run(c, n, &r);
+    ASSERT_EQ(0, r.rc);
+    ASSERT_LT(r.exts[1], r.exts[2]); /* led unpaced; the resign made the pacer */
+    pc_check_and_free(&r);
+    long resign = pc_sweep(c, n, 2, &runs, &led); /* the delete's pacer, ... */
+    tl_log("pacer: campaign's N=%ld, check's N=%ld, resign's %ld allocations; %d runs "
+           "(%d led) in %.1f s",
+           n[0], n[1], resign, runs, led, tl_now() - t0);
+    ASSERT_GE(resign, 2);
     eh_stop(c);
 }
 
