@@ -2019,3 +2019,69 @@ TEST_WITH_TIMEOUT(oom_tls_client_new_fails_cleanly, 120)
     ASSERT_GE(n - 1, 5);
     eh_stop(c);
 }
+
+/* ---- a freed election's delete refused, its retry without memory -------- */
+
+/* A freed leader's delete of its key fails on a transient error (etcd paused:
+ * ETIMEDOUT) and is sent again (delete.c elector__stray_deleted); when the
+ * retry's own state cannot be made (out of memory then), none goes and
+ * nothing is kept. nomem 0: the retry goes (the control); 1: it does not;
+ * the key goes with the lease in any case. */
+TEST_WITH_TIMEOUT(oom_freed_leaders_delete_retry_without_memory, 60)
+{
+    eh_cluster *c = eh_start(&(eh_opts){.members = 1});
+    ASSERT_NOT_NULL(c);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    cfg.request_timeout_ms = 300;
+    for (int nomem = 0; nomem < 2; nomem++) {
+        elector_etcd *e = elector_etcd_new(&cfg);
+        ASSERT_NOT_NULL(e);
+        elector_session_config sc;
+        elector_session_config_init(&sc);
+        sc.ttl_s = 30;
+        elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+        ASSERT_NOT_NULL(s);
+        ASSERT_EQ(0, elector_session_wait(s, 10000));
+        elector_election *el = elector_election_new(s, "oom-stray", NULL, NULL);
+        ASSERT_NOT_NULL(el);
+        ASSERT_EQ(0, elector_campaign_sync(el, "a", 1, 5000));
+        elector_etcd_stats st;
+        elector_etcd_get_stats(e, &st);
+        uint64_t txns = st.requests[ELECTOR_RPC_TXN], errs = st.errors[ELECTOR_RPC_TXN];
+        ASSERT_OK(eh_member_pause(c, 0));
+        elector_election_free(el); /* its delete goes, unanswered */
+        failed = 0;
+        fail_all = nomem;
+        counting = true;
+        double end = tl_now() + 3;
+        do {
+            elector_etcd_run_once(e, 10);
+            elector_etcd_get_stats(e, &st);
+        } while (st.errors[ELECTOR_RPC_TXN] == errs && tl_now() < end);
+        counting = false;
+        fail_all = false;
+        long nf = failed;
+        ASSERT_OK(eh_member_resume(c, 0));
+        end = tl_now() + 0.5;
+        while (tl_now() < end)
+            elector_etcd_run_once(e, 10);
+        elector_etcd_get_stats(e, &st);
+        tl_log("freed leader's delete timed out%s: %d Txns after, %ld allocations failed",
+               nomem ? " without memory" : "", (int)(st.requests[ELECTOR_RPC_TXN] - txns),
+               nf);
+        ASSERT_EQ(errs + 1, st.errors[ELECTOR_RPC_TXN]);
+        if (nomem) {
+            ASSERT_GE(nf, 1);
+            ASSERT_EQ(txns + 1, st.requests[ELECTOR_RPC_TXN]); /* no retry */
+        } else {
+            ASSERT_GE(st.requests[ELECTOR_RPC_TXN], txns + 2); /* the retry */
+        }
+        elector_leader_info li;
+        ASSERT_EQ(0, elector_session_close_sync(s, 3000));
+        ASSERT_EQ(1, elector_leader_sync(e, "oom-stray", 3000, &li));
+        elector_etcd_free(e);
+    }
+    eh_stop(c);
+}
