@@ -1939,7 +1939,8 @@ static void late_grants(eh_cluster *c, int gone)
                    (int)st.requests[ELECTOR_RPC_LEASE_KEEPALIVE],
                    (int)st.requests[ELECTOR_RPC_LEASE_GRANT]);
             ASSERT_EQ(0, rc);
-            ASSERT_EQ(1, (int)st.requests[ELECTOR_RPC_LEASE_KEEPALIVE]); /* confirmed */
+            /* confirmed (a renewal may follow on a slow machine) */
+            ASSERT_GE((int)st.requests[ELECTOR_RPC_LEASE_KEEPALIVE], 1);
             ASSERT_EQ(1 + gone, (int)st.requests[ELECTOR_RPC_LEASE_GRANT]);
         }
         if (rc != 0 && rc != ELECTOR_ENOMEM)
