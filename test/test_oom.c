@@ -2086,3 +2086,119 @@ TEST_WITH_TIMEOUT(oom_freed_leaders_delete_retry_without_memory, 60)
     }
     eh_stop(c);
 }
+
+/* ---- a stream refused for its token, sent again without memory --------- */
+
+#include "hostile_server.h"
+
+struct tk_state {
+    int calls[2], err[2]; /* the two renewals' callbacks */
+    int ended, werr;      /* the watch's */
+};
+
+static void tk_ka_cb(elector_etcd *e, int err, int64_t lease, int64_t ttl, void *ud)
+{
+    (void)e, (void)ttl;
+    struct tk_state *k = ud;
+    int i = lease == 0x694d0002;
+    k->calls[i]++;
+    k->err[i] = err;
+}
+
+static void tk_watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r,
+                        void *ud)
+{
+    (void)r;
+    struct tk_state *k = ud;
+    if (!err) return;
+    k->ended++;
+    k->werr = err;
+    elector_watch_cancel(w);
+}
+
+/* One run against a fresh hostile server: two renewals (keepalive 1) or a
+ * watch (0) whose stream is refused for its token, then sent again on a fresh
+ * stream; the loop's Nth allocation from the refusal's read on fails. Each
+ * renewal's callback / the watch's end must come once, within 5 s. Returns
+ * the allocations counted; *bad set on a wrong outcome. */
+static long tk_run(bool keepalive, long n, bool *bad, int *nomem)
+{
+    hs_server hs;
+    hs_opts o = {.attack = keepalive ? HS_KEEPALIVE_TOKEN_ONCE : HS_WATCH_TOKEN};
+    ASSERT_OK(hs_start(&hs, &o));
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = hs.endpoint;
+    cfg.request_timeout_ms = 4000;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    struct tk_state k = {0};
+    if (keepalive) {
+        ASSERT_OK(elector_etcd_keepalive(e, 0x694d0001, 3000, tk_ka_cb, &k));
+        ASSERT_OK(elector_etcd_keepalive(e, 0x694d0002, 3000, tk_ka_cb, &k));
+    } else {
+        Etcdserverpb__WatchCreateRequest q = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+        q.key.data = (uint8_t *)"e/";
+        q.key.len = 2;
+        ASSERT_NOT_NULL(elector_etcd_watch(e, &q, tk_watch_cb, &k));
+    }
+    alloc_count = 0;
+    fail_at = n;
+    failed = 0;
+    counting = true;
+    double end = tl_now() + 5;
+    while ((keepalive ? k.calls[0] + k.calls[1] < 2 : !k.ended) && tl_now() < end)
+        elector_etcd_run_once(e, 10);
+    counting = false;
+    fail_at = 0;
+    long count = alloc_count;
+    double drain = tl_now() + 0.1; /* nothing more comes */
+    while (tl_now() < drain)
+        elector_etcd_run_once(e, 10);
+    bool ok;
+    if (keepalive) {
+        ok = k.calls[0] == 1 && k.calls[1] == 1;
+        for (int i = 0; i < 2; i++)
+            *nomem += k.err[i] == ELECTOR_ENOMEM;
+        /* without failures both are renewed on the fresh stream */
+        if (!n) ok = ok && !k.err[0] && !k.err[1];
+    } else {
+        /* a watch refused twice ends with ETOKEN; one that could not be sent
+         * again ends with that error, or ENOMEM */
+        ok = k.ended == 1 && k.werr != 0;
+        *nomem += k.werr == ELECTOR_ENOMEM;
+        if (!n) ok = ok && k.werr == ELECTOR_ETOKEN;
+    }
+    if (!ok || env_long("ELECTOR_OOM_VERBOSE", 0))
+        tl_log("%s refused for its token, N=%ld: %s: calls %d %d (%s %s), watch ended %d "
+               "(%s)",
+               keepalive ? "renewals" : "watch", n, ok ? "ok" : "FAILED", k.calls[0],
+               k.calls[1], elector_err_name(k.err[0]), elector_err_name(k.err[1]),
+               k.ended, elector_err_name(k.werr));
+    *bad = *bad || !ok;
+    elector_etcd_free(e);
+    hs_stop(&hs);
+    return count;
+}
+
+/* Renewals whose LeaseKeepAlive stream ends with "invalid auth token" go out
+ * once more on a fresh stream (lease.c resend_on_fresh_stream), and a watch
+ * create refused so is sent again on a fresh stream (watch.c
+ * retry_on_fresh_stream); with the Nth allocation failing, every renewal is
+ * still answered once (renewed or an error) and the watch ends once. */
+TEST_WITH_TIMEOUT(oom_token_refusal_resend_without_memory, 300)
+{
+    double t0 = tl_now();
+    for (int keepalive = 1; keepalive >= 0; keepalive--) {
+        bool bad = false;
+        int nomem = 0;
+        long total = tk_run(keepalive, 0, &bad, &nomem), n;
+        ASSERT(!bad);
+        for (n = 1; n <= total; n++)
+            tk_run(keepalive, n, &bad, &nomem);
+        tl_log("%s refused for its token: N = 1..%ld, %d said ENOMEM; %.1f s",
+               keepalive ? "renewals" : "watch", total, nomem, tl_now() - t0);
+        ASSERT(!bad);
+        ASSERT_GE(total, 3);
+    }
+}
