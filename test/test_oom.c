@@ -2054,6 +2054,12 @@ TEST_WITH_TIMEOUT(oom_freed_leaders_delete_retry_without_memory, 60)
         uint64_t txns = st.requests[ELECTOR_RPC_TXN], errs = st.errors[ELECTOR_RPC_TXN];
         ASSERT_OK(eh_member_pause(c, 0));
         elector_election_free(el); /* its delete goes, unanswered */
+        double out = tl_now() + 2;
+        do {
+            elector_etcd_run_once(e, 1);
+            elector_etcd_get_stats(e, &st);
+        } while (st.requests[ELECTOR_RPC_TXN] == txns && tl_now() < out);
+        ASSERT_EQ(txns + 1, st.requests[ELECTOR_RPC_TXN]);
         failed = 0;
         fail_all = nomem;
         counting = true;
