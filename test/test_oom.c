@@ -1542,3 +1542,670 @@ TEST_WITH_TIMEOUT(oom_overtaken_campaign_answered_without_memory_leaves_the_key,
     elector_etcd_free(e);
     eh_stop(c);
 }
+
+/* ---- auto-sync without memory ------------------------------------------ */
+
+struct as_state {
+    int inflight, answers, notices;
+    char notice[400];
+};
+
+static void as_range_cb(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)e, (void)m;
+    struct as_state *a = ud;
+    a->inflight = 0;
+    a->answers += err == 0;
+}
+
+static void as_notice(elector_etcd *e, int err, const char *msg, void *ud)
+{
+    (void)e;
+    struct as_state *a = ud;
+    /* The auto-sync's notices only: a sync that could not be taken says why. */
+    if (!strstr(msg, "auto-sync")) return;
+    a->notices++;
+    snprintf(a->notice, sizeof(a->notice), "%s (%s)", msg, elector_err_name(err));
+}
+
+static Etcdserverpb__RangeRequest as_req = {
+    .base = PROTOBUF_C_MESSAGE_INIT(&etcdserverpb__range_request__descriptor),
+    .key = {6, (uint8_t *)"oom-as"}};
+
+static elector_etcd *as_client(int port, struct as_state *a)
+{
+    char ep[64];
+    snprintf(ep, sizeof(ep), "localhost:%d", port);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = ep;
+    cfg.auto_sync_interval_ms = 30;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    if (e && !elector_etcd_err(e)) elector_etcd_set_notice(e, as_notice, a);
+    return e;
+}
+
+/* Runs e until its endpoint list was synced once (at most 3 s), with a Range
+ * every 100 ms (the connection is made for calls, not for a sync: a
+ * connection lost is made again by the next call). */
+static void as_run(elector_etcd *e, struct as_state *a)
+{
+    elector_etcd_stats st;
+    double end = tl_now() + 3, next = 0;
+    do {
+        if (!a->inflight && tl_now() >= next &&
+            elector_etcd_call(e, ELECTOR_RPC_RANGE, &as_req.base, NULL, as_range_cb, a) ==
+                0)
+            a->inflight = 1, next = tl_now() + 0.1;
+        elector_etcd_run_once(e, 10);
+        elector_etcd_get_stats(e, &st);
+    } while (st.endpoint_syncs < 1 && tl_now() < end);
+}
+
+/* The endpoint list after the sync: the member's client URL, then the
+ * endpoint in use (spelt otherwise: localhost) kept at the end. */
+static bool as_synced(elector_etcd *e, int port)
+{
+    char want[2][64];
+    snprintf(want[0], sizeof(want[0]), "127.0.0.1:%d", port);
+    snprintf(want[1], sizeof(want[1]), "localhost:%d", port);
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    elector_endpoint_info info;
+    int n = 0;
+    for (; elector_etcd_endpoint_info(e, n, &info) == 0; n++)
+        if (n > 1 || strcmp(info.authority, want[n]) != 0) return false;
+    return n == 2 && st.endpoint_syncs == 1;
+}
+
+/* A client with auto_sync_interval_ms on a one-member etcd, its endpoint
+ * given as localhost (the member lists 127.0.0.1): elector_etcd_new() with
+ * its Nth allocation failing gives no client or one in error ENOMEM; a client
+ * whose Nth allocation from then on fails (the connection, a Range, the
+ * MemberList call, its answer, the new list and the copy of the endpoint in
+ * use) still syncs its list once (a sync that could not be taken says "out of
+ * memory" and the next one takes it) and answers a Range after. */
+TEST_WITH_TIMEOUT(oom_autosync_recovers, 600)
+{
+    eh_cluster *c = eh_start(&(eh_opts){.members = 1});
+    ASSERT_NOT_NULL(c);
+    int port = eh_client_port(c, 0);
+    struct as_state a = {0};
+    long n;
+    for (n = 1; n < 100; n++) {
+        alloc_count = 0;
+        fail_at = n;
+        failed = 0;
+        counting = true;
+        elector_etcd *e = as_client(port, &a);
+        counting = false;
+        fail_at = 0;
+        if (!failed) {
+            ASSERT_NOT_NULL(e);
+            ASSERT_EQ(0, elector_etcd_err(e));
+            elector_etcd_free(e);
+            break;
+        }
+        if (e) {
+            ASSERT_EQ(ELECTOR_ENOMEM, elector_etcd_err(e));
+            elector_etcd_free(e);
+        }
+    }
+    long made = n - 1;
+    /* The sync's sweep: N counted from the client's creation on. */
+    long total = 0, bad = 0, notices = 0, runs = 0;
+    double t0 = tl_now();
+    /* Every N (about 30, 2 s: no sample). */
+    long only = env_long("ELECTOR_OOM_N", 0);
+    for (n = only; n < 400; n++) {
+        a = (struct as_state){0};
+        elector_etcd *e = as_client(port, &a);
+        ASSERT_EQ(0, elector_etcd_err(e));
+        alloc_count = 0;
+        fail_at = n;
+        failed = 0;
+        counting = true;
+        as_run(e, &a);
+        counting = false;
+        fail_at = 0;
+        if (n == 0) total = alloc_count;
+        bool ok = as_synced(e, port);
+        if (ok) {
+            /* It still answers. */
+            double end = tl_now() + 3;
+            int answers = a.answers;
+            while (a.answers == answers && tl_now() < end) {
+                if (!a.inflight && elector_etcd_call(e, ELECTOR_RPC_RANGE, &as_req.base,
+                                                     NULL, as_range_cb, &a) == 0)
+                    a.inflight = 1;
+                elector_etcd_run_once(e, 10);
+            }
+            ok = a.answers > answers;
+        }
+        if (a.notices && !strstr(a.notice, "out of memory")) ok = false;
+        notices += a.notices;
+        runs++;
+        if (!ok || env_long("ELECTOR_OOM_VERBOSE", 0)) {
+            elector_etcd_stats st;
+            elector_etcd_get_stats(e, &st);
+            tl_log("auto-sync N=%ld: %s, %ld failed, notice: %s; %d connects, %d syncs, "
+                   "%d answers, %d MemberList: %s",
+                   n, ok ? "ok" : "FAILED", failed, a.notices ? a.notice : "none",
+                   (int)st.connects, (int)st.endpoint_syncs, a.answers,
+                   (int)st.requests[ELECTOR_RPC_MEMBER_LIST], elector_etcd_errstr(e));
+        }
+        bad += !ok;
+        elector_etcd_free(e);
+        if ((n > 0 && !failed) || only) break;
+    }
+    tl_log("auto-sync: elector_etcd_new %ld allocations; sync: %ld allocations, %ld runs "
+           "in %.1f s, %ld bad, %ld notices",
+           made, total, runs, tl_now() - t0, bad, notices);
+    ASSERT_EQ(0, bad);
+    ASSERT_GE(notices, 1); /* a sync refused for want of memory was told */
+    eh_stop(c);
+}
+
+/* ---- the pacer without memory ------------------------------------------ */
+
+#include "transport_private.h"
+
+static int ext_count(const elector_etcd *e)
+{
+    int n = 0;
+    for (const elector__ext *x = e->exts; x; x = x->next)
+        n++;
+    return n;
+}
+
+struct pc_run {
+    elector_etcd *e;
+    elector_session *s;
+    elector_election *el;
+    struct nomem k;
+    int rc;        /* the campaign's */
+    int exts[3];   /* the client's extensions (pacer, ...) made up to each phase */
+    long count[3]; /* allocations of each phase */
+    long failed;   /* allocations failed */
+};
+
+/* Runs e's loop until el leads or ended (at most 5 s). */
+static void pc_settle(struct pc_run *r)
+{
+    double end = tl_now() + 5;
+    while (!elector_is_leader(r->el) && !r->k.failed && tl_now() < end)
+        elector_etcd_run_once(r->e, 10);
+}
+
+static void pc_phase(long n)
+{
+    alloc_count = 0;
+    fail_at = n;
+    counting = true;
+}
+
+/* A client, a session, an election (with memory); then in phases, each with
+ * its nth allocation failing (0: none): [0] elector_campaign() (the Txn
+ * sent), [1] the loop until it leads (the answer, the check, the watch),
+ * [2] if it leads, a resign, run until RESIGNED. */
+static void pc_run(eh_cluster *c, const long n[3], struct pc_run *r)
+{
+    *r = (struct pc_run){0};
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    r->e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(r->e);
+    r->s = elector_session_new(r->e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(r->s);
+    ASSERT_EQ(0, elector_session_wait(r->s, 10000));
+    r->el = elector_election_new(r->s, "oom-pacer", nomem_cb, &r->k);
+    ASSERT_NOT_NULL(r->el);
+    failed = 0;
+    int exts = ext_count(r->e);
+    pc_phase(n[0]);
+    r->rc = elector_campaign(r->el, "v", 1);
+    counting = false;
+    r->count[0] = alloc_count;
+    r->exts[0] = ext_count(r->e) - exts;
+    if (!r->rc) {
+        pc_phase(n[1]);
+        pc_settle(r);
+        counting = false;
+        r->count[1] = alloc_count;
+        if (r->k.failed) r->rc = r->k.reason;
+    }
+    r->exts[1] = ext_count(r->e) - exts;
+    if (!r->rc) ASSERT(elector_is_leader(r->el));
+    ASSERT(r->rc == 0 || r->rc == ELECTOR_ENOMEM);
+    if (!r->rc) {
+        pc_phase(n[2]);
+        int rc = elector_resign(r->el);
+        if (!rc) {
+            double end = tl_now() + 3;
+            while (!r->k.resigned && tl_now() < end)
+                elector_etcd_run_once(r->e, 10);
+        }
+        counting = false;
+        r->count[2] = alloc_count;
+        ASSERT(rc == 0 || rc == ELECTOR_ENOMEM);
+        if (rc == 0) ASSERT_EQ(1, r->k.resigned);
+    }
+    fail_at = 0;
+    r->exts[2] = ext_count(r->e) - exts;
+    r->failed = failed;
+}
+
+/* Checks what etcd holds after pc_run, then frees it all: while it leads,
+ * its key is the leader key; after a resign that said 0, no key; after the
+ * session's close, no key in any case. */
+static void pc_check_and_free(struct pc_run *r)
+{
+    elector_leader_info li;
+    if (elector_is_leader(r->el)) {
+        ASSERT_EQ(0, elector_leader_sync(r->e, "oom-pacer", 3000, &li));
+        ASSERT_EQ(elector_election_token(r->el), li.token);
+        elector_leader_free(&li);
+    } else if (r->k.resigned && r->k.reason == 0) {
+        ASSERT_EQ(1, elector_leader_sync(r->e, "oom-pacer", 3000, &li));
+    }
+    elector_election_free(r->el);
+    ASSERT_EQ(0, elector_session_close_sync(r->s, 3000));
+    ASSERT_EQ(1, elector_leader_sync(r->e, "oom-pacer", 3000, &li));
+    elector_etcd_free(r->e);
+}
+
+/* Sweeps phase `ph` (N = 1 .. its allocations, the earlier phases' n fixed);
+ * returns the first N whose run led without the pacer made by then (0: none),
+ * and *runs, *led the runs and those that led. */
+static long pc_sweep(eh_cluster *c, long n[3], int ph, int *runs, int *led)
+{
+    long found = 0;
+    struct pc_run r;
+    for (n[ph] = 1; n[ph] < 100; n[ph]++) {
+        pc_run(c, n, &r);
+        (*runs)++;
+        *led += r.rc == 0;
+        if (env_long("ELECTOR_OOM_VERBOSE", 0))
+            tl_log("pacer %ld/%ld/%ld: %s, %ld failed, extensions %d %d %d, %s", n[0],
+                   n[1], n[2], elector_err_name(r.rc), r.failed, r.exts[0], r.exts[1],
+                   r.exts[2], r.k.resigned ? elector_err_name(r.k.reason) : "-");
+        /* Led without a pacer: none made by the campaign's send; by the
+         * loop, one made by the resign's delete (the pacer) */
+        if (!found && r.rc == 0 &&
+            (ph == 0 ? r.exts[0] == 0 : ph == 1 && r.exts[1] < r.exts[2]))
+            found = n[ph];
+        bool more = r.count[ph] >= n[ph];
+        pc_check_and_free(&r);
+        if (!more) break;
+    }
+    long last = n[ph];
+    n[ph] = 0;
+    return ph == 2 ? last : found;
+}
+
+/* A campaign whose client could not make its pacer (out of memory, when its
+ * Txn went and again when its check went) goes unpaced and leads; a resign
+ * whose delete cannot make the pacer either goes unpaced too; one that can
+ * makes it then. Every phase with its Nth allocation failing ends in a
+ * leader (its key the leader key in etcd) or ELECTOR_ENOMEM, and a resign in
+ * RESIGNED; after the session's close no key is left. */
+TEST_WITH_TIMEOUT(oom_pacer_without_memory_goes_unpaced, 300)
+{
+    eh_cluster *c = eh_start(&(eh_opts){.members = 1});
+    ASSERT_NOT_NULL(c);
+    double t0 = tl_now();
+    int runs = 0, led = 0;
+    long n[3] = {0, 0, 0};
+    n[0] = pc_sweep(c, n, 0, &runs, &led); /* the campaign's pacer */
+    ASSERT_GT(n[0], 0);
+    n[1] = pc_sweep(c, n, 1, &runs, &led); /* the check's pacer */
+    ASSERT_GT(n[1], 0);
+    struct pc_run r;
+    pc_run(c, n, &r);
+    ASSERT_EQ(0, r.rc);
+    ASSERT_LT(r.exts[1], r.exts[2]); /* led unpaced; the resign made the pacer */
+    pc_check_and_free(&r);
+    long resign = pc_sweep(c, n, 2, &runs, &led); /* the delete's pacer, ... */
+    tl_log("pacer: campaign's N=%ld, check's N=%ld, resign's %ld allocations; %d runs "
+           "(%d led) in %.1f s",
+           n[0], n[1], resign, runs, led, tl_now() - t0);
+    ASSERT_GE(resign, 2);
+    eh_stop(c);
+}
+
+/* ---- a late grant's confirmation without memory ------------------------ */
+
+#define LG_CLIENTS 32
+
+/* A grant read after its validity deadline is confirmed by a keepalive
+ * (session.c confirm_late_grant); when the lease is gone by then (ELEASE), a
+ * new grant is sent. Here each of LG_CLIENTS clients reads its late grant
+ * with its Nth allocation failing (N = 0: none; the loop stalled for all of
+ * them at once: one wait): the session gets ready (its lease in etcd) or
+ * ends with ELECTOR_ENOMEM; it never hangs or reports another error.
+ *   gone 0: TTL 10 s, margin 9.5 s: the grant is late after 0.5 s, the lease
+ *           lives: the keepalive confirms it.
+ *   gone 1: TTL 1 s (etcd's minimum), the grant written while etcd is paused,
+ *           read 3 s after etcd applied it: the lease expired; the keepalive
+ *           finds it gone and the lease is granted again. */
+static void late_grants(eh_cluster *c, int gone)
+{
+    elector_etcd *e[LG_CLIENTS];
+    elector_session *s[LG_CLIENTS];
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    cfg.dial_timeout_ms = 20000;
+    cfg.request_timeout_ms = 20000;
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = gone ? 1 : 10;
+    sc.margin_ms = gone ? 0 : 9500;
+    for (int i = 0; i < LG_CLIENTS; i++) {
+        e[i] = elector_etcd_new(&cfg);
+        ASSERT_NOT_NULL(e[i]);
+        elector_leader_info li; /* connected first */
+        ASSERT_EQ(1, elector_leader_sync(e[i], "oom-lg", 5000, &li));
+    }
+    if (gone) ASSERT_OK(eh_member_pause(c, 0));
+    for (int i = 0; i < LG_CLIENTS; i++) {
+        s[i] = elector_session_new(e[i], &sc, NULL, NULL);
+        ASSERT_NOT_NULL(s[i]);
+        if (gone) /* the grant written; etcd reads it when it resumes */
+            for (int k = 0; k < 3; k++)
+                elector_etcd_run_once(e[i], 1);
+    }
+    if (gone) ASSERT_OK(eh_member_resume(c, 0));
+    tl_msleep(gone ? 3000 : 700);
+    long total = -1;
+    int ready = 0, enomem = 0, i;
+    for (i = 0; i < LG_CLIENTS && (total < 0 || i <= total); i++) {
+        alloc_count = 0;
+        fail_at = i;
+        failed = 0;
+        counting = true;
+        int rc = elector_session_wait(s[i], 5000);
+        counting = false;
+        fail_at = 0;
+        elector_etcd_stats st;
+        elector_etcd_get_stats(e[i], &st);
+        elector_session_stats ss;
+        elector_session_get_stats(s[i], &ss);
+        if (i == 0) {
+            total = alloc_count;
+            tl_log("late grant%s: %ld allocations, %d keepalives, %d grants",
+                   gone ? " (lease gone)" : "", total,
+                   (int)st.requests[ELECTOR_RPC_LEASE_KEEPALIVE],
+                   (int)st.requests[ELECTOR_RPC_LEASE_GRANT]);
+            ASSERT_EQ(0, rc);
+            /* confirmed (a renewal may follow on a slow machine) */
+            ASSERT_GE((int)st.requests[ELECTOR_RPC_LEASE_KEEPALIVE], 1);
+            ASSERT_EQ(1 + gone, (int)st.requests[ELECTOR_RPC_LEASE_GRANT]);
+        }
+        if (rc != 0 && rc != ELECTOR_ENOMEM)
+            tl_log("late grant%s N=%d: %s (%s)", gone ? " (lease gone)" : "", i,
+                   elector_err_name(rc), elector_etcd_errstr(e[i]));
+        ASSERT(rc == 0 || rc == ELECTOR_ENOMEM);
+        /* (a run may make fewer allocations than the first: a renewal less) */
+        ASSERT(i == 0 || failed == 1 || alloc_count < i);
+        if (rc == 0) ASSERT(lease_listed(c, elector_session_lease(s[i])));
+        ready += rc == 0;
+        enomem += rc == ELECTOR_ENOMEM;
+    }
+    ASSERT_LT(total, LG_CLIENTS); /* every N was run */
+    tl_log("late grant%s: N = 0..%ld: %d ready, %d ENOMEM", gone ? " (lease gone)" : "",
+           total, ready, enomem);
+    ASSERT_GE(enomem, 1);
+    for (i = 0; i < LG_CLIENTS; i++) {
+        elector_session_close_sync(s[i], 3000);
+        elector_etcd_free(e[i]);
+    }
+}
+
+TEST_WITH_TIMEOUT(oom_late_grant_confirmation_without_memory, 120)
+{
+    eh_cluster *c = eh_start(&(eh_opts){.members = 1});
+    ASSERT_NOT_NULL(c);
+    double t0 = tl_now();
+    late_grants(c, 0);
+    late_grants(c, 1);
+    tl_log("%.1f s", tl_now() - t0);
+    eh_stop(c);
+}
+
+/* ---- a TLS client's creation without memory ---------------------------- */
+
+/* elector_etcd_new() for a TLS etcd with its Nth allocation failing: no client
+ * or one in error ELECTOR_ENOMEM (never a client that silently does not
+ * follow its TLS files); without failures a client that reads. */
+TEST_WITH_TIMEOUT(oom_tls_client_new_fails_cleanly, 120)
+{
+    eh_cluster *c = eh_start(&(eh_opts){.members = 1, .tls = 1});
+    ASSERT_NOT_NULL(c);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    cfg.cacert = eh_cacert(c);
+    cfg.cert = eh_cert(c);
+    cfg.key = eh_key(c);
+    long n;
+    int enomem = 0;
+    for (n = 1; n < 200; n++) {
+        alloc_count = 0;
+        fail_at = n;
+        failed = 0;
+        counting = true;
+        elector_etcd *e = elector_etcd_new(&cfg);
+        counting = false;
+        fail_at = 0;
+        if (!failed) {
+            ASSERT_NOT_NULL(e);
+            ASSERT_EQ(0, elector_etcd_err(e));
+            elector_leader_info li;
+            ASSERT_EQ(1, elector_leader_sync(e, "oom-tls", 5000, &li));
+            elector_etcd_free(e);
+            break;
+        }
+        if (e) {
+            if (elector_etcd_err(e) != ELECTOR_ENOMEM)
+                tl_log("TLS client, allocation %ld failing: %s", n,
+                       elector_err_name(elector_etcd_err(e)));
+            ASSERT_EQ(ELECTOR_ENOMEM, elector_etcd_err(e));
+            elector_etcd_free(e);
+        }
+        enomem++;
+    }
+    tl_log("TLS client: %ld allocations, each failing: ENOMEM", n - 1);
+    ASSERT_EQ(n - 1, enomem);
+    ASSERT_GE(n - 1, 5);
+    eh_stop(c);
+}
+
+/* ---- a freed election's delete refused, its retry without memory -------- */
+
+/* A freed leader's delete of its key fails on a transient error (etcd paused:
+ * ETIMEDOUT) and is sent again (delete.c elector__stray_deleted); when the
+ * retry's own state cannot be made (out of memory then), none goes and
+ * nothing is kept. nomem 0: the retry goes (the control); 1: it does not;
+ * the key goes with the lease in any case. */
+TEST_WITH_TIMEOUT(oom_freed_leaders_delete_retry_without_memory, 60)
+{
+    eh_cluster *c = eh_start(&(eh_opts){.members = 1});
+    ASSERT_NOT_NULL(c);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    cfg.request_timeout_ms = 300;
+    for (int nomem = 0; nomem < 2; nomem++) {
+        elector_etcd *e = elector_etcd_new(&cfg);
+        ASSERT_NOT_NULL(e);
+        elector_session_config sc;
+        elector_session_config_init(&sc);
+        sc.ttl_s = 30;
+        elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+        ASSERT_NOT_NULL(s);
+        ASSERT_EQ(0, elector_session_wait(s, 10000));
+        elector_election *el = elector_election_new(s, "oom-stray", NULL, NULL);
+        ASSERT_NOT_NULL(el);
+        ASSERT_EQ(0, elector_campaign_sync(el, "a", 1, 5000));
+        elector_etcd_stats st;
+        elector_etcd_get_stats(e, &st);
+        uint64_t txns = st.requests[ELECTOR_RPC_TXN], errs = st.errors[ELECTOR_RPC_TXN];
+        ASSERT_OK(eh_member_pause(c, 0));
+        elector_election_free(el); /* its delete goes, unanswered */
+        double out = tl_now() + 2;
+        do {
+            elector_etcd_run_once(e, 1);
+            elector_etcd_get_stats(e, &st);
+        } while (st.requests[ELECTOR_RPC_TXN] == txns && tl_now() < out);
+        ASSERT_EQ(txns + 1, st.requests[ELECTOR_RPC_TXN]);
+        failed = 0;
+        fail_all = nomem;
+        counting = true;
+        double end = tl_now() + 3;
+        do {
+            elector_etcd_run_once(e, 10);
+            elector_etcd_get_stats(e, &st);
+        } while (st.errors[ELECTOR_RPC_TXN] == errs && tl_now() < end);
+        counting = false;
+        fail_all = false;
+        long nf = failed;
+        ASSERT_OK(eh_member_resume(c, 0));
+        end = tl_now() + 0.5;
+        while (tl_now() < end)
+            elector_etcd_run_once(e, 10);
+        elector_etcd_get_stats(e, &st);
+        tl_log("freed leader's delete timed out%s: %d Txns after, %ld allocations failed",
+               nomem ? " without memory" : "", (int)(st.requests[ELECTOR_RPC_TXN] - txns),
+               nf);
+        ASSERT_EQ(errs + 1, st.errors[ELECTOR_RPC_TXN]);
+        if (nomem) {
+            ASSERT_GE(nf, 1);
+            ASSERT_EQ(txns + 1, st.requests[ELECTOR_RPC_TXN]); /* no retry */
+        } else {
+            ASSERT_GE(st.requests[ELECTOR_RPC_TXN], txns + 2); /* the retry */
+        }
+        elector_leader_info li;
+        ASSERT_EQ(0, elector_session_close_sync(s, 3000));
+        ASSERT_EQ(1, elector_leader_sync(e, "oom-stray", 3000, &li));
+        elector_etcd_free(e);
+    }
+    eh_stop(c);
+}
+
+/* ---- a stream refused for its token, sent again without memory --------- */
+
+#include "hostile_server.h"
+
+struct tk_state {
+    int calls[2], err[2]; /* the two renewals' callbacks */
+    int ended, werr;      /* the watch's */
+};
+
+static void tk_ka_cb(elector_etcd *e, int err, int64_t lease, int64_t ttl, void *ud)
+{
+    (void)e, (void)ttl;
+    struct tk_state *k = ud;
+    int i = lease == 0x694d0002;
+    k->calls[i]++;
+    k->err[i] = err;
+}
+
+static void tk_watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r,
+                        void *ud)
+{
+    (void)r;
+    struct tk_state *k = ud;
+    if (!err) return;
+    k->ended++;
+    k->werr = err;
+    elector_watch_cancel(w);
+}
+
+/* One run against a fresh hostile server: two renewals (keepalive 1) or a
+ * watch (0) whose stream is refused for its token, then sent again on a fresh
+ * stream; the loop's Nth allocation from the refusal's read on fails. Each
+ * renewal's callback / the watch's end must come once, within 5 s. Returns
+ * the allocations counted; *bad set on a wrong outcome. */
+static long tk_run(bool keepalive, long n, bool *bad, int *nomem)
+{
+    hs_server hs;
+    hs_opts o = {.attack = keepalive ? HS_KEEPALIVE_TOKEN_ONCE : HS_WATCH_TOKEN};
+    ASSERT_OK(hs_start(&hs, &o));
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = hs.endpoint;
+    cfg.request_timeout_ms = 4000;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    struct tk_state k = {0};
+    if (keepalive) {
+        ASSERT_OK(elector_etcd_keepalive(e, 0x694d0001, 3000, tk_ka_cb, &k));
+        ASSERT_OK(elector_etcd_keepalive(e, 0x694d0002, 3000, tk_ka_cb, &k));
+    } else {
+        Etcdserverpb__WatchCreateRequest q = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+        q.key.data = (uint8_t *)"e/";
+        q.key.len = 2;
+        ASSERT_NOT_NULL(elector_etcd_watch(e, &q, tk_watch_cb, &k));
+    }
+    alloc_count = 0;
+    fail_at = n;
+    failed = 0;
+    counting = true;
+    double end = tl_now() + 5;
+    while ((keepalive ? k.calls[0] + k.calls[1] < 2 : !k.ended) && tl_now() < end)
+        elector_etcd_run_once(e, 10);
+    counting = false;
+    fail_at = 0;
+    long count = alloc_count;
+    double drain = tl_now() + 0.1; /* nothing more comes */
+    while (tl_now() < drain)
+        elector_etcd_run_once(e, 10);
+    bool ok;
+    if (keepalive) {
+        ok = k.calls[0] == 1 && k.calls[1] == 1;
+        for (int i = 0; i < 2; i++)
+            *nomem += k.err[i] == ELECTOR_ENOMEM;
+        /* without failures both are renewed on the fresh stream */
+        if (!n) ok = ok && !k.err[0] && !k.err[1];
+    } else {
+        /* a watch refused twice ends with ETOKEN; one that could not be sent
+         * again ends with that error, or ENOMEM */
+        ok = k.ended == 1 && k.werr != 0;
+        *nomem += k.werr == ELECTOR_ENOMEM;
+        if (!n) ok = ok && k.werr == ELECTOR_ETOKEN;
+    }
+    if (!ok || env_long("ELECTOR_OOM_VERBOSE", 0))
+        tl_log("%s refused for its token, N=%ld: %s: calls %d %d (%s %s), watch ended %d "
+               "(%s)",
+               keepalive ? "renewals" : "watch", n, ok ? "ok" : "FAILED", k.calls[0],
+               k.calls[1], elector_err_name(k.err[0]), elector_err_name(k.err[1]),
+               k.ended, elector_err_name(k.werr));
+    *bad = *bad || !ok;
+    elector_etcd_free(e);
+    hs_stop(&hs);
+    return count;
+}
+
+/* Renewals whose LeaseKeepAlive stream ends with "invalid auth token" go out
+ * once more on a fresh stream (lease.c resend_on_fresh_stream), and a watch
+ * create refused so is sent again on a fresh stream (watch.c
+ * retry_on_fresh_stream); with the Nth allocation failing, every renewal is
+ * still answered once (renewed or an error) and the watch ends once. */
+TEST_WITH_TIMEOUT(oom_token_refusal_resend_without_memory, 300)
+{
+    double t0 = tl_now();
+    for (int keepalive = 1; keepalive >= 0; keepalive--) {
+        bool bad = false;
+        int nomem = 0;
+        long total = tk_run(keepalive, 0, &bad, &nomem), n;
+        ASSERT(!bad);
+        for (n = 1; n <= total; n++)
+            tk_run(keepalive, n, &bad, &nomem);
+        tl_log("%s refused for its token: N = 1..%ld, %d said ENOMEM; %.1f s",
+               keepalive ? "renewals" : "watch", total, nomem, tl_now() - t0);
+        ASSERT(!bad);
+        ASSERT_GE(total, 3);
+    }
+}

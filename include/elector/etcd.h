@@ -107,7 +107,9 @@ void elector_etcd_config_init(elector_etcd_config *cfg);
  * ELECTOR_EINVAL for a malformed endpoint list or unreadable TLS files (the text
  * names the culprit; a malformed list leaves no endpoints, so
  * elector_etcd_endpoint_info(etcd, 0, ...) fails then, and only then),
- * ELECTOR_ETLS for an unusable TLS setup. A client in error must still be freed
+ * ELECTOR_ETLS for an unusable TLS setup, ELECTOR_ENOMEM when memory ran out
+ * part way (never a client that silently lacks a configured feature, such as
+ * auto-sync or the TLS files' reload). A client in error must still be freed
  * with elector_etcd_free(). */
 elector_etcd *elector_etcd_new(const elector_etcd_config *cfg);
 

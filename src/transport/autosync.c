@@ -20,12 +20,6 @@ struct elector__autosync {
     bool in_flight;
 };
 
-static struct elector__autosync *get(elector_etcd *e)
-{
-    if (!e->autosync) e->autosync = calloc(1, sizeof(*e->autosync));
-    return e->autosync;
-}
-
 /* ---------------------------------------------------------------- endpoints */
 
 static bool same_ep(const elector__endpoint *a, const elector__endpoint *b)
@@ -43,7 +37,9 @@ static int ep_copy(elector__endpoint *dst, const elector__endpoint *src)
 }
 
 /* The usable endpoints among urls[0..n-1], parsed into eps (room for n), each
- * once; returns how many, and counts in *skipped those that cannot be used. */
+ * once; returns how many, and counts in *skipped those that cannot be used;
+ * ELECTOR_ENOMEM if one could not be parsed for want of memory (not skipped:
+ * the list would lose a member). */
 static int usable_eps(const elector_etcd *e, const char *const *urls, int n,
                       elector__endpoint *eps, int *skipped)
 {
@@ -52,8 +48,12 @@ static int usable_eps(const elector_etcd *e, const char *const *urls, int n,
     for (int i = 0; i < n; i++) {
         elector__endpoint *one = NULL;
         char err[300];
-        if (!urls[i] || strchr(urls[i], ',') ||
-            elector__endpoints_parse(urls[i], tls_default, &one, err, sizeof(err)) != 1) {
+        int rc =
+            !urls[i] || strchr(urls[i], ',')
+                ? ELECTOR_EINVAL
+                : elector__endpoints_parse(urls[i], tls_default, &one, err, sizeof(err));
+        if (rc == ELECTOR_ENOMEM) return rc;
+        if (rc != 1) {
             (*skipped)++;
             continue;
         }
@@ -76,12 +76,14 @@ static int usable_eps(const elector_etcd *e, const char *const *urls, int n,
 int elector__endpoints_replace(elector_etcd *e, const char *const *urls, int n, char *why,
                                size_t cap)
 {
+    snprintf(why, cap, "out of memory");
     elector__endpoint *eps = calloc((size_t)n + 1, sizeof(*eps));
     if (!eps) return ELECTOR_ENOMEM;
     int skipped = 0;
     int m = usable_eps(e, urls, n, eps, &skipped);
-    if (m == 0) {
-        elector__endpoints_free(eps, m);
+    if (m <= 0) {
+        elector__endpoints_free(eps, n); /* the entries not filled are zeroed */
+        if (m < 0) return m;
         snprintf(why, cap, "no usable client URL among the %d given", n);
         return ELECTOR_EINVAL;
     }
@@ -154,8 +156,8 @@ static void members_done(elector_etcd *e, int err, const ProtobufCMessage *m, vo
             urls[n++] = mb->clienturls[k];
     }
     char why[300];
-    if (elector__endpoints_replace(e, urls, n, why, sizeof(why)))
-        elector__notice(e, ELECTOR_EINVAL, "endpoint auto-sync: %s", why);
+    int rc = elector__endpoints_replace(e, urls, n, why, sizeof(why));
+    if (rc) elector__notice(e, rc, "endpoint auto-sync: %s", why);
     free(urls);
 }
 
@@ -186,10 +188,13 @@ static void sync_arm(elector_etcd *e)
                        elector__now_ms() + e->cfg.auto_sync_interval_ms, sync_fired, e);
 }
 
-void elector__autosync_start(elector_etcd *e)
+int elector__autosync_start(elector_etcd *e)
 {
-    if (e->cfg.auto_sync_interval_ms <= 0 || !get(e)) return;
+    if (e->cfg.auto_sync_interval_ms <= 0) return 0;
+    e->autosync = calloc(1, sizeof(*e->autosync));
+    if (!e->autosync) return elector__set_err(e, ELECTOR_ENOMEM, "out of memory");
     sync_arm(e);
+    return 0;
 }
 
 void elector__autosync_free(elector_etcd *e)

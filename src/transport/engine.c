@@ -204,11 +204,12 @@ elector_etcd *elector_etcd_new(const elector_etcd_config *cfg)
     for (int i = 0; i < n; i++)
         any_tls |= e->eps[i].tls;
     if (any_tls) {
-        elector__tls_files_note(e); /* before reading: a change meanwhile is seen later */
-        e->init_err = elector__tls_setup(e);
+        /* noted before reading: a change meanwhile is seen later */
+        e->init_err = elector__tls_files_note(e);
+        if (!e->init_err) e->init_err = elector__tls_setup(e);
     }
     if (!e->init_err && e->s_password_file) elector__password_refresh(e);
-    if (!e->init_err) elector__autosync_start(e);
+    if (!e->init_err) e->init_err = elector__autosync_start(e);
     return e;
 }
 

@@ -78,9 +78,11 @@ static void sigs_take(const elector_etcd *e, file_sig *out)
     sig_take(e->s_key, &out[F_KEY]);
 }
 
-void elector__tls_files_note(elector_etcd *e)
+int elector__tls_files_note(elector_etcd *e)
 {
-    if (files(e)) sigs_take(e, e->tls_files->loaded);
+    if (!files(e)) return elector__set_err(e, ELECTOR_ENOMEM, "out of memory");
+    sigs_take(e, e->tls_files->loaded);
+    return 0;
 }
 
 /* The first line of the file, without its line end; NULL with errno-like code

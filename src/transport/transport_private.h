@@ -347,7 +347,7 @@ void elector__tls_ctx_free(SSL_CTX *ctx);
  * are now (before the first load); refresh(), before each handshake, loads
  * them again when one changed (inode, size or mtime, through symlinks) and
  * keeps the previous context when the new files do not load. */
-void elector__tls_files_note(elector_etcd *e);
+int elector__tls_files_note(elector_etcd *e); /* ELECTOR_ENOMEM, or 0 */
 void elector__tls_refresh(elector_etcd *e);
 void elector__tls_files_free(elector_etcd *e);
 /* Before Auth.Authenticate: the password file read again when it changed. */
@@ -355,7 +355,7 @@ void elector__password_refresh(elector_etcd *e);
 
 /* autosync.c: endpoints from MemberList every auto_sync_interval_ms, and
  * members that are learners skipped. */
-void elector__autosync_start(elector_etcd *e);
+int elector__autosync_start(elector_etcd *e); /* ELECTOR_ENOMEM, or 0 */
 void elector__autosync_free(elector_etcd *e);
 /* A call ended with this grpc status text from a learner ("rpc not supported
  * for learner"): the connection is left for the next endpoint. True when so. */
