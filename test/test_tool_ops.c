@@ -134,10 +134,14 @@ TEST_WITH_TIMEOUT(waiting_candidates_name_the_leader_and_follow_a_failover, 120)
     char *sp = strchr(key_a, ' ');
     if (sp) *sp = 0; /* "KEY VALUE" on one line? the key alone */
     tl_log("A leads as %s", key_a);
-    tool_bg(&b, (const char *[]){"--endpoints", eps, "--http", hb, "--ttl", "2s",
+    /* A's TTL times the failover; B and C hold longer ones, so that a busy
+     * machine's slow fsync (a keepalive unanswered for 1.5 s) cannot cost B
+     * its leadership before its metrics are read (seen once in CI beside a
+     * coverage build). */
+    tool_bg(&b, (const char *[]){"--endpoints", eps, "--http", hb, "--ttl", "6s",
                                  "campaign", "fo", "B", NULL});
     ASSERT(wait_candidates(c, "fo/", 2)); /* B is next in line, then C */
-    tool_bg(&cc, (const char *[]){"--endpoints", eps, "--http", hc, "--ttl", "2s",
+    tool_bg(&cc, (const char *[]){"--endpoints", eps, "--http", hc, "--ttl", "6s",
                                   "campaign", "fo", "C", NULL});
     ASSERT(wait_candidates(c, "fo/", 3));
     tool_bg(&o,
