@@ -57,6 +57,9 @@ static const char kind = 'K';
 static void ka_free(elector__ext *x)
 {
     ka_state *st = (ka_state *)x;
+    /* Armed still when the client's free settled the renewals (settle stops
+     * at a closed client before the timer is moved): out of the heap first. */
+    if (st->etcd) elector__timer_disarm(st->etcd, &st->timer);
     for (int i = 0; i < st->nlanes; i++) {
         while (st->lanes[i].head) {
             ka_req *r = st->lanes[i].head;
