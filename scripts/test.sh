@@ -27,7 +27,7 @@
 # other versions instead. Valgrind, the fuzzers and TSan run
 # on the first version: what they check does not depend on the server's.
 #
-#   ./scripts/test.sh            everything (about 40 minutes on 2 cores)
+#   ./scripts/test.sh            everything (about 43 minutes on 2 cores)
 #   ELECTOR_SKIP_ASAN=1 ./scripts/test.sh     skip the ASan pass
 #   ELECTOR_SKIP_TSAN=1 ./scripts/test.sh     skip the TSan pass
 #   ELECTOR_SKIP_PY313=1 ./scripts/test.sh    skip the Python tests under 3.13
