@@ -203,9 +203,10 @@ struct eh_cluster {
     char *endpoints;
     char *etcd_bin, *etcdctl_bin;
     char *cacert, *cert, *key, *srv_cert, *srv_key, *wrong_cacert;
-    char *token;       /* --initial-cluster-token */
-    char *extra;       /* extra_args, for members added later */
-    int tls_rotations; /* eh_tls_rotate() calls so far */
+    char *token;          /* --initial-cluster-token */
+    char *extra;          /* extra_args, for members added later */
+    char *advertise_more; /* eh_opts.advertise_more */
+    int tls_rotations;    /* eh_tls_rotate() calls so far */
     eh_vec etcd_env, ctl_env;
     eh_member m[EH_MAX_MEMBERS];
     pid_t owner; /* process that started it: only it may stop it */
@@ -850,7 +851,8 @@ static void build_member_argv(eh_cluster *c, int i, const char *cluster,
     vec_pushf(a, "--name=m%d", i);
     vec_pushf(a, "--data-dir=%s/m%d.etcd", c->dir, i);
     vec_pushf(a, "--listen-client-urls=%s://127.0.0.1:%d", scheme, m->client_port);
-    vec_pushf(a, "--advertise-client-urls=%s://127.0.0.1:%d", scheme, m->client_port);
+    vec_pushf(a, "--advertise-client-urls=%s://127.0.0.1:%d%s%s", scheme, m->client_port,
+              c->advertise_more ? "," : "", c->advertise_more ? c->advertise_more : "");
     vec_pushf(a, "--listen-peer-urls=http://127.0.0.1:%d", m->peer_port);
     vec_pushf(a, "--initial-advertise-peer-urls=http://127.0.0.1:%d", m->peer_port);
     vec_pushf(a, "--initial-cluster=%s", cluster);
@@ -904,6 +906,7 @@ static eh_cluster *cluster_new(const eh_opts *o)
     c->n = o->members > 0 ? o->members : 1;
     c->tls = o->tls;
     c->auth = o->auth;
+    c->advertise_more = o->advertise_more ? xstrdup(o->advertise_more) : NULL;
     c->owner = getpid();
     use_etcd_dir();
     c->etcd_bin = find_bin("ETCD_BIN", "etcd");
@@ -1020,6 +1023,7 @@ void eh_stop(eh_cluster *c)
     free(c->wrong_cacert);
     free(c->token);
     free(c->extra);
+    free(c->advertise_more);
     vec_free(&c->etcd_env);
     vec_free(&c->ctl_env);
     free(c);

@@ -37,6 +37,9 @@ typedef struct eh_opts {
     int tls;                /* https client URLs, client cert auth, certs made */
     int auth;               /* root + EH_USER with a role limited to its prefix */
     const char *extra_args; /* extra etcd flags, space separated, or NULL */
+    /* one more client URL each member advertises (MemberList shows it, nothing
+     * listens there unless the test does), or NULL */
+    const char *advertise_more;
 } eh_opts;
 
 /* Starts the members and waits until all are healthy (20 s). NULL on failure,

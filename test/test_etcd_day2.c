@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "elect_util.h"
 #include "elector/etcd.h"
@@ -411,6 +412,58 @@ static void restart_member0(eh_cluster *c)
     ASSERT_OK(eh_member_stop(c, 0));
     ASSERT_OK(eh_member_restart(c, 0));
     ASSERT_OK(eh_wait_healthy(c, 0, 20));
+}
+
+/* A client made while its password file is being written in place (a
+ * shell's "echo pw > file": truncated, then written, here in two writes 40 ms
+ * apart) waits for the file to keep still, and authenticates with the whole
+ * password (before: it read the first half and failed with EAUTH). */
+TEST_WITH_TIMEOUT(password_file_half_written_is_not_used, 60)
+{
+    eh_opts o = {.members = 1, .auth = 1};
+    eh_cluster *c = eh_start(&o);
+    ASSERT_NOT_NULL(c);
+    char *d = tl_tmpdir("pwhalf");
+    char path[600], key[128];
+    snprintf(path, sizeof(path), "%s/password", d);
+    size_t half = strlen(EH_USER_PASSWORD) / 2;
+    for (int round = 0; round < 3; round++) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        ASSERT(fd >= 0);
+        pid_t w = fork();
+        ASSERT(w >= 0);
+        if (w == 0) { /* the writer: the rest, 40 ms later */
+            if (write(fd, EH_USER_PASSWORD, half) != (ssize_t)half) _exit(1);
+            usleep(40000);
+            size_t rest = strlen(EH_USER_PASSWORD) - half;
+            if (write(fd, EH_USER_PASSWORD + half, rest) != (ssize_t)rest) _exit(1);
+            _exit(write(fd, "\n", 1) == 1 ? 0 : 1);
+        }
+        close(fd);
+        struct stat st;
+        double end = tl_now() + 5;
+        while ((stat(path, &st) != 0 || st.st_size < (off_t)half) && tl_now() < end)
+            tl_msleep(1);
+        elector_etcd_config cfg;
+        elector_etcd_config_init(&cfg);
+        cfg.endpoints = eh_endpoints(c);
+        cfg.user = EH_USER;
+        cfg.password_file = path;
+        elector_etcd *e = elector_etcd_new(&cfg);
+        ASSERT_EQ(0, elector_etcd_err(e));
+        snprintf(key, sizeof(key), "%shalf", EH_USER_PREFIX);
+        double t0 = tl_now();
+        int rc = put(e, key, "1");
+        tl_log("round %d: put after %.0f ms: %s", round, (tl_now() - t0) * 1e3,
+               elector_err_name(rc));
+        ASSERT_OK(rc);
+        elector_etcd_free(e);
+        int status;
+        ASSERT_EQ(w, waitpid(w, &status, 0));
+        ASSERT_EQ(0, status);
+    }
+    free(d);
+    eh_stop(c);
 }
 
 TEST_WITH_TIMEOUT(password_file_is_read_again_when_it_changes, 120)

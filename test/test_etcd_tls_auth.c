@@ -4,10 +4,15 @@
  * server certificates, a missing client certificate, root and a user limited
  * to a prefix, wrong credentials, and simple tokens that expire between
  * calls (--auth-token-ttl). */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include "elector/etcd.h"
 #include "etcd_harness.h"
 #include "testlib.h"
@@ -567,5 +572,147 @@ TEST_WITH_TIMEOUT(auth_watch_added_to_a_stream_whose_token_expired_is_created, 3
     elector_watch_cancel(a.w);
     elector_watch_cancel(b.w);
     elector_etcd_free(e);
+    eh_stop(c);
+}
+
+/* ---------------------------------------------------------------- auto-sync keeps TLS */
+
+/* A cleartext "member" on a loopback port: it accepts, answers as an HTTP/2
+ * server would (an empty SETTINGS, so that a client goes on to send its
+ * requests), and keeps what it is sent. */
+typedef struct sniffer {
+    int lfd, port;
+    int conns[16], nconn;
+    char got[65536];
+    size_t ngot;
+} sniffer;
+
+static void sniffer_start(sniffer *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof(a);
+    ASSERT_OK(bind(s->lfd, (struct sockaddr *)&a, sizeof(a)));
+    ASSERT_OK(listen(s->lfd, 16));
+    ASSERT_OK(getsockname(s->lfd, (struct sockaddr *)&a, &l));
+    s->port = ntohs(a.sin_port);
+}
+
+static void sniffer_poll(sniffer *s)
+{
+    static const unsigned char settings[9] = {0, 0, 0, 4, 0, 0, 0, 0, 0};
+    int fd;
+    while (s->nconn < 16 && (fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK)) >= 0) {
+        s->conns[s->nconn++] = fd;
+        ssize_t w = write(fd, settings, sizeof(settings));
+        (void)w;
+    }
+    for (int i = 0; i < s->nconn; i++) {
+        ssize_t n;
+        while (s->ngot < sizeof(s->got) &&
+               (n = read(s->conns[i], s->got + s->ngot, sizeof(s->got) - s->ngot)) > 0)
+            s->ngot += (size_t)n;
+    }
+}
+
+static void sniffer_stop(sniffer *s)
+{
+    for (int i = 0; i < s->nconn; i++)
+        close(s->conns[i]);
+    close(s->lfd);
+}
+
+typedef struct sync_watch {
+    elector_etcd *e;
+    sniffer *sn;
+    int notices;
+    char cleartext[600]; /* the notice that named the cleartext URLs */
+    char synced[600];    /* the last "endpoints synced" notice */
+    int synced_n;
+} sync_watch;
+
+static void sync_notice(elector_etcd *e, int err, const char *msg, void *ud)
+{
+    (void)e, (void)err;
+    sync_watch *w = ud;
+    w->notices++;
+    tl_log("notice: %s", msg);
+    if (strstr(msg, "cleartext client URL"))
+        snprintf(w->cleartext, sizeof(w->cleartext), "%s", msg);
+    if (strstr(msg, "endpoints synced")) {
+        w->synced_n++;
+        snprintf(w->synced, sizeof(w->synced), "%s", msg);
+    }
+}
+
+/* Runs the loop for ms, looking at the sniffer between passes. */
+static void pump_sniffed(sync_watch *w, int ms)
+{
+    double end = tl_now() + ms / 1e3;
+    while (tl_now() < end) {
+        ASSERT_OK(elector_etcd_run_once(w->e, 20));
+        sniffer_poll(w->sn);
+    }
+}
+
+/* A client given only https endpoints, with a password, and auto-sync: the
+ * member list also names a cleartext client URL (here a listener that acts as
+ * an HTTP/2 server and records what it gets). Auto-sync skips it with one
+ * notice that names it, and when the TLS member is gone the client retries
+ * https only: nothing ever connects to the cleartext URL (before: the client
+ * moved there and sent Authenticate, password and all, unencrypted). */
+TEST_WITH_TIMEOUT(autosync_never_moves_a_tls_client_to_cleartext, 90)
+{
+    sniffer sn;
+    sniffer_start(&sn);
+    char more[64];
+    snprintf(more, sizeof(more), "http://127.0.0.1:%d", sn.port);
+    eh_opts o = {.members = 1, .tls = 1, .auth = 1, .advertise_more = more};
+    eh_cluster *c = eh_start(&o);
+    ASSERT_NOT_NULL(c);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    cfg.cacert = eh_cacert(c);
+    cfg.cert = eh_cert(c);
+    cfg.key = eh_key(c);
+    cfg.user = EH_USER;
+    cfg.password = EH_USER_PASSWORD;
+    cfg.dial_timeout_ms = 500;
+    cfg.request_timeout_ms = 1500;
+    cfg.auto_sync_interval_ms = 100;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    sync_watch w = {.e = e, .sn = &sn};
+    elector_etcd_set_notice(e, sync_notice, &w);
+    char v[64];
+    ASSERT_OK(get(e, user_key("x"), v, sizeof(v)));
+    pump_sniffed(&w, 800); /* several syncs */
+    ASSERT_CONTAINS(w.cleartext, "1 cleartext client URL skipped (");
+    ASSERT_CONTAINS(w.cleartext, more);
+    ASSERT_EQ(0, w.synced_n); /* the list, the TLS member only, did not change */
+    int said = w.notices;
+    pump_sniffed(&w, 400);
+    ASSERT_EQ(said, w.notices); /* told once, not at every sync */
+    elector_endpoint_info info;
+    ASSERT_EQ(ELECTOR_EINVAL, elector_etcd_endpoint_info(e, 1, &info));
+
+    /* The TLS member is gone: calls fail, the cleartext URL is never tried. */
+    ASSERT_OK(eh_member_stop(c, 0));
+    for (int i = 0; i < 3; i++) {
+        int rc = get(e, user_key("x"), v, sizeof(v));
+        tl_log("get with the member stopped: %s: %s", elector_err_name(rc),
+               elector_etcd_errstr(e));
+        ASSERT_NE(0, rc);
+        pump_sniffed(&w, 200);
+    }
+    tl_log("the cleartext listener: %d connections, %zu bytes", sn.nconn, sn.ngot);
+    ASSERT(!memmem(sn.got, sn.ngot, EH_USER_PASSWORD, strlen(EH_USER_PASSWORD)));
+    ASSERT_EQ(0, sn.nconn);
+    elector_etcd_free(e);
+    sniffer_stop(&sn);
     eh_stop(c);
 }

@@ -94,6 +94,9 @@ TEST(bad_usage_gives_one_clear_line_and_exit_2)
         {{"run", "x", "--release-on-exit=false", "--", "true", NULL},
          "--release-on-exit is for campaign and lock without a command"},
         {{"version", "x", NULL}, "unexpected argument 'x'"},
+        {{"leader", "x", "--endpoints", "https://h:1,http://h:2",
+          "--insecure-transport=false", NULL},
+         "endpoint http://h:2 is cleartext, and TLS is required"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char *out = NULL, *err = NULL;

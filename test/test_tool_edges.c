@@ -541,11 +541,12 @@ TEST_WITH_TIMEOUT(switchover_whose_request_lease_is_lost_exits_1, 60)
     eh_stop(c);
 }
 
-/* --discovery-srv that finds a member: in a network and mount namespace of
- * its own, /etc/resolv.conf names a DNS responder on the namespace's loopback
- * (Debian's python3) that answers _etcd-client._tcp with localhost:1. elector
- * says the endpoints it found and uses them (nothing listens there: exit 1). */
-TEST(discovery_that_finds_a_member_uses_it)
+/* --discovery-srv in a network and mount namespace of its own:
+ * /etc/resolv.conf names a DNS responder on the namespace's loopback (Debian's
+ * python3) that answers _etcd-client._tcp with localhost:1. elector runs with
+ * the options in more (a string of words); its exit code and output are
+ * returned (NULL: skipped). */
+static char *discover_in_netns(const char *more, int *rc)
 {
     if (tl_run(NULL, (const char *[]){"unshare", "--net", "--mount", "true", NULL}) !=
             0 ||
@@ -583,24 +584,54 @@ TEST(discovery_that_finds_a_member_uses_it)
              "/usr/bin/python3 %s/dns.py %s/ready & p=$!; "
              "i=0; while [ ! -e %s/ready ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); "
              "done; [ -e %s/ready ] || exit 77; "
-             "set +e; %s -d example.test leader N --dial-timeout 300ms; rc=$?; "
+             "set +e; %s -d example.test leader N --dial-timeout 300ms %s; rc=$?; "
              "kill $p; exit $rc",
-             dir, dir, dir, dir, dir, ELECTOR_BIN);
+             dir, dir, dir, dir, dir, ELECTOR_BIN, more);
     char *out = NULL;
     tl_run_opts ro = {.merge_stderr = 1};
-    int rc = tl_run_ex(
+    *rc = tl_run_ex(
         &out, (const char *[]){"unshare", "--net", "--mount", "sh", "-c", script, NULL},
         &ro);
-    tl_log("exit %d: %s", rc, out);
-    if (rc == 77)
+    tl_log("%s: exit %d: %s", more, *rc, out);
+    if (*rc == 77)
         tl_skip("the DNS responder could not listen on port 53 in the namespace");
+    free(dir);
+    return out;
+}
+
+/* --discovery-srv that finds a member: elector says the endpoints it found and
+ * uses them (nothing listens there: exit 1). */
+TEST(discovery_that_finds_a_member_uses_it)
+{
+    int rc;
+    char *out = discover_in_netns("", &rc);
     ASSERT_EQ(1, rc);
     ASSERT_CONTAINS(out, " info elector: --discovery-srv example.test: endpoints "
                          "http://localhost:1\n");
     ASSERT_CONTAINS(out, " error elector: cannot read the leader: endpoint localhost:1: "
                          "connect: Connection refused");
     free(out);
-    free(dir);
+}
+
+/* With TLS configured, DNS does not move the client to cleartext: the http
+ * record is named as skipped and not used (before: used, and a password
+ * would have gone out unencrypted). */
+TEST(discovery_with_tls_configured_skips_cleartext_records)
+{
+    const char *tls_ways[] = {"--insecure-transport=false", "--cacert /nonexistent"};
+    for (int i = 0; i < 2; i++) {
+        int rc;
+        char *out = discover_in_netns(tls_ways[i], &rc);
+        ASSERT_EQ(1, rc);
+        ASSERT_CONTAINS(out, " warn elector: --discovery-srv example.test: cleartext "
+                             "records skipped (http://localhost:1): TLS is configured, "
+                             "only https (_etcd-client-ssl) records are used\n");
+        ASSERT_CONTAINS(out, " error elector: --discovery-srv example.test: no https "
+                             "(_etcd-client-ssl) SRV records for the members of "
+                             "example.test");
+        ASSERT(!strstr(out, "connect"));
+        free(out);
+    }
 }
 
 /* Waits until needle occurs n times in the file at path. */

@@ -373,6 +373,7 @@ TEST(etcd_call_wrong_message_type_einval_no_callback)
 
 typedef struct notes {
     int n;
+    char first[1200]; /* the first notice since n was last 0 */
     char last[1200];
 } notes;
 
@@ -380,7 +381,7 @@ static void note_cb(elector_etcd *e, int err, const char *msg, void *ud)
 {
     (void)e, (void)err;
     notes *s = ud;
-    s->n++;
+    if (s->n++ == 0) snprintf(s->first, sizeof(s->first), "%s", msg);
     snprintf(s->last, sizeof(s->last), "%s", msg);
 }
 
@@ -451,14 +452,71 @@ TEST(endpoints_replace_takes_usable_urls_once_and_says_what_was_skipped)
     ASSERT(!strstr(nt.last, "skipped"));
     elector_etcd_free(e);
 
-    /* A client with TLS takes https members (and plain ones). */
+    /* A client with TLS takes the https members only: a cleartext one would
+     * carry its password and token unencrypted (before: taken). The skipped
+     * ones are named once, and again only when they change. */
     e = client_of("https://127.0.0.1:1", 0);
+    nt.n = 0;
     elector_etcd_set_notice(e, note_cb, &nt);
-    const char *mixed[] = {"https://127.0.0.1:7", "127.0.0.1:8"};
-    ASSERT_OK(elector__endpoints_replace(e, mixed, 2, why, sizeof(why)));
-    ASSERT_CONTAINS(nt.last, "member list: https://127.0.0.1:7,127.0.0.1:8");
+    const char *mixed[] = {"https://127.0.0.1:7", "127.0.0.1:8", "http://127.0.0.1:9"};
+    ASSERT_OK(elector__endpoints_replace(e, mixed, 3, why, sizeof(why)));
+    ASSERT_EQ(2, nt.n);
+    ASSERT_CONTAINS(nt.first, "endpoint auto-sync: 2 cleartext client URLs skipped "
+                              "(http://127.0.0.1:8, http://127.0.0.1:9): the client uses "
+                              "TLS and takes https:// URLs only");
+    ASSERT_CONTAINS(nt.last, "member list: https://127.0.0.1:7");
+    ASSERT(!strstr(nt.last, "127.0.0.1:8"));
+    ASSERT_EQ(1, e->nep);
     ASSERT_OK(elector_etcd_endpoint_info(e, 0, &info));
     ASSERT(info.tls);
+    ASSERT_OK(elector__endpoints_replace(e, mixed, 3, why, sizeof(why)));
+    ASSERT_EQ(2, nt.n); /* the same: nothing said */
+    /* Only cleartext ones: the list is kept. */
+    const char *plain[] = {"http://127.0.0.1:8"};
+    ASSERT_EQ(ELECTOR_EINVAL, elector__endpoints_replace(e, plain, 1, why, sizeof(why)));
+    ASSERT_STREQ("no usable client URL among the 1 given (TLS only: the cleartext ones "
+                 "skipped)",
+                 why);
+    ASSERT_EQ(3, nt.n);
+    ASSERT_CONTAINS(nt.last, "1 cleartext client URL skipped (http://127.0.0.1:8)");
+    ASSERT_EQ(1, e->nep);
+    ASSERT_OK(elector_etcd_endpoint_info(e, 0, &info));
+    ASSERT_STREQ("127.0.0.1:7", info.authority);
+    ASSERT(info.tls);
+    elector_etcd_free(e);
+}
+
+/* require_tls (--insecure-transport=false): an endpoint without a scheme is
+ * TLS, an http:// one is refused by name, auto-sync takes https only. */
+TEST(require_tls_refuses_cleartext_endpoints)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.require_tls = true;
+    cfg.insecure_skip_verify = true;
+    cfg.endpoints = "127.0.0.1:1,https://127.0.0.1:2";
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    elector_endpoint_info info;
+    ASSERT_OK(elector_etcd_endpoint_info(e, 0, &info));
+    ASSERT(info.tls);
+    char why[300];
+    const char *urls[] = {"http://127.0.0.1:8", "127.0.0.1:9"};
+    ASSERT_OK(elector__endpoints_replace(e, urls, 2, why, sizeof(why)));
+    ASSERT_EQ(1, e->nep);
+    ASSERT_OK(elector_etcd_endpoint_info(e, 0, &info));
+    ASSERT_STREQ("127.0.0.1:9", info.authority);
+    ASSERT(info.tls);
+    elector_etcd_free(e);
+
+    cfg.endpoints = "https://127.0.0.1:2,http://127.0.0.1:3";
+    e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    ASSERT_EQ(ELECTOR_EINVAL, elector_etcd_err(e));
+    ASSERT_STREQ("endpoint http://127.0.0.1:3 is cleartext, and TLS is required "
+                 "(require_tls, --insecure-transport=false): use https://",
+                 elector_etcd_errstr(e));
     elector_etcd_free(e);
 }
 

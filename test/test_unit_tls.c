@@ -74,6 +74,18 @@ static void put_file(const char *path, const char *data, size_t n)
     close(fd);
 }
 
+/* put_file, with an mtime a second ago: a password file that keeps still
+ * (one changed in the last 100 ms is not read yet: it may be half written). */
+static void put_still(const char *path, const char *data, size_t n)
+{
+    put_file(path, data, n);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    struct timespec ts[2] = {{now.tv_sec - 1, now.tv_nsec},
+                             {now.tv_sec - 1, now.tv_nsec}};
+    ASSERT_OK(utimensat(AT_FDCWD, path, ts, 0));
+}
+
 static void copy_file(const char *from, const char *to)
 {
     size_t n;
@@ -284,13 +296,15 @@ TEST(tls_without_files_has_nothing_to_reload)
 
 /* ---------------------------------------------------------------- password file */
 
+static int new_err(const elector_etcd_config *cfg, char *msg, size_t cap);
+
 TEST(password_file_is_followed_and_bad_files_keep_the_previous_password)
 {
     char *dir = tl_tmpdir("pwfile");
     ASSERT_NOT_NULL(dir);
     char pw[600];
     snprintf(pw, sizeof(pw), "%s/pw", dir);
-    put_file(pw, "first\nsecond line\n", 18);
+    put_still(pw, "first\nsecond line\n", 18);
     elector_etcd_config cfg;
     elector_etcd_config_init(&cfg);
     cfg.endpoints = "127.0.0.1:1";
@@ -305,7 +319,7 @@ TEST(password_file_is_followed_and_bad_files_keep_the_previous_password)
     elector__password_refresh(e); /* unchanged: not read again */
     ASSERT_EQ(0, nt.n);
 
-    put_file(pw, "second\r\n", 8);
+    put_still(pw, "second\r\n", 8);
     elector__password_refresh(e);
     ASSERT_STREQ("second", e->s_password);
     ASSERT_EQ(1, nt.n);
@@ -330,7 +344,7 @@ TEST(password_file_is_followed_and_bad_files_keep_the_previous_password)
     ASSERT_CONTAINS(nt.last, "changed: read again");
 
     /* An empty first line: a notice, once; the password stays. */
-    put_file(pw, "\nthird\n", 7);
+    put_still(pw, "\nthird\n", 7);
     elector__password_refresh(e);
     ASSERT_EQ(4, nt.n);
     ASSERT_EQ(ELECTOR_EINVAL, nt.last_err);
@@ -363,12 +377,158 @@ TEST(password_file_is_followed_and_bad_files_keep_the_previous_password)
     ASSERT_OK(unlink(pw));
 
     /* A good file again. */
-    put_file(pw, "third", 5);
+    put_still(pw, "third", 5);
     elector__password_refresh(e);
     ASSERT_EQ(8, nt.n);
     ASSERT_EQ(0, nt.last_err);
     ASSERT_STREQ("third", e->s_password);
     elector_etcd_free(e);
+    free(dir);
+}
+
+/* A password file being written (changed in the last 100 ms) is not read:
+ * its first line may be partial. It is read once it keeps still, or after 2 s
+ * of changing all the time (bounded: a file rewritten without end is read as
+ * it is). Auth.Authenticate waits meanwhile (the settle time is returned). */
+TEST(password_file_being_written_is_read_once_it_keeps_still)
+{
+    char *dir = tl_tmpdir("pwsettle");
+    ASSERT_NOT_NULL(dir);
+    char pw[600];
+    snprintf(pw, sizeof(pw), "%s/pw", dir);
+    put_still(pw, "old\n", 4);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "127.0.0.1:1";
+    cfg.user = "u";
+    cfg.password_file = pw;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    ASSERT_STREQ("old", e->s_password);
+    notices nt = {0};
+    elector_etcd_set_notice(e, on_notice, &nt);
+
+    put_file(pw, "new-pa", 6); /* half of "new-password\n", just written */
+    ASSERT_EQ(100, elector__password_refresh(e));
+    ASSERT_STREQ("old", e->s_password);
+    ASSERT_EQ(0, nt.n);
+    put_still(pw, "new-password\n", 13); /* finished, and still */
+    ASSERT_EQ(0, elector__password_refresh(e));
+    ASSERT_STREQ("new-password", e->s_password);
+    ASSERT_EQ(1, nt.n);
+
+    /* Truncated by a shell's ">" and not written yet: not an empty line to
+     * complain of, a file to wait for. */
+    put_file(pw, "", 0);
+    ASSERT_EQ(100, elector__password_refresh(e));
+    ASSERT_EQ(1, nt.n);
+    /* Rewritten every 50 ms: read as it is after 2 s of waiting. */
+    double t0 = tl_now();
+    int waits = 0;
+    for (;;) {
+        put_file(pw, "restless\n", 9);
+        if (elector__password_refresh(e) == 0) break;
+        waits++;
+        ASSERT_LT(tl_now() - t0, 4.0);
+        tl_msleep(50);
+    }
+    tl_log("a restless file read after %.2f s, %d waits", tl_now() - t0, waits);
+    ASSERT_GE(tl_now() - t0, 1.9);
+    ASSERT_STREQ("restless", e->s_password);
+
+    /* A client made while the file is being written starts without it, and
+     * reads it at its first Authenticate. */
+    elector_etcd_free(e);
+    put_file(pw, "fresh\n", 6);
+    cfg.password = "given";
+    e = elector_etcd_new(&cfg);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    ASSERT_STREQ("given", e->s_password);
+    set_mtime(pw, 1000000000, 0);
+    ASSERT_EQ(0, elector__password_refresh(e));
+    ASSERT_STREQ("fresh", e->s_password);
+    elector_etcd_free(e);
+    free(dir);
+}
+
+/* A symlink is followed only when it belongs to this process's user, root,
+ * or the owner of its directory: one that another user could have put there
+ * is reported, for the password file (the previous password stays) and for
+ * the TLS files (elector_etcd_new fails, naming it). */
+TEST(symlinks_another_user_could_have_made_are_not_followed)
+{
+    if (geteuid() != 0) tl_skip("needs root (lchown to another user)");
+    char *dir = tl_tmpdir("links");
+    ASSERT_NOT_NULL(dir);
+    char real[600], link[600], sub[600], sublink[600], a[600], b[600], why[1200];
+    snprintf(real, sizeof(real), "%s/real", dir);
+    snprintf(link, sizeof(link), "%s/link", dir);
+    snprintf(sub, sizeof(sub), "%s/theirs", dir);
+    snprintf(sublink, sizeof(sublink), "%s/theirs/link", dir);
+    snprintf(a, sizeof(a), "%s/a", dir);
+    snprintf(b, sizeof(b), "%s/b", dir);
+    put_still(real, "secret\n", 7);
+    ASSERT_OK(symlink(real, link));
+    ASSERT_EQ(0, elector__file_trusted(link, why, sizeof(why))); /* root's */
+    ASSERT_OK(lchown(link, 12345, 12345));
+    ASSERT_EQ(ELECTOR_EINVAL, elector__file_trusted(link, why, sizeof(why)));
+    tl_log("%s", why);
+    ASSERT_CONTAINS(why, "/link is a symlink owned by uid 12345, neither this "
+                         "process's user, root, nor the owner of its directory: not "
+                         "followed");
+    /* In a directory of that user's: theirs to make. */
+    ASSERT_OK(mkdir(sub, 0755));
+    ASSERT_OK(chown(sub, 12345, 12345));
+    ASSERT_OK(symlink("../real", sublink));
+    ASSERT_OK(lchown(sublink, 12345, 12345));
+    ASSERT_EQ(0, elector__file_trusted(sublink, why, sizeof(why)));
+    /* A chain (relative targets): root's link to a link of another user's. */
+    ASSERT_OK(symlink("b", a));
+    ASSERT_OK(symlink("real", b));
+    ASSERT_OK(lchown(b, 12345, 12345));
+    ASSERT_EQ(ELECTOR_EINVAL, elector__file_trusted(a, why, sizeof(why)));
+    ASSERT_CONTAINS(why, "/b is a symlink owned by uid 12345");
+    ASSERT_EQ(0, elector__file_trusted(real, why, sizeof(why))); /* no link */
+
+    /* The password file swapped for such a link: said, the password kept. */
+    char pw[600];
+    snprintf(pw, sizeof(pw), "%s/pw", dir);
+    put_still(pw, "mine\n", 5);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "127.0.0.1:1";
+    cfg.user = "u";
+    cfg.password_file = pw;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_EQ(0, elector_etcd_err(e));
+    notices nt = {0};
+    elector_etcd_set_notice(e, on_notice, &nt);
+    ASSERT_OK(unlink(pw));
+    ASSERT_OK(symlink(real, pw));
+    ASSERT_OK(lchown(pw, 12345, 12345));
+    ASSERT_EQ(0, elector__password_refresh(e));
+    ASSERT_STREQ("mine", e->s_password);
+    ASSERT_EQ(1, nt.n);
+    ASSERT_EQ(ELECTOR_EINVAL, nt.last_err);
+    ASSERT_CONTAINS(nt.last, "/pw is a symlink owned by uid 12345");
+    ASSERT_CONTAINS(nt.last, "the previous password stays in use");
+    elector_etcd_free(e);
+
+    /* A CA file behind such a link: elector_etcd_new says so. */
+    make_pair(dir, "ca", "ca");
+    char ca[600], calink[600];
+    snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+    snprintf(calink, sizeof(calink), "%s/ca-link.crt", dir);
+    ASSERT_OK(symlink(ca, calink));
+    ASSERT_OK(lchown(calink, 12345, 12345));
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "https://127.0.0.1:1";
+    cfg.cacert = calink;
+    char msg[1200];
+    ASSERT_EQ(ELECTOR_EINVAL, new_err(&cfg, msg, sizeof(msg)));
+    ASSERT_CONTAINS(msg, "/ca-link.crt is a symlink owned by uid 12345");
+    ASSERT_OK(lchown(calink, 0, 0));
+    ASSERT_EQ(0, new_err(&cfg, msg, sizeof(msg)));
     free(dir);
 }
 

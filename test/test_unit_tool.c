@@ -789,13 +789,6 @@ TEST(base64_encodes_and_decodes)
     }
 }
 
-TEST(insecure_transport_false_puts_tls_on_endpoints_without_scheme)
-{
-    char *s = tool_endpoints_https("a:1,http://b:2,https://c:3,d:4");
-    ASSERT_STREQ("https://a:1,http://b:2,https://c:3,https://d:4", s);
-    free(s);
-}
-
 /* ---------------------------------------------------------------- documentation */
 
 static char *read_all(const char *path)
@@ -1093,9 +1086,11 @@ TEST(discovery_srv_builds_the_endpoint_list_from_the_records)
     unsigned short port;
     pid_t dns = dns_responder(40, &port);
     use_resolver(port);
-    char err[600] = "";
-    char *eps = tool_srv_endpoints("example.com", NULL, false, err, sizeof(err));
+    char err[600] = "", skipped[64] = "x";
+    char *eps = tool_srv_endpoints("example.com", NULL, false, skipped, sizeof(skipped),
+                                   err, sizeof(err));
     if (!eps) tl_log("%s", err);
+    ASSERT_STREQ("", skipped);
     ASSERT_NOT_NULL(eps);
     tl_log("%zu bytes: %.80s...", strlen(eps), eps);
     ASSERT(
@@ -1103,16 +1098,19 @@ TEST(discovery_srv_builds_the_endpoint_list_from_the_records)
     ASSERT_CONTAINS(eps, ",https://m39.example.com:2418,http://m00.example.com:2379");
     ASSERT_GT((long)strlen(eps), 1024L);
     free(eps);
-    eps = tool_srv_endpoints("example.com", "prod", true, err, sizeof(err));
+    eps = tool_srv_endpoints("example.com", "prod", true, skipped, sizeof(skipped), err,
+                             sizeof(err));
     ASSERT_NOT_NULL(eps);
-    ASSERT(!strstr(eps, "http://")); /* secure only */
+    ASSERT(!strstr(eps, "http://")); /* secure only; the plain one named, cut to fit */
+    ASSERT_STREQ("http://m00.example.com:2379", skipped);
     free(eps);
     kill(dns, SIGKILL);
     waitpid(dns, NULL, 0);
 
     dns = dns_responder(-1, &port);
     use_resolver(port);
-    ASSERT_NULL(tool_srv_endpoints("example.com", NULL, false, err, sizeof(err)));
+    ASSERT_NULL(tool_srv_endpoints("example.com", NULL, false, skipped, sizeof(skipped),
+                                   err, sizeof(err)));
     tl_log("%s", err);
     ASSERT_CONTAINS(err, "_etcd-client-ssl._tcp.example.com: malformed");
     kill(dns, SIGKILL);
@@ -1121,7 +1119,7 @@ TEST(discovery_srv_builds_the_endpoint_list_from_the_records)
 
 TEST(discovery_srv_with_no_records_is_a_clear_error)
 {
-    char err[600] = "";
+    char err[600] = "", skipped[64];
     /* The resolver asks a closed loopback port (no traffic leaves the host):
      * no answer, as for a domain without the records. */
     res_init();
@@ -1131,7 +1129,8 @@ TEST(discovery_srv_with_no_records_is_a_clear_error)
     _res.nsaddr_list[0].sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     _res.retry = 1;
     _res.retrans = 1;
-    char *eps = tool_srv_endpoints("elector-test.invalid", NULL, false, err, sizeof(err));
+    char *eps = tool_srv_endpoints("elector-test.invalid", NULL, false, skipped,
+                                   sizeof(skipped), err, sizeof(err));
     ASSERT_NULL(eps);
     ASSERT_CONTAINS(err, "no SRV records");
     ASSERT_CONTAINS(err, "_etcd-client-ssl._tcp.elector-test.invalid");

@@ -432,19 +432,6 @@ TEST(names_of_commands_and_options)
     ASSERT_EQ(2, env);
 }
 
-TEST(endpoints_get_https_where_they_have_no_scheme)
-{
-    char *s = tool_endpoints_https("a:1,,http://b:2,c:3");
-    ASSERT_STREQ("https://a:1,,http://b:2,https://c:3", s);
-    free(s);
-    s = tool_endpoints_https("");
-    ASSERT_STREQ("", s);
-    free(s);
-    s = tool_endpoints_https(",");
-    ASSERT_STREQ(",", s);
-    free(s);
-}
-
 /* ---------------------------------------------------------------- --password-file */
 
 static char *write_file(const char *dir, const char *name, const char *text, size_t n)

@@ -357,8 +357,18 @@ static int client_error(struct app *a)
  * *list (malloc'd; the caller frees it once o is no longer used). */
 static int discover(tool_opts *o, char **list, char *err, size_t cap)
 {
-    char *srv_eps = tool_srv_endpoints(o->discovery_srv, o->discovery_srv_name,
-                                       o->srv_secure_only, err, cap);
+    /* TLS configured: DNS must not take the client (and its password) to
+     * cleartext, whatever --insecure-discovery says. */
+    bool tls = o->cacert || o->cert || o->key || !o->insecure_transport;
+    char skipped[512];
+    char *srv_eps =
+        tool_srv_endpoints(o->discovery_srv, o->discovery_srv_name,
+                           o->srv_secure_only || tls, skipped, sizeof(skipped), err, cap);
+    if (*skipped)
+        tool_log(LOG_WARN, "--discovery-srv %s: cleartext records skipped (%s): %s",
+                 o->discovery_srv, skipped,
+                 tls ? "TLS is configured, only https (_etcd-client-ssl) records are used"
+                     : "--insecure-discovery=false");
     if (!srv_eps) {
         tool_log(LOG_ERROR, "--discovery-srv %s: %s", o->discovery_srv, err);
         return EXIT_ERROR;

@@ -158,7 +158,10 @@ struct client_options {
     std::chrono::milliseconds dial_timeout{5000}, request_timeout{5000};
     // Every this long the endpoint list is replaced by the members' client
     // URLs (learners left out). 0 (the default): off, the list stays as given.
+    // A client whose endpoints use TLS never takes a cleartext URL from it.
     std::chrono::milliseconds auto_sync_interval{0};
+    // TLS only: endpoints without a scheme use TLS, an http:// one is refused.
+    bool require_tls = false;
     std::chrono::milliseconds stall{
         1000}; // threaded: a callback running longer is reported
 };
@@ -214,6 +217,7 @@ inline elector_etcd_config make_config(const client_options &o)
     c.password = opt(o.password);
     c.password_file = opt(o.password_file);
     c.auto_sync_interval_ms = o.auto_sync_interval.count();
+    c.require_tls = o.require_tls;
     c.dial_timeout_ms = o.dial_timeout.count();
     c.request_timeout_ms = o.request_timeout.count();
     return c;

@@ -97,6 +97,14 @@ typedef struct elector_etcd_config {
      * empty is a notice, and the previous password stays in use. password, if
      * also set, is the one to start with. NULL: the password field only. */
     const char *password_file;
+    /* true: TLS only (etcdctl's --insecure-transport=false). Endpoints without a
+     * scheme use TLS, an http:// endpoint is refused (elector_etcd_new() fails
+     * with ELECTOR_EINVAL), and auto-sync takes only https:// client URLs.
+     * Without it, a client whose endpoints use TLS (https://, or no scheme with
+     * TLS files set) still never moves to cleartext: auto-sync skips the http://
+     * URLs of the member list (a notice names them), so a password or token is
+     * never sent unencrypted to a member the user did not name. Default false. */
+    bool require_tls;
 } elector_etcd_config;
 
 /* Fills defaults. */
@@ -104,8 +112,9 @@ void elector_etcd_config_init(elector_etcd_config *cfg);
 
 /* Creates a client. No connection is made until the first call or stream.
  * Returns NULL only when memory is exhausted; otherwise check elector_etcd_err():
- * ELECTOR_EINVAL for a malformed endpoint list or unreadable TLS files (the text
- * names the culprit; a malformed list leaves no endpoints, so
+ * ELECTOR_EINVAL for a malformed endpoint list (or an http:// endpoint with
+ * require_tls) or unreadable TLS files (the text names the culprit; a
+ * malformed or refused list leaves no endpoints, so
  * elector_etcd_endpoint_info(etcd, 0, ...) fails then, and only then),
  * ELECTOR_ETLS for an unusable TLS setup, ELECTOR_ENOMEM when memory ran out
  * part way (never a client that silently lacks a configured feature, such as

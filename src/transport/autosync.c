@@ -36,14 +36,32 @@ static int ep_copy(elector__endpoint *dst, const elector__endpoint *src)
     return dst->host && dst->port && dst->authority ? 0 : ELECTOR_ENOMEM;
 }
 
+/* What auto-sync skipped for its scheme: the cleartext URLs of a TLS client,
+ * named in one notice (again only when the set changes, not at every sync). */
+typedef struct skipped {
+    int unusable;    /* not parsed, or https without TLS set up */
+    int cleartext;   /* http:// while the client is TLS only */
+    char names[512]; /* the cleartext ones, comma separated (cut if long) */
+    size_t names_len;
+} skipped;
+
+static void note_cleartext(skipped *sk, const elector__endpoint *ep)
+{
+    sk->cleartext++;
+    if (sk->names_len >= sizeof(sk->names)) return;
+    int w = snprintf(sk->names + sk->names_len, sizeof(sk->names) - sk->names_len,
+                     "%shttp://%s", sk->names_len ? ", " : "", ep->authority);
+    sk->names_len += w > 0 ? (size_t)w : 0;
+}
+
 /* The usable endpoints among urls[0..n-1], parsed into eps (room for n), each
- * once; returns how many, and counts in *skipped those that cannot be used;
+ * once; returns how many, and counts in *sk those that cannot be used;
  * ELECTOR_ENOMEM if one could not be parsed for want of memory (not skipped:
  * the list would lose a member). */
 static int usable_eps(const elector_etcd *e, const char *const *urls, int n,
-                      elector__endpoint *eps, int *skipped)
+                      elector__endpoint *eps, skipped *sk)
 {
-    bool tls_default = e->s_cacert || e->s_cert;
+    bool tls_default = e->s_cacert || e->s_cert || e->cfg.require_tls;
     int m = 0;
     for (int i = 0; i < n; i++) {
         elector__endpoint *one = NULL;
@@ -54,16 +72,20 @@ static int usable_eps(const elector_etcd *e, const char *const *urls, int n,
                 : elector__endpoints_parse(urls[i], tls_default, &one, err, sizeof(err));
         if (rc == ELECTOR_ENOMEM) return rc;
         if (rc != 1) {
-            (*skipped)++;
+            sk->unusable++;
             continue;
         }
         bool dup = false;
         for (int k = 0; k < m; k++)
             dup |= same_ep(&eps[k], one);
-        /* TLS to a member needs the TLS files; a client set up without them
+        /* A client set up for TLS never moves to cleartext: its password and
+         * token would go out unencrypted. One set up without TLS has no TLS
+         * context (elector_etcd_new() makes one only for a TLS list): it
          * cannot use an https:// member. */
-        if (dup || (one->tls && !e->ssl_ctx)) {
-            *skipped += !dup;
+        bool wrong_scheme = one->tls != e->tls_only;
+        if (!dup && wrong_scheme && one->tls) sk->unusable++;
+        if (!dup && wrong_scheme && !one->tls) note_cleartext(sk, one);
+        if (dup || wrong_scheme) {
             elector__endpoints_free(one, 1);
             continue;
         }
@@ -73,18 +95,39 @@ static int usable_eps(const elector_etcd *e, const char *const *urls, int n,
     return m;
 }
 
+/* One notice for the cleartext URLs skipped, when they differ from the last
+ * ones told (FNV-1a of their names; 0: none told). */
+static void tell_cleartext(elector_etcd *e, const skipped *sk)
+{
+    uint64_t h = 0;
+    if (sk->cleartext) {
+        h = 1469598103934665603ull;
+        for (size_t i = 0; i < sk->names_len; i++)
+            h = (h ^ (unsigned char)sk->names[i]) * 1099511628211ull;
+    }
+    if (h == e->cleartext_told) return;
+    e->cleartext_told = h;
+    if (sk->cleartext)
+        elector__notice(e, 0,
+                        "endpoint auto-sync: %d cleartext client URL%s skipped (%s): the "
+                        "client uses TLS and takes https:// URLs only",
+                        sk->cleartext, sk->cleartext > 1 ? "s" : "", sk->names);
+}
+
 int elector__endpoints_replace(elector_etcd *e, const char *const *urls, int n, char *why,
                                size_t cap)
 {
     snprintf(why, cap, "out of memory");
     elector__endpoint *eps = calloc((size_t)n + 1, sizeof(*eps));
     if (!eps) return ELECTOR_ENOMEM;
-    int skipped = 0;
-    int m = usable_eps(e, urls, n, eps, &skipped);
+    skipped sk = {0};
+    int m = usable_eps(e, urls, n, eps, &sk);
+    if (m >= 0) tell_cleartext(e, &sk);
     if (m <= 0) {
         elector__endpoints_free(eps, n); /* the entries not filled are zeroed */
         if (m < 0) return m;
-        snprintf(why, cap, "no usable client URL among the %d given", n);
+        snprintf(why, cap, "no usable client URL among the %d given%s", n,
+                 sk.cleartext ? " (TLS only: the cleartext ones skipped)" : "");
         return ELECTOR_EINVAL;
     }
     /* The endpoint in use (or to be tried next) keeps its place: the
@@ -124,7 +167,7 @@ int elector__endpoints_replace(elector_etcd *e, const char *const *urls, int n, 
         off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s%s", i ? "," : "",
                                 eps[i].tls ? "https://" : "", eps[i].authority);
     elector__notice(e, 0, "endpoints synced from the cluster's member list: %s%s", list,
-                    skipped ? " (some client URLs skipped: unusable)" : "");
+                    sk.unusable ? " (some client URLs skipped: unusable)" : "");
     return 0;
 }
 

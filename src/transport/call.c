@@ -298,7 +298,13 @@ static void auth_done(elector_etcd *e, int err, const ProtobufCMessage *m, void 
 
 static void auth_start(elector_etcd *e)
 {
-    elector__password_refresh(e); /* tls_reload.c */
+    /* The password file is being written: the Authenticate waits for it (a
+     * partial first line would fail, and count as wrong credentials). */
+    int settle_ms = elector__password_refresh(e); /* tls_reload.c */
+    if (settle_ms > 0) {
+        elector__timer_arm(e, &e->auth_timer, e->now_ms + settle_ms, auth_retry_fired, e);
+        return;
+    }
     Etcdserverpb__AuthenticateRequest req = ETCDSERVERPB__AUTHENTICATE_REQUEST__INIT;
     req.name = e->s_user;
     req.password = e->s_password;

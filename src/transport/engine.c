@@ -161,6 +161,42 @@ static const elector__up up = {
     elector__call_ready, elector__call_end, conn_up,
     calls_fail,          conn_down,         elector__learner_refusal};
 
+/* The endpoint list given, parsed, and the TLS it asks for. With require_tls
+ * a cleartext endpoint is refused, and a list refused (or malformed) leaves no
+ * endpoints. Returns 0 or the error, also set on the handle. */
+static int endpoints_setup(elector_etcd *e)
+{
+    bool tls_default = e->s_cacert || e->s_cert || e->cfg.require_tls;
+    char msg[300];
+    int n =
+        elector__endpoints_parse(e->s_endpoints, tls_default, &e->eps, msg, sizeof(msg));
+    if (n < 0) return elector__set_err(e, n, "%s", msg);
+    e->nep = n;
+    bool any_tls = false;
+    for (int i = 0; i < n; i++) {
+        any_tls |= e->eps[i].tls;
+        if (e->cfg.require_tls && !e->eps[i].tls) {
+            int err = elector__set_err(
+                e, ELECTOR_EINVAL,
+                "endpoint http://%s is cleartext, and TLS is required "
+                "(require_tls, --insecure-transport=false): use https://",
+                e->eps[i].authority);
+            elector__endpoints_free(e->eps, e->nep);
+            e->eps = NULL;
+            e->nep = 0;
+            return err;
+        }
+    }
+    /* A list with a TLS endpoint is a TLS setup: what the cluster reports
+     * later (auto-sync) must not take the client, and its password, to
+     * cleartext. */
+    e->tls_only = any_tls;
+    if (!any_tls) return 0;
+    /* noted before reading: a change meanwhile is seen later */
+    int err = elector__tls_files_note(e);
+    return err ? err : elector__tls_setup(e);
+}
+
 elector_etcd *elector_etcd_new(const elector_etcd_config *cfg)
 {
     elector_etcd_config defaults;
@@ -191,23 +227,7 @@ elector_etcd *elector_etcd_new(const elector_etcd_config *cfg)
                              strerror(errno));
         return e;
     }
-    bool tls_default = e->s_cacert || e->s_cert;
-    char msg[300];
-    int n =
-        elector__endpoints_parse(e->s_endpoints, tls_default, &e->eps, msg, sizeof(msg));
-    if (n < 0) {
-        e->init_err = elector__set_err(e, n, "%s", msg);
-        return e;
-    }
-    e->nep = n;
-    bool any_tls = false;
-    for (int i = 0; i < n; i++)
-        any_tls |= e->eps[i].tls;
-    if (any_tls) {
-        /* noted before reading: a change meanwhile is seen later */
-        e->init_err = elector__tls_files_note(e);
-        if (!e->init_err) e->init_err = elector__tls_setup(e);
-    }
+    e->init_err = endpoints_setup(e);
     if (!e->init_err && e->s_password_file) elector__password_refresh(e);
     if (!e->init_err) e->init_err = elector__autosync_start(e);
     return e;

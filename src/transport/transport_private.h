@@ -228,6 +228,10 @@ struct elector_etcd {
     uint32_t ep_events;
     SSL_CTX *ssl_ctx;
     SSL *ssl;
+    /* The endpoints given use TLS (or require_tls): no endpoint may ever be
+     * cleartext (auto-sync skips http:// client URLs). */
+    bool tls_only;
+    uint64_t cleartext_told; /* the cleartext URLs auto-sync last named (a hash) */
     /* Day-2 operations (tls_reload.c, autosync.c): what the TLS files were
      * when last loaded, the endpoint list kept from MemberList, notices. */
     struct elector__tls_files *tls_files;
@@ -350,8 +354,15 @@ void elector__tls_ctx_free(SSL_CTX *ctx);
 int elector__tls_files_note(elector_etcd *e); /* ELECTOR_ENOMEM, or 0 */
 void elector__tls_refresh(elector_etcd *e);
 void elector__tls_files_free(elector_etcd *e);
-/* Before Auth.Authenticate: the password file read again when it changed. */
-void elector__password_refresh(elector_etcd *e);
+/* Before Auth.Authenticate: the password file read again when it changed.
+ * Returns 0, or the ms to wait before asking again when the file is being
+ * written (changed in the last 100 ms, or while it was read): a partial first
+ * line is never used. */
+int elector__password_refresh(elector_etcd *e);
+/* 0 when every symlink on the way to path's file may be followed (owned by
+ * this process's user, root, or its directory's owner), else ELECTOR_EINVAL
+ * with why. */
+int elector__file_trusted(const char *path, char *why, size_t cap);
 
 /* autosync.c: endpoints from MemberList every auto_sync_interval_ms, and
  * members that are learners skipped. */

@@ -22,10 +22,8 @@ elector_etcd *app_make_client(const tool_opts *o, const tool_creds *c)
 {
     elector_etcd_config cfg;
     elector_etcd_config_init(&cfg);
-    char *eps = NULL;
     if (o->endpoints) cfg.endpoints = o->endpoints;
-    if (!o->insecure_transport && (eps = tool_endpoints_https(cfg.endpoints)))
-        cfg.endpoints = eps;
+    cfg.require_tls = !o->insecure_transport;
     cfg.cacert = o->cacert;
     cfg.cert = o->cert;
     cfg.key = o->key;
@@ -39,7 +37,6 @@ elector_etcd *app_make_client(const tool_opts *o, const tool_creds *c)
     if (o->keepalive_time_ms) cfg.keepalive_idle_ms = o->keepalive_time_ms;
     if (o->keepalive_timeout_ms) cfg.keepalive_timeout_ms = o->keepalive_timeout_ms;
     elector_etcd *e = elector_etcd_new(&cfg); /* copies every string */
-    free(eps);
     if (e) elector_etcd_set_notice(e, app_notice, NULL);
     return e;
 }

@@ -78,60 +78,70 @@ static int lookup(const char *qname, tool_srv *out, int cap, char *err, size_t e
     return n;
 }
 
+/* A list of endpoints that grows; oom once memory ran out (what it holds
+ * then stays as it was). */
+typedef struct growing {
+    char *s;
+    size_t len, cap;
+    bool oom;
+} growing;
+
+static void add(growing *g, const char *sep, const char *scheme, const tool_srv *r)
+{
+    char one[300];
+    int w = snprintf(one, sizeof(one), "%s%s://%s:%u", g->len ? sep : "", scheme,
+                     r->target, r->port);
+    if (g->len + (size_t)w + 1 > g->cap) {
+        size_t cap = g->cap * 2 + (size_t)w + 1;
+        char *bigger = realloc(g->s, cap);
+        if (!bigger) {
+            g->oom = true;
+            return;
+        }
+        g->s = bigger;
+        g->cap = cap;
+    }
+    memcpy(g->s + g->len, one, (size_t)w + 1);
+    g->len += (size_t)w;
+}
+
 char *tool_srv_endpoints(const char *domain, const char *name, bool secure_only,
-                         char *err, size_t err_cap)
+                         char *skipped, size_t skipped_cap, char *err, size_t err_cap)
 {
     enum { CAP = 64 };
     static const struct {
         const char *svc, *scheme;
     } kinds[] = {{"_etcd-client-ssl", "https"}, {"_etcd-client", "http"}};
     tool_srv *recs = calloc(CAP, sizeof(*recs));
-    size_t cap = 1024, used = 0;
-    char *list = malloc(cap);
-    if (!recs || !list) {
-        free(recs);
-        free(list);
-        snprintf(err, err_cap, "out of memory");
-        return NULL;
-    }
-    list[0] = 0;
+    growing list = {0}, skip = {0}; /* skip: the http ones, with secure_only */
     char errs[2][300] = {"", ""};
-    for (int k = 0; k < (secure_only ? 1 : 2); k++) {
+    int n = 0;
+    for (int k = 0; k < 2 && recs && n >= 0; k++) {
         char qname[512];
         snprintf(qname, sizeof(qname), "%s%s%s._tcp.%s", kinds[k].svc,
                  name && *name ? "-" : "", name && *name ? name : "", domain);
-        int n = lookup(qname, recs, CAP, errs[k], sizeof(errs[k]));
-        if (n < 0) {
-            snprintf(err, err_cap, "%s", errs[k]);
-            free(recs);
-            free(list);
-            return NULL;
-        }
-        for (int i = 0; i < n; i++) {
-            char one[300];
-            int w = snprintf(one, sizeof(one), "%s%s://%s:%u", used ? "," : "",
-                             kinds[k].scheme, recs[i].target, recs[i].port);
-            if (used + (size_t)w + 1 > cap) {
-                char *bigger = realloc(list, cap * 2 + (size_t)w);
-                if (!bigger) {
-                    free(recs);
-                    free(list);
-                    snprintf(err, err_cap, "out of memory");
-                    return NULL;
-                }
-                list = bigger;
-                cap = cap * 2 + (size_t)w;
-            }
-            memcpy(list + used, one, (size_t)w + 1);
-            used += (size_t)w;
-        }
+        n = lookup(qname, recs, CAP, errs[k], sizeof(errs[k]));
+        if (n < 0) snprintf(err, err_cap, "%s", errs[k]);
+        bool skipping = k == 1 && secure_only;
+        for (int i = 0; i < n; i++)
+            add(skipping ? &skip : &list, skipping ? ", " : ",", kinds[k].scheme,
+                &recs[i]);
     }
     free(recs);
-    if (!used) {
+    snprintf(skipped, skipped_cap, "%s", skip.s ? skip.s : "");
+    free(skip.s);
+    if (!recs || list.oom || skip.oom)
+        snprintf(err, err_cap, "out of memory");
+    else if (n >= 0 && !list.len && skip.len)
+        snprintf(err, err_cap,
+                 "no https (_etcd-client-ssl) SRV records for the members of %s (%s), "
+                 "and the cleartext ones are not used",
+                 domain, errs[0]);
+    else if (n >= 0 && !list.len)
         snprintf(err, err_cap, "no SRV records for the members of %s (%s%s%s)", domain,
                  errs[0], errs[1][0] ? "; " : "", errs[1]);
-        free(list);
-        return NULL;
-    }
-    return list;
+    else if (n >= 0)
+        return list.s;
+    free(list.s);
+    return NULL;
 }

@@ -22,8 +22,9 @@ int tool_srv_parse(const unsigned char *msg, size_t len, tool_srv *out, int cap,
 
 /* The endpoint list ("https://host:port,http://host:port", malloc'd) from the
  * SRV records of domain; NULL with why in err when there is none or DNS fails.
- * secure_only: the _etcd-client-ssl records only. */
+ * secure_only: the _etcd-client-ssl records only; the http ones found are
+ * named in skipped ("" when none), so that the caller can say so. */
 char *tool_srv_endpoints(const char *domain, const char *name, bool secure_only,
-                         char *err, size_t err_cap);
+                         char *skipped, size_t skipped_cap, char *err, size_t err_cap);
 
 #endif

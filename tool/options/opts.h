@@ -114,7 +114,8 @@ typedef struct tool_opts {
     bool grace_on_loss;
     bool insecure_skip_verify;
     bool insecure_transport; /* default true: endpoints without scheme are cleartext
-                                unless TLS files are given; false: they use TLS */
+                                unless TLS files are given; false: they use TLS,
+                                and an http:// endpoint is refused */
     bool cmd_after_dashes;   /* run/lock: the command came after `--` */
     /* Environment variables that were read, for the debug log: "ETCDCTL_USER ...". */
     char env_used[512];
@@ -145,10 +146,6 @@ int tool_parse_args_env(int argc, char **argv, tool_getenv_fn env, tool_opts *o,
 
 /* The same with the process environment (getenv). */
 int tool_parse_args(int argc, char **argv, tool_opts *o, char *err, size_t cap);
-
-/* --insecure-transport=false: the endpoint list with https:// before every
- * endpoint that has no scheme (malloc'd; NULL when out of memory). */
-char *tool_endpoints_https(const char *eps);
 
 /* The options, for documentation checks: the long name of option i (NULL past
  * the last), its short letter (0: none), and whether it is read from

@@ -157,25 +157,3 @@ int tool_parse_bool(const char *s, bool *v)
     }
     return -1;
 }
-
-/* --insecure-transport=false: endpoints without a scheme use TLS. */
-char *tool_endpoints_https(const char *eps)
-{
-    size_t n = strlen(eps), parts = 1;
-    for (const char *p = eps; *p; p++)
-        parts += *p == ',';
-    char *out = malloc(n + parts * 8 + 1), *o = out;
-    if (!out) return NULL;
-    for (const char *p = eps;;) {
-        size_t len = strcspn(p, ",");
-        bool scheme = memmem(p, len, "://", 3) != NULL;
-        if (!scheme && len) o = stpcpy(o, "https://");
-        memcpy(o, p, len);
-        o += len;
-        if (!p[len]) break;
-        *o++ = ',';
-        p += len + 1;
-    }
-    *o = 0;
-    return out;
-}
