@@ -408,3 +408,43 @@ TEST_WITH_TIMEOUT(server_restart_while_leading_then_destructors, 90)
     CHECK(etcd_get(c, "k") == "v2\n");
     eh_stop(c);
 }
+
+// A write under the election's own prefix throws, saying why (the README's
+// example once wrote NAME/state); a key without a lease first under NAME/ is
+// ELECTOR_EBLOCKED from leader(), named in the exception.
+TEST(own_prefix_writes_and_keys_without_a_lease)
+{
+    eh_cluster *c = start1();
+    {
+        auto cl = elector::client::threaded(opts(c));
+        elector::session s(cl, {std::chrono::seconds(5)});
+        elector::election e(s, "cpp-own");
+        elector::leadership l = e.campaign("a", 5s);
+        std::string what;
+        try {
+            l.put_if_leader("cpp-own/state", "v");
+        } catch (const elector::error &err) {
+            what = err.what();
+            CHECK_EQ(err.value(), ELECTOR_EINVAL);
+        }
+        tl_log("%s", what.c_str());
+        CHECK(what.find("the key is under the election's own prefix 'cpp-own/'") !=
+              std::string::npos);
+        CHECK(l.put_if_leader("cpp-own-state", "v"));
+        CHECK(eh_etcdctl(c, nullptr, "put", "cpp-blk/state", "x", (char *)nullptr) == 0);
+        std::error_code ec;
+        CHECK(!cl.leader("cpp-blk", 3s, ec).has_value());
+        CHECK_EQ(ec.value(), ELECTOR_EBLOCKED);
+        what.clear();
+        try {
+            cl.leader("cpp-blk");
+        } catch (const elector::error &err) {
+            what = err.what();
+        }
+        tl_log("%s", what.c_str());
+        CHECK(
+            what.find("a key without a lease, cpp-blk/state, blocks election cpp-blk") !=
+            std::string::npos);
+    }
+    eh_stop(c);
+}

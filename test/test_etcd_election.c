@@ -1739,3 +1739,106 @@ TEST(new_object_of_a_freed_ones_name_keeps_its_key)
     eu_cand_free(a);
     eh_stop(c);
 }
+
+/* ---------------------------------------------------------------- keys without a lease
+ * (issue 35: the README's examples once wrote NAME/state, a key without a
+ * lease under the election's own prefix; after the leader died nobody was
+ * elected, and `leader` named NAME/state as the leader). */
+
+struct blocked_log {
+    int n, leader_blocked, waiting_blocked;
+    char detail[600];
+};
+
+static void blocked_obs(elector_observer *o, const elector_event *ev, void *ud)
+{
+    (void)o;
+    struct blocked_log *l = ud;
+    l->n++;
+    if (ev->type == ELECTOR_EV_LEADER && ev->reason == ELECTOR_EBLOCKED) {
+        l->leader_blocked++;
+        snprintf(l->detail, sizeof(l->detail), "%s", ev->detail);
+    }
+}
+
+static bool blocked_seen(void *p)
+{
+    return ((struct blocked_log *)p)->leader_blocked > 0;
+}
+
+/* Guarded writes refuse a key under the election's own prefix, leading or
+ * not, and say why; a key beside it is written. */
+TEST(guarded_write_under_the_elections_own_prefix_is_refused)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "my-service", 5);
+    ASSERT_EQ(ELECTOR_EINVAL,
+              elector_guarded_put_sync(a->el, "my-service/state", 16, "x", 1, 3000));
+    ASSERT_OK(elector_campaign_sync(a->el, "a", 1, 5000));
+    ASSERT_EQ(ELECTOR_EINVAL,
+              elector_guarded_put_sync(a->el, "my-service/state", 16, "x", 1, 3000));
+    tl_log("%s", elector_etcd_errstr(a->etcd));
+    ASSERT_STREQ("guarded write to 'my-service/state': the key is under the election's "
+                 "own prefix 'my-service/', where a key without a lease blocks the "
+                 "election for good; use a key outside it, such as 'my-service-state'",
+                 elector_etcd_errstr(a->etcd));
+    ASSERT_EQ(ELECTOR_EINVAL,
+              elector_guarded_delete_sync(a->el, "my-service/other", 16, 3000));
+    /* Beside the prefix: written ("my-service-state", "my-service/" itself is
+     * the prefix, "my-servicex/..." another election's). */
+    ASSERT_OK(elector_guarded_put_sync(a->el, "my-service-state", 16, "x", 1, 3000));
+    ASSERT_OK(elector_guarded_put_sync(a->el, "my-servicex/s", 13, "x", 1, 3000));
+    char why[600];
+    ASSERT_EQ(0, elector_guarded_key_check("my-service", "my-service", 10, why, 600));
+    ASSERT_EQ(ELECTOR_EINVAL,
+              elector_guarded_key_check("my-service", "my-service/", 11, NULL, 0));
+    char *out = NULL;
+    ASSERT_OK(eh_etcdctl(c, &out, "get", "--prefix", "my-service/", "--keys-only", NULL));
+    ASSERT(!strstr(out, "state")); /* nothing under the prefix but our key */
+    free(out);
+    eu_cand_free(a);
+    eh_stop(c);
+}
+
+/* A key without a lease first under NAME/: leader() says ELECTOR_EBLOCKED
+ * and names it (before: reported as the leader, lease 0), an observer's
+ * LEADER event carries the reason, and a candidate behind it is told so in
+ * WAITING; once the key is deleted the candidate leads. */
+TEST(a_key_without_a_lease_is_reported_as_blocking_the_election)
+{
+    eh_cluster *c = start1();
+    ASSERT_OK(eh_etcdctl(c, NULL, "put", "blk/state", "x", NULL));
+    elector_etcd *e = eu_client(eh_endpoints(c));
+    elector_leader_info li;
+    ASSERT_EQ(ELECTOR_EBLOCKED, elector_leader_sync(e, "blk", 3000, &li));
+    ASSERT_EQ(9, (long long)li.key_len);
+    ASSERT(!memcmp(li.key, "blk/state", 9));
+    ASSERT_EQ(0, li.lease);
+    elector_leader_free(&li);
+    ASSERT_STREQ("a key without a lease, blk/state, blocks election blk: no candidate "
+                 "can lead until it is deleted (etcdctl del blk/state)",
+                 elector_etcd_errstr(e));
+    struct blocked_log ol = {0};
+    elector_observer *o = elector_observe(e, "blk", blocked_obs, &ol);
+    ASSERT_NOT_NULL(o);
+    eu_register_client(e);
+    ASSERT(eu_pump_until(3000, blocked_seen, &ol));
+    ASSERT_CONTAINS(ol.detail, "a key without a lease, blk/state, blocks election blk");
+
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "blk", 5);
+    ASSERT_OK(elector_campaign(a->el, "a", 1));
+    int w = eu_wait_event(a, 0, ELECTOR_EV_WAITING, 3000);
+    ASSERT_GE(w, 0);
+    ASSERT_EQ(ELECTOR_EBLOCKED, a->reasons[w]);
+    ASSERT_STREQ("blk/state", a->last_key);
+    ASSERT_OK(eh_etcdctl(c, NULL, "del", "blk/state", NULL));
+    ASSERT_GE(eu_wait_event(a, 0, ELECTOR_EV_ELECTED, 3000), 0);
+    ASSERT_OK(elector_leader_sync(e, "blk", 3000, &li)); /* a real leader now */
+    ASSERT_EQ(elector_session_lease(a->s), li.lease);
+    elector_leader_free(&li);
+    elector_observer_free(o);
+    eu_unregister_client(e);
+    eu_cand_free(a);
+    elector_etcd_free(e);
+    eh_stop(c);
+}

@@ -597,3 +597,42 @@ TEST(election_a_waits_behind_keys_of_election_a_slash_b)
     ASSERT_EQ(0, tool_wait(&a, 10));
     eh_stop(c);
 }
+
+/* A key without a lease first under NAME/ (written by hand with etcdctl):
+ * `leader` exits 1 naming it (before: printed it as the leader), `observe`
+ * says nobody leads and why, `campaign` says what it waits behind; deleted,
+ * the candidate leads. */
+TEST(a_key_without_a_lease_is_named_as_what_blocks_the_election)
+{
+    eh_cluster *c = start1();
+    const char *eps = eh_endpoints(c);
+    ASSERT_OK(eh_etcdctl(c, NULL, "put", "blk/state", "x", NULL));
+    const char *says = "a key without a lease, blk/state, blocks election blk: no "
+                       "candidate can lead until it is deleted (etcdctl del blk/state)";
+    char *out = NULL, *err = NULL;
+    ASSERT_EQ(
+        1, tool(&out, &err, (const char *[]){"leader", "blk", "--endpoints", eps, NULL}));
+    ASSERT_STREQ("", out);
+    ASSERT_CONTAINS(err, says);
+    free(out);
+    free(err);
+    eu_child obs, cand;
+    char line[1024];
+    tool_bg(&obs,
+            (const char *[]){"--endpoints", eps, "-w", "json", "observe", "blk", NULL});
+    ASSERT_OK(
+        eu_child_expect(&obs, "{\"event\":\"no_leader\"", line, sizeof(line), 10000));
+    tool_bg(&cand, (const char *[]){"--endpoints", eps, "-w", "json", "campaign", "blk",
+                                    "v", NULL});
+    ASSERT_OK(
+        eu_child_expect(&cand, "{\"event\":\"waiting\"", line, sizeof(line), 10000));
+    ASSERT_CONTAINS(line, "\"predecessor\":\"blk/state\"");
+    ASSERT_OK(eh_etcdctl(c, NULL, "del", "blk/state", NULL));
+    ASSERT_OK(eu_child_expect(&cand, "{\"event\":\"elected\"", line, sizeof(line), 5000));
+    ASSERT_OK(eu_child_expect(&obs, "{\"event\":\"leader\"", line, sizeof(line), 5000));
+    kill(cand.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&cand, 10));
+    kill(obs.pid, SIGTERM);
+    ASSERT_EQ(0, tool_wait(&obs, 10));
+    eh_stop(c);
+}

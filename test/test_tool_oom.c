@@ -320,7 +320,20 @@ static void drain_notify(void)
 
 /* ---- the scenarios -------------------------------------------------------- */
 
-/* leader: a key put by etcdctl leads "toom-held". */
+/* A key with a lease of 10 minutes, put by etcdctl: a candidate's, for
+ * `leader` (one without a lease blocks the election: ELECTOR_EBLOCKED). */
+static void put_leased(eh_cluster *c, const char *key, const char *value)
+{
+    char *out = NULL, id[32];
+    ASSERT_EQ(0, eh_etcdctl(c, &out, "lease", "grant", "600", NULL));
+    ASSERT_EQ(1, sscanf(out, "lease %31s granted", id));
+    free(out);
+    char lease[48];
+    snprintf(lease, sizeof(lease), "--lease=%s", id);
+    ASSERT_EQ(0, eh_etcdctl(c, NULL, "put", lease, key, value, NULL));
+}
+
+/* leader: a key put by etcdctl (with a lease) leads "toom-held". */
 static void sc_leader_common(run *r, long n, bool json)
 {
     const char *args[] = {"-w", "json", "leader", "toom-held", NULL};
@@ -807,13 +820,13 @@ TEST_WITH_TIMEOUT(tool_oom, 7200)
     memcpy(un.sun_path, notify_path, strlen(notify_path) + 1);
     ASSERT_OK(bind(notify_fd, (struct sockaddr *)&un, sizeof(un)));
 
-    ASSERT_EQ(0, eh_etcdctl(cl, NULL, "put", "toom-held/k1", "v-held", NULL));
+    put_leased(cl, "toom-held/k1", "v-held");
     if (!only_sc || !*only_sc || strcmp(only_sc, "leader_auth") == 0) {
         cl_auth = eh_start(&(eh_opts){.members = 1, .auth = 1});
         ASSERT_NOT_NULL(cl_auth);
         char k[96];
         snprintf(k, sizeof(k), "%sheld/k1", EH_USER_PREFIX);
-        ASSERT_EQ(0, eh_etcdctl(cl_auth, NULL, "put", k, "v-auth", NULL));
+        put_leased(cl_auth, k, "v-auth");
         snprintf(pw_file, sizeof(pw_file), "%s/pw", dir);
         FILE *f = fopen(pw_file, "w");
         ASSERT_NOT_NULL(f);

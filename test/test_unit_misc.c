@@ -205,7 +205,7 @@ TEST(strerror_success_and_unknown)
 {
     ASSERT_STREQ("success", elector_strerror(0));
     ASSERT_STREQ("OK", elector_err_name(ELECTOR_OK));
-    const int unknown[] = {1, 42, -26, -1000, INT32_MIN, INT32_MAX};
+    const int unknown[] = {1, 42, -27, -1000, INT32_MIN, INT32_MAX};
     for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
         ASSERT_STREQ("unknown error", elector_strerror(unknown[i]));
         ASSERT_STREQ("UNKNOWN", elector_err_name(unknown[i]));

@@ -181,14 +181,15 @@ int elector_driver_guarded_delete_sync(elector_driver_election *el, const void *
 /* ---- leader query and observe -------------------------------------------------- */
 
 /* As elector_leader_sync(): 0 (info filled; free with elector_leader_free()),
- * 1 (nobody leads), or the read's error. */
+ * 1 (nobody leads), ELECTOR_EBLOCKED (info filled with the key without a lease
+ * that blocks the election; free it too), or the read's error. */
 int elector_driver_leader_sync(elector_driver *d, const char *name, int64_t timeout_ms,
                                elector_leader_info *info);
 
 /* The same read without waiting: cb(d, rc, info, ud) runs once, on the callback
  * thread, with rc as elector_driver_leader_sync() would return it (info is set
- * when rc is 0, valid during the callback only; ELECTOR_ECANCELED when the
- * driver stops first). For callers that wait on their own terms (a file
+ * when rc is 0 or ELECTOR_EBLOCKED, valid during the callback only; ELECTOR_ECANCELED
+ * when the driver stops first). For callers that wait on their own terms (a file
  * descriptor the callback wakes, say). Returns 0 (cb will run) or the error
  * (cb never runs). */
 typedef void (*elector_driver_leader_cb)(elector_driver *d, int rc,

@@ -45,13 +45,17 @@ typedef struct elector_observer elector_observer;
 /* ---- events --------------------------------------------------------------------- */
 
 typedef enum elector_event_type {
-    ELECTOR_EV_WAITING = 1, /* campaigning, behind `key` (the predecessor) */
+    ELECTOR_EV_WAITING = 1, /* campaigning, behind `key` (the predecessor); reason
+                               ELECTOR_EBLOCKED when that key has no lease (it
+                               never goes by itself: detail says to delete it) */
     ELECTOR_EV_ELECTED,     /* we lead; token = our key's create revision */
     ELECTOR_EV_PROCLAIMED,  /* our new value is stored */
     ELECTOR_EV_LOST,        /* we led and no longer do; reason says why */
     ELECTOR_EV_RESIGNED,    /* we led and resigned */
     ELECTOR_EV_FAILED,      /* a campaign that never led ended; reason says why */
-    ELECTOR_EV_LEADER,      /* observe/leader: the current leader (key, value, token) */
+    ELECTOR_EV_LEADER,      /* observe/leader: the current leader (key, value, token);
+                               reason ELECTOR_EBLOCKED for a key without a lease:
+                               nobody leads, and nobody can until it is deleted */
     ELECTOR_EV_NO_LEADER,   /* observe: nobody leads */
     ELECTOR_EV_SESSION_LOST /* session: the lease is gone or unprovable */
 } elector_event_type;
@@ -345,14 +349,21 @@ void elector_election_get_stats(const elector_election *el, elector_election_sta
  * applied when the answer was lost). It runs also when the election was freed
  * meanwhile (el must not be used then), and with ELECTOR_ECANCELED when the
  * client is freed first. Returns 0, ELECTOR_ENOTLEADER (we do not lead now:
- * nothing sent, no callback), ELECTOR_EINVAL (empty key, NULL cb),
- * ELECTOR_ENOMEM. */
+ * nothing sent, no callback), ELECTOR_EINVAL (empty key, NULL cb, or a key
+ * under the election's own prefix NAME/, where a key without a lease would
+ * block the election for good: the client's error text says so), ELECTOR_ENOMEM. */
 typedef void (*elector_guarded_cb)(elector_election *el, int err, void *ud);
 int elector_guarded_put(elector_election *el, const void *key, size_t key_len,
                         const void *value, size_t value_len, elector_guarded_cb cb,
                         void *ud);
 int elector_guarded_delete(elector_election *el, const void *key, size_t key_len,
                            elector_guarded_cb cb, void *ud);
+
+/* The rule the guarded writes keep: 0 when `key` may be written for election
+ * `name`, ELECTOR_EINVAL (why, if given, says so in full) when it is under the
+ * election's own prefix NAME/. Pure; for bindings that want the text. */
+int elector_guarded_key_check(const char *name, const void *key, size_t key_len,
+                              char *why, size_t cap);
 
 /* Blocking forms (run the loop; not from a callback): 0, ELECTOR_ENOTLEADER
  * (nothing written), or the call's error; ELECTOR_ETIMEDOUT after timeout_ms
@@ -392,8 +403,11 @@ typedef struct elector_leader_info {
 
 /* Reads the current leader of `name` without campaigning (Range of NAME/ sorted by
  * create revision, limit 1). Returns 0 with info filled, 1 when nobody leads (info
- * zeroed), or the read's error (EUNAVAILABLE, ETIMEDOUT, EPERM, ...). Blocking;
- * not from a callback. */
+ * zeroed), ELECTOR_EBLOCKED when the first key is one without a lease (not a
+ * candidate's: written by hand or by a program under NAME/; nobody can lead
+ * until it is deleted): info is filled with that key, to be freed as well, and
+ * the handle's error text names it; or the read's error (EUNAVAILABLE,
+ * ETIMEDOUT, EPERM, ...). Blocking; not from a callback. */
 int elector_leader_sync(elector_etcd *etcd, const char *name, int64_t timeout_ms,
                         elector_leader_info *info);
 void elector_leader_free(elector_leader_info *info);

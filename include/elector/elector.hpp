@@ -314,9 +314,33 @@ class client
         st_->on_error = std::move(fn);
     }
 
-    // The current leader of `name`, or nullopt if nobody leads.
+    // The current leader of `name`, or nullopt if nobody leads. A key without a
+    // lease first under NAME/ (nobody can lead until it is deleted) is
+    // ELECTOR_EBLOCKED; the throwing form names the key.
     std::optional<leader_info>
     leader(std::string_view name, std::chrono::milliseconds timeout, std::error_code &ec)
+    {
+        return read_leader(name, timeout, ec, nullptr);
+    }
+    std::optional<leader_info>
+    leader(std::string_view name,
+           std::chrono::milliseconds timeout = std::chrono::seconds(5))
+    {
+        std::error_code ec;
+        std::string blocker;
+        auto r = read_leader(name, timeout, ec, &blocker);
+        if (ec.value() == ELECTOR_EBLOCKED)
+            throw error(ec.value(), "leader: a key without a lease, " + blocker +
+                                        ", blocks election " + std::string(name) +
+                                        " (etcdctl del " + blocker + ")");
+        if (ec) throw error(ec.value(), "leader");
+        return r;
+    }
+
+  private:
+    std::optional<leader_info> read_leader(std::string_view name,
+                                           std::chrono::milliseconds timeout,
+                                           std::error_code &ec, std::string *blocker)
     {
         if (!st_) {
             detail::set(ec, ELECTOR_EINVAL);
@@ -328,6 +352,11 @@ class client
                                                           detail::ms(timeout), &li)
                              : elector_leader_sync(st_->etcd, n.c_str(),
                                                    detail::ms(timeout), &li);
+        if (rc == ELECTOR_EBLOCKED) {
+            if (blocker)
+                blocker->assign(reinterpret_cast<const char *>(li.key), li.key_len);
+            elector_leader_free(&li);
+        }
         if (!detail::set(ec, rc) || rc == 1) return std::nullopt;
         leader_info out;
         out.key.assign(reinterpret_cast<const char *>(li.key), li.key_len);
@@ -338,16 +367,8 @@ class client
         elector_leader_free(&li);
         return out;
     }
-    std::optional<leader_info>
-    leader(std::string_view name,
-           std::chrono::milliseconds timeout = std::chrono::seconds(5))
-    {
-        std::error_code ec;
-        auto r = leader(name, timeout, ec);
-        if (ec) throw error(ec.value(), "leader");
-        return r;
-    }
 
+  public:
     observer observe(std::string_view name, event_fn fn);
 
     const std::shared_ptr<detail::client_state> &state() const noexcept
@@ -579,6 +600,19 @@ struct election_state {
     std::mutex mu;
     event_fn on_event, on_lost;
     bool resigned = false; // embedded: RESIGNED/FAILED seen since the last resign
+    std::string name;
+
+    // A guarded write's error, thrown: one to a key under NAME/ says why.
+    [[noreturn]] void throw_guarded(const std::error_code &ec, std::string_view key,
+                                    const char *what) const
+    {
+        char why[600];
+        if (ec.value() == ELECTOR_EINVAL &&
+            elector_guarded_key_check(name.c_str(), key.data(), key.size(), why,
+                                      sizeof(why)))
+            throw error(ec.value(), std::string(what) + ": " + why);
+        throw error(ec.value(), what);
+    }
 
     client_state &client() noexcept
     {
@@ -742,6 +776,7 @@ class leadership
     {
         std::error_code ec;
         bool ok = put_if_leader(key, value, timeout, ec);
+        if (ec && st_) st_->throw_guarded(ec, key, "put_if_leader");
         if (ec) throw error(ec.value(), "put_if_leader");
         return ok;
     }
@@ -790,6 +825,7 @@ class election
         if (!s.valid()) throw error(ELECTOR_EINVAL, "election: no session");
         auto st = std::make_shared<detail::election_state>();
         st->s = s.state();
+        st->name = std::string(name);
         std::string n(name);
         if (st->s->drv)
             st->drv = elector_driver_election_new(
@@ -861,6 +897,7 @@ class election
     {
         std::error_code ec;
         bool ok = put_if_leader(key, value, timeout, ec);
+        if (ec && st_) st_->throw_guarded(ec, key, "put_if_leader");
         if (ec) throw error(ec.value(), "put_if_leader");
         return ok;
     }

@@ -42,7 +42,8 @@ extern "C" {
       "etcd's database is full: compact and defragment, then `etcdctl alarm disarm`")    \
     X(EALARM, -24, "an etcd alarm is raised (`etcdctl alarm list`)")                     \
     X(ERESTORED, -25,                                                                    \
-      "etcd's revision went back or its cluster ID changed: restored from a snapshot?")
+      "etcd's revision went back or its cluster ID changed: restored from a snapshot?")  \
+    X(EBLOCKED, -26, "a key without a lease blocks the election: delete it")
 
 enum elector_errno {
     ELECTOR_OK = 0,

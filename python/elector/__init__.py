@@ -16,6 +16,7 @@ eventlet once they have monkey-patched ``select``.
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import sys
@@ -32,7 +33,7 @@ __all__ = [
     "Canceled", "TLSError", "ProtocolError", "NoClusterLeader", "Compacted",
     "LeaseExpired", "SessionExpired", "AuthError", "PermissionDenied",
     "TooLarge", "Closed", "NotLeader", "Busy", "ForkError", "DatabaseFull", "Alarm",
-    "Restored", "LeadershipLost",
+    "Restored", "Blocked", "LeadershipLost",
 ]
 
 # ---------------------------------------------------------------- errors
@@ -148,18 +149,36 @@ class Restored(Error):
     code = _elector.ERESTORED
 
 
+class Blocked(Error):
+    """A key without a lease under the election's prefix (NAME/...) comes
+    first: it is no candidate's, never goes by itself, and nobody can lead
+    until it is deleted (``etcdctl del KEY``). ``key`` names it."""
+
+    code = _elector.EBLOCKED
+
+    def __init__(self, message: str, key: bytes = b"") -> None:
+        super().__init__(message)
+        self.key = key
+
+
+def _blocked(name: Union[str, bytes], key: bytes, what: str) -> Blocked:
+    k = key.decode("utf-8", "backslashreplace")
+    n = name.decode("utf-8", "backslashreplace") if isinstance(name, bytes) else name
+    return Blocked(f"{what}: a key without a lease, {k}, blocks election {n}: no "
+                   f"candidate can lead until it is deleted (etcdctl del {k})", key)
+
+
 class LeadershipLost(Error):
     """A campaign block was left after leadership was lost during it: the body's
     work may not have been exclusive. ``code`` is the loss's reason."""
 
 
-_by_code = {
-    c.code: c
-    for c in (InvalidArgument, Unavailable, ConnectError, NoClusterLeader, Timeout,
-              Canceled, TLSError, ProtocolError, Compacted, LeaseExpired,
-              SessionExpired, AuthError, PermissionDenied, TooLarge, Closed,
-              NotLeader, Busy, ForkError, DatabaseFull, Alarm, Restored)
-}
+_classes: "tuple[type[Error], ...]" = (
+    InvalidArgument, Unavailable, ConnectError, NoClusterLeader, Timeout, Canceled,
+    TLSError, ProtocolError, Compacted, LeaseExpired, SessionExpired, AuthError,
+    PermissionDenied, TooLarge, Closed, NotLeader, Busy, ForkError, DatabaseFull, Alarm,
+    Restored, Blocked)
+_by_code: "dict[int, type[Error]]" = {c.code: c for c in _classes}
 _by_code[_elector.ETOKEN] = AuthError
 _elector._set_fork_error(ForkError)
 
@@ -384,6 +403,8 @@ class Client:
             return None
         if isinstance(r, int):
             raise _error(r, what=what)
+        if len(r) == 2:
+            raise _blocked(name, r[1], what)
         return Leader(*r)
 
     def observe(self, name: Union[str, bytes]) -> "Observer":
@@ -671,6 +692,9 @@ class Leadership:
     def _guarded(self, key: bytes, value: Optional[bytes], timeout: Optional[float],
                  what: str) -> None:
         el = self._el
+        why = _elector.guarded_key_check(self.name, key)
+        if why is not None:
+            raise InvalidArgument(f"{what}: {why}")
         if el is None:
             raise NotLeader(f"{what}: leadership ended")
         op = el.guarded(key, value)
@@ -805,6 +829,13 @@ class Observer:
             raise StopIteration
         ev = _wait_on(self._o, self._o.pop, _deadline(timeout), f"observe {self.name!r}")
         typ, reason, key, value, token, lease = ev
+        if typ == _EV_LEADER and reason == _elector.EBLOCKED:
+            # Nobody leads: a key without a lease is in the way. Said on the
+            # "elector" logger (an iterator of leaders has no other channel);
+            # it may be deleted, so observing goes on.
+            logging.getLogger("elector").error(
+                "%s", _blocked(self.name, key, f"observe {self.name!r}"))
+            return None
         if typ == _EV_LEADER:
             return Leader(key, value, token, lease)
         if typ == _EV_NO_LEADER:

@@ -321,6 +321,12 @@ static PyObject *Driver_leader(DriverObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS rc =
         elector_driver_leader_sync(self->d, name, timeout_ms, &info);
     Py_END_ALLOW_THREADS if (rc == 1) Py_RETURN_NONE;
+    if (rc == ELECTOR_EBLOCKED) {
+        PyObject *b =
+            Py_BuildValue("(iy#)", rc, (const char *)info.key, (Py_ssize_t)info.key_len);
+        elector_leader_free(&info);
+        return b;
+    }
     if (rc < 0) return PyLong_FromLong(rc);
     PyObject *r =
         Py_BuildValue("(y#y#LL)", (const char *)info.key, (Py_ssize_t)info.key_len,
@@ -356,7 +362,7 @@ static void leader_cb(elector_driver *d, int rc, const elector_leader_info *info
     (void)d;
     lop *l = ud;
     l->rc = rc;
-    if (rc == 0 && info) {
+    if ((rc == 0 || rc == ELECTOR_EBLOCKED) && info) {
         l->info = *info; /* scalars; the bytes are copied below */
         l->info.key = malloc(info->key_len ? info->key_len : 1);
         l->info.value = malloc(info->value_len ? info->value_len : 1);
@@ -405,6 +411,9 @@ static PyObject *LeaderOp_result(LeaderOpObject *self, PyObject *unused)
         return Py_Ellipsis;
     }
     if (l->rc == 1) Py_RETURN_NONE;
+    if (l->rc == ELECTOR_EBLOCKED) /* (code, the key without a lease) */
+        return Py_BuildValue("(iy#)", l->rc, (const char *)l->info.key,
+                             (Py_ssize_t)l->info.key_len);
     if (l->rc < 0) return PyLong_FromLong(l->rc);
     return Py_BuildValue("(y#y#LL)", (const char *)l->info.key,
                          (Py_ssize_t)l->info.key_len, (const char *)l->info.value,
@@ -415,8 +424,8 @@ static PyObject *LeaderOp_result(LeaderOpObject *self, PyObject *unused)
 static PyMethodDef LeaderOp_methods[] = {
     {"fd", (PyCFunction)LeaderOp_fd, METH_NOARGS, "Readable once answered."},
     {"result", (PyCFunction)LeaderOp_result, METH_NOARGS,
-     "Ellipsis while pending; else None (nobody leads), an error code, or "
-     "(key, value, token, lease)."},
+     "Ellipsis while pending; else None (nobody leads), an error code, "
+     "(EBLOCKED, key) for a key without a lease, or (key, value, token, lease)."},
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject LeaderOpType = {
@@ -2162,6 +2171,21 @@ static PyObject *mod_strerror(PyObject *m, PyObject *arg)
     return PyUnicode_FromString(elector_strerror((int)c));
 }
 
+/* guarded_key_check(name, key) -> None, or why a guarded write may not go to
+ * key (under the election's own prefix NAME/). */
+static PyObject *mod_guarded_key_check(PyObject *m, PyObject *args)
+{
+    (void)m;
+    const char *name;
+    Py_buffer key;
+    if (!PyArg_ParseTuple(args, "sy*", &name, &key)) return NULL;
+    char why[600];
+    int rc = elector_guarded_key_check(name, key.buf, (size_t)key.len, why, sizeof(why));
+    PyBuffer_Release(&key);
+    if (!rc) Py_RETURN_NONE;
+    return PyUnicode_DecodeUTF8(why, (Py_ssize_t)strlen(why), "backslashreplace");
+}
+
 static PyObject *mod_err_name(PyObject *m, PyObject *arg)
 {
     (void)m;
@@ -2195,6 +2219,8 @@ static PyObject *mod_hold_gil(PyObject *m, PyObject *arg)
 static PyMethodDef mod_methods[] = {
     {"strerror", mod_strerror, METH_O, "Text of an ELECTOR_E* code."},
     {"err_name", mod_err_name, METH_O, "Name of an ELECTOR_E* code."},
+    {"guarded_key_check", mod_guarded_key_check, METH_VARARGS,
+     "None, or why a guarded write of election NAME may not go to KEY."},
     {"_set_fork_error", mod_set_fork_error, METH_O, "Class raised in forked children."},
     {"_hold_gil", mod_hold_gil, METH_O, "Sleeps ms milliseconds holding the GIL."},
     {NULL, NULL, 0, NULL}};

@@ -171,7 +171,8 @@ struct lctx {
 static void leader_deliver(elector_driver *d, void *ud)
 {
     struct lctx *l = ud;
-    l->cb(d, l->rc, l->rc == 0 ? &l->info : NULL, l->ud);
+    bool filled = l->rc == 0 || l->rc == ELECTOR_EBLOCKED;
+    l->cb(d, l->rc, filled ? &l->info : NULL, l->ud);
     elector_leader_free(&l->info);
     free(l);
 }
@@ -199,6 +200,8 @@ static void leader_done(elector_etcd *e, int err, const ProtobufCMessage *m, voi
             info.lease = kv->lease;
         }
         if (rc < 0) elector_leader_free(&info);
+        /* as elector_leader_sync(): a key without a lease is no leader */
+        if (rc == 0 && !info.lease) rc = ELECTOR_EBLOCKED;
     }
     elector_driver *d = l->d;
     if (l->cb) {

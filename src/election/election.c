@@ -14,6 +14,7 @@
  *
  * An election hears of its session through a listener (session.c) and reads it
  * only through functions. */
+#include <stdio.h>
 #include <stdlib.h>
 #include "election_private.h"
 
@@ -70,6 +71,16 @@ bool elector__el_live(const elector_election *el)
 /* Delivers an event to the log hook and the callback; mono_ns: CLOCK_MONOTONIC,
  * 0 = now. Returns false if the election was freed meanwhile (the caller must
  * stop touching it). */
+void elector__blocked_detail(char *buf, size_t cap, const char *name, const uint8_t *key,
+                             size_t klen)
+{
+    int n = klen > 200 ? 200 : (int)klen;
+    snprintf(buf, cap,
+             "a key without a lease, %.*s, blocks election %s: no candidate can lead "
+             "until it is deleted (etcdctl del %.*s)",
+             n, (const char *)key, name, n, (const char *)key);
+}
+
 bool elector__emit(elector_election *el, elector_event_type type, int reason,
                    const char *detail, int64_t mono_ns)
 {

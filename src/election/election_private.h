@@ -192,6 +192,13 @@ struct op {
     uint64_t ev_member, ev_cluster, ev_conn;
 };
 
+/* The detail text for ELECTOR_EBLOCKED: a key without a lease under the
+ * prefix of election `name` (written by hand, or by a program that took the
+ * prefix for its own), which no candidate can ever follow. */
+#define ELECTOR__BLOCKED_DETAIL 600
+void elector__blocked_detail(char *buf, size_t cap, const char *name, const uint8_t *key,
+                             size_t klen);
+
 /* election.c: the handle, operations, the pacer, the endings */
 struct op *elector__op_new(elector_election *el);
 elector_election *elector__op_end(struct op *o); /* the election if current, or NULL */

@@ -2,6 +2,7 @@
 /* What a leader does (proclaim, guarded Txn) and how a campaign ends by the
  * owner's hand (resign). Uses the handle (election.c) and the delete of our
  * key (delete.c); nothing below calls back in here. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "election_private.h"
@@ -245,10 +246,37 @@ static void gwrite_done(elector_etcd *e, int err, const ProtobufCMessage *m, voi
     elector__el_unhold(el);
 }
 
-static int gwrite_send(elector_election *el, Etcdserverpb__RequestOp *op,
-                       elector_guarded_cb cb, void *ud)
+/* A key under the election's own prefix (NAME/) would be taken for a
+ * candidate's: there, a key without a lease comes first for good and nobody
+ * leads after it (the README's examples once wrote NAME/state). */
+int elector_guarded_key_check(const char *name, const void *key, size_t key_len,
+                              char *why, size_t cap)
+{
+    size_t n = name ? strlen(name) : 0;
+    const char *k = key;
+    if (!key || key_len <= n || memcmp(k, name, n) || k[n] != '/') return 0;
+    if (why && cap)
+        snprintf(why, cap,
+                 "guarded write to '%.*s': the key is under the election's own prefix "
+                 "'%s/', where a key without a lease blocks the election for good; use "
+                 "a key outside it, such as '%s-%.*s'",
+                 (int)(key_len > 200 ? 200 : key_len), k, name, name,
+                 (int)(key_len - n - 1 > 100 ? 100 : key_len - n - 1), k + n + 1);
+    return ELECTOR_EINVAL;
+}
+
+static int under_own_prefix(elector_election *el, const void *key, size_t key_len)
+{
+    char why[600];
+    if (!elector_guarded_key_check(el->name, key, key_len, why, sizeof(why))) return 0;
+    return elector__set_err(el->etcd, ELECTOR_EINVAL, "%s", why);
+}
+
+static int gwrite_send(elector_election *el, const void *key, size_t key_len,
+                       Etcdserverpb__RequestOp *op, elector_guarded_cb cb, void *ud)
 {
     if (!el || !cb) return ELECTOR_EINVAL;
+    if (under_own_prefix(el, key, key_len)) return ELECTOR_EINVAL;
     if (!elector_is_leader(el)) return ELECTOR_ENOTLEADER;
     struct gwrite *g = malloc(sizeof(*g));
     struct op *o = g ? elector__op_new(el) : NULL;
@@ -288,7 +316,7 @@ int elector_guarded_put(elector_election *el, const void *key, size_t key_len,
     etcdserverpb__request_op__init(&op);
     op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
     op.request_put = &put;
-    return gwrite_send(el, &op, cb, ud);
+    return gwrite_send(el, key, key_len, &op, cb, ud);
 }
 
 int elector_guarded_delete(elector_election *el, const void *key, size_t key_len,
@@ -303,7 +331,7 @@ int elector_guarded_delete(elector_election *el, const void *key, size_t key_len
     etcdserverpb__request_op__init(&op);
     op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
     op.request_delete_range = &del;
-    return gwrite_send(el, &op, cb, ud);
+    return gwrite_send(el, key, key_len, &op, cb, ud);
 }
 
 /* The blocking forms: the state lives on the heap, so that a call abandoned

@@ -48,6 +48,8 @@ struct elector_observer {
     uint8_t *key, *value;
     size_t klen, vlen;
     int64_t token, lease;
+    char blocked[ELECTOR__BLOCKED_DETAIL]; /* the detail of a LEADER event for a
+                                              key without a lease */
     elector_observe_cb cb;
     void *ud;
 };
@@ -124,6 +126,12 @@ static void report(elector_observer *o, const Mvccpb__KeyValue *kv)
         }
         o->token = kv->create_revision;
         o->lease = kv->lease;
+        if (!o->lease && !ev.reason) { /* nobody leads: a key without a lease blocks */
+            elector__blocked_detail(o->blocked, sizeof(o->blocked), o->name, o->key,
+                                    o->klen);
+            ev.reason = ELECTOR_EBLOCKED;
+            ev.detail = o->blocked;
+        }
         ev.key = o->key;
         ev.key_len = o->klen;
         ev.value = o->value;
@@ -339,8 +347,14 @@ int elector_leader_sync(elector_etcd *etcd, const char *name, int64_t timeout_ms
     info->token = kv->create_revision;
     info->lease = kv->lease;
     protobuf_c_message_free_unpacked(m, NULL);
-    if (rc) elector_leader_free(info);
-    return rc;
+    if (rc) {
+        elector_leader_free(info);
+        return rc;
+    }
+    if (info->lease) return 0;
+    char detail[ELECTOR__BLOCKED_DETAIL];
+    elector__blocked_detail(detail, sizeof(detail), name, info->key, info->key_len);
+    return elector__set_err(etcd, ELECTOR_EBLOCKED, "%s", detail);
 }
 
 void elector_leader_free(elector_leader_info *info)

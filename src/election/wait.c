@@ -205,6 +205,28 @@ static uint64_t *fast_refused(elector_election *el, const struct op *o, int err,
     return NULL;
 }
 
+/* The check found kv before our key (at revision hrev): we wait for its
+ * deletion, told once per predecessor (WAITING), watching it. */
+static void wait_behind(elector_election *el, const Mvccpb__KeyValue *kv, int64_t hrev)
+{
+    el->state = E_WAIT;
+    int pred = set_pred(el, kv->key.data, kv->key.len);
+    if (pred < 0) {
+        /* Out of memory: WAITING would go untold; check again later. */
+        elector__schedule_retry(el);
+        return;
+    }
+    /* A predecessor without a lease never goes by itself: WAITING says so. */
+    char blocked[ELECTOR__BLOCKED_DETAIL] = "";
+    if (pred && !kv->lease)
+        elector__blocked_detail(blocked, sizeof(blocked), el->name, kv->key.data,
+                                kv->key.len);
+    if (pred && !elector__emit(el, ELECTOR_EV_WAITING, *blocked ? ELECTOR_EBLOCKED : 0,
+                               blocked, 0))
+        return;
+    if (el->state == E_WAIT) watch_key(el, kv->key.data, kv->key.len, hrev + 1);
+}
+
 static void check_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
 {
     struct op *o = ud;
@@ -254,16 +276,7 @@ static void check_done(elector_etcd *e, int err, const ProtobufCMessage *m, void
         become_leader(el, hrev);
         return;
     }
-    const Mvccpb__KeyValue *kv = rr->kvs[0];
-    el->state = E_WAIT;
-    int pred = set_pred(el, kv->key.data, kv->key.len);
-    if (pred < 0) {
-        /* Out of memory: WAITING would go untold; check again later. */
-        elector__schedule_retry(el);
-        return;
-    }
-    if (pred && !elector__emit(el, ELECTOR_EV_WAITING, 0, NULL, 0)) return;
-    if (el->state == E_WAIT) watch_key(el, kv->key.data, kv->key.len, hrev + 1);
+    wait_behind(el, rr->kvs[0], hrev);
 }
 
 void elector__send_check(elector_election *el)

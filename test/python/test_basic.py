@@ -86,6 +86,38 @@ def test_guarded_put_delete(client, etcd):
             lead.put("guarded/" + name, "v2")
 
 
+def test_guarded_write_under_the_elections_own_prefix_is_refused(client, etcd):
+    # The README's example once wrote NAME/state: a key without a lease under
+    # the election's prefix, which blocked the election for good.
+    name = uniq("own")
+    with client.session(ttl=5) as s:
+        with s.campaign(name, b"x") as lead:
+            with pytest.raises(elector.InvalidArgument) as ei:
+                lead.put(f"{name}/state", "v")
+            assert (f"the key is under the election's own prefix '{name}/'"
+                    in str(ei.value))
+            assert f"such as '{name}-state'" in str(ei.value)
+            with pytest.raises(elector.InvalidArgument):
+                lead.delete(f"{name}/other")
+            lead.put(f"{name}-state", "v")
+            assert etcd.keys(name + "/") == [f"{name}/{s.lease:x}"]
+
+
+def test_a_key_without_a_lease_is_reported_as_blocking(client, etcd):
+    name = uniq("blk")
+    etcd.ctl("put", f"{name}/state", "x")
+    with pytest.raises(elector.Blocked) as ei:
+        client.leader(name)
+    assert ei.value.key == f"{name}/state".encode()
+    assert (f"a key without a lease, {name}/state, blocks election {name}"
+            in str(ei.value))
+    assert f"etcdctl del {name}/state" in str(ei.value)
+    with client.observe(name) as obs:
+        assert obs.next(timeout=10) is None  # nobody leads (logged why)
+    etcd.ctl("del", f"{name}/state")
+    assert client.leader(name) is None
+
+
 def test_lock_uses_etcdctl_keys(client, etcd):
     name = uniq("lock")
     with client.lock(name, ttl=5, timeout=10) as held:

@@ -218,8 +218,11 @@ void app_on_event(elector_election *el, const elector_event *ev, void *ud)
         a->alarm_on = false;
         reached(a);
         a->joined = true;
-        tool_log(LOG_INFO, "waiting behind %.*s", (int)ev->key_len,
-                 (const char *)ev->key);
+        if (ev->reason == ELECTOR_EBLOCKED)
+            tool_log(LOG_ERROR, "%s", ev->detail); /* it waits on, until deleted */
+        else
+            tool_log(LOG_INFO, "waiting behind %.*s", (int)ev->key_len,
+                     (const char *)ev->key);
         if (a->o->no_wait && !a->stopping) app_give_up_waiting(a, "--no-wait");
         break;
     case ELECTOR_EV_ELECTED:

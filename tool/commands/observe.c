@@ -27,6 +27,17 @@ static void on_observe(elector_observer *o, const elector_event *ev, void *ud)
 {
     (void)o;
     struct app *a = ud;
+    elector_event none;
+    if (ev->reason == ELECTOR_EBLOCKED) {
+        /* A key without a lease comes first: nobody leads (it is printed as
+         * no leader, never as one), and nobody can until it is deleted. */
+        tool_log(LOG_ERROR, "%s", ev->detail);
+        none = (elector_event){.type = ELECTOR_EV_NO_LEADER,
+                               .detail = "",
+                               .name = ev->name,
+                               .mono_ns = ev->mono_ns};
+        ev = &none;
+    }
     if (ev->reason == ELECTOR_ERESTORED && ev->type != ELECTOR_EV_FAILED) {
         /* The observer forgot what it knew and read the leader again. */
         a->restores++;
@@ -99,13 +110,15 @@ int app_start_observe(struct app *a)
         nanosleep(&ts, NULL);
         if (n == 0) a->start_retries = 1;
     }
-    if (rc < 0) {
+    /* A key without a lease in the way is the observer's to report (LEADER
+     * with ELECTOR_EBLOCKED), and it may be deleted: observing goes on. */
+    elector_leader_free(&li);
+    if (rc < 0 && rc != ELECTOR_EBLOCKED) {
         app_fatal_etcd(a, rc, "cannot observe");
         return EXIT_ERROR;
     }
     if (a->start_retries) tool_log(LOG_INFO, "etcd reached: observing %s", a->o->name);
     a->start_retries = 0;
-    if (rc == 0) elector_leader_free(&li);
     app_note_connection(a);
     a->obs = elector_observe(a->etcd, a->o->name, on_observe, a);
     if (!a->obs) {
@@ -120,6 +133,7 @@ int app_cmd_leader(struct app *a)
     elector_leader_info li;
     int rc = elector_leader_sync(a->etcd, a->o->name, app_request_ms(a->o), &li);
     if (rc < 0) {
+        elector_leader_free(&li); /* ELECTOR_EBLOCKED fills it */
         app_fatal_etcd(a, rc, "cannot read the leader");
         return EXIT_ERROR;
     }
