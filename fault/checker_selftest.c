@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Self-test of the checker: synthetic scenario directories, each with one known
  * flaw (or none), must yield exactly the expected counts. A checker that cannot
- * see a planted overlap proves nothing about a run that reports none.
+ * see a planted overlap proves nothing about a run that reports none. Also the
+ * runner's check of the root network namespace (futil.c, fu_addr_gained): a
+ * planted address must be found, loopback ones and old ones must not.
  *
  *   fault-checker-selftest     exit 0 when every case is judged as expected */
 #define _GNU_SOURCE
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include "checker.h"
+#include "futil.h"
 
 static char root[256];
 static int failures;
@@ -262,6 +265,46 @@ static int g_fail(const fc_result *r)
     return r->nfailover;
 }
 
+/* The runner's rule for the root network namespace (fu_addr_gained): only
+ * addresses that are new and outside 127.0.0.0/8 and ::1 count. */
+static void expect_gained(const char *name, const char *before, const char *now, int want,
+                          const char *want_text)
+{
+    char out[256];
+    int n = fu_addr_gained(before, now, out, sizeof out);
+    if (n != want || strcmp(out, want_text) != 0) {
+        fprintf(stderr, "FAIL %s: %d gained (%s), expected %d (%s)\n", name, n, out, want,
+                want_text);
+        failures++;
+    } else {
+        printf("ok   %-15s %d address%s gained\n", name, n, n == 1 ? "" : "es");
+    }
+}
+
+static void root_namespace_rule(void)
+{
+    const char *base = "lo 127.0.0.1\neth0 192.0.2.2\nlo ::1\neth0 fe80::1\n";
+    expect_gained("addr-same", base, base, 0, "");
+    expect_gained("addr-loopback", base, "lo 127.0.0.1\nlo 127.9.9.9\nlo ::1\n", 0, "");
+    expect_gained("addr-private", base,
+                  "lo 127.0.0.1\neth0 192.0.2.2\nelfh1 10.199.21.1\nlo ::1\n", 1,
+                  "elfh1 10.199.21.1");
+    expect_gained("addr-link-local", base, "eth0 192.0.2.2\nelfh1 fe80::2\n", 1,
+                  "elfh1 fe80::2");
+    expect_gained("addr-moved", base, "eth1 192.0.2.2\n", 1, "eth1 192.0.2.2");
+    expect_gained("addr-two", "", "a 10.0.0.1\nb ::2\nlo 127.0.0.1", 2,
+                  "a 10.0.0.1; b ::2");
+    /* the snapshot itself: loopback is there, and nothing is gained against itself */
+    char *snap = fu_addr_snapshot();
+    if (!snap || !strstr(snap, " 127.0.0.1\n")) {
+        fprintf(stderr, "FAIL addr-snapshot: %s\n", snap ? snap : "(none)");
+        failures++;
+    } else {
+        expect_gained("addr-snapshot", snap, snap, 0, "");
+    }
+    free(snap);
+}
+
 int main(void)
 {
     snprintf(root, sizeof root, "/tmp/fault-checker-selftest-%d", (int)getpid());
@@ -284,6 +327,7 @@ int main(void)
     expect("run-overlap", RUN | OVERLAP, g_overlap, 1, 1);
     expect("run-busy", RUN | BUSY, g_overlap, 1, 1);
     expect("run-stale", RUN | STALE, g_stale, 1, 1);
+    root_namespace_rule();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
     if (failures == 0 && system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", root);

@@ -26,4 +26,13 @@ void fu_msleep(int ms);
 /* Resident set size of this process in kB (from /proc/self/statm), -1 on error. */
 long fu_rss_kb(void);
 
+/* The addresses of this process's network namespace (getifaddrs), one line
+ * "IFNAME ADDRESS" each, IPv4 and IPv6; malloc'd, NULL on error. */
+char *fu_addr_snapshot(void);
+
+/* The lines of now that before lacks and whose address is outside 127.0.0.0/8
+ * and ::1 (the fault runner's rule for the root namespace: docs/FAULTS.md),
+ * copied to out (cap bytes, "; " between them); their count. */
+int fu_addr_gained(const char *before, const char *now, char *out, size_t cap);
+
 #endif

@@ -1,12 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /* fault-proxy: a plain TCP forwarder, optionally adding latency.
  *
- *   fault-proxy [--delay-ms MS] LISTEN_IP:PORT=TARGET_IP:PORT [...]
+ *   fault-proxy [--delay-ms MS] [--listen-netns PATH] LISTEN_IP:PORT=TARGET_IP:PORT ...
  *
  * Two uses in the fault suite:
  *  - a candidate inside a network namespace reaches the etcd members (which the
- *    test harness binds to 127.0.0.1 only) through the host side of a veth pair;
- *    taking that link down cuts it off;
+ *    test harness binds to 127.0.0.1 only) through a veth pair to a second
+ *    namespace of the run, the forwarder's: with --listen-netns the listening
+ *    sockets are made in the namespace at PATH (/run/netns/NAME: setns before
+ *    socket(), then back), while the connections to the targets are made in the
+ *    namespace the proxy was started in (the root one: the members' loopback).
+ *    A socket keeps the namespace it was made in, so one process serves both.
+ *    Taking the veth down cuts the candidate off;
  *  - with --delay-ms, candidates see a slow network (each direction delayed), so
  *    that a waiter's watch regularly starts from a revision compacted meanwhile.
  *
@@ -21,6 +26,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -144,8 +150,15 @@ int main(int argc, char **argv)
         g_delay_ns = atoll(argv[ai + 1]) * 1000000;
         ai += 2;
     }
+    const char *listen_ns = NULL;
+    if (ai + 1 < argc && !strcmp(argv[ai], "--listen-netns")) {
+        listen_ns = argv[ai + 1];
+        ai += 2;
+    }
     if (ai >= argc) {
-        fprintf(stderr, "usage: %s [--delay-ms MS] LISTEN_IP:PORT=TARGET_IP:PORT ...\n",
+        fprintf(stderr,
+                "usage: %s [--delay-ms MS] [--listen-netns PATH] "
+                "LISTEN_IP:PORT=TARGET_IP:PORT ...\n",
                 argv[0]);
         return 2;
     }
@@ -155,6 +168,17 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* the listeners in the namespace at listen_ns; this one kept to come back */
+    int home = -1;
+    if (listen_ns) {
+        home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+        int ns = open(listen_ns, O_RDONLY | O_CLOEXEC);
+        if (home < 0 || ns < 0 || setns(ns, CLONE_NEWNET) != 0) {
+            fprintf(stderr, "fault-proxy: enter %s: %s\n", listen_ns, strerror(errno));
+            return 1;
+        }
+        close(ns);
+    }
     int nl = 0, lfd[MAX_LISTEN];
     struct sockaddr_in target[MAX_LISTEN];
     for (int i = ai; i < argc && nl < MAX_LISTEN; i++) {
@@ -175,6 +199,12 @@ int main(int argc, char **argv)
         }
         lfd[nl++] = fd;
     }
+    /* the targets' sockets are made here, after the way back */
+    if (home >= 0 && setns(home, CLONE_NEWNET) != 0) {
+        fprintf(stderr, "fault-proxy: back from %s: %s\n", listen_ns, strerror(errno));
+        return 1;
+    }
+    if (home >= 0) close(home);
     static pair pairs[MAX_PAIRS];
     int np = 0;
     static struct pollfd pf[MAX_LISTEN + 2 * MAX_PAIRS];

@@ -3,10 +3,14 @@
  * cluster (test/etcd_harness.c), with candidates as separate processes
  * (fault-candidate, or for the run-* scenarios `elector run` processes whose
  * command is fault-job), a fenced resource (fault-resource), etcd's own history
- * recorded live (`etcdctl watch -w json`), and, for the partition scenario, a
- * network namespace joined to the host by a veth pair (fault-proxy forwards to
- * the members, which listen on 127.0.0.1). After each scenario it runs the
- * checker (checker.c) on the scenario's directory and prints one table row.
+ * recorded live (`etcdctl watch -w json`), and, for the netns scenarios, two
+ * network namespaces of its own joined by a veth pair: the candidates' and the
+ * forwarder's (fault-proxy listens there and forwards to the members, which
+ * listen on the root namespace's 127.0.0.1). No address outside 127.0.0.0/8 and
+ * ::1 may appear in the root namespace: checked after the setup, after each
+ * scenario and at the end (a gain fails the run, status 3). After each scenario
+ * it runs the checker (checker.c) on the scenario's directory and prints one
+ * table row.
  *
  *   fault-runner [--rounds N] [--seed N] [--ttl S] [--scenarios a,b,...]
  *                [--duration 30m] [--out DIR] [--tag T] [--bin-dir DIR] [--list]
@@ -15,7 +19,7 @@
  * Exit status: 0 no violation; 1 a safety or liveness violation or an unmet
  * expectation (a run-* round's "expect ... fail"); 3 the run could
  * not be set up or a scenario could not run; 130 interrupted. Every process it
- * started (by pid), the namespace and the veth pair are removed on every exit. */
+ * started (by pid), the namespaces and the veth pair are removed on every exit. */
 #define _GNU_SOURCE
 #include "runner.h"
 
@@ -663,7 +667,7 @@ static void endpoints_for(int id, bool netns, bool slow, char *out, size_t cap)
             n +=
                 (size_t)snprintf(out + n, cap - n, "%s127.0.0.1:%d", sep, R.slow_port[i]);
         else if (netns)
-            n += (size_t)snprintf(out + n, cap - n, "%s%s:%d", sep, R.host_ip,
+            n += (size_t)snprintf(out + n, cap - n, "%s%s:%d", sep, R.fw_ip,
                                   eh_client_port(R.cl, i));
         else
             n += (size_t)snprintf(out + n, cap - n, "%s%s", sep, eh_endpoint(R.cl, i));
@@ -1097,64 +1101,105 @@ static int run_loud(const char *const argv[])
 
 int fr_link(bool up)
 {
-    const char *argv[] = {"ip", "link", "set", R.veth_host, up ? "up" : "down", NULL};
+    const char *argv[] = {
+        "ip", "-n", R.fw_ns, "link", "set", R.veth_fw, up ? "up" : "down", NULL};
     return run_loud(argv);
+}
+
+/* Whether the root namespace (ours: the runner never leaves it) has gained an
+ * address outside 127.0.0.0/8 and ::1 since the start; told, and counted in
+ * R.root_gained, which fails the run. */
+static bool root_isolated(const char *when)
+{
+    char *now = fu_addr_snapshot();
+    char what[600];
+    int n =
+        now && R.root_addrs ? fu_addr_gained(R.root_addrs, now, what, sizeof what) : -1;
+    free(now);
+    if (n == 0) return true;
+    if (n < 0)
+        fr_say("ERROR: cannot read the root network namespace's addresses (%s)", when);
+    else
+        fr_say("ERROR: the root network namespace gained %d address%s outside "
+               "127.0.0.0/8 and ::1 (%s): %s",
+               n, n == 1 ? "" : "es", when, what);
+    /* what is gained stays: the most seen at once, not a sum over the checks */
+    if ((n < 0 ? 1 : n) > R.root_gained) R.root_gained = n < 0 ? 1 : n;
+    return false;
 }
 
 static void netns_teardown(void)
 {
-    if (!R.ns[0]) return;
-    const char *del_ns[] = {"ip", "netns", "del", R.ns, NULL};
-    const char *del_link[] = {"ip", "link", "del", R.veth_host, NULL};
-    run_quiet(del_link);
-    run_quiet(del_ns);
+    /* each veth end goes with its namespace */
+    if (R.ns[0]) {
+        const char *del_ns[] = {"ip", "netns", "del", R.ns, NULL};
+        run_quiet(del_ns);
+    }
+    if (R.fw_ns[0]) {
+        const char *del_fw[] = {"ip", "netns", "del", R.fw_ns, NULL};
+        run_quiet(del_fw);
+    }
 }
 
+/* Two namespaces of this run: the candidates' (R.ns, its veth end R.cand_ip) and
+ * the forwarder's (R.fw_ns, R.fw_ip), the veth pair made inside them, so that it
+ * never exists in the root namespace. fault-proxy starts in the root namespace,
+ * makes its listening sockets in the forwarder's (--listen-netns) and connects
+ * to the members on the root's 127.0.0.1: the candidates' traffic stays in the
+ * run's namespaces and on loopback. */
 static int netns_setup(void)
 {
     unsigned sub = 20 + (unsigned)(strtoul(R.tag, NULL, 10) % 200);
     snprintf(R.ns, sizeof R.ns, "elf-%s", R.tag);
-    snprintf(R.veth_host, sizeof R.veth_host, "elfh%s", R.tag);
-    snprintf(R.veth_ns, sizeof R.veth_ns, "elfn%s", R.tag);
-    snprintf(R.host_ip, sizeof R.host_ip, "10.199.%u.1", sub);
-    snprintf(R.ns_ip, sizeof R.ns_ip, "10.199.%u.2", sub);
-    char host_cidr[40], ns_cidr[40];
-    snprintf(host_cidr, sizeof host_cidr, "%s/30", R.host_ip);
-    snprintf(ns_cidr, sizeof ns_cidr, "%s/30", R.ns_ip);
-    const char *steps[][12] = {
+    snprintf(R.fw_ns, sizeof R.fw_ns, "elfw-%s", R.tag);
+    snprintf(R.veth_cand, sizeof R.veth_cand, "elfc%s", R.tag);
+    snprintf(R.veth_fw, sizeof R.veth_fw, "elff%s", R.tag);
+    snprintf(R.fw_ip, sizeof R.fw_ip, "10.199.%u.1", sub);
+    snprintf(R.cand_ip, sizeof R.cand_ip, "10.199.%u.2", sub);
+    char fw_cidr[40], cand_cidr[40];
+    snprintf(fw_cidr, sizeof fw_cidr, "%s/30", R.fw_ip);
+    snprintf(cand_cidr, sizeof cand_cidr, "%s/30", R.cand_ip);
+    const char *steps[][14] = {
         {"ip", "netns", "add", R.ns, NULL},
-        {"ip", "link", "add", R.veth_host, "type", "veth", "peer", "name", R.veth_ns,
-         NULL},
-        {"ip", "link", "set", R.veth_ns, "netns", R.ns, NULL},
-        {"ip", "addr", "add", host_cidr, "dev", R.veth_host, NULL},
-        {"ip", "link", "set", R.veth_host, "up", NULL},
-        {"ip", "-n", R.ns, "addr", "add", ns_cidr, "dev", R.veth_ns, NULL},
-        {"ip", "-n", R.ns, "link", "set", R.veth_ns, "up", NULL},
+        {"ip", "netns", "add", R.fw_ns, NULL},
+        {"ip", "-n", R.ns, "link", "add", R.veth_cand, "type", "veth", "peer", "name",
+         R.veth_fw, "netns", R.fw_ns, NULL},
+        {"ip", "-n", R.ns, "addr", "add", cand_cidr, "dev", R.veth_cand, NULL},
+        {"ip", "-n", R.ns, "link", "set", R.veth_cand, "up", NULL},
         {"ip", "-n", R.ns, "link", "set", "lo", "up", NULL},
+        {"ip", "-n", R.fw_ns, "addr", "add", fw_cidr, "dev", R.veth_fw, NULL},
+        {"ip", "-n", R.fw_ns, "link", "set", R.veth_fw, "up", NULL},
     };
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
         if (run_loud(steps[i]) != 0) {
             netns_teardown();
             return -1;
         }
-    /* The forwarder: host side of the veth -> each member on 127.0.0.1. */
-    char maps[EH_MAX_MEMBERS][80];
-    const char *argv[EH_MAX_MEMBERS + 2] = {g_proxy_bin};
+    /* The forwarder: the forwarder's veth end -> each member on 127.0.0.1. */
+    char maps[EH_MAX_MEMBERS][80], fw_path[80];
+    snprintf(fw_path, sizeof fw_path, "/run/netns/%s", R.fw_ns);
+    const char *argv[EH_MAX_MEMBERS + 4] = {g_proxy_bin, "--listen-netns", fw_path};
     int m = eh_members(R.cl);
     for (int i = 0; i < m; i++) {
-        snprintf(maps[i], sizeof maps[i], "%s:%d=127.0.0.1:%d", R.host_ip,
+        snprintf(maps[i], sizeof maps[i], "%s:%d=127.0.0.1:%d", R.fw_ip,
                  eh_client_port(R.cl, i), eh_client_port(R.cl, i));
-        argv[i + 1] = maps[i];
+        argv[i + 3] = maps[i];
     }
-    argv[m + 1] = NULL;
+    argv[m + 3] = NULL;
     char err[600];
     snprintf(err, sizeof err, "%s/proxy.err", R.out);
     R.proxy_pid = spawn(argv, NULL, err, NULL);
+    fu_msleep(100);
+    int st;
+    if (R.proxy_pid > 0 && waitpid(R.proxy_pid, &st, WNOHANG) == R.proxy_pid) {
+        untrack(R.proxy_pid);
+        fr_say("ERROR: the forwarder exited at once (status %d): see %s", st, err);
+        R.proxy_pid = 0;
+    }
     if (R.proxy_pid <= 0) {
         netns_teardown();
         return -1;
     }
-    fu_msleep(100);
     R.have_netns = true;
     return 0;
 }
@@ -1640,6 +1685,12 @@ int main(int argc, char **argv)
     eh_opts eo = {.members = 3,
                   .tls = need_tls,
                   .extra_args = need_quota ? "--quota-backend-bytes=8388608" : NULL};
+    /* the root namespace's addresses before anything of ours: the reference */
+    R.root_addrs = fu_addr_snapshot();
+    if (!R.root_addrs) {
+        fprintf(stderr, "fault-runner: cannot read this network namespace's addresses\n");
+        return 3;
+    }
     R.cl = eh_start(&eo);
     if (!R.cl) {
         fprintf(stderr, "fault-runner: cannot start etcd\n");
@@ -1683,14 +1734,19 @@ int main(int argc, char **argv)
     }
     if (need_netns) {
         if (geteuid() != 0)
-            fr_say(
-                "WARNING: not root: the partition scenario is skipped (needs a netns)");
+            fr_say("WARNING: not root: the netns scenarios are skipped (they need "
+                   "namespaces)");
         else if (netns_setup() != 0)
-            fr_say("WARNING: network namespace setup failed: the partition scenario is "
+            fr_say("WARNING: network namespace setup failed: the netns scenarios are "
                    "skipped");
         else
-            fr_say("netns %s: candidate side %s, host side %s (%s)", R.ns, R.ns_ip,
-                   R.host_ip, R.veth_host);
+            fr_say("netns %s: candidates, %s on %s; netns %s: forwarder, %s on %s -> "
+                   "127.0.0.1 of the root namespace",
+                   R.ns, R.cand_ip, R.veth_cand, R.fw_ns, R.fw_ip, R.veth_fw);
+    }
+    if (!root_isolated("after the setup")) {
+        cleanup_all();
+        return 3;
     }
 
     static row rows[64];
@@ -1698,8 +1754,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < nsel; k++) {
         const fr_scenario *s = sel[k];
         row *x = &rows[k];
-        if ((!strcmp(s->name, "partition") || !strcmp(s->name, "run-deadline")) &&
-            !R.have_netns) {
+        if (s->netns && s->round != fr_round_mix && !R.have_netns) {
             fr_say("%s: skipped (no network namespace)", s->name);
             continue;
         }
@@ -1731,6 +1786,9 @@ int main(int argc, char **argv)
             }
         }
         world_end(w, &x->r, &x->check_rc);
+        char when[80];
+        snprintf(when, sizeof when, "after %s", s->name);
+        root_isolated(when);
         x->secs = (double)(fr_now() - t_start) / 1e9;
         x->ran = true;
         char line[512];
@@ -1745,6 +1803,7 @@ int main(int argc, char **argv)
     }
 
     /* report */
+    root_isolated("at the end");
     int unsafe = 0, liveness = 0, unexpected = 0, incomplete = setup_fail;
     for (int k = 0; k < nsel; k++) {
         if (!rows[k].ran) continue;
@@ -1774,6 +1833,10 @@ int main(int argc, char **argv)
             "\nsafety violations: %d, liveness violations: %d, unmet expectations: %d, "
             "incomplete: %d\n",
             unsafe, liveness, unexpected, incomplete);
+        fprintf(f,
+                "root network namespace: %d address%s gained outside 127.0.0.0/8 and "
+                "::1\n",
+                R.root_gained, R.root_gained == 1 ? "" : "es");
         for (int k = 0; k < nsel; k++)
             if (rows[k].ran && R.duration_s > 0) print_rss(f, &rows[k], 60);
         fclose(f);
@@ -1783,7 +1846,9 @@ int main(int argc, char **argv)
     printf("\nsafety violations: %d, liveness violations: %d, unmet expectations: %d, "
            "incomplete: %d\nresults: %s\n",
            unsafe, liveness, unexpected, incomplete, path);
+    printf("root network namespace: %d address%s gained outside 127.0.0.0/8 and ::1\n",
+           R.root_gained, R.root_gained == 1 ? "" : "es");
     cleanup_all();
     if (unsafe || liveness || unexpected) return 1;
-    return incomplete ? 3 : 0;
+    return incomplete || R.root_gained ? 3 : 0;
 }

@@ -84,11 +84,15 @@ typedef struct fr_run {
     const char *bin_dir;
     char tag[9];
     eh_cluster *cl;
+    /* the netns scenarios: the candidates' namespace (ns) and the forwarder's
+     * (fw_ns), joined by a veth pair; nothing of it in the root namespace */
     bool have_netns;
-    char ns[32], veth_host[16], veth_ns[16];
-    char host_ip[32], ns_ip[32];
+    char ns[32], fw_ns[32], veth_cand[16], veth_fw[16];
+    char cand_ip[32], fw_ip[32];
     pid_t proxy_pid;
-    pid_t slow_pid; /* the delaying proxy: slow_port[i] -> member i */
+    char *root_addrs; /* the root namespace's addresses at the start */
+    int root_gained;  /* addresses it gained since (must stay 0) */
+    pid_t slow_pid;   /* the delaying proxy: slow_port[i] -> member i */
     int slow_port[EH_MAX_MEMBERS];
     int slow_delay_ms;
     int64_t bound_ms;
@@ -149,8 +153,8 @@ int fr_fill_until_nospace(int max, int *puts);
 int fr_clear_nospace(void);
 bool fr_sync_recorder(fr_world *w); /* wait until etcd's history is recorded to now */
 
-/* ---- network namespace ---- */
-int fr_link(bool up);
+/* ---- network namespaces ---- */
+int fr_link(bool up); /* the veth pair between the candidates and the forwarder */
 
 /* ---- scenarios (scenarios.c) ---- */
 typedef struct fr_scenario {

@@ -13,7 +13,11 @@
 # Options go to fault-runner: --rounds N, --seed N, --ttl S, --scenarios a,b,
 # --duration D (30m, 1h, 90s), --out DIR, --list. Exit status: 0 no violation,
 # 1 a safety or liveness violation, 3 the run could not be completed, 130 ^C.
-# Every process, the network namespace and the veth pair are removed on exit.
+# Every process, the network namespaces and the veth pair are removed on exit.
+# The netns scenarios' network lives only in two namespaces the run makes (the
+# candidates' and the forwarder's, joined by a veth pair); the runner fails the
+# run (status 3) if the root namespace gains an address outside 127.0.0.0/8 and
+# ::1 meanwhile (docs/FAULTS.md, "The network namespaces").
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,9 +49,10 @@ if [ $has_out -eq 0 ]; then
     args+=(--out "$OUT")
 fi
 
-# A tag names this run's network namespace (elf-TAG) and veth pair (elfhTAG,
-# elfnTAG); etcd's data directories go under a private TMPDIR. The trap removes
-# them even if the runner itself could not (killed with SIGKILL).
+# A tag names this run's network namespaces (elf-TAG: the candidates', elfw-TAG:
+# the forwarder's) and its veth pair (elfcTAG, elffTAG: one end in each, gone
+# with them); etcd's data directories go under a private TMPDIR. The trap
+# removes them even if the runner itself could not (killed with SIGKILL).
 TAG=$(( $$ % 10000000 ))
 export TMPDIR=$BUILD/tmp-$TAG
 mkdir -p "$TMPDIR"
@@ -63,8 +68,8 @@ cleanup() {
         wait "$RUNNER_PID" 2>/dev/null || true
     fi
     if command -v ip >/dev/null; then
-        $SUDO ip link del "elfh$TAG" 2>/dev/null || true
         $SUDO ip netns del "elf-$TAG" 2>/dev/null || true
+        $SUDO ip netns del "elfw-$TAG" 2>/dev/null || true
     fi
     rm -rf "$TMPDIR"
     exit $rc
@@ -75,7 +80,7 @@ if [ "$(id -u)" -ne 0 ]; then
     if command -v sudo >/dev/null; then
         SUDO="sudo --preserve-env=TMPDIR,ELECTOR_ETCD_DIR"
     else
-        echo "fault.sh: not root and no sudo: the partition scenario will be skipped" >&2
+        echo "fault.sh: not root and no sudo: the netns scenarios will be skipped" >&2
     fi
 fi
 
