@@ -18,5 +18,5 @@ B=${BUILD_DIR:-build-bench}
 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$B" -j2 --target elector_python elector_release >/dev/null
 export PYTHONPATH=$PWD/$B/python
-export ELECTOR_RELEASE_HELPER=$PWD/$B/helper/elector-release
+export ELECTOR_RELEASE_HELPER=$PWD/$B/lib/elector/elector-release
 exec /usr/bin/python3 bench/python_locks.py "$@"

@@ -307,7 +307,7 @@ if want embedcrash; then
         echo "ttl_s=$TTL_EMBEDCRASH"
     } >"$RES/env-embedcrash.txt"
     "${PB[@]}" embedcrash "${COMMON[@]}" --rounds "$EMBEDCRASH_ROUNDS" --ttl "$TTL_EMBEDCRASH" \
-        --release-helper "$B/helper/elector-release"
+        --release-helper "$B/lib/elector/elector-release"
     echo "loadavg_at_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RES/env-embedcrash.txt"
 fi
 if want herd; then

@@ -169,7 +169,7 @@ so=$out/_elector.cpython-313-x86_64-linux-gnu.so
     die "building _elector for 3.13 failed"
 mv "$so.tmp" "$so"
 
-helper=$BUILD/helper/elector-release
+helper=$BUILD/lib/elector/elector-release
 [ -x "$helper" ] || die "no $helper (cmake --build $BUILD)"
 export PYTHONPATH=$BUILD/python313
 export ELECTOR_RELEASE_HELPER=$helper

@@ -33,7 +33,7 @@ cat >"$VGH/elector-release" <<EOW
 #!/bin/sh
 exec $(command -v valgrind) --quiet --error-exitcode=99 --leak-check=full \
     --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect \
-    --log-file=$VGH/helper.%p.log $(cd "$B" && pwd)/helper/elector-release "\$@"
+    --log-file=$VGH/helper.%p.log $(cd "$B" && pwd)/lib/elector/elector-release "\$@"
 EOW
 chmod +x "$VGH/elector-release"
 if ! RELEASE_HELPER_WRAPPER=$VGH/elector-release "$B/test/test_etcd_release" sigsegv close fork \

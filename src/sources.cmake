@@ -37,6 +37,7 @@ set(ELECTOR_ELECTION_SRCS
   leader.c
   observe.c
   release.c
+  release_find.c
   session.c
   session_view.c
   txn.c

@@ -10,7 +10,8 @@
  * Usage: release_owner ENDPOINTS NAME; RO_USER and RO_PASSWORD (environment)
  * give credentials, RO_CACERT, RO_CERT and RO_KEY the TLS files, RO_TTL the TTL
  * in seconds (default 10), RO_LOW_FD (set) leaves fd 0 free when the session
- * starts its helper, RO_NOFILE (set) no descriptor left for it. */
+ * starts its helper, RO_NOFILE (set) no descriptor left for it. The client's
+ * notices go to stdout as "notice: TEXT". */
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +21,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 #include "elector/election.h"
+
+static void print_notice(elector_etcd *e, int err, const char *msg, void *ud)
+{
+    (void)e, (void)err, (void)ud;
+    printf("notice: %s\n", msg);
+    fflush(stdout);
+}
 
 int main(int argc, char **argv)
 {
@@ -37,6 +45,7 @@ int main(int argc, char **argv)
     cfg.key = getenv("RO_KEY");
     elector_etcd *e = elector_etcd_new(&cfg);
     if (!e || elector_etcd_err(e)) return 2;
+    elector_etcd_set_notice(e, print_notice, NULL);
     elector_session_config sc;
     elector_session_config_init(&sc);
     sc.ttl_s = getenv("RO_TTL") ? atoi(getenv("RO_TTL")) : 10;

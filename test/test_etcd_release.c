@@ -879,3 +879,127 @@ TEST_WITH_TIMEOUT(release_in_a_host_with_a_busy_signal_timer, 60)
     free(out);
     eh_stop(c);
 }
+
+/* Where the helper is found (issue 35: a path fixed at configure time left it
+ * off for the build tree and for `cmake --install --prefix`): beside the
+ * program that uses the library without $ELECTOR_RELEASE_HELPER (this test,
+ * in build/test/, finds build/lib/elector/); a wrong $ELECTOR_RELEASE_HELPER
+ * is named in a notice; a program copied where no helper is near says every
+ * place it tried and what to do, and leads without one. */
+static void notice_to(elector_etcd *e, int err, const char *msg, void *ud)
+{
+    (void)e, (void)err;
+    snprintf(ud, 1024, "%s", msg);
+}
+
+/* Runs a copy of release_owner (bin) with no $ELECTOR_RELEASE_HELPER until
+ * it leads in election name, SIGKILLs it; into out, every notice it printed and its
+ * "elected" line. */
+static void far_owner(const char *bin, const char *endpoints, const char *name, char *out,
+                      size_t cap)
+{
+    char *saved = strdup(getenv("ELECTOR_RELEASE_HELPER"));
+    unsetenv("ELECTOR_RELEASE_HELPER");
+    int pipefd[2];
+    ASSERT_OK(pipe2(pipefd, O_CLOEXEC));
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pipefd[1], 1);
+        execl(bin, "release_owner", endpoints, name, (char *)NULL);
+        _exit(127);
+    }
+    close(pipefd[1]);
+    setenv("ELECTOR_RELEASE_HELPER", saved, 1);
+    free(saved);
+    eu_child ch;
+    eu_child_wrap(&ch, pid, pipefd[0]);
+    size_t n = 0;
+    out[0] = 0;
+    char line[2048];
+    while (!eu_child_expect(&ch, "", line, sizeof(line), 30000)) {
+        int w = snprintf(out + n, cap - n, "%s\n", line);
+        if (w > 0 && n + (size_t)w < cap) n += (size_t)w;
+        if (!strncmp(line, "elected ", 8)) break;
+    }
+    tl_log("%s", out);
+    int hp = 0;
+    const char *el = strstr(out, "elected ");
+    if (el && sscanf(el, "elected %d", &hp) == 1 && hp > 0) note_stray(hp);
+    eu_child_kill(&ch);
+}
+
+TEST_WITH_TIMEOUT(release_helper_is_found_beside_the_library_or_said_where_not, 90)
+{
+    setup();
+    eh_cluster *c = eh_start(&(eh_opts){0});
+    ASSERT_NOT_NULL(c);
+    char *old = strdup(getenv("ELECTOR_RELEASE_HELPER"));
+    const char *cases[] = {NULL, "/nonexistent/elector-release"};
+    for (int i = 0; i < 2; i++) {
+        if (cases[i])
+            setenv("ELECTOR_RELEASE_HELPER", cases[i], 1);
+        else
+            unsetenv("ELECTOR_RELEASE_HELPER");
+        elector_etcd_config cfg;
+        elector_etcd_config_init(&cfg);
+        cfg.endpoints = eh_endpoints(c);
+        elector_etcd *e = elector_etcd_new(&cfg);
+        char said[1024] = "";
+        elector_etcd_set_notice(e, notice_to, said);
+        elector_session_config sc;
+        elector_session_config_init(&sc);
+        sc.release_on_exit = true;
+        elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+        ASSERT_OK(elector_session_wait(s, 10000));
+        int pid = elector_session_helper(s);
+        tl_log("ELECTOR_RELEASE_HELPER=%s: helper %d; notice: %s",
+               cases[i] ? cases[i] : "(unset)", pid, said);
+        if (!cases[i]) {
+            ASSERT_GT(pid, 0);
+            ASSERT_STREQ("", said);
+        } else {
+            ASSERT_EQ(ELECTOR_EINVAL, pid);
+            ASSERT_CONTAINS(said, "no release helper at $ELECTOR_RELEASE_HELPER "
+                                  "(/nonexistent/elector-release): No such file");
+        }
+        ASSERT_OK(elector_session_close_sync(s, 5000));
+        elector_etcd_free(e);
+    }
+
+    setenv("ELECTOR_RELEASE_HELPER", old, 1);
+    free(old);
+
+    /* A copy of a program far from any helper. */
+    char *dir = tl_tmpdir("far"), bin[600], line[2048], want[900];
+    snprintf(bin, sizeof(bin), "%s/bin", dir);
+    ASSERT_OK(mkdir(bin, 0755));
+    strcat(bin, "/release_owner");
+    ASSERT_EQ(0, tl_run(NULL, (const char *[]){"cp", RELEASE_OWNER_BIN, bin, NULL}));
+    far_owner(bin, eh_endpoints(c), "far1", line, sizeof(line));
+    snprintf(want, sizeof(want),
+             "notice: no release helper (tried %s/bin/elector/elector-release, "
+             "%s/bin/../lib/elector/elector-release, ",
+             dir, dir);
+    ASSERT_CONTAINS(line, want);
+    ASSERT_CONTAINS(line, "): set ELECTOR_RELEASE_HELPER to the path of elector-release, "
+                          "or install it with libelector");
+    ASSERT_CONTAINS(line, "elected -1 "); /* ELECTOR_EINVAL: it leads without one */
+
+    /* One put beside it in a directory others may write: not run. */
+    char lib[700], helper[800];
+    snprintf(lib, sizeof(lib), "%s/lib", dir);
+    ASSERT_OK(mkdir(lib, 0755));
+    strcat(lib, "/elector");
+    ASSERT_OK(mkdir(lib, 0755));
+    ASSERT_OK(chmod(lib, 0777));
+    snprintf(helper, sizeof(helper), "%s/elector-release", lib);
+    ASSERT_EQ(0, tl_run(NULL, (const char *[]){"cp", RELEASE_HELPER_BIN, helper, NULL}));
+    far_owner(bin, eh_endpoints(c), "far2", line, sizeof(line));
+    ASSERT_CONTAINS(line, "elected -1 ");
+    ASSERT_OK(chmod(lib, 0755)); /* now it is found, beside the program */
+    far_owner(bin, eh_endpoints(c), "far3", line, sizeof(line));
+    ASSERT(!strstr(line, "notice: "));
+    ASSERT(!strstr(line, "elected -1 "));
+    free(dir);
+    eh_stop(c);
+}

@@ -128,6 +128,10 @@ int elector_driver_revoke(elector_driver *d, int64_t lease, int64_t timeout_ms,
 int64_t
 elector_driver_session_lease(const elector_driver_session *s); /* 0 until granted */
 bool elector_driver_session_alive(const elector_driver_session *s);
+/* As elector_session_helper(): the release helper's pid while it runs, 0 when
+ * none was asked for (or not yet, or no longer), or why it could not start
+ * (a negative ELECTOR_E* code; the client's notice names the paths tried). */
+int elector_driver_session_helper(const elector_driver_session *s);
 
 /* ---- elections ----------------------------------------------------------------- */
 

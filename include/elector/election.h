@@ -105,8 +105,15 @@ typedef struct elector_session_config {
      * own end, unless manual_release) makes it exit quietly; the close waits for
      * it (a few ms) and reaps it. Spawned with posix_spawn(), so safe in
      * threaded programs; it is this process's child. It costs nothing unless
-     * asked for. The helper is found at $ELECTOR_RELEASE_HELPER, else at the
-     * path compiled in (the install's libdir/elector/elector-release).
+     * asked for. The helper is found at $ELECTOR_RELEASE_HELPER (and only
+     * there, when set), else beside the library or the program
+     * (DIR/elector/, DIR/../lib/elector/, DIR/../../lib/elector/ of the
+     * object the library was loaded from and of the running program: an
+     * install into any prefix, and the build tree's build/lib/elector/; only
+     * a helper and directory that belong to root or this user and that no
+     * one else may write), else at the path compiled in (the configured
+     * libdir/elector/elector-release). None found: a notice on the client
+     * names every place tried.
      * Right only if the work done as leader dies with this process: work in
      * child processes belongs under `elector run`; daemonize (fork, parent
      * exits) before the session starts, not after; a stopped process still

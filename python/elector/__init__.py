@@ -496,11 +496,25 @@ class Session:
             if fd >= 0:
                 self._s.remove_waiter(fd)
         client._sessions.add(self)
+        helper = self._s.helper()
+        if release_on_exit and helper < 0:
+            logging.getLogger("elector").warning(
+                "session: no release helper (%s): none at $ELECTOR_RELEASE_HELPER nor "
+                "beside libelector nor where it was installed; after a crash the next "
+                "candidate waits for the TTL (%d s)", _elector.strerror(helper), ttl)
 
     @property
     def lease(self) -> int:
         """The lease ID."""
         return int(self._s.lease())
+
+    @property
+    def release_helper(self) -> int:
+        """The release helper's pid while it runs (release_on_exit: it revokes
+        the lease as soon as this process is gone); 0 when none was asked for
+        or it has stopped; a negative ELECTOR_E* code when it could not start
+        (said on the ``elector`` logger when the session starts)."""
+        return int(self._s.helper())
 
     def alive(self) -> bool:
         """True while the lease is provably alive (deadline check, no I/O)."""

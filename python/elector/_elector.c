@@ -907,6 +907,13 @@ static PyObject *Session_lease(SessionObject *self, PyObject *unused)
     return PyLong_FromLongLong(elector_driver_session_lease(self->s));
 }
 
+static PyObject *Session_helper(SessionObject *self, PyObject *unused)
+{
+    (void)unused;
+    SES_CHECK(self);
+    return PyLong_FromLong(elector_driver_session_helper(self->s));
+}
+
 static PyObject *Session_alive(SessionObject *self, PyObject *unused)
 {
     (void)unused;
@@ -944,6 +951,8 @@ static PyMethodDef Session_methods[] = {
     {"poll", (PyCFunction)Session_poll, METH_NOARGS,
      "0 granted, ETIMEDOUT not yet, or the grant's error code."},
     {"lease", (PyCFunction)Session_lease, METH_NOARGS, "Lease ID, 0 until granted."},
+    {"helper", (PyCFunction)Session_helper, METH_NOARGS,
+     "The release helper's pid; 0 (none asked for, or not now) or a negative code."},
     {"alive", (PyCFunction)Session_alive, METH_NOARGS, "Lease provably alive now."},
     {"lost", (PyCFunction)Session_lost, METH_NOARGS, "(reason, detail) once lost."},
     {"add_waiter", (PyCFunction)Session_add_waiter, METH_NOARGS, "A waiter eventfd."},

@@ -102,6 +102,7 @@ static void publish(elector_driver *d)
             if (!s->core) continue;
             s->lease = elector_session_lease(s->core);
             s->deadline_ns = elector_session_deadline_ns(s->core);
+            s->helper = elector_session_helper(s->core);
             if (s->phase == 0 && s->lease && s->deadline_ns) s->phase = 1;
         } else if (h->kind == H_ELECTION) {
             elector_driver_election *el = (void *)h;

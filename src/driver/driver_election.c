@@ -117,6 +117,16 @@ void elector_driver_session_close(elector_driver_session *s)
     pthread_mutex_unlock(&d->mu);
 }
 
+int elector_driver_session_helper(const elector_driver_session *s)
+{
+    if (!s || forked(s->h.d)) return 0;
+    elector_driver *d = s->h.d;
+    pthread_mutex_lock(&d->mu);
+    int pid = s->helper;
+    pthread_mutex_unlock(&d->mu);
+    return pid;
+}
+
 int64_t elector_driver_session_lease(const elector_driver_session *s)
 {
     if (!s || forked(s->h.d)) return 0;

@@ -36,6 +36,7 @@ struct elector_driver_session {
     int phase; /* 0 granting, 1 alive, 2 over */
     int err;
     int64_t lease, deadline_ns;
+    int helper; /* elector_session_helper() of the core, as last published */
 };
 
 struct elector_driver_election {

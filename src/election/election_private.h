@@ -33,6 +33,11 @@ void elector__release_start(elector__release *r, elector_etcd *etcd, int64_t lea
  * SIGKILL) and reaps it. In a forked child of the owner it only closes the
  * child's copy of the socket. */
 void elector__release_stop(elector__release *r);
+/* release_find.c: the helper's path into out: $ELECTOR_RELEASE_HELPER, else
+ * beside the loaded library (LIBDIR/elector/, ../lib/elector/,
+ * ../../lib/elector/), else the configured LIBDIR/elector/. 0, or
+ * ELECTOR_EINVAL after a notice on etcd that names every place tried. */
+int elector__release_find(elector_etcd *etcd, char *out, size_t cap);
 
 /* ---- what the layer sees of a session (session.c) ----
  * Elections read their session only through these functions, and hear of it

@@ -27,6 +27,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -40,10 +41,6 @@
 #include <time.h>
 #include <unistd.h>
 #include "election_private.h"
-
-#ifndef ELECTOR_RELEASE_HELPER_PATH
-#define ELECTOR_RELEASE_HELPER_PATH "/usr/local/lib/elector/elector-release"
-#endif
 
 extern char **environ;
 
@@ -220,9 +217,8 @@ void elector__release_start(elector__release *r, elector_etcd *e, int64_t lease,
                             int64_t ttl_s)
 {
     elector__release_init(r);
-    const char *path = secure_getenv("ELECTOR_RELEASE_HELPER");
-    if (!path || !*path) path = ELECTOR_RELEASE_HELPER_PATH;
-    if (access(path, X_OK)) {
+    char path[PATH_MAX];
+    if (elector__release_find(e, path, sizeof(path))) {
         r->pid = ELECTOR_EINVAL;
         return;
     }

@@ -133,6 +133,12 @@ uint64_t elector__conn_serial(const elector_etcd *etcd);
 int elector__set_err(elector_etcd *etcd, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* A notice for the application (elector_etcd_set_notice()); err 0: informative.
+ * What the client did or could not do on its own that an operator should read:
+ * files reloaded, the endpoint list synced, no release helper. */
+void elector__notice(elector_etcd *e, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Maps grpc-status + decoded message to an elector error code (0 for status 0). */
 int elector__grpc_error(int status, const char *message);
 

@@ -291,9 +291,6 @@ struct elector_etcd {
 
 /* util.c */
 uint32_t elector__next_rnd(elector_etcd *e);
-/* A notice for the application (elector_etcd_set_notice()); err 0: informative. */
-void elector__notice(elector_etcd *e, int err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /* engine.c */
 /* Sends what is queued now, outside the loop's pass (a blocking call that
