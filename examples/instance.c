@@ -85,6 +85,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *id = argv[1];
+    /* snippet: embedded */
     elector_etcd_config cfg;
     elector_etcd_config_init(&cfg);
     cfg.endpoints = argc > 2 ? argv[2] : "127.0.0.1:2379";
@@ -96,10 +97,12 @@ int main(int argc, char **argv)
         elector_etcd_free(etcd);
         return 1;
     }
+    /* snippet: release */
     elector_session_config sc;
     elector_session_config_init(&sc);
     sc.release_on_exit = release; /* revoke the lease at once if we crash */
     elector_session *s = elector_session_new(etcd, &sc, NULL, NULL);
+    /* end snippet: release */
     int rc = s ? elector_session_wait(s, 10000) : ELECTOR_ENOMEM;
     if (rc) {
         fprintf(stderr, "cannot start a session: %s\n", elector_etcd_errstr(etcd));
@@ -137,5 +140,6 @@ int main(int argc, char **argv)
     elector_election_free(el);
     elector_session_close_sync(s, 2000); /* revoke: nothing lingers */
     elector_etcd_free(etcd);
+    /* end snippet: embedded */
     return 0;
 }

@@ -77,6 +77,6 @@ int main(int argc, char **argv)
     }
     elector_driver_resign_sync(el, 3000); /* Ctrl-C: the next one leads at once */
     elector_driver_free(d);               /* closes the session, joins the threads */
-    /* end snippet */
+    /* end snippet: threaded */
     return 0;
 }

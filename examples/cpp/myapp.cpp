@@ -99,6 +99,7 @@ class MyApp
     {
         while (!Stopping()) {
             try {
+                // snippet: cpp
                 // A new session (lease) per round: after a loss, the old
                 // one may be gone.
                 auto session = std::make_shared<elector::session>(client_);
@@ -119,6 +120,7 @@ class MyApp
                     lead.resign();
                     Say("resigned");
                 }
+                // end snippet
             } catch (const elector::error &e) {
                 if (!Stopping())
                     Say(std::string("election: ") + e.what() + "; again in 1 s");
