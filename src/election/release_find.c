@@ -35,6 +35,17 @@
  * program in a shared directory (/tmp/x/bin/../../lib) must not run what
  * another user put there. $ELECTOR_RELEASE_HELPER and the configured path
  * are the user's and the installer's choice. */
+/* Owned by root or by us, and writable by no one else: not by others, and by
+ * the group only if it is root's or our own (a umask of 002 with a group per
+ * user, as Debian gives its users, leaves build trees group-writable). */
+static bool ours(const struct stat *st)
+{
+    uid_t me = geteuid();
+    bool group_ok =
+        !(st->st_mode & S_IWGRP) || st->st_gid == 0 || st->st_gid == getegid();
+    return (st->st_uid == 0 || st->st_uid == me) && !(st->st_mode & S_IWOTH) && group_ok;
+}
+
 static bool trusted(const char *path)
 {
     struct stat f, d;
@@ -42,11 +53,8 @@ static bool trusted(const char *path)
     snprintf(dir, sizeof(dir), "%s", path);
     char *slash = strrchr(dir, '/');
     if (slash) *slash = 0;
-    uid_t me = geteuid();
     return !access(path, X_OK) && !stat(path, &f) && !stat(dir, &d) &&
-           S_ISREG(f.st_mode) && (f.st_uid == 0 || f.st_uid == me) &&
-           (d.st_uid == 0 || d.st_uid == me) && !(f.st_mode & (S_IWGRP | S_IWOTH)) &&
-           !(d.st_mode & (S_IWGRP | S_IWOTH));
+           S_ISREG(f.st_mode) && ours(&f) && ours(&d);
 }
 
 /* The directory of the object that holds this code (the shared library, or
