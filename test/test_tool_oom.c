@@ -369,13 +369,13 @@ static void sc_observe(run *r, long n)
     char v0[32], v1[32];
     snprintf(v0, sizeof(v0), "o%ld-a", n);
     snprintf(v1, sizeof(v1), "o%ld-b", n);
-    ASSERT_EQ(0, eh_etcdctl(cl, NULL, "put", "toom-obs/k1", v0, NULL));
+    put_leased(cl, "toom-obs/k1", v0); /* a candidate's key: it has a lease */
     const char *args[] = {"observe", "toom-obs", NULL};
     start(r, n, "observe", args, false, n == 0);
     bool first = wait_for(r, r->out, v0, 5);
     bool second = false;
     if (first) {
-        ASSERT_EQ(0, eh_etcdctl(cl, NULL, "put", "toom-obs/k1", v1, NULL));
+        put_leased(cl, "toom-obs/k1", v1);
         second = wait_for(r, r->out, v1, 5);
     }
     if (!exited(r)) kill(r->pid, SIGTERM);
