@@ -38,7 +38,9 @@ set(ELECTOR_ELECTION_SRCS
   observe.c
   release.c
   release_find.c
+  release_helper.c
   session.c
+  session_close.c
   session_view.c
   txn.c
   wait.c)

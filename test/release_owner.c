@@ -8,7 +8,8 @@
  *   c  close the session normally (prints "closed RC")
  *   q  exit(0)
  * Usage: release_owner ENDPOINTS NAME; RO_USER and RO_PASSWORD (environment)
- * give credentials, RO_CACERT, RO_CERT and RO_KEY the TLS files, RO_TTL the TTL
+ * give credentials (RO_PASSWORD_FILE a password file), RO_AUTOSYNC_MS the
+ * auto-sync interval, RO_CACERT, RO_CERT and RO_KEY the TLS files, RO_TTL the TTL
  * in seconds (default 10), RO_LOW_FD (set) leaves fd 0 free when the session
  * starts its helper, RO_NOFILE (set) no descriptor left for it. The client's
  * notices go to stdout as "notice: TEXT". */
@@ -43,6 +44,9 @@ int main(int argc, char **argv)
     cfg.cacert = getenv("RO_CACERT");
     cfg.cert = getenv("RO_CERT");
     cfg.key = getenv("RO_KEY");
+    cfg.password_file = getenv("RO_PASSWORD_FILE");
+    if (getenv("RO_AUTOSYNC_MS"))
+        cfg.auto_sync_interval_ms = atoi(getenv("RO_AUTOSYNC_MS"));
     elector_etcd *e = elector_etcd_new(&cfg);
     if (!e || elector_etcd_err(e)) return 2;
     elector_etcd_set_notice(e, print_notice, NULL);

@@ -611,24 +611,25 @@ static int helper_with_orders(const uint8_t *orders, size_t n, const char *after
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* Orders as the library encodes them (src/election/release.c): "ELR1", the body's
- * length, 12 int64 (lease, TTL, the client's times and bounds), 6 strings
- * (endpoints, cacert, cert, key, user, password) each as a 4-byte length
- * (0xffffffff: none) and its bytes. Returns the length. */
+/* Orders as the library encodes them (src/election/release.c): "ELR2", the body's
+ * length, 13 int64 (lease, TTL, the client's times and bounds, TLS only), 7
+ * strings (endpoints, cacert, cert, key, user, password, password file) each
+ * as a 4-byte length (0xffffffff: none) and its bytes. Returns the length. */
 static size_t make_orders(uint8_t *buf, const char *const s[6])
 {
-    int64_t v[12] = {0x1234, 10, 1000, 1000, 0, 0, 0, 50, 500, 0, 0, 0};
+    int64_t v[13] = {0x1234, 10, 1000, 1000, 0, 0, 0, 50, 500, 0, 0, 0, 0};
     size_t n = 8;
     memcpy(buf + n, v, sizeof(v));
     n += sizeof(v);
-    for (int i = 0; i < 6; i++) {
-        uint32_t l = s[i] ? (uint32_t)strlen(s[i]) : UINT32_MAX;
+    for (int i = 0; i < 7; i++) {
+        const char *str = i < 6 ? s[i] : NULL;
+        uint32_t l = str ? (uint32_t)strlen(str) : UINT32_MAX;
         memcpy(buf + n, &l, 4);
         n += 4;
-        if (s[i]) memcpy(buf + n, s[i], l), n += l;
+        if (str) memcpy(buf + n, str, l), n += l;
     }
     uint32_t body = (uint32_t)(n - 8);
-    memcpy(buf, "ELR1", 4);
+    memcpy(buf, "ELR2", 4);
     memcpy(buf + 4, &body, 4);
     return n;
 }
@@ -655,7 +656,7 @@ TEST(release_helper_refuses_bad_orders)
     /* A string with a NUL byte in it. */
     const char *const nul[6] = {"a\001b", NULL, NULL, NULL, NULL, NULL};
     n = make_orders(buf, nul);
-    buf[8 + 96 + 4 + 1] = 0;
+    buf[8 + 104 + 4 + 1] = 0;
     ASSERT_EQ(2, helper_with_orders(buf, n, NULL, false, &errs));
     ASSERT_CONTAINS(errs, "malformed orders");
     free(errs);
@@ -1001,5 +1002,209 @@ TEST_WITH_TIMEOUT(release_helper_is_found_beside_the_library_or_said_where_not, 
     ASSERT(!strstr(line, "notice: "));
     ASSERT(!strstr(line, "elected -1 "));
     free(dir);
+    eh_stop(c);
+}
+
+/* ---------------------------------------------------------------- issue 36: the helper
+ * follows the client; its stop never stalls the loop; adopted leases */
+
+/* The password rotated (in etcd, and in the password file the owner reads)
+ * after the helper started: the helper reads the file itself before it
+ * authenticates, so a SIGKILL of the owner still hands over at once (before:
+ * it authenticated with the password it was started with, failed, and the
+ * successor waited for the TTL). */
+TEST_WITH_TIMEOUT(release_helper_follows_a_rotated_password, 120)
+{
+    setup();
+    eh_cluster *c = eh_start(&(eh_opts){.auth = 1});
+    ASSERT_NOT_NULL(c);
+    char *dir = tl_tmpdir("rot"), pwfile[600], tmp[620], name[128], user[128], file[700];
+    snprintf(pwfile, sizeof(pwfile), "%s/password", dir);
+    FILE *f = fopen(pwfile, "w");
+    ASSERT_NOT_NULL(f);
+    fprintf(f, "%s\n", EH_USER_PASSWORD);
+    fclose(f);
+    ASSERT_OK(chmod(pwfile, 0600));
+    snprintf(name, sizeof(name), "%srelease-rot", EH_USER_PREFIX);
+    snprintf(user, sizeof(user), "RO_USER=%s", EH_USER);
+    snprintf(file, sizeof(file), "RO_PASSWORD_FILE=%s", pwfile);
+    char *env[] = {user, file, NULL};
+    owner o;
+    ASSERT_OK(owner_start(&o, eh_endpoints(c), name, env));
+    ASSERT_GT(o.helper, 0);
+
+    /* Rotated: in etcd (the user made again with its role), then the file. */
+    char newpw[64], role[64];
+    snprintf(newpw, sizeof(newpw), "%s:rotated-77", EH_USER);
+    snprintf(role, sizeof(role), "%s-role", EH_USER);
+    ASSERT_OK(eh_etcdctl(c, NULL, "user", "delete", EH_USER, NULL));
+    ASSERT_OK(eh_etcdctl(c, NULL, "user", "add", newpw, NULL));
+    ASSERT_OK(eh_etcdctl(c, NULL, "user", "grant-role", EH_USER, role, NULL));
+    snprintf(tmp, sizeof(tmp), "%s.new", pwfile);
+    f = fopen(tmp, "w");
+    ASSERT_NOT_NULL(f);
+    fprintf(f, "rotated-77\n");
+    fclose(f);
+    ASSERT_OK(rename(tmp, pwfile));
+
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    cfg.user = EH_USER;
+    cfg.password = "rotated-77";
+    elector_etcd *e = elector_etcd_new(&cfg);
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_OK(elector_session_wait(s, 10000));
+    elector_election *el = elector_election_new(s, name, NULL, NULL);
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, elector_campaign_sync(el, "next", 4, 300));
+    int64_t t0 = tl_now_ns();
+    kill(o.ch.pid, SIGKILL);
+    int64_t deadline = tl_now_ns() + 12000000000LL;
+    while (!elector_is_leader(el) && tl_now_ns() < deadline)
+        elector_etcd_run_once(e, 50);
+    double ms = (double)(tl_now_ns() - t0) / 1e6;
+    printf("password rotated, then SIGKILL: the next leads after %.1f ms\n", ms);
+    ASSERT(elector_is_leader(el));
+    ASSERT_LT(ms, HANDOVER_BOUND_MS);
+    owner_reap(&o);
+    ASSERT_EQ(0, helper_reap(o.helper));
+    elector_election_free(el);
+    ASSERT_OK(elector_session_close_sync(s, 5000));
+    elector_etcd_free(e);
+    free(dir);
+    eh_stop(c);
+}
+
+/* The owner started with one member's endpoint, auto-sync learned the others,
+ * and that member is gone: the helper was sent the list in use at the
+ * session's next renewal, and revokes through the others after a SIGKILL
+ * (before: it knew only the member it was started with, and the successor
+ * waited for the TTL). */
+TEST_WITH_TIMEOUT(release_helper_follows_the_endpoints_auto_sync_found, 120)
+{
+    setup();
+    eh_cluster *c = eh_start(&(eh_opts){.members = 3});
+    ASSERT_NOT_NULL(c);
+    char *env[] = {"RO_AUTOSYNC_MS=200", "RO_TTL=3", NULL};
+    owner o;
+    ASSERT_OK(owner_start(&o, eh_endpoint(c, 0), "release-sync", env));
+    ASSERT_GT(o.helper, 0);
+    char line[1024];
+    ASSERT_OK(
+        eu_child_expect(&o.ch, "notice: endpoints synced", line, sizeof(line), 5000));
+    tl_log("%s", line);
+    tl_msleep(1500); /* a renewal (every TTL/3 = 1 s) carries the list to the helper */
+    ASSERT_OK(eh_member_stop(c, 0));
+    eu_cand *next = successor(eh_endpoints(c), "release-sync");
+    ASSERT_NOT_NULL(next);
+    int st;
+    double ms = handover(&o, next, 'k', &st);
+    printf("the first member gone, then SIGKILL: the next leads after %.1f ms\n", ms);
+    ASSERT_GE(ms, 0.0);
+    ASSERT_LT(ms, HANDOVER_BOUND_MS);
+    ASSERT_EQ(0, helper_reap(o.helper));
+    eu_cand_free(next);
+    eh_stop(c);
+}
+
+/* Two sessions on one client; one's helper is stopped (SIGSTOP) when the
+ * session closes: the close returns at once, the other session's renewals
+ * keep their period (TTL 3 s: one a second), and the stopped helper is
+ * killed after 2 s and reaped by the loop (before: the close waited 2 s in
+ * poll, and everything on the loop with it). */
+TEST_WITH_TIMEOUT(release_stop_of_a_stopped_helper_stalls_no_other_session, 60)
+{
+    setup();
+    eh_cluster *c = eh_start(&(eh_opts){0});
+    ASSERT_NOT_NULL(c);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    elector_etcd *e = elector_etcd_new(&cfg);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 3;
+    elector_session *other = elector_session_new(e, &sc, NULL, NULL);
+    sc.release_on_exit = true;
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_OK(elector_session_wait(other, 10000));
+    ASSERT_OK(elector_session_wait(s, 10000));
+    int helper = elector_session_helper(s);
+    ASSERT_GT(helper, 0);
+    note_stray(helper);
+    ASSERT_OK(kill(helper, SIGSTOP));
+    elector_session_stats st0;
+    elector_session_get_stats(other, &st0);
+    double t0 = tl_now();
+    elector_session_close(s);
+    double in_close = tl_now() - t0;
+    double gone_at = 0;
+    uint64_t renewals = st0.renewals;
+    double last = t0, worst_gap = 0;
+    while (tl_now() - t0 < 3.5) {
+        elector_etcd_run_once(e, 50);
+        elector_session_stats st;
+        elector_session_get_stats(other, &st);
+        if (st.renewals != renewals) {
+            renewals = st.renewals;
+            if (tl_now() - last > worst_gap) worst_gap = tl_now() - last;
+            last = tl_now();
+        }
+        if (!gone_at && kill(helper, 0) < 0 && errno == ESRCH) gone_at = tl_now() - t0;
+    }
+    tl_log("close: %.1f ms; the other session: %llu renewals in 3.5 s, worst gap %.2f s; "
+           "the stopped helper reaped after %.2f s",
+           in_close * 1e3, (unsigned long long)(renewals - st0.renewals), worst_gap,
+           gone_at);
+    ASSERT_LT(in_close, 0.05);
+    ASSERT_GE(renewals - st0.renewals, 3);
+    ASSERT_LT(worst_gap, 1.6);
+    ASSERT_GE(gone_at, 1.9); /* given its 2 s */
+    ASSERT_LT(gone_at, 3.0); /* then killed and reaped: no zombie */
+    ASSERT(elector_session_alive(other));
+    ASSERT_OK(elector_session_close_sync(other, 5000));
+    elector_etcd_free(e);
+    eh_stop(c);
+}
+
+static void adopted_notice(elector_etcd *e, int err, const char *msg, void *ud)
+{
+    (void)e, (void)err;
+    snprintf(ud, 512, "%s", msg);
+}
+
+/* A session adopting a lease (lease_id) with release_on_exit starts no helper:
+ * the lease may be another live process's, which the helper would revoke
+ * under it when this one dies. elector_session_helper() says ELECTOR_EINVAL,
+ * a notice says why, and the session works. */
+TEST_WITH_TIMEOUT(release_on_exit_with_an_adopted_lease_starts_no_helper, 60)
+{
+    setup();
+    eh_cluster *c = eh_start(&(eh_opts){0});
+    ASSERT_NOT_NULL(c);
+    char *out = NULL, id[32];
+    ASSERT_OK(eh_etcdctl(c, &out, "lease", "grant", "30", NULL));
+    ASSERT_EQ(1, sscanf(out, "lease %31s granted", id));
+    free(out);
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = eh_endpoints(c);
+    elector_etcd *e = elector_etcd_new(&cfg);
+    char said[512] = "";
+    elector_etcd_set_notice(e, adopted_notice, said);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.lease_id = (int64_t)strtoull(id, NULL, 16);
+    sc.release_on_exit = true;
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_OK(elector_session_wait(s, 10000));
+    ASSERT_EQ(sc.lease_id, elector_session_lease(s));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_session_helper(s));
+    tl_log("%s", said);
+    ASSERT_CONTAINS(said, "adopted (lease_id): another process may use it");
+    ASSERT(elector_session_alive(s));
+    ASSERT_EQ(0, waitpid(-1, NULL, WNOHANG) > 0); /* no helper was spawned */
+    ASSERT_OK(elector_session_close_sync(s, 5000));
+    elector_etcd_free(e);
     eh_stop(c);
 }

@@ -119,6 +119,14 @@ typedef struct elector_session_config {
      * exits) before the session starts, not after; a stopped process still
      * holds the lease until the TTL; the fencing token covers the rest
      * (README, "From C"; docs/DESIGN.md, "The release helper").
+     * The helper follows the client: when auto-sync changes the endpoints or
+     * the password file is read again, it is sent the new settings at the
+     * next renewal, and it reads the password file itself before it
+     * authenticates. Not with lease_id: an adopted lease may be another live
+     * process's, so no helper is started (ELECTOR_EINVAL and a notice).
+     * Closing stops the helper without waiting in the loop; the loop reaps
+     * it (a stopped one is killed after 2 s); elector_session_close_sync()
+     * returns once it is reaped.
      * See elector_session_helper(). Default false. */
     bool release_on_exit;
 } elector_session_config;

@@ -20,19 +20,45 @@
 typedef struct elector__release {
     int pid;   /* > 0: running; 0: none; < 0: why it could not start */
     int sock;  /* our end of its socket, -1 when none */
-    int pidfd; /* the helper's pidfd (to wait for its exit), -1 when none */
     int owner; /* getpid() when it was started: a forked child leaves it alone */
+    int64_t lease, ttl_s;
+    uint64_t gen; /* elector__settings_gen() of the orders it has */
+    uint8_t *out; /* orders not all sent yet (the socket was full) */
+    size_t out_len, out_off;
 } elector__release;
 
-/* Spawns the helper for lease (ttl seconds) on etcd's settings; r->pid tells
- * how it went. r must be zeroed with sock and pidfd -1 (elector__release_init). */
+/* Empties r (sock -1, nothing to send); once before the first start. */
 void elector__release_init(elector__release *r);
+/* Spawns the helper for lease (ttl seconds) on etcd's settings; r->pid tells
+ * how it went. adopted: the lease came from elsewhere (lease_id): no helper,
+ * ELECTOR_EINVAL and a notice. */
 void elector__release_start(elector__release *r, elector_etcd *etcd, int64_t lease,
-                            int64_t ttl_s);
-/* Tells the helper to exit without revoking, waits for it (2 s at most, then
- * SIGKILL) and reaps it. In a forked child of the owner it only closes the
- * child's copy of the socket. */
-void elector__release_stop(elector__release *r);
+                            int64_t ttl_s, bool adopted);
+/* Sends the helper new orders when the client's endpoints or password changed
+ * since the last (never waits: a full socket is tried again next time). */
+void elector__release_refresh(elector__release *r, elector_etcd *etcd);
+/* Tells the helper to exit without revoking and hands it to the client's
+ * reaper (a timer: reaped when it exits, SIGKILLed after 2 s); never waits. In
+ * a forked child of the owner it only closes the child's copy of the socket. */
+void elector__release_stop(elector__release *r, elector_etcd *etcd);
+/* Whether the client's reaper still waits for helper pid (close_sync does). */
+bool elector__release_reaping(elector_etcd *etcd, int pid);
+
+/* The helper's orders (release.c encodes them, release_helper.c decodes):
+ * "ELR2", the body's length (4 bytes), the ints, then each string as a 4-byte
+ * length (UINT32_MAX: none) and its bytes. */
+#define ELECTOR__ORDERS_MAGIC "ELR2"
+#define ELECTOR__ORDERS_MAX (64 * 1024) /* a few hundred bytes in practice */
+/* endpoints (in use), cacert, cert, key, user, password, password file */
+#define ELECTOR__ORDERS_NSTR 7
+/* lease, ttl, dial, request, keepalive time, idle and timeout, backoff min and
+ * max, max recv, max decode, insecure_skip_verify, require_tls */
+#define ELECTOR__ORDERS_NINT 13
+typedef struct elector__orders {
+    int64_t v[ELECTOR__ORDERS_NINT];
+    const char *s[ELECTOR__ORDERS_NSTR];
+    uint32_t slen[ELECTOR__ORDERS_NSTR];
+} elector__orders;
 /* release_find.c: the helper's path into out: $ELECTOR_RELEASE_HELPER, else
  * beside the loaded library (LIBDIR/elector/, ../lib/elector/,
  * ../../lib/elector/), else the configured LIBDIR/elector/. 0, or

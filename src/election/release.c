@@ -5,7 +5,10 @@
  *
  * The owner spawns it (posix_spawn: safe in threaded programs, no fork of the
  * owner's memory) with
- *   fd 0  one end of a socketpair: the orders (below), then "D" at a normal end;
+ *   fd 0  one end of a socketpair: the orders (below), orders again whenever
+ *         the client's endpoints or password change (auto-sync, the password
+ *         file read again: the helper must reach the cluster as it is now), and
+ *         "D" at a normal end;
  *   fd 1  /dev/null; fd 2 the owner's stderr (a line when a revoke fails);
  *   fd 3  a pidfd of the owner, which becomes readable when the owner is gone;
  * no other descriptor, every signal default and unblocked, a session of its
@@ -23,7 +26,12 @@
  *                     exec'd, or closed the descriptor (the pidfd stays quiet
  *                     for 2 s: exit, the lease ends by its TTL).
  * A fork of the owner inherits the socket, not the watch: the helper follows
- * the owner's pid, and a forked child's close leaves the helper alone. */
+ * the owner's pid, and a forked child's close leaves the helper alone.
+ *
+ * This file is the owner's side; release_helper.c the helper's. Stopping a
+ * helper never waits in the loop: "D" is sent, and the client's reaper (below)
+ * reaps it from a timer, SIGKILLing one that has not exited within 2 s (a
+ * stopped one): the other sessions on the loop keep their keepalives. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -44,11 +52,6 @@
 
 extern char **environ;
 
-#define MAGIC "ELR1"
-#define MAX_ORDERS (64 * 1024) /* the orders: a few hundred bytes in practice */
-#define NSTR 6                 /* endpoints, cacert, cert, key, user, password */
-#define NINT 12
-
 static int pidfd_open_(pid_t pid)
 {
     return (int)syscall(SYS_pidfd_open, pid, 0);
@@ -56,18 +59,10 @@ static int pidfd_open_(pid_t pid)
 
 void elector__release_init(elector__release *r)
 {
-    r->pid = 0;
-    r->sock = r->pidfd = -1;
-    r->owner = 0;
+    *r = (elector__release){.sock = -1};
 }
 
 /* ---------------------------------------------------------------- the orders */
-
-typedef struct orders {
-    int64_t v[NINT]; /* lease, ttl, then the client's times and bounds */
-    const char *s[NSTR];
-    uint32_t slen[NSTR];
-} orders;
 
 static void put(uint8_t *buf, size_t *n, const void *p, size_t len)
 {
@@ -77,14 +72,14 @@ static void put(uint8_t *buf, size_t *n, const void *p, size_t len)
 
 /* Serializes (buf NULL: measures). Strings as a 4-byte length (UINT32_MAX: NULL)
  * and the bytes. */
-static size_t encode(const orders *o, uint8_t *buf)
+static size_t encode(const elector__orders *o, uint8_t *buf)
 {
     size_t n = 0;
     uint32_t total = 0;
-    put(buf, &n, MAGIC, 4);
+    put(buf, &n, ELECTOR__ORDERS_MAGIC, 4);
     put(buf, &n, &total, 4); /* patched below */
     put(buf, &n, o->v, sizeof(o->v));
-    for (int i = 0; i < NSTR; i++) {
+    for (int i = 0; i < ELECTOR__ORDERS_NSTR; i++) {
         uint32_t len = o->s[i] ? o->slen[i] : UINT32_MAX;
         put(buf, &n, &len, 4);
         if (o->s[i]) put(buf, &n, o->s[i], o->slen[i]);
@@ -94,41 +89,6 @@ static size_t encode(const orders *o, uint8_t *buf)
         memcpy(buf + 4, &total, 4);
     }
     return n;
-}
-
-/* Parses body (the bytes after the 8-byte header) into o, whose strings become
- * NUL-terminated copies in *store. Returns 0 or -1 (malformed). */
-static int decode(const uint8_t *body, size_t len, orders *o, char **store)
-{
-    size_t n = sizeof(o->v);
-    if (len < n) return -1;
-    memcpy(o->v, body, n);
-    char *st = malloc(len + NSTR);
-    if (!st) return -1;
-    size_t sn = 0;
-    for (int i = 0; i < NSTR; i++) {
-        uint32_t sl;
-        if (len - n < 4) goto bad;
-        memcpy(&sl, body + n, 4);
-        n += 4;
-        if (sl == UINT32_MAX) {
-            o->s[i] = NULL;
-            continue;
-        }
-        if (sl > len - n || memchr(body + n, 0, sl)) goto bad;
-        memcpy(st + sn, body + n, sl);
-        st[sn + sl] = 0;
-        o->s[i] = st + sn;
-        sn += sl + 1;
-        n += sl;
-    }
-    if (n != len) goto bad;
-    *store = st;
-    return 0;
-bad:
-    explicit_bzero(st, len + NSTR);
-    free(st);
-    return -1;
 }
 
 /* ---------------------------------------------------------------- the owner's side */
@@ -198,49 +158,52 @@ static int spawn_helper(const char *path, int sock, int self, pid_t *pid)
     return rc;
 }
 
-/* The helper's orders: the lease, its TTL and the client's settings (the
- * strings borrowed from the client). */
-static void orders_of(elector_etcd *e, int64_t lease, int64_t ttl_s, orders *o)
+/* The helper's orders, encoded into *out (malloc'd, *n bytes; the caller wipes
+ * and frees it): the lease, its TTL and the client's settings as they are
+ * now: the endpoints in use (auto-sync may have replaced the ones given), the
+ * password last read and the password file (the helper reads it again before
+ * it authenticates), TLS only or not. 0, ELECTOR_ENOMEM, or ELECTOR_EINVAL
+ * when the orders would pass ELECTOR__ORDERS_MAX. */
+static int orders_now(elector_etcd *e, int64_t lease, int64_t ttl_s, uint8_t **out,
+                      size_t *n)
 {
     elector_etcd_config c;
     elector__etcd_settings(e, &c);
-    *o = (orders){.v = {lease, ttl_s, c.dial_timeout_ms, c.request_timeout_ms,
-                        c.keepalive_time_ms, c.keepalive_idle_ms, c.keepalive_timeout_ms,
-                        c.backoff_min_ms, c.backoff_max_ms, (int64_t)c.max_recv_msg_bytes,
-                        (int64_t)c.max_decode_bytes, c.insecure_skip_verify},
-                  .s = {c.endpoints, c.cacert, c.cert, c.key, c.user, c.password}};
-    for (int i = 0; i < NSTR; i++)
-        o->slen[i] = o->s[i] ? (uint32_t)strnlen(o->s[i], MAX_ORDERS) : 0;
+    char *eps = elector__endpoints_now(e);
+    if (!eps) return ELECTOR_ENOMEM;
+    elector__orders o = {
+        .v = {lease, ttl_s, c.dial_timeout_ms, c.request_timeout_ms, c.keepalive_time_ms,
+              c.keepalive_idle_ms, c.keepalive_timeout_ms, c.backoff_min_ms,
+              c.backoff_max_ms, (int64_t)c.max_recv_msg_bytes,
+              (int64_t)c.max_decode_bytes, c.insecure_skip_verify, c.require_tls},
+        .s = {eps, c.cacert, c.cert, c.key, c.user, c.password, c.password_file}};
+    for (int i = 0; i < ELECTOR__ORDERS_NSTR; i++)
+        o.slen[i] = o.s[i] ? (uint32_t)strnlen(o.s[i], ELECTOR__ORDERS_MAX) : 0;
+    *n = encode(&o, NULL);
+    *out = *n <= ELECTOR__ORDERS_MAX ? malloc(*n) : NULL;
+    if (*out) encode(&o, *out);
+    free(eps);
+    return *out ? 0 : *n > ELECTOR__ORDERS_MAX ? ELECTOR_EINVAL : ELECTOR_ENOMEM;
 }
 
-void elector__release_start(elector__release *r, elector_etcd *e, int64_t lease,
-                            int64_t ttl_s)
+static void wipe_free(uint8_t *buf, size_t n)
 {
-    elector__release_init(r);
-    char path[PATH_MAX];
-    if (elector__release_find(e, path, sizeof(path))) {
-        r->pid = ELECTOR_EINVAL;
-        return;
-    }
-    orders o;
-    orders_of(e, lease, ttl_s, &o);
-    size_t n = encode(&o, NULL);
-    if (n > MAX_ORDERS) {
-        r->pid = ELECTOR_EINVAL;
-        return;
-    }
-    uint8_t *buf = malloc(n);
+    if (buf) explicit_bzero(buf, n);
+    free(buf);
+}
+
+/* The helper at path started with one end of a socketpair on fd 0 and a pidfd
+ * of ours on fd 3, its first orders (buf, n) sent: 0 with our end of the
+ * socket and its pid, or ELECTOR_ENOMEM / ELECTOR_EINVAL with nothing left
+ * open and no child behind. */
+static int spawn_with_orders(const char *path, const uint8_t *buf, size_t n, int *sock,
+                             pid_t *pid_out)
+{
     int sv[2] = {-1, -1};
-    int self = -1;
-    if (!buf || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
-        free(buf);
-        r->pid = ELECTOR_ENOMEM;
-        return;
-    }
-    encode(&o, buf);
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) return ELECTOR_ENOMEM;
     sv[0] = high_fd(sv[0]);
     sv[1] = high_fd(sv[1]);
-    self = pidfd_open_(getpid()); /* pidfds are close-on-exec */
+    int self = pidfd_open_(getpid()); /* pidfds are close-on-exec */
     /* No pidfds (Linux before 5.3, a seccomp filter): no helper. */
     int nopidfd = self < 0 && (errno == ENOSYS || errno == EPERM);
     self = high_fd(self);
@@ -257,211 +220,206 @@ void elector__release_start(elector__release *r, elector_etcd *e, int64_t lease,
         }
         rc = EPIPE;
     }
-    explicit_bzero(buf, n);
-    free(buf);
     if (rc) {
         if (sv[0] >= 0) close(sv[0]);
-        r->pid = rc == ENOMEM || rc == EAGAIN || rc == EMFILE || rc == ENFILE
-                     ? ELECTOR_ENOMEM
-                     : ELECTOR_EINVAL;
-        return;
+        return rc == ENOMEM || rc == EAGAIN || rc == EMFILE || rc == ENFILE
+                   ? ELECTOR_ENOMEM
+                   : ELECTOR_EINVAL;
     }
-    r->sock = sv[0];
-    r->pidfd = high_fd(pidfd_open_(pid));
-    r->pid = pid;
-    r->owner = getpid();
-}
-
-void elector__release_stop(elector__release *r)
-{
-    if (r->pid <= 0) {
-        r->pid = 0;
-        return;
-    }
-    pid_t pid = r->pid;
-    bool mine = getpid() == r->owner;
-    if (mine) send(r->sock, "D", 1, MSG_NOSIGNAL);
-    close(r->sock);
-    if (mine) {
-        /* It exits at once on "D"; a helper that does not (stopped) is killed. */
-        bool gone = false;
-        int64_t end = elector__now_ms() + 2000;
-        for (;;) {
-            int left = (int)(end - elector__now_ms());
-            if (left <= 0) break;
-            if (r->pidfd >= 0) {
-                struct pollfd p = {.fd = r->pidfd, .events = POLLIN};
-                int k = poll(&p, 1, left);
-                if (k > 0) {
-                    gone = true;
-                    break;
-                }
-                if (k < 0 && errno != EINTR) break;
-            } else {
-                int st;
-                pid_t w = waitpid(pid, &st, WNOHANG);
-                if (w == pid || (w < 0 && errno == ECHILD)) {
-                    gone = true;
-                    pid = 0; /* reaped */
-                    break;
-                }
-                struct timespec ts = {0, 1000000};
-                nanosleep(&ts, NULL);
-            }
-        }
-        if (pid) {
-            if (!gone) kill(pid, SIGKILL);
-            /* Reaped here, unless the application's SIGCHLD handling did it. */
-            while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
-            }
-        }
-    }
-    if (r->pidfd >= 0) close(r->pidfd);
-    elector__release_init(r);
-}
-
-/* ---------------------------------------------------------------- the helper */
-
-static void say(const char *fmt, const char *a, unsigned long long lease)
-{
-    fprintf(stderr, "elector-release: ");
-    fprintf(stderr, fmt, lease, a);
-    fputc('\n', stderr);
-}
-
-/* Reads exactly n bytes from fd 0 within the time left; 0 or -1. */
-static int read_full(uint8_t *p, size_t n, int64_t end_ms)
-{
-    while (n) {
-        int left = (int)(end_ms - elector__now_ms());
-        if (left <= 0) return -1;
-        struct pollfd pf = {.fd = 0, .events = POLLIN};
-        int k = poll(&pf, 1, left);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return -1;
-        ssize_t got = read(0, p, n);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) return -1;
-        p += got;
-        n -= (size_t)got;
-    }
+    *sock = sv[0];
+    *pid_out = pid;
     return 0;
 }
 
-/* The helper's client, made from the orders on fd 0; NULL (with a message) when
- * they are missing or malformed. */
-static elector_etcd *read_orders(int64_t *lease, int64_t *ttl_s)
+void elector__release_start(elector__release *r, elector_etcd *e, int64_t lease,
+                            int64_t ttl_s, bool adopted)
 {
-    uint8_t head[8];
-    int64_t end = elector__now_ms() + 10000;
-    if (read_full(head, 8, end) || memcmp(head, MAGIC, 4)) {
-        fprintf(stderr, "elector-release: no orders on fd 0; this program is started "
-                        "by libelector for a session with release_on_exit\n");
-        return NULL;
+    elector__release_init(r);
+    /* An adopted lease (lease_id) may be another live process's: a helper of
+     * ours would revoke it under that process when we die. */
+    if (adopted) {
+        elector__notice(e, ELECTOR_EINVAL,
+                        "release_on_exit: no release helper for lease %llx, adopted "
+                        "(lease_id): another process may use it, and the helper would "
+                        "revoke it when this one dies",
+                        (unsigned long long)lease);
+        r->pid = ELECTOR_EINVAL;
+        return;
     }
-    uint32_t len;
-    memcpy(&len, head + 4, 4);
-    uint8_t *body = len <= MAX_ORDERS ? malloc(len ? len : 1) : NULL;
-    orders o;
-    char *store = NULL;
-    int rc = !body || read_full(body, len, end) || decode(body, len, &o, &store);
-    if (body) {
-        explicit_bzero(body, len);
-        free(body);
+    char path[PATH_MAX];
+    if (elector__release_find(e, path, sizeof(path))) {
+        r->pid = ELECTOR_EINVAL;
+        return;
     }
-    if (rc) {
-        fprintf(stderr, "elector-release: malformed orders on fd 0\n");
-        return NULL;
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    int err = orders_now(e, lease, ttl_s, &buf, &n);
+    pid_t pid = 0;
+    int sock = -1;
+    if (!err) err = spawn_with_orders(path, buf, n, &sock, &pid);
+    wipe_free(buf, n);
+    if (err) {
+        r->pid = err;
+        return;
     }
-    elector_etcd_config c;
-    elector_etcd_config_init(&c);
-    *lease = o.v[0];
-    *ttl_s = o.v[1];
-    c.dial_timeout_ms = o.v[2];
-    c.request_timeout_ms = o.v[3];
-    c.keepalive_time_ms = o.v[4];
-    c.keepalive_idle_ms = o.v[5];
-    c.keepalive_timeout_ms = o.v[6];
-    c.backoff_min_ms = o.v[7];
-    c.backoff_max_ms = o.v[8];
-    c.max_recv_msg_bytes = (size_t)o.v[9];
-    c.max_decode_bytes = (size_t)o.v[10];
-    c.insecure_skip_verify = o.v[11] != 0;
-    c.endpoints = o.s[0];
-    c.cacert = o.s[1];
-    c.cert = o.s[2];
-    c.key = o.s[3];
-    c.user = o.s[4];
-    c.password = o.s[5];
-    /* Reads the TLS files now, as the owner did not long ago. */
-    elector_etcd *e = elector_etcd_new(&c);
-    size_t slen = 0;
-    for (int i = 0; i < NSTR; i++)
-        if (o.s[i]) slen = (size_t)(o.s[i] - store) + strlen(o.s[i]) + 1;
-    explicit_bzero(store, slen);
-    free(store);
-    if (!e || elector_etcd_err(e)) {
-        say("lease %llx: cannot use the settings (%s); it ends by its TTL",
-            e ? elector_etcd_errstr(e) : "out of memory", (unsigned long long)*lease);
-        elector_etcd_free(e);
-        return NULL;
-    }
-    return e;
+    r->sock = sock;
+    r->pid = pid;
+    r->owner = getpid();
+    r->lease = lease;
+    r->ttl_s = ttl_s;
+    r->gen = elector__settings_gen(e);
 }
 
-/* The owner is gone: revoke, retrying until the lease would have expired anyway. */
-static int revoke_now(elector_etcd *e, int64_t lease, int64_t ttl_s)
+/* Sends what is left of r->out without waiting; true once all of it is out. */
+static bool flush_out(elector__release *r)
 {
-    int64_t until = elector_now_ns() + ttl_s * 1000000000;
-    int rc = elector_etcd_lease_revoke_sync(e, lease, until);
-    if (rc)
-        say("lease %llx could not be revoked (%s); it ends by its TTL",
-            *elector_etcd_errstr(e) ? elector_etcd_errstr(e) : elector_strerror(rc),
-            (unsigned long long)lease);
-    return rc ? 1 : 0;
+    while (r->out_off < r->out_len) {
+        ssize_t w = send(r->sock, r->out + r->out_off, r->out_len - r->out_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false; /* full (a stopped helper), or gone: later */
+        r->out_off += (size_t)w;
+    }
+    wipe_free(r->out, r->out_len);
+    r->out = NULL;
+    r->out_len = r->out_off = 0;
+    return true;
 }
 
-int elector_release_helper_main(void)
+void elector__release_refresh(elector__release *r, elector_etcd *e)
 {
-    /* No core dump, no /proc/PID/mem or environ for other users: it holds a
-     * password. */
-    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-    struct pollfd pf[2] = {{.fd = 0, .events = POLLIN}, {.fd = 3, .events = POLLIN}};
-    if (poll(pf, 2, 0) < 0 || (pf[0].revents & POLLNVAL) || (pf[1].revents & POLLNVAL)) {
-        fprintf(stderr, "elector-release: fd 0 or 3 is missing; this program is started "
-                        "by libelector for a session with release_on_exit\n");
-        return 2;
-    }
-    int64_t lease = 0, ttl_s = 0;
-    elector_etcd *e = read_orders(&lease, &ttl_s);
-    if (!e) return 2;
-    int status = 0;
-    for (;;) {
-        pf[0].revents = pf[1].revents = 0;
-        int k = poll(pf, 2, -1);
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0) break;
-        if (pf[1].revents) { /* the owner is gone */
-            status = revoke_now(e, lease, ttl_s);
-            break;
+    if (r->pid <= 0 || getpid() != r->owner) return;
+    if (r->out && !flush_out(r)) return; /* the last update is not out yet */
+    uint64_t gen = elector__settings_gen(e);
+    if (gen == r->gen) return;
+    size_t n = 0;
+    uint8_t *buf = NULL;
+    if (orders_now(e, r->lease, r->ttl_s, &buf, &n)) return; /* at the next renewal */
+    r->gen = gen;
+    r->out = buf;
+    r->out_len = n;
+    r->out_off = 0;
+    flush_out(r);
+}
+
+/* ---------------------------------------------------------------- the reaper
+ *
+ * Helpers told to stop are reaped from a timer of the client, never waited
+ * for in the loop: each is looked at every REAP_MS; one still there after
+ * KILL_AFTER_MS (stopped, say) is SIGKILLed, and reaped at a later look. The
+ * client's free kills and reaps what is left (a SIGKILLed process exits at
+ * once: that wait is short). */
+#define REAP_MS 10
+#define KILL_AFTER_MS 2000
+
+typedef struct dying {
+    pid_t pid;
+    int64_t kill_at_ms; /* 0: SIGKILLed already */
+} dying;
+
+typedef struct reaper {
+    elector__ext x;
+    elector_etcd *e;
+    elector__timer timer;
+    dying *d;
+    int n, cap;
+} reaper;
+
+static const char reaper_kind;
+
+/* Reaped (or reaped by the application's SIGCHLD handling: ECHILD). */
+static bool reaped(pid_t pid)
+{
+    int st;
+    pid_t w;
+    do
+        w = waitpid(pid, &st, WNOHANG);
+    while (w < 0 && errno == EINTR);
+    return w == pid || (w < 0 && errno == ECHILD);
+}
+
+static void reap_fired(elector__timer *t, void *ud)
+{
+    (void)t;
+    reaper *rp = ud;
+    int64_t now = elector__now_ms();
+    for (int i = 0; i < rp->n;) {
+        dying *d = &rp->d[i];
+        if (reaped(d->pid)) {
+            *d = rp->d[--rp->n];
+            continue;
         }
-        if (pf[0].revents) {
-            char b[16];
-            ssize_t n = read(0, b, sizeof(b));
-            if (n < 0 && errno == EINTR) continue;
-            if (n > 0 && memchr(b, 'D', (size_t)n)) break; /* closed normally */
-            if (n > 0) continue;
-            /* EOF: the owner is dying (its pidfd follows), or it exec'd. */
-            struct pollfd p = {.fd = 3, .events = POLLIN};
-            int64_t end = elector__now_ms() + 2000;
-            int w;
-            do
-                w = poll(&p, 1, (int)(end - elector__now_ms()));
-            while (w < 0 && errno == EINTR && elector__now_ms() < end);
-            if (w > 0) status = revoke_now(e, lease, ttl_s);
-            break;
+        if (d->kill_at_ms && now >= d->kill_at_ms) {
+            kill(d->pid, SIGKILL);
+            d->kill_at_ms = 0;
         }
+        i++;
     }
-    elector_etcd_free(e);
-    return status;
+    if (rp->n) elector__timer_arm(rp->e, &rp->timer, now + REAP_MS, reap_fired, rp);
+}
+
+static void reaper_free(elector__ext *x)
+{
+    reaper *rp = (reaper *)x;
+    elector__timer_disarm(rp->e, &rp->timer);
+    for (int i = 0; i < rp->n; i++)
+        if (!reaped(rp->d[i].pid)) {
+            kill(rp->d[i].pid, SIGKILL);
+            while (waitpid(rp->d[i].pid, NULL, 0) < 0 && errno == EINTR) {
+            }
+        }
+    free(rp->d);
+    free(rp);
+}
+
+/* Hands a stopping helper to the client's reaper; false when out of memory. */
+static bool reap_later(elector_etcd *e, pid_t pid)
+{
+    reaper *rp = (reaper *)elector__ext_get(e, &reaper_kind, sizeof(reaper), reaper_free);
+    if (!rp) return false;
+    rp->e = e;
+    if (rp->n == rp->cap) {
+        int cap = rp->cap ? 2 * rp->cap : 4;
+        dying *d = realloc(rp->d, (size_t)cap * sizeof(*d));
+        if (!d) return false;
+        rp->d = d;
+        rp->cap = cap;
+    }
+    rp->d[rp->n++] = (dying){pid, elector__now_ms() + KILL_AFTER_MS};
+    if (!rp->timer.armed)
+        elector__timer_arm(e, &rp->timer, elector__now_ms() + REAP_MS, reap_fired, rp);
+    return true;
+}
+
+bool elector__release_reaping(elector_etcd *e, int pid)
+{
+    reaper *rp = (reaper *)elector__ext_find(e, &reaper_kind);
+    for (int i = 0; rp && i < rp->n; i++)
+        if (rp->d[i].pid == pid) return true;
+    return false;
+}
+
+void elector__release_stop(elector__release *r, elector_etcd *e)
+{
+    if (r->pid <= 0) {
+        elector__release_init(r);
+        return;
+    }
+    /* What r->out holds is sent now or never. */
+    pid_t pid = r->pid;
+    bool mine = getpid() == r->owner;
+    /* "D" only after a whole update: else the helper would read it as part
+     * of the orders. Without it the helper sees EOF, waits 2 s for a pidfd
+     * that stays quiet, and exits without a revoke: the same end, later. */
+    if (mine && (!r->out || flush_out(r)))
+        send(r->sock, "D", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    close(r->sock);
+    wipe_free(r->out, r->out_len);
+    elector__release_init(r);
+    /* A forked child's copy: the helper is the owner's to reap. */
+    if (!mine || reaped(pid) || reap_later(e, pid)) return;
+    /* Out of memory for the reaper: end it now (SIGKILL: a short wait). */
+    kill(pid, SIGKILL);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
 }

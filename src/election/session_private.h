@@ -49,4 +49,8 @@ void elector__session_notify_ended(elector_session *s, int reason, const char *d
 /* The session is closing: every listener forgets it and leaves the list. */
 void elector__session_detach_all(elector_session *s);
 
+/* session_close.c: a LeaseRevoke of lease that nobody waits for (sent if it
+ * can be). */
+void elector__session_revoke(elector_etcd *e, int64_t lease);
+
 #endif

@@ -160,6 +160,7 @@ int elector__endpoints_replace(elector_etcd *e, const char *const *urls, int n, 
     e->ep = at < 0 ? 0 : at;
     e->round_failures = 0;
     e->stats.endpoint_syncs++;
+    e->settings_gen++;
     char list[1024];
     size_t off = 0;
     list[0] = 0;

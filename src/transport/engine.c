@@ -131,6 +131,25 @@ void elector__etcd_settings(const elector_etcd *e, elector_etcd_config *out)
     out->password_file = e->s_password_file;
 }
 
+char *elector__endpoints_now(const elector_etcd *e)
+{
+    size_t cap = 1;
+    for (int i = 0; i < e->nep; i++)
+        cap += strlen(e->eps[i].authority) + sizeof("https://,");
+    char *out = malloc(cap), *o = out;
+    if (!out) return NULL;
+    *o = 0;
+    for (int i = 0; i < e->nep; i++)
+        o += snprintf(o, cap - (size_t)(o - out), "%s%s://%s", i ? "," : "",
+                      e->eps[i].tls ? "https" : "http", e->eps[i].authority);
+    return out;
+}
+
+uint64_t elector__settings_gen(const elector_etcd *e)
+{
+    return e->settings_gen;
+}
+
 /* ---------------------------------------------------------------- reports from below */
 
 /* SETTINGS came (h2.c): the connection is ready. */

@@ -266,6 +266,7 @@ int elector__password_refresh(elector_etcd *e)
     f->pw_loaded = now;
     f->pw_have_loaded = true;
     f->pw_have_failed = false;
+    e->settings_gen++;
     if (changed)
         elector__notice(e, 0, "the password file %s changed: read again",
                         e->s_password_file);

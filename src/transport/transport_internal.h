@@ -95,6 +95,14 @@ void elector__timer_disarm(elector_etcd *etcd, elector__timer *t);
  * client's own copies (valid as long as the client): for the release helper,
  * which reaches etcd the same way. */
 void elector__etcd_settings(const elector_etcd *etcd, elector_etcd_config *out);
+/* The endpoints in use now (auto-sync may have replaced the ones given), each
+ * with its scheme: "https://a:2379,http://b:2379"; malloc'd, NULL when out of
+ * memory. */
+char *elector__endpoints_now(const elector_etcd *etcd);
+/* Counts the changes of what the settings above say: the endpoint list synced,
+ * the password file read again. The release helper's owner compares it with
+ * what it last sent the helper. */
+uint64_t elector__settings_gen(const elector_etcd *etcd);
 
 /* ---- per-client state of the layers above ----
  * A layer above keeps its state for a client in a struct that starts with an

@@ -232,6 +232,7 @@ struct elector_etcd {
      * cleartext (auto-sync skips http:// client URLs). */
     bool tls_only;
     uint64_t cleartext_told; /* the cleartext URLs auto-sync last named (a hash) */
+    uint64_t settings_gen;   /* elector__settings_gen(): bumped by each change */
     /* Day-2 operations (tls_reload.c, autosync.c): what the TLS files were
      * when last loaded, the endpoint list kept from MemberList, notices. */
     struct elector__tls_files *tls_files;
