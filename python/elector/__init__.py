@@ -480,7 +480,18 @@ class Session:
                 if rc == 0:
                     break
                 if rc != _elector.ETIMEDOUT:
-                    raise _error(rc, what="session")
+                    # the cause, naming the endpoint: its event may come just
+                    # after the grant's result (waited for up to 0.2 s)
+                    lost = self._s.lost()
+                    if lost is None:
+                        if fd < 0:
+                            fd = self._s.add_waiter()
+                        end = time.monotonic() + 0.2
+                        while lost is None and time.monotonic() < end:
+                            if select.select([fd], [], [], max(0.0, end - time.monotonic()))[0]:
+                                _drain(fd)
+                            lost = self._s.lost()
+                    raise _error(rc, lost[1] if lost else "", what="session")
                 rem = _remaining(deadline)
                 if rem is not None and rem <= 0:
                     raise Timeout("session: lease not granted in time")
