@@ -85,3 +85,46 @@ def test_unreachable_etcd_aio_names_the_endpoint_and_the_cause():
 
     text = asyncio.run(main())
     assert ep in text and "Connection refused" in text, text
+
+
+def test_guarded_write_to_a_frozen_etcd_says_why(etcd):
+    """A guarded put that fails at the transport names the endpoint (the
+    client's detail text, carried from the driver's loop thread)."""
+    import signal
+    c = elector.Client([etcd.endpoint], request_timeout=0.5)
+    try:
+        with c.session(ttl=30) as s:
+            with s.campaign("detail-guarded", b"me") as lead:
+                etcd.pause()
+                try:
+                    with pytest.raises(elector.Error) as e:
+                        lead.put("detail-guarded-state", b"x", timeout=10)
+                finally:
+                    os.kill(etcd.proc.pid, signal.SIGCONT)
+                print(type(e.value).__name__, e.value)
+                assert etcd.endpoint in str(e.value), str(e.value)
+                assert str(e.value).startswith("put b'detail-guarded-state': ")
+                lead.put("detail-guarded-state", b"y", timeout=10)
+    finally:
+        c.close()
+
+
+def test_aio_guarded_write_to_a_frozen_etcd_says_why(etcd):
+    import asyncio
+    import signal
+
+    async def main():
+        async with elector.aio.Client([etcd.endpoint], request_timeout=0.5) as c:
+            async with c.session(ttl=30) as s:
+                async with s.campaign("detail-aio", b"me") as lead:
+                    etcd.pause()
+                    try:
+                        with pytest.raises(elector.Error) as e:
+                            await lead.put("detail-aio-state", b"x", timeout=10)
+                    finally:
+                        os.kill(etcd.proc.pid, signal.SIGCONT)
+                    await lead.put("detail-aio-state", b"y", timeout=10)
+                    return str(e.value)
+
+    text = asyncio.run(main())
+    assert etcd.endpoint in text and text.startswith("put b'detail-aio-state': "), text
