@@ -1337,6 +1337,39 @@ TEST(stall_ms_zero_is_the_default)
     elector_driver_free(d);
 }
 
+/* elector_driver_cb_detail(): in a leader read's callback that reports a
+ * failure to connect, the client's text of it (the endpoint and the cause);
+ * "" outside a callback. No etcd: port 1. */
+static char detail_seen[256];
+static atomic_int detail_rc, detail_answered;
+
+static void detail_answer(elector_driver *d, int rc, const elector_leader_info *info,
+                          void *ud)
+{
+    (void)info, (void)ud;
+    snprintf(detail_seen, sizeof(detail_seen), "%s", elector_driver_cb_detail(d));
+    atomic_store(&detail_rc, rc);
+    atomic_store(&detail_answered, 1);
+}
+
+TEST(cb_detail_names_the_endpoint_and_the_cause)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = "127.0.0.1:1";
+    cfg.dial_timeout_ms = 200;
+    elector_driver *d = NULL;
+    ASSERT_OK(elector_driver_new(&cfg, NULL, &d));
+    ASSERT_STREQ("", elector_driver_cb_detail(d));
+    ASSERT_STREQ("", elector_driver_cb_detail(NULL));
+    ASSERT_OK(elector_driver_leader(d, "x", 3000, detail_answer, NULL));
+    ASSERT(wait_int(&detail_answered, 1, 5000));
+    ASSERT_EQ(ELECTOR_ECONNECT, atomic_load(&detail_rc));
+    ASSERT_CONTAINS(detail_seen, "127.0.0.1:1");
+    ASSERT_CONTAINS(detail_seen, "Connection refused");
+    elector_driver_free(d);
+}
+
 /* Handles freed by the user while elector_driver_free() on another thread
  * waits for the loop (busy in a job): each free returns at once (the driver
  * is stopping), and the driver's end, which finds them closed, frees each

@@ -91,6 +91,14 @@ uint64_t elector_driver_stalls(const elector_driver *d);
 /* True on the driver's callback thread. */
 bool elector_driver_in_callback(const elector_driver *d);
 
+/* In the callback of elector_driver_leader() or of an asynchronous guarded
+ * write that reports a failure of the call to etcd: the client's detail text of
+ * that failure, as elector_etcd_errstr() had it on the loop thread when the
+ * call failed ("endpoint 127.0.0.1:2379: connect: Connection refused"). ""
+ * otherwise (no failure, ELECTOR_ENOTLEADER, another callback, another
+ * thread). Valid until the callback returns. */
+const char *elector_driver_cb_detail(const elector_driver *d);
+
 /* ---- sessions ------------------------------------------------------------------ */
 
 /* SESSION_LOST, as elector_session_cb. ev's pointers live during the call. */

@@ -26,6 +26,7 @@ import weakref
 from typing import Any, Callable, Iterable, Iterator, List, NamedTuple, Optional, Union
 
 from . import _elector
+from ._version import __version__
 
 __all__ = [
     "Client", "Session", "Leadership", "Lock", "Observer", "Leader",
@@ -35,6 +36,15 @@ __all__ = [
     "TooLarge", "Closed", "NotLeader", "Busy", "ForkError", "DatabaseFull", "Alarm",
     "Restored", "Blocked", "LeadershipLost",
 ]
+
+
+def __dir__() -> List[str]:
+    """The public names (PEP 562): __all__, __version__, the submodule aio and
+    the module's own dunders; not the modules and typing names used inside
+    (``aio`` once imported)."""
+    g = globals()
+    return sorted(set(__all__) | {"__version__"} | {"aio"} & set(g)
+                  | {n for n in g if n.startswith("__") and n.endswith("__")})
 
 # ---------------------------------------------------------------- errors
 
@@ -402,7 +412,7 @@ class Client:
         if r is None:
             return None
         if isinstance(r, int):
-            raise _error(r, what=what)
+            raise _error(r, op.detail(), what)
         if len(r) == 2:
             raise _blocked(name, r[1], what)
         return Leader(*r)
@@ -480,18 +490,7 @@ class Session:
                 if rc == 0:
                     break
                 if rc != _elector.ETIMEDOUT:
-                    # the cause, naming the endpoint: its event may come just
-                    # after the grant's result (waited for up to 0.2 s)
-                    lost = self._s.lost()
-                    if lost is None:
-                        if fd < 0:
-                            fd = self._s.add_waiter()
-                        end = time.monotonic() + 0.2
-                        while lost is None and time.monotonic() < end:
-                            if select.select([fd], [], [], max(0.0, end - time.monotonic()))[0]:
-                                _drain(fd)
-                            lost = self._s.lost()
-                    raise _error(rc, lost[1] if lost else "", what="session")
+                    raise _error(rc, self._lost_detail(), "session")
                 rem = _remaining(deadline)
                 if rem is not None and rem <= 0:
                     raise Timeout("session: lease not granted in time")
@@ -513,6 +512,17 @@ class Session:
                 "session: no release helper (%s): none at $ELECTOR_RELEASE_HELPER nor "
                 "beside libelector nor where it was installed; after a crash the next "
                 "candidate waits for the TTL (%d s)", _elector.strerror(helper), ttl)
+
+    def _lost_detail(self) -> str:
+        """Why the grant failed ("cannot grant lease: endpoint H:P: connect:
+        Connection refused"): the text of the session's SESSION_LOST event,
+        which the driver's callback thread delivers right after the failure
+        poll() saw; waited for up to 1 s through ``select``."""
+        try:
+            lost = _wait_on(self._s, self._s.lost, _deadline(1.0), "session")
+        except Timeout:
+            return ""
+        return str(lost[1])
 
     @property
     def lease(self) -> int:
@@ -732,7 +742,9 @@ class Leadership:
             if rem is not None and rem <= 0:
                 raise Timeout(f"{what}: no answer in time (the write may be applied)")
             select.select([fd], [], [], rem)
-        _check(op.result(), what)
+        rc = op.result()
+        if rc:
+            raise _error(rc, op.detail(), what)
 
     def put(self, key: Union[str, bytes], value: Union[str, bytes],
             timeout: Optional[float] = None) -> None:

@@ -345,6 +345,7 @@ typedef struct lop {
     atomic_int done;
     int rc;
     elector_leader_info info;
+    char detail[256]; /* elector_driver_cb_detail() of a failure */
 } lop;
 
 static void lop_unref(lop *l)
@@ -359,9 +360,9 @@ static void lop_unref(lop *l)
 static void leader_cb(elector_driver *d, int rc, const elector_leader_info *info,
                       void *ud)
 {
-    (void)d;
     lop *l = ud;
     l->rc = rc;
+    snprintf(l->detail, sizeof(l->detail), "%s", elector_driver_cb_detail(d));
     if ((rc == 0 || rc == ELECTOR_EBLOCKED) && info) {
         l->info = *info; /* scalars; the bytes are copied below */
         l->info.key = malloc(info->key_len ? info->key_len : 1);
@@ -421,8 +422,19 @@ static PyObject *LeaderOp_result(LeaderOpObject *self, PyObject *unused)
                          (long long)l->info.lease);
 }
 
+/* The failure's detail text once answered ("endpoint H:P: connect: ..."), or "". */
+static PyObject *LeaderOp_detail(LeaderOpObject *self, PyObject *unused)
+{
+    (void)unused;
+    lop *l = self->l;
+    const char *s = atomic_load(&l->done) ? l->detail : "";
+    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "backslashreplace");
+}
+
 static PyMethodDef LeaderOp_methods[] = {
     {"fd", (PyCFunction)LeaderOp_fd, METH_NOARGS, "Readable once answered."},
+    {"detail", (PyCFunction)LeaderOp_detail, METH_NOARGS,
+     "The failure's detail text once answered (the endpoint and the cause), or ''."},
     {"result", (PyCFunction)LeaderOp_result, METH_NOARGS,
      "Ellipsis while pending; else None (nobody leads), an error code, "
      "(EBLOCKED, key) for a key without a lease, or (key, value, token, lease)."},
@@ -1182,6 +1194,9 @@ typedef struct gop {
     int fd;
     atomic_int done;
     int err;
+    elector_driver *drv; /* the driver's write: its elector_driver_cb_detail() */
+    elector_etcd *etcd;  /* the core's write: its elector_etcd_errstr() */
+    char detail[256];    /* the failure's text, or "" */
 } gop;
 
 static void gop_unref(gop *g)
@@ -1197,6 +1212,11 @@ static void guarded_cb(elector_driver_election *el, int err, void *ud)
     (void)el;
     gop *g = ud;
     g->err = err;
+    if (g->drv)
+        snprintf(g->detail, sizeof(g->detail), "%s", elector_driver_cb_detail(g->drv));
+    else if (g->etcd && err < 0 && err != ELECTOR_ENOTLEADER &&
+             elector_etcd_err(g->etcd) == err)
+        snprintf(g->detail, sizeof(g->detail), "%s", elector_etcd_errstr(g->etcd));
     atomic_store(&g->done, 1);
     uint64_t one = 1;
     ssize_t r = write(g->fd, &one, sizeof(one));
@@ -1228,8 +1248,18 @@ static PyObject *Op_result(OpObject *self, PyObject *unused)
     return PyLong_FromLong(self->g->err);
 }
 
+/* The failure's detail text once answered ("endpoint H:P: connect: ..."), or "". */
+static PyObject *Op_detail(OpObject *self, PyObject *unused)
+{
+    (void)unused;
+    const char *s = atomic_load(&self->g->done) ? self->g->detail : "";
+    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "backslashreplace");
+}
+
 static PyMethodDef Op_methods[] = {
     {"fd", (PyCFunction)Op_fd, METH_NOARGS, "Readable once answered."},
+    {"detail", (PyCFunction)Op_detail, METH_NOARGS,
+     "The failure's detail text once answered (the endpoint and the cause), or ''."},
     {"result", (PyCFunction)Op_result, METH_NOARGS, "None while pending, else the code."},
     {NULL, NULL, 0, NULL}};
 
@@ -1318,6 +1348,7 @@ static PyObject *Election_guarded(ElectionObject *self, PyObject *args)
     OpObject *op = op_new();
     if (!op) goto out;
     gop *g = op->g;
+    g->drv = self->ses->drv->d;
     int rc;
     Py_BEGIN_ALLOW_THREADS if (del) rc =
         elector_driver_guarded_delete(self->el, k.buf, (size_t)k.len, guarded_cb, g);
@@ -2023,6 +2054,7 @@ static PyObject *CoreElection_guarded(CoreElectionObject *self, PyObject *args)
     OpObject *op = op_new();
     if (!op) goto out;
     gop *g = op->g;
+    g->etcd = self->ses->core->etcd;
     int rc =
         del ? elector_guarded_delete(self->el, k.buf, (size_t)k.len, core_guarded_cb, g)
             : elector_guarded_put(self->el, k.buf, (size_t)k.len, v.buf, (size_t)v.len,
@@ -2195,6 +2227,14 @@ static PyObject *mod_guarded_key_check(PyObject *m, PyObject *args)
     return PyUnicode_DecodeUTF8(why, (Py_ssize_t)strlen(why), "backslashreplace");
 }
 
+/* The running libelector's version ("MAJOR.MINOR.PATCH"): elector_version(). */
+static PyObject *mod_version(PyObject *m, PyObject *unused)
+{
+    (void)m;
+    (void)unused;
+    return PyUnicode_FromString(elector_version());
+}
+
 static PyObject *mod_err_name(PyObject *m, PyObject *arg)
 {
     (void)m;
@@ -2228,6 +2268,7 @@ static PyObject *mod_hold_gil(PyObject *m, PyObject *arg)
 static PyMethodDef mod_methods[] = {
     {"strerror", mod_strerror, METH_O, "Text of an ELECTOR_E* code."},
     {"err_name", mod_err_name, METH_O, "Name of an ELECTOR_E* code."},
+    {"version", mod_version, METH_NOARGS, "The running libelector's version."},
     {"guarded_key_check", mod_guarded_key_check, METH_VARARGS,
      "None, or why a guarded write of election NAME may not go to KEY."},
     {"_set_fork_error", mod_set_fork_error, METH_O, "Class raised in forked children."},

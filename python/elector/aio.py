@@ -31,6 +31,12 @@ from . import (_IDLE, _CAMPAIGNING, _LEADING, _LOST, _FAILED, _RESIGNED,  # noqa
 __all__ = ["Client", "Session", "Leadership", "Lock", "Observer"]
 
 
+def __dir__() -> List[str]:
+    """The public names (PEP 562): __all__ and the module's dunders."""
+    return sorted(set(__all__) | {n for n in globals()
+                                  if n.startswith("__") and n.endswith("__")})
+
+
 class Client:
     """An etcd client embedded in the running asyncio loop."""
 
@@ -361,7 +367,9 @@ class Leadership:
             raise _error(op, what=what)
         self.client._kick()
         await self.client._wait(op.result, timeout, what)
-        _check(op.result(), what)
+        rc = op.result()
+        if rc:
+            raise _error(rc, op.detail(), what)
 
     async def put(self, key: Union[str, bytes], value: Union[str, bytes],
                   timeout: Optional[float] = None) -> None:

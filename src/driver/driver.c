@@ -351,3 +351,17 @@ bool elector_driver_in_callback(const elector_driver *d)
 {
     return d && !forked(d) && on_cb(d);
 }
+
+const char *elector_driver_cb_detail(const elector_driver *d)
+{
+    if (!d || forked(d) || !on_cb(d) || !d->cb_detail) return "";
+    return d->cb_detail;
+}
+
+char *elector__drv_err_detail(elector_driver *d, int err)
+{
+    if (err >= 0 || err == ELECTOR_ENOTLEADER || elector_etcd_err(d->etcd) != err)
+        return NULL;
+    const char *s = elector_etcd_errstr(d->etcd);
+    return s && *s ? strdup(s) : NULL;
+}

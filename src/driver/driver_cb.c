@@ -113,7 +113,9 @@ static void deliver(elector_driver *d, struct item *it)
     if (it->kind == I_CALL) {
         it->callfn(d, it->cud);
     } else if (it->kind == I_GUARDED) {
+        d->cb_detail = it->detail;
         it->gcb((elector_driver_election *)h, it->err, it->gud);
+        d->cb_detail = NULL;
     } else if (h->kind == H_SESSION) {
         elector_driver_session *s = (void *)h;
         if (s->cb) s->cb(s, &it->ev, s->ud);
@@ -164,6 +166,7 @@ void *elector__drv_cb_main(void *arg)
             pthread_cond_broadcast(&d->icv);
         }
         if (h) elector__drv_h_unref(h);
+        free(it->detail);
         free(it);
     }
     /* Drained: nothing more will be queued (the loop is over). */
@@ -177,6 +180,7 @@ void *elector__drv_cb_main(void *arg)
         } else {
             elector__drv_h_unref(it->h);
         }
+        free(it->detail);
         free(it);
     }
     d->items_tail = &d->items;

@@ -32,6 +32,7 @@ static void guarded_core_cb(elector_election *ce, int err, void *ud)
             it->gcb = g->cb;
             it->gud = g->ud;
             it->err = err;
+            it->detail = elector__drv_err_detail(d, err);
             *d->items_tail = it;
             d->items_tail = &it->next;
             pthread_cond_broadcast(&d->icv);
@@ -165,6 +166,7 @@ struct lctx {
     elector_leader_info info;
     elector_driver_leader_cb cb; /* the asynchronous form's */
     void *ud;
+    char *detail; /* the asynchronous form's: the failure's text, or NULL */
 };
 
 /* The asynchronous form's answer, on the callback thread. */
@@ -172,8 +174,11 @@ static void leader_deliver(elector_driver *d, void *ud)
 {
     struct lctx *l = ud;
     bool filled = l->rc == 0 || l->rc == ELECTOR_EBLOCKED;
+    d->cb_detail = l->detail;
     l->cb(d, l->rc, filled ? &l->info : NULL, l->ud);
+    d->cb_detail = NULL;
     elector_leader_free(&l->info);
+    free(l->detail);
     free(l);
 }
 
@@ -207,10 +212,12 @@ static void leader_done(elector_etcd *e, int err, const ProtobufCMessage *m, voi
     if (l->cb) {
         l->rc = rc;
         l->info = info;
+        l->detail = elector__drv_err_detail(d, err);
         if (!elector__drv_queue_call(d, leader_deliver, l)) {
             fprintf(stderr,
                     "elector driver: out of memory, a leader read's answer is lost\n");
             elector_leader_free(&l->info);
+            free(l->detail);
             free(l);
         }
         return;

@@ -86,6 +86,7 @@ struct item {
     elector_driver_guarded_cb gcb;
     void *gud;
     int err;
+    char *detail; /* I_GUARDED: the failure's text (malloc'd) or NULL */
 };
 
 struct elector_driver {
@@ -105,6 +106,9 @@ struct elector_driver {
     int revokes;
     /* The callback under way: its handle, since when (deadline clock). */
     struct dh *cb_target;
+    /* elector_driver_cb_detail() of the callback under way: the callback
+     * thread's alone (set, read and cleared there). */
+    const char *cb_detail;
     bool cb_busy, stall_reported;
     int64_t cb_start_ns;
     uint64_t stalls;
@@ -124,6 +128,11 @@ static inline bool on_cb(const elector_driver *d)
 {
     return pthread_equal(pthread_self(), d->cb_th);
 }
+
+/* A copy of the client's detail text when err is the failure it describes (a
+ * call's error, its text current: loop thread, in the call's callback); NULL
+ * otherwise or out of memory. */
+char *elector__drv_err_detail(elector_driver *d, int err);
 
 static inline int64_t ms_now(void)
 {
