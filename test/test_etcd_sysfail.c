@@ -552,7 +552,7 @@ TEST(release_helper_bad_headers)
     setup();
     uint8_t buf[512];
     size_t n = make_orders(buf);
-    memcpy(buf, "ELR2", 4);
+    memcpy(buf, "ELR1", 4); /* the older format: refused */
     helper_run h = {.orders = buf, .n = n, .spec = ""};
     ASSERT_EQ(2, run_helper(&h));
     ASSERT_CONTAINS(h.errs, "no orders on fd 0");
