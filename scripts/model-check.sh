@@ -14,6 +14,7 @@ model=$here/model/election.pml
 BIG=0
 [ "${1:-}" = "--big" ] && BIG=1
 MEM=${MODEL_MEMLIM:-3500}   # MB for one pan run
+[ $BIG = 1 ] && MEM=${MODEL_MEMLIM:-8000}
 
 command -v spin >/dev/null || "$here/scripts/deps.sh" test
 command -v spin >/dev/null || { echo "model-check: spin is missing" >&2; exit 1; }
