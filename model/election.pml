@@ -17,6 +17,7 @@
  *                                                                     tool run, release.c
  *   -DNO_RECHECK          elected without "session alive" re-check    wait.c become_leader()
  *   -DNO_FENCING          the resource takes any token                (the user's resource)
+ *   -DNO_LEASE_END        with -DLIVENESS: no expiry, no revoke: the liveness run must fail
  * Configuration: -DTTL=.. -DDRIFT=.. -DSESS=.. -DCRASHES=.. -DRESIGNS=..;
  * -DLIVENESS for the liveness run (ltl "live", pan -a -f).
  */
@@ -244,6 +245,11 @@ take:  atomic {
 #define WRITE(i)
 #define LOSTREVOKE(i)
 #endif
+#ifndef NO_LEASE_END
+#define REVOKE(i) :: atomic { owed[i] && REAPED(i) -> owed[i] = 0; if :: lalive[i] -> drop_lease(i) :: else fi }
+#else
+#define REVOKE(i)
+#endif
 /* stop_for()/guard_timers(): a command of a non-leader (LOST, or its elector
  * gone) is stopped within the grace; the revoke owed (session_die with
  * manual_release, the guard after an orphaning, the release helper after the
@@ -251,7 +257,7 @@ take:  atomic {
 #define guard_steps(i) \
   WRITE(i) \
   :: atomic { cmd[i] && !leader[i] -> cmd[i] = 0 } \
-  :: atomic { owed[i] && REAPED(i) -> owed[i] = 0; if :: lalive[i] -> drop_lease(i) :: else fi } \
+  REVOKE(i) \
   LOSTREVOKE(i)
 
 active proctype Guard()
@@ -294,8 +300,12 @@ inline tick_client(i) {
 #endif
 
 /* etcd's lessor: expiry is allowed once the TTL has passed on etcd's clock */
+#ifndef NO_LEASE_END
 #define etcd_expire(i) \
   :: atomic { lalive[i] && lrem[i] == 0 -> drop_lease(i) }
+#else
+#define etcd_expire(i)
+#endif
 /* the owner SIGKILLed (its command and the guard or helper live on); resign */
 #define fault(i) \
   :: atomic { TICK && crashes < CRASHES && !crashed[i] && !done[i] -> \
