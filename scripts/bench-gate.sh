@@ -27,7 +27,9 @@
 #             (proc_bench releasecrash, TTL 10 s): p50 and p99 in ms
 #   herd      N = 1000 waiting candidates (bench/herd.c): etcd requests per
 #             leadership change (etcd's own grpc counters)
-# About 3 minutes on 2 cores (--self-test: about 2 more, and a build).
+# A section with a figure past its threshold runs once more (GATE_ATTEMPTS in
+# bench/gate.conf) and fails the gate only if it fails again.
+# About 1.5 minutes on 2 cores (--self-test: about 1.5 more, and a build).
 # Every process it starts (etcd members, the benchmark programs and through
 # them the candidates) is killed by PID on exit, also on failure or ^C.
 #
@@ -52,7 +54,7 @@ while [ $# -gt 0 ]; do
     --self-test) SELF_TEST=1 ;;
     --out) OUT=$2; shift ;;
     --conf) CONF=$2; shift ;;
-    -h | --help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-gate: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -126,13 +128,13 @@ fig() {
 herd_fig() { awk -v f="$2" '$1 == "herd" { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == f) { print kv[2]; exit } } }' "$1"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 <= 0) print "inf"; else printf "%.3f\n", a / b }'; }
 
-# check NAME VALUE MAX GOAL: one row; FAILED=1 when VALUE > MAX
-FAILED=0
+# check NAME VALUE MAX GOAL: one row; SEC_FAILED=1 when VALUE > MAX
+SEC_FAILED=0
 check() {
     local verdict=ok
     if [ -z "$2" ] || awk -v v="$2" -v m="$3" 'BEGIN { exit !(v == "inf" || v + 0 > m + 0) }'; then
         verdict=FAIL
-        FAILED=1
+        SEC_FAILED=1
     fi
     printf '  %-4s %-44s %9s  (threshold %s; goal %s)\n' "$verdict" "$1" "${2:-none}" "$3" "$4"
 }
@@ -165,10 +167,8 @@ graceful_section() {
     check "graceful p50 elector/event floor" "$(ratio "$p50e" "$p50f")" "$GRACEFUL_P50_FLOOR_MAX" "<= 1.30"
 }
 
-START=$(date +%s)
-if want graceful; then graceful_section gate "$BUILD"; fi
-if want crash; then
-    res=$DIR/res-crash
+crash_section() {
+    local res=$DIR/res-crash-$1 p50 p99
     mkdir -p "$res"
     echo "== crash: $CRASH_ROUNDS rounds, elector campaign with the release helper, leader SIGKILLed (TTL ${CRASH_TTL_S}s)"
     run "$res/summary.txt" "$BUILD/bench/proc_bench" releasecrash --endpoints "$EP" \
@@ -180,9 +180,10 @@ if want crash; then
     echo "  SIGKILL -> successor's line: p50 $p50 ms, p99 $p99 ms"
     check "crash (release helper) p50 ms" "$p50" "$CRASH_P50_MS_MAX" "worst <= 300 ms"
     check "crash (release helper) p99 ms" "$p99" "$CRASH_P99_MS_MAX" "worst <= 300 ms"
-fi
-if want herd; then
-    res=$DIR/res-herd
+}
+
+herd_section() {
+    local res=$DIR/res-herd-$1 s
     mkdir -p "$res"
     echo "== herd: N = $HERD_N waiting candidates, $HERD_CHANGES leadership changes"
     run "$res/summary.txt" "$BUILD/bench/herd" --endpoints "$EP" --metrics "$ALL_EPS" \
@@ -194,7 +195,29 @@ if want herd; then
         "p99 $(herd_fig "$s" failover_p99_ms) ms (not gated)"
     check "herd requests per change (N = $HERD_N)" "$(herd_fig "$s" req_per_change_mean)" \
         "$HERD_REQ_MEAN_MAX" "<= 6, constant in N"
-fi
+}
+
+# gated SECTION LABEL [BUILD]: runs a section; a figure past its threshold is
+# measured again (up to GATE_ATTEMPTS runs of the section): the machine is
+# shared and its outliers come and go, a regression stays. FAILED=1 when the
+# last attempt failed too.
+FAILED=0
+gated() {
+    local attempt
+    for attempt in $(seq "$GATE_ATTEMPTS"); do
+        SEC_FAILED=0
+        "$1_section" "$2-$attempt" "${3:-}"
+        [ $SEC_FAILED = 1 ] || return 0
+        [ "$attempt" = "$GATE_ATTEMPTS" ] ||
+            echo "  (a figure past its threshold: $1 once more, attempt $((attempt + 1)) of $GATE_ATTEMPTS)"
+    done
+    FAILED=1
+}
+
+START=$(date +%s)
+if want graceful; then gated graceful gate "$BUILD"; fi
+if want crash; then gated crash gate; fi
+if want herd; then gated herd gate; fi
 GATE_FAILED=$FAILED
 echo "== bench-gate: $([ $GATE_FAILED = 0 ] && echo passed || echo FAILED) in $(($(date +%s) - START)) s" \
     "(thresholds: ${CONF#"$ROOT"/}; load average $(cut -d' ' -f1-3 /proc/loadavg))"
@@ -202,7 +225,7 @@ echo "== bench-gate: $([ $GATE_FAILED = 0 ] && echo passed || echo FAILED) in $(
 if [ $SELF_TEST = 1 ]; then
     echo "== bench-gate self-test: the graceful section with the planted 2 ms delay (build-gate-plant)"
     FAILED=0
-    graceful_section planted "$PLANT"
+    gated graceful planted "$PLANT"
     if [ $FAILED = 1 ] && [ $GATE_FAILED = 0 ]; then
         echo "== bench-gate self-test: passed (the gate passed; the planted delay failed it)"
         exit 0
