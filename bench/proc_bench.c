@@ -47,6 +47,12 @@
  *       elector candidates run with --release-on-exit=false (their figures stay
  *       those of the library without a helper).
  *
+ *   proc_bench releasecrash --endpoints E --rounds R --ttl 10 --release-helper PATH
+ *           --out DIR
+ *       embedcrash's release_on_exit queue alone (no queue waiting for the TTL,
+ *       so a round takes milliseconds, not the TTL): SIGKILL of the leader ->
+ *       the successor's "elected". scripts/bench-gate.sh gates it.
+ *
  *   proc_bench footprint --endpoints E --idle-s S --out DIR
  *       RSS (VmRSS, VmHWM, Pss, RssAnon, RssFile), threads and idle CPU of a
  *       waiting candidate: `elector campaign` and `etcdctl elect`, each behind a
@@ -77,7 +83,9 @@
  *
  * Options: --elector PATH (default elector), --etcdctl PATH (default etcdctl),
  * --node PATH (default node), --etcd3 SCRIPT (graceful: the etcd3 queue),
- * --log FILE (children's stderr, default /dev/null).
+ * --log FILE (children's stderr, default /dev/null), --helper 1 (graceful: the
+ * elector candidates keep the release helper, the tool's default; without it
+ * they run with --release-on-exit=false).
  * Output: "key=value" summary lines on stdout, samples (ms, one per line) in DIR.
  */
 #include <fcntl.h>
@@ -98,7 +106,8 @@ static const char *g_etcd3 = NULL; /* bench/node/etcd3_elect.js: the etcd3 queue
 static const char *g_log = "/dev/null";
 static const char *g_out = ".";
 static int g_ttl = 2;
-static elector_etcd *g_etcd; /* the harness's own client: counts keys */
+static elector_etcd *g_etcd;   /* the harness's own client: counts keys */
+static bool g_graceful_helper; /* graceful: elector candidates with the helper */
 
 /* ---------------------------------------------------------------- children */
 
@@ -322,7 +331,8 @@ enum tool {
     T_ELECTOR_RUN,
     T_ETCDCTL_LOCK_CMD,
     T_ETCD3,
-    T_ELECTOR_RELEASE /* campaign with the release helper */
+    T_ELECTOR_RELEASE, /* campaign with the release helper */
+    T_NONE             /* no second queue (releasecrash) */
 };
 
 /* elector campaign, speaking -w json */
@@ -359,7 +369,7 @@ static child *start_candidate(queue *q)
         char *argv[] = {
             (char *)g_elector, ep,         "--ttl", ttl,   "-w", "json", "--log-level",
             "debug",           "campaign", q->name, value, NULL, NULL};
-        if (q->tool == T_ELECTOR) argv[11] = release;
+        if (q->tool == T_ELECTOR && !g_graceful_helper) argv[11] = release;
         c = spawn(argv);
     } else if (q->tool == T_ETCDCTL_ELECT) {
         char *argv[] = {(char *)g_etcdctl, ep, "elect", q->name, value, NULL};
@@ -807,8 +817,10 @@ static void failover_ex(const char *bench, int rounds, int sig_elector, int sig_
     memset(cs, 0, sizeof(cs));
     queue_init(&cs[nc].q, mine, mine_label, bench);
     cs[nc].sig = sig_elector, cs[nc++].label = mine_label;
-    queue_init(&cs[nc].q, other, other_label, bench);
-    cs[nc].sig = sig_etcdctl, cs[nc++].label = other_label;
+    if (other != T_NONE) {
+        queue_init(&cs[nc].q, other, other_label, bench);
+        cs[nc].sig = sig_etcdctl, cs[nc++].label = other_label;
+    }
     if (graceful && g_etcd3) {
         queue_init(&cs[nc].q, T_ETCD3, "etcd3", bench);
         cs[nc].sig = SIGINT, cs[nc++].label = "etcd3";
@@ -933,13 +945,13 @@ static void put_floor(int n, int warmup, int gap_ms)
 
 static void usage(void)
 {
-    fprintf(stderr,
-            "usage: proc_bench graceful|crash|runcrash|embedcrash|footprint|put|chain "
-            "[--endpoints E] [--rounds R] "
-            "[--ttl S] [--idle-s S] [--n N] [--warmup W] [--gap-ms G] [--elector "
-            "PATH] [--etcdctl PATH] "
-            "[--node PATH] [--etcd3 SCRIPT] "
-            "[--release-helper PATH] [--log FILE] [--out DIR]\n");
+    fprintf(stderr, "usage: proc_bench "
+                    "graceful|crash|runcrash|embedcrash|releasecrash|footprint|put|chain "
+                    "[--endpoints E] [--rounds R] "
+                    "[--ttl S] [--idle-s S] [--n N] [--warmup W] [--gap-ms G] [--elector "
+                    "PATH] [--etcdctl PATH] "
+                    "[--node PATH] [--etcd3 SCRIPT] "
+                    "[--release-helper PATH] [--helper 0|1] [--log FILE] [--out DIR]\n");
     exit(2);
 }
 
@@ -977,6 +989,8 @@ int main(int argc, char **argv)
             g_log = v;
         else if (!strcmp(o, "--release-helper"))
             setenv("ELECTOR_RELEASE_HELPER", v, 1); /* the candidates inherit it */
+        else if (!strcmp(o, "--helper"))
+            g_graceful_helper = atoi(v) != 0;
         else if (!strcmp(o, "--out"))
             g_out = v;
         else
@@ -1011,6 +1025,11 @@ int main(int argc, char **argv)
         failover_ex("embedcrash", rounds, SIGKILL, SIGKILL, T_ELECTOR_RELEASE,
                     "elector_release", T_ELECTOR, "elector_ttl",
                     (int64_t)g_ttl * 1000 * 4 + 5000);
+    } else if (!strcmp(cmd, "releasecrash")) {
+        prctl(PR_SET_CHILD_SUBREAPER, 1);
+        g_subreaper = true;
+        failover_ex("releasecrash", rounds, SIGKILL, SIGKILL, T_ELECTOR_RELEASE,
+                    "elector_release", T_NONE, NULL, (int64_t)g_ttl * 1000 * 4 + 5000);
     } else if (!strcmp(cmd, "footprint"))
         footprint(idle_s);
     else if (!strcmp(cmd, "put"))

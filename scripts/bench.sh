@@ -39,6 +39,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+# bench_build, start_cluster, pick_endpoint, stop_cluster
+. "$ROOT/scripts/bench-common.sh"
 
 QUICK=0
 ALL_BENCHES=graceful,floor,crash,runcrash,embedcrash,herd,footprint,range,many
@@ -84,27 +86,19 @@ if want graceful; then
     fi
 fi
 echo "== building build-bench (RelWithDebInfo)"
-cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=RelWithDebInfo -DELECTOR_TESTS=OFF >/dev/null
-cmake --build build-bench -j"$(nproc)" --target elector_tool elector_release elector_bench_proc_bench \
-    elector_bench_herd elector_bench_many elector_bench_bench_range elector_bench_bare_range \
-    >/dev/null
+bench_build build-bench elector_tool elector_release elector_bench_proc_bench \
+    elector_bench_herd elector_bench_many elector_bench_bench_range elector_bench_bare_range
 B=$ROOT/build-bench
 ELECTOR=$B/tool/elector
 
 DIR=$(mktemp -d "${TMPDIR:-/tmp}/elector-bench.XXXXXX")
 RES=$DIR/results
 mkdir -p "$RES"
-ETCD_PIDS=()
 JOB_PID=
 cleanup() {
     trap - EXIT INT TERM
     if [ -n "$JOB_PID" ]; then kill -TERM "$JOB_PID" 2>/dev/null || true; wait "$JOB_PID" 2>/dev/null || true; fi
-    for p in "${ETCD_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    for p in "${ETCD_PIDS[@]}"; do
-        for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$p" 2>/dev/null || true
-        wait "$p" 2>/dev/null || true
-    done
+    stop_cluster
     rm -rf "$DIR"
 }
 trap cleanup EXIT
@@ -123,61 +117,6 @@ run() {
     cat "$DIR/job.out" >>"$SUM"
     cat "$DIR/job.out"
     return $rc
-}
-
-# ---------------------------------------------------------------- the cluster
-port_free() { ! ss -Htan "( sport = :$1 )" 2>/dev/null | grep . >/dev/null; }
-start_cluster() {
-    local attempt i ports p cluster
-    for attempt in 1 2 3; do
-        ports=()
-        while [ ${#ports[@]} -lt 6 ]; do
-            p=$((20000 + RANDOM % 40000))
-            if port_free "$p" && [[ " ${ports[*]} " != *" $p "* ]]; then ports+=("$p"); fi
-        done
-        cluster=""
-        for i in 0 1 2; do cluster+="${cluster:+,}m$i=http://127.0.0.1:${ports[$((i + 3))]}"; done
-        ALL_EPS="127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:${ports[2]}"
-        MEMBERS=("127.0.0.1:${ports[0]}" "127.0.0.1:${ports[1]}" "127.0.0.1:${ports[2]}")
-        ETCD_PIDS=()
-        for i in 0 1 2; do
-            rm -rf "$DIR/m$i"
-            etcd --name "m$i" --data-dir "$DIR/m$i" \
-                --listen-client-urls "http://127.0.0.1:${ports[$i]}" \
-                --advertise-client-urls "http://127.0.0.1:${ports[$i]}" \
-                --listen-peer-urls "http://127.0.0.1:${ports[$((i + 3))]}" \
-                --initial-advertise-peer-urls "http://127.0.0.1:${ports[$((i + 3))]}" \
-                --initial-cluster "$cluster" --initial-cluster-token "bench-$$-$attempt" \
-                --initial-cluster-state new --log-level error \
-                >"$DIR/etcd-m$i.log" 2>&1 &
-            ETCD_PIDS+=($!)
-        done
-        for _ in $(seq 100); do
-            etcdctl --endpoints "$ALL_EPS" endpoint health >/dev/null 2>&1 && return 0
-            sleep 0.2
-        done
-        echo "bench: etcd cluster did not become healthy (attempt $attempt)" >&2
-        tail -n 3 "$DIR"/etcd-m*.log >&2 || true
-        for p in "${ETCD_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-        ETCD_PIDS=()
-    done
-    echo "bench: cannot start etcd" >&2
-    return 1
-}
-
-# The client endpoint: one follower, the same for every client (elector, etcdctl,
-# the Put floor, the drivers), so no tool gets the Raft leader for free.
-pick_endpoint() {
-    local st i
-    st=$(etcdctl --endpoints "$ALL_EPS" endpoint status -w fields 2>/dev/null)
-    LEADER_ID=$(printf '%s\n' "$st" | awk -F' : ' '/"Leader"/{print $2; exit}')
-    RAFT_LEADER="" EP=""
-    for i in 0 1 2; do
-        id=$(etcdctl --endpoints "${MEMBERS[$i]}" endpoint status -w fields 2>/dev/null |
-            awk -F' : ' '/"MemberID"/{print $2; exit}')
-        if [ "$id" = "$LEADER_ID" ]; then RAFT_LEADER=m$i; elif [ -z "$EP" ]; then EP=${MEMBERS[$i]}; EP_NAME=m$i; fi
-    done
-    [ -n "$EP" ] || { EP=${MEMBERS[0]}; EP_NAME=m0; }
 }
 
 echo "== starting a 3-member etcd cluster (data in $DIR)"

@@ -16,6 +16,16 @@
 # Debian 12's Python 3.11 in ctest and once more under Debian 13's 3.13
 # (scripts/python313.sh fetches it into a cache).
 #
+# The benchmark gate (scripts/bench-gate.sh, bench/RESULTS.md "Regression
+# gate") runs after the first pass on build/'s programs, on the machine's etcd:
+# graceful handover elector vs etcdctl elect (same run, 100 rounds each), crash
+# handover with the release helper (10 rounds), etcd requests per leadership
+# change at N = 1000; it fails the run when a figure passes its threshold in
+# bench/gate.conf (about 1.5 minutes; a failing section runs once more). Its
+# self-test (a build with a planted 2 ms delay in the graceful path must fail
+# the gate; about 2 minutes more) runs on demand: scripts/bench-gate.sh
+# --self-test, or ELECTOR_GATE_SELF_TEST=1 here.
+#
 # Two etcd versions: the ctest suite and the fault suite run once on the
 # machine's etcd (Debian 12: 3.4) and once on etcd 3.5, which
 # scripts/etcd35.sh fetches from a newer Debian suite into a cache (no install;
@@ -27,10 +37,12 @@
 # other versions instead. Valgrind, the fuzzers and TSan run
 # on the first version: what they check does not depend on the server's.
 #
-#   ./scripts/test.sh            everything (about 43 minutes on 2 cores)
+#   ./scripts/test.sh            everything (about 44 minutes on 2 cores)
 #   ELECTOR_SKIP_ASAN=1 ./scripts/test.sh     skip the ASan pass
 #   ELECTOR_SKIP_TSAN=1 ./scripts/test.sh     skip the TSan pass
 #   ELECTOR_SKIP_PY313=1 ./scripts/test.sh    skip the Python tests under 3.13
+#   ELECTOR_SKIP_GATE=1 ./scripts/test.sh     skip the benchmark gate
+#   ELECTOR_GATE_SELF_TEST=1 ./scripts/test.sh   the gate with its self-test
 #   ELECTOR_ETCD_VERSIONS=3.4 ./scripts/test.sh   only the machine's etcd
 #   ELECTOR_ETCD_VERSIONS=3.5 ./scripts/test.sh   only etcd 3.5
 #   ELECTOR_ETCD_DIR=DIR ./scripts/test.sh     DIR's etcd as the second version
@@ -109,6 +121,13 @@ for v in $VERSIONS; do
     fi
     first_version=no
 done
+if [ ${#CTEST_ARGS[@]} -eq 0 ] && [ "${ELECTOR_SKIP_GATE:-0}" != 1 ]; then
+    # The benchmark gate on build/'s programs, on the machine's etcd (PATH).
+    gate_args=(--build build)
+    [ "${ELECTOR_GATE_SELF_TEST:-0}" != 1 ] || gate_args+=(--self-test)
+    echo "== benchmark gate (scripts/bench-gate.sh ${gate_args[*]}; thresholds: bench/gate.conf)"
+    env -u ELECTOR_ETCD_DIR scripts/bench-gate.sh "${gate_args[@]}"
+fi
 if [ ${#CTEST_ARGS[@]} -eq 0 ] && [ "${ELECTOR_SKIP_PY313:-0}" != 1 ]; then
     # The Python package under Debian 13's interpreter as well (Debian 12 has
     # 3.11 only): fetched into a cache like etcd 3.5, run under its own loader,

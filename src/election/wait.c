@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <string.h>
 #include "election_private.h"
+#ifdef ELECTOR_BENCH_PLANT_DELAY_US
+#include <time.h>
+#endif
 
 /* The DELETE event of our predecessor: its revision R, and where it came from. */
 struct deleted {
@@ -105,6 +108,15 @@ static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchRespons
                      el->key);
             elector__lose(el, ELECTOR_ENOTLEADER, detail, 0);
         } else {
+#ifdef ELECTOR_BENCH_PLANT_DELAY_US
+            /* A planted regression for the self-test of scripts/bench-gate.sh
+             * (--self-test builds build-gate-plant with
+             * -DELECTOR_BENCH_PLANT_DELAY_US=2000): the successor handles its
+             * predecessor's DELETE this much later. Never in a normal build. */
+            struct timespec plant = {ELECTOR_BENCH_PLANT_DELAY_US / 1000000,
+                                     ELECTOR_BENCH_PLANT_DELAY_US % 1000000 * 1000L};
+            nanosleep(&plant, NULL);
+#endif
             send_fast_check(el, &ev);
         }
         return;
