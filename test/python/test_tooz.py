@@ -441,8 +441,15 @@ def test_tooz_own_functional_tests(etcd):
         paths.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "tooz_shim"))
     paths += [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(paths)
+    # tooz's test_lock_context_manager_acquire_argument patches acquire with
+    # wraps=True and autospec=True: Python 3.13's mock honours wraps under
+    # autospec and calls True ("'bool' object is not callable"), whatever the
+    # driver. Left out there.
+    select = "TestAPI"
+    if sys.version_info >= (3, 13):
+        select += " and not test_lock_context_manager_acquire_argument"
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        "-rs", "-o", "faulthandler_timeout=120", path, "-k", "TestAPI"],
+                        "-rs", "-o", "faulthandler_timeout=120", path, "-k", select],
                        env=env, capture_output=True, text=True, timeout=600,
                        cwd=os.path.dirname(path))
     print(r.stdout[-6000:], r.stderr[-2000:])
