@@ -37,7 +37,7 @@
 # other versions instead. Valgrind, the fuzzers and TSan run
 # on the first version: what they check does not depend on the server's.
 #
-#   ./scripts/test.sh            everything (about 44 minutes on 2 cores)
+#   ./scripts/test.sh            everything (estimated 50-55 minutes on 2 cores)
 #   ELECTOR_SKIP_ASAN=1 ./scripts/test.sh     skip the ASan pass
 #   ELECTOR_SKIP_TSAN=1 ./scripts/test.sh     skip the TSan pass
 #   ELECTOR_SKIP_PY313=1 ./scripts/test.sh    skip the Python tests under 3.13
