@@ -390,7 +390,13 @@ void elector__lose(elector_election *el, int reason, const char *detail, int64_t
         detail = why;
     }
     int64_t deadline = el->s ? elector__session_deadline_raw_ns(el->s) : 0;
-    if (deadline && deadline < at_ns) at_ns = deadline;
+    if (deadline && deadline < at_ns) {
+        /* The validity deadline passed before we saw the key go (a frozen
+         * process resumes with the DELETE and the expired timer together):
+         * the session's expiry is the cause, whichever was read first. */
+        at_ns = deadline;
+        if (reason == ELECTOR_ENOTLEADER) reason = ELECTOR_ESESSION;
+    }
     int64_t mono_ns = elector__mono_of(at_ns);
     elector__stop_watch(el);
     elector__timer_disarm(el->etcd, &el->retry);
