@@ -102,7 +102,9 @@ class MyApp
                 // snippet: cpp
                 // A new session (lease) per round: after a loss, the old
                 // one may be gone.
-                auto session = std::make_shared<elector::session>(client_);
+                elector::session_options so;
+                so.release_on_exit = true; // kill -9: the next one leads in ms
+                auto session = std::make_shared<elector::session>(client_, so);
                 {
                     std::lock_guard<std::mutex> g(mu_);
                     if (stop_) break;

@@ -27,7 +27,7 @@ async def work(lead: elector.aio.Leadership) -> None:
 
 async def main() -> None:
     async with elector.aio.Client(endpoints) as client:
-        async with client.session(ttl=5) as session:
+        async with client.session(ttl=5, release_on_exit=True) as session:
             async with session.campaign(name, node.encode()) as lead:
                 print(f"{node}: elected, token {lead.token}", flush=True)
                 async with lead.guard():       # cancelled if leadership is lost

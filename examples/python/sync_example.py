@@ -21,7 +21,7 @@ name = sys.argv[3] if len(sys.argv) > 3 else "my-service"
 
 client = elector.Client(endpoints)             # user=, password=, cacert=, cert=, key=
 try:
-    with client.session(ttl=5) as session:     # release_on_exit=True by default
+    with client.session(ttl=5, release_on_exit=True) as session:  # kill -9: ms handover
         with session.campaign(name, node.encode()) as lead:   # waits until elected
             print(f"{node}: elected, token {lead.token}", flush=True)
             while lead.is_leader():            # deadline check, no I/O

@@ -127,7 +127,9 @@ typedef struct elector_session_config {
      * Closing stops the helper without waiting in the loop; the loop reaps
      * it (a stopped one is killed after 2 s); elector_session_close_sync()
      * returns once it is reaped.
-     * See elector_session_helper(). Default false. */
+     * See elector_session_helper(). Default false, as in C++
+     * (session_options) and Python (session(), lock(), the tooz URL): the
+     * library starts no process unless asked. The tool asks (campaign, run). */
     bool release_on_exit;
 } elector_session_config;
 

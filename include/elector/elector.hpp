@@ -464,9 +464,10 @@ struct session_options {
     std::chrono::milliseconds grant_timeout{10000}; // the constructor waits this long
     // A release helper revokes the lease the moment this process dies (crash,
     // SIGKILL, _exit): the next candidate leads in milliseconds, not after the
-    // TTL. Turn it off when the work outlives the process (child processes:
-    // use `elector run`), or to spare the helper process (README, "From C").
-    bool release_on_exit = true;
+    // TTL. Off by default, as in C and Python (the library starts no process
+    // unless asked); leave it off when the work outlives the process (child
+    // processes: use `elector run`).
+    bool release_on_exit = false;
 };
 
 namespace detail

@@ -380,12 +380,14 @@ class Client:
         self.close()
 
     # -- API
-    def session(self, ttl: int = 10, *, release_on_exit: bool = True,
+    def session(self, ttl: int = 10, *, release_on_exit: bool = False,
                 timeout: Optional[float] = None) -> "Session":
         """A lease of ``ttl`` seconds kept alive by the driver thread; waits for
-        the grant. With release_on_exit (default) a helper process revokes the
+        the grant. With ``release_on_exit=True`` a helper process revokes the
         lease as soon as this process dies (crash, kill -9), so a successor leads
-        at once; turn it off if the leader's work lives on in other processes."""
+        at once instead of after the TTL. Off by default, as in C and C++ (the
+        library starts no process unless asked); leave it off if the leader's
+        work lives on in other processes."""
         return Session(self, ttl, release_on_exit, timeout)
 
     def leader(self, name: Union[str, bytes], timeout: Optional[float] = None
@@ -422,7 +424,7 @@ class Client:
         return Observer(self, _name(name))
 
     def lock(self, name: Union[str, bytes], ttl: int = 10,
-             timeout: Optional[float] = None, *, release_on_exit: bool = True) -> "Lock":
+             timeout: Optional[float] = None, *, release_on_exit: bool = False) -> "Lock":
         """A lock on the keys of ``etcdctl lock name``; use with ``with``."""
         return Lock(self, _name(name), ttl, timeout, release_on_exit)
 

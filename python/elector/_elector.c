@@ -827,7 +827,7 @@ static int Session_init(SessionObject *self, PyObject *args, PyObject *kw)
     static char *kwlist[] = {"driver", "ttl", "release_on_exit", NULL};
     DriverObject *drv;
     long long ttl = 10;
-    int roe = 1;
+    int roe = 0; /* release_on_exit: off unless asked, as in C */
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|Lp", kwlist, &DriverType, &drv, &ttl,
                                      &roe))
         return -1;
@@ -1739,7 +1739,7 @@ static int CoreSession_init(CoreSessionObject *self, PyObject *args, PyObject *k
     static char *kwlist[] = {"core", "ttl", "release_on_exit", NULL};
     CoreObject *core;
     long long ttl = 10;
-    int roe = 1;
+    int roe = 0; /* release_on_exit: off unless asked, as in C */
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|Lp", kwlist, &CoreType, &core, &ttl,
                                      &roe))
         return -1;

@@ -113,7 +113,7 @@ class Client:
             except asyncio.TimeoutError:
                 raise Timeout(f"{what}: deadline exceeded") from None
 
-    def session(self, ttl: int = 10, *, release_on_exit: bool = True,
+    def session(self, ttl: int = 10, *, release_on_exit: bool = False,
                 timeout: Optional[float] = None) -> "Session":
         """A lease of ttl seconds: ``async with client.session(ttl=5) as s``, or
         ``s = await client.session(...)``."""
@@ -122,7 +122,7 @@ class Client:
         return Session(self, ttl, release_on_exit, timeout)
 
     def lock(self, name: Union[str, bytes], ttl: int = 10,
-             timeout: Optional[float] = None, *, release_on_exit: bool = True) -> "Lock":
+             timeout: Optional[float] = None, *, release_on_exit: bool = False) -> "Lock":
         """A lock on the keys of ``etcdctl lock name``: ``async with``."""
         return Lock(self, _name(name), ttl, timeout, release_on_exit)
 

@@ -15,7 +15,9 @@ its redis and memcached drivers: each run_watchers() reads the watched groups'
 members and fires the hooks for the difference from the previous run).
 
 URL: elector://host:port[,host:port...]?ttl=10&user=..&password=..&cacert=..
-&cert=..&key=..&release_on_exit=1
+&cert=..&key=..&release_on_exit=1 (release_on_exit: off by default, as
+everywhere in elector; with 1 a helper process revokes the session's lease the
+moment this process dies, so its locks and memberships go at once)
 """
 
 from __future__ import annotations
@@ -266,7 +268,7 @@ class ElectorDriver(coordination.CoordinationDriverCachedRunWatchers):
                 v = v[-1]
             return v
         self._ttl = int(opt("ttl", 10))
-        self._release_on_exit = str(opt("release_on_exit", "1")) not in ("0", "false")
+        self._release_on_exit = str(opt("release_on_exit", "0")) not in ("0", "false")
         self._auth = {k: opt(k) for k in ("user", "password", "cacert", "cert", "key")}
         self._client: Any = None
         self._session: Optional[elector.Session] = None
