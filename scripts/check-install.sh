@@ -18,6 +18,8 @@
 #     resign; and the C++ example examples/cpp/myapp.cpp built with pkg-config
 #     and with find_package: two instances, Ctrl-C on the leader, the other
 #     leads;
+#   - the README's C examples (examples/instance.c, threaded.c) built with
+#     pkg-config: the leader SIGKILLed hands over through its release helper;
 #   - `elector --version` prints the library's version;
 #   - the release helper: LIBDIR/elector/elector-release, the path compiled
 #     into libelector.so is the configured install's, run by hand it refuses
@@ -244,6 +246,49 @@ run_consumer pkg-config "$T/consumer-pc"
 c++ -std=c++17 -Wall -Wextra -Werror $cflags "$root/examples/cpp/myapp.cpp" $libs \
     -Wl,-rpath,"$libdir" -o "$T/myapp-pc"
 run_myapp pkg-config "$T/myapp-pc"
+
+# The README's C examples (examples/instance.c, examples/threaded.c, which ask
+# for release_on_exit): a leads, b waits; SIGKILL of a -> b leads through a's
+# release helper, found beside the prefix's libelector.so.
+run_kill_handover() { # NAME BINARY ELECTED-TEXT
+    local name=install-check-$1 t0 t1 n
+    echo "-- $1: a leads, b waits; SIGKILL of a"
+    "$2" a "$EP" "$name" >"$T/$1-a.out" 2>&1 &
+    local pa=$!
+    APP_PIDS+=("$pa")
+    wait_line "$T/$1-a.out" "$3" || fail "$1: a never led"
+    "$2" b "$EP" "$name" >"$T/$1-b.out" 2>&1 &
+    local pb=$!
+    APP_PIDS+=("$pb")
+    for _ in $(seq 300); do # b's key is in: it waits behind a
+        n=$(etcdctl --endpoints "$EP" get --prefix --keys-only "$name/" | grep -c . || true)
+        [ "$n" -ge 2 ] && break
+        sleep 0.05
+    done
+    [ "$n" -ge 2 ] || fail "$1: b's key never appeared"
+    t0=$(date +%s%N)
+    kill -KILL "$pa"
+    wait "$pa" 2>/dev/null || true
+    for _ in $(seq 3000); do
+        grep -qF "$3" "$T/$1-b.out" && break
+        sleep 0.001
+    done
+    t1=$(date +%s%N)
+    grep -qF "$3" "$T/$1-b.out" || fail "$1: b never led after a's SIGKILL"
+    echo "   SIGKILL of the leader -> the next leads: $(((t1 - t0) / 1000000)) ms (release helper beside libelector.so)"
+    [ $(((t1 - t0) / 1000000)) -lt 3000 ] || fail "$1: the handover after SIGKILL waited for the TTL: no release helper found"
+    kill -INT "$pb"
+    wait "$pb" || fail "$1: b exited with status $? after Ctrl-C"
+    n=$(etcdctl --endpoints "$EP" get --prefix --keys-only "$name/" | grep -c . || true)
+    [ "$n" = 0 ] || fail "$1: $n keys left under $name/ after b's Ctrl-C"
+}
+for ex in instance threaded; do
+    # shellcheck disable=SC2086
+    cc -std=c11 -Wall -Wextra -Werror $cflags "$root/examples/$ex.c" $libs \
+        -Wl,-rpath,"$libdir" -o "$T/$ex-pc"
+done
+run_kill_handover c-embedded "$T/instance-pc" "I am the leader now"
+run_kill_handover c-threaded "$T/threaded-pc" "elected"
 
 step "build with the static archive (pkg-config --static), beside our internals' names, run"
 # A program that defines names the library uses inside (etcd's protobuf-c

@@ -55,6 +55,13 @@ def test_example_hands_over_on_sigkill_and_resigns_on_ctrl_c(etcd, label, cmd, e
                                                              resigned):
     if not os.access(cmd[-1], os.R_OK):
         pytest.skip(f"{cmd[-1]} is not built")
+    kill_handover(etcd, label, cmd, elected, resigned, _env())
+
+
+def kill_handover(etcd, label, cmd, elected, resigned, env):
+    """Two instances of CMD: a leads, b waits; SIGKILL of a -> b leads (the
+    time printed; more than 3 s fails); Ctrl-C on b resigns, exits 0, leaves
+    no key. test_pip_install runs it on the pip-installed package."""
     fixed = label == "cpp-myapp"
     name = "myapp-election" if fixed else f"ex-{label}-{uuid.uuid4().hex[:6]}"
     procs = []
@@ -62,7 +69,7 @@ def test_example_hands_over_on_sigkill_and_resigns_on_ctrl_c(etcd, label, cmd, e
     def start(node):
         args = [node, etcd.endpoint] + ([] if fixed else [name])
         p = subprocess.Popen(cmd + args, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, env=_env())
+                             stderr=subprocess.STDOUT, text=True, env=env)
         procs.append(p)
         return p
 

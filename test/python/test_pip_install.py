@@ -17,9 +17,11 @@ import subprocess
 import sys
 
 import pytest
+from test_examples import kill_handover
 
 BUILD = os.environ.get("ELECTOR_BUILD_DIR")
-SRC = os.path.join(os.path.dirname(__file__), "..", "..", "python")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+SRC = os.path.join(ROOT, "python")
 # The venv's pip comes from ensurepip (Debian's python3.X-venv), the build from
 # setuptools: an interpreter without them skips.
 MISSING = [m for m in ("ensurepip", "setuptools") if importlib.util.find_spec(m) is None]
@@ -76,7 +78,16 @@ def install_and_run(python, tmp_path, prefix, etcd, venv_args=(), extra_env=None
 
 @pytest.mark.skipif(bool(MISSING), reason=f"no module {', '.join(MISSING)} in this Python")
 def test_pip_install_offline(tmp_path, prefix, etcd):
-    install_and_run(sys.executable, tmp_path, prefix, etcd, ["--system-site-packages"])
+    venv = install_and_run(sys.executable, tmp_path, prefix, etcd, ["--system-site-packages"])
+    # The README's Python examples on the installed package: the leader
+    # SIGKILLed hands over through the release helper found beside the
+    # prefix's libelector (no $ELECTOR_RELEASE_HELPER, no build tree).
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "ELECTOR_RELEASE_HELPER", "ELECTOR_BUILD_DIR")}
+    for ex in ("sync_example", "aio_example"):
+        script = os.path.join(ROOT, "examples", "python", ex + ".py")
+        kill_handover(etcd, "pip-" + ex, [str(venv / "bin" / "python"), script],
+                      "elected", "resigned", env)
 
 
 @pytest.mark.skipif(bool(MISSING), reason=f"no module {', '.join(MISSING)} in this Python")
