@@ -996,11 +996,16 @@ TEST_WITH_TIMEOUT(leaders_and_observer_look_again_after_their_connection_breaks,
     elector_election *e2 = elector_election_new(s, "brk2", det_cb, &l2);
     ASSERT_OK(elector_campaign_sync(e1, "a", 1, 5000));
     ASSERT_OK(elector_campaign_sync(e2, "b", 1, 5000));
-    struct obs_log ol = {0};
+    struct obs_log ol = {0}, ol2 = {0};
     elector_observer *ob = elector_observe(e, "brk1", obs_cb, &ol);
     ASSERT_NOT_NULL(ob);
     struct obs_value want = {&ol, "a"};
     ASSERT(eu_pump_until(3000, obs_value_is, &want));
+    /* From the field: an observer of brk2 through the same connection. */
+    elector_observer *ob2 = elector_observe(e, "brk2", obs_cb, &ol2);
+    ASSERT_NOT_NULL(ob2);
+    struct obs_value want2 = {&ol2, "b"};
+    ASSERT(eu_pump_until(3000, obs_value_is, &want2));
     elector_election_stats st;
     elector_election_get_stats(e1, &st);
     uint64_t checks = st.checks_linearizable;
@@ -1018,6 +1023,7 @@ TEST_WITH_TIMEOUT(leaders_and_observer_look_again_after_their_connection_breaks,
     ASSERT_EQ(1, l2.n);
     ASSERT_EQ(checks + 1, st.checks_linearizable);
     ASSERT_EQ(1, ol.n);
+    ASSERT_EQ(1, ol2.n);
     /* The observer's new watch reports a proclaim. */
     ASSERT_OK(elector_proclaim(e1, "a2", 2));
     want.v = "a2";
@@ -1035,6 +1041,12 @@ TEST_WITH_TIMEOUT(leaders_and_observer_look_again_after_their_connection_breaks,
            l2.detail[l2.n - 1]);
     ASSERT_EQ(ELECTOR_ENOTLEADER, l2.reason[l2.n - 1]);
     ASSERT_STREQ("our key is gone", l2.detail[l2.n - 1]);
+    /* ... and brk2's observer, whose watch could not hear the delete either,
+     * reads again after the reset and reports that nobody leads (it never
+     * keeps reporting the deleted leader). */
+    ASSERT(eu_pump_until(3000, obs_has, &ol2));
+    tl_log("brk2's observer after the reset: %d events, last %s", ol2.n,
+           elector_event_name(ol2.type[ol2.n - 1]));
 
     /* 3. brk1's renewed watch sees its key deleted; the observer sees nobody. */
     eu_pump(300);
@@ -1045,6 +1057,7 @@ TEST_WITH_TIMEOUT(leaders_and_observer_look_again_after_their_connection_breaks,
     ASSERT(eu_pump_until(3000, obs_has, &ol));
 
     elector_observer_free(ob);
+    elector_observer_free(ob2);
     elector_election_free(e1);
     elector_election_free(e2);
     ASSERT_OK(elector_session_close_sync(s, 3000));
