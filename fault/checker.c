@@ -31,6 +31,10 @@
  *                   revision, i.e. never was the leader by etcd's own history)
  *   txn_phantom     every guarded Txn a candidate saw succeed is a put in etcd's
  *                   history with its token and sequence number
+ *   transitions     each candidate's own lines follow the model's automaton
+ *                   (model/election.pml, docs/MODEL.md): "elected" only while
+ *                   no term of its is open, "lost"/"resigned"/"notleader" only
+ *                   for a token it was elected with
  * Liveness, per round (fault, heal, endround marks of the runner): every
  * leaderless gap inside [fault, endround] lasts at most bound after
  * max(gap start, heal). failover = that length for the first gap that ends after
@@ -407,9 +411,10 @@ static void read_candidate(ctx *c, int id, const char *path)
             if (sscanf(rest, "%lld %199s", &token, key) < 1) continue;
             if (open && open->end == NEVER) {
                 end_term(open, t, "elected-again");
+                c->r->transitions++;
                 say(c,
-                    "ANOMALY cand %d: elected (token %lld) while its term %" PRId64
-                    " was still open",
+                    "VIOLATION cand %d: elected (token %lld) while its term %" PRId64
+                    " was still open (the model's candidate goes leader -> idle first)",
                     id, token, open->token);
             }
             term tm = {.cand = id, .token = token, .start = t, .end = NEVER};
@@ -422,8 +427,11 @@ static void read_candidate(ctx *c, int id, const char *path)
             if (sscanf(rest, "%lld %199s %33s", &token, key, reason) < 1) continue;
             term *tm = find_term(c, id, token);
             if (!tm) {
-                say(c, "ANOMALY cand %d: %s for token %lld it never was elected with", id,
-                    word, token);
+                c->r->transitions++;
+                say(c,
+                    "VIOLATION cand %d: %s for token %lld it never was elected with (no "
+                    "such transition in the model)",
+                    id, word, token);
                 continue;
             }
             char how[40]; /* "lost:" + reason */
@@ -1047,7 +1055,7 @@ int fc_safety(const fc_result *r)
 {
     return r->overlaps + r->token_order + r->token_mismatch + r->stale_accepted +
            r->write_outside + r->txn_order + r->txn_guard + r->unknown_token +
-           r->no_quorum_elections + r->not_etcd_leader + r->txn_phantom;
+           r->no_quorum_elections + r->not_etcd_leader + r->txn_phantom + r->transitions;
 }
 
 int fc_check(const char *dir, const fc_opts *o, fc_result *r, FILE *report)
@@ -1098,17 +1106,17 @@ int fc_check(const char *dir, const fc_opts *o, fc_result *r, FILE *report)
         "%d "
         "txn_guard %d unknown_token %d no_quorum_elections %d not_etcd_leader %d "
         "txn_phantom "
-        "%d | late_writes %d fenced_rejects %d accepted %ld "
+        "%d transitions %d | late_writes %d fenced_rejects %d accepted %ld "
         "txn_puts %ld history_gaps %d watch_requests %ld | liveness %d kept %d failover "
         "p50 %.0f p99 %.0f max "
         "%.0f ms (bound %" PRId64 " ms) takeover p50 %.0f max %.0f ms",
         r->scenario, r->rounds, r->intervals, r->losses, r->overlaps, r->token_order,
         r->token_mismatch, r->token_unverified, r->write_outside, r->stale_accepted,
         r->txn_order, r->txn_guard, r->unknown_token, r->no_quorum_elections,
-        r->not_etcd_leader, r->txn_phantom, r->late_writes, r->fenced_rejects,
-        r->accepted_writes, r->txn_puts, r->history_gaps, r->watch_requests, r->liveness,
-        r->kept, r->p50_ms, r->p99_ms, r->max_ms, r->bound_ms, r->take_p50_ms,
-        r->take_max_ms);
+        r->not_etcd_leader, r->txn_phantom, r->transitions, r->late_writes,
+        r->fenced_rejects, r->accepted_writes, r->txn_puts, r->history_gaps,
+        r->watch_requests, r->liveness, r->kept, r->p50_ms, r->p99_ms, r->max_ms,
+        r->bound_ms, r->take_p50_ms, r->take_max_ms);
     free(c->terms.v);
     free(c->cw.v);
     free(c->rw.v);

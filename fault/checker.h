@@ -50,6 +50,10 @@ typedef struct fc_result {
     int not_etcd_leader;     /* a term's key was deleted while a key created before it
                                 still existed: it never was the lowest (etcd's leader) */
     int txn_phantom;         /* a guarded Txn reported success but etcd has no such put */
+    int transitions;         /* a candidate's own account leaves the model's automaton
+                                (model/election.pml: idle -> leader -> idle): elected
+                                while its term was open, or lost/resigned for a token
+                                it never was elected with */
     int no_quorum_elections; /* a term began while etcd had no quorum */
     /* information */
     int late_writes;    /* accepted after the writer's term ended, nobody else leading */

@@ -82,19 +82,21 @@ static FILE *open_in(const char *dir, const char *name)
 /* Flaws that can be planted into the base history. */
 enum {
     OK = 0,
-    OVERLAP = 1,      /* cand 1 elected before cand 0's term ended */
-    STALE = 2,        /* resource accepts cand 0's token while cand 1 leads */
-    ORDER = 4,        /* resource accepts a lower token after a higher one */
-    GUARD = 8,        /* guarded put with token 10 after its key was deleted */
-    LIVENESS = 16,    /* no leader for 5 s after a heal, bound 4 s */
-    NOT_LEADER = 32,  /* cand 1's predecessor key outlives cand 1's key */
-    OUTSIDE = 64,     /* cand 0 writes after its term ended */
-    PHANTOM = 128,    /* a txn reported ok that etcd never stored */
-    NOQUORUM = 256,   /* an election inside a no-quorum window */
-    RUN = 512,        /* candidates are `elector run` jobs (fault-job lines) */
-    RAFTBOUND = 2048, /* the round's heal carries its own, larger bound (6 s) */
-    BUSY = 1024,      /* RUN: cand 1's job found the job lock taken (a silent
-                         process of cand 0's tree was still alive) */
+    OVERLAP = 1,       /* cand 1 elected before cand 0's term ended */
+    STALE = 2,         /* resource accepts cand 0's token while cand 1 leads */
+    ORDER = 4,         /* resource accepts a lower token after a higher one */
+    GUARD = 8,         /* guarded put with token 10 after its key was deleted */
+    LIVENESS = 16,     /* no leader for 5 s after a heal, bound 4 s */
+    NOT_LEADER = 32,   /* cand 1's predecessor key outlives cand 1's key */
+    OUTSIDE = 64,      /* cand 0 writes after its term ended */
+    PHANTOM = 128,     /* a txn reported ok that etcd never stored */
+    NOQUORUM = 256,    /* an election inside a no-quorum window */
+    RUN = 512,         /* candidates are `elector run` jobs (fault-job lines) */
+    RAFTBOUND = 2048,  /* the round's heal carries its own, larger bound (6 s) */
+    BUSY = 1024,       /* RUN: cand 1's job found the job lock taken (a silent
+                          process of cand 0's tree was still alive) */
+    TRANSITION = 4096, /* cand 0 elected twice in one term, and lost a token it
+                          never had: outside the model's automaton */
 };
 
 /* cand 0's job (token 10): main, worker and escapee from 2.0; main and worker
@@ -157,6 +159,9 @@ static void make_case(const char *name, int flaw, char *dir, size_t cap)
     f = open_in(dir, "cand-0.log");
     fprintf(f, "%lld start 100 0\n", T(1.1));
     fprintf(f, "%lld elected 10 %s/a\n", T(2), E);
+    if (flaw & TRANSITION)
+        fprintf(f, "%lld elected 10 %s/a\n%lld lost 9 %s/a -20\n", T(2.05), E, T(2.06),
+                E);
     fprintf(f, "%lld rw 10 1 ok\n%lld txn 10 1 ok %lld\n", T(2.1), T(2.1), T(2.11));
     fprintf(f, "%lld resigned 10 %s/a\n", T(3), E);
     fprintf(f, "%lld notleader 10 %s/a %lld\n", T(3.0001), E, T(2.99));
@@ -260,6 +265,10 @@ static int g_noq(const fc_result *r)
 {
     return r->no_quorum_elections;
 }
+static int g_trans(const fc_result *r)
+{
+    return r->transitions;
+}
 static int g_fail(const fc_result *r)
 {
     return r->nfailover;
@@ -321,6 +330,7 @@ int main(void)
     expect("outside", OUTSIDE, g_out, 1, 1);
     expect("phantom", PHANTOM, g_phantom, 1, 1);
     expect("no-quorum", NOQUORUM, g_noq, 1, 1);
+    expect("transition", TRANSITION, g_trans, 2, 2);
     /* `elector run` candidates: the job trees' activity is what is judged */
     expect("run-clean", RUN, g_all, 0, 0);
     expect("run-rounds", RUN, g_fail, 1, 1);
