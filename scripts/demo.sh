@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# The demo: installs what is missing, builds, starts a local 3-member etcd
+# The demo: installs what is missing for it (scripts/deps.sh demo: the build's
+# packages and etcd, not the test tools), builds, starts a local 3-member etcd
 # cluster, starts four `elector run` candidates whose job prints a tick with its
 # name and fencing token, then shows three failovers: the leader's elector
 # SIGKILLed (its guard stops the job and releases the lease: milliseconds), the
@@ -14,7 +15,7 @@ cd "$(dirname "$0")/.."
 TTL=${TTL:-2}
 NAME=demo-service
 
-scripts/deps.sh
+scripts/deps.sh demo
 echo "== building"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$(nproc)" --target elector_tool >/dev/null

@@ -4,7 +4,9 @@
 # Idempotent; runs as root or through sudo.
 #   scripts/deps.sh build   what building the library and the tool needs (a
 #                           compiler, cmake, the -dev packages): nothing else
-#   scripts/deps.sh         the same and what the tests, benchmarks and package
+#   scripts/deps.sh demo    what scripts/demo.sh needs: the build's packages,
+#                           etcd (server and client), ss and ps; nothing else
+#   scripts/deps.sh         the build's packages and what the tests, benchmarks and package
 #                           checks use (etcd, curl, valgrind, clang, clang-format,
 #                           iproute2, gnuplot, prometheus, systemd, lintian, ...);
 #                           scripts/test.sh and the other scripts call this
@@ -20,15 +22,18 @@ TEST=(etcd-server etcd-client openssl curl valgrind clang clang-format iproute2
       gnuplot-nox prometheus systemd debhelper dpkg-dev lintian dh-python python3-all-dev
       python3-dev python3-setuptools python3-pytest python3-eventlet python3-gevent
       mypy python3-tooz universal-ctags spin)
+# The demo: etcd and etcdctl, ss (free ports) and ps (the frozen leader's tree).
+DEMO=(etcd-server etcd-client iproute2 procps)
 BENCH=(python3-etcd3 python3-etcd3gw)
 COVERAGE=(gcovr)
 
 case "${1:-all}" in
 build) PKGS=("${BUILD[@]}") ;;
+demo) PKGS=("${BUILD[@]}" "${DEMO[@]}") ;;
 all | test) PKGS=("${BUILD[@]}" "${TEST[@]}") ;;
 bench) PKGS=("${BUILD[@]}" "${TEST[@]}" "${BENCH[@]}") ;;
 coverage) PKGS=("${BUILD[@]}" "${TEST[@]}" "${COVERAGE[@]}") ;;
-*) echo "usage: scripts/deps.sh [build|bench|coverage]" >&2; exit 2 ;;
+*) echo "usage: scripts/deps.sh [build|demo|test|bench|coverage]" >&2; exit 2 ;;
 esac
 
 missing=()
