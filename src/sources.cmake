@@ -46,10 +46,12 @@ set(ELECTOR_ELECTION_SRCS
   wait.c)
 # Optional in use, always built: the loop on its own thread (elector/driver.h).
 set(ELECTOR_DRIVER_SRCS
+  api_etcd.c
   driver.c
   driver_cb.c
   driver_election.c
   driver_kv.c
+  driver_legacy.c
   driver_ops.c)
 
 set(ELECTOR_LAYER_DIRS)

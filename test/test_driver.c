@@ -754,7 +754,8 @@ static elector_driver *cb_driver;
 static void exec_fn(elector_etcd *etcd, void *arg)
 {
     exec_thread = pthread_self();
-    atomic_store(&exec_ran, elector_etcd_fd(etcd) >= 0 && arg == &exec_ran ? 1 : -1);
+    /* own_thread: the loop is the client's, its fd is refused, also here */
+    atomic_store(&exec_ran, elector_etcd_fd(etcd) == -1 && arg == &exec_ran ? 1 : -1);
 }
 
 static void where_cb(elector_driver_election *el, const elector_event *ev, void *ud)

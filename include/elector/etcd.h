@@ -1,16 +1,38 @@
 /* SPDX-License-Identifier: MIT */
 /* elector — a lean etcd v3 client: gRPC over HTTP/2 (nghttp2), protobuf-c, OpenSSL.
  *
- * The client is event driven and creates no threads. An application embeds it in
- * its own loop with three calls:
+ * One client, two ways to drive it, chosen when it is made:
+ *
+ * - By the caller's loop (the default). The client creates no threads. An
+ *   application embeds it in its own loop with three calls:
  *
  *     int fd = elector_etcd_fd(etcd);          // poll it for POLLIN; never changes
  *     int64_t ms = elector_etcd_timeout(etcd); // at the latest, call process then
  *     elector_etcd_process(etcd);              // do all I/O and timers that are due
  *
- * or lets elector_etcd_run_once() do the waiting. Blocking helpers such as
- * elector_session_wait() and elector_campaign_sync() are short loops over the
- * same engine.
+ *   or lets elector_etcd_run_once() do the waiting. Blocking helpers such as
+ *   elector_session_wait() and elector_campaign_sync() are short loops over the
+ *   same engine. Every call is made from the thread that drives the loop.
+ *
+ * - By its own thread (elector_etcd_config.own_thread). elector_etcd_new()
+ *   starts a loop thread, which alone runs the client (keepalives, deadlines,
+ *   requests) and never runs user code, and a callback thread, which runs
+ *   every callback of the client, one at a time, in the order the events
+ *   happened. Every function of etcd.h and election.h may then be called from
+ *   any thread, callbacks included: the call is handed to the loop thread and
+ *   either waits there for its answer or returns at once and completes through
+ *   a callback; the blocking forms (_sync, _wait) wait on a condition
+ *   variable, also from a callback (only later callbacks wait). A handle's
+ *   free or close, from any thread, returns once no callback of that handle
+ *   runs any more, and none runs later (from a callback of that very handle,
+ *   the current one is the last). elector_etcd_fd(), _timeout(), _process()
+ *   and _run_once() are refused (-1, ELECTOR_EINVAL): the loop is the
+ *   client's own. A callback that runs longer than stall_ms is reported
+ *   (on_stall, or a line on stderr) and counted (elector_etcd_stalls()): it
+ *   delays the callbacks behind it, never a keepalive. In a child of fork(),
+ *   whose threads are gone, every call returns ELECTOR_EFORKED (false, 0, NULL
+ *   for the queries) and sends nothing; elector_etcd_free() there only forgets
+ *   the client.
  *
  * The raw RPC API (elector_etcd_call() and streams, watches, keepalives with
  * etcd's own protobuf messages) is declared in elector/etcd_rpc.h, which is not
@@ -21,8 +43,9 @@
  * Rule taken from libuv: when a function that takes a callback returns an error,
  * that callback is never called.
  *
- * All callbacks run inside elector_etcd_process() (or a blocking helper), never
- * from another thread. Calling elector_etcd_free() (and, in-tree,
+ * Driven by the caller's loop, all callbacks run inside elector_etcd_process()
+ * (or a blocking helper), never from another thread; with own_thread, on the
+ * client's callback thread. Calling elector_etcd_free() (and, in-tree,
  * elector_stream_close() or elector_watch_cancel()) from inside a callback is
  * allowed; the memory is released once the callback has returned.
  *
@@ -105,6 +128,18 @@ typedef struct elector_etcd_config {
      * URLs of the member list (a notice names them), so a password or token is
      * never sent unencrypted to a member the user did not name. Default false. */
     bool require_tls;
+    /* true: the client runs its own loop on a thread of its own and takes
+     * calls from any thread (see the top of this file). Default false: the
+     * caller's loop drives it, and the library starts no thread. */
+    bool own_thread;
+    /* own_thread: a callback that runs longer than this is reported once;
+     * default 1000. */
+    int64_t stall_ms;
+    /* own_thread: called on the loop thread once per callback that runs
+     * longer than stall_ms, with how long it has run so far. It must not
+     * block nor call into the client. NULL: a line on stderr. */
+    void (*on_stall)(elector_etcd *etcd, int64_t running_ms, void *ud);
+    void *stall_ud;
 } elector_etcd_config;
 
 /* Fills defaults. */
@@ -123,7 +158,12 @@ void elector_etcd_config_init(elector_etcd_config *cfg);
 elector_etcd *elector_etcd_new(const elector_etcd_config *cfg);
 
 /* Fails every pending call with ELECTOR_ECANCELED, closes the connection, frees.
- * Safe from inside a callback (deferred until it returns). NULL is a no-op. */
+ * Safe from inside a callback (deferred until it returns). NULL is a no-op.
+ * With own_thread, from any thread: new calls are refused (ELECTOR_ECLOSED),
+ * what is left is freed on the loop thread (elections resign, sessions revoke
+ * their lease, waiting up to 1 s each), and both threads are joined; from a
+ * callback, the callback thread ends once that callback has returned. Not
+ * from on_stall, nor from elector_etcd_exec()'s fn. */
 void elector_etcd_free(elector_etcd *etcd);
 
 /* The last error code of the handle and its detail text ("" when none). */
@@ -148,10 +188,26 @@ int elector_etcd_process(elector_etcd *etcd);
  * then processes it. Returns what elector_etcd_process() returns. */
 int elector_etcd_run_once(elector_etcd *etcd, int64_t max_ms);
 
-/* Wakes a run_once()/poll() that waits on elector_etcd_fd(). The only function of
- * the client (etcd.h, election.h) that may be called from another thread;
- * elector/driver.h builds on it to take calls from any thread. */
+/* Wakes a run_once()/poll() that waits on elector_etcd_fd(). Driven by the
+ * caller's loop, the only function of the client (etcd.h, election.h) that may
+ * be called from another thread. */
 void elector_etcd_wakeup(elector_etcd *etcd);
+
+/* Runs fn(etcd, arg) on the thread that drives the client and returns once it
+ * has returned: at once when called there (the caller's loop, or own_thread's
+ * loop thread), else handed to the loop thread between two of its rounds. fn
+ * may call any function of the client that does not block. For what the API
+ * lacks (the in-tree RPC API of etcd_rpc.h, with own_thread). Returns 0,
+ * ELECTOR_EINVAL (fn NULL), ELECTOR_ECLOSED (the client is being freed),
+ * ELECTOR_EFORKED. */
+int elector_etcd_exec(elector_etcd *etcd, void (*fn)(elector_etcd *etcd, void *arg),
+                      void *arg);
+
+/* own_thread: the callbacks that ran longer than stall_ms so far (0 without). */
+uint64_t elector_etcd_stalls(const elector_etcd *etcd);
+
+/* own_thread: true on the client's callback thread (false without). */
+bool elector_etcd_in_callback(const elector_etcd *etcd);
 
 /* Notices: what the client did on its own that an operator wants in a log.
  * err 0: informative (the TLS files changed and were loaded again, the

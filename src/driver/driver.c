@@ -118,22 +118,25 @@ static void publish(elector_driver *d)
     int64_t ran = 0;
     if (d->cb_busy && !d->stall_reported) {
         ran = (elector_now_ns() - d->cb_start_ns) / 1000000;
-        if (ran > d->cfg.stall_ms) {
+        if (ran > d->stall_ms) {
             d->stall_reported = stall = true;
             d->stalls++;
         }
     }
+    d->err = elector__etcd_err(d->etcd);
+    snprintf(d->errstr, sizeof(d->errstr), "%s", elector__etcd_errstr(d->etcd));
     pthread_cond_broadcast(&d->cv);
     pthread_mutex_unlock(&d->mu);
-    if (stall) {
-        if (d->cfg.on_stall)
-            d->cfg.on_stall(d, ran, d->cfg.ud);
-        else
-            fprintf(stderr,
-                    "elector driver: a callback has run for %lld ms (stall_ms %lld); "
-                    "keepalives go on, later callbacks wait\n",
-                    (long long)ran, (long long)d->cfg.stall_ms);
-    }
+    if (!stall) return;
+    if (d->on_stall)
+        d->on_stall(d->etcd, ran, d->stall_ud);
+    else if (d->drv_on_stall)
+        d->drv_on_stall(d, ran, d->stall_ud);
+    else
+        fprintf(stderr,
+                "elector: a callback has run for %lld ms (stall_ms %lld); "
+                "keepalives go on, later callbacks wait\n",
+                (long long)ran, (long long)d->stall_ms);
 }
 
 /* ---------------------------------------------------------------- the loop */
@@ -184,8 +187,8 @@ static void shutdown_all(elector_driver *d)
      * on for its TTL). */
     int64_t end = ms_now() + 1000;
     while (d->revokes > 0 && ms_now() < end)
-        elector_etcd_run_once(d->etcd, 50);
-    elector_etcd_free(d->etcd);
+        elector__etcd_run_once(d->etcd, 50);
+    elector__etcd_free(d->etcd);
 }
 
 static void *loop_main(void *arg)
@@ -198,14 +201,14 @@ static void *loop_main(void *arg)
         bool cb = d->cb_busy;
         pthread_mutex_unlock(&d->mu);
         if (stop) break;
-        int64_t t = elector_etcd_timeout(d->etcd);
+        int64_t t = elector__etcd_timeout(d->etcd);
         /* Rounds at least every 100 ms while a callback runs (to see a stall),
          * else every second (publish a deadline that moved). */
         int64_t cap = cb ? 100 : 1000;
         if (t < 0 || t > cap) t = cap;
-        struct pollfd p = {.fd = elector_etcd_fd(d->etcd), .events = POLLIN};
+        struct pollfd p = {.fd = elector__etcd_fd(d->etcd), .events = POLLIN};
         poll(&p, 1, (int)t);
-        elector_etcd_process(d->etcd);
+        elector__etcd_process(d->etcd);
         publish(d);
     }
     run_jobs(d, true);
@@ -219,41 +222,19 @@ static void *loop_main(void *arg)
     return NULL;
 }
 
-/* ---------------------------------------------------------------- driver */
+/* ---------------------------------------------------------------- start, stop */
 
-void elector_driver_config_init(elector_driver_config *cfg)
+int elector__drv_start(elector_etcd *e, const elector_etcd_config *cfg,
+                       void (*drv_on_stall)(elector_driver *, int64_t, void *),
+                       void *drv_ud)
 {
-    memset(cfg, 0, sizeof(*cfg));
-    cfg->stall_ms = 1000;
-}
-
-int elector_driver_new(const elector_etcd_config *etcd_cfg,
-                       const elector_driver_config *cfg, elector_driver **out)
-{
-    *out = NULL;
     elector_driver *d = calloc(1, sizeof(*d));
     if (!d) return ELECTOR_ENOMEM;
-    if (cfg)
-        d->cfg = *cfg;
-    else
-        elector_driver_config_init(&d->cfg);
-    if (d->cfg.stall_ms <= 0) d->cfg.stall_ms = 1000;
-    elector_etcd_config def;
-    if (!etcd_cfg) {
-        elector_etcd_config_init(&def);
-        etcd_cfg = &def;
-    }
-    d->etcd = elector_etcd_new(etcd_cfg);
-    if (!d->etcd) {
-        free(d);
-        return ELECTOR_ENOMEM;
-    }
-    int rc = elector_etcd_err(d->etcd);
-    if (rc) {
-        elector_etcd_free(d->etcd);
-        free(d);
-        return rc;
-    }
+    d->etcd = e;
+    d->stall_ms = cfg->stall_ms > 0 ? cfg->stall_ms : 1000;
+    d->on_stall = cfg->on_stall;
+    d->drv_on_stall = drv_on_stall;
+    d->stall_ud = drv_on_stall ? drv_ud : cfg->stall_ud;
     d->pid = getpid();
     d->jobs_tail = &d->jobs;
     d->items_tail = &d->items;
@@ -265,8 +246,9 @@ int elector_driver_new(const elector_etcd_config *etcd_cfg,
     pthread_cond_init(&d->cv, &ca);
     pthread_condattr_destroy(&ca);
     pthread_cond_init(&d->icv, NULL);
-    /* The loop thread is set before any job can be queued: no job before
-     * return. */
+    /* The owner is set before the threads start (they find it there), and
+     * the loop thread before any job can be queued: no job before return. */
+    elector__etcd_set_owner(e, d);
     if (pthread_create(&d->cb_th, NULL, elector__drv_cb_main, d)) goto fail;
     if (pthread_create(&d->loop_th, NULL, loop_main, d)) {
         pthread_mutex_lock(&d->mu);
@@ -276,20 +258,19 @@ int elector_driver_new(const elector_etcd_config *etcd_cfg,
         pthread_join(d->cb_th, NULL);
         goto fail;
     }
-    *out = d;
     return 0;
 fail:
+    elector__etcd_set_owner(e, NULL);
     pthread_cond_destroy(&d->cv);
     pthread_cond_destroy(&d->icv);
     pthread_mutex_destroy(&d->mu);
-    elector_etcd_free(d->etcd);
     free(d);
     return ELECTOR_EUNAVAILABLE;
 }
 
-void elector_driver_free(elector_driver *d)
+void elector__drv_stop(elector_driver *d)
 {
-    if (!d || forked(d)) return;
+    if (forked(d)) return;
     pthread_mutex_lock(&d->mu);
     if (d->freeing) {
         pthread_mutex_unlock(&d->mu);
@@ -325,10 +306,15 @@ static void exec_job(elector_driver *d, struct job *j)
     j->efn(d->etcd, j->a);
 }
 
-int elector_driver_exec(elector_driver *d, void (*fn)(elector_etcd *etcd, void *arg),
-                        void *arg)
+int elector_etcd_exec(elector_etcd *e, void (*fn)(elector_etcd *etcd, void *arg),
+                      void *arg)
 {
-    if (!fn) return ELECTOR_EINVAL;
+    if (!e || !fn) return ELECTOR_EINVAL;
+    elector_driver *d = elector__drv_of(e);
+    if (!d) {
+        fn(e, arg);
+        return 0;
+    }
     int rc = elector__drv_enter(d);
     if (rc) return rc;
     struct job j = {.fn = exec_job, .efn = fn, .a = arg};
@@ -337,31 +323,26 @@ int elector_driver_exec(elector_driver *d, void (*fn)(elector_etcd *etcd, void *
     return rc;
 }
 
-uint64_t elector_driver_stalls(const elector_driver *d)
+uint64_t elector_etcd_stalls(const elector_etcd *e)
 {
+    elector_driver *d = elector__drv_of(e);
     if (!d || forked(d)) return 0;
-    elector_driver *m = (elector_driver *)d;
-    pthread_mutex_lock(&m->mu);
-    uint64_t n = m->stalls;
-    pthread_mutex_unlock(&m->mu);
+    pthread_mutex_lock(&d->mu);
+    uint64_t n = d->stalls;
+    pthread_mutex_unlock(&d->mu);
     return n;
 }
 
-bool elector_driver_in_callback(const elector_driver *d)
+bool elector_etcd_in_callback(const elector_etcd *e)
 {
+    elector_driver *d = elector__drv_of(e);
     return d && !forked(d) && on_cb(d);
-}
-
-const char *elector_driver_cb_detail(const elector_driver *d)
-{
-    if (!d || forked(d) || !on_cb(d) || !d->cb_detail) return "";
-    return d->cb_detail;
 }
 
 char *elector__drv_err_detail(elector_driver *d, int err)
 {
-    if (err >= 0 || err == ELECTOR_ENOTLEADER || elector_etcd_err(d->etcd) != err)
+    if (err >= 0 || err == ELECTOR_ENOTLEADER || elector__etcd_err(d->etcd) != err)
         return NULL;
-    const char *s = elector_etcd_errstr(d->etcd);
+    const char *s = elector__etcd_errstr(d->etcd);
     return s && *s ? strdup(s) : NULL;
 }

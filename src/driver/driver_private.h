@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "elector/driver.h"
+#include "transport_internal.h"
 
 enum { H_SESSION, H_ELECTION, H_OBSERVER };
 
@@ -89,6 +90,8 @@ struct item {
     char *detail; /* I_GUARDED: the failure's text (malloc'd) or NULL */
 };
 
+/* The state of a client that runs on its own thread (own_thread): the
+ * client's owner (elector__etcd_owner()), made by elector_etcd_new(). */
 struct elector_driver {
     pid_t pid;
     pthread_mutex_t mu;
@@ -96,7 +99,18 @@ struct elector_driver {
     pthread_cond_t icv; /* callback queue, callback ended */
     pthread_t loop_th, cb_th;
     elector_etcd *etcd;
-    elector_driver_config cfg;
+    int64_t stall_ms;
+    /* on_stall of elector_etcd_config, or of the deprecated
+     * elector_driver_config (called with the driver). */
+    void (*on_stall)(elector_etcd *etcd, int64_t running_ms, void *ud);
+    void (*drv_on_stall)(elector_driver *d, int64_t running_ms, void *ud);
+    void *stall_ud;
+    /* The client's error as the loop thread last published it. */
+    int err;
+    char errstr[512];
+    /* The application's notice callback, run on the callback thread. */
+    elector_etcd_notice_cb notice_cb;
+    void *notice_ud;
     struct job *jobs, **jobs_tail;
     struct item *items, **items_tail;
     struct dh handles; /* list head */
@@ -185,6 +199,20 @@ void *elector__drv_cb_main(void *arg);
 int elector__drv_copy_bytes(uint8_t **dst, size_t *len, const uint8_t *src, size_t n);
 /* Waits until no callback of h runs (unless we are that callback). mu held. */
 void elector__drv_quiesce(elector_driver *d, struct dh *h);
+
+/* driver.c: the threads of a client with own_thread */
+/* Starts them for client e (new, usable): 0 or ELECTOR_ENOMEM/EUNAVAILABLE.
+ * drv_on_stall: the deprecated elector_driver_config's hook, or NULL. */
+int elector__drv_start(elector_etcd *e, const elector_etcd_config *cfg,
+                       void (*drv_on_stall)(elector_driver *, int64_t, void *),
+                       void *drv_ud);
+/* elector_etcd_free() of such a client. */
+void elector__drv_stop(elector_driver *d);
+/* The client's driver, NULL when the caller's loop drives it. */
+static inline elector_driver *elector__drv_of(const elector_etcd *e)
+{
+    return e ? elector__etcd_owner(e) : NULL;
+}
 
 /* driver.c: API calls and jobs */
 /* Enters an API call: 0, or why not. mu taken on success. */

@@ -53,7 +53,7 @@ static void campaign_done(elector_etcd *e, int err, const ProtobufCMessage *m, v
     if (err) {
         char detail[600];
         snprintf(detail, sizeof(detail), "campaign request failed: %s",
-                 elector_etcd_errstr(e));
+                 elector__etcd_errstr(e));
         elector__fail(el, err, detail);
         return;
     }
@@ -62,7 +62,7 @@ static void campaign_done(elector_etcd *e, int err, const ProtobufCMessage *m, v
         char detail[200];
         snprintf(detail, sizeof(detail),
                  "%s: campaign reply from %s without a valid revision (%lld)",
-                 elector_rpc_path(ELECTOR_RPC_TXN), elector_etcd_current_endpoint(e),
+                 elector_rpc_path(ELECTOR_RPC_TXN), elector__etcd_current_endpoint(e),
                  (long long)rev);
         elector__fail(el, ELECTOR_EPROTO, detail);
         return;
@@ -110,7 +110,7 @@ void elector__send_campaign(elector_election *el)
     if (o) elector__pace_take(o, 1);
     int rc = o ? elector__send_txn(el, &t.txn, o, campaign_done) : ELECTOR_ENOMEM;
     if (rc)
-        elector__fail(el, rc, elector_etcd_errstr(el->etcd));
+        elector__fail(el, rc, elector__etcd_errstr(el->etcd));
     else
         el->deletes++; /* counted with our deletes: see `deletes` */
 }
@@ -320,7 +320,7 @@ int elector_campaign_sync(elector_election *el, const void *value, size_t len,
             rc = ELECTOR_ETIMEDOUT;
             break;
         }
-        rc = elector_etcd_run_once(el->etcd, timeout_ms >= 0 ? left : -1);
+        rc = elector__etcd_run_once(el->etcd, timeout_ms >= 0 ? left : -1);
         if (rc) break;
     }
     if (!rc) rc = el->life.closed ? ELECTOR_ECLOSED : el->outcome == 1 ? 0 : el->outcome;

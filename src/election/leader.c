@@ -41,7 +41,8 @@ static void proclaim_done(elector_etcd *e, int err, const ProtobufCMessage *m, v
     } else {
         free(v);
     }
-    elector__emit(el, ELECTOR_EV_PROCLAIMED, err, err ? elector_etcd_errstr(e) : NULL, 0);
+    elector__emit(el, ELECTOR_EV_PROCLAIMED, err, err ? elector__etcd_errstr(e) : NULL,
+                  0);
 }
 
 int elector_proclaim(elector_election *el, const void *value, size_t len)
@@ -105,7 +106,7 @@ static void resign_done(elector_etcd *e, int err, const ProtobufCMessage *m, voi
     elector__delete_over(o->el);
     elector_election *el = elector__op_end(o);
     if (!el || !el->resign_pending) return; /* freed, or a new campaign took over */
-    resign_settle(el, err, elector_etcd_errstr(e));
+    resign_settle(el, err, elector__etcd_errstr(e));
 }
 
 static void resign_send(elector_election *el)
@@ -367,7 +368,7 @@ static int gsync_wait(elector_election *el, struct gsync *st, int rc, int64_t ti
             rc = ELECTOR_ETIMEDOUT;
             break;
         }
-        rc = elector_etcd_run_once(etcd, timeout_ms >= 0 ? left : -1);
+        rc = elector__etcd_run_once(etcd, timeout_ms >= 0 ? left : -1);
         if (rc) break;
     }
     if (st->done) {

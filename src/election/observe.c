@@ -157,7 +157,7 @@ static void fail_observer(elector_observer *o, int err)
     o->failed = true;
     elector_event ev = {.type = ELECTOR_EV_FAILED,
                         .reason = err,
-                        .detail = elector_etcd_errstr(o->etcd),
+                        .detail = elector__etcd_errstr(o->etcd),
                         .name = o->name,
                         .mono_ns = elector_now_ns()};
     deliver(o, &ev);

@@ -133,16 +133,16 @@ static elector_etcd *read_orders(size_t have, int64_t *lease, int64_t *ttl_s)
     *lease = o.v[0];
     *ttl_s = o.v[1];
     /* Reads the TLS files now, as the owner did not long ago. */
-    elector_etcd *e = elector_etcd_new(&c);
+    elector_etcd *e = elector__etcd_new(&c);
     size_t slen = 0;
     for (int i = 0; i < NSTR; i++)
         if (o.s[i]) slen = (size_t)(o.s[i] - store) + strlen(o.s[i]) + 1;
     explicit_bzero(store, slen);
     free(store);
-    if (!e || elector_etcd_err(e)) {
+    if (!e || elector__etcd_err(e)) {
         say("lease %llx: cannot use the settings (%s); it ends by its TTL",
-            e ? elector_etcd_errstr(e) : "out of memory", (unsigned long long)*lease);
-        elector_etcd_free(e);
+            e ? elector__etcd_errstr(e) : "out of memory", (unsigned long long)*lease);
+        elector__etcd_free(e);
         return NULL;
     }
     return e;
@@ -155,7 +155,7 @@ static int revoke_now(elector_etcd *e, int64_t lease, int64_t ttl_s)
     int rc = elector_etcd_lease_revoke_sync(e, lease, until);
     if (rc)
         say("lease %llx could not be revoked (%s); it ends by its TTL",
-            *elector_etcd_errstr(e) ? elector_etcd_errstr(e) : elector_strerror(rc),
+            *elector__etcd_errstr(e) ? elector__etcd_errstr(e) : elector_strerror(rc),
             (unsigned long long)lease);
     return rc ? 1 : 0;
 }
@@ -213,11 +213,11 @@ int elector_release_helper_main(void)
         int64_t l2, t2;
         elector_etcd *e2 = read_orders(1, &l2, &t2);
         if (!e2) continue;
-        elector_etcd_free(e);
+        elector__etcd_free(e);
         e = e2;
         lease = l2;
         ttl_s = t2;
     }
-    elector_etcd_free(e);
+    elector__etcd_free(e);
     return status;
 }

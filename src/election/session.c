@@ -120,7 +120,7 @@ static void keepalive_done(elector_etcd *e, int err, int64_t lease, int64_t ttl,
     }
     if (err == ELECTOR_ELEASE || err == ELECTOR_EPROTO) {
         /* Gone, or a server that breaks the protocol: a retry cannot help. */
-        session_die(s, err, elector_etcd_errstr(e));
+        session_die(s, err, elector__etcd_errstr(e));
         return;
     }
     if (elector_now_ns() >= s->deadline_ns) {
@@ -208,7 +208,7 @@ static void confirm_late_grant(elector_session *s, int64_t id)
     int rc = elector_etcd_keepalive(s->etcd, id, 0, adopt_done, s);
     if (rc) {
         s->grant_err = rc;
-        session_die(s, rc, elector_etcd_errstr(s->etcd));
+        session_die(s, rc, elector__etcd_errstr(s->etcd));
         return;
     }
     s->ka_in_flight = true;
@@ -233,7 +233,7 @@ static void grant_retry_fired(elector__timer *t, void *ud)
     int rc = send_grant(s);
     if (rc) {
         s->grant_err = rc;
-        session_die(s, rc, elector_etcd_errstr(s->etcd));
+        session_die(s, rc, elector__etcd_errstr(s->etcd));
     }
 }
 
@@ -244,7 +244,7 @@ static void grant_done(elector_etcd *e, int err, const ProtobufCMessage *m, void
         const Etcdserverpb__LeaseGrantResponse *r = (const void *)m;
         /* A reply that grants nothing says why itself (the client's error
          * text is not about it). */
-        const char *why = elector_etcd_errstr(e);
+        const char *why = elector__etcd_errstr(e);
         if (!err && r->error && *r->error) err = ELECTOR_EGRPC, why = r->error;
         if (!err && r->ttl <= 0)
             err = ELECTOR_ELEASE, why = "etcd answered TTL 0 (no lease)";
@@ -289,14 +289,14 @@ static void adopt_done(elector_etcd *e, int err, int64_t lease, int64_t ttl, voi
             int rc = send_grant(s);
             if (rc) {
                 s->grant_err = rc;
-                session_die(s, rc, elector_etcd_errstr(e));
+                session_die(s, rc, elector__etcd_errstr(e));
             }
             return;
         }
     }
     if (err) {
         s->grant_err = err;
-        session_die(s, err, elector_etcd_errstr(e));
+        session_die(s, err, elector__etcd_errstr(e));
         return;
     }
     if (s->ka_sent_ns + ttl * 1000000000 - margin_ns(s) <= elector_now_ns()) {
@@ -313,7 +313,7 @@ elector_session *elector_session_new(elector_etcd *etcd,
                                      const elector_session_config *cfg,
                                      elector_session_cb cb, void *ud)
 {
-    if (!etcd || elector_etcd_err(etcd) == ELECTOR_ENOMEM) return NULL;
+    if (!etcd || elector__etcd_err(etcd) == ELECTOR_ENOMEM) return NULL;
     elector_session *s = calloc(1, sizeof(*s));
     if (!s) return NULL;
     s->etcd = etcd;
@@ -347,7 +347,7 @@ int elector_session_wait(elector_session *s, int64_t timeout_ms)
     while (s->state == ELECTOR__S_GRANTING) {
         int64_t left = end - elector__now_ms();
         if (timeout_ms >= 0 && left <= 0) return ELECTOR_ETIMEDOUT;
-        int rc = elector_etcd_run_once(s->etcd, timeout_ms >= 0 ? left : -1);
+        int rc = elector__etcd_run_once(s->etcd, timeout_ms >= 0 ? left : -1);
         if (rc) return rc;
     }
     return s->state == ELECTOR__S_ALIVE

@@ -126,7 +126,7 @@ int elector_session_close_sync(elector_session *s, int64_t timeout_ms)
     /* The helper (told to stop) is reaped by the loop: on return it is gone,
      * not a zombie, as the blocking close promises (2 s at most: SIGKILL). */
     while (helper > 0 && elector__release_reaping(e, helper))
-        if (elector_etcd_run_once(e, 10)) return ELECTOR_ECLOSED;
+        if (elector__etcd_run_once(e, 10)) return ELECTOR_ECLOSED;
     if (!lease) return 0;
     struct sync_wait *w = calloc(1, sizeof(*w));
     if (!w) return elector_etcd_lease_revoke_sync(e, lease, until);
@@ -137,7 +137,7 @@ int elector_session_close_sync(elector_session *s, int64_t timeout_ms)
                                     : rc;
     }
     while (!w->done) {
-        rc = elector_etcd_run_once(e, -1);
+        rc = elector__etcd_run_once(e, -1);
         if (rc) {
             /* The revoke's answer has come (ECANCELED by the client's free):
              * nobody will free the wait but us. It was once left behind. */

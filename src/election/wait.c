@@ -80,9 +80,9 @@ static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchRespons
         else if (next == ELECTOR__WATCH_REREAD)
             elector__send_check(el);
         else if (el->state == E_LEADER)
-            elector__lose(el, err, elector_etcd_errstr(el->etcd), 0);
+            elector__lose(el, err, elector__etcd_errstr(el->etcd), 0);
         else
-            elector__fail(el, err, elector_etcd_errstr(el->etcd));
+            elector__fail(el, err, elector__etcd_errstr(el->etcd));
         return;
     }
     if (r->created && !el->watch_ok) {
@@ -262,7 +262,7 @@ static void check_done(elector_etcd *e, int err, const ProtobufCMessage *m, void
     if (!err && r->succeeded && !rr) err = ELECTOR_EPROTO;
     if (rr && !fast.fast) elector__pace_note_keys(e, rr->count);
     if (err == ELECTOR_EPERM || err == ELECTOR_EAUTH || err == ELECTOR_EPROTO) {
-        check_refused(el, err, elector_etcd_errstr(e));
+        check_refused(el, err, elector__etcd_errstr(e));
         return;
     }
     if (err) {

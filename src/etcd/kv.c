@@ -96,6 +96,6 @@ elector__txn_range(elector_etcd *e, const Etcdserverpb__TxnResponse *r, size_t i
         return op->response_range;
     elector__set_err(
         e, ELECTOR_EPROTO, "%s: malformed reply from %s: no Range result at %zu",
-        elector_rpc_path(ELECTOR_RPC_TXN), elector_etcd_current_endpoint(e), i + 1);
+        elector_rpc_path(ELECTOR_RPC_TXN), elector__etcd_current_endpoint(e), i + 1);
     return NULL;
 }

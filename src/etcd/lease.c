@@ -268,7 +268,7 @@ int elector_etcd_keepalive(elector_etcd *e, int64_t lease, int64_t timeout_ms,
     ka_state *st = state(e);
     if (!st) return ELECTOR_ENOMEM;
     ka_lane *l = pick_lane(st);
-    if (!l) return elector_etcd_err(e);
+    if (!l) return elector__etcd_err(e);
     ka_req *r = calloc(1, sizeof(*r));
     if (!r) return ELECTOR_ENOMEM;
     Etcdserverpb__LeaseKeepAliveRequest req =

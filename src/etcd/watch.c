@@ -267,7 +267,7 @@ static int send_create(elector_etcd *e, watch_state *st, elector_watch *w)
     if (!st->cur) {
         elector_call_opts o = {.require_leader = 1};
         st->cur = elector_etcd_stream_open(e, ELECTOR_RPC_WATCH, &o, on_msg, st);
-        if (!st->cur) return elector_etcd_err(e);
+        if (!st->cur) return elector__etcd_err(e);
     }
     Etcdserverpb__WatchCreateRequest *cr =
         etcdserverpb__watch_create_request__unpack(NULL, w->create_len, w->create);

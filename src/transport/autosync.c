@@ -80,7 +80,7 @@ static int usable_eps(const elector_etcd *e, const char *const *urls, int n,
             dup |= same_ep(&eps[k], one);
         /* A client set up for TLS never moves to cleartext: its password and
          * token would go out unencrypted. One set up without TLS has no TLS
-         * context (elector_etcd_new() makes one only for a TLS list): it
+         * context (elector__etcd_new() makes one only for a TLS list): it
          * cannot use an https:// member. */
         bool wrong_scheme = one->tls != e->tls_only;
         if (!dup && wrong_scheme && one->tls) sk->unusable++;

@@ -20,7 +20,7 @@
 #include <unistd.h>
 #include "transport_private.h"
 
-const char *elector_etcd_current_endpoint(const elector_etcd *e)
+const char *elector__etcd_current_endpoint(const elector_etcd *e)
 {
     return e->cstate == C_READY ? elector__authority(e) : "";
 }
@@ -30,7 +30,7 @@ uint64_t elector__conn_serial(const elector_etcd *e)
     return e->cstate == C_READY ? e->stats.connects : 0;
 }
 
-int elector_etcd_endpoint_info(const elector_etcd *e, int i, elector_endpoint_info *out)
+int elector__etcd_endpoint_info(const elector_etcd *e, int i, elector_endpoint_info *out)
 {
     if (!e || i < 0 || i >= e->nep || !out) return ELECTOR_EINVAL;
     const elector__endpoint *ep = &e->eps[i];

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* The etcd client engine: the handle, its one file descriptor (an epoll set
  * holding the connection's socket, an eventfd for elector_etcd_wakeup() and a
- * timerfd), and the loop's pass, elector_etcd_process(): socket I/O, the
+ * timerfd), and the loop's pass, elector__etcd_process(): socket I/O, the
  * callbacks that result, due timers, then whatever the callbacks queued. The
  * engine's timeout is the earliest timer (timer.c), or now when work is pending.
  *
  * Freeing follows the rule of callbacks and freeing (transport_internal.h): the
- * loop holds the client while it runs callbacks, so elector_etcd_free() from a
+ * loop holds the client while it runs callbacks, so elector__etcd_free() from a
  * callback only marks it, and the memory goes when the pass ends. */
 #include <errno.h>
 #include <stdio.h>
@@ -20,24 +20,39 @@
 
 /* ---------------------------------------------------------------- errors, misc */
 
-int elector_etcd_err(const elector_etcd *e)
+int elector__etcd_err(const elector_etcd *e)
 {
     return e ? e->err : ELECTOR_ENOMEM;
 }
 
-const char *elector_etcd_errstr(const elector_etcd *e)
+const char *elector__etcd_errstr(const elector_etcd *e)
 {
     return e ? e->errstr : "out of memory";
 }
 
-int elector_etcd_fd(const elector_etcd *e)
+int elector__etcd_fd(const elector_etcd *e)
 {
     return e->epfd;
 }
 
-void elector_etcd_get_stats(const elector_etcd *e, elector_etcd_stats *out)
+void elector__etcd_get_stats(const elector_etcd *e, elector_etcd_stats *out)
 {
     *out = e->stats;
+}
+
+int elector__etcd_unusable(elector_etcd *e, int err, const char *why)
+{
+    return e->init_err = elector__set_err(e, err, "%s", why);
+}
+
+void *elector__etcd_owner(const elector_etcd *e)
+{
+    return e->owner;
+}
+
+void elector__etcd_set_owner(elector_etcd *e, void *owner)
+{
+    e->owner = owner;
 }
 
 void elector__etcd_enter(elector_etcd *e)
@@ -87,6 +102,7 @@ void elector_etcd_config_init(elector_etcd_config *c)
     c->keepalive_timeout_ms = 2000;
     c->backoff_min_ms = 50;
     c->backoff_max_ms = 2000;
+    c->stall_ms = 1000;
 }
 
 static int copy_config(elector_etcd *e, const elector_etcd_config *cfg)
@@ -216,7 +232,7 @@ static int endpoints_setup(elector_etcd *e)
     return err ? err : elector__tls_setup(e);
 }
 
-elector_etcd *elector_etcd_new(const elector_etcd_config *cfg)
+elector_etcd *elector__etcd_new(const elector_etcd_config *cfg)
 {
     elector_etcd_config defaults;
     if (!cfg) {
@@ -263,14 +279,14 @@ static bool work_pending(const elector_etcd *e)
            (!e->want_write && elector__h2_want_write(e));
 }
 
-/* When elector_etcd_process() must run next (absolute ms on the deadline clock;
+/* When elector__etcd_process() must run next (absolute ms on the deadline clock;
  * INT64_MAX: nothing is due). */
 static int64_t next_due(const elector_etcd *e, int64_t now)
 {
     return work_pending(e) ? now : elector__timers_next(e);
 }
 
-int64_t elector_etcd_timeout(elector_etcd *e)
+int64_t elector__etcd_timeout(elector_etcd *e)
 {
     int64_t now = elector__now_ms();
     e->now_ms = now;
@@ -349,16 +365,16 @@ void elector__etcd_send_now(elector_etcd *e)
     elector__ping_rearm(e);
 }
 
-int elector_etcd_process(elector_etcd *e)
+int elector__etcd_process(elector_etcd *e)
 {
     struct epoll_event evs[4];
     int n = epoll_wait(e->epfd, evs, 4, 0);
     return process_events(e, evs, n < 0 ? 0 : n);
 }
 
-int elector_etcd_run_once(elector_etcd *e, int64_t max_ms)
+int elector__etcd_run_once(elector_etcd *e, int64_t max_ms)
 {
-    int64_t t = elector_etcd_timeout(e);
+    int64_t t = elector__etcd_timeout(e);
     if (max_ms >= 0 && (t < 0 || t > max_ms)) t = max_ms;
     if (t > INT32_MAX) t = INT32_MAX;
     struct epoll_event evs[4];
@@ -405,7 +421,7 @@ static void real_free(elector_etcd *e)
     free(e);
 }
 
-void elector_etcd_free(elector_etcd *e)
+void elector__etcd_free(elector_etcd *e)
 {
     if (!e || e->life.closed) return;
     e->life.closed = true;

@@ -33,7 +33,7 @@ int elector_etcd_call_sync(elector_etcd *e, elector_rpc rpc, const ProtobufCMess
      * is reported through sync_cb, which is ours. */
     elector__etcd_send_now(e);
     while (!s.done) {
-        rc = elector_etcd_run_once(e, -1);
+        rc = elector__etcd_run_once(e, -1);
         if (rc) return rc;
     }
     if (resp)

@@ -310,7 +310,7 @@ void elector__tls_files_free(elector_etcd *e)
     e->tls_files = NULL;
 }
 
-void elector_etcd_set_notice(elector_etcd *e, elector_etcd_notice_cb cb, void *ud)
+void elector__etcd_set_notice(elector_etcd *e, elector_etcd_notice_cb cb, void *ud)
 {
     if (!e) return;
     e->notice_cb = cb;

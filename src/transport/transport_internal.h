@@ -18,6 +18,34 @@
  * max_recv_msg_bytes is at most this). */
 #define ELECTOR__GRPC_MAX_MSG (64u * 1024u * 1024u)
 
+/* ---- the client's calls, whichever drives it ----
+ * The public functions of <elector/etcd.h> whose behaviour depends on how the
+ * client is driven (the caller's loop, or its own thread: own_thread) are
+ * defined by the top layer (src/driver/), which calls these on the loop
+ * thread. The core calls these, never the public names. */
+elector_etcd *elector__etcd_new(const elector_etcd_config *cfg);
+void elector__etcd_free(elector_etcd *etcd);
+int elector__etcd_err(const elector_etcd *etcd);
+const char *elector__etcd_errstr(const elector_etcd *etcd);
+int elector__etcd_fd(const elector_etcd *etcd);
+int64_t elector__etcd_timeout(elector_etcd *etcd);
+int elector__etcd_process(elector_etcd *etcd);
+int elector__etcd_run_once(elector_etcd *etcd, int64_t max_ms);
+void elector__etcd_set_notice(elector_etcd *etcd, elector_etcd_notice_cb cb, void *ud);
+const char *elector__etcd_current_endpoint(const elector_etcd *etcd);
+int elector__etcd_endpoint_info(const elector_etcd *etcd, int i,
+                                elector_endpoint_info *out);
+void elector__etcd_get_stats(const elector_etcd *etcd, elector_etcd_stats *out);
+
+/* The state of the layer that drives the client from a thread of its own
+ * (own_thread), NULL for a client driven by the caller's loop. A slot of data
+ * the top layer sets once, before any other thread knows the client. */
+void *elector__etcd_owner(const elector_etcd *etcd);
+void elector__etcd_set_owner(elector_etcd *etcd, void *owner);
+/* Makes a new client unusable, as a bad configuration does (calls and sessions
+ * are refused, elector__etcd_err() says why); returns err. */
+int elector__etcd_unusable(elector_etcd *etcd, int err, const char *why);
+
 /* ---- the rule of callbacks and freeing (docs/DESIGN.md) ----
  *
  * Whatever a callback may end is ended in two steps: closing marks it (no
@@ -71,7 +99,7 @@ int64_t elector__mono_of(int64_t boot_ns);
 
 /* ---- timers ----
  * Every deadline of the library is one of these, in one heap per client; the
- * engine's timeout (elector_etcd_timeout()) is the earliest of them. A timer is
+ * engine's timeout (elector__etcd_timeout()) is the earliest of them. A timer is
  * owned by its embedder and zero-initialized before first use; disarm it before
  * freeing it. Timers due at the same time fire in the order they were armed. */
 typedef struct elector__timer elector__timer;
@@ -141,7 +169,7 @@ uint64_t elector__conn_serial(const elector_etcd *etcd);
 int elector__set_err(elector_etcd *etcd, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* A notice for the application (elector_etcd_set_notice()); err 0: informative.
+/* A notice for the application (elector__etcd_set_notice()); err 0: informative.
  * What the client did or could not do on its own that an operator should read:
  * files reloaded, the endpoint list synced, no release helper. */
 void elector__notice(elector_etcd *e, int err, const char *fmt, ...)

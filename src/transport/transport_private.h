@@ -239,6 +239,7 @@ struct elector_etcd {
     struct elector__autosync *autosync;
     elector_etcd_notice_cb notice_cb;
     void *notice_ud;
+    void *owner; /* elector__etcd_owner() */
     nghttp2_session *h2;
     /* nghttp2 ended the connection itself (it sent GOAWAY with an error: the
      * server broke HTTP/2); what it said, for elector__h2_output to report. */
@@ -300,7 +301,7 @@ void elector__etcd_send_now(elector_etcd *e);
 
 /* timer.c */
 /* elector__timer_arm() without moving the timerfd: for the transport's own
- * timers, armed where the end of the pass or elector_etcd_timeout() (which the
+ * timers, armed where the end of the pass or elector__etcd_timeout() (which the
  * application calls before it waits) sets the timerfd anyway. Saves a
  * timerfd_settime() per call. */
 void elector__timer_set(elector_etcd *e, elector__timer *t, int64_t due_ms,
