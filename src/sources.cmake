@@ -36,6 +36,7 @@ set(ELECTOR_ELECTION_SRCS
   election.c
   leader.c
   observe.c
+  owner.c
   release.c
   release_find.c
   release_helper.c
@@ -44,15 +45,16 @@ set(ELECTOR_ELECTION_SRCS
   session_view.c
   txn.c
   wait.c)
-# Optional in use, always built: the loop on its own thread (elector/driver.h).
+# The public API of both ways to drive a client: the caller's loop (the core
+# below) or its own thread (own_thread: the loop thread, the callback thread).
 set(ELECTOR_DRIVER_SRCS
+  api_election.c
   api_etcd.c
+  api_kv.c
+  api_ops.c
+  api_session.c
   driver.c
-  driver_cb.c
-  driver_election.c
-  driver_kv.c
-  driver_legacy.c
-  driver_ops.c)
+  driver_cb.c)
 
 set(ELECTOR_LAYER_DIRS)
 set(ELECTOR_SRCS)

@@ -995,7 +995,8 @@ TEST(calls_from_the_loop_thread_run_inline_and_a_freed_driver_refuses_calls)
     ASSERT_EQ(ELECTOR_EINVAL, elector_driver_campaign_sync(NULL, "x", 1, 10));
     ASSERT_EQ(ELECTOR_EINVAL, elector_driver_resign_sync(NULL, 10));
     ASSERT_EQ(ELECTOR_EINVAL, elector_driver_resign(NULL));
-    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_proclaim(NULL, "x", 1));
+    /* one API: as elector_proclaim(NULL): we do not lead */
+    ASSERT_EQ(ELECTOR_ENOTLEADER, elector_driver_proclaim(NULL, "x", 1));
     ASSERT_EQ(0, elector_driver_token(NULL));
     ASSERT_EQ(ELECTOR_EINVAL,
               elector_driver_guarded_put(NULL, "k", 1, "v", 1, NULL, NULL));

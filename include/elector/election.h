@@ -23,8 +23,13 @@
  * session and a new ELECTOR_EV_ELECTED.
  *
  * All objects live on one elector_etcd client and its event loop (see etcd.h):
- * callbacks run inside elector_etcd_process(). Free order: elections, then
- * sessions, then the client.
+ * driven by the caller's loop, callbacks run inside elector_etcd_process();
+ * with own_thread, on the client's callback thread, and every function may be
+ * called from any thread (the _sync forms wait on a condition variable; a
+ * free or close returns once no callback of that handle runs any more).
+ * Free order: elections, then sessions, then the client; with own_thread,
+ * elector_etcd_free() frees what is left (elections resign, sessions revoke),
+ * and a handle must not be used once it has begun.
  */
 #ifndef ELECTOR_ELECTION_H
 #define ELECTOR_ELECTION_H
@@ -305,6 +310,14 @@ int elector_proclaim(elector_election *el, const void *value, size_t len);
  * campaign's). Returns 0 or ELECTOR_EINVAL (idle). */
 int elector_resign(elector_election *el);
 
+/* Resigns (as elector_resign()) and waits until our key is deleted: the
+ * RESIGNED or FAILED event has been delivered. Returns 0, ELECTOR_EINVAL
+ * (idle), ELECTOR_ETIMEDOUT after timeout_ms (< 0: no limit; the delete goes
+ * on), ELECTOR_ECLOSED (freed meanwhile). Driven by the caller's loop it runs
+ * the loop (not from a callback); with own_thread it waits on a condition
+ * variable. */
+int elector_resign_sync(elector_election *el, int64_t timeout_ms);
+
 /* True only while we lead and the session's validity deadline has not passed:
  * evaluated against the deadline clock (elector_now_ns()) at each call. */
 bool elector_is_leader(const elector_election *el);
@@ -428,6 +441,18 @@ typedef struct elector_leader_info {
 int elector_leader_sync(elector_etcd *etcd, const char *name, int64_t timeout_ms,
                         elector_leader_info *info);
 void elector_leader_free(elector_leader_info *info);
+
+/* The same read without waiting: cb(etcd, rc, info, ud) runs once, from the
+ * loop or (own_thread) on the callback thread, with rc as
+ * elector_leader_sync() would return it (info is set when rc is 0 or
+ * ELECTOR_EBLOCKED, valid during the callback only; ELECTOR_ECANCELED when the
+ * client is freed first; in the callback, elector_etcd_errstr() is the
+ * failure's text). For callers that wait on their own terms. Returns 0 (cb
+ * will run) or the error (cb never runs). */
+typedef void (*elector_leader_cb)(elector_etcd *etcd, int rc,
+                                  const elector_leader_info *info, void *ud);
+int elector_leader(elector_etcd *etcd, const char *name, int64_t timeout_ms,
+                   elector_leader_cb cb, void *ud);
 
 /* Follows the leader of `name`: LEADER (with every new value proclaimed) and
  * NO_LEADER events, in order, without duplicates, never an older state after a

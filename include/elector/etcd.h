@@ -288,6 +288,76 @@ void elector_etcd_get_stats(const elector_etcd *etcd, elector_etcd_stats *out);
 /* Short method name of an rpc ("Range", "LeaseKeepAlive"), NULL if out of range. */
 const char *elector_rpc_name(elector_rpc rpc);
 
+/* ---- keys ----------------------------------------------------------------------- */
+
+/* Plain key operations for what elections do not cover (tooz's groups, say).
+ * Keys and values are bytes; a key must not be empty. Each call ends by
+ * timeout_ms (<= 0: the client's request timeout).
+ *
+ * The _sync forms wait for their answer: driven by the caller's loop they run
+ * it (not from a callback); with own_thread they wait on a condition variable
+ * (from any thread but the callback thread). The others return at once and
+ * cb(etcd, rc, kvs, n, deleted, ud) runs once, from the loop or on the
+ * callback thread, with rc as the _sync form would return it, and for a get
+ * the keys (kvs, n: valid during the callback only), for a delete how many
+ * were deleted; ELECTOR_ECANCELED when the client is freed first. Each
+ * returns 0 (cb will run) or the error (cb never runs). */
+
+/* A key as read from etcd; the array and its bytes are owned by the caller,
+ * freed with elector_kvs_free(). */
+typedef struct elector_kv {
+    uint8_t *key;
+    size_t key_len;
+    uint8_t *value;
+    size_t value_len;
+    int64_t create_revision, mod_revision;
+    int64_t lease; /* 0: none */
+} elector_kv;
+
+void elector_kvs_free(elector_kv *kvs, size_t n);
+
+/* Only when the key does not exist (a transaction on its create revision). */
+#define ELECTOR_KV_PUT_IF_ABSENT 1u
+
+/* Puts key = value, bound to lease when not 0 (a session's:
+ * elector_session_lease(); the key goes with the lease). Returns 0 (written),
+ * 1 (ELECTOR_KV_PUT_IF_ABSENT and the key exists: nothing written), or the
+ * call's error (ELECTOR_ELEASE: the lease is gone). */
+int elector_kv_put_sync(elector_etcd *etcd, const void *key, size_t key_len,
+                        const void *value, size_t value_len, int64_t lease,
+                        unsigned flags, int64_t timeout_ms);
+
+/* The key (prefix false) or every key that starts with it (prefix true), in key
+ * order: 0 and *kvs, *n (NULL, 0 when none), or the call's error. */
+int elector_kv_get_sync(elector_etcd *etcd, const void *key, size_t key_len, bool prefix,
+                        int64_t timeout_ms, elector_kv **kvs, size_t *n);
+
+/* Deletes the key, or every key that starts with it; *deleted (may be NULL):
+ * how many were. Returns 0 or the call's error. */
+int elector_kv_delete_sync(elector_etcd *etcd, const void *key, size_t key_len,
+                           bool prefix, int64_t timeout_ms, int64_t *deleted);
+
+typedef void (*elector_kv_cb)(elector_etcd *etcd, int rc, const elector_kv *kvs, size_t n,
+                              int64_t deleted, void *ud);
+int elector_kv_put(elector_etcd *etcd, const void *key, size_t key_len, const void *value,
+                   size_t value_len, int64_t lease, unsigned flags, int64_t timeout_ms,
+                   elector_kv_cb cb, void *ud);
+int elector_kv_get(elector_etcd *etcd, const void *key, size_t key_len, bool prefix,
+                   int64_t timeout_ms, elector_kv_cb cb, void *ud);
+int elector_kv_delete(elector_etcd *etcd, const void *key, size_t key_len, bool prefix,
+                      int64_t timeout_ms, elector_kv_cb cb, void *ud);
+
+/* Revokes lease (a closed session's: elector_session_lease() read before the
+ * close) with a LeaseRevoke of its own, for a caller that must know the lease
+ * is gone: cb(etcd, rc, ud) runs once, from the loop or on the callback
+ * thread, with 0 (etcd revoked it, or no longer knew it: revoked or expired)
+ * or the call's error (ELECTOR_ETIMEDOUT after timeout_ms; <= 0: the request
+ * timeout; ELECTOR_ECANCELED when the client is freed first). Returns 0 (cb
+ * will run) or the error (cb never runs). */
+typedef void (*elector_revoke_cb)(elector_etcd *etcd, int rc, void *ud);
+int elector_lease_revoke(elector_etcd *etcd, int64_t lease, int64_t timeout_ms,
+                         elector_revoke_cb cb, void *ud);
+
 /* ---- helpers -------------------------------------------------------------------- */
 
 /* The range_end that selects every key with the given prefix, into out (which

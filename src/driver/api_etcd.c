@@ -12,18 +12,11 @@
 /* Texts handed to another thread than the loop thread: copies of its own. */
 static _Thread_local char tl_text[3][512];
 
-/* Another thread than the loop thread of a client with own_thread. */
-static elector_driver *remote(const elector_etcd *e)
-{
-    elector_driver *d = elector__drv_of(e);
-    return d && !on_loop(d) ? d : NULL;
-}
-
 elector_etcd *elector_etcd_new(const elector_etcd_config *cfg)
 {
     elector_etcd *e = elector__etcd_new(cfg);
     if (!e || !cfg || !cfg->own_thread || elector__etcd_err(e)) return e;
-    int rc = elector__drv_start(e, cfg, NULL, NULL);
+    int rc = elector__drv_start(e, cfg);
     if (rc)
         elector__etcd_unusable(e, rc,
                                rc == ELECTOR_ENOMEM
@@ -34,7 +27,7 @@ elector_etcd *elector_etcd_new(const elector_etcd_config *cfg)
 
 void elector_etcd_free(elector_etcd *e)
 {
-    elector_driver *d = elector__drv_of(e);
+    elector__drv *d = elector__drv_of(e);
     if (d)
         elector__drv_stop(d);
     else
@@ -43,7 +36,7 @@ void elector_etcd_free(elector_etcd *e)
 
 int elector_etcd_err(const elector_etcd *e)
 {
-    elector_driver *d = remote(e);
+    elector__drv *d = remote_drv(e);
     if (!d) return elector__etcd_err(e);
     if (forked(d)) return ELECTOR_EFORKED;
     pthread_mutex_lock(&d->mu);
@@ -57,7 +50,7 @@ int elector_etcd_err(const elector_etcd *e)
  * else the client's, as last published. */
 const char *elector_etcd_errstr(const elector_etcd *e)
 {
-    elector_driver *d = remote(e);
+    elector__drv *d = remote_drv(e);
     if (!d) return elector__etcd_errstr(e);
     if (forked(d)) return "the client belongs to the parent process (fork)";
     if (on_cb(d) && d->cb_detail) return d->cb_detail;
@@ -79,14 +72,14 @@ int64_t elector_etcd_timeout(elector_etcd *e)
 
 int elector_etcd_process(elector_etcd *e)
 {
-    elector_driver *d = elector__drv_of(e);
+    elector__drv *d = elector__drv_of(e);
     if (!d) return elector__etcd_process(e);
     return forked(d) ? ELECTOR_EFORKED : ELECTOR_EINVAL;
 }
 
 int elector_etcd_run_once(elector_etcd *e, int64_t max_ms)
 {
-    elector_driver *d = elector__drv_of(e);
+    elector__drv *d = elector__drv_of(e);
     if (!d) return elector__etcd_run_once(e, max_ms);
     return forked(d) ? ELECTOR_EFORKED : ELECTOR_EINVAL;
 }
@@ -94,13 +87,16 @@ int elector_etcd_run_once(elector_etcd *e, int64_t max_ms)
 /* ---------------------------------------------------------------- notices */
 
 struct notice {
+    elector__drv *d;
     int err;
     char msg[];
 };
 
-static void notice_deliver(elector_driver *d, void *ud)
+static void notice_deliver(elector_etcd *e, void *ud)
 {
+    (void)e;
     struct notice *n = ud;
+    elector__drv *d = n->d;
     /* Read here: a notice queued before the callback changed goes to the new
      * one (or none), as in the caller's loop. */
     pthread_mutex_lock(&d->mu);
@@ -115,23 +111,24 @@ static void notice_deliver(elector_driver *d, void *ud)
 static void notice_relay(elector_etcd *e, int err, const char *msg, void *ud)
 {
     (void)e;
-    elector_driver *d = ud;
+    elector__drv *d = ud;
     size_t len = strlen(msg);
     struct notice *n = malloc(sizeof(*n) + len + 1);
     if (!n) return;
+    n->d = d;
     n->err = err;
     memcpy(n->msg, msg, len + 1);
     if (!elector__drv_queue_call(d, notice_deliver, n)) free(n);
 }
 
-static void set_notice_job(elector_driver *d, struct job *j)
+static void set_notice_job(elector__drv *d, struct job *j)
 {
     elector__etcd_set_notice(d->etcd, j->a ? notice_relay : NULL, d);
 }
 
 void elector_etcd_set_notice(elector_etcd *e, elector_etcd_notice_cb cb, void *ud)
 {
-    elector_driver *d = elector__drv_of(e);
+    elector__drv *d = elector__drv_of(e);
     if (!d) {
         elector__etcd_set_notice(e, cb, ud);
         return;
@@ -153,7 +150,7 @@ struct read_job {
     char authority[512], host[512]; /* copies, made on the loop thread */
 };
 
-static void endpoint_job(elector_driver *d, struct job *j)
+static void endpoint_job(elector__drv *d, struct job *j)
 {
     struct read_job *r = j->a;
     if (r->i < 0)
@@ -168,7 +165,7 @@ static void endpoint_job(elector_driver *d, struct job *j)
 
 /* Runs fn with r on the loop thread; false when the client is stopping or was
  * left by fork(). */
-static bool read_on_loop(elector_driver *d, void (*fn)(elector_driver *, struct job *),
+static bool read_on_loop(elector__drv *d, void (*fn)(elector__drv *, struct job *),
                          struct read_job *r)
 {
     if (elector__drv_enter(d)) return false;
@@ -180,7 +177,7 @@ static bool read_on_loop(elector_driver *d, void (*fn)(elector_driver *, struct 
 
 const char *elector_etcd_current_endpoint(const elector_etcd *e)
 {
-    elector_driver *d = remote(e);
+    elector__drv *d = remote_drv(e);
     if (!d) return elector__etcd_current_endpoint(e);
     struct read_job r = {.i = -1};
     if (!read_on_loop(d, endpoint_job, &r)) return "";
@@ -190,7 +187,7 @@ const char *elector_etcd_current_endpoint(const elector_etcd *e)
 
 int elector_etcd_endpoint_info(const elector_etcd *e, int i, elector_endpoint_info *out)
 {
-    elector_driver *d = remote(e);
+    elector__drv *d = remote_drv(e);
     if (!d) return elector__etcd_endpoint_info(e, i, out);
     struct read_job r = {.i = i};
     if (!read_on_loop(d, endpoint_job, &r))
@@ -204,7 +201,7 @@ int elector_etcd_endpoint_info(const elector_etcd *e, int i, elector_endpoint_in
     return 0;
 }
 
-static void stats_job(elector_driver *d, struct job *j)
+static void stats_job(elector__drv *d, struct job *j)
 {
     struct read_job *r = j->a;
     elector__etcd_get_stats(d->etcd, &r->stats);
@@ -212,7 +209,7 @@ static void stats_job(elector_driver *d, struct job *j)
 
 void elector_etcd_get_stats(const elector_etcd *e, elector_etcd_stats *out)
 {
-    elector_driver *d = remote(e);
+    elector__drv *d = remote_drv(e);
     if (!d) {
         elector__etcd_get_stats(e, out);
         return;

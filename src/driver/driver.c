@@ -16,7 +16,7 @@
 /* ---------------------------------------------------------------- jobs */
 
 /* Enters an API call: 0, or why not. mu taken on success. */
-int elector__drv_enter(elector_driver *d)
+int elector__drv_enter(elector__drv *d)
 {
     if (!d) return ELECTOR_EINVAL;
     if (forked(d)) return ELECTOR_EFORKED;
@@ -29,7 +29,7 @@ int elector__drv_enter(elector_driver *d)
     return 0;
 }
 
-void elector__drv_leave(elector_driver *d) /* mu held; released */
+void elector__drv_leave(elector__drv *d) /* mu held; released */
 {
     if (--d->calls == 0) pthread_cond_broadcast(&d->cv);
     pthread_mutex_unlock(&d->mu);
@@ -37,14 +37,14 @@ void elector__drv_leave(elector_driver *d) /* mu held; released */
 
 /* The same for a call on handle h, held for the call: a shutdown under way
  * frees the handle only after the call has left. */
-int elector__drv_enter_h(elector_driver *d, struct dh *h)
+int elector__drv_enter_h(elector__drv *d, struct dh *h)
 {
     int rc = elector__drv_enter(d);
     if (!rc) h->refs++;
     return rc;
 }
 
-void elector__drv_leave_h(elector_driver *d, struct dh *h) /* mu held; released */
+void elector__drv_leave_h(elector__drv *d, struct dh *h) /* mu held; released */
 {
     elector__drv_h_unref(h);
     elector__drv_leave(d);
@@ -52,7 +52,7 @@ void elector__drv_leave_h(elector_driver *d, struct dh *h) /* mu held; released 
 
 /* Runs j on the loop thread and waits for it (mu held, kept). Inline when
  * already there. */
-int elector__drv_run_job(elector_driver *d, struct job *j)
+int elector__drv_run_job(elector__drv *d, struct job *j)
 {
     j->done = false;
     j->rc = 0;
@@ -71,7 +71,7 @@ int elector__drv_run_job(elector_driver *d, struct job *j)
     return j->rc;
 }
 
-static void run_jobs(elector_driver *d, bool closing)
+static void run_jobs(elector__drv *d, bool closing)
 {
     pthread_mutex_lock(&d->mu);
     while (d->jobs) {
@@ -93,24 +93,25 @@ static void run_jobs(elector_driver *d, bool closing)
 /* ---------------------------------------------------------------- publishing */
 
 /* After each round of the loop: the core's state, for other threads. */
-static void publish(elector_driver *d)
+static void publish(elector__drv *d)
 {
     pthread_mutex_lock(&d->mu);
     for (struct dh *h = d->handles.next; h != &d->handles; h = h->next) {
         if (h->kind == H_SESSION) {
-            elector_driver_session *s = (void *)h;
+            struct drv_session *s = (void *)h;
             if (!s->core) continue;
-            s->lease = elector_session_lease(s->core);
-            s->deadline_ns = elector_session_deadline_ns(s->core);
-            s->helper = elector_session_helper(s->core);
+            s->lease = elector__session_lease(s->core);
+            s->ttl = elector__session_ttl(s->core);
+            s->deadline_ns = elector__session_deadline_ns(s->core);
+            s->helper = elector__session_helper(s->core);
             if (s->phase == 0 && s->lease && s->deadline_ns) s->phase = 1;
         } else if (h->kind == H_ELECTION) {
-            elector_driver_election *el = (void *)h;
+            struct drv_election *el = (void *)h;
             if (!el->core) continue;
-            el->leader = elector_is_leader(el->core);
-            el->token = elector_election_token(el->core);
-            elector_session *cs = elector_election_session(el->core);
-            el->deadline_ns = cs ? elector_session_deadline_ns(cs) : 0;
+            el->leader = elector__is_leader(el->core);
+            el->token = elector__election_token(el->core);
+            elector_session *cs = elector__election_session(el->core);
+            el->deadline_ns = cs ? elector__session_deadline_ns(cs) : 0;
         }
     }
     /* A callback that blocks: reported once, from here. */
@@ -130,8 +131,6 @@ static void publish(elector_driver *d)
     if (!stall) return;
     if (d->on_stall)
         d->on_stall(d->etcd, ran, d->stall_ud);
-    else if (d->drv_on_stall)
-        d->drv_on_stall(d, ran, d->stall_ud);
     else
         fprintf(stderr,
                 "elector: a callback has run for %lld ms (stall_ms %lld); "
@@ -141,7 +140,7 @@ static void publish(elector_driver *d)
 
 /* ---------------------------------------------------------------- the loop */
 
-static void shutdown_all(elector_driver *d)
+static void shutdown_all(elector__drv *d)
 {
     /* Elections (resign: the deletes are sent), observers, then sessions
      * (revoke, waited for), then the client. */
@@ -154,18 +153,18 @@ static void shutdown_all(elector_driver *d)
             if (h->kind == want) {
                 pthread_mutex_unlock(&d->mu);
                 if (want == H_ELECTION) {
-                    elector_driver_election *el = (void *)h;
-                    elector_election_free(el->core);
+                    struct drv_election *el = (void *)h;
+                    elector__election_free(el->core);
                     el->core = NULL;
                 } else if (want == H_OBSERVER) {
-                    elector_driver_observer *o = (void *)h;
-                    elector_observer_free(o->core);
+                    struct drv_observer *o = (void *)h;
+                    elector__observer_free(o->core);
                     o->core = NULL;
                 } else {
-                    elector_driver_session *s = (void *)h;
+                    struct drv_session *s = (void *)h;
                     elector_session *cs = s->core;
                     s->core = NULL;
-                    elector_session_close_sync(cs, 1000);
+                    elector__session_close_sync(cs, 1000);
                 }
                 pthread_mutex_lock(&d->mu);
                 /* A handle the user still holds: the driver takes its
@@ -193,7 +192,7 @@ static void shutdown_all(elector_driver *d)
 
 static void *loop_main(void *arg)
 {
-    elector_driver *d = arg;
+    elector__drv *d = arg;
     for (;;) {
         run_jobs(d, false);
         pthread_mutex_lock(&d->mu);
@@ -212,6 +211,12 @@ static void *loop_main(void *arg)
         publish(d);
     }
     run_jobs(d, true);
+    /* Freed from a callback: the handles (the core's objects) live until it
+     * returns, and calls from it are refused meanwhile (stop is set). */
+    pthread_mutex_lock(&d->mu);
+    while (d->cb_frees && d->cb_busy)
+        pthread_cond_wait(&d->icv, &d->mu);
+    pthread_mutex_unlock(&d->mu);
     shutdown_all(d);
     pthread_mutex_lock(&d->mu);
     d->loop_over = true;
@@ -224,17 +229,14 @@ static void *loop_main(void *arg)
 
 /* ---------------------------------------------------------------- start, stop */
 
-int elector__drv_start(elector_etcd *e, const elector_etcd_config *cfg,
-                       void (*drv_on_stall)(elector_driver *, int64_t, void *),
-                       void *drv_ud)
+int elector__drv_start(elector_etcd *e, const elector_etcd_config *cfg)
 {
-    elector_driver *d = calloc(1, sizeof(*d));
+    elector__drv *d = calloc(1, sizeof(*d));
     if (!d) return ELECTOR_ENOMEM;
     d->etcd = e;
     d->stall_ms = cfg->stall_ms > 0 ? cfg->stall_ms : 1000;
     d->on_stall = cfg->on_stall;
-    d->drv_on_stall = drv_on_stall;
-    d->stall_ud = drv_on_stall ? drv_ud : cfg->stall_ud;
+    d->stall_ud = cfg->stall_ud;
     d->pid = getpid();
     d->jobs_tail = &d->jobs;
     d->items_tail = &d->items;
@@ -268,7 +270,7 @@ fail:
     return ELECTOR_EUNAVAILABLE;
 }
 
-void elector__drv_stop(elector_driver *d)
+void elector__drv_stop(elector__drv *d)
 {
     if (forked(d)) return;
     pthread_mutex_lock(&d->mu);
@@ -283,17 +285,16 @@ void elector__drv_stop(elector_driver *d)
     /* Under mu: the loop thread frees the client only after it saw stop. */
     elector_etcd_wakeup(d->etcd);
     pthread_mutex_unlock(&d->mu);
-    if (on_loop(d)) {
-        /* From on_stall or a job: the loop stops after this round; nobody
-         * joins it. Not supported beyond stopping. */
-        return;
-    }
+    /* From on_stall or a job: the loop stops after this round; nobody joins
+     * it (not supported beyond stopping). From a callback: the loop frees
+     * everything once it returned, and the callback thread, the last to know
+     * the driver, joins the loop thread and frees it (driver_cb.c). */
+    if (on_loop(d) || from_cb) return;
     pthread_join(d->loop_th, NULL);
     pthread_mutex_lock(&d->mu);
     while (d->calls > 0)
         pthread_cond_wait(&d->cv, &d->mu);
     pthread_mutex_unlock(&d->mu);
-    if (from_cb) return; /* the callback thread frees d when the callback returns */
     pthread_join(d->cb_th, NULL);
     pthread_cond_destroy(&d->cv);
     pthread_cond_destroy(&d->icv);
@@ -301,7 +302,7 @@ void elector__drv_stop(elector_driver *d)
     free(d);
 }
 
-static void exec_job(elector_driver *d, struct job *j)
+static void exec_job(elector__drv *d, struct job *j)
 {
     j->efn(d->etcd, j->a);
 }
@@ -310,7 +311,7 @@ int elector_etcd_exec(elector_etcd *e, void (*fn)(elector_etcd *etcd, void *arg)
                       void *arg)
 {
     if (!e || !fn) return ELECTOR_EINVAL;
-    elector_driver *d = elector__drv_of(e);
+    elector__drv *d = elector__drv_of(e);
     if (!d) {
         fn(e, arg);
         return 0;
@@ -325,7 +326,7 @@ int elector_etcd_exec(elector_etcd *e, void (*fn)(elector_etcd *etcd, void *arg)
 
 uint64_t elector_etcd_stalls(const elector_etcd *e)
 {
-    elector_driver *d = elector__drv_of(e);
+    elector__drv *d = elector__drv_of(e);
     if (!d || forked(d)) return 0;
     pthread_mutex_lock(&d->mu);
     uint64_t n = d->stalls;
@@ -335,11 +336,11 @@ uint64_t elector_etcd_stalls(const elector_etcd *e)
 
 bool elector_etcd_in_callback(const elector_etcd *e)
 {
-    elector_driver *d = elector__drv_of(e);
+    elector__drv *d = elector__drv_of(e);
     return d && !forked(d) && on_cb(d);
 }
 
-char *elector__drv_err_detail(elector_driver *d, int err)
+char *elector__drv_err_detail(elector__drv *d, int err)
 {
     if (err >= 0 || err == ELECTOR_ENOTLEADER || elector__etcd_err(d->etcd) != err)
         return NULL;

@@ -12,14 +12,11 @@
 void elector__drv_h_unref(struct dh *h) /* mu held */
 {
     if (--h->refs > 0) return;
-    if (h->kind == H_ELECTION)
-        free(((elector_driver_election *)h)->name);
-    else if (h->kind == H_OBSERVER)
-        free(((elector_driver_observer *)h)->name);
+    if (h->kind == H_ELECTION) free(((struct drv_election *)h)->key);
     free(h);
 }
 
-void elector__drv_h_attach(elector_driver *d, struct dh *h) /* mu held */
+void elector__drv_h_attach(elector__drv *d, struct dh *h) /* mu held */
 {
     h->attached = true;
     h->refs++;
@@ -60,7 +57,8 @@ int elector__drv_copy_bytes(uint8_t **dst, size_t *len, const uint8_t *src, size
 }
 
 /* Queues a copy of ev for h's callback. Loop thread. */
-void elector__drv_queue_event(elector_driver *d, struct dh *h, const elector_event *ev)
+void elector__drv_queue_event(elector__drv *d, struct dh *h, int kind,
+                              const elector_event *ev)
 {
     const char *detail = ev->detail ? ev->detail : "", *name = ev->name ? ev->name : "";
     size_t dl = strlen(detail), nl = strlen(name);
@@ -71,7 +69,7 @@ void elector__drv_queue_event(elector_driver *d, struct dh *h, const elector_eve
         return;
     }
     memset(it, 0, sizeof(*it));
-    it->kind = I_EVENT;
+    it->kind = kind;
     it->ev = *ev;
     char *p = (char *)(it + 1);
     it->ev.detail = put_bytes(&p, detail, dl);
@@ -90,7 +88,7 @@ void elector__drv_queue_event(elector_driver *d, struct dh *h, const elector_eve
     pthread_mutex_unlock(&d->mu);
 }
 
-bool elector__drv_queue_call(elector_driver *d, void (*fn)(elector_driver *, void *),
+bool elector__drv_queue_call(elector__drv *d, void (*fn)(elector_etcd *, void *),
                              void *ud)
 {
     struct item *it = calloc(1, sizeof(*it));
@@ -106,30 +104,42 @@ bool elector__drv_queue_call(elector_driver *d, void (*fn)(elector_driver *, voi
     return true;
 }
 
+bool elector__drv_answer(elector_etcd *e, void (*fn)(elector_etcd *, void *), void *ud)
+{
+    elector__drv *d = elector__drv_of(e);
+    if (d) return elector__drv_queue_call(d, fn, ud);
+    fn(e, ud);
+    return true;
+}
+
 /* Calls the user's callback for it (callback thread, mu not held). */
-static void deliver(elector_driver *d, struct item *it)
+static void deliver(elector__drv *d, struct item *it)
 {
     struct dh *h = it->h;
     if (it->kind == I_CALL) {
-        it->callfn(d, it->cud);
+        it->callfn(d->etcd, it->cud);
     } else if (it->kind == I_GUARDED) {
         d->cb_detail = it->detail;
-        it->gcb((elector_driver_election *)h, it->err, it->gud);
+        it->gcb(h->user, it->err, it->gud);
         d->cb_detail = NULL;
     } else if (h->kind == H_SESSION) {
-        elector_driver_session *s = (void *)h;
-        if (s->cb) s->cb(s, &it->ev, s->ud);
+        struct drv_session *s = (void *)h;
+        if (s->cb) s->cb(h->user, &it->ev, s->ud);
     } else if (h->kind == H_ELECTION) {
-        elector_driver_election *el = (void *)h;
-        if (el->cb) el->cb(el, &it->ev, el->ud);
+        struct drv_election *el = (void *)h;
+        if (it->kind == I_LOG) {
+            if (el->log) el->log(h->user, &it->ev, el->log_ud);
+        } else if (el->cb) {
+            el->cb(h->user, &it->ev, el->ud);
+        }
     } else {
-        elector_driver_observer *o = (void *)h;
-        if (o->cb) o->cb(o, &it->ev, o->ud);
+        struct drv_observer *o = (void *)h;
+        if (o->cb) o->cb(h->user, &it->ev, o->ud);
     }
 }
 
 /* Under mu: a callback for h starts now. */
-static void cb_begin(elector_driver *d, struct dh *h)
+static void cb_begin(elector__drv *d, struct dh *h)
 {
     d->cb_target = h;
     d->cb_busy = true;
@@ -143,7 +153,7 @@ static void cb_begin(elector_driver *d, struct dh *h)
 
 void *elector__drv_cb_main(void *arg)
 {
-    elector_driver *d = arg;
+    elector__drv *d = arg;
     pthread_mutex_lock(&d->mu);
     for (;;) {
         struct item *it = d->items;
@@ -155,7 +165,8 @@ void *elector__drv_cb_main(void *arg)
         d->items = it->next;
         if (!d->items) d->items_tail = &d->items;
         struct dh *h = it->h;
-        bool call = it->kind != I_EVENT || (!h->closed && !d->loop_over);
+        bool event = it->kind == I_EVENT || it->kind == I_LOG;
+        bool call = !event || (!h->closed && !d->loop_over && !d->cb_frees);
         if (call) {
             cb_begin(d, h);
             pthread_mutex_unlock(&d->mu);
@@ -175,7 +186,7 @@ void *elector__drv_cb_main(void *arg)
         d->items = it->next;
         if (it->kind == I_CALL) {
             pthread_mutex_unlock(&d->mu);
-            it->callfn(d, it->cud);
+            it->callfn(d->etcd, it->cud);
             pthread_mutex_lock(&d->mu);
         } else {
             elector__drv_h_unref(it->h);
@@ -187,8 +198,13 @@ void *elector__drv_cb_main(void *arg)
     bool frees = d->cb_frees;
     pthread_mutex_unlock(&d->mu);
     if (frees) {
-        /* elector_driver_free() was called from a callback: this thread is
+        /* elector_etcd_free() was called from a callback: this thread is
          * the last one to know the driver. */
+        pthread_join(d->loop_th, NULL);
+        pthread_mutex_lock(&d->mu);
+        while (d->calls > 0)
+            pthread_cond_wait(&d->cv, &d->mu);
+        pthread_mutex_unlock(&d->mu);
         pthread_detach(pthread_self());
         pthread_cond_destroy(&d->cv);
         pthread_cond_destroy(&d->icv);
@@ -199,7 +215,7 @@ void *elector__drv_cb_main(void *arg)
 }
 
 /* Waits until no callback of h runs (unless we are that callback). mu held. */
-void elector__drv_quiesce(elector_driver *d, struct dh *h)
+void elector__drv_quiesce(elector__drv *d, struct dh *h)
 {
     if (on_cb(d)) return;
     while (d->cb_busy && d->cb_target == h)

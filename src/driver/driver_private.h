@@ -13,58 +13,62 @@
 #include <pthread.h>
 #include <time.h>
 #include <unistd.h>
-#include "elector/driver.h"
+#include "elector/election.h"
+#include "election_internal.h"
 #include "transport_internal.h"
 
 enum { H_SESSION, H_ELECTION, H_OBSERVER };
 
-/* What every handle starts with. refs: the user's (until free), the core
- * object's (until the loop thread freed it), one per queued callback. */
+typedef struct elector__drv elector__drv;
+
+/* What every handle's record starts with: the state of a session, election or
+ * observer of a client with own_thread, found from the handle (the core's
+ * object, which the user holds) through its owner slot. refs: the user's
+ * (until free), the core object's (until the loop thread freed it), one per
+ * queued callback. */
 struct dh {
     struct dh *next, *prev; /* d->handles, while the core object lives */
-    elector_driver *d;
+    elector__drv *d;
+    void *user; /* the handle as the user has it: callbacks pass it */
     int kind, refs;
     bool closed; /* the user let go: no more callbacks */
     bool attached;
 };
 
-struct elector_driver_session {
+struct drv_session {
     struct dh h;
     elector_session *core;
-    elector_session_config cfg;
-    elector_driver_session_cb cb;
+    elector_session_cb cb;
     void *ud;
     int phase; /* 0 granting, 1 alive, 2 over */
     int err;
-    int64_t lease, deadline_ns;
+    int64_t lease, ttl, deadline_ns;
     int helper; /* elector_session_helper() of the core, as last published */
 };
 
-struct elector_driver_election {
+struct drv_election {
     struct dh h;
-    elector_driver_session *s;
     elector_election *core;
-    char *name;
-    elector_driver_election_cb cb;
-    void *ud;
+    elector_election_cb cb, log;
+    void *ud, *log_ud;
     bool leader;
     int64_t token, deadline_ns;
-    unsigned campaign_gen, resign_gen; /* bumped by each campaign / resign */
-    int outcome;                       /* campaign: 1 elected, < 0 failed */
+    uint8_t *key; /* elector_election_key()'s copy for other threads */
+    size_t key_len;
+    int outcome; /* campaign: 1 elected, < 0 failed */
     bool resign_done;
 };
 
-struct elector_driver_observer {
+struct drv_observer {
     struct dh h;
     elector_observer *core;
-    char *name;
-    elector_driver_observe_cb cb;
+    elector_observe_cb cb;
     void *ud;
 };
 
 struct job {
     struct job *next;
-    void (*fn)(elector_driver *d, struct job *j);
+    void (*fn)(elector__drv *d, struct job *j);
     bool done;
     int rc;
     void *a, *b;
@@ -76,15 +80,15 @@ struct job {
 /* I_CALL: the answer of an asynchronous call of the driver itself (no handle:
  * h is NULL); callfn(d, cud) delivers it, also while the queue is drained at
  * shutdown, so that each such call is answered exactly once. */
-enum { I_EVENT, I_GUARDED, I_CALL };
+enum { I_EVENT, I_LOG, I_GUARDED, I_CALL };
 struct item {
     struct item *next;
     struct dh *h;
     int kind;
-    void (*callfn)(elector_driver *d, void *cud);
+    void (*callfn)(elector_etcd *e, void *cud);
     void *cud;
     elector_event ev; /* pointers into the same allocation */
-    elector_driver_guarded_cb gcb;
+    elector_guarded_cb gcb;
     void *gud;
     int err;
     char *detail; /* I_GUARDED: the failure's text (malloc'd) or NULL */
@@ -92,7 +96,7 @@ struct item {
 
 /* The state of a client that runs on its own thread (own_thread): the
  * client's owner (elector__etcd_owner()), made by elector_etcd_new(). */
-struct elector_driver {
+struct elector__drv {
     pid_t pid;
     pthread_mutex_t mu;
     pthread_cond_t cv;  /* jobs done, states changed */
@@ -100,10 +104,7 @@ struct elector_driver {
     pthread_t loop_th, cb_th;
     elector_etcd *etcd;
     int64_t stall_ms;
-    /* on_stall of elector_etcd_config, or of the deprecated
-     * elector_driver_config (called with the driver). */
     void (*on_stall)(elector_etcd *etcd, int64_t running_ms, void *ud);
-    void (*drv_on_stall)(elector_driver *d, int64_t running_ms, void *ud);
     void *stall_ud;
     /* The client's error as the loop thread last published it. */
     int err;
@@ -120,25 +121,25 @@ struct elector_driver {
     int revokes;
     /* The callback under way: its handle, since when (deadline clock). */
     struct dh *cb_target;
-    /* elector_driver_cb_detail() of the callback under way: the callback
-     * thread's alone (set, read and cleared there). */
+    /* elector_etcd_errstr() in the callback under way, when it reports a
+     * failed call: the callback thread's alone (set, read and cleared there). */
     const char *cb_detail;
     bool cb_busy, stall_reported;
     int64_t cb_start_ns;
     uint64_t stalls;
 };
 
-static inline bool forked(const elector_driver *d)
+static inline bool forked(const elector__drv *d)
 {
     return getpid() != d->pid;
 }
 
-static inline bool on_loop(const elector_driver *d)
+static inline bool on_loop(const elector__drv *d)
 {
     return pthread_equal(pthread_self(), d->loop_th);
 }
 
-static inline bool on_cb(const elector_driver *d)
+static inline bool on_cb(const elector__drv *d)
 {
     return pthread_equal(pthread_self(), d->cb_th);
 }
@@ -146,7 +147,7 @@ static inline bool on_cb(const elector_driver *d)
 /* A copy of the client's detail text when err is the failure it describes (a
  * call's error, its text current: loop thread, in the call's callback); NULL
  * otherwise or out of memory. */
-char *elector__drv_err_detail(elector_driver *d, int err);
+char *elector__drv_err_detail(elector__drv *d, int err);
 
 static inline int64_t ms_now(void)
 {
@@ -154,7 +155,7 @@ static inline int64_t ms_now(void)
 }
 
 /* Waits on cv until end_ms (< 0: no limit). mu held. */
-static inline int cv_wait(elector_driver *d, pthread_cond_t *cv, int64_t end_ms)
+static inline int cv_wait(elector__drv *d, pthread_cond_t *cv, int64_t end_ms)
 {
     if (end_ms < 0) return pthread_cond_wait(cv, &d->mu);
     /* The condvars run on CLOCK_MONOTONIC; the end is on the deadline clock: a
@@ -186,42 +187,71 @@ static inline bool past(int64_t end_ms)
 
 /* driver_cb.c: handles (mu held) and the callback thread */
 void elector__drv_h_unref(struct dh *h);
-void elector__drv_h_attach(elector_driver *d, struct dh *h);
+void elector__drv_h_attach(elector__drv *d, struct dh *h);
 void elector__drv_h_detach(struct dh *h);
-/* Queues a copy of ev for h's callback. Loop thread. */
-void elector__drv_queue_event(elector_driver *d, struct dh *h, const elector_event *ev);
-/* Queues fn(d, ud) for the callback thread (an I_CALL item). Loop thread.
- * Returns false when out of memory (nothing queued). */
-bool elector__drv_queue_call(elector_driver *d, void (*fn)(elector_driver *, void *),
+/* Queues a copy of ev for h's callback (I_EVENT), or its log (I_LOG: an
+ * election's elector_election_set_log()). Loop thread. */
+void elector__drv_queue_event(elector__drv *d, struct dh *h, int kind,
+                              const elector_event *ev);
+/* Queues fn(e, ud) for the callback thread (an I_CALL item). Loop thread.
+ * Returns false when out of memory (nothing queued). Once the client is
+ * freed, e is passed as it was, not to be called. */
+bool elector__drv_queue_call(elector__drv *d, void (*fn)(elector_etcd *, void *),
                              void *ud);
+/* The answer of an asynchronous call of client e: fn(e, ud) on the callback
+ * thread (own_thread: queued), or at once (the caller's loop: we are in its
+ * elector_etcd_process()). False when out of memory (nothing queued). */
+bool elector__drv_answer(elector_etcd *e, void (*fn)(elector_etcd *, void *), void *ud);
 void *elector__drv_cb_main(void *arg);
 /* A copy of src[0..n-1] into *dst (malloc'd; the caller frees), its length in *len. */
 int elector__drv_copy_bytes(uint8_t **dst, size_t *len, const uint8_t *src, size_t n);
 /* Waits until no callback of h runs (unless we are that callback). mu held. */
-void elector__drv_quiesce(elector_driver *d, struct dh *h);
+void elector__drv_quiesce(elector__drv *d, struct dh *h);
 
 /* driver.c: the threads of a client with own_thread */
-/* Starts them for client e (new, usable): 0 or ELECTOR_ENOMEM/EUNAVAILABLE.
- * drv_on_stall: the deprecated elector_driver_config's hook, or NULL. */
-int elector__drv_start(elector_etcd *e, const elector_etcd_config *cfg,
-                       void (*drv_on_stall)(elector_driver *, int64_t, void *),
-                       void *drv_ud);
+/* Starts them for client e (new, usable): 0 or ELECTOR_ENOMEM/EUNAVAILABLE. */
+int elector__drv_start(elector_etcd *e, const elector_etcd_config *cfg);
 /* elector_etcd_free() of such a client. */
-void elector__drv_stop(elector_driver *d);
+void elector__drv_stop(elector__drv *d);
 /* The client's driver, NULL when the caller's loop drives it. */
-static inline elector_driver *elector__drv_of(const elector_etcd *e)
+static inline elector__drv *elector__drv_of(const elector_etcd *e)
 {
     return e ? elector__etcd_owner(e) : NULL;
 }
 
+/* The record of a handle of a client with own_thread, NULL for one driven by
+ * the caller's loop. */
+static inline struct drv_session *drv_session_of(const elector_session *s)
+{
+    return s ? elector__session_owner(s) : NULL;
+}
+
+static inline struct drv_election *drv_election_of(const elector_election *el)
+{
+    return el ? elector__election_owner(el) : NULL;
+}
+
+static inline struct drv_observer *drv_observer_of(const elector_observer *o)
+{
+    return o ? elector__observer_owner(o) : NULL;
+}
+
+/* The driver of a client with own_thread when called from another thread than
+ * its loop thread; NULL otherwise (call the core). */
+static inline elector__drv *remote_drv(const elector_etcd *e)
+{
+    elector__drv *d = elector__drv_of(e);
+    return d && !on_loop(d) ? d : NULL;
+}
+
 /* driver.c: API calls and jobs */
 /* Enters an API call: 0, or why not. mu taken on success. */
-int elector__drv_enter(elector_driver *d);
-void elector__drv_leave(elector_driver *d); /* mu held; released */
+int elector__drv_enter(elector__drv *d);
+void elector__drv_leave(elector__drv *d); /* mu held; released */
 /* The same for a call on handle h, held for the call. */
-int elector__drv_enter_h(elector_driver *d, struct dh *h);
-void elector__drv_leave_h(elector_driver *d, struct dh *h); /* mu held; released */
+int elector__drv_enter_h(elector__drv *d, struct dh *h);
+void elector__drv_leave_h(elector__drv *d, struct dh *h); /* mu held; released */
 /* Runs j on the loop thread and waits for it (mu held, kept). */
-int elector__drv_run_job(elector_driver *d, struct job *j);
+int elector__drv_run_job(elector__drv *d, struct job *j);
 
 #endif

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* A campaign and the election's lifecycle: elector_campaign() makes our key
+/* A campaign and the election's lifecycle: elector__campaign() makes our key
  * (the campaign Txn), then the wait (wait.c) takes over; the handle is made
  * and freed here, hears of its session here, and its name is kept unique per
  * session here. This is the top of src/election/'s campaign path: the files
@@ -277,7 +277,7 @@ static const elector__session_events session_events = {on_session_ready, on_sess
 static const elector__steps steps = {elector__send_campaign, pace_go,
                                      elector__send_delete, name_remove};
 
-int elector_campaign(elector_election *el, const void *value, size_t len)
+int elector__campaign(elector_election *el, const void *value, size_t len)
 {
     if (!el || el->life.closed) return ELECTOR_EINVAL;
     if (el->state != E_IDLE) return ELECTOR_EBUSY;
@@ -307,10 +307,10 @@ int elector_campaign(elector_election *el, const void *value, size_t len)
     return 0;
 }
 
-int elector_campaign_sync(elector_election *el, const void *value, size_t len,
-                          int64_t timeout_ms)
+int elector__campaign_sync(elector_election *el, const void *value, size_t len,
+                           int64_t timeout_ms)
 {
-    int rc = elector_campaign(el, value, len);
+    int rc = elector__campaign(el, value, len);
     if (rc) return rc;
     int64_t end = elector__now_ms() + timeout_ms;
     elector__el_hold(el);
@@ -328,8 +328,8 @@ int elector_campaign_sync(elector_election *el, const void *value, size_t len,
     return rc;
 }
 
-elector_election *elector_election_new(elector_session *s, const char *name,
-                                       elector_election_cb cb, void *ud)
+elector_election *elector__election_new(elector_session *s, const char *name,
+                                        elector_election_cb cb, void *ud)
 {
     if (!s || !name || !*name || elector__session_phase(s) == ELECTOR__S_CLOSED)
         return NULL;
@@ -363,7 +363,7 @@ static void detach(elector_election *el)
     el->s = NULL;
 }
 
-void elector_election_free(elector_election *el)
+void elector__election_free(elector_election *el)
 {
     if (!el || el->life.closed) return;
     /* Best effort, one attempt: delete our key if we may hold one (by its

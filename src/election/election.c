@@ -59,7 +59,7 @@ void elector__el_close(elector_election *el)
 
 int64_t elector__el_lease(const elector_election *el)
 {
-    return el->s ? elector_session_lease(el->s) : 0;
+    return el->s ? elector__session_lease(el->s) : 0;
 }
 
 /* The session is alive and its lease granted: requests that need it may go. */
@@ -95,6 +95,7 @@ bool elector__emit(elector_election *el, elector_event_type type, int reason,
                         .token = el->rev,
                         .lease = elector__el_lease(el),
                         .mono_ns = mono_ns ? mono_ns : elector__mono_ns()};
+    if (type == ELECTOR_EV_RESIGNED || type == ELECTOR_EV_FAILED) el->endings++;
     elector__el_hold(el);
     bool logged = type == ELECTOR_EV_ELECTED || type == ELECTOR_EV_LOST ||
                   type == ELECTOR_EV_RESIGNED || type == ELECTOR_EV_PROCLAIMED;
@@ -374,7 +375,7 @@ void elector__fail(elector_election *el, int reason, const char *detail)
 }
 
 /* We led and no longer do. at_ns: when the belief ended, on the deadline clock
- * (0 = now). It is never later than the validity deadline: elector_is_leader()
+ * (0 = now). It is never later than the validity deadline: elector__is_leader()
  * turned false then, even if this process was frozen and only notices now. The
  * event carries that instant on CLOCK_MONOTONIC. */
 void elector__lose(elector_election *el, int reason, const char *detail, int64_t at_ns)
@@ -408,25 +409,25 @@ void elector__lose(elector_election *el, int reason, const char *detail, int64_t
 
 /* ---------------------------------------------------------------- getters */
 
-void elector_election_get_stats(const elector_election *el, elector_election_stats *out)
+void elector__election_get_stats(const elector_election *el, elector_election_stats *out)
 {
     *out = el->checks;
     out->watching = el->watch && el->watch_ok;
 }
 
-void elector_election_set_log(elector_election *el, elector_election_cb log, void *ud)
+void elector__election_set_log(elector_election *el, elector_election_cb log, void *ud)
 {
     el->log = log;
     el->log_ud = ud;
 }
 
-const uint8_t *elector_election_key(const elector_election *el, size_t *key_len)
+const uint8_t *elector__election_key(const elector_election *el, size_t *key_len)
 {
     if (key_len) *key_len = el->klen;
     return el->key;
 }
 
-int64_t elector_election_token(const elector_election *el)
+int64_t elector__election_token(const elector_election *el)
 {
     return el->rev;
 }
@@ -436,7 +437,7 @@ const char *elector_election_name(const elector_election *el)
     return el->name;
 }
 
-elector_session *elector_election_session(const elector_election *el)
+elector_session *elector__election_session(const elector_election *el)
 {
     return el->s;
 }

@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include "etcd_internal.h"
+#include "election_internal.h"
 #include "elector/election.h"
 
 /* ---- the release helper (release.c) ----
@@ -137,6 +138,8 @@ struct elector_election {
     const elector__steps *steps;        /* campaign.c's */
     elector_session *s;                 /* NULL once the session is closed */
     elector_etcd *etcd;
+    void *owner;      /* elector__election_owner() */
+    uint64_t endings; /* RESIGNED and FAILED events emitted (resign_sync) */
     char *name;
     elector__prefix prefix;
     uint8_t *key, *value, *pred;
@@ -163,7 +166,7 @@ struct elector_election {
      * generation is stale, and ignored (op_end()). */
     unsigned gen;
     bool proclaiming;
-    elector_election_stats checks; /* elector_election_get_stats() */
+    elector_election_stats checks; /* elector__election_get_stats() */
     elector_watch *watch;
     int64_t watch_from; /* the start revision of `watch` */
     elector__timer retry;

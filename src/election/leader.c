@@ -7,10 +7,10 @@
 #include <string.h>
 #include "election_private.h"
 
-bool elector_is_leader(const elector_election *el)
+bool elector__is_leader(const elector_election *el)
 {
     return el && !el->life.closed && el->state == E_LEADER && el->s &&
-           elector_session_alive(el->s);
+           elector__session_alive(el->s);
 }
 
 /* ---------------------------------------------------------------- proclaim */
@@ -45,9 +45,9 @@ static void proclaim_done(elector_etcd *e, int err, const ProtobufCMessage *m, v
                   0);
 }
 
-int elector_proclaim(elector_election *el, const void *value, size_t len)
+int elector__proclaim(elector_election *el, const void *value, size_t len)
 {
-    if (!elector_is_leader(el)) return ELECTOR_ENOTLEADER;
+    if (!elector__is_leader(el)) return ELECTOR_ENOTLEADER;
     if (el->proclaiming) return ELECTOR_EBUSY;
     struct op *o = elector__op_new(el);
     if (!o || elector__memdup(&o->value, &o->vlen, value, len)) {
@@ -56,7 +56,7 @@ int elector_proclaim(elector_election *el, const void *value, size_t len)
     }
     elector__txn t;
     elector__txn_proclaim(&t, el->key, el->klen, el->rev, o->value, o->vlen,
-                          elector_session_lease(el->s));
+                          elector__session_lease(el->s));
     int rc = elector__send_txn(el, &t.txn, o, proclaim_done);
     if (!rc) el->proclaiming = true;
     return rc;
@@ -115,7 +115,7 @@ static void resign_send(elector_election *el)
     int rc = o ? elector__delete_key(el, el->resign_rev, o, resign_done) : ELECTOR_ENOMEM;
     if (rc) {
         /* Not sent: try again from the loop (never report from inside the
-         * caller's elector_resign()). */
+         * caller's elector__resign()). */
         if (el->resign_tries < RESIGN_TRIES) el->resign_tries++;
         elector__timer_arm(el->etcd, &el->resign_timer, elector__now_ms() + 50,
                            resign_retry_fired, el);
@@ -130,7 +130,7 @@ static void notify_fired(elector__timer *t, void *ud)
                   el->notify_ns);
 }
 
-int elector_resign(elector_election *el)
+int elector__resign(elector_election *el)
 {
     if (!el || el->life.closed || el->state == E_IDLE) return ELECTOR_EINVAL;
     bool was_leader = el->state == E_LEADER;
@@ -161,6 +161,27 @@ int elector_resign(elector_election *el)
     return 0;
 }
 
+int elector__resign_sync(elector_election *el, int64_t timeout_ms)
+{
+    uint64_t endings = el ? el->endings : 0;
+    int rc = elector__resign(el);
+    if (rc) return rc;
+    int64_t end = elector__now_ms() + timeout_ms;
+    elector__el_hold(el);
+    while (el->endings == endings && !el->life.closed) {
+        int64_t left = end - elector__now_ms();
+        if (timeout_ms >= 0 && left <= 0) {
+            rc = ELECTOR_ETIMEDOUT;
+            break;
+        }
+        rc = elector__etcd_run_once(el->etcd, timeout_ms >= 0 ? left : -1);
+        if (rc) break;
+    }
+    if (!rc && el->endings == endings) rc = ELECTOR_ECLOSED;
+    elector__el_unhold(el);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- fencing */
 
 static void guarded_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
@@ -186,10 +207,10 @@ static void guarded_done(elector_etcd *e, int err, const ProtobufCMessage *m, vo
     elector__el_unhold(el);
 }
 
-int elector_guarded_txn(elector_election *el, const Etcdserverpb__TxnRequest *in,
-                        elector_txn_cb cb, void *ud)
+int elector__guarded_txn(elector_election *el, const Etcdserverpb__TxnRequest *in,
+                         elector_txn_cb cb, void *ud)
 {
-    if (!elector_is_leader(el)) return ELECTOR_ENOTLEADER;
+    if (!elector__is_leader(el)) return ELECTOR_ENOTLEADER;
     if (!in || !cb) return ELECTOR_EINVAL;
     size_t nc = in->n_compare + 1, nf = in->n_failure + 1;
     Etcdserverpb__Compare **cmps = calloc(nc, sizeof(*cmps));
@@ -278,7 +299,7 @@ static int gwrite_send(elector_election *el, const void *key, size_t key_len,
 {
     if (!el || !cb) return ELECTOR_EINVAL;
     if (under_own_prefix(el, key, key_len)) return ELECTOR_EINVAL;
-    if (!elector_is_leader(el)) return ELECTOR_ENOTLEADER;
+    if (!elector__is_leader(el)) return ELECTOR_ENOTLEADER;
     struct gwrite *g = malloc(sizeof(*g));
     struct op *o = g ? elector__op_new(el) : NULL;
     if (!o) {
@@ -302,9 +323,9 @@ static int gwrite_send(elector_election *el, const void *key, size_t key_len,
     return rc;
 }
 
-int elector_guarded_put(elector_election *el, const void *key, size_t key_len,
-                        const void *value, size_t value_len, elector_guarded_cb cb,
-                        void *ud)
+int elector__guarded_put(elector_election *el, const void *key, size_t key_len,
+                         const void *value, size_t value_len, elector_guarded_cb cb,
+                         void *ud)
 {
     if (!key || !key_len || (!value && value_len)) return ELECTOR_EINVAL;
     Etcdserverpb__PutRequest put;
@@ -320,8 +341,8 @@ int elector_guarded_put(elector_election *el, const void *key, size_t key_len,
     return gwrite_send(el, key, key_len, &op, cb, ud);
 }
 
-int elector_guarded_delete(elector_election *el, const void *key, size_t key_len,
-                           elector_guarded_cb cb, void *ud)
+int elector__guarded_delete(elector_election *el, const void *key, size_t key_len,
+                            elector_guarded_cb cb, void *ud)
 {
     if (!key || !key_len) return ELECTOR_EINVAL;
     Etcdserverpb__DeleteRangeRequest del;
@@ -380,20 +401,20 @@ static int gsync_wait(elector_election *el, struct gsync *st, int rc, int64_t ti
     return rc;
 }
 
-int elector_guarded_put_sync(elector_election *el, const void *key, size_t key_len,
-                             const void *value, size_t value_len, int64_t timeout_ms)
+int elector__guarded_put_sync(elector_election *el, const void *key, size_t key_len,
+                              const void *value, size_t value_len, int64_t timeout_ms)
 {
     struct gsync *st = calloc(1, sizeof(*st));
     if (!st) return ELECTOR_ENOMEM;
-    int rc = elector_guarded_put(el, key, key_len, value, value_len, gsync_cb, st);
+    int rc = elector__guarded_put(el, key, key_len, value, value_len, gsync_cb, st);
     return gsync_wait(el, st, rc, timeout_ms);
 }
 
-int elector_guarded_delete_sync(elector_election *el, const void *key, size_t key_len,
-                                int64_t timeout_ms)
+int elector__guarded_delete_sync(elector_election *el, const void *key, size_t key_len,
+                                 int64_t timeout_ms)
 {
     struct gsync *st = calloc(1, sizeof(*st));
     if (!st) return ELECTOR_ENOMEM;
-    int rc = elector_guarded_delete(el, key, key_len, gsync_cb, st);
+    int rc = elector__guarded_delete(el, key, key_len, gsync_cb, st);
     return gsync_wait(el, st, rc, timeout_ms);
 }

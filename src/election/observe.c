@@ -30,6 +30,7 @@
 
 struct elector_observer {
     elector_etcd *etcd;
+    void *owner; /* elector__observer_owner() */
     char *name;
     elector__prefix prefix;
     elector_watch *watch;
@@ -291,8 +292,8 @@ static void start_read(elector_observer *o)
     o->seen_rev = 0;
 }
 
-elector_observer *elector_observe(elector_etcd *etcd, const char *name,
-                                  elector_observe_cb cb, void *ud)
+elector_observer *elector__observe(elector_etcd *etcd, const char *name,
+                                   elector_observe_cb cb, void *ud)
 {
     if (!etcd || !name || !*name || !cb) return NULL;
     elector_observer *o = calloc(1, sizeof(*o));
@@ -310,7 +311,7 @@ elector_observer *elector_observe(elector_etcd *etcd, const char *name,
     return o;
 }
 
-void elector_observer_free(elector_observer *o)
+void elector__observer_free(elector_observer *o)
 {
     if (!o || o->life.closed) return;
     stop_watch(o);
@@ -320,8 +321,8 @@ void elector_observer_free(elector_observer *o)
 
 /* ---------------------------------------------------------------- leader query */
 
-int elector_leader_sync(elector_etcd *etcd, const char *name, int64_t timeout_ms,
-                        elector_leader_info *info)
+int elector__leader_sync(elector_etcd *etcd, const char *name, int64_t timeout_ms,
+                         elector_leader_info *info)
 {
     memset(info, 0, sizeof(*info));
     if (!name || !*name) return ELECTOR_EINVAL;
@@ -363,4 +364,19 @@ void elector_leader_free(elector_leader_info *info)
     free(info->key);
     free(info->value);
     memset(info, 0, sizeof(*info));
+}
+
+void *elector__observer_owner(const elector_observer *o)
+{
+    return o->owner;
+}
+
+void elector__observer_set_owner(elector_observer *o, void *owner)
+{
+    o->owner = owner;
+}
+
+elector_etcd *elector__observer_etcd(const elector_observer *o)
+{
+    return o->etcd;
 }

@@ -126,7 +126,7 @@ static void keepalive_done(elector_etcd *e, int err, int64_t lease, int64_t ttl,
     if (elector_now_ns() >= s->deadline_ns) {
         /* Processed after the deadline (the process was stopped, or busy): the
          * answer may prove the lease alive a little longer, but the belief
-         * ended at the deadline and elector_is_leader() may have said so.
+         * ended at the deadline and elector__is_leader() may have said so.
          * It never comes back without a new campaign. */
         expire(s);
         return;
@@ -309,9 +309,9 @@ static void adopt_done(elector_etcd *e, int err, int64_t lease, int64_t ttl, voi
     granted(s, lease, ttl);
 }
 
-elector_session *elector_session_new(elector_etcd *etcd,
-                                     const elector_session_config *cfg,
-                                     elector_session_cb cb, void *ud)
+elector_session *elector__session_new(elector_etcd *etcd,
+                                      const elector_session_config *cfg,
+                                      elector_session_cb cb, void *ud)
 {
     if (!etcd || elector__etcd_err(etcd) == ELECTOR_ENOMEM) return NULL;
     elector_session *s = calloc(1, sizeof(*s));
@@ -341,7 +341,7 @@ elector_session *elector_session_new(elector_etcd *etcd,
     return s;
 }
 
-int elector_session_wait(elector_session *s, int64_t timeout_ms)
+int elector__session_wait(elector_session *s, int64_t timeout_ms)
 {
     int64_t end = elector__now_ms() + timeout_ms;
     while (s->state == ELECTOR__S_GRANTING) {

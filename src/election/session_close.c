@@ -45,7 +45,7 @@ static int64_t close_common(elector_session *s)
     return lease;
 }
 
-void elector_session_close(elector_session *s)
+void elector__session_close(elector_session *s)
 {
     if (!s || s->state == ELECTOR__S_CLOSED) return;
     int64_t lease = close_common(s);
@@ -66,11 +66,11 @@ static void closed_done(elector_etcd *e, int err, const ProtobufCMessage *m, voi
     w.cb(err == ELECTOR_ELEASE ? 0 : err, w.ud);
 }
 
-int elector_session_close_async(elector_session *s, int64_t timeout_ms,
-                                elector_session_closed_cb cb, void *ud)
+int elector__session_close_async(elector_session *s, int64_t timeout_ms,
+                                 elector_session_closed_cb cb, void *ud)
 {
     if (!cb) {
-        elector_session_close(s);
+        elector__session_close(s);
         return 0;
     }
     if (!s || s->state == ELECTOR__S_CLOSED) return 0;
@@ -112,7 +112,7 @@ static void sync_revoked(elector_etcd *e, int err, const ProtobufCMessage *m, vo
 
 /* A revoke that could not be queued or failed on the way is made again by the
  * blocking one: the caller may free the client next, and our keys must go. */
-int elector_session_close_sync(elector_session *s, int64_t timeout_ms)
+int elector__session_close_sync(elector_session *s, int64_t timeout_ms)
 {
     if (!s || s->state == ELECTOR__S_CLOSED) return 0;
     elector_etcd *e = s->etcd;

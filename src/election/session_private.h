@@ -16,6 +16,7 @@ struct walk {
 
 struct elector_session {
     elector_etcd *etcd;
+    void *owner; /* elector__session_owner() */
     elector_session_config cfg;
     enum elector__session_phase state;
     int64_t lease, ttl_s;

@@ -107,27 +107,27 @@ void elector_session_config_init(elector_session_config *cfg)
     cfg->ttl_s = 10;
 }
 
-int elector_session_helper(const elector_session *s)
+int elector__session_helper(const elector_session *s)
 {
     return s->rel.pid;
 }
 
-int64_t elector_session_lease(const elector_session *s)
+int64_t elector__session_lease(const elector_session *s)
 {
     return s->lease;
 }
 
-int64_t elector_session_ttl(const elector_session *s)
+int64_t elector__session_ttl(const elector_session *s)
 {
     return s->ttl_s;
 }
 
-int64_t elector_session_deadline_ns(const elector_session *s)
+int64_t elector__session_deadline_ns(const elector_session *s)
 {
     return s->state == ELECTOR__S_ALIVE ? s->deadline_ns : 0;
 }
 
-bool elector_session_alive(const elector_session *s)
+bool elector__session_alive(const elector_session *s)
 {
     return s->state == ELECTOR__S_ALIVE && elector_now_ns() < s->deadline_ns;
 }
@@ -135,7 +135,7 @@ bool elector_session_alive(const elector_session *s)
 const int64_t elector_rtt_bounds_us[ELECTOR_RTT_BUCKETS - 1] = {
     500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000};
 
-void elector_session_get_stats(const elector_session *s, elector_session_stats *out)
+void elector__session_get_stats(const elector_session *s, elector_session_stats *out)
 {
     *out = s->stats;
 }

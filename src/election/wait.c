@@ -154,7 +154,7 @@ static int set_pred(elector_election *el, const uint8_t *k, size_t n)
 
 static void become_leader(elector_election *el, int64_t header_rev)
 {
-    if (!elector_session_alive(el->s)) {
+    if (!elector__session_alive(el->s)) {
         /* Our lease cannot be proven alive: this is exactly the phantom
          * leadership the re-check exists to prevent. */
         elector__fail(el, ELECTOR_ESESSION,

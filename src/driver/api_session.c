@@ -1,0 +1,327 @@
+/* SPDX-License-Identifier: MIT */
+/* Sessions (elector/election.h): driven by the caller's loop, the core's
+ * functions (src/election/); with own_thread, each call is a job on the loop
+ * thread (driver.c), the core's events go to the callback thread
+ * (driver_cb.c), and the reads come from what the loop thread published. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "driver_private.h"
+
+/* The core's SESSION_LOST, on the loop thread. */
+static void session_relay(elector_session *cs, const elector_event *ev, void *ud)
+{
+    (void)cs;
+    struct drv_session *s = ud;
+    elector__drv *d = s->h.d;
+    pthread_mutex_lock(&d->mu);
+    s->phase = 2;
+    if (!s->err) s->err = ev->reason ? ev->reason : ELECTOR_ESESSION;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    elector__drv_queue_event(d, &s->h, I_EVENT, ev);
+}
+
+static void session_new_job(elector__drv *d, struct job *j)
+{
+    struct drv_session *s = j->a;
+    s->core = elector__session_new(d->etcd, j->p1, session_relay, s);
+    if (!s->core) {
+        j->rc = elector__etcd_err(d->etcd) ? elector__etcd_err(d->etcd) : ELECTOR_ENOMEM;
+        return;
+    }
+    elector__session_set_owner(s->core, s);
+    s->h.user = s->core;
+}
+
+elector_session *elector_session_new(elector_etcd *e, const elector_session_config *cfg,
+                                     elector_session_cb cb, void *ud)
+{
+    if (!e) return NULL;
+    elector__drv *d = elector__drv_of(e);
+    if (!d) return elector__session_new(e, cfg, cb, ud);
+    if (elector__drv_enter(d)) return NULL;
+    struct drv_session *s = calloc(1, sizeof(*s));
+    if (!s) {
+        elector__drv_leave(d);
+        return NULL;
+    }
+    s->h.d = d;
+    s->h.kind = H_SESSION;
+    s->h.refs = 1;
+    s->cb = cb;
+    s->ud = ud;
+    struct job j = {.fn = session_new_job, .a = s, .p1 = cfg};
+    elector_session *core = NULL;
+    if (elector__drv_run_job(d, &j)) {
+        free(s);
+    } else {
+        core = s->core;
+        elector__drv_h_attach(d, &s->h);
+    }
+    elector__drv_leave(d);
+    return core;
+}
+
+int elector_session_wait(elector_session *cs, int64_t timeout_ms)
+{
+    if (!cs) return ELECTOR_EINVAL;
+    struct drv_session *s = drv_session_of(cs);
+    if (!s) return elector__session_wait(cs, timeout_ms);
+    elector__drv *d = s->h.d;
+    int rc = elector__drv_enter_h(d, &s->h);
+    if (rc) return rc;
+    int64_t end = end_of(timeout_ms);
+    while (s->phase == 0 && !d->stop && !past(end))
+        cv_wait(d, &d->cv, end);
+    rc = s->phase == 1   ? 0
+         : s->phase == 2 ? s->err
+         : d->stop       ? ELECTOR_ECLOSED
+                         : ELECTOR_ETIMEDOUT;
+    elector__drv_leave_h(d, &s->h);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- close */
+
+/* How a close is told: elector_session_close_async()'s callback (on the
+ * callback thread), elector_session_close_sync()'s waiter (abandoned at its
+ * timeout, then freed by the answer), or nobody (elector_session_close()). */
+struct closing {
+    elector__drv *d;
+    elector_session_closed_cb cb;
+    void *ud;
+    bool waited, done, abandoned;
+    int rc;
+};
+
+static void closed_deliver(elector_etcd *e, void *ud)
+{
+    (void)e;
+    struct closing *c = ud;
+    c->cb(c->rc, c->ud);
+    free(c);
+}
+
+/* A closed session's revoke answered (or ended by the client's end). Loop
+ * thread. */
+static void session_revoked(int rc, void *ud)
+{
+    struct closing *c = ud;
+    elector__drv *d = c->d;
+    d->revokes--;
+    c->rc = rc;
+    if (c->cb) {
+        if (!elector__drv_queue_call(d, closed_deliver, c)) free(c);
+        return;
+    }
+    pthread_mutex_lock(&d->mu);
+    bool gone = c->abandoned || !c->waited;
+    c->done = true;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    if (gone) free(c);
+}
+
+static void session_close_job(elector__drv *d, struct job *j)
+{
+    struct drv_session *s = j->a;
+    struct closing *c = j->b;
+    elector_session *cs = s->core;
+    s->core = NULL;
+    /* Counted: the client's end waits for the answer (it would cancel it). */
+    j->rc = cs ? elector__session_close_async(cs, (int64_t)j->n1,
+                                              c ? session_revoked : NULL, c)
+               : 0;
+    if (j->rc == 1) d->revokes++;
+    pthread_mutex_lock(&d->mu);
+    elector__drv_h_detach(&s->h);
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* Closes s from any thread with c told (see struct closing); c NULL: nobody.
+ * Returns what elector_session_close_async() returned on the loop thread,
+ * ELECTOR_ECLOSED when the client was stopping (the stop closes it). */
+static int close_rec(struct drv_session *s, struct closing *c, int64_t timeout_ms)
+{
+    elector__drv *d = s->h.d;
+    pthread_mutex_lock(&d->mu);
+    bool mine = !s->h.closed; /* else the client's end took it */
+    s->h.closed = true;
+    elector__drv_quiesce(d, &s->h);
+    int rc = ELECTOR_ECLOSED;
+    if (!d->stop) {
+        d->calls++;
+        struct job j = {.fn = session_close_job,
+                        .a = s,
+                        .b = c,
+                        .n1 = (size_t)(timeout_ms > 0 ? timeout_ms : 0)};
+        rc = elector__drv_run_job(d, &j);
+        d->calls--;
+        if (d->calls == 0) pthread_cond_broadcast(&d->cv);
+    }
+    if (mine) elector__drv_h_unref(&s->h);
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+static struct closing *closing_new(elector__drv *d, elector_session_closed_cb cb,
+                                   void *ud, bool waited)
+{
+    struct closing *c = calloc(1, sizeof(*c));
+    if (!c) return NULL;
+    c->d = d;
+    c->cb = cb;
+    c->ud = ud;
+    c->waited = waited;
+    return c;
+}
+
+void elector_session_close(elector_session *cs)
+{
+    struct drv_session *s = drv_session_of(cs);
+    if (!s) {
+        elector__session_close(cs);
+        return;
+    }
+    if (forked(s->h.d)) return;
+    struct closing *c = closing_new(s->h.d, NULL, NULL, false);
+    if (close_rec(s, c, 0) != 1) free(c);
+}
+
+int elector_session_close_async(elector_session *cs, int64_t timeout_ms,
+                                elector_session_closed_cb cb, void *ud)
+{
+    struct drv_session *s = drv_session_of(cs);
+    if (!s) return elector__session_close_async(cs, timeout_ms, cb, ud);
+    if (forked(s->h.d)) return ELECTOR_EFORKED;
+    if (!cb) {
+        elector_session_close(cs);
+        return 0;
+    }
+    struct closing *c = closing_new(s->h.d, cb, ud, false);
+    if (!c) {
+        elector_session_close(cs); /* the revoke is still sent */
+        return ELECTOR_ENOMEM;
+    }
+    int rc = close_rec(s, c, timeout_ms);
+    if (rc != 1) free(c);
+    return rc;
+}
+
+int elector_session_close_sync(elector_session *cs, int64_t timeout_ms)
+{
+    struct drv_session *s = drv_session_of(cs);
+    if (!s) return elector__session_close_sync(cs, timeout_ms);
+    elector__drv *d = s->h.d;
+    if (forked(d)) return ELECTOR_EFORKED;
+    struct closing *c = closing_new(d, NULL, NULL, true);
+    if (!c) {
+        elector_session_close(cs);
+        return ELECTOR_ENOMEM;
+    }
+    int rc = close_rec(s, c, timeout_ms);
+    if (rc != 1) {
+        free(c);
+        return rc < 0 ? rc : 0;
+    }
+    pthread_mutex_lock(&d->mu);
+    int64_t end = end_of(timeout_ms);
+    while (!c->done && !d->loop_over && !past(end))
+        cv_wait(d, &d->cv, end);
+    rc = c->done ? c->rc : d->loop_over ? ELECTOR_ECLOSED : ELECTOR_ETIMEDOUT;
+    if (c->done)
+        free(c);
+    else
+        c->abandoned = true;
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- reads */
+
+int elector_session_helper(const elector_session *cs)
+{
+    if (!cs) return 0;
+    struct drv_session *s = drv_session_of(cs);
+    if (!s) return elector__session_helper(cs);
+    if (forked(s->h.d)) return 0;
+    pthread_mutex_lock(&s->h.d->mu);
+    int pid = s->helper;
+    pthread_mutex_unlock(&s->h.d->mu);
+    return pid;
+}
+
+int64_t elector_session_lease(const elector_session *cs)
+{
+    if (!cs) return 0;
+    struct drv_session *s = drv_session_of(cs);
+    if (!s) return elector__session_lease(cs);
+    if (forked(s->h.d)) return 0;
+    pthread_mutex_lock(&s->h.d->mu);
+    int64_t l = s->lease;
+    pthread_mutex_unlock(&s->h.d->mu);
+    return l;
+}
+
+int64_t elector_session_ttl(const elector_session *cs)
+{
+    if (!cs) return 0;
+    struct drv_session *s = drv_session_of(cs);
+    if (!s) return elector__session_ttl(cs);
+    if (forked(s->h.d)) return 0;
+    pthread_mutex_lock(&s->h.d->mu);
+    int64_t t = s->ttl;
+    pthread_mutex_unlock(&s->h.d->mu);
+    return t;
+}
+
+int64_t elector_session_deadline_ns(const elector_session *cs)
+{
+    if (!cs) return 0;
+    struct drv_session *s = drv_session_of(cs);
+    if (!s) return elector__session_deadline_ns(cs);
+    if (forked(s->h.d)) return 0;
+    pthread_mutex_lock(&s->h.d->mu);
+    int64_t t = s->phase == 1 ? s->deadline_ns : 0;
+    pthread_mutex_unlock(&s->h.d->mu);
+    return t;
+}
+
+bool elector_session_alive(const elector_session *cs)
+{
+    if (!cs) return false;
+    struct drv_session *s = drv_session_of(cs);
+    if (!s) return elector__session_alive(cs);
+    if (forked(s->h.d)) return false;
+    pthread_mutex_lock(&s->h.d->mu);
+    bool alive = s->phase == 1 && elector_now_ns() < s->deadline_ns;
+    pthread_mutex_unlock(&s->h.d->mu);
+    return alive;
+}
+
+static void session_stats_job(elector__drv *d, struct job *j)
+{
+    (void)d;
+    struct drv_session *s = j->a;
+    if (s->core)
+        elector__session_get_stats(s->core, j->b);
+    else
+        j->rc = ELECTOR_ECLOSED;
+}
+
+void elector_session_get_stats(const elector_session *cs, elector_session_stats *out)
+{
+    if (!cs) return;
+    struct drv_session *s = drv_session_of(cs);
+    if (!s) {
+        elector__session_get_stats(cs, out);
+        return;
+    }
+    memset(out, 0, sizeof(*out));
+    elector__drv *d = s->h.d;
+    if (elector__drv_enter_h(d, &s->h)) return;
+    struct job j = {.fn = session_stats_job, .a = s, .b = out};
+    elector__drv_run_job(d, &j);
+    elector__drv_leave_h(d, &s->h);
+}
