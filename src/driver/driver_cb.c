@@ -151,6 +151,42 @@ static void cb_begin(elector__drv *d, struct dh *h)
     if (!d->stop) elector_etcd_wakeup(d->etcd);
 }
 
+/* The loop is over: nothing more will be queued. What is left is answered
+ * (the calls: ECANCELED) or dropped (events). mu held. */
+static void drain(elector__drv *d)
+{
+    while (d->items) {
+        struct item *it = d->items;
+        d->items = it->next;
+        if (it->kind == I_CALL) {
+            pthread_mutex_unlock(&d->mu);
+            it->callfn(d->etcd, it->cud);
+            pthread_mutex_lock(&d->mu);
+        } else {
+            elector__drv_h_unref(it->h);
+        }
+        free(it->detail);
+        free(it);
+    }
+    d->items_tail = &d->items;
+}
+
+/* elector_etcd_free() was called from a callback: this thread is the last one
+ * to know the driver. */
+static void release(elector__drv *d)
+{
+    pthread_join(d->loop_th, NULL);
+    pthread_mutex_lock(&d->mu);
+    while (d->calls > 0)
+        pthread_cond_wait(&d->cv, &d->mu);
+    pthread_mutex_unlock(&d->mu);
+    pthread_detach(pthread_self());
+    pthread_cond_destroy(&d->cv);
+    pthread_cond_destroy(&d->icv);
+    pthread_mutex_destroy(&d->mu);
+    free(d);
+}
+
 void *elector__drv_cb_main(void *arg)
 {
     elector__drv *d = arg;
@@ -180,37 +216,10 @@ void *elector__drv_cb_main(void *arg)
         free(it->detail);
         free(it);
     }
-    /* Drained: nothing more will be queued (the loop is over). */
-    while (d->items) {
-        struct item *it = d->items;
-        d->items = it->next;
-        if (it->kind == I_CALL) {
-            pthread_mutex_unlock(&d->mu);
-            it->callfn(d->etcd, it->cud);
-            pthread_mutex_lock(&d->mu);
-        } else {
-            elector__drv_h_unref(it->h);
-        }
-        free(it->detail);
-        free(it);
-    }
-    d->items_tail = &d->items;
+    drain(d);
     bool frees = d->cb_frees;
     pthread_mutex_unlock(&d->mu);
-    if (frees) {
-        /* elector_etcd_free() was called from a callback: this thread is
-         * the last one to know the driver. */
-        pthread_join(d->loop_th, NULL);
-        pthread_mutex_lock(&d->mu);
-        while (d->calls > 0)
-            pthread_cond_wait(&d->cv, &d->mu);
-        pthread_mutex_unlock(&d->mu);
-        pthread_detach(pthread_self());
-        pthread_cond_destroy(&d->cv);
-        pthread_cond_destroy(&d->icv);
-        pthread_mutex_destroy(&d->mu);
-        free(d);
-    }
+    if (frees) release(d);
     return NULL;
 }
 
