@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* The driver (elector/driver.h) against real etcd: calls from many threads,
- * callbacks that call back in, block, or free the driver; fork; a revoked
- * lease; etcd down at start and for 2 x TTL; locks from 8 threads. Also built
- * under ThreadSanitizer (scripts/test.sh, build-tsan). */
+/* A client on its own thread (own_thread, "the driver": elector/etcd.h) against
+ * real etcd, through the one API of etcd.h and election.h: calls from many
+ * threads, callbacks that call back in, block, or free the client; fork; a
+ * revoked lease; etcd down at start and for 2 x TTL; locks from 8 threads.
+ * Also built under ThreadSanitizer (scripts/test.sh, build-tsan). */
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -11,9 +12,48 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "elector/driver.h"
+#include "elector/election.h"
 #include "etcd_harness.h"
 #include "testlib.h"
+
+/* A client that runs on its own thread (own_thread), with the stall settings
+ * of sc (NULL: the defaults): 0 and *out, or the client's error (freed). */
+typedef struct stall_cfg {
+    int64_t stall_ms;
+    void (*on_stall)(elector_etcd *etcd, int64_t running_ms, void *ud);
+    void *ud;
+} stall_cfg;
+
+static void stall_cfg_init(stall_cfg *sc)
+{
+    sc->stall_ms = 1000;
+    sc->on_stall = NULL;
+    sc->ud = NULL;
+}
+
+static int own_new(const elector_etcd_config *cfg, const stall_cfg *sc,
+                   elector_etcd **out)
+{
+    elector_etcd_config c;
+    if (cfg)
+        c = *cfg;
+    else
+        elector_etcd_config_init(&c);
+    c.own_thread = true;
+    if (sc) {
+        c.stall_ms = sc->stall_ms;
+        c.on_stall = sc->on_stall;
+        c.stall_ud = sc->ud;
+    }
+    *out = elector_etcd_new(&c);
+    if (!*out) return ELECTOR_ENOMEM;
+    int rc = elector_etcd_err(*out);
+    if (rc) {
+        elector_etcd_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
 
 static eh_cluster *start1(void)
 {
@@ -23,27 +63,27 @@ static eh_cluster *start1(void)
     return c;
 }
 
-static elector_driver *driver_on(const char *endpoints, const elector_driver_config *dc)
+static elector_etcd *driver_on(const char *endpoints, const stall_cfg *dc)
 {
     elector_etcd_config cfg;
     elector_etcd_config_init(&cfg);
     cfg.endpoints = endpoints;
     cfg.dial_timeout_ms = 1000;
     cfg.request_timeout_ms = 2000;
-    elector_driver *d = NULL;
-    ASSERT_OK(elector_driver_new(&cfg, dc, &d));
+    elector_etcd *d = NULL;
+    ASSERT_OK(own_new(&cfg, dc, &d));
     ASSERT_NOT_NULL(d);
     return d;
 }
 
-static elector_driver_session *session_on(elector_driver *d, int ttl_s)
+static elector_session *session_on(elector_etcd *d, int ttl_s)
 {
     elector_session_config sc;
     elector_session_config_init(&sc);
     sc.ttl_s = ttl_s;
-    elector_driver_session *s = elector_driver_session_new(d, &sc, NULL, NULL);
+    elector_session *s = elector_session_new(d, &sc, NULL, NULL);
     ASSERT_NOT_NULL(s);
-    ASSERT_OK(elector_driver_session_wait(s, 5000));
+    ASSERT_OK(elector_session_wait(s, 5000));
     return s;
 }
 
@@ -89,13 +129,13 @@ static void count_event(counts *c, const elector_event *ev)
     }
 }
 
-static void el_count(elector_driver_election *el, const elector_event *ev, void *ud)
+static void el_count(elector_election *el, const elector_event *ev, void *ud)
 {
     (void)el;
     count_event(ud, ev);
 }
 
-static void obs_count(elector_driver_observer *o, const elector_event *ev, void *ud)
+static void obs_count(elector_observer *o, const elector_event *ev, void *ud)
 {
     (void)o;
     count_event(ud, ev);
@@ -110,7 +150,7 @@ static bool wait_int(atomic_int *v, int want, int ms)
     return atomic_load(v) >= want;
 }
 
-/* elector_driver_leader()'s answer: how many, the last code and token. */
+/* elector_leader()'s answer: how many, the last code and token. */
 typedef struct {
     atomic_int n;
     int rc;
@@ -118,7 +158,7 @@ typedef struct {
     size_t value_len;
 } lanswer;
 
-static void leader_answer(elector_driver *d, int rc, const elector_leader_info *info,
+static void leader_answer(elector_etcd *d, int rc, const elector_leader_info *info,
                           void *ud)
 {
     (void)d;
@@ -136,7 +176,7 @@ typedef struct {
     int rc;
 } rv_answer;
 
-static void revoke_answer(elector_driver *d, int rc, void *ud)
+static void revoke_answer(elector_etcd *d, int rc, void *ud)
 {
     (void)d;
     rv_answer *a = ud;
@@ -151,8 +191,8 @@ typedef struct {
     int64_t deleted;
 } kv_answer;
 
-static void kv_answer_cb(elector_driver *d, int rc, const elector_driver_kv *kvs,
-                         size_t n, int64_t deleted, void *ud)
+static void kv_answer_cb(elector_etcd *d, int rc, const elector_kv *kvs, size_t n,
+                         int64_t deleted, void *ud)
 {
     (void)d;
     kv_answer *a = ud;
@@ -166,113 +206,111 @@ static void kv_answer_cb(elector_driver *d, int rc, const elector_driver_kv *kvs
 TEST(campaign_leader_observe_guarded_resign_from_the_api)
 {
     eh_cluster *c = start1();
-    elector_driver *d = driver_on(eh_endpoints(c), NULL);
-    elector_driver_session *s = session_on(d, 5);
-    ASSERT(elector_driver_session_alive(s));
-    ASSERT(elector_driver_session_lease(s) != 0);
+    elector_etcd *d = driver_on(eh_endpoints(c), NULL);
+    elector_session *s = session_on(d, 5);
+    ASSERT(elector_session_alive(s));
+    ASSERT(elector_session_lease(s) != 0);
     counts oc = {0}, ec = {0};
-    elector_driver_observer *o = elector_driver_observe(d, "drv", obs_count, &oc);
+    elector_observer *o = elector_observe(d, "drv", obs_count, &oc);
     ASSERT_NOT_NULL(o);
-    elector_driver_election *el = elector_driver_election_new(s, "drv", el_count, &ec);
+    elector_election *el = elector_election_new(s, "drv", el_count, &ec);
     ASSERT_NOT_NULL(el);
-    ASSERT(!elector_driver_is_leader(el));
-    ASSERT_OK(elector_driver_campaign_sync(el, "v1", 2, 5000));
-    ASSERT(elector_driver_is_leader(el));
-    ASSERT(elector_driver_token(el) > 0);
+    ASSERT(!elector_is_leader(el));
+    ASSERT_OK(elector_campaign_sync(el, "v1", 2, 5000));
+    ASSERT(elector_is_leader(el));
+    ASSERT(elector_election_token(el) > 0);
     ASSERT(wait_int(&ec.elected, 1, 3000));
     ASSERT(wait_int(&oc.leader, 1, 3000));
 
     elector_leader_info li;
-    ASSERT_OK(elector_driver_leader_sync(d, "drv", 3000, &li));
-    ASSERT_EQ(elector_driver_token(el), li.token);
+    ASSERT_OK(elector_leader_sync(d, "drv", 3000, &li));
+    ASSERT_EQ(elector_election_token(el), li.token);
     ASSERT_EQ(2, (long long)li.value_len);
     elector_leader_free(&li);
-    ASSERT_EQ(1, elector_driver_leader_sync(d, "nobody-here", 3000, &li));
+    ASSERT_EQ(1, elector_leader_sync(d, "nobody-here", 3000, &li));
     lanswer la = {0}, lb = {0};
-    ASSERT_OK(elector_driver_leader(d, "drv", 3000, leader_answer, &la));
-    ASSERT_OK(elector_driver_leader(d, "nobody-here", 3000, leader_answer, &lb));
+    ASSERT_OK(elector_leader(d, "drv", 3000, leader_answer, &la));
+    ASSERT_OK(elector_leader(d, "nobody-here", 3000, leader_answer, &lb));
     ASSERT(wait_int(&la.n, 1, 5000));
     ASSERT(wait_int(&lb.n, 1, 5000));
     ASSERT_EQ(0, la.rc);
-    ASSERT_EQ(elector_driver_token(el), la.token);
+    ASSERT_EQ(elector_election_token(el), la.token);
     ASSERT_EQ(2, (long long)la.value_len);
     ASSERT_EQ(1, lb.rc);
 
-    ASSERT_OK(elector_driver_guarded_put_sync(el, "res", 3, "x", 1, 3000));
+    ASSERT_OK(elector_guarded_put_sync(el, "res", 3, "x", 1, 3000));
     char *out = NULL;
     ASSERT_OK(eh_etcdctl(c, &out, "get", "res", "--print-value-only", NULL));
     ASSERT_STREQ("x\n", out);
     free(out);
 
-    ASSERT_OK(elector_driver_resign_sync(el, 3000));
-    ASSERT(!elector_driver_is_leader(el));
+    ASSERT_OK(elector_resign_sync(el, 3000));
+    ASSERT(!elector_is_leader(el));
     ASSERT(wait_int(&ec.resigned, 1, 3000));
     ASSERT(wait_int(&oc.no_leader, 1, 3000));
-    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_resign_sync(el, 1000));
-    ASSERT_EQ(ELECTOR_ENOTLEADER,
-              elector_driver_guarded_put_sync(el, "res", 3, "y", 1, 3000));
-    elector_driver_observer_free(o);
-    elector_driver_election_free(el);
+    ASSERT_EQ(ELECTOR_EINVAL, elector_resign_sync(el, 1000));
+    ASSERT_EQ(ELECTOR_ENOTLEADER, elector_guarded_put_sync(el, "res", 3, "y", 1, 3000));
+    elector_observer_free(o);
+    elector_election_free(el);
     /* a key on the lease; after the close, a revoke of our own: once it is
      * answered, the lease and the key are gone */
-    int64_t lease = elector_driver_session_lease(s);
-    ASSERT_OK(elector_driver_put_sync(d, "onlease", 7, "v", 1, lease, 0, 3000));
-    elector_driver_session_close(s);
+    int64_t lease = elector_session_lease(s);
+    ASSERT_OK(elector_kv_put_sync(d, "onlease", 7, "v", 1, lease, 0, 3000));
+    elector_session_close(s);
     rv_answer ra = {0};
-    ASSERT_OK(elector_driver_revoke(d, lease, 3000, revoke_answer, &ra));
+    ASSERT_OK(elector_lease_revoke(d, lease, 3000, revoke_answer, &ra));
     ASSERT(wait_int(&ra.n, 1, 5000));
     ASSERT_EQ(0, ra.rc);
-    elector_driver_kv *kvs = NULL;
+    elector_kv *kvs = NULL;
     size_t nkv = 9;
-    ASSERT_OK(elector_driver_get_sync(d, "onlease", 7, false, 3000, &kvs, &nkv));
+    ASSERT_OK(elector_kv_get_sync(d, "onlease", 7, false, 3000, &kvs, &nkv));
     ASSERT_EQ(0, (long long)nkv);
-    elector_driver_kvs_free(kvs, nkv);
+    elector_kvs_free(kvs, nkv);
     /* again: etcd no longer knows it, which says the same */
-    ASSERT_OK(elector_driver_revoke(d, lease, 3000, revoke_answer, &ra));
+    ASSERT_OK(elector_lease_revoke(d, lease, 3000, revoke_answer, &ra));
     ASSERT(wait_int(&ra.n, 2, 5000));
     ASSERT_EQ(0, ra.rc);
     /* the key operations without the wait */
     kv_answer ka = {0};
-    ASSERT_OK(elector_driver_put(d, "async", 5, "v1", 2, 0, ELECTOR_DRIVER_PUT_IF_ABSENT,
-                                 3000, kv_answer_cb, &ka));
+    ASSERT_OK(elector_kv_put(d, "async", 5, "v1", 2, 0, ELECTOR_KV_PUT_IF_ABSENT, 3000,
+                             kv_answer_cb, &ka));
     ASSERT(wait_int(&ka.n, 1, 5000));
     ASSERT_EQ(0, ka.rc);
-    ASSERT_OK(elector_driver_put(d, "async", 5, "v2", 2, 0, ELECTOR_DRIVER_PUT_IF_ABSENT,
-                                 3000, kv_answer_cb, &ka));
+    ASSERT_OK(elector_kv_put(d, "async", 5, "v2", 2, 0, ELECTOR_KV_PUT_IF_ABSENT, 3000,
+                             kv_answer_cb, &ka));
     ASSERT(wait_int(&ka.n, 2, 5000));
     ASSERT_EQ(1, ka.rc); /* exists: nothing written */
-    ASSERT_OK(elector_driver_get(d, "asy", 3, true, 3000, kv_answer_cb, &ka));
+    ASSERT_OK(elector_kv_get(d, "asy", 3, true, 3000, kv_answer_cb, &ka));
     ASSERT(wait_int(&ka.n, 3, 5000));
     ASSERT_EQ(0, ka.rc);
     ASSERT_EQ(1, (long long)ka.nkv);
     ASSERT_EQ(2, (long long)ka.value_len);
-    ASSERT_OK(elector_driver_delete(d, "async", 5, false, 3000, kv_answer_cb, &ka));
+    ASSERT_OK(elector_kv_delete(d, "async", 5, false, 3000, kv_answer_cb, &ka));
     ASSERT(wait_int(&ka.n, 4, 5000));
     ASSERT_EQ(0, ka.rc);
     ASSERT_EQ(1, (long long)ka.deleted);
+    ASSERT_EQ(ELECTOR_EINVAL, elector_kv_get(d, "", 0, false, 3000, kv_answer_cb, &ka));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_kv_get(d, "k", 1, false, 3000, NULL, NULL));
     ASSERT_EQ(ELECTOR_EINVAL,
-              elector_driver_get(d, "", 0, false, 3000, kv_answer_cb, &ka));
-    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_get(d, "k", 1, false, 3000, NULL, NULL));
-    ASSERT_EQ(ELECTOR_EINVAL,
-              elector_driver_put(d, "k", 1, "v", 1, 0, 8u, 3000, kv_answer_cb, &ka));
-    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_revoke(d, 0, 3000, revoke_answer, &ra));
-    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_revoke(d, lease, 3000, NULL, NULL));
-    elector_driver_free(d);
+              elector_kv_put(d, "k", 1, "v", 1, 0, 8u, 3000, kv_answer_cb, &ka));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_lease_revoke(d, 0, 3000, revoke_answer, &ra));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_lease_revoke(d, lease, 3000, NULL, NULL));
+    elector_etcd_free(d);
     eh_stop(c);
 }
 
 /* Callbacks call back into the API: resign from ELECTED, campaign again from
  * RESIGNED, a guarded write with its answer on the callback thread, free of
- * the election from its own callback, then elector_driver_free() from a
+ * the election from its own callback, then elector_etcd_free() from a
  * callback. */
 typedef struct reentry {
-    elector_driver *d;
-    elector_driver_session *s;
+    elector_etcd *d;
+    elector_session *s;
     atomic_int rounds, guarded_done, guarded_bad, freed, driver_freed;
     atomic_int sync_rc;
 } reentry;
 
-static void re_guarded(elector_driver_election *el, int err, void *ud)
+static void re_guarded(elector_election *el, int err, void *ud)
 {
     (void)el;
     reentry *r = ud;
@@ -283,33 +321,31 @@ static void re_guarded(elector_driver_election *el, int err, void *ud)
     atomic_fetch_add(&r->guarded_done, 1);
 }
 
-static void re_cb(elector_driver_election *el, const elector_event *ev, void *ud)
+static void re_cb(elector_election *el, const elector_event *ev, void *ud)
 {
     reentry *r = ud;
     if (ev->type == ELECTOR_EV_ELECTED) {
         /* A blocking call from a callback: the loop thread answers it. */
-        atomic_store(&r->sync_rc,
-                     elector_driver_guarded_put_sync(el, "re", 2, "1", 1, 3000));
-        elector_driver_guarded_put(el, "re2", 3, "2", 1, re_guarded, r);
-        elector_driver_resign(el);
+        atomic_store(&r->sync_rc, elector_guarded_put_sync(el, "re", 2, "1", 1, 3000));
+        elector_guarded_put(el, "re2", 3, "2", 1, re_guarded, r);
+        elector_resign(el);
     } else if (ev->type == ELECTOR_EV_RESIGNED) {
         if (atomic_fetch_add(&r->rounds, 1) + 1 < 3) {
-            elector_driver_campaign(el, "again", 5);
+            elector_campaign(el, "again", 5);
         } else {
-            elector_driver_election_free(el);
+            elector_election_free(el);
             atomic_store(&r->freed, 1);
         }
     }
 }
 
-static void obs_frees_driver(elector_driver_observer *o, const elector_event *ev,
-                             void *ud)
+static void obs_frees_driver(elector_observer *o, const elector_event *ev, void *ud)
 {
     reentry *r = ud;
     if (ev->type == ELECTOR_EV_LEADER && atomic_load(&r->freed)) {
-        elector_driver_free(r->d);
+        elector_etcd_free(r->d);
         /* The driver's shutdown took the observer: its free does nothing. */
-        elector_driver_observer_free(o);
+        elector_observer_free(o);
         atomic_store(&r->driver_freed, 1);
     }
 }
@@ -320,17 +356,16 @@ TEST(callbacks_call_back_in_and_free_the_driver)
     reentry r = {0};
     r.d = driver_on(eh_endpoints(c), NULL);
     r.s = session_on(r.d, 5);
-    elector_driver_election *el = elector_driver_election_new(r.s, "re", re_cb, &r);
+    elector_election *el = elector_election_new(r.s, "re", re_cb, &r);
     ASSERT_NOT_NULL(el);
-    ASSERT_OK(elector_driver_campaign(el, "first", 5));
+    ASSERT_OK(elector_campaign(el, "first", 5));
     ASSERT(wait_int(&r.freed, 1, 10000));
     ASSERT_EQ(3, atomic_load(&r.rounds));
     ASSERT_OK(atomic_load(&r.sync_rc));
     ASSERT(wait_int(&r.guarded_done, 3, 3000));
     ASSERT_EQ(0, atomic_load(&r.guarded_bad));
     /* Someone else leads: the observer's LEADER event frees the driver. */
-    elector_driver_observer *o =
-        elector_driver_observe(r.d, "other", obs_frees_driver, &r);
+    elector_observer *o = elector_observe(r.d, "other", obs_frees_driver, &r);
     ASSERT_NOT_NULL(o);
     ASSERT_OK(eh_etcdctl(c, NULL, "put", "other/x", "y", NULL));
     ASSERT(wait_int(&r.driver_freed, 1, 10000));
@@ -352,7 +387,7 @@ TEST(callbacks_call_back_in_and_free_the_driver)
  * lease lives on (keepalives run on the loop thread), the stall is reported,
  * leadership is kept. */
 static atomic_int stall_reports;
-static void on_stall(elector_driver *d, int64_t ms, void *ud)
+static void on_stall(elector_etcd *d, int64_t ms, void *ud)
 {
     (void)d, (void)ud;
     tl_log("stall reported: a callback has run for %lld ms", (long long)ms);
@@ -362,7 +397,7 @@ static void on_stall(elector_driver *d, int64_t ms, void *ud)
 static pthread_mutex_t user_mu = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int cb_blocked, cb_done;
 
-static void blocking_cb(elector_driver_election *el, const elector_event *ev, void *ud)
+static void blocking_cb(elector_election *el, const elector_event *ev, void *ud)
 {
     (void)el;
     count_event(ud, ev);
@@ -377,32 +412,31 @@ static void blocking_cb(elector_driver_election *el, const elector_event *ev, vo
 TEST_WITH_TIMEOUT(blocking_callback_does_not_lose_the_lease, 60)
 {
     eh_cluster *c = start1();
-    elector_driver_config dc;
-    elector_driver_config_init(&dc);
+    stall_cfg dc;
+    stall_cfg_init(&dc);
     dc.stall_ms = 500;
     dc.on_stall = on_stall;
-    elector_driver *d = driver_on(eh_endpoints(c), &dc);
-    elector_driver_session *s = session_on(d, 2);
+    elector_etcd *d = driver_on(eh_endpoints(c), &dc);
+    elector_session *s = session_on(d, 2);
     counts ec = {0};
-    elector_driver_election *el = elector_driver_election_new(s, "blk", blocking_cb, &ec);
+    elector_election *el = elector_election_new(s, "blk", blocking_cb, &ec);
     pthread_mutex_lock(&user_mu); /* this thread holds it for 3 x TTL + */
-    ASSERT_OK(elector_driver_campaign_sync(el, "v", 1, 5000));
+    ASSERT_OK(elector_campaign_sync(el, "v", 1, 5000));
     ASSERT(wait_int(&cb_blocked, 1, 3000));
     /* The callback waits 6.5 s for the mutex, TTL 2 s: is_leader all along,
      * and the driver's calls work meanwhile (from this thread). */
     for (int i = 0; i < 65; i++) {
-        ASSERT(elector_driver_is_leader(el));
-        if (i % 20 == 0)
-            ASSERT_OK(elector_driver_guarded_put_sync(el, "blk", 3, "v", 1, 3000));
+        ASSERT(elector_is_leader(el));
+        if (i % 20 == 0) ASSERT_OK(elector_guarded_put_sync(el, "blk", 3, "v", 1, 3000));
         sleep_ms(100);
     }
     pthread_mutex_unlock(&user_mu);
     ASSERT(wait_int(&cb_done, 1, 3000));
-    ASSERT(elector_driver_is_leader(el));
+    ASSERT(elector_is_leader(el));
     ASSERT_EQ(0, atomic_load(&ec.lost));
     ASSERT_EQ(1, atomic_load(&stall_reports));
-    ASSERT_EQ(1, (long long)elector_driver_stalls(d));
-    elector_driver_free(d);
+    ASSERT_EQ(1, (long long)elector_etcd_stalls(d));
+    elector_etcd_free(d);
     eh_stop(c);
 }
 
@@ -410,7 +444,7 @@ TEST_WITH_TIMEOUT(blocking_callback_does_not_lose_the_lease, 60)
  * sees it deleted); the session itself at its next keepalive (TTL/3). */
 static atomic_llong session_lost_ns;
 static atomic_int session_lost_reason;
-static void sess_cb(elector_driver_session *s, const elector_event *ev, void *ud)
+static void sess_cb(elector_session *s, const elector_event *ev, void *ud)
 {
     (void)s, (void)ud;
     if (ev->type == ELECTOR_EV_SESSION_LOST) {
@@ -422,19 +456,18 @@ static void sess_cb(elector_driver_session *s, const elector_event *ev, void *ud
 TEST(revoked_lease_is_noticed_within_one_keepalive_interval)
 {
     eh_cluster *c = start1();
-    elector_driver *d = driver_on(eh_endpoints(c), NULL);
+    elector_etcd *d = driver_on(eh_endpoints(c), NULL);
     const int ttl = 3;
     elector_session_config sc;
     elector_session_config_init(&sc);
     sc.ttl_s = ttl;
-    elector_driver_session *s = elector_driver_session_new(d, &sc, sess_cb, NULL);
-    ASSERT_OK(elector_driver_session_wait(s, 5000));
+    elector_session *s = elector_session_new(d, &sc, sess_cb, NULL);
+    ASSERT_OK(elector_session_wait(s, 5000));
     counts ec = {0};
-    elector_driver_election *el = elector_driver_election_new(s, "rev", el_count, &ec);
-    ASSERT_OK(elector_driver_campaign_sync(el, "v", 1, 5000));
+    elector_election *el = elector_election_new(s, "rev", el_count, &ec);
+    ASSERT_OK(elector_campaign_sync(el, "v", 1, 5000));
     char lease[32];
-    snprintf(lease, sizeof(lease), "%llx",
-             (unsigned long long)elector_driver_session_lease(s));
+    snprintf(lease, sizeof(lease), "%llx", (unsigned long long)elector_session_lease(s));
     int64_t t0 = elector_now_ns();
     ASSERT_OK(eh_etcdctl(c, NULL, "lease", "revoke", lease, NULL));
     int64_t t1 = elector_now_ns();
@@ -454,8 +487,8 @@ TEST(revoked_lease_is_noticed_within_one_keepalive_interval)
            lost_ms, sess_ms, ttl * 1000 / 3);
     /* One interval, with room for a busy machine. */
     ASSERT_LE(sess_ms, ttl * 1000 / 3 + 1500);
-    ASSERT(!elector_driver_is_leader(el));
-    elector_driver_free(d);
+    ASSERT(!elector_is_leader(el));
+    elector_etcd_free(d);
     eh_stop(c);
 }
 
@@ -466,48 +499,48 @@ TEST_WITH_TIMEOUT(etcd_down_at_start_and_for_two_ttl, 90)
 {
     eh_cluster *c = start1();
     ASSERT_OK(eh_member_stop(c, 0));
-    elector_driver *d = driver_on(eh_endpoints(c), NULL);
+    elector_etcd *d = driver_on(eh_endpoints(c), NULL);
     elector_session_config sc;
     elector_session_config_init(&sc);
     sc.ttl_s = 2;
-    elector_driver_session *s = elector_driver_session_new(d, &sc, NULL, NULL);
+    elector_session *s = elector_session_new(d, &sc, NULL, NULL);
     ASSERT_NOT_NULL(s);
-    int rc = elector_driver_session_wait(s, 5000);
+    int rc = elector_session_wait(s, 5000);
     tl_log("session wait with etcd down: %s", elector_err_name(rc));
     ASSERT(rc < 0);
     elector_leader_info li;
-    rc = elector_driver_leader_sync(d, "down", 1500, &li);
+    rc = elector_leader_sync(d, "down", 1500, &li);
     ASSERT(rc < 0);
-    elector_driver_session_close(s);
+    elector_session_close(s);
 
     ASSERT_OK(eh_member_restart(c, 0));
     ASSERT_OK(eh_wait_healthy(c, 0, 10));
     s = session_on(d, 2);
     counts ec = {0};
-    elector_driver_election *el = elector_driver_election_new(s, "down", el_count, &ec);
-    ASSERT_OK(elector_driver_campaign_sync(el, "v", 1, 5000));
+    elector_election *el = elector_election_new(s, "down", el_count, &ec);
+    ASSERT_OK(elector_campaign_sync(el, "v", 1, 5000));
 
     ASSERT_OK(eh_member_stop(c, 0));
     ASSERT(wait_int(&ec.lost, 1, 5000));
-    ASSERT(!elector_driver_is_leader(el));
+    ASSERT(!elector_is_leader(el));
     sleep_ms(4000); /* 2 x TTL down in all */
     ASSERT_OK(eh_member_restart(c, 0));
     ASSERT_OK(eh_wait_healthy(c, 0, 10));
-    elector_driver_election_free(el);
-    elector_driver_session_close(s);
+    elector_election_free(el);
+    elector_session_close(s);
     s = NULL;
     for (int i = 0; i < 20 && !s; i++) {
-        elector_driver_session *t = elector_driver_session_new(d, &sc, NULL, NULL);
-        if (elector_driver_session_wait(t, 3000) == 0)
+        elector_session *t = elector_session_new(d, &sc, NULL, NULL);
+        if (elector_session_wait(t, 3000) == 0)
             s = t;
         else
-            elector_driver_session_close(t);
+            elector_session_close(t);
     }
     ASSERT_NOT_NULL(s);
-    el = elector_driver_election_new(s, "down", el_count, &ec);
-    ASSERT_OK(elector_driver_campaign_sync(el, "v", 1, 10000));
-    ASSERT(elector_driver_is_leader(el));
-    elector_driver_free(d);
+    el = elector_election_new(s, "down", el_count, &ec);
+    ASSERT_OK(elector_campaign_sync(el, "v", 1, 10000));
+    ASSERT(elector_is_leader(el));
+    elector_etcd_free(d);
     eh_stop(c);
 }
 
@@ -516,33 +549,32 @@ TEST_WITH_TIMEOUT(etcd_down_at_start_and_for_two_ttl, 90)
 TEST(fork_while_leading)
 {
     eh_cluster *c = start1();
-    elector_driver *d = driver_on(eh_endpoints(c), NULL);
-    elector_driver_session *s = session_on(d, 2);
-    elector_driver_election *el = elector_driver_election_new(s, "fork", NULL, NULL);
-    ASSERT_OK(elector_driver_campaign_sync(el, "v", 1, 5000));
-    elector_driver_observer *o = elector_driver_observe(d, "fork", NULL, NULL);
+    elector_etcd *d = driver_on(eh_endpoints(c), NULL);
+    elector_session *s = session_on(d, 2);
+    elector_election *el = elector_election_new(s, "fork", NULL, NULL);
+    ASSERT_OK(elector_campaign_sync(el, "v", 1, 5000));
+    elector_observer *o = elector_observe(d, "fork", NULL, NULL);
     ASSERT_NOT_NULL(o);
     pid_t pid = fork();
     ASSERT(pid >= 0);
     if (pid == 0) {
         int bad = 0;
-        bad += elector_driver_is_leader(el);
-        bad += elector_driver_resign(el) != ELECTOR_EFORKED;
-        bad +=
-            elector_driver_guarded_put_sync(el, "f", 1, "c", 1, 1000) != ELECTOR_EFORKED;
-        bad += elector_driver_campaign_sync(el, "c", 1, 1000) != ELECTOR_EFORKED;
-        bad += elector_driver_session_new(d, NULL, NULL, NULL) != NULL;
+        bad += elector_is_leader(el);
+        bad += elector_resign(el) != ELECTOR_EFORKED;
+        bad += elector_guarded_put_sync(el, "f", 1, "c", 1, 1000) != ELECTOR_EFORKED;
+        bad += elector_campaign_sync(el, "c", 1, 1000) != ELECTOR_EFORKED;
+        bad += elector_session_new(d, NULL, NULL, NULL) != NULL;
         elector_leader_info li;
-        bad += elector_driver_leader_sync(d, "fork", 1000, &li) != ELECTOR_EFORKED;
-        bad += elector_driver_session_lease(s) != 0;
-        bad += elector_driver_session_alive(s);
-        bad += elector_driver_token(el) != 0;
-        bad += elector_driver_stalls(d) != 0;
-        bad += elector_driver_in_callback(d);
-        elector_driver_observer_free(o);
-        elector_driver_election_free(el);
-        elector_driver_session_close(s);
-        elector_driver_free(d);
+        bad += elector_leader_sync(d, "fork", 1000, &li) != ELECTOR_EFORKED;
+        bad += elector_session_lease(s) != 0;
+        bad += elector_session_alive(s);
+        bad += elector_election_token(el) != 0;
+        bad += elector_etcd_stalls(d) != 0;
+        bad += elector_etcd_in_callback(d);
+        elector_observer_free(o);
+        elector_election_free(el);
+        elector_session_close(s);
+        elector_etcd_free(d);
         _exit(bad);
     }
     int st = 0;
@@ -550,13 +582,13 @@ TEST(fork_while_leading)
     ASSERT(WIFEXITED(st));
     ASSERT_EQ(0, WEXITSTATUS(st));
     sleep_ms(3000); /* > TTL: the parent's keepalives went on */
-    ASSERT(elector_driver_is_leader(el));
-    ASSERT_OK(elector_driver_guarded_put_sync(el, "f", 1, "p", 1, 3000));
+    ASSERT(elector_is_leader(el));
+    ASSERT_OK(elector_guarded_put_sync(el, "f", 1, "p", 1, 3000));
     char *out = NULL;
     ASSERT_OK(eh_etcdctl(c, &out, "get", "f", "--print-value-only", NULL));
     ASSERT_STREQ("p\n", out);
     free(out);
-    elector_driver_free(d);
+    elector_etcd_free(d);
     eh_stop(c);
 }
 
@@ -565,8 +597,8 @@ TEST(fork_while_leading)
 #define NTHREADS 8
 
 typedef struct hammer {
-    elector_driver *d;
-    elector_driver_session *s[NTHREADS];
+    elector_etcd *d;
+    elector_session *s[NTHREADS];
     const char *name;
     int rounds;
     atomic_int holders, max_holders, errors, done;
@@ -585,22 +617,19 @@ static void *mixed_thread(void *p)
     hammer *h = a->h;
     counts oc = {0};
     for (int r = 0; r < h->rounds; r++) {
-        elector_driver_election *el =
-            elector_driver_election_new(h->s[a->i], h->name, NULL, NULL);
+        elector_election *el = elector_election_new(h->s[a->i], h->name, NULL, NULL);
         if (!el) {
             atomic_fetch_add(&h->errors, 1);
             continue;
         }
-        elector_driver_observer *o =
-            elector_driver_observe(h->d, h->name, obs_count, &oc);
-        elector_driver_campaign(el, "m", 1);
+        elector_observer *o = elector_observe(h->d, h->name, obs_count, &oc);
+        elector_campaign(el, "m", 1);
         elector_leader_info li;
-        if (elector_driver_leader_sync(h->d, h->name, 3000, &li) == 0)
-            elector_leader_free(&li);
-        (void)elector_driver_is_leader(el);
-        if (r % 2) elector_driver_resign(el);
-        elector_driver_observer_free(o);
-        elector_driver_election_free(el);
+        if (elector_leader_sync(h->d, h->name, 3000, &li) == 0) elector_leader_free(&li);
+        (void)elector_is_leader(el);
+        if (r % 2) elector_resign(el);
+        elector_observer_free(o);
+        elector_election_free(el);
     }
     atomic_fetch_add(&h->done, 1);
     return NULL;
@@ -624,10 +653,9 @@ TEST_WITH_TIMEOUT(eight_threads_campaign_resign_leader_observe_free, 180)
     ASSERT_EQ(0, atomic_load(&h.errors));
     ASSERT_EQ(NTHREADS, atomic_load(&h.done));
     /* Still working afterwards. */
-    elector_driver_election *el =
-        elector_driver_election_new(h.s[0], "after", NULL, NULL);
-    ASSERT_OK(elector_driver_campaign_sync(el, "v", 1, 5000));
-    elector_driver_free(h.d);
+    elector_election *el = elector_election_new(h.s[0], "after", NULL, NULL);
+    ASSERT_OK(elector_campaign_sync(el, "v", 1, 5000));
+    elector_etcd_free(h.d);
     eh_stop(c);
 }
 
@@ -636,10 +664,9 @@ static void *lock_thread(void *p)
 {
     targ *a = p;
     hammer *h = a->h;
-    elector_driver_election *el =
-        elector_driver_election_new(h->s[a->i], h->name, NULL, NULL);
+    elector_election *el = elector_election_new(h->s[a->i], h->name, NULL, NULL);
     for (int r = 0; r < h->rounds && el; r++) {
-        int rc = elector_driver_campaign_sync(el, "l", 1, 30000);
+        int rc = elector_campaign_sync(el, "l", 1, 30000);
         if (rc) {
             if (atomic_fetch_add(&h->errors, 1) < 3)
                 tl_log("campaign_sync: %s (%d)", elector_strerror(rc), rc);
@@ -649,10 +676,10 @@ static void *lock_thread(void *p)
         if (n > atomic_load(&h->max_holders)) atomic_store(&h->max_holders, n);
         atomic_fetch_add(&h->acquired, 1);
         atomic_fetch_sub(&h->holders, 1);
-        if (elector_driver_resign_sync(el, 30000)) atomic_fetch_add(&h->errors, 1);
+        if (elector_resign_sync(el, 30000)) atomic_fetch_add(&h->errors, 1);
     }
     if (!el) atomic_fetch_add(&h->errors, 1);
-    elector_driver_election_free(el);
+    elector_election_free(el);
     return NULL;
 }
 
@@ -683,7 +710,7 @@ TEST_WITH_TIMEOUT(thousand_locks_from_eight_threads, 300)
     ASSERT_EQ(0, atomic_load(&h.errors));
     ASSERT_EQ((long)h.rounds * NTHREADS, n);
     ASSERT_EQ(1, atomic_load(&h.max_holders));
-    elector_driver_free(h.d);
+    elector_etcd_free(h.d);
     eh_stop(c);
 }
 
@@ -692,36 +719,36 @@ TEST_WITH_TIMEOUT(thousand_locks_from_eight_threads, 300)
  * every waiter returns ECLOSED, everything joins, the leader's lease is
  * revoked on the way out. */
 typedef struct waiter {
-    elector_driver_election *el;
+    elector_election *el;
     atomic_int rc, returned;
 } waiter;
 
 static void *campaign_waiter(void *p)
 {
     waiter *w = p;
-    atomic_store(&w->rc, elector_driver_campaign_sync(w->el, "w", 1, -1));
+    atomic_store(&w->rc, elector_campaign_sync(w->el, "w", 1, -1));
     atomic_store(&w->returned, 1);
     return NULL;
 }
 
 static void *free_driver(void *p)
 {
-    elector_driver_free(p);
+    elector_etcd_free(p);
     return NULL;
 }
 
 TEST(free_from_another_thread_ends_waiting_calls)
 {
     eh_cluster *c = start1();
-    elector_driver *d = driver_on(eh_endpoints(c), NULL);
-    elector_driver_session *ls = session_on(d, 10);
-    elector_driver_election *leader = elector_driver_election_new(ls, "wait", NULL, NULL);
-    ASSERT_OK(elector_driver_campaign_sync(leader, "L", 1, 5000));
+    elector_etcd *d = driver_on(eh_endpoints(c), NULL);
+    elector_session *ls = session_on(d, 10);
+    elector_election *leader = elector_election_new(ls, "wait", NULL, NULL);
+    ASSERT_OK(elector_campaign_sync(leader, "L", 1, 5000));
     waiter w[4];
     pthread_t th[4];
     for (int i = 0; i < 4; i++) {
         memset(&w[i], 0, sizeof(w[i]));
-        w[i].el = elector_driver_election_new(session_on(d, 10), "wait", NULL, NULL);
+        w[i].el = elector_election_new(session_on(d, 10), "wait", NULL, NULL);
         ASSERT_NOT_NULL(w[i].el);
         ASSERT_OK(pthread_create(&th[i], NULL, campaign_waiter, &w[i]));
     }
@@ -742,14 +769,14 @@ TEST(free_from_another_thread_ends_waiting_calls)
     eh_stop(c);
 }
 
-/* elector_driver_exec() runs fn on the loop thread (not the caller's, not the
- * callback thread) and returns once it did; elector_driver_in_callback() is
+/* elector_etcd_exec() runs fn on the loop thread (not the caller's, not the
+ * callback thread) and returns once it did; elector_etcd_in_callback() is
  * true on the callback thread only; a callback past stall_ms without an
  * on_stall hook is reported on stderr and counted. The driver is made with
  * the client's defaults (NULL configuration) first: nothing is sent by it. */
 static pthread_t exec_thread;
 static atomic_int exec_ran, in_cb_seen, in_cb_elected;
-static elector_driver *cb_driver;
+static elector_etcd *cb_driver;
 
 static void exec_fn(elector_etcd *etcd, void *arg)
 {
@@ -758,43 +785,43 @@ static void exec_fn(elector_etcd *etcd, void *arg)
     atomic_store(&exec_ran, elector_etcd_fd(etcd) == -1 && arg == &exec_ran ? 1 : -1);
 }
 
-static void where_cb(elector_driver_election *el, const elector_event *ev, void *ud)
+static void where_cb(elector_election *el, const elector_event *ev, void *ud)
 {
     (void)el, (void)ud;
     if (ev->type != ELECTOR_EV_ELECTED) return;
-    atomic_store(&in_cb_seen, elector_driver_in_callback(cb_driver) ? 1 : -1);
+    atomic_store(&in_cb_seen, elector_etcd_in_callback(cb_driver) ? 1 : -1);
     sleep_ms(200); /* past stall_ms: reported on stderr */
     atomic_store(&in_cb_elected, 1);
 }
 
 TEST(exec_runs_on_the_loop_thread_and_in_callback_tells_the_callback_thread)
 {
-    elector_driver *d = NULL;
-    ASSERT_OK(elector_driver_new(NULL, NULL, &d));
-    ASSERT_OK(elector_driver_exec(d, exec_fn, &exec_ran));
+    elector_etcd *d = NULL;
+    ASSERT_OK(own_new(NULL, NULL, &d));
+    ASSERT_OK(elector_etcd_exec(d, exec_fn, &exec_ran));
     ASSERT_EQ(1, atomic_load(&exec_ran));
     ASSERT(!pthread_equal(exec_thread, pthread_self()));
-    ASSERT(!elector_driver_in_callback(d));
-    elector_driver_free(d);
+    ASSERT(!elector_etcd_in_callback(d));
+    elector_etcd_free(d);
 
     eh_cluster *c = start1();
-    elector_driver_config dc;
-    elector_driver_config_init(&dc);
+    stall_cfg dc;
+    stall_cfg_init(&dc);
     dc.stall_ms = 50;
     d = driver_on(eh_endpoints(c), &dc);
     cb_driver = d;
-    elector_driver_session *s = session_on(d, 5);
-    elector_driver_election *el = elector_driver_election_new(s, "where", where_cb, NULL);
+    elector_session *s = session_on(d, 5);
+    elector_election *el = elector_election_new(s, "where", where_cb, NULL);
     ASSERT_NOT_NULL(el);
-    ASSERT_OK(elector_driver_campaign(el, "v", 1));
+    ASSERT_OK(elector_campaign(el, "v", 1));
     ASSERT(wait_int(&in_cb_elected, 1, 5000));
     ASSERT_EQ(1, atomic_load(&in_cb_seen));
-    ASSERT(!elector_driver_in_callback(d));
-    ASSERT_EQ(1, (long long)elector_driver_stalls(d));
+    ASSERT(!elector_etcd_in_callback(d));
+    ASSERT_EQ(1, (long long)elector_etcd_stalls(d));
     atomic_store(&exec_ran, 0);
-    ASSERT_OK(elector_driver_exec(d, exec_fn, &exec_ran));
+    ASSERT_OK(elector_etcd_exec(d, exec_fn, &exec_ran));
     ASSERT_EQ(1, atomic_load(&exec_ran));
-    elector_driver_free(d);
+    elector_etcd_free(d);
     eh_stop(c);
 }
 
@@ -803,7 +830,7 @@ typedef struct {
     int rc;
 } guarded_answer;
 
-static void guarded_answer_cb(elector_driver_election *el, int err, void *ud)
+static void guarded_answer_cb(elector_election *el, int err, void *ud)
 {
     (void)el;
     guarded_answer *a = ud;
@@ -813,7 +840,7 @@ static void guarded_answer_cb(elector_driver_election *el, int err, void *ud)
 
 /* A get_sync or a leader_sync of 30 s on another thread. */
 typedef struct {
-    elector_driver *d;
+    elector_etcd *d;
     bool leader;
     int rc;
     atomic_int returned;
@@ -824,13 +851,13 @@ static void *sync_wait_main(void *arg)
     sync_waiter *w = arg;
     if (w->leader) {
         elector_leader_info li;
-        w->rc = elector_driver_leader_sync(w->d, "pg", 30000, &li);
+        w->rc = elector_leader_sync(w->d, "pg", 30000, &li);
         if (!w->rc) elector_leader_free(&li);
     } else {
-        elector_driver_kv *kvs = NULL;
+        elector_kv *kvs = NULL;
         size_t n = 0;
-        w->rc = elector_driver_get_sync(w->d, "pg", 2, true, 30000, &kvs, &n);
-        if (!w->rc) elector_driver_kvs_free(kvs, n);
+        w->rc = elector_kv_get_sync(w->d, "pg", 2, true, 30000, &kvs, &n);
+        if (!w->rc) elector_kvs_free(kvs, n);
     }
     atomic_store(&w->returned, 1);
     return NULL;
@@ -844,18 +871,18 @@ static void *sync_wait_main(void *arg)
 TEST_WITH_TIMEOUT(proclaim_guarded_delete_default_session_and_a_write_timed_out, 60)
 {
     eh_cluster *c = start1();
-    elector_driver *d = driver_on(eh_endpoints(c), NULL);
-    elector_driver_session *s = elector_driver_session_new(d, NULL, NULL, NULL);
+    elector_etcd *d = driver_on(eh_endpoints(c), NULL);
+    elector_session *s = elector_session_new(d, NULL, NULL, NULL);
     ASSERT_NOT_NULL(s);
-    ASSERT_OK(elector_driver_session_wait(s, 5000));
-    elector_driver_election *el = elector_driver_election_new(s, "pg", NULL, NULL);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    elector_election *el = elector_election_new(s, "pg", NULL, NULL);
     ASSERT_NOT_NULL(el);
-    ASSERT_OK(elector_driver_campaign_sync(el, "v1", 2, 5000));
-    ASSERT_OK(elector_driver_proclaim(el, "v2", 2));
+    ASSERT_OK(elector_campaign_sync(el, "v1", 2, 5000));
+    ASSERT_OK(elector_proclaim(el, "v2", 2));
     elector_leader_info li;
     int rc = 1;
     for (int i = 0; i < 100; i++) {
-        rc = elector_driver_leader_sync(d, "pg", 2000, &li);
+        rc = elector_leader_sync(d, "pg", 2000, &li);
         ASSERT_OK(rc);
         bool v2 = li.value_len == 2 && !memcmp(li.value, "v2", 2);
         elector_leader_free(&li);
@@ -864,24 +891,23 @@ TEST_WITH_TIMEOUT(proclaim_guarded_delete_default_session_and_a_write_timed_out,
         sleep_ms(20);
     }
     ASSERT_OK(rc); /* the proclaimed value is the leader's */
-    ASSERT_OK(elector_driver_guarded_put_sync(el, "pg-k", 4, "x", 1, 3000));
-    ASSERT_OK(elector_driver_guarded_delete_sync(el, "pg-k", 4, 3000));
+    ASSERT_OK(elector_guarded_put_sync(el, "pg-k", 4, "x", 1, 3000));
+    ASSERT_OK(elector_guarded_delete_sync(el, "pg-k", 4, 3000));
     char *out = NULL;
     ASSERT_OK(eh_etcdctl(c, &out, "get", "pg-k", NULL));
     ASSERT_STREQ("", out);
     free(out);
     /* The guarded delete without waiting: its callback says 0, the key is gone. */
-    ASSERT_OK(elector_driver_guarded_put_sync(el, "pg-k2", 5, "x", 1, 3000));
+    ASSERT_OK(elector_guarded_put_sync(el, "pg-k2", 5, "x", 1, 3000));
     guarded_answer ga = {0};
-    ASSERT_OK(elector_driver_guarded_delete(el, "pg-k2", 5, guarded_answer_cb, &ga));
+    ASSERT_OK(elector_guarded_delete(el, "pg-k2", 5, guarded_answer_cb, &ga));
     ASSERT(wait_int(&ga.n, 1, 5000));
     ASSERT_OK(ga.rc);
     ASSERT_OK(eh_etcdctl(c, &out, "get", "pg-k2", NULL));
     ASSERT_STREQ("", out);
     free(out);
     ASSERT_OK(eh_member_pause(c, 0));
-    ASSERT_EQ(ELECTOR_ETIMEDOUT,
-              elector_driver_guarded_put_sync(el, "pg-k", 4, "y", 1, 200));
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, elector_guarded_put_sync(el, "pg-k", 4, "y", 1, 200));
     ASSERT_OK(eh_member_resume(c, 0));
     sleep_ms(300); /* the abandoned write's answer arrives, or not: no harm */
     /* A read and a leader query that wait (the member frozen) when another
@@ -894,7 +920,7 @@ TEST_WITH_TIMEOUT(proclaim_guarded_delete_default_session_and_a_write_timed_out,
     ASSERT_OK(pthread_create(&t2, NULL, sync_wait_main, &ld));
     sleep_ms(300);
     ASSERT_EQ(0, atomic_load(&kv.returned) + atomic_load(&ld.returned));
-    elector_driver_free(d);
+    elector_etcd_free(d);
     pthread_join(t1, NULL);
     pthread_join(t2, NULL);
     ASSERT_EQ(ELECTOR_ECLOSED, kv.rc);
@@ -905,38 +931,38 @@ TEST_WITH_TIMEOUT(proclaim_guarded_delete_default_session_and_a_write_timed_out,
 
 TEST(bad_input_gives_clear_errors)
 {
-    elector_driver *d = NULL;
+    elector_etcd *d = NULL;
     elector_etcd_config cfg;
     elector_etcd_config_init(&cfg);
     cfg.endpoints = "http://[::1";
-    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_new(&cfg, NULL, &d));
+    ASSERT_EQ(ELECTOR_EINVAL, own_new(&cfg, NULL, &d));
     ASSERT_NULL(d);
     cfg.endpoints = "127.0.0.1:1";
-    ASSERT_OK(elector_driver_new(&cfg, NULL, &d));
-    ASSERT_NULL(elector_driver_observe(d, "", NULL, NULL));
+    ASSERT_OK(own_new(&cfg, NULL, &d));
+    ASSERT_NULL(elector_observe(d, "", NULL, NULL));
     elector_leader_info li;
-    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_leader_sync(d, "", 100, &li));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_leader_sync(d, "", 100, &li));
     lanswer la = {0};
-    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_leader(d, "", 100, leader_answer, &la));
-    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_leader(d, "x", 100, NULL, NULL));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_leader(d, "", 100, leader_answer, &la));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_leader(d, "x", 100, NULL, NULL));
     /* nobody answers on port 1: the read fails or the driver's stop cancels
-     * it; either way its callback runs once, before elector_driver_free()
+     * it; either way its callback runs once, before elector_etcd_free()
      * returns */
-    ASSERT_OK(elector_driver_leader(d, "x", 60000, leader_answer, &la));
-    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_exec(d, NULL, NULL));
-    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_campaign(NULL, "x", 1));
-    ASSERT(!elector_driver_is_leader(NULL));
-    elector_driver_free(d);
+    ASSERT_OK(elector_leader(d, "x", 60000, leader_answer, &la));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_etcd_exec(d, NULL, NULL));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_campaign(NULL, "x", 1));
+    ASSERT(!elector_is_leader(NULL));
+    elector_etcd_free(d);
     ASSERT_EQ(1, atomic_load(&la.n));
     ASSERT(la.rc < 0);
-    elector_driver_free(NULL);
+    elector_etcd_free(NULL);
 }
 
-/* Calls into the API from the loop thread (inside elector_driver_exec) run
+/* Calls into the API from the loop thread (inside elector_etcd_exec) run
  * there at once instead of waiting for the loop (which would wait forever);
  * once the driver is being freed, calls are refused with ECLOSED. No etcd:
  * port 1 refuses every connection. */
-static elector_driver *inline_d;
+static elector_etcd *inline_d;
 static atomic_int inline_depth, inline_session_ok;
 
 static void inner_exec(elector_etcd *etcd, void *arg)
@@ -950,27 +976,26 @@ static void outer_exec(elector_etcd *etcd, void *arg)
     (void)etcd, (void)arg;
     exec_thread = pthread_self();
     /* Nested: the same thread, before this returns. */
-    if (elector_driver_exec(inline_d, inner_exec, NULL)) return;
+    if (elector_etcd_exec(inline_d, inner_exec, NULL)) return;
     if (atomic_load(&inline_depth) != 2) return;
-    elector_driver_session *s = elector_driver_session_new(inline_d, NULL, NULL, NULL);
+    elector_session *s = elector_session_new(inline_d, NULL, NULL, NULL);
     if (s) {
-        elector_driver_session_close(s);
+        elector_session_close(s);
         atomic_store(&inline_session_ok, 1);
     }
 }
 
 static atomic_int after_free_rc, after_free_null, freed_in_cb;
 
-static void frees_then_calls(elector_driver *d, int rc, const elector_leader_info *info,
+static void frees_then_calls(elector_etcd *d, int rc, const elector_leader_info *info,
                              void *ud)
 {
     (void)rc, (void)info, (void)ud;
-    elector_driver_free(d); /* returns once the loop is over; d goes after this */
-    atomic_store(&after_free_rc, elector_driver_exec(d, exec_fn, NULL));
-    atomic_store(&after_free_null,
-                 elector_driver_session_new(d, NULL, NULL, NULL) == NULL &&
-                     elector_driver_observe(d, "x", NULL, NULL) == NULL);
-    elector_driver_free(d); /* again: a no-op */
+    elector_etcd_free(d); /* returns once the loop is over; d goes after this */
+    atomic_store(&after_free_rc, elector_etcd_exec(d, exec_fn, NULL));
+    atomic_store(&after_free_null, elector_session_new(d, NULL, NULL, NULL) == NULL &&
+                                       elector_observe(d, "x", NULL, NULL) == NULL);
+    elector_etcd_free(d); /* again: a no-op */
     atomic_store(&freed_in_cb, 1);
 }
 
@@ -980,47 +1005,46 @@ TEST(calls_from_the_loop_thread_run_inline_and_a_freed_driver_refuses_calls)
     elector_etcd_config_init(&cfg);
     cfg.endpoints = "127.0.0.1:1";
     cfg.dial_timeout_ms = 200;
-    ASSERT_OK(elector_driver_new(&cfg, NULL, &inline_d));
-    ASSERT_OK(elector_driver_exec(inline_d, outer_exec, NULL));
+    ASSERT_OK(own_new(&cfg, NULL, &inline_d));
+    ASSERT_OK(elector_etcd_exec(inline_d, outer_exec, NULL));
     ASSERT_EQ(2, atomic_load(&inline_depth));
     ASSERT_EQ(1, atomic_load(&inline_session_ok));
 
     /* Handles that are NULL: EINVAL, NULL, 0, false, or nothing done. */
-    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_session_wait(NULL, 10));
-    elector_driver_session_close(NULL);
-    ASSERT_EQ(0, elector_driver_session_lease(NULL));
-    ASSERT(!elector_driver_session_alive(NULL));
-    ASSERT_NULL(elector_driver_election_new(NULL, "x", NULL, NULL));
-    elector_driver_election_free(NULL);
-    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_campaign_sync(NULL, "x", 1, 10));
-    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_resign_sync(NULL, 10));
-    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_resign(NULL));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_session_wait(NULL, 10));
+    elector_session_close(NULL);
+    ASSERT_EQ(0, elector_session_lease(NULL));
+    ASSERT(!elector_session_alive(NULL));
+    ASSERT_NULL(elector_election_new(NULL, "x", NULL, NULL));
+    elector_election_free(NULL);
+    ASSERT_EQ(ELECTOR_EINVAL, elector_campaign_sync(NULL, "x", 1, 10));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_resign_sync(NULL, 10));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_resign(NULL));
     /* one API: as elector_proclaim(NULL): we do not lead */
-    ASSERT_EQ(ELECTOR_ENOTLEADER, elector_driver_proclaim(NULL, "x", 1));
-    ASSERT_EQ(0, elector_driver_token(NULL));
-    ASSERT_EQ(ELECTOR_EINVAL,
-              elector_driver_guarded_put(NULL, "k", 1, "v", 1, NULL, NULL));
-    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_guarded_delete_sync(NULL, "k", 1, 10));
-    elector_driver_observer_free(NULL);
-    ASSERT_EQ(0, (long long)elector_driver_stalls(NULL));
-    ASSERT(!elector_driver_in_callback(NULL));
+    ASSERT_EQ(ELECTOR_ENOTLEADER, elector_proclaim(NULL, "x", 1));
+    ASSERT_EQ(0, elector_election_token(NULL));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_guarded_put(NULL, "k", 1, "v", 1, NULL, NULL));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_guarded_delete_sync(NULL, "k", 1, 10));
+    elector_observer_free(NULL);
+    ASSERT_EQ(0, (long long)elector_etcd_stalls(NULL));
+    ASSERT(!elector_etcd_in_callback(NULL));
     elector_leader_info li;
-    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_leader_sync(inline_d, "x", 10, NULL));
-    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_leader_sync(NULL, "x", 10, &li));
-    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_exec(NULL, exec_fn, NULL));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_leader_sync(inline_d, "x", 10, NULL));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_leader_sync(NULL, "x", 10, &li));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_etcd_exec(NULL, exec_fn, NULL));
     /* A session whose grant cannot be sent anywhere: an election on it is
      * made; an empty name is refused. */
-    elector_driver_session *s = elector_driver_session_new(inline_d, NULL, NULL, NULL);
+    elector_session *s = elector_session_new(inline_d, NULL, NULL, NULL);
     ASSERT_NOT_NULL(s);
-    ASSERT_NULL(elector_driver_election_new(s, "", NULL, NULL));
-    ASSERT_NULL(elector_driver_election_new(s, NULL, NULL, NULL));
-    elector_driver_election *el = elector_driver_election_new(s, "e", NULL, NULL);
+    ASSERT_NULL(elector_election_new(s, "", NULL, NULL));
+    ASSERT_NULL(elector_election_new(s, NULL, NULL, NULL));
+    elector_election *el = elector_election_new(s, "e", NULL, NULL);
     ASSERT_NOT_NULL(el);
-    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_guarded_put(el, "k", 1, "v", 1, NULL, NULL));
-    ASSERT(!elector_driver_is_leader(el));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_guarded_put(el, "k", 1, "v", 1, NULL, NULL));
+    ASSERT(!elector_is_leader(el));
 
     /* Freed from a callback: later calls in it are refused. */
-    ASSERT_OK(elector_driver_leader(inline_d, "x", 5000, frees_then_calls, NULL));
+    ASSERT_OK(elector_leader(inline_d, "x", 5000, frees_then_calls, NULL));
     ASSERT(wait_int(&freed_in_cb, 1, 10000));
     ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&after_free_rc));
     ASSERT_EQ(1, atomic_load(&after_free_null));
@@ -1031,7 +1055,7 @@ TEST(calls_from_the_loop_thread_run_inline_and_a_freed_driver_refuses_calls)
  * session's grant is refused (port 1), its SESSION_LOST is the callback. */
 static atomic_int cb_entered, cb_left;
 
-static void slow_session_cb(elector_driver_session *s, const elector_event *ev, void *ud)
+static void slow_session_cb(elector_session *s, const elector_event *ev, void *ud)
 {
     (void)s, (void)ev, (void)ud;
     atomic_store(&cb_entered, 1);
@@ -1045,15 +1069,14 @@ TEST(closing_a_handle_waits_for_its_running_callback)
     elector_etcd_config_init(&cfg);
     cfg.endpoints = "127.0.0.1:1";
     cfg.dial_timeout_ms = 200;
-    elector_driver *d = NULL;
-    ASSERT_OK(elector_driver_new(&cfg, NULL, &d));
-    elector_driver_session *s =
-        elector_driver_session_new(d, NULL, slow_session_cb, NULL);
+    elector_etcd *d = NULL;
+    ASSERT_OK(own_new(&cfg, NULL, &d));
+    elector_session *s = elector_session_new(d, NULL, slow_session_cb, NULL);
     ASSERT_NOT_NULL(s);
     ASSERT(wait_int(&cb_entered, 1, 5000));
-    elector_driver_session_close(s);
+    elector_session_close(s);
     ASSERT_EQ(1, atomic_load(&cb_left));
-    elector_driver_free(d);
+    elector_etcd_free(d);
 }
 
 /* The session's SESSION_LOST (the grant refused: port 1) frees the driver;
@@ -1062,21 +1085,19 @@ TEST(closing_a_handle_waits_for_its_running_callback)
 static atomic_int lost_freed, lost_wait_rc, lost_el_null, lost_revoke_rc, lost_leader_rc,
     lost_put_rc, lost_alive, lost_lease;
 
-static void lost_frees_driver(elector_driver_session *s, const elector_event *ev,
-                              void *ud)
+static void lost_frees_driver(elector_session *s, const elector_event *ev, void *ud)
 {
-    elector_driver *d = ud;
+    elector_etcd *d = ud;
     if (ev->type != ELECTOR_EV_SESSION_LOST) return;
-    elector_driver_free(d);
-    atomic_store(&lost_wait_rc, elector_driver_session_wait(s, 10));
-    atomic_store(&lost_el_null, elector_driver_election_new(s, "x", NULL, NULL) == NULL);
-    atomic_store(&lost_revoke_rc, elector_driver_revoke(d, 5, 100, revoke_answer, NULL));
-    atomic_store(&lost_leader_rc,
-                 elector_driver_leader(d, "x", 100, leader_answer, NULL));
-    atomic_store(&lost_put_rc, elector_driver_put_sync(d, "k", 1, "v", 1, 0, 0, 100));
-    atomic_store(&lost_alive, elector_driver_session_alive(s));
-    atomic_store(&lost_lease, (int)elector_driver_session_lease(s));
-    elector_driver_session_close(s); /* the driver's shutdown took it: nothing */
+    elector_etcd_free(d);
+    atomic_store(&lost_wait_rc, elector_session_wait(s, 10));
+    atomic_store(&lost_el_null, elector_election_new(s, "x", NULL, NULL) == NULL);
+    atomic_store(&lost_revoke_rc, elector_lease_revoke(d, 5, 100, revoke_answer, NULL));
+    atomic_store(&lost_leader_rc, elector_leader(d, "x", 100, leader_answer, NULL));
+    atomic_store(&lost_put_rc, elector_kv_put_sync(d, "k", 1, "v", 1, 0, 0, 100));
+    atomic_store(&lost_alive, elector_session_alive(s));
+    atomic_store(&lost_lease, (int)elector_session_lease(s));
+    elector_session_close(s); /* the driver's shutdown took it: nothing */
     atomic_store(&lost_freed, 1);
 }
 
@@ -1086,9 +1107,9 @@ TEST(calls_in_a_callback_after_it_freed_the_driver_are_refused)
     elector_etcd_config_init(&cfg);
     cfg.endpoints = "127.0.0.1:1";
     cfg.dial_timeout_ms = 200;
-    elector_driver *d = NULL;
-    ASSERT_OK(elector_driver_new(&cfg, NULL, &d));
-    elector_driver_session *s = elector_driver_session_new(d, NULL, lost_frees_driver, d);
+    elector_etcd *d = NULL;
+    ASSERT_OK(own_new(&cfg, NULL, &d));
+    elector_session *s = elector_session_new(d, NULL, lost_frees_driver, d);
     ASSERT_NOT_NULL(s);
     ASSERT(wait_int(&lost_freed, 1, 10000));
     ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&lost_wait_rc));
@@ -1108,37 +1129,36 @@ TEST(calls_in_a_callback_after_it_freed_the_driver_are_refused)
 typedef struct selffree {
     atomic_int done, campaign, proclaim, resign, campaign_sync, resign_sync, gput_sync,
         gdel, leader;
-    elector_driver *d;
+    elector_etcd *d;
 } selffree;
 
-static void selffree_cb(elector_driver_election *el, const elector_event *ev, void *ud)
+static void selffree_cb(elector_election *el, const elector_event *ev, void *ud)
 {
     selffree *f = ud;
     if (ev->type != ELECTOR_EV_ELECTED) return;
-    if (f->d) elector_driver_free(f->d); /* the last part: the driver first */
-    elector_driver_election_free(el);
+    if (f->d) elector_etcd_free(f->d); /* the last part: the driver first */
+    elector_election_free(el);
     guarded_answer ga = {0};
-    atomic_store(&f->campaign, elector_driver_campaign(el, "x", 1));
-    atomic_store(&f->proclaim, elector_driver_proclaim(el, "x", 1));
-    atomic_store(&f->resign, elector_driver_resign(el));
-    atomic_store(&f->campaign_sync, elector_driver_campaign_sync(el, "x", 1, 100));
-    atomic_store(&f->resign_sync, elector_driver_resign_sync(el, 100));
-    atomic_store(&f->gput_sync, elector_driver_guarded_put_sync(el, "g", 1, "v", 1, 100));
-    atomic_store(&f->gdel,
-                 elector_driver_guarded_delete(el, "g", 1, guarded_answer_cb, &ga));
-    atomic_store(&f->leader, elector_driver_is_leader(el));
+    atomic_store(&f->campaign, elector_campaign(el, "x", 1));
+    atomic_store(&f->proclaim, elector_proclaim(el, "x", 1));
+    atomic_store(&f->resign, elector_resign(el));
+    atomic_store(&f->campaign_sync, elector_campaign_sync(el, "x", 1, 100));
+    atomic_store(&f->resign_sync, elector_resign_sync(el, 100));
+    atomic_store(&f->gput_sync, elector_guarded_put_sync(el, "g", 1, "v", 1, 100));
+    atomic_store(&f->gdel, elector_guarded_delete(el, "g", 1, guarded_answer_cb, &ga));
+    atomic_store(&f->leader, elector_is_leader(el));
     atomic_store(&f->done, 1);
 }
 
 TEST(an_election_freed_in_its_own_callback_refuses_calls)
 {
     eh_cluster *c = start1();
-    elector_driver *d = driver_on(eh_endpoints(c), NULL);
-    elector_driver_session *s = session_on(d, 5);
+    elector_etcd *d = driver_on(eh_endpoints(c), NULL);
+    elector_session *s = session_on(d, 5);
     selffree f = {0};
-    elector_driver_election *el = elector_driver_election_new(s, "self", selffree_cb, &f);
+    elector_election *el = elector_election_new(s, "self", selffree_cb, &f);
     ASSERT_NOT_NULL(el);
-    ASSERT_OK(elector_driver_campaign(el, "v", 1));
+    ASSERT_OK(elector_campaign(el, "v", 1));
     ASSERT(wait_int(&f.done, 1, 5000));
     ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&f.campaign));
     ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&f.proclaim));
@@ -1149,54 +1169,54 @@ TEST(an_election_freed_in_its_own_callback_refuses_calls)
     ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&f.gdel));
     ASSERT_EQ(0, atomic_load(&f.leader));
     elector_leader_info li;
-    ASSERT_EQ(1, elector_driver_leader_sync(d, "self", 3000, &li)); /* resigned */
+    ASSERT_EQ(1, elector_leader_sync(d, "self", 3000, &li)); /* resigned */
 
     /* A leader with an empty value; a second campaign times out behind it. */
-    elector_driver_election *a = elector_driver_election_new(s, "to", NULL, NULL);
-    ASSERT_OK(elector_driver_campaign_sync(a, "", 0, 5000));
-    ASSERT_OK(elector_driver_leader_sync(d, "to", 3000, &li));
+    elector_election *a = elector_election_new(s, "to", NULL, NULL);
+    ASSERT_OK(elector_campaign_sync(a, "", 0, 5000));
+    ASSERT_OK(elector_leader_sync(d, "to", 3000, &li));
     ASSERT_EQ(0, (long long)li.value_len);
     ASSERT_NOT_NULL(li.value);
     elector_leader_free(&li);
-    elector_driver_session *s2 = session_on(d, 5);
-    elector_driver_election *b = elector_driver_election_new(s2, "to", NULL, NULL);
-    ASSERT_EQ(ELECTOR_ETIMEDOUT, elector_driver_campaign_sync(b, "b", 1, 300));
-    ASSERT(!elector_driver_is_leader(b));
-    ASSERT(elector_driver_is_leader(a));
+    elector_session *s2 = session_on(d, 5);
+    elector_election *b = elector_election_new(s2, "to", NULL, NULL);
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, elector_campaign_sync(b, "b", 1, 300));
+    ASSERT(!elector_is_leader(b));
+    ASSERT(elector_is_leader(a));
 
     /* Deletes: without the count, and of a prefix without the wait. */
-    ASSERT_OK(elector_driver_put_sync(d, "dp/a", 4, "1", 1, 0, 0, 3000));
-    ASSERT_OK(elector_driver_put_sync(d, "dp/b", 4, "", 0, 0, 0, 3000));
-    elector_driver_kv *kvs = NULL;
+    ASSERT_OK(elector_kv_put_sync(d, "dp/a", 4, "1", 1, 0, 0, 3000));
+    ASSERT_OK(elector_kv_put_sync(d, "dp/b", 4, "", 0, 0, 0, 3000));
+    elector_kv *kvs = NULL;
     size_t n = 0;
-    ASSERT_OK(elector_driver_get_sync(d, "dp/b", 4, false, 3000, &kvs, &n));
+    ASSERT_OK(elector_kv_get_sync(d, "dp/b", 4, false, 3000, &kvs, &n));
     ASSERT_EQ(1, (long long)n);
     ASSERT_EQ(0, (long long)kvs[0].value_len); /* an empty value */
-    elector_driver_kvs_free(kvs, n);
-    ASSERT_OK(elector_driver_delete_sync(d, "dp/a", 4, false, 3000, NULL));
+    elector_kvs_free(kvs, n);
+    ASSERT_OK(elector_kv_delete_sync(d, "dp/a", 4, false, 3000, NULL));
     kv_answer ka = {0};
-    ASSERT_OK(elector_driver_delete(d, "dp/", 3, true, 3000, kv_answer_cb, &ka));
+    ASSERT_OK(elector_kv_delete(d, "dp/", 3, true, 3000, kv_answer_cb, &ka));
     ASSERT(wait_int(&ka.n, 1, 5000));
     ASSERT_EQ(0, ka.rc);
     ASSERT_EQ(1, (long long)ka.deleted); /* dp/b: dp/a went before */
-    ASSERT_OK(elector_driver_get_sync(d, "dp/", 3, true, 3000, &kvs, &n));
+    ASSERT_OK(elector_kv_get_sync(d, "dp/", 3, true, 3000, &kvs, &n));
     ASSERT_EQ(0, (long long)n);
-    elector_driver_kvs_free(kvs, n);
+    elector_kvs_free(kvs, n);
     /* Bad arguments: clear errors, nothing sent. */
-    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_get_sync(d, "k", 1, false, 100, NULL, &n));
-    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_get_sync(d, "k", 1, false, 100, &kvs, NULL));
-    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_leader_sync(d, NULL, 100, &li));
-    ASSERT_EQ(ELECTOR_EINVAL, elector_driver_leader(d, NULL, 100, leader_answer, NULL));
-    ASSERT_NULL(elector_driver_observe(d, NULL, NULL, NULL));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_kv_get_sync(d, "k", 1, false, 100, NULL, &n));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_kv_get_sync(d, "k", 1, false, 100, &kvs, NULL));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_leader_sync(d, NULL, 100, &li));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_leader(d, NULL, 100, leader_answer, NULL));
+    ASSERT_NULL(elector_observe(d, NULL, NULL, NULL));
 
     /* Last: b's ELECTED (a resigns) frees the driver, then b, in the callback.
      * The new b on a session of its own: on s2 it would share the old b's key
      * (NAME/lease), which the old b's free may still be deleting. */
-    elector_driver_election_free(b);
+    elector_election_free(b);
     selffree g = {.d = d};
-    b = elector_driver_election_new(session_on(d, 5), "to", selffree_cb, &g);
-    ASSERT_OK(elector_driver_campaign(b, "b", 1));
-    ASSERT_OK(elector_driver_resign_sync(a, 3000));
+    b = elector_election_new(session_on(d, 5), "to", selffree_cb, &g);
+    ASSERT_OK(elector_campaign(b, "b", 1));
+    ASSERT_OK(elector_resign_sync(a, 3000));
     ASSERT(wait_int(&g.done, 1, 10000));
     ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&g.campaign));
     ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&g.campaign_sync));
@@ -1215,8 +1235,8 @@ TEST(an_election_freed_in_its_own_callback_refuses_calls)
  * session's grant, a guarded write) return ECLOSED when another thread frees
  * the driver. */
 typedef struct frozen_waiter {
-    elector_driver_session *s;
-    elector_driver_election *el;
+    elector_session *s;
+    elector_election *el;
     bool resign;
     int rc;
     atomic_int returned;
@@ -1226,11 +1246,11 @@ static void *frozen_wait_main(void *arg)
 {
     frozen_waiter *w = arg;
     if (w->s)
-        w->rc = elector_driver_session_wait(w->s, -1);
+        w->rc = elector_session_wait(w->s, -1);
     else if (w->resign)
-        w->rc = elector_driver_resign_sync(w->el, -1);
+        w->rc = elector_resign_sync(w->el, -1);
     else
-        w->rc = elector_driver_guarded_put_sync(w->el, "fz", 2, "v", 1, -1);
+        w->rc = elector_guarded_put_sync(w->el, "fz", 2, "v", 1, -1);
     atomic_store(&w->returned, 1);
     return NULL;
 }
@@ -1238,18 +1258,18 @@ static void *frozen_wait_main(void *arg)
 TEST_WITH_TIMEOUT(calls_etcd_does_not_answer_end_at_their_timeout_or_the_free, 60)
 {
     eh_cluster *c = start1();
-    elector_driver *d = driver_on(eh_endpoints(c), NULL);
-    elector_driver_session *s = session_on(d, 5);
-    elector_driver_election *el = elector_driver_election_new(s, "fz", NULL, NULL);
-    ASSERT_OK(elector_driver_campaign_sync(el, "v", 1, 5000));
-    elector_driver_session *s3 = session_on(d, 5);
-    elector_driver_election *el3 = elector_driver_election_new(s3, "fz3", NULL, NULL);
-    ASSERT_OK(elector_driver_campaign_sync(el3, "v", 1, 5000));
+    elector_etcd *d = driver_on(eh_endpoints(c), NULL);
+    elector_session *s = session_on(d, 5);
+    elector_election *el = elector_election_new(s, "fz", NULL, NULL);
+    ASSERT_OK(elector_campaign_sync(el, "v", 1, 5000));
+    elector_session *s3 = session_on(d, 5);
+    elector_election *el3 = elector_election_new(s3, "fz3", NULL, NULL);
+    ASSERT_OK(elector_campaign_sync(el3, "v", 1, 5000));
     ASSERT_OK(eh_member_pause(c, 0));
-    elector_driver_session *s2 = elector_driver_session_new(d, NULL, NULL, NULL);
+    elector_session *s2 = elector_session_new(d, NULL, NULL, NULL);
     ASSERT_NOT_NULL(s2);
-    ASSERT_EQ(ELECTOR_ETIMEDOUT, elector_driver_session_wait(s2, 200));
-    ASSERT(!elector_driver_session_alive(s2)); /* not granted yet */
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, elector_session_wait(s2, 200));
+    ASSERT(!elector_session_alive(s2)); /* not granted yet */
     frozen_waiter ws = {.s = s2}, wg = {.el = el}, wr = {.el = el3, .resign = true};
     pthread_t t1, t2, t3;
     ASSERT_OK(pthread_create(&t1, NULL, frozen_wait_main, &ws));
@@ -1260,14 +1280,14 @@ TEST_WITH_TIMEOUT(calls_etcd_does_not_answer_end_at_their_timeout_or_the_free, 6
                      atomic_load(&wr.returned));
     /* The resign's delete is not answered: not done in 200 ms (the belief
      * ends at once all the same). */
-    ASSERT_EQ(ELECTOR_ETIMEDOUT, elector_driver_resign_sync(el, 200));
-    ASSERT(!elector_driver_is_leader(el));
+    ASSERT_EQ(ELECTOR_ETIMEDOUT, elector_resign_sync(el, 200));
+    ASSERT(!elector_is_leader(el));
     /* The revokes of s3 and s are not answered either: the free waits for
      * them 1 s at most (the request timeout is 2 s). */
-    elector_driver_session_close(s3);
-    elector_driver_session_close(s);
+    elector_session_close(s3);
+    elector_session_close(s);
     int64_t t0 = elector_now_ns();
-    elector_driver_free(d);
+    elector_etcd_free(d);
     double free_ms = (elector_now_ns() - t0) / 1e6;
     tl_log("free with etcd frozen: %.0f ms", free_ms);
     pthread_join(t1, NULL);
@@ -1289,13 +1309,13 @@ TEST(closing_the_session_then_freeing_the_driver_revokes_the_lease)
 {
     eh_cluster *c = start1();
     for (int i = 0; i < 5; i++) {
-        elector_driver *d = driver_on(eh_endpoints(c), NULL);
-        elector_driver_session *s = session_on(d, 30);
-        elector_driver_election *el = elector_driver_election_new(s, "order", NULL, NULL);
-        ASSERT_OK(elector_driver_campaign_sync(el, "v", 1, 5000));
-        elector_driver_election_free(el);
-        elector_driver_session_close(s);
-        elector_driver_free(d);
+        elector_etcd *d = driver_on(eh_endpoints(c), NULL);
+        elector_session *s = session_on(d, 30);
+        elector_election *el = elector_election_new(s, "order", NULL, NULL);
+        ASSERT_OK(elector_campaign_sync(el, "v", 1, 5000));
+        elector_election_free(el);
+        elector_session_close(s);
+        elector_etcd_free(d);
         char *out = NULL;
         ASSERT_OK(eh_etcdctl(c, &out, "lease", "list", NULL));
         if (!tl_contains(out, "found 0")) tl_log("round %d: %s", i, out);
@@ -1312,7 +1332,7 @@ TEST(closing_the_session_then_freeing_the_driver_revokes_the_lease)
  * no stall then (with stall_ms taken as 0 it would be). No etcd: port 1. */
 static atomic_int slow_answered;
 
-static void slow_answer(elector_driver *d, int rc, const elector_leader_info *info,
+static void slow_answer(elector_etcd *d, int rc, const elector_leader_info *info,
                         void *ud)
 {
     (void)d, (void)rc, (void)info, (void)ud;
@@ -1326,30 +1346,30 @@ TEST(stall_ms_zero_is_the_default)
     elector_etcd_config_init(&cfg);
     cfg.endpoints = "127.0.0.1:1";
     cfg.dial_timeout_ms = 200;
-    elector_driver_config dc;
-    elector_driver_config_init(&dc);
+    stall_cfg dc;
+    stall_cfg_init(&dc);
     dc.stall_ms = 0;
     dc.on_stall = on_stall;
-    elector_driver *d = NULL;
-    ASSERT_OK(elector_driver_new(&cfg, &dc, &d));
-    ASSERT_OK(elector_driver_leader(d, "x", 1000, slow_answer, NULL));
+    elector_etcd *d = NULL;
+    ASSERT_OK(own_new(&cfg, &dc, &d));
+    ASSERT_OK(elector_leader(d, "x", 1000, slow_answer, NULL));
     ASSERT(wait_int(&slow_answered, 1, 5000));
-    ASSERT_EQ(0, (long long)elector_driver_stalls(d));
+    ASSERT_EQ(0, (long long)elector_etcd_stalls(d));
     ASSERT_EQ(0, atomic_load(&stall_reports));
-    elector_driver_free(d);
+    elector_etcd_free(d);
 }
 
-/* elector_driver_cb_detail(): in a leader read's callback that reports a
- * failure to connect, the client's text of it (the endpoint and the cause);
- * "" outside a callback. No etcd: port 1. */
+/* elector_etcd_errstr() on the callback thread: in a leader read's callback
+ * that reports a failure to connect, the client's text of it (the endpoint and
+ * the cause); "" before any call failed. No etcd: port 1. */
 static char detail_seen[256];
 static atomic_int detail_rc, detail_answered;
 
-static void detail_answer(elector_driver *d, int rc, const elector_leader_info *info,
+static void detail_answer(elector_etcd *d, int rc, const elector_leader_info *info,
                           void *ud)
 {
     (void)info, (void)ud;
-    snprintf(detail_seen, sizeof(detail_seen), "%s", elector_driver_cb_detail(d));
+    snprintf(detail_seen, sizeof(detail_seen), "%s", elector_etcd_errstr(d));
     atomic_store(&detail_rc, rc);
     atomic_store(&detail_answered, 1);
 }
@@ -1360,19 +1380,18 @@ TEST(cb_detail_names_the_endpoint_and_the_cause)
     elector_etcd_config_init(&cfg);
     cfg.endpoints = "127.0.0.1:1";
     cfg.dial_timeout_ms = 200;
-    elector_driver *d = NULL;
-    ASSERT_OK(elector_driver_new(&cfg, NULL, &d));
-    ASSERT_STREQ("", elector_driver_cb_detail(d));
-    ASSERT_STREQ("", elector_driver_cb_detail(NULL));
-    ASSERT_OK(elector_driver_leader(d, "x", 3000, detail_answer, NULL));
+    elector_etcd *d = NULL;
+    ASSERT_OK(own_new(&cfg, NULL, &d));
+    ASSERT_STREQ("", elector_etcd_errstr(d));
+    ASSERT_OK(elector_leader(d, "x", 3000, detail_answer, NULL));
     ASSERT(wait_int(&detail_answered, 1, 5000));
     ASSERT_EQ(ELECTOR_ECONNECT, atomic_load(&detail_rc));
     ASSERT_CONTAINS(detail_seen, "127.0.0.1:1");
     ASSERT_CONTAINS(detail_seen, "Connection refused");
-    elector_driver_free(d);
+    elector_etcd_free(d);
 }
 
-/* Handles freed by the user while elector_driver_free() on another thread
+/* Handles freed by the user while elector_etcd_free() on another thread
  * waits for the loop (busy in a job): each free returns at once (the driver
  * is stopping), and the driver's end, which finds them closed, frees each
  * once (ASan: no double free, no leak). No etcd: port 1. */
@@ -1388,8 +1407,8 @@ static void blocking_job(elector_etcd *etcd, void *arg)
 
 static void *exec_blocking(void *arg)
 {
-    elector_driver *d = arg;
-    atomic_store(&exec_ran, elector_driver_exec(d, blocking_job, NULL) == 0 ? 1 : -1);
+    elector_etcd *d = arg;
+    atomic_store(&exec_ran, elector_etcd_exec(d, blocking_job, NULL) == 0 ? 1 : -1);
     return NULL;
 }
 
@@ -1399,11 +1418,11 @@ TEST(handles_freed_while_the_driver_is_being_freed)
     elector_etcd_config_init(&cfg);
     cfg.endpoints = "127.0.0.1:1";
     cfg.dial_timeout_ms = 200;
-    elector_driver *d = NULL;
-    ASSERT_OK(elector_driver_new(&cfg, NULL, &d));
-    elector_driver_session *s = elector_driver_session_new(d, NULL, NULL, NULL);
-    elector_driver_election *el = elector_driver_election_new(s, "x", NULL, NULL);
-    elector_driver_observer *o = elector_driver_observe(d, "x", NULL, NULL);
+    elector_etcd *d = NULL;
+    ASSERT_OK(own_new(&cfg, NULL, &d));
+    elector_session *s = elector_session_new(d, NULL, NULL, NULL);
+    elector_election *el = elector_election_new(s, "x", NULL, NULL);
+    elector_observer *o = elector_observe(d, "x", NULL, NULL);
     ASSERT_NOT_NULL(s);
     ASSERT_NOT_NULL(el);
     ASSERT_NOT_NULL(o);
@@ -1414,13 +1433,13 @@ TEST(handles_freed_while_the_driver_is_being_freed)
     ASSERT_OK(pthread_create(&tf, NULL, free_driver, d));
     int rc = 0;
     for (int i = 0; i < 500 && rc != ELECTOR_ECLOSED; i++) {
-        rc = elector_driver_session_wait(s, 0); /* ECLOSED once the free began */
+        rc = elector_session_wait(s, 0); /* ECLOSED once the free began */
         if (rc != ELECTOR_ECLOSED) sleep_ms(10);
     }
     ASSERT_EQ(ELECTOR_ECLOSED, rc);
-    elector_driver_observer_free(o);
-    elector_driver_election_free(el);
-    elector_driver_session_close(s);
+    elector_observer_free(o);
+    elector_election_free(el);
+    elector_session_close(s);
     atomic_store(&job_release, 1);
     pthread_join(te, NULL);
     pthread_join(tf, NULL);
