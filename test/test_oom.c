@@ -42,7 +42,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "elector/driver.h"
 #include "elector/election.h"
 #include "etcd_harness.h"
 #include "testlib.h"
@@ -704,31 +703,30 @@ TEST_WITH_TIMEOUT(oom_close_sync_revokes_before_the_client_is_freed, 60)
 /* ---- the driver's calls without memory --------------------------------- */
 
 /* In a child, a driver with a session on etcd; then, on the loop thread (in
- * elector_driver_exec, so that the calls run inline and their jobs' own
+ * elector_etcd_exec, so that the calls run inline and their jobs' own
  * allocations are counted too, and no other work of the loop interleaves),
  * the non-blocking calls, the Nth allocation failing. Each call must succeed
  * or fail cleanly (NULL, ENOMEM); every answer that is promised must come;
  * then the driver is freed (LeakSanitizer checks at exit). */
 typedef struct drv_oom {
-    elector_driver *d;
-    elector_driver_session *s;
-    elector_driver_election *el;
-    elector_driver_observer *o;
+    elector_etcd *d;
+    elector_session *s;
+    elector_election *el;
+    elector_observer *o;
     int rc_campaign, rc_leader, rc_put, rc_get, rc_revoke;
     long n;
 } drv_oom;
 
 static atomic_int drv_answers, drv_enomem; /* answers; those with ENOMEM */
 
-static void drv_leader_cb(elector_driver *d, int rc, const elector_leader_info *i,
-                          void *ud)
+static void drv_leader_cb(elector_etcd *d, int rc, const elector_leader_info *i, void *ud)
 {
     (void)d, (void)i, (void)ud;
     atomic_fetch_add(&drv_enomem, rc == ELECTOR_ENOMEM);
     atomic_fetch_add(&drv_answers, 1);
 }
 
-static void drv_kv_cb(elector_driver *d, int rc, const elector_driver_kv *kvs, size_t n,
+static void drv_kv_cb(elector_etcd *d, int rc, const elector_kv *kvs, size_t n,
                       int64_t deleted, void *ud)
 {
     (void)d, (void)kvs, (void)n, (void)deleted, (void)ud;
@@ -736,7 +734,7 @@ static void drv_kv_cb(elector_driver *d, int rc, const elector_driver_kv *kvs, s
     atomic_fetch_add(&drv_answers, 1);
 }
 
-static void drv_revoke_cb(elector_driver *d, int rc, void *ud)
+static void drv_revoke_cb(elector_etcd *d, int rc, void *ud)
 {
     (void)d, (void)ud;
     atomic_fetch_add(&drv_enomem, rc == ELECTOR_ENOMEM);
@@ -756,14 +754,13 @@ static void drv_calls(elector_etcd *etcd, void *arg)
     failed = 0;
     fail_at = x->n;
     counting = true;
-    x->el = elector_driver_election_new(x->s, "oomdrv", NULL, NULL);
-    x->rc_campaign = x->el ? elector_driver_campaign(x->el, "v", 1) : 0;
-    x->o = elector_driver_observe(x->d, "oomdrv", NULL, NULL);
-    x->rc_leader = elector_driver_leader(x->d, "oomdrv", 3000, drv_leader_cb, NULL);
-    x->rc_put =
-        elector_driver_put(x->d, "oomdrv-p", 8, "v", 1, 0, 0, 3000, drv_kv_cb, NULL);
-    x->rc_get = elector_driver_get(x->d, "oomdrv-", 7, true, 3000, drv_kv_cb, NULL);
-    x->rc_revoke = elector_driver_revoke(x->d, 12345, 3000, drv_revoke_cb, NULL);
+    x->el = elector_election_new(x->s, "oomdrv", NULL, NULL);
+    x->rc_campaign = x->el ? elector_campaign(x->el, "v", 1) : 0;
+    x->o = elector_observe(x->d, "oomdrv", NULL, NULL);
+    x->rc_leader = elector_leader(x->d, "oomdrv", 3000, drv_leader_cb, NULL);
+    x->rc_put = elector_kv_put(x->d, "oomdrv-p", 8, "v", 1, 0, 0, 3000, drv_kv_cb, NULL);
+    x->rc_get = elector_kv_get(x->d, "oomdrv-", 7, true, 3000, drv_kv_cb, NULL);
+    x->rc_revoke = elector_lease_revoke(x->d, 12345, 3000, drv_revoke_cb, NULL);
     counting = false;
     fail_at = 0;
 }
@@ -779,11 +776,13 @@ static int drv_run_one(long n, long *count, long *seen)
         elector_etcd_config cfg;
         elector_etcd_config_init(&cfg);
         cfg.endpoints = endpoints;
+        cfg.own_thread = true;
         drv_oom x = {.n = n};
-        if (elector_driver_new(&cfg, NULL, &x.d)) _exit(20);
-        x.s = elector_driver_session_new(x.d, NULL, NULL, NULL);
-        if (!x.s || elector_driver_session_wait(x.s, 5000)) _exit(21);
-        if (elector_driver_exec(x.d, drv_calls, &x)) _exit(22);
+        x.d = elector_etcd_new(&cfg);
+        if (!x.d || elector_etcd_err(x.d)) _exit(20);
+        x.s = elector_session_new(x.d, NULL, NULL, NULL);
+        if (!x.s || elector_session_wait(x.s, 5000)) _exit(21);
+        if (elector_etcd_exec(x.d, drv_calls, &x)) _exit(22);
         int promised =
             (x.rc_leader == 0) + (x.rc_put == 0) + (x.rc_get == 0) + (x.rc_revoke == 0);
         if (!clean(x.rc_campaign) || !clean(x.rc_leader) || !clean(x.rc_put) ||
@@ -800,10 +799,10 @@ static int drv_run_one(long n, long *count, long *seen)
                     atomic_load(&drv_answers), promised);
             _exit(24);
         }
-        if (x.o) elector_driver_observer_free(x.o);
-        if (x.el) elector_driver_election_free(x.el);
-        elector_driver_session_close(x.s);
-        elector_driver_free(x.d);
+        if (x.o) elector_observer_free(x.o);
+        if (x.el) elector_election_free(x.el);
+        elector_session_close(x.s);
+        elector_etcd_free(x.d);
         /* Seen by the caller: a call refused or an answer with ENOMEM. */
         bool saw = !x.el || !x.o || x.rc_campaign || x.rc_leader || x.rc_put ||
                    x.rc_get || x.rc_revoke || atomic_load(&drv_enomem);
@@ -1021,10 +1020,10 @@ TEST_WITH_TIMEOUT(oom_resign_at_each_allocation_still_deletes_the_key, 60)
  * ENOMEM; each promised answer comes once, or its loss is said on stderr
  * ("... answer is lost"); nothing hangs, crashes or leaks (ASan build). */
 typedef struct drv_ans {
-    elector_driver *d;
-    elector_driver_session *s, *s2;
-    elector_driver_election *el;
-    elector_driver_observer *o;
+    elector_etcd *d;
+    elector_session *s, *s2;
+    elector_election *el;
+    elector_observer *o;
     int rc[5]; /* leader, get, put, revoke, guarded */
     long n;
     char name[32], prefix[48]; /* of each N's own: an earlier one's lease may live on */
@@ -1039,14 +1038,14 @@ enum { A_SESSION = 1, A_OBSERVE = 2, A_CALLS = 3 };
 static unsigned ans_mask;
 static long ans_seq; /* a name of each run's own: an earlier one's lease may live on */
 
-static void ans_guarded_cb(elector_driver_election *el, int err, void *ud)
+static void ans_guarded_cb(elector_election *el, int err, void *ud)
 {
     (void)el, (void)ud;
     atomic_fetch_add(&drv_enomem, err == ELECTOR_ENOMEM);
     atomic_fetch_add(&drv_answers, 1);
 }
 
-static void ans_obs_cb(elector_driver_observer *o, const elector_event *ev, void *ud)
+static void ans_obs_cb(elector_observer *o, const elector_event *ev, void *ud)
 {
     (void)o, (void)ev, (void)ud;
     atomic_fetch_add(&ans_events, 1);
@@ -1063,21 +1062,21 @@ static void ans_calls(elector_etcd *etcd, void *arg)
     unsigned m = ans_mask;
     for (int i = 0; i < 5; i++)
         x->rc[i] = 1; /* not made */
-    if (m & A_SESSION) x->s2 = elector_driver_session_new(x->d, NULL, NULL, NULL);
-    if (m & A_OBSERVE) x->o = elector_driver_observe(x->d, x->name, ans_obs_cb, NULL);
+    if (m & A_SESSION) x->s2 = elector_session_new(x->d, NULL, NULL, NULL);
+    if (m & A_OBSERVE) x->o = elector_observe(x->d, x->name, ans_obs_cb, NULL);
     if (m & (1u << A_CALLS))
-        x->rc[0] = elector_driver_leader(x->d, x->name, 3000, drv_leader_cb, NULL);
+        x->rc[0] = elector_leader(x->d, x->name, 3000, drv_leader_cb, NULL);
     if (m & (2u << A_CALLS))
-        x->rc[1] = elector_driver_get(x->d, x->prefix, strlen(x->prefix), true, 3000,
-                                      drv_kv_cb, NULL);
+        x->rc[1] = elector_kv_get(x->d, x->prefix, strlen(x->prefix), true, 3000,
+                                  drv_kv_cb, NULL);
     if (m & (4u << A_CALLS))
         x->rc[2] =
-            elector_driver_put(x->d, "oomans-p", 8, "v", 1, 0, 0, 3000, drv_kv_cb, NULL);
+            elector_kv_put(x->d, "oomans-p", 8, "v", 1, 0, 0, 3000, drv_kv_cb, NULL);
     if (m & (8u << A_CALLS))
-        x->rc[3] = elector_driver_revoke(x->d, 12345, 3000, drv_revoke_cb, NULL);
+        x->rc[3] = elector_lease_revoke(x->d, 12345, 3000, drv_revoke_cb, NULL);
     if (m & (16u << A_CALLS))
-        x->rc[4] = elector_driver_guarded_put(x->el, "oomans-g", 8, "v", 1,
-                                              ans_guarded_cb, NULL);
+        x->rc[4] =
+            elector_guarded_put(x->el, "oomans-g", 8, "v", 1, ans_guarded_cb, NULL);
 }
 
 static void ans_stop(elector_etcd *etcd, void *arg)
@@ -1118,15 +1117,17 @@ static _Noreturn void ans_child(long n, int out)
     char k1[64], k2[64];
     snprintf(k1, sizeof k1, "%s1", x.prefix);
     snprintf(k2, sizeof k2, "%s2", x.prefix);
-    if (elector_driver_new(&cfg, NULL, &x.d)) _exit(20);
-    x.s = elector_driver_session_new(x.d, NULL, NULL, NULL);
-    if (!x.s || elector_driver_session_wait(x.s, 5000)) _exit(21);
-    x.el = elector_driver_election_new(x.s, x.name, NULL, NULL);
-    if (!x.el || elector_driver_campaign_sync(x.el, "v", 1, 5000)) _exit(22);
-    if (elector_driver_put_sync(x.d, k1, pl + 1, "a", 1, 0, 0, 3000) ||
-        elector_driver_put_sync(x.d, k2, pl + 1, "", 0, 0, 0, 3000))
+    cfg.own_thread = true;
+    x.d = elector_etcd_new(&cfg);
+    if (!x.d || elector_etcd_err(x.d)) _exit(20);
+    x.s = elector_session_new(x.d, NULL, NULL, NULL);
+    if (!x.s || elector_session_wait(x.s, 5000)) _exit(21);
+    x.el = elector_election_new(x.s, x.name, NULL, NULL);
+    if (!x.el || elector_campaign_sync(x.el, "v", 1, 5000)) _exit(22);
+    if (elector_kv_put_sync(x.d, k1, pl + 1, "a", 1, 0, 0, 3000) ||
+        elector_kv_put_sync(x.d, k2, pl + 1, "", 0, 0, 0, 3000))
         _exit(23);
-    if (elector_driver_exec(x.d, ans_calls, &x)) _exit(24);
+    if (elector_etcd_exec(x.d, ans_calls, &x)) _exit(24);
     int promised = 0;
     for (int i = 0; i < 5; i++) {
         if (x.rc[i] != 0 && x.rc[i] != ELECTOR_ENOMEM && x.rc[i] != 1) {
@@ -1144,18 +1145,18 @@ static _Noreturn void ans_child(long n, int out)
             break;
         usleep(10000);
     }
-    if (elector_driver_exec(x.d, ans_stop, NULL)) _exit(26);
+    if (elector_etcd_exec(x.d, ans_stop, NULL)) _exit(26);
     int got = atomic_load(&drv_answers), lost = said_in(fd, "answer is lost");
     if (got + lost != promised) {
         dprintf(err, "test_oom: driver answers N=%ld: %d answers, %d lost, of %d\n", n,
                 got, lost, promised);
         _exit(27);
     }
-    if (x.o) elector_driver_observer_free(x.o);
-    if (x.s2) elector_driver_session_close(x.s2);
-    elector_driver_election_free(x.el);
-    elector_driver_session_close(x.s);
-    elector_driver_free(x.d);
+    if (x.o) elector_observer_free(x.o);
+    if (x.s2) elector_session_close(x.s2);
+    elector_election_free(x.el);
+    elector_session_close(x.s);
+    elector_etcd_free(x.d);
     long r[3] = {alloc_count, failed, lost};
     if (write(out, r, sizeof r) != (ssize_t)sizeof r) _exit(28);
     exit(0); /* LeakSanitizer checks at exit */
@@ -1279,16 +1280,36 @@ static void start_exec(elector_etcd *etcd, void *arg)
     *(int *)arg = 1;
 }
 
-/* elector_driver_new() with its Nth allocation failing: ENOMEM, no driver,
+/* elector_etcd_new() with own_thread, its Nth allocation failing: ENOMEM, no client,
  * nothing kept (LeakSanitizer in the ASan build); its first or second thread
  * not started: EUNAVAILABLE, the first thread joined. Then a driver starts
  * and runs a job. No etcd needed (nothing is sent). */
+/* A client that runs on its own thread (own_thread): 0 and *out, or the
+ * client's error (the client freed, *out NULL). */
+static int own_new(const elector_etcd_config *cfg, elector_etcd **out)
+{
+    elector_etcd_config c;
+    if (cfg)
+        c = *cfg;
+    else
+        elector_etcd_config_init(&c);
+    c.own_thread = true;
+    *out = elector_etcd_new(&c);
+    if (!*out) return ELECTOR_ENOMEM;
+    int rc = elector_etcd_err(*out);
+    if (rc) {
+        elector_etcd_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 TEST_WITH_TIMEOUT(oom_driver_new_fails_cleanly, 60)
 {
     elector_etcd_config cfg;
     elector_etcd_config_init(&cfg);
     cfg.endpoints = "127.0.0.1:1";
-    elector_driver *d = NULL;
+    elector_etcd *d = NULL;
     long n;
     int rc = -1;
     for (n = 1; n < 200; n++) {
@@ -1296,31 +1317,31 @@ TEST_WITH_TIMEOUT(oom_driver_new_fails_cleanly, 60)
         failed = 0;
         fail_at = n;
         counting = true;
-        rc = elector_driver_new(&cfg, NULL, &d);
+        rc = own_new(&cfg, &d);
         counting = false;
         fail_at = 0;
         if (!failed) break;
         ASSERT_EQ(ELECTOR_ENOMEM, rc);
         ASSERT_NULL(d);
     }
-    tl_log("elector_driver_new: %ld allocations", n - 1);
+    tl_log("elector_etcd_new (own_thread): %ld allocations", n - 1);
     ASSERT_OK(rc);
     ASSERT_GE(n - 1, 2); /* the driver, the client */
-    elector_driver_free(d);
+    elector_etcd_free(d);
     for (long t = 1; t <= 2; t++) {
         thread_count = 0;
         thread_fail_at = t;
-        d = (elector_driver *)&cfg;
-        ASSERT_EQ(ELECTOR_EUNAVAILABLE, elector_driver_new(&cfg, NULL, &d));
+        d = (elector_etcd *)&cfg;
+        ASSERT_EQ(ELECTOR_EUNAVAILABLE, own_new(&cfg, &d));
         ASSERT_NULL(d);
         ASSERT_EQ(t, thread_count);
     }
     thread_fail_at = 0;
-    ASSERT_OK(elector_driver_new(&cfg, NULL, &d));
+    ASSERT_OK(own_new(&cfg, &d));
     int ran = 0;
-    ASSERT_OK(elector_driver_exec(d, start_exec, &ran));
+    ASSERT_OK(elector_etcd_exec(d, start_exec, &ran));
     ASSERT_EQ(1, ran);
-    elector_driver_free(d);
+    elector_etcd_free(d);
 }
 
 static void gt_answer(elector_election *el, int err, const Etcdserverpb__TxnResponse *r,
