@@ -7,15 +7,10 @@
 
 #include <stdio.h>
 
-int tool_timing_budget(const tool_timing_in *in, tool_timing_out *out, char *err,
-                       size_t cap)
+/* The figures, whatever they say. */
+static void figures(const tool_timing_in *in, tool_timing_out *out)
 {
-    *out = (tool_timing_out){0};
     int64_t ttl = in->ttl_ms, rtt = in->rtt_ms > 0 ? in->rtt_ms : 0;
-    if (ttl < 1000) {
-        snprintf(err, cap, "--ttl must be at least 1s (etcd counts whole seconds)");
-        return -1;
-    }
     out->margin_ms = in->margin_ms > 0 ? in->margin_ms : ttl / 10 < 200 ? 200 : ttl / 10;
     out->grace_ms = in->grace_ms >= 0 ? in->grace_ms : ttl / 4 < 2000 ? ttl / 4 : 2000;
     out->renew_every_ms = ttl / 3;
@@ -36,6 +31,14 @@ int tool_timing_budget(const tool_timing_in *in, tool_timing_out *out, char *err
     out->outage_ms =
         out->believe_ms - out->renew_every_ms - TOOL_TIMING_RENEW_RETRY_MS - rtt;
     out->outage_cmd_ms = out->outage_ms - out->grace_ms;
+}
+
+/* Settings under which the guard cannot keep its promise, or breaks it for
+ * nothing: a sentence in err that says what to change. */
+static int refusal(const tool_timing_in *in, const tool_timing_out *out, char *err,
+                   size_t cap)
+{
+    int64_t ttl = in->ttl_ms, rtt = in->rtt_ms > 0 ? in->rtt_ms : 0;
     if (out->margin_ms >= ttl) {
         snprintf(err, cap, "a margin of %lldms leaves nothing of a %llds TTL",
                  (long long)out->margin_ms, (long long)(ttl / 1000));
@@ -70,6 +73,18 @@ int tool_timing_budget(const tool_timing_in *in, tool_timing_out *out, char *err
         return -1;
     }
     return 0;
+}
+
+int tool_timing_budget(const tool_timing_in *in, tool_timing_out *out, char *err,
+                       size_t cap)
+{
+    *out = (tool_timing_out){0};
+    if (in->ttl_ms < 1000) {
+        snprintf(err, cap, "--ttl must be at least 1s (etcd counts whole seconds)");
+        return -1;
+    }
+    figures(in, out);
+    return refusal(in, out, err, cap);
 }
 
 /* A duration as the tool writes it: 15ms, 10.52s. */
