@@ -71,7 +71,7 @@ typedef struct elector_driver_config {
 void elector_driver_config_init(elector_driver_config *cfg);
 
 /** Creates the client (etcd_cfg as for elector_etcd_new(); NULL: defaults) and
- * starts the two threads. Returns 0 and *out, or ELECTOR_EINVAL/ETLS (the
+ * starts the two threads. @return 0 and *out, or ELECTOR_EINVAL/ETLS (the
  * client's configuration error; elector_etcd_errstr's text on stderr is not
  * printed: it is lost with the client), ELECTOR_ENOMEM, ELECTOR_EUNAVAILABLE
  * (no thread could be started). cfg may be NULL. */
@@ -84,7 +84,7 @@ void elector_driver_free(elector_driver *d);
 
 /** Runs fn(etcd, arg) on the loop thread (between two rounds of the loop: fn may
  * call any core function that is not blocking) and waits until it returned.
- * For what this API lacks. Returns 0, ELECTOR_ECLOSED (driver stopping),
+ * For what this API lacks. @return 0, ELECTOR_ECLOSED (driver stopping),
  * ELECTOR_EFORKED. */
 int elector_driver_exec(elector_driver *d, void (*fn)(elector_etcd *etcd, void *arg),
                         void *arg);
@@ -110,7 +110,7 @@ typedef void (*elector_driver_session_cb)(elector_driver_session *s,
                                           const elector_event *ev, void *ud);
 
 /** A session (lease kept alive by the loop thread); the grant is asynchronous.
- * cfg may be NULL (defaults). Returns NULL when out of memory, the driver is
+ * cfg may be NULL (defaults). @return NULL when out of memory, the driver is
  * stopping, or in a forked child. */
 elector_driver_session *elector_driver_session_new(elector_driver *d,
                                                    const elector_session_config *cfg,
@@ -132,7 +132,7 @@ void elector_driver_session_close(elector_driver_session *s);
  * lease is gone: cb(d, rc, ud) runs once, on the callback thread, with 0 (etcd
  * revoked it, or no longer knew it: revoked or expired) or the call's error
  * (ELECTOR_ETIMEDOUT after timeout_ms; <= 0: the request timeout;
- * ELECTOR_ECANCELED when the driver stops first). Returns 0 (cb will run) or
+ * ELECTOR_ECANCELED when the driver stops first). @return 0 (cb will run) or
  * the error (cb never runs). */
 typedef void (*elector_driver_revoke_cb)(elector_driver *d, int rc, void *ud);
 int elector_driver_revoke(elector_driver *d, int64_t lease, int64_t timeout_ms,
@@ -215,7 +215,7 @@ int elector_driver_leader_sync(elector_driver *d, const char *name, int64_t time
  * thread, with rc as elector_driver_leader_sync() would return it (info is set
  * when rc is 0 or ELECTOR_EBLOCKED, valid during the callback only; ELECTOR_ECANCELED
  * when the driver stops first). For callers that wait on their own terms (a file
- * descriptor the callback wakes, say). Returns 0 (cb will run) or the error
+ * descriptor the callback wakes, say). @return 0 (cb will run) or the error
  * (cb never runs). */
 typedef void (*elector_driver_leader_cb)(elector_driver *d, int rc,
                                          const elector_leader_info *info, void *ud);
@@ -224,7 +224,7 @@ int elector_driver_leader(elector_driver *d, const char *name, int64_t timeout_m
 /** @} */
 
 /** @{ */
-/** As elector_observe(); events come on the callback thread. Returns NULL when
+/** As elector_observe(); events come on the callback thread. @return NULL when
  * out of memory or name is empty, the driver is stopping, or in a forked child. */
 typedef void (*elector_driver_observe_cb)(elector_driver_observer *o,
                                           const elector_event *ev, void *ud);
@@ -257,7 +257,7 @@ typedef struct elector_driver_kv {
 #define ELECTOR_DRIVER_PUT_IF_ABSENT 1u
 
 /** Puts key = value, bound to lease when not 0 (a session's:
- * elector_driver_session_lease(); the key goes with the lease). Returns 0
+ * elector_driver_session_lease(); the key goes with the lease). @return 0
  * (written), 1 (ELECTOR_DRIVER_PUT_IF_ABSENT and the key exists: nothing
  * written), or the call's error (ELECTOR_ELEASE: the lease is gone). */
 int elector_driver_put_sync(elector_driver *d, const void *key, size_t key_len,
@@ -273,7 +273,7 @@ int elector_driver_get_sync(elector_driver *d, const void *key, size_t key_len,
 void elector_driver_kvs_free(elector_driver_kv *kvs, size_t n);
 
 /** Deletes the key, or every key that starts with it; *deleted (may be NULL):
- * how many were. Returns 0 or the call's error. */
+ * how many were. @return 0 or the call's error. */
 int elector_driver_delete_sync(elector_driver *d, const void *key, size_t key_len,
                                bool prefix, int64_t timeout_ms, int64_t *deleted);
 
@@ -282,8 +282,8 @@ int elector_driver_delete_sync(elector_driver *d, const void *key, size_t key_le
  * file descriptor the callback wakes, say): cb(d, rc, kvs, n, deleted, ud) runs
  * once, on the callback thread, with rc as the _sync form would return it, and
  * for a get the keys (kvs, n: valid during the callback only), for a delete how
- * many were deleted; ELECTOR_ECANCELED when the driver stops first. Each
- * returns 0 (cb will run) or the error (cb never runs). */
+ * many were deleted; ELECTOR_ECANCELED when the driver stops first.
+ * @return Each: 0 (cb will run) or the error (cb never runs). */
 typedef void (*elector_driver_kv_cb)(elector_driver *d, int rc,
                                      const elector_driver_kv *kvs, size_t n,
                                      int64_t deleted, void *ud);

@@ -63,7 +63,7 @@ typedef enum elector_event_type {
     ELECTOR_EV_SESSION_LOST /**< session: the lease is gone or unprovable */
 } elector_event_type;
 
-/** Returns "waiting", "elected", "proclaimed", "lost", "resigned", "failed",
+/** @return "waiting", "elected", "proclaimed", "lost", "resigned", "failed",
  * "leader", "no_leader", "session_lost". */
 const char *elector_event_name(elector_event_type type);
 
@@ -147,14 +147,14 @@ void elector_session_config_init(elector_session_config *cfg);
 typedef void (*elector_session_cb)(elector_session *s, const elector_event *ev, void *ud);
 
 /** Grants (or adopts) the lease asynchronously and keeps it alive every TTL/3 on the
- * client's shared LeaseKeepAlive streams (one up to 256 renewals in flight). Returns NULL
+ * client's shared LeaseKeepAlive streams (one up to 256 renewals in flight). @return NULL
  * only when out of memory or when etcd is a handle in error (see elector_etcd_err()). cb
  * may be NULL. */
 elector_session *elector_session_new(elector_etcd *etcd,
                                      const elector_session_config *cfg,
                                      elector_session_cb cb, void *ud);
 
-/** Blocks (running the loop) until the lease is granted. Returns 0, ELECTOR_ETIMEDOUT,
+/** Blocks (running the loop) until the lease is granted. @return 0, ELECTOR_ETIMEDOUT,
  * or the grant's error (ECONNECT, ETLS, EAUTH, ENOLEADER, ...). A grant refused
  * as ELECTOR_EUNAVAILABLE (etcd's "too many requests", the leader changing, the
  * connection lost under the request) or ELECTOR_ETIMEDOUT (etcd's "request
@@ -176,7 +176,7 @@ void elector_session_close(elector_session *s);
 /** Same, and cb(rc, ud) runs once from the loop when the revoke is answered: rc
  * 0 (revoked, or etcd no longer knew the lease) or the revoke's error
  * (ELECTOR_ETIMEDOUT after timeout_ms > 0, EUNAVAILABLE, ...; ELECTOR_ECANCELED
- * when the client is freed first). Returns 1 when the revoke was sent (cb will
+ * when the client is freed first). @return 1 when the revoke was sent (cb will
  * run), 0 when there was nothing to revoke (or cb is NULL: as
  * elector_session_close()), or an error code, and then cb does not run:
  * ELECTOR_ENOMEM (the revoke is still sent if it can be), or the send's error
@@ -188,7 +188,7 @@ int elector_session_close_async(elector_session *s, int64_t timeout_ms,
 /** @} */
 
 /** Same, but runs the loop until the revoke is answered or timeout_ms passes.
- * Returns 0 (also when there was nothing to revoke, or etcd no longer knew the
+ * @return 0 (also when there was nothing to revoke, or etcd no longer knew the
  * lease) or the revoke's error (ETIMEDOUT, EUNAVAILABLE, ...); ELECTOR_ECLOSED
  * when a callback run meanwhile frees the client (whether the revoke reached
  * etcd is then unknown). A revoke that could not be queued (out of memory) or
@@ -247,7 +247,7 @@ typedef void (*elector_election_cb)(elector_election *el, const elector_event *e
                                     void *ud);
 
 /** An election handle for `name` on a session. name is copied; it must be
- * non-empty. Many elections may share one session. Returns NULL when out of
+ * non-empty. Many elections may share one session. @return NULL when out of
  * memory or name is empty. */
 elector_election *elector_election_new(elector_session *s, const char *name,
                                        elector_election_cb cb, void *ud);
@@ -288,7 +288,7 @@ void elector_election_set_log(elector_election *el, elector_election_cb log, voi
  * with the same name on the same session cannot campaign while this one
  * campaigns, leads, still deletes that key or still has the Txn of a resigned
  * campaign out, freed or not (ELECTOR_EBUSY).
- * Returns 0, ELECTOR_EBUSY (already campaigning or leading, or another election
+ * @return 0, ELECTOR_EBUSY (already campaigning or leading, or another election
  * with this name on this session is), ELECTOR_ESESSION (session dead),
  * ELECTOR_ETOOLARGE, ELECTOR_ENOMEM; on error no event follows. */
 int elector_campaign(elector_election *el, const void *value, size_t len);
@@ -301,7 +301,7 @@ int elector_campaign_sync(elector_election *el, const void *value, size_t len,
 
 /** Stores a new value under our key without a new election. Event PROCLAIMED
  * (reason 0: stored; reason < 0: not stored, e.g. ETIMEDOUT, still leading), or
- * LOST (ELECTOR_ENOTLEADER) if the key is no longer ours. Returns 0, or
+ * LOST (ELECTOR_ENOTLEADER) if the key is no longer ours. @return 0, or
  * ELECTOR_ENOTLEADER at once if we do not lead now, ELECTOR_EBUSY while another
  * proclaim is in flight. */
 int elector_proclaim(elector_election *el, const void *value, size_t len);
@@ -314,7 +314,7 @@ int elector_proclaim(elector_election *el, const void *value, size_t len);
  * campaign started before that waits for the delete's answer, so that the delete
  * cannot remove the new key; one started while the resigned campaign's Txn is
  * still out waits for that Txn's answer (the key it made is then the new
- * campaign's). Returns 0 or ELECTOR_EINVAL (idle). */
+ * campaign's). @return 0 or ELECTOR_EINVAL (idle). */
 int elector_resign(elector_election *el);
 
 /** True only while we lead and the session's validity deadline has not passed:
@@ -382,7 +382,7 @@ void elector_election_get_stats(const elector_election *el, elector_election_sta
  * (ETIMEDOUT, EUNAVAILABLE, EPERM, ...: the write may or may not have been
  * applied when the answer was lost). It runs also when the election was freed
  * meanwhile (el must not be used then), and with ELECTOR_ECANCELED when the
- * client is freed first. Returns 0, ELECTOR_ENOTLEADER (we do not lead now:
+ * client is freed first. @return 0, ELECTOR_ENOTLEADER (we do not lead now:
  * nothing sent, no callback), ELECTOR_EINVAL (empty key, NULL cb, or a key
  * under the election's own prefix NAME/, where a key without a lease would
  * block the election for good: the client's error text says so), ELECTOR_ENOMEM. */
@@ -417,7 +417,7 @@ int elector_guarded_delete_sync(elector_election *el, const void *key, size_t ke
  * and a Range of our key is appended to the failure ops (the last response op).
  * cb gets 0 and the response (resp->succeeded tells the caller's compares), or
  * ELECTOR_ENOTLEADER when our key is no longer ours (then resp is set too), or
- * another error. Returns 0, ELECTOR_ENOTLEADER (not leading now: nothing sent),
+ * another error. @return 0, ELECTOR_ENOTLEADER (not leading now: nothing sent),
  * ELECTOR_ENOMEM. */
 typedef void (*elector_txn_cb)(elector_election *el, int err,
                                const Etcdserverpb__TxnResponse *resp, void *ud);
@@ -439,7 +439,7 @@ typedef struct elector_leader_info {
 } elector_leader_info;
 
 /** Reads the current leader of `name` without campaigning (Range of NAME/ sorted by
- * create revision, limit 1). Returns 0 with info filled, 1 when nobody leads (info
+ * create revision, limit 1). @return 0 with info filled, 1 when nobody leads (info
  * zeroed), ELECTOR_EBLOCKED when the first key is one without a lease (not a
  * candidate's: written by hand or by a program under NAME/; nobody can lead
  * until it is deleted): info is filled with that key, to be freed as well, and
@@ -461,7 +461,7 @@ void elector_leader_free(elector_leader_info *info);
  * snapshot (its revision went back: ELECTOR_ERESTORED) the observer forgets the
  * old history, reads again and reports the current state even if unchanged,
  * that once with reason ELECTOR_ERESTORED and detail saying why; it goes on.
- * Returns NULL when out of memory or name is empty. */
+ * @return NULL when out of memory or name is empty. */
 typedef void (*elector_observe_cb)(elector_observer *o, const elector_event *ev,
                                    void *ud);
 elector_observer *elector_observe(elector_etcd *etcd, const char *name,

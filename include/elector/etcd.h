@@ -113,7 +113,7 @@ typedef struct elector_etcd_config {
 void elector_etcd_config_init(elector_etcd_config *cfg);
 
 /** Creates a client. No connection is made until the first call or stream.
- * Returns NULL only when memory is exhausted; otherwise check elector_etcd_err():
+ * @return NULL only when memory is exhausted; otherwise check elector_etcd_err():
  * ELECTOR_EINVAL for a malformed endpoint list (or an http:// endpoint with
  * require_tls) or unreadable TLS files (the text names the culprit; a
  * malformed or refused list leaves no endpoints, so
@@ -145,11 +145,11 @@ int elector_etcd_fd(const elector_etcd *etcd);
 int64_t elector_etcd_timeout(elector_etcd *etcd);
 
 /** Performs every due read, write and timer and runs the callbacks that result.
- * Returns 0, or ELECTOR_ECLOSED if the handle was freed from a callback. */
+ * @return 0, or ELECTOR_ECLOSED if the handle was freed from a callback. */
 int elector_etcd_process(elector_etcd *etcd);
 
 /** Waits up to max_ms (or the next timer, if sooner; -1 = no cap) for activity,
- * then processes it. Returns what elector_etcd_process() returns. */
+ * then processes it. @return what elector_etcd_process() returns. */
 int elector_etcd_run_once(elector_etcd *etcd, int64_t max_ms);
 
 /** Wakes a run_once()/poll() that waits on elector_etcd_fd(). The only function of
@@ -185,7 +185,7 @@ typedef struct elector_endpoint_info {
                               traffic does not leave this machine */
 } elector_endpoint_info;
 
-/** Returns 0 and fills out, or ELECTOR_EINVAL when i is out of range (or the
+/** @return 0 and fills out, or ELECTOR_EINVAL when i is out of range (or the
  * endpoint list did not parse). */
 int elector_etcd_endpoint_info(const elector_etcd *etcd, int i,
                                elector_endpoint_info *out);
@@ -243,7 +243,7 @@ const char *elector_rpc_name(elector_rpc rpc);
 /* ---- helpers -------------------------------------------------------------------- */
 
 /** The range_end that selects every key with the given prefix, into out (which
- * must hold max(len, 1) bytes). Returns the length written; 1 with out[0] = 0 ("\0", all
+ * must hold max(len, 1) bytes). @return the length written; 1 with out[0] = 0 ("\0", all
  * keys) when no prefix end exists (all bytes 0xff). */
 size_t elector_prefix_end(const uint8_t *prefix, size_t len, uint8_t *out);
 
