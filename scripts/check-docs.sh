@@ -31,7 +31,8 @@ check() {
     version=$(sed -n 's/^#define ELECTOR_VERSION_STRING "\(.*\)"$/\1/p' "$inc/version.h")
     sed -e "s|@ELECTOR_DOC_VERSION@|$version|" -e "s|@ELECTOR_DOC_OUT@|$out|g" \
         -e "s|@ELECTOR_DOC_STRIP@|$root/include|g" \
-        -e "s|@ELECTOR_DOC_INPUT@|$inc/error.h $inc/version.h $inc/etcd.h $inc/election.h $inc/driver.h $inc/elector.hpp|" \
+        -e "s|@ELECTOR_DOC_MAIN@|$root/docs/REFERENCE.md|" \
+        -e "s|@ELECTOR_DOC_INPUT@|$root/docs/REFERENCE.md $inc/error.h $inc/version.h $inc/etcd.h $inc/election.h $inc/driver.h $inc/elector.hpp|" \
         "$root/docs/Doxyfile.in" >"$out/Doxyfile"
     local rc=0
     doxygen "$out/Doxyfile" >"$out/doxygen.log" 2>&1 || rc=$?
@@ -75,7 +76,7 @@ self_test() {
     trap 'rm -rf "$t"' RETURN
     mkdir -p "$t/src/include" "$t/src/docs"
     cp -r include/elector "$t/src/include/"
-    cp docs/Doxyfile.in "$t/src/docs/"
+    cp docs/Doxyfile.in docs/REFERENCE.md "$t/src/docs/"
     # A library that exports what the headers declare, and no more.
     local out
     sed -n 's/^[a-z].*[ *]\(elector_[a-z0-9_]*\)(.*/void \1(void) {}/p' include/elector/{error,version,etcd,election,driver}.h |
