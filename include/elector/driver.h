@@ -117,7 +117,7 @@ elector_driver_session *elector_driver_session_new(elector_driver *d,
                                                    elector_driver_session_cb cb,
                                                    void *ud);
 
-/** Waits until the lease is granted: 0, ELECTOR_ETIMEDOUT, or the grant's error
+/** Waits until the lease is granted. @return 0, ELECTOR_ETIMEDOUT, or the grant's error
  * (ECONNECT when etcd is down, ...: the session is over then; make a new one). */
 int elector_driver_session_wait(elector_driver_session *s, int64_t timeout_ms);
 
@@ -143,7 +143,7 @@ int64_t
 elector_driver_session_lease(const elector_driver_session *s); /**< 0 until granted */
 /** now < deadline, as elector_session_alive() */
 bool elector_driver_session_alive(const elector_driver_session *s);
-/** As elector_session_helper(): the release helper's pid while it runs, 0 when
+/** As elector_session_helper(). @return the release helper's pid while it runs, 0 when
  * none was asked for (or not yet, or no longer), or why it could not start
  * (a negative ELECTOR_E* code; the client's notice names the paths tried). */
 int elector_driver_session_helper(const elector_driver_session *s);
@@ -170,11 +170,11 @@ int elector_driver_proclaim(elector_driver_election *el, const void *value, size
 int elector_driver_resign(elector_driver_election *el);
 /** @} */
 
-/** Campaigns and waits: 0 (elected), the campaign's failure, or ETIMEDOUT (the
+/** Campaigns and waits. @return 0 (elected), the campaign's failure, or ETIMEDOUT (the
  * campaign goes on; its events still come). timeout_ms < 0: no limit. */
 int elector_driver_campaign_sync(elector_driver_election *el, const void *value,
                                  size_t len, int64_t timeout_ms);
-/** Resigns and waits until our key is deleted (RESIGNED or FAILED came): 0,
+/** Resigns and waits until our key is deleted (RESIGNED or FAILED came). @return 0,
  * ELECTOR_EINVAL (idle), ELECTOR_ETIMEDOUT. */
 int elector_driver_resign_sync(elector_driver_election *el, int64_t timeout_ms);
 
@@ -204,7 +204,7 @@ int elector_driver_guarded_delete_sync(elector_driver_election *el, const void *
 
 /* ---- leader query and observe -------------------------------------------------- */
 
-/** As elector_leader_sync(): 0 (info filled; free with elector_leader_free()),
+/** As elector_leader_sync(). @return 0 (info filled; free with elector_leader_free()),
  * 1 (nobody leads), ELECTOR_EBLOCKED (info filled with the key without a lease
  * that blocks the election; free it too), or the read's error. */
 int elector_driver_leader_sync(elector_driver *d, const char *name, int64_t timeout_ms,
@@ -265,7 +265,7 @@ int elector_driver_put_sync(elector_driver *d, const void *key, size_t key_len,
                             unsigned flags, int64_t timeout_ms);
 
 /** The key (prefix false) or every key that starts with it (prefix true), in key
- * order: 0 and *kvs, *n (NULL, 0 when none), or the call's error. */
+ * order. @return 0 and *kvs, *n (NULL, 0 when none), or the call's error. */
 int elector_driver_get_sync(elector_driver *d, const void *key, size_t key_len,
                             bool prefix, int64_t timeout_ms, elector_driver_kv **kvs,
                             size_t *n);

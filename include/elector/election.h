@@ -198,7 +198,7 @@ int elector_session_close_async(elector_session *s, int64_t timeout_ms,
  * Not from a callback. */
 int elector_session_close_sync(elector_session *s, int64_t timeout_ms);
 
-/** The release helper of a session with release_on_exit: its process ID while
+/** The release helper of a session with release_on_exit. @return its process ID while
  * it runs; 0 when none was asked for, before the lease is granted and after it
  * was stopped (close, or the session's own end); or a negative ELECTOR_E* code
  * when it could not be started (ELECTOR_EINVAL: no helper binary at the path,
@@ -293,9 +293,9 @@ void elector_election_set_log(elector_election *el, elector_election_cb log, voi
  * ELECTOR_ETOOLARGE, ELECTOR_ENOMEM; on error no event follows. */
 int elector_campaign(elector_election *el, const void *value, size_t len);
 
-/** Blocking: campaigns and runs the loop until elected (0), failed (its reason),
- * or timeout_ms passes (ELECTOR_ETIMEDOUT; the campaign goes on). timeout_ms < 0
- * waits without limit. Not from a callback. */
+/** Blocking: campaigns and runs the loop until elected, failed, or timeout_ms
+ * passes; timeout_ms < 0 waits without limit. Not from a callback. @return 0
+ * (elected), the failure's reason, or ELECTOR_ETIMEDOUT (the campaign goes on). */
 int elector_campaign_sync(elector_election *el, const void *value, size_t len,
                           int64_t timeout_ms);
 
@@ -394,14 +394,14 @@ int elector_guarded_delete(elector_election *el, const void *key, size_t key_len
                            elector_guarded_cb cb, void *ud);
 /** @} */
 
-/** The rule the guarded writes keep: 0 when `key` may be written for election
+/** The rule the guarded writes keep. @return 0 when `key` may be written for election
  * `name`, ELECTOR_EINVAL (why, if given, says so in full) when it is under the
  * election's own prefix NAME/. Pure; for bindings that want the text. */
 int elector_guarded_key_check(const char *name, const void *key, size_t key_len,
                               char *why, size_t cap);
 
 /** @{ */
-/** Blocking forms (run the loop; not from a callback): 0, ELECTOR_ENOTLEADER
+/** Blocking forms (run the loop; not from a callback). @return 0, ELECTOR_ENOTLEADER
  * (nothing written), or the call's error; ELECTOR_ETIMEDOUT after timeout_ms
  * (< 0: no limit; the Txn may still be applied). */
 int elector_guarded_put_sync(elector_election *el, const void *key, size_t key_len,
