@@ -21,7 +21,7 @@ BUILD=(build-essential cmake pkg-config libnghttp2-dev libprotobuf-c-dev
 TEST=(etcd-server etcd-client openssl curl valgrind clang clang-format iproute2
       gnuplot-nox prometheus systemd debhelper dpkg-dev lintian dh-python python3-all-dev
       python3-dev python3-setuptools python3-pytest python3-eventlet python3-gevent
-      mypy python3-tooz universal-ctags spin)
+      mypy python3-tooz universal-ctags spin doxygen)
 # The demo: etcd and etcdctl, ss (free ports) and ps (the frozen leader's tree).
 DEMO=(etcd-server etcd-client iproute2 procps)
 BENCH=(python3-etcd3 python3-etcd3gw)

@@ -1179,6 +1179,28 @@ static void conn_free(conn *c)
     free(c);
 }
 
+/* HS_PEER_URL_36: the client spoke (its preface): an HTTP/1.1 refusal, then
+ * the close, as Go's HTTP/1 server answers "PRI * HTTP/2.0". */
+static void peer_url_answer(conn *c)
+{
+    uint8_t buf[256];
+    ssize_t n =
+        c->ssl ? SSL_read(c->ssl, buf, sizeof(buf)) : read(c->fd, buf, sizeof(buf));
+    if (n <= 0) {
+        bool again = c->ssl ? (SSL_get_error(c->ssl, (int)n) == SSL_ERROR_WANT_READ)
+                            : (n < 0 && (errno == EAGAIN || errno == EINTR));
+        if (!again) c->dead = true;
+        return;
+    }
+    static const char r[] = "HTTP/1.1 400 Bad Request\r\nConnection: close\r\n"
+                            "Content-Length: 0\r\n\r\n";
+    if (c->ssl)
+        (void)SSL_write(c->ssl, r, (int)sizeof(r) - 1);
+    else
+        (void)send(c->fd, r, sizeof(r) - 1, MSG_NOSIGNAL);
+    c->dead = true;
+}
+
 static void conn_step(conn *c)
 {
     if (c->ssl && !c->tls_done) {
@@ -1193,7 +1215,11 @@ static void conn_step(conn *c)
             c->dead = true;
             return;
         }
-        h2_start(c);
+        if (O->attack != HS_PEER_URL_36) h2_start(c);
+    }
+    if (O->attack == HS_PEER_URL_36) {
+        peer_url_answer(c);
+        return;
     }
     if (!c->h2) return;
     uint8_t buf[16384];
@@ -1325,7 +1351,7 @@ _Noreturn static void serve(int lfd)
                     c->ssl = SSL_new(ctx);
                     SSL_set_fd(c->ssl, fd);
                     SSL_set_accept_state(c->ssl);
-                } else {
+                } else if (O->attack != HS_PEER_URL_36) {
                     h2_start(c);
                 }
                 cs[slot] = c;

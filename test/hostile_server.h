@@ -238,6 +238,12 @@ typedef enum hs_attack {
     /* Every Txn that deletes a key, and the server's first campaign Txn, are
      * answered "etcdserver: too many requests" (grpc-status 2: transient). */
     HS_DELETES_BUSY,
+    /* etcd 3.6's peer listener (its peer URL given as a client endpoint; see
+     * docs/DESIGN.md, "etcd 3.6"): no HTTP/2 at all. Whatever the client
+     * sends first (its HTTP/2 preface) is answered "HTTP/1.1 400 Bad Request"
+     * with Connection: close, and the connection is closed (TLS: after the
+     * handshake, which agrees to h2 in ALPN as etcd's does). */
+    HS_PEER_URL_36,
 } hs_attack;
 
 #define HS_CLUSTER 0x6c75737465720001ULL

@@ -427,6 +427,16 @@ TEST(tool_leader_tls_peer_without_h2_in_alpn)
                "the server did not agree to HTTP/2 (ALPN h2; it chose none)");
 }
 
+/* etcd 3.6's peer listener over TLS (docs/DESIGN.md, "etcd 3.6"): the
+ * handshake agrees to h2, then the HTTP/2 preface is answered in HTTP/1.1 and
+ * the connection closed. The error names the endpoint; its text is either
+ * "SETTINGS expected" (EPROTO) or "connection closed by the server", as the
+ * close is read in the same pass as the answer or not. */
+TEST(tool_leader_tls_peer_url_of_etcd_3_6)
+{
+    tls_attack("leader, TLS peer URL of etcd 3.6", HS_PEER_URL_36, NULL);
+}
+
 TEST(tool_ignores_sigpipe_in_every_command)
 {
     /* `elector leader` printing to a pipe nobody reads: before, SIGPIPE (exit 141). */
@@ -783,6 +793,35 @@ TEST(lib_http2_violation_on_a_ready_connection_fails_it_at_once)
     ASSERT_EQ(ELECTOR_EPROTO, o.err);
     ASSERT_CONTAINS(o.msg, "HTTP/2: the server broke the protocol (PROTOCOL_ERROR");
     hs_stop(&s);
+}
+
+/* etcd 3.6 serves no client gRPC on its peer URLs (etcd PR 13565; 3.4 and 3.5
+ * do): a peer URL given as an endpoint answers the HTTP/2 preface in HTTP/1.1
+ * (docs/DESIGN.md, "etcd 3.6"). Alone, the call fails at once, naming the
+ * endpoint (EPROTO, not retried); first in a list, the client goes
+ * on to the next endpoint and the call is answered. */
+TEST(lib_peer_url_of_etcd_3_6_is_named_and_skipped)
+{
+    lib_attack("etcd 3.6 peer URL as the only endpoint", HS_PEER_URL_36, lib_range, NULL,
+               ELECTOR_EPROTO,
+               "HTTP/2: the server broke the protocol (PROTOCOL_ERROR: "
+               "SETTINGS expected)");
+    hs_server peer, good;
+    start(&peer, HS_PEER_URL_36, false);
+    start(&good, HS_NONE, true);
+    char list[160];
+    snprintf(list, sizeof(list), "%s,%s", peer.endpoint, good.endpoint);
+    lib_out o;
+    long rss;
+    int sig;
+    run_lib(lib_range, list, NULL, &o, &rss, &sig);
+    tl_log("library, etcd 3.6 peer URL first of two: %s after %.3f s: %s",
+           elector_err_name(o.err), o.secs, o.msg);
+    ASSERT_EQ(0, sig);
+    ASSERT_EQ(0, o.err);
+    ASSERT_LT(o.secs, REQUEST_S);
+    hs_stop(&good);
+    hs_stop(&peer);
 }
 
 TEST(lib_max_recv_msg_bytes_is_configurable)

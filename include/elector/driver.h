@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* elector — the driver's names, deprecated. The driver is now a way to drive
+/**
+ * @file
+ * elector — the driver's names, deprecated. The driver is now a way to drive
  * the one client (elector/etcd.h): a client made with own_thread runs its loop
  * on a thread of its own, runs callbacks on another, and takes every call of
  * etcd.h and election.h from any thread. These names map onto that API (the
  * handle types are the same types), for code written against the driver;
  * they will go. New code: elector_etcd_config.own_thread and the functions of
- * etcd.h and election.h. */
+ * etcd.h and election.h.
+ */
 #ifndef ELECTOR_DRIVER_H
 #define ELECTOR_DRIVER_H
 
@@ -18,17 +21,20 @@
 extern "C" {
 #endif
 
-typedef elector_etcd elector_driver;
-typedef elector_session elector_driver_session;
-typedef elector_election elector_driver_election;
-typedef elector_observer elector_driver_observer;
+typedef elector_etcd elector_driver;              /**< a client with own_thread */
+typedef elector_session elector_driver_session;   /**< a session */
+typedef elector_election elector_driver_election; /**< an election */
+typedef elector_observer elector_driver_observer; /**< an observer */
 
+/** elector_etcd_config's own_thread settings, as the driver took them. */
 typedef struct elector_driver_config {
-    int64_t stall_ms; /* elector_etcd_config.stall_ms */
+    int64_t stall_ms; /**< elector_etcd_config.stall_ms */
+    /** elector_etcd_config.on_stall */
     void (*on_stall)(elector_driver *d, int64_t running_ms, void *ud);
-    void *ud;
+    void *ud; /**< elector_etcd_config.stall_ud */
 } elector_driver_config;
 
+/** The defaults (stall_ms 1000). */
 static inline void elector_driver_config_init(elector_driver_config *cfg)
 {
     cfg->stall_ms = 1000;
@@ -36,7 +42,8 @@ static inline void elector_driver_config_init(elector_driver_config *cfg)
     cfg->ud = NULL;
 }
 
-/* elector_etcd_new() with own_thread: 0 and *out, or the client's error. */
+/** elector_etcd_new() with own_thread: 0 and *out, or the client's error (the
+ * client freed). */
 static inline int elector_driver_new(const elector_etcd_config *etcd_cfg,
                                      const elector_driver_config *cfg,
                                      elector_driver **out)
@@ -62,11 +69,13 @@ static inline int elector_driver_new(const elector_etcd_config *etcd_cfg,
     return 0;
 }
 
+/** elector_etcd_free(). */
 static inline void elector_driver_free(elector_driver *d)
 {
     elector_etcd_free(d);
 }
 
+/** elector_etcd_exec(). */
 static inline int elector_driver_exec(elector_driver *d,
                                       void (*fn)(elector_etcd *etcd, void *arg),
                                       void *arg)
@@ -74,22 +83,27 @@ static inline int elector_driver_exec(elector_driver *d,
     return elector_etcd_exec(d, fn, arg);
 }
 
+/** elector_etcd_stalls(). */
 static inline uint64_t elector_driver_stalls(const elector_driver *d)
 {
     return elector_etcd_stalls(d);
 }
 
+/** elector_etcd_in_callback(). */
 static inline bool elector_driver_in_callback(const elector_driver *d)
 {
     return elector_etcd_in_callback(d);
 }
 
-/* elector_etcd_errstr() in a callback: the failure's text there. */
+/** elector_etcd_errstr() on the callback thread (the failure's text in the
+ * callback of a call that failed); "" elsewhere. */
 static inline const char *elector_driver_cb_detail(const elector_driver *d)
 {
     return d && elector_etcd_in_callback(d) ? elector_etcd_errstr(d) : "";
 }
 
+/** @{ */
+/** The callback types and the key of the one API, under the driver's names. */
 typedef elector_session_cb elector_driver_session_cb;
 typedef elector_election_cb elector_driver_election_cb;
 typedef elector_guarded_cb elector_driver_guarded_cb;
@@ -99,7 +113,10 @@ typedef elector_revoke_cb elector_driver_revoke_cb;
 typedef elector_kv_cb elector_driver_kv_cb;
 typedef elector_kv elector_driver_kv;
 #define ELECTOR_DRIVER_PUT_IF_ABSENT ELECTOR_KV_PUT_IF_ABSENT
+/** @} */
 
+/** @{ */
+/** The functions of the one API, under the driver's names. */
 #define elector_driver_session_new elector_session_new
 #define elector_driver_session_wait elector_session_wait
 #define elector_driver_session_close elector_session_close
@@ -131,6 +148,7 @@ typedef elector_kv elector_driver_kv;
 #define elector_driver_put elector_kv_put
 #define elector_driver_get elector_kv_get
 #define elector_driver_delete elector_kv_delete
+/** @} */
 
 #ifdef __cplusplus
 }

@@ -63,62 +63,98 @@ class Error(Exception):
 
 
 class InvalidArgument(Error, ValueError):
+    """An invalid argument (EINVAL): an empty name, a key under the
+    election's own prefix, a call on the wrong state."""
+
     code = _elector.EINVAL
 
 
 class Unavailable(Error):
+    """etcd is unavailable (EUNAVAILABLE): no endpoint answered, or it refused
+    the request for now ("too many requests", the connection lost)."""
+
     code = _elector.EUNAVAILABLE
 
 
 class ConnectError(Unavailable):
+    """No connection to etcd could be made (ECONNECT)."""
+
     code = _elector.ECONNECT
 
 
 class NoClusterLeader(Unavailable):
+    """The etcd cluster has no Raft leader (ENOLEADER)."""
+
     code = _elector.ENOLEADER
 
 
 class Timeout(Error, TimeoutError):
+    """The deadline passed before etcd answered (ETIMEDOUT)."""
+
     code = _elector.ETIMEDOUT
 
 
 class Canceled(Error):
+    """The operation was canceled (ECANCELED): a resign during a campaign, a
+    client closed first."""
+
     code = _elector.ECANCELED
 
 
 class TLSError(Error):
+    """The TLS setup or handshake failed (ETLS)."""
+
     code = _elector.ETLS
 
 
 class ProtocolError(Error):
+    """The server sent what etcd never sends (EPROTO): a malformed or
+    oversized reply."""
+
     code = _elector.EPROTO
 
 
 class Compacted(Error):
+    """The revision asked for has been compacted (ECOMPACTED)."""
+
     code = _elector.ECOMPACTED
 
 
 class LeaseExpired(Error):
+    """etcd says the lease is not found or has expired (ELEASE)."""
+
     code = _elector.ELEASE
 
 
 class SessionExpired(Error):
+    """The session ended (ESESSION): no renewal was proven before its
+    validity deadline."""
+
     code = _elector.ESESSION
 
 
 class AuthError(Error):
+    """Authentication failed (EAUTH): wrong user or password, or an invalid
+    token."""
+
     code = _elector.EAUTH
 
 
 class PermissionDenied(AuthError):
+    """The etcd user may not do this (EPERM)."""
+
     code = _elector.EPERM
 
 
 class TooLarge(Error, ValueError):
+    """The request is too large for etcd (ETOOLARGE)."""
+
     code = _elector.ETOOLARGE
 
 
 class Closed(Error):
+    """The handle was closed (ECLOSED)."""
+
     code = _elector.ECLOSED
 
 
@@ -129,6 +165,9 @@ class NotLeader(Error):
 
 
 class Busy(Error):
+    """An operation of the same kind is already in progress (EBUSY): a
+    campaign of this name on this session, a proclaim in flight."""
+
     code = _elector.EBUSY
 
 
@@ -717,6 +756,7 @@ class Leadership:
 
     @property
     def lease(self) -> int:
+        """The lease of our key: the session's lease ID."""
         return self.session.lease
 
     def on_lost(self, cb: Callable[["Leadership"], Any]) -> None:
@@ -816,6 +856,10 @@ class Lock:
         self._lead: Optional[Leadership] = None
 
     def acquire(self, timeout: Optional[float] = None) -> Leadership:
+        """Makes a session and waits until the lock is ours; returns the
+        Leadership (its token fences what the holder writes). timeout in
+        seconds (None: the Lock's own); Timeout when it passes, Busy when this
+        object holds the lock already."""
         if self._lead is not None:
             raise Busy(f"lock {self.name!r} already held by this object")
         deadline = _deadline(self.timeout if timeout is None else timeout)
@@ -830,6 +874,8 @@ class Lock:
         return self._lead
 
     def release(self) -> None:
+        """Resigns and closes the lock's session (revoking its lease), so the
+        next waiter gets the lock at once. Does nothing if not held."""
         lead, s = self._lead, self._session
         self._lead = self._session = None
         try:
@@ -885,6 +931,7 @@ class Observer:
         return self.next()
 
     def close(self) -> None:
+        """Stops observing; iteration ends (StopIteration)."""
         if self._o is not None:
             self._o.close()
             self._o = None

@@ -166,6 +166,10 @@ class Client:
 
 
 class Session:
+    """A lease kept alive by the client's loop, made by Client.session():
+    ``async with client.session(ttl=5) as s`` (revoked on exit), or
+    ``s = await client.session(...)`` and ``await s.close()``."""
+
     def __init__(self, client: Client, ttl: int, release_on_exit: bool,
                  timeout: Optional[float]) -> None:
         self.client = client
@@ -198,9 +202,12 @@ class Session:
 
     @property
     def lease(self) -> int:
+        """The lease ID (0 until granted)."""
         return int(self._s.state()[0])
 
     def alive(self) -> bool:
+        """The lease is provably alive now (its validity deadline has not
+        passed). Deadline check, no I/O."""
         return bool(self._s.state()[1])
 
     def campaign(self, name: Union[str, bytes], value: Union[str, bytes] = b"",
@@ -250,6 +257,11 @@ class Session:
 
 
 class Leadership:
+    """Our campaign for, then leadership of, an election, made by
+    Session.campaign(): ``async with session.campaign(name, value) as lead``
+    (resigns on exit) or ``lead = await session.campaign(...)``. ``lost`` is
+    an asyncio.Event set when leadership is lost."""
+
     def __init__(self, session: Session, name: str, value: bytes,
                  timeout: Optional[float]) -> None:
         self.session = session
@@ -345,6 +357,7 @@ class Leadership:
 
     @property
     def token(self) -> int:
+        """The fencing token: our key's create revision (0 once resigned)."""
         return 0 if self._el is None else int(self._el.state()[3])
 
     def on_lost(self, cb: Callable[["Leadership"], Any]) -> None:
@@ -378,10 +391,14 @@ class Leadership:
         await self._guarded(k, _bytes(value, "value"), timeout, f"put {k!r}")
 
     async def delete(self, key: Union[str, bytes], timeout: Optional[float] = None) -> None:
+        """Guarded delete: raises NotLeader, deleting nothing, once leadership
+        is gone."""
         k = _bytes(key, "key")
         await self._guarded(k, None, timeout, f"delete {k!r}")
 
     async def resign(self) -> None:
+        """Gives up leadership, or stops the campaign, and waits (up to 10 s)
+        until our key is deleted. Does nothing once resigned."""
         await self._cancel()
 
 
@@ -410,6 +427,10 @@ class _Guard:
 
 
 class Observer:
+    """Iterates over the leaders of an election (None: nobody leads), in
+    order, without duplicates: ``async for leader in client.observe(name)``.
+    Close it (or use ``async with``) to stop."""
+
     def __init__(self, client: Client, name: str) -> None:
         self.client = client
         self.name = name
@@ -435,6 +456,7 @@ class Observer:
         return await self.next()
 
     def close(self) -> None:
+        """Stops observing; iteration ends (StopAsyncIteration)."""
         if self._o is not None:
             self._o.close()
             self._o = None
@@ -448,6 +470,11 @@ class Observer:
 
 
 class Lock:
+    """A mutex on the keys of ``etcdctl lock NAME``, with its own session,
+    made by Client.lock(): ``async with client.lock("job") as held:`` (held is
+    the Leadership; the session is closed on exit, so the next waiter gets the
+    lock at once). Busy if this object already holds it."""
+
     def __init__(self, client: Client, name: str, ttl: int, timeout: Optional[float],
                  release_on_exit: bool) -> None:
         self.client, self.name, self.ttl = client, name, ttl
