@@ -106,6 +106,11 @@ void elector_election_free(elector_election *ce)
     pthread_mutex_lock(&d->mu);
     bool mine = !el->h.closed; /* else the client's end took it */
     el->h.closed = true;
+    if (mine && !d->stop && on_cb(d) && d->cb_target == &el->h &&
+        elector__drv_defer_close(d, &el->h, election_free_job, el, NULL)) {
+        pthread_mutex_unlock(&d->mu);
+        return;
+    }
     elector__drv_quiesce(d, &el->h);
     if (!d->stop) {
         d->calls++;

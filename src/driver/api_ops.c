@@ -430,6 +430,11 @@ void elector_observer_free(elector_observer *co)
     pthread_mutex_lock(&d->mu);
     bool mine = !o->h.closed; /* else the client's end took it */
     o->h.closed = true;
+    if (mine && !d->stop && on_cb(d) && d->cb_target == &o->h &&
+        elector__drv_defer_close(d, &o->h, observer_free_job, o, NULL)) {
+        pthread_mutex_unlock(&d->mu);
+        return;
+    }
     elector__drv_quiesce(d, &o->h);
     if (!d->stop) {
         d->calls++;

@@ -134,20 +134,34 @@ static void session_close_job(elector__drv *d, struct job *j)
                                               c ? session_revoked : NULL, c)
                : 0;
     if (j->rc == 1) d->revokes++;
+    if (j->rc != 1 && j->wait_h) free(c); /* deferred: nobody else has it */
     pthread_mutex_lock(&d->mu);
     elector__drv_h_detach(&s->h);
     pthread_mutex_unlock(&d->mu);
 }
 
+static struct closing *closing_new(elector__drv *d, elector_session_closed_cb cb,
+                                   void *ud, bool waited);
+
 /* Closes s from any thread with c told (see struct closing); c NULL: nobody.
  * Returns what elector_session_close_async() returned on the loop thread,
- * ELECTOR_ECLOSED when the client was stopping (the stop closes it). */
+ * ELECTOR_ECLOSED when the client was stopping (the stop closes it). From the
+ * session's own callback the close is made once that callback has returned,
+ * and nobody is told (0). */
 static int close_rec(struct drv_session *s, struct closing *c, int64_t timeout_ms)
 {
     elector__drv *d = s->h.d;
     pthread_mutex_lock(&d->mu);
     bool mine = !s->h.closed; /* else the client's end took it */
     s->h.closed = true;
+    if (mine && !d->stop && on_cb(d) && d->cb_target == &s->h) {
+        struct closing *quiet = closing_new(d, NULL, NULL, false);
+        if (quiet && elector__drv_defer_close(d, &s->h, session_close_job, s, quiet)) {
+            pthread_mutex_unlock(&d->mu);
+            return 0;
+        }
+        free(quiet);
+    }
     elector__drv_quiesce(d, &s->h);
     int rc = ELECTOR_ECLOSED;
     if (!d->stop) {

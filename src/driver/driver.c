@@ -40,14 +40,26 @@ void elector__drv_leave(elector__drv *d) /* mu held; released */
 int elector__drv_enter_h(elector__drv *d, struct dh *h)
 {
     int rc = elector__drv_enter(d);
-    if (!rc) h->refs++;
-    return rc;
+    if (rc) return rc;
+    if (h->closed) { /* freed from its own callback, which still runs */
+        elector__drv_leave(d);
+        return ELECTOR_ECLOSED;
+    }
+    h->refs++;
+    return 0;
 }
 
 void elector__drv_leave_h(elector__drv *d, struct dh *h) /* mu held; released */
 {
     elector__drv_h_unref(h);
     elector__drv_leave(d);
+}
+
+static void queue_job(elector__drv *d, struct job *j) /* mu held */
+{
+    j->next = NULL;
+    *d->jobs_tail = j;
+    d->jobs_tail = &j->next;
 }
 
 /* Runs j on the loop thread and waits for it (mu held, kept). Inline when
@@ -62,23 +74,61 @@ int elector__drv_run_job(elector__drv *d, struct job *j)
         pthread_mutex_lock(&d->mu);
         return j->rc;
     }
-    j->next = NULL;
-    *d->jobs_tail = j;
-    d->jobs_tail = &j->next;
+    queue_job(d, j);
     elector_etcd_wakeup(d->etcd);
     while (!j->done)
         pthread_cond_wait(&d->cv, &d->mu);
     return j->rc;
 }
 
+bool elector__drv_defer_close(elector__drv *d, struct dh *h,
+                              void (*fn)(elector__drv *, struct job *), void *a, void *b)
+{
+    struct job *j = calloc(1, sizeof(*j));
+    if (!j) return false;
+    j->fn = fn;
+    j->a = a;
+    j->b = b;
+    j->wait_h = h;
+    queue_job(d, j);
+    elector_etcd_wakeup(d->etcd);
+    return true;
+}
+
+/* A deferred close (loop thread, mu not held): again next round while the
+ * callback of its handle runs (the loop does not wait for user code). */
+static void run_deferred(elector__drv *d, struct job *j, bool closing)
+{
+    pthread_mutex_lock(&d->mu);
+    if (!closing && d->cb_busy && d->cb_target == j->wait_h) {
+        queue_job(d, j);
+        pthread_mutex_unlock(&d->mu);
+        return;
+    }
+    pthread_mutex_unlock(&d->mu);
+    if (!closing) j->fn(d, j); /* else the stop frees the core object */
+    pthread_mutex_lock(&d->mu);
+    elector__drv_h_unref(j->wait_h); /* the user's */
+    pthread_mutex_unlock(&d->mu);
+    free(j);
+}
+
+/* The jobs queued so far (those queued meanwhile: next round). */
 static void run_jobs(elector__drv *d, bool closing)
 {
     pthread_mutex_lock(&d->mu);
-    while (d->jobs) {
-        struct job *j = d->jobs;
-        d->jobs = j->next;
-        if (!d->jobs) d->jobs_tail = &d->jobs;
+    struct job *list = d->jobs;
+    d->jobs = NULL;
+    d->jobs_tail = &d->jobs;
+    while (list) {
+        struct job *j = list;
+        list = j->next;
         pthread_mutex_unlock(&d->mu);
+        if (j->wait_h) {
+            run_deferred(d, j, closing);
+            pthread_mutex_lock(&d->mu);
+            continue;
+        }
         if (closing)
             j->rc = ELECTOR_ECLOSED;
         else

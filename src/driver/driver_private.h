@@ -75,6 +75,9 @@ struct job {
     const void *p1, *p2;
     size_t n1, n2;
     void (*efn)(elector_etcd *, void *);
+    /* A close made from the handle's own callback (elector__drv_defer_close):
+     * on the heap, run once that callback has returned. */
+    struct dh *wait_h;
 };
 
 /* I_CALL: the answer of an asynchronous call of the driver itself (no handle:
@@ -253,5 +256,13 @@ int elector__drv_enter_h(elector__drv *d, struct dh *h);
 void elector__drv_leave_h(elector__drv *d, struct dh *h); /* mu held; released */
 /* Runs j on the loop thread and waits for it (mu held, kept). */
 int elector__drv_run_job(elector__drv *d, struct job *j);
+/* A free or close of h made from h's own callback (on_cb, cb_target h): the
+ * core object must live until that callback returns, for the calls it makes
+ * next (refused: h is closed). Queues fn(d, job with a, b) for the loop
+ * thread, run once the callback has returned, and the user's reference of h
+ * dropped after it (at the client's stop: only dropped). mu held. False when
+ * out of memory (nothing queued). */
+bool elector__drv_defer_close(elector__drv *d, struct dh *h,
+                              void (*fn)(elector__drv *, struct job *), void *a, void *b);
 
 #endif
