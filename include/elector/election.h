@@ -188,7 +188,10 @@ void elector_session_close(elector_session *s);
  * elector_session_close()), or an error code, and then cb does not run:
  * ELECTOR_ENOMEM (the revoke is still sent if it can be), or the send's error
  * (the lease expires after its TTL). The session is freed in every case. For an
- * event loop that must not block (the asyncio binding); safe from a callback. */
+ * event loop that must not block (the asyncio binding); safe from a callback.
+ * With own_thread cb runs on the callback thread; from the session's own
+ * callback the close is made once that callback has returned, and 0 is
+ * returned (cb does not run). */
 typedef void (*elector_session_closed_cb)(int rc, void *ud);
 int elector_session_close_async(elector_session *s, int64_t timeout_ms,
                                 elector_session_closed_cb cb, void *ud);
@@ -202,7 +205,9 @@ int elector_session_close_async(elector_session *s, int64_t timeout_ms,
  * failed on the way (EUNAVAILABLE, ...) is made again with
  * elector_etcd_lease_revoke_sync() until timeout_ms: on return the revoke was
  * answered or has failed, never left queued, so the client may be freed next.
- * Not from a callback. */
+ * Not from a callback. With own_thread it waits on a condition variable, from
+ * any thread (callbacks too) for the answer of the revoke sent once (not made
+ * again); from the session's own callback it does not wait (0). */
 int elector_session_close_sync(elector_session *s, int64_t timeout_ms);
 
 /** The release helper of a session with release_on_exit. @return its process ID while

@@ -1,0 +1,235 @@
+/* SPDX-License-Identifier: MIT */
+/* One API, two ways to drive a client: what was the driver's alone now works
+ * driven by the caller's loop too (elector_resign_sync, elector_leader, the
+ * key operations, a lease's revoke, elector_etcd_exec), and a client with
+ * own_thread refuses the loop's own calls and keeps a handle closed in its own
+ * callback alive until that callback returns. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "elector/election.h"
+#include "etcd_harness.h"
+#include "testlib.h"
+
+static elector_etcd *client_on(const char *endpoints, bool own_thread)
+{
+    elector_etcd_config cfg;
+    elector_etcd_config_init(&cfg);
+    cfg.endpoints = endpoints;
+    cfg.dial_timeout_ms = 1000;
+    cfg.request_timeout_ms = 2000;
+    cfg.own_thread = own_thread;
+    elector_etcd *e = elector_etcd_new(&cfg);
+    ASSERT_NOT_NULL(e);
+    ASSERT_OK(elector_etcd_err(e));
+    return e;
+}
+
+/* Runs the caller's loop until *flag is set (at most ms). */
+static bool loop_until(elector_etcd *e, const int *flag, int ms)
+{
+    int64_t end = elector_now_ns() + (int64_t)ms * 1000000;
+    while (!*flag && elector_now_ns() < end)
+        elector_etcd_run_once(e, 50);
+    return *flag;
+}
+
+typedef struct answers {
+    int n, rc;
+    size_t kvs;
+    int64_t deleted, token;
+    pthread_t thread;
+} answers;
+
+static void kv_answer(elector_etcd *e, int rc, const elector_kv *kvs, size_t n,
+                      int64_t deleted, void *ud)
+{
+    (void)e, (void)kvs;
+    answers *a = ud;
+    a->rc = rc;
+    a->kvs = n;
+    a->deleted = deleted;
+    a->thread = pthread_self();
+    a->n++;
+}
+
+static void leader_answer(elector_etcd *e, int rc, const elector_leader_info *info,
+                          void *ud)
+{
+    (void)e;
+    answers *a = ud;
+    a->rc = rc;
+    a->token = info ? info->token : 0;
+    a->n++;
+}
+
+static void revoke_answer(elector_etcd *e, int rc, void *ud)
+{
+    (void)e;
+    answers *a = ud;
+    a->rc = rc;
+    a->n++;
+}
+
+static void exec_here(elector_etcd *e, void *arg)
+{
+    (void)e;
+    *(pthread_t *)arg = pthread_self();
+}
+
+TEST(keys_leader_revoke_and_exec_in_the_callers_loop)
+{
+    eh_opts o = {.members = 1};
+    eh_cluster *c = eh_start(&o);
+    ASSERT_NOT_NULL(c);
+    elector_etcd *e = client_on(eh_endpoints(c), false);
+    ASSERT(elector_etcd_fd(e) >= 0);
+
+    /* the _sync forms run the loop */
+    ASSERT_OK(elector_kv_put_sync(e, "m/a", 3, "1", 1, 0, 0, 5000));
+    ASSERT_EQ(
+        1, elector_kv_put_sync(e, "m/a", 3, "2", 1, 0, ELECTOR_KV_PUT_IF_ABSENT, 5000));
+    elector_kv *kvs = NULL;
+    size_t n = 0;
+    ASSERT_OK(elector_kv_get_sync(e, "m/", 2, true, 5000, &kvs, &n));
+    ASSERT_EQ(1, n);
+    ASSERT_EQ('1', kvs[0].value[0]);
+    elector_kvs_free(kvs, n);
+
+    /* the others answer from the loop, on this thread */
+    answers a = {0};
+    ASSERT_OK(elector_kv_get(e, "m/", 2, true, 5000, kv_answer, &a));
+    ASSERT_EQ(0, a.n); /* not before the loop runs */
+    ASSERT(loop_until(e, &a.n, 5000));
+    ASSERT_OK(a.rc);
+    ASSERT_EQ(1, a.kvs);
+    ASSERT(pthread_equal(a.thread, pthread_self()));
+    memset(&a, 0, sizeof(a));
+    ASSERT_OK(elector_kv_delete(e, "m/", 2, true, 5000, kv_answer, &a));
+    ASSERT(loop_until(e, &a.n, 5000));
+    ASSERT_EQ(1, a.deleted);
+
+    /* a leader, read both ways; then its session closed and the lease
+     * revoked again: etcd no longer knows it, which is a success */
+    elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    elector_election *el = elector_election_new(s, "modes", NULL, NULL);
+    ASSERT_NOT_NULL(el);
+    ASSERT_OK(elector_campaign_sync(el, "v", 1, 5000));
+    memset(&a, 0, sizeof(a));
+    ASSERT_OK(elector_leader(e, "modes", 5000, leader_answer, &a));
+    ASSERT(loop_until(e, &a.n, 5000));
+    ASSERT_OK(a.rc);
+    ASSERT_EQ(elector_election_token(el), a.token);
+    int64_t lease = elector_session_lease(s);
+    elector_election_free(el);
+    ASSERT_OK(elector_session_close_sync(s, 5000));
+    memset(&a, 0, sizeof(a));
+    ASSERT_OK(elector_lease_revoke(e, lease, 5000, revoke_answer, &a));
+    ASSERT(loop_until(e, &a.n, 5000));
+    ASSERT_OK(a.rc);
+
+    /* exec runs at once, here; no threads, no stalls */
+    pthread_t where;
+    memset(&where, 0, sizeof(where));
+    ASSERT_OK(elector_etcd_exec(e, exec_here, &where));
+    ASSERT(pthread_equal(where, pthread_self()));
+    ASSERT_EQ(0, (long long)elector_etcd_stalls(e));
+    ASSERT(!elector_etcd_in_callback(e));
+    elector_etcd_free(e);
+    eh_stop(c);
+}
+
+/* elector_resign_sync(), both ways: 0 once RESIGNED came; EINVAL when idle. */
+static atomic_int resigned;
+
+static void count_resigned(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el, (void)ud;
+    if (ev->type == ELECTOR_EV_RESIGNED) atomic_fetch_add(&resigned, 1);
+}
+
+TEST(resign_sync_both_ways)
+{
+    eh_opts o = {.members = 1};
+    eh_cluster *c = eh_start(&o);
+    ASSERT_NOT_NULL(c);
+    for (int own = 0; own <= 1; own++) {
+        atomic_store(&resigned, 0);
+        elector_etcd *e = client_on(eh_endpoints(c), own);
+        elector_session *s = elector_session_new(e, NULL, NULL, NULL);
+        ASSERT_NOT_NULL(s);
+        ASSERT_OK(elector_session_wait(s, 5000));
+        elector_election *el = elector_election_new(s, "rs", count_resigned, NULL);
+        ASSERT_NOT_NULL(el);
+        ASSERT_EQ(ELECTOR_EINVAL, elector_resign_sync(el, 1000)); /* idle */
+        ASSERT_OK(elector_campaign_sync(el, "v", 1, 5000));
+        ASSERT(elector_is_leader(el));
+        ASSERT_OK(elector_resign_sync(el, 5000));
+        ASSERT(!elector_is_leader(el));
+        if (!own) ASSERT_EQ(1, atomic_load(&resigned)); /* delivered by the loop */
+        elector_leader_info li;
+        ASSERT_EQ(1, elector_leader_sync(e, "rs", 5000, &li)); /* the key is gone */
+        elector_election_free(el);
+        elector_session_close(s);
+        elector_etcd_free(e);
+    }
+    eh_stop(c);
+}
+
+/* own_thread: the loop is the client's; what reads the client answers from
+ * any thread. No etcd: port 1. */
+TEST(own_thread_refuses_the_loops_calls)
+{
+    elector_etcd *e = client_on("127.0.0.1:1", true);
+    ASSERT_EQ(-1, elector_etcd_fd(e));
+    ASSERT_EQ(-1, elector_etcd_timeout(e));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_etcd_process(e));
+    ASSERT_EQ(ELECTOR_EINVAL, elector_etcd_run_once(e, 10));
+    ASSERT_STREQ("", elector_etcd_errstr(e));
+    ASSERT_STREQ("", elector_etcd_current_endpoint(e));
+    elector_endpoint_info info;
+    ASSERT_OK(elector_etcd_endpoint_info(e, 0, &info));
+    ASSERT_STREQ("127.0.0.1:1", info.authority);
+    ASSERT_EQ(1, info.loopback);
+    ASSERT_EQ(ELECTOR_EINVAL, elector_etcd_endpoint_info(e, 1, &info));
+    elector_etcd_stats st;
+    elector_etcd_get_stats(e, &st);
+    ASSERT_EQ(0, (long long)st.connects);
+    ASSERT(!elector_etcd_in_callback(e));
+    elector_etcd_free(e);
+}
+
+/* own_thread: a session closed in its own callback (SESSION_LOST: the grant
+ * refused, port 1) lives until the callback returns; the calls it makes after
+ * the close are refused. */
+static atomic_int closed_wait_rc, closed_done;
+
+static void close_in_own_callback(elector_session *s, const elector_event *ev, void *ud)
+{
+    (void)ud;
+    if (ev->type != ELECTOR_EV_SESSION_LOST) return;
+    elector_session_close(s);
+    atomic_store(&closed_wait_rc, elector_session_wait(s, 10));
+    ASSERT_EQ(0, elector_session_lease(s));
+    ASSERT(!elector_session_alive(s));
+    ASSERT_NULL(elector_election_new(s, "x", NULL, NULL));
+    atomic_store(&closed_done, 1);
+}
+
+TEST(a_session_closed_in_its_own_callback_refuses_calls)
+{
+    elector_etcd *e = client_on("127.0.0.1:1", true);
+    elector_session *s = elector_session_new(e, NULL, close_in_own_callback, NULL);
+    ASSERT_NOT_NULL(s);
+    for (int i = 0; i < 1000 && !atomic_load(&closed_done); i++) {
+        struct timespec t = {0, 10000000};
+        nanosleep(&t, NULL);
+    }
+    ASSERT_EQ(1, atomic_load(&closed_done));
+    ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&closed_wait_rc));
+    elector_etcd_free(e);
+}
