@@ -15,8 +15,10 @@
  *   switchover/           request.c (the requester), candidate.c (the candidates'
  *                         side), keys.c
  *
- * One event loop (poll) serves etcd, signals (signalfd), the optional HTTP
- * endpoint, stdin (--proclaim-stdin) and the supervised command. */
+ * One event loop (ops/loop.h) serves etcd, signals (signalfd), the optional
+ * HTTP endpoint, stdin (--proclaim-stdin), the supervised command, the health
+ * checks, switchover and systemd: each part registers a watcher (main.c,
+ * watch()), its fd, its timeout and its pass. */
 #ifndef ELECTOR_TOOL_APP_H
 #define ELECTOR_TOOL_APP_H
 
@@ -24,6 +26,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "elector/election.h"
+#include "ops/loop.h"
 #include "options/opts.h"
 #include "options/secret.h"
 #include "supervise/healthcheck.h"
@@ -37,20 +40,16 @@ struct tool_notify;
 struct tool_view;
 struct app;
 
-/* What child.c, health.c and slots.c report to campaign.c, the one file that
- * decides the candidate's next step. They call it through struct app's `up`
- * (main.c sets it to campaign.c's app_candidate_reports), not by name: the
- * reporters sit below campaign.c, which calls them (libuv's shape: the lower
- * part reports, the upper part decides). */
-struct app_reports {
-    void (*child_gone)(struct app *a); /* the command's tree is gone */
-    void (*health)(struct app *a, tool_health_state st, bool changed, bool leading,
-                   int64_t now);
-    elector_election_cb event; /* an election's event (ud: the app) */
-};
+/* A health check's result as health.c reports it to its caller
+ * (candidate/watchers.c), which hands it to campaign.c's app_on_health: the
+ * check, a new state or not, whether we lead (not in a step-down), the time. */
+typedef struct app_health_report {
+    tool_health_state st;
+    bool changed, leading;
+    int64_t now;
+} app_health_report;
 
 struct app {
-    const struct app_reports *up;
     tool_opts *o;
     tool_creds creds; /* wiped at exit; run/lock keep them for the guard's release */
     elector_etcd *etcd;
@@ -65,7 +64,6 @@ struct app {
     elector_observer *obs;
     struct tool_http *http;
     tool_child *child;
-    int sfd;
     char *value; /* the value to campaign with */
     size_t vlen;
     bool done, stopping, restart_pending, session_dead;
@@ -165,12 +163,25 @@ elector_etcd *app_make_client(const tool_opts *o, const tool_creds *c);
 void app_notice(elector_etcd *e, int err, const char *msg, void *ud);
 void app_note_connection(struct app *a);
 void app_note_session(struct app *a);
+tool_watcher app_notes_watcher(struct app *a); /* both, after the client's pass */
 int64_t app_dial_ms(const tool_opts *o);
 int64_t app_request_ms(const tool_opts *o);
 static inline int64_t app_ttl_ms(const tool_opts *o)
 {
     return (o->ttl_s ? o->ttl_s : 10) * 1000;
 }
+
+/* app/setup.c: each 0 or the exit status. */
+/* The user and password: resolved, asked for on a terminal if missing, and
+ * removed from the environment and argv. */
+int app_credentials(struct app *a, char **argv);
+void app_note_settings(struct app *a); /* --grace's default, warnings */
+void app_log_config(const struct app *a);
+/* --discovery-srv: the endpoints into o->endpoints, which points to *list
+ * (malloc'd; the caller frees it once o is no longer used). */
+int app_discover(tool_opts *o, char **list, char *err, size_t cap);
+/* The client and where events go (on failure, the client and credentials freed). */
+int app_open_client(struct app *a);
 
 /* app/report.c */
 const char *app_hint(struct app *a, int err);
@@ -191,15 +202,13 @@ void app_schedule_restart(struct app *a);
 /* --timeout, --no-wait: stop waiting; exit EXIT_TIMEOUT. */
 void app_give_up_waiting(struct app *a, const char *why);
 void app_child_gone(struct app *a); /* the command's tree is gone */
-extern const struct app_reports app_candidate_reports;
-void app_on_health(struct app *a, tool_health_state st, bool changed, bool leading,
-                   int64_t now);
+void app_on_health(struct app *a, const app_health_report *r);
 void app_step_down(struct app *a, const char *why);
 bool app_stepdown_event(struct app *a, const elector_event *ev);
 bool app_campaign_blocked(struct app *a);
 
 /* candidate/slots.c */
-void app_campaign_slots(struct app *a);
+void app_campaign_slots(struct app *a, elector_election_cb on_event);
 void app_free_slots(struct app *a); /* all but el (the slot won) */
 
 /* candidate/child.c */
@@ -208,16 +217,22 @@ void app_start_child(struct app *a, const elector_event *ev);
 void app_stop_child(struct app *a);
 /* Kills the command's whole tree now (no SIGTERM first). */
 void app_kill_child(struct app *a);
-void app_check_child(struct app *a);
+/* A pass of the command's supervisor: true when its tree is gone (said why). */
+bool app_check_child(struct app *a);
 
 /* candidate/proclaim.c */
-void app_read_stdin(struct app *a);
+tool_watcher app_stdin_watcher(struct app *a);
 void app_proclaim_pending(struct app *a);
+
+/* candidate/watchers.c: the command, the checks, --timeout and the retry. */
+tool_watcher app_child_watcher(struct app *a);
+tool_watcher app_health_watcher(struct app *a);
+tool_watcher app_timers_watcher(struct app *a);
 
 /* candidate/health.c */
 void app_health_start(struct app *a);
-void app_health_process(struct app *a);
-int64_t app_health_timeout(const struct app *a);
+/* A pass of the checks: true when *r holds a result for campaign.c. */
+bool app_health_process(struct app *a, app_health_report *r);
 void app_health_free(struct app *a);
 /* A leader stepped down for its health: the hold-off, doubled in a row. */
 void app_health_holdoff(struct app *a);
@@ -226,8 +241,7 @@ void app_health_holdoff(struct app *a);
 int app_cmd_switchover(struct app *a);
 /* switchover/candidate.c */
 void app_sw_start(struct app *a); /* candidates: join the protocol */
-void app_sw_process(struct app *a);
-int64_t app_sw_timeout(const struct app *a);
+tool_watcher app_sw_watcher(struct app *a);
 void app_sw_free(struct app *a);    /* before the client is freed */
 void app_sw_release(struct app *a); /* after */
 
@@ -239,8 +253,7 @@ int app_start_observe(struct app *a);
 void app_start_follow(struct app *a);
 void app_note_event(struct app *a, const elector_event *ev);
 void app_notify_open(struct app *a);
-void app_notify_update(struct app *a);
-int64_t app_notify_timeout(const struct app *a);
+tool_watcher app_notify_watcher(struct app *a); /* status, watchdog pings */
 void app_notify_stop(struct app *a);
 /* --http's view (ops/http.h's tool_view_fn: ud is the app, v a tool_view *). */
 void app_fill_view(void *ud, struct tool_view *v);

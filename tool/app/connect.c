@@ -107,3 +107,16 @@ void app_note_session(struct app *a)
                  (double)st.last_rtt_ns / 1e6);
     }
 }
+
+static void notes_process(void *ud, short revents)
+{
+    (void)revents;
+    app_note_connection(ud);
+    app_note_session(ud);
+}
+
+/* After the client's pass: what changed in the connection and the session. */
+tool_watcher app_notes_watcher(struct app *a)
+{
+    return (tool_watcher){a, NULL, NULL, notes_process};
+}

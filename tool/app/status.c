@@ -136,8 +136,11 @@ static void status_line(const struct app *a, char *out, size_t cap)
     }
 }
 
-void app_notify_update(struct app *a)
+/* Each pass: the status if it changed, the watchdog's ping when due. */
+static void notify_process(void *ud, short revents)
 {
+    (void)revents;
+    struct app *a = ud;
     if (!a->notify) return;
     int64_t now = app_now_ms();
     char st[sizeof(a->notified_status)], msg[sizeof(st) + 64];
@@ -158,9 +161,15 @@ void app_notify_update(struct app *a)
     tool_notify_tick(a->notify, now);
 }
 
-int64_t app_notify_timeout(const struct app *a)
+static int64_t notify_timeout(void *ud)
 {
+    const struct app *a = ud;
     return tool_notify_timeout(a->notify, app_now_ms());
+}
+
+tool_watcher app_notify_watcher(struct app *a)
+{
+    return (tool_watcher){a, NULL, notify_timeout, notify_process};
 }
 
 void app_notify_stop(struct app *a)

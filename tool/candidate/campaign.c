@@ -291,7 +291,7 @@ void app_start_campaign(struct app *a)
         a->session_dead = false;
     }
     if (a->o->limit > 1 && !a->el) {
-        if (!a->slots) app_campaign_slots(a);
+        if (!a->slots) app_campaign_slots(a, app_on_event);
         return;
     }
     if (!a->el) a->el = elector_election_new(a->s, a->o->name, app_on_event, a);
@@ -461,9 +461,11 @@ void app_child_gone(struct app *a)
 
 /* health.c reports a check's result: st, changed (a new state), whether we lead
  * (not in a step-down), and its pass's time. */
-void app_on_health(struct app *a, tool_health_state st, bool changed, bool leading,
-                   int64_t now)
+void app_on_health(struct app *a, const app_health_report *r)
 {
+    tool_health_state st = r->st;
+    bool changed = r->changed, leading = r->leading;
+    int64_t now = r->now;
     if (st == TOOL_HEALTH_UNHEALTHY && !a->health_out) {
         /* A new leader is not stepped down by one failure in its first interval:
          * the next check decides. */
@@ -489,6 +491,3 @@ void app_on_health(struct app *a, tool_health_state st, bool changed, bool leadi
         }
     }
 }
-
-const struct app_reports app_candidate_reports = {app_child_gone, app_on_health,
-                                                  app_on_event};

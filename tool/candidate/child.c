@@ -155,9 +155,9 @@ static void child_ended(struct app *a, int st, tool_child_cause why)
     }
 }
 
-void app_check_child(struct app *a)
+bool app_check_child(struct app *a)
 {
-    if (!a->child) return;
+    if (!a->child) return false;
     int64_t d = a->s ? elector_session_deadline_ns(a->s) : 0;
     if (d > a->child_deadline && a->el && elector_is_leader(a->el)) {
         a->child_deadline = d;
@@ -171,10 +171,10 @@ void app_check_child(struct app *a)
                  tool_child_containment(a->child));
         a->child_noted = true;
     }
-    if (!done) return;
+    if (!done) return false;
     tool_child_free(a->child);
     a->child = NULL;
     a->child_status = st;
     child_ended(a, st, why);
-    a->up->child_gone(a); /* campaign.c decides what follows */
+    return true; /* gone: the caller hands it to campaign.c, which decides */
 }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* --health-cmd: runs the checks (supervise/healthcheck.c), counts the failures
  * of a leader, says what it sees (logs, -w json healthy/unhealthy) and reports
- * each result to campaign.c (app_on_health, through a->up), which decides: step down,
- * stay out, campaign again. */
+ * each result to its caller (candidate/watchers.c), which hands it to campaign.c's
+ * app_on_health, the one to decide: step down, stay out, campaign again. */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
@@ -34,11 +34,6 @@ void app_health_free(struct app *a)
 {
     tool_health_free(a->health);
     a->health = NULL;
-}
-
-int64_t app_health_timeout(const struct app *a)
-{
-    return a->health ? tool_health_timeout(a->health) : -1;
 }
 
 /* A healthy or unhealthy event for -w json. */
@@ -79,9 +74,9 @@ void app_health_holdoff(struct app *a)
              (long long)d, a->holdoffs);
 }
 
-void app_health_process(struct app *a)
+bool app_health_process(struct app *a, app_health_report *r)
 {
-    if (!a->health || a->stopping) return;
+    if (!a->health || a->stopping) return false;
     static int seen; /* failures already logged */
     int64_t now = app_now_ms();
     bool leading = a->el && elector_is_leader(a->el) && a->sd_state == SD_NONE;
@@ -110,6 +105,7 @@ void app_health_process(struct app *a)
     if (st == TOOL_HEALTH_HEALTHY && changed)
         tool_log(a->health_out ? LOG_INFO : LOG_DEBUG, "health check passes (%s)",
                  tool_health_last(a->health));
-    /* What follows is campaign.c's to decide. */
-    a->up->health(a, st, changed, leading, now);
+    /* What follows is campaign.c's to decide: the caller hands it over. */
+    *r = (app_health_report){st, changed, leading, now};
+    return true;
 }

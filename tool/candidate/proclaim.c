@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <unistd.h>
 #include "app/app.h"
 
@@ -46,7 +47,7 @@ static void take_line(struct app *a, const char *data, size_t len)
         tool_log(LOG_DEBUG, "a line of %zu bytes waits until we are elected", len);
 }
 
-void app_read_stdin(struct app *a)
+static void read_stdin(struct app *a)
 {
     if (a->in_cap - a->in_len < 65536 && a->in_cap < STDIN_MAX) {
         size_t cap = a->in_cap ? a->in_cap * 2 : 65536;
@@ -96,4 +97,21 @@ void app_read_stdin(struct app *a)
         a->in_skip = true;
     }
     app_proclaim_pending(a);
+}
+
+static int stdin_fd(void *ud, short *events)
+{
+    const struct app *a = ud;
+    *events = POLLIN;
+    return a->in_eof ? -1 : 0;
+}
+
+static void stdin_process(void *ud, short revents)
+{
+    if (revents) read_stdin(ud);
+}
+
+tool_watcher app_stdin_watcher(struct app *a)
+{
+    return (tool_watcher){a, stdin_fd, NULL, stdin_process};
 }
