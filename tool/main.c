@@ -35,21 +35,21 @@ static int on_signal(struct app *a, int sig)
     if (sig == SIGHUP) sig = SIGTERM; /* terminal closed, ssh dropped: stop and resign */
     if (a->stopping && sig == SIGINT) {
         /* A second ^C: stop waiting for a graceful end. */
-        if (a->child)
-            tool_child_signal(a->child, SIGKILL);
+        if (a->sup.child)
+            tool_child_signal(a->sup.child, SIGKILL);
         else
             a->done = true;
         return sig;
     }
     a->stopping = true;
     if (!a->stop_sig) a->stop_sig = sig;
-    if (a->child) {
-        tool_child_signal(a->child, sig);
+    if (a->sup.child) {
+        tool_child_signal(a->sup.child, sig);
         return sig;
     }
     a->retry_at_ms = 0;
     a->wait_until_ms = 0;
-    if (a->o->cmd != CMD_OBSERVE && !a->done && !a->child_start_ms &&
+    if (a->o->cmd != CMD_OBSERVE && !a->done && !a->sup.child_start_ms &&
         !(a->el && elector_is_leader(a->el)) && a->exit_code == EXIT_OK) {
         /* Interrupted before being elected: a lock was not acquired (exit 1, as
          * etcdctl lock's "context canceled"); a standby of run or campaign just
@@ -84,8 +84,8 @@ static void stop_if_event_lost(void *ud, short revents)
 {
     (void)revents;
     struct app *a = ud;
-    if (!a->event_lost || a->stopping || a->done) return;
-    a->event_lost = false;
+    if (!a->out.event_lost || a->stopping || a->done) return;
+    a->out.event_lost = false;
     a->exit_code = EXIT_ERROR;
     on_signal(a, SIGTERM);
 }
@@ -161,7 +161,7 @@ static void watch(tool_loop *l, struct app *a, struct signals *sg)
     tool_loop_add(l, (tool_watcher){a->etcd, etcd_fd, etcd_timeout, etcd_process});
     tool_loop_add(l, (tool_watcher){sg, NULL, NULL, said_process});
     tool_loop_add(l, app_notes_watcher(a));
-    if (a->http) tool_loop_add(l, tool_http_watcher(a->http));
+    if (a->web.http) tool_loop_add(l, tool_http_watcher(a->web.http));
     if (a->o->proclaim_stdin) tool_loop_add(l, app_stdin_watcher(a));
     if (a->o->cmd == CMD_OBSERVE)
         tool_loop_add(l, (tool_watcher){a, stdout_fd, NULL, stdout_process});
@@ -204,15 +204,15 @@ static bool default_value(struct app *a)
 static int start_http(struct app *a)
 {
     char err[300];
-    a->http = tool_http_start(a->o->http, app_fill_view, a, err, sizeof(err));
-    if (!a->http) {
+    a->web.http = tool_http_start(a->o->http, app_fill_view, a, err, sizeof(err));
+    if (!a->web.http) {
         /* The address was checked at start: this is a runtime failure (a port
          * taken, no permission), not bad usage. */
         tool_log(LOG_ERROR, "--http: %s", err);
         return EXIT_ERROR;
     }
     tool_log(LOG_INFO, "serving /leader, /healthz and /metrics on http://%s",
-             tool_http_addr(a->http));
+             tool_http_addr(a->web.http));
     return 0;
 }
 
@@ -248,7 +248,7 @@ static int start_candidate(struct app *a)
      * connecting; a failure before etcd was reached ends it (FAILED). */
     a->session_dead = true;
     /* /leader and systemd's status name the leader also while we wait. */
-    if ((a->o->http || a->notify) && a->o->limit < 2) app_start_follow(a);
+    if ((a->o->http || a->systemd.notify) && a->o->limit < 2) app_start_follow(a);
     app_start_campaign(a);
     return 0;
 }
@@ -263,7 +263,7 @@ static int run_command(struct app *a)
         if (rc) return rc;
     }
     struct signals sg = {a, setup_signals(), 0};
-    app_notify_open(a);
+    app_notify_open(&a->systemd);
     int rc = a->o->http ? start_http(a) : 0;
     if (!rc && a->o->cmd != CMD_OBSERVE) rc = start_candidate(a);
     if (!rc) {
@@ -278,14 +278,14 @@ static int run_command(struct app *a)
 
 static void cleanup(struct app *a)
 {
-    app_notify_stop(a);
-    elector_observer_free(a->follow);
-    free(a->pred);
-    if (a->child) {
+    app_notify_stop(&a->systemd);
+    elector_observer_free(a->leader.follow);
+    free(a->leader.pred);
+    if (a->sup.child) {
         app_stop_child(a);
-        tool_child_free(a->child);
+        tool_child_free(a->sup.child);
     }
-    app_health_free(a);
+    app_health_free(&a->hc);
     app_sw_free(a);
     elector_observer_free(a->obs);
     if (a->slots) app_free_slots(a);
@@ -294,25 +294,26 @@ static void cleanup(struct app *a)
         elector_election_free(a->el);
     }
     if (a->s) elector_session_close_sync(a->s, 2000); /* revoke: nothing lingers */
-    tool_http_stop(a->http);
+    tool_http_stop(a->web.http);
     elector_etcd_free(a->etcd);
     app_sw_release(a);
     free(a->value);
-    free(a->in_buf);
-    free(a->next);
-    free(a->lkey);
-    free(a->lval);
+    free(a->in.in_buf);
+    free(a->in.next);
+    free(a->leader.lkey);
+    free(a->leader.lval);
     tool_creds_free(&a->creds);
-    if (a->events && a->events != stderr && a->events != stdout) fclose(a->events);
+    if (a->out.events && a->out.events != stderr && a->out.events != stdout)
+        fclose(a->out.events);
 }
 
 /* Credentials, the client, the command, the cleanup: the exit status. */
 static int run_app(struct app *a, char **argv)
 {
-    int rc = app_credentials(a, argv);
+    int rc = app_credentials(a->o, &a->creds, argv);
     if (rc) return rc;
-    app_note_settings(a);
-    app_log_config(a);
+    app_note_settings(a->o);
+    app_log_config(a->o, &a->creds);
     rc = app_open_client(a);
     if (rc) return rc;
     /* Only the guard's release connection needs the password after this. */
@@ -356,7 +357,7 @@ int main(int argc, char **argv)
         tool_log(LOG_ERROR, "--http: %s", err);
         return EXIT_USAGE;
     }
-    struct app a = {.o = &o, .stdout_tty = isatty(STDOUT_FILENO)};
+    struct app a = {.o = &o, .out.stdout_tty = isatty(STDOUT_FILENO)};
     /* stdout's buffer now: stdio would allocate it (and fstat() the fd) at the
      * first line, which is the elected line, on the handover path. Every write
      * to stdout is flushed at once, so full buffering changes nothing else. */

@@ -11,14 +11,13 @@
 
 /* The user and password: resolved, asked for on a terminal if missing, and
  * removed from the environment and argv. Returns 0 or an exit status. */
-int app_credentials(struct app *a, char **argv)
+int app_credentials(tool_opts *o, tool_creds *c, char **argv)
 {
-    tool_opts *o = a->o;
     char err[400], warn[600];
     /* Secrets: no core dump or ptrace while the password (then the token) is held. */
     if (o->user.value || o->password.value || o->password_file.value)
         tool_secret_protect();
-    int rc = tool_creds_resolve(o, &a->creds, err, sizeof(err), warn, sizeof(warn));
+    int rc = tool_creds_resolve(o, c, err, sizeof(err), warn, sizeof(warn));
     /* Whatever happens next, no password stays where others can read it, nor
      * goes to a command that `run` or `lock` starts. */
     tool_creds_scrub(o, argv);
@@ -27,10 +26,10 @@ int app_credentials(struct app *a, char **argv)
         tool_log(LOG_ERROR, "%s", err);
         return rc;
     }
-    if (a->creds.user && !a->creds.password) {
-        a->creds.password = tool_password_prompt(a->creds.user);
-        if (a->creds.password)
-            snprintf(a->creds.from, sizeof(a->creds.from), "the terminal");
+    if (c->user && !c->password) {
+        c->password = tool_password_prompt(c->user);
+        if (c->password)
+            snprintf(c->from, sizeof(c->from), "the terminal");
         else
             tool_log(LOG_WARN,
                      "%s given without a password (set $ELECTOR_PASSWORD or "
@@ -42,30 +41,28 @@ int app_credentials(struct app *a, char **argv)
     return 0;
 }
 
-void app_log_config(const struct app *a)
+void app_log_config(const tool_opts *o, const tool_creds *c)
 {
-    const tool_opts *o = a->o;
     if (!tool_log_enabled(LOG_DEBUG)) return;
     tool_log(LOG_DEBUG,
              "elector %s: endpoints %s, dial timeout %lld ms, request timeout %lld "
              "ms, TTL %lld s, user %s%s%s%s",
              elector_version(), o->endpoints ? o->endpoints : "127.0.0.1:2379",
              (long long)app_dial_ms(o), (long long)app_request_ms(o),
-             (long long)(o->ttl_s ? o->ttl_s : 10),
-             a->creds.user ? a->creds.user : "(none)",
-             a->creds.password ? " (password from " : "",
-             a->creds.password ? a->creds.from : "", a->creds.password ? ")" : "");
+             (long long)(o->ttl_s ? o->ttl_s : 10), c->user ? c->user : "(none)",
+             c->password ? " (password from " : "", c->password ? c->from : "",
+             c->password ? ")" : "");
     if (*o->env_used) tool_log(LOG_DEBUG, "from the environment: %s", o->env_used);
 }
 
 /* A client in error at creation: a bad endpoint list or TLS files. */
-static int client_error(struct app *a)
+static int client_error(elector_etcd *etcd)
 {
-    int e = elector_etcd_err(a->etcd);
+    int e = elector_etcd_err(etcd);
     bool usage = e == ELECTOR_EINVAL;
-    const char *msg = elector_etcd_errstr(a->etcd);
+    const char *msg = elector_etcd_errstr(etcd);
     elector_endpoint_info ep0; /* none when the endpoint list is what failed */
-    bool bad_eps = elector_etcd_endpoint_info(a->etcd, 0, &ep0) != 0;
+    bool bad_eps = elector_etcd_endpoint_info(etcd, 0, &ep0) != 0;
     const char *h = !usage    ? ""
                     : bad_eps ? " (check --endpoints, $ELECTOR_ENDPOINTS or "
                                 "$ETCDCTL_ENDPOINTS)"
@@ -100,13 +97,13 @@ int app_discover(tool_opts *o, char **list, char *err, size_t cap)
 }
 
 /* --grace's default, and the settings worth a warning. */
-void app_note_settings(struct app *a)
+void app_note_settings(tool_opts *o)
 {
-    tool_opts *o = a->o;
+    bool supervised = o->argv && o->argv[0]; /* run, or lock with a command */
     int64_t ttl_ms = (o->ttl_s ? o->ttl_s : 10) * 1000;
-    if (app_supervised(a) && o->grace_ms < 0)
+    if (supervised && o->grace_ms < 0)
         o->grace_ms = ttl_ms / 4 < 2000 ? ttl_ms / 4 : 2000;
-    if (app_supervised(a) && o->grace_ms * 2 >= ttl_ms)
+    if (supervised && o->grace_ms * 2 >= ttl_ms)
         tool_log(LOG_WARN,
                  "--grace %lldms is at least half the TTL: the command may be "
                  "stopped while leadership is still fine",
@@ -130,7 +127,7 @@ int app_open_client(struct app *a)
         return EXIT_ERROR;
     }
     if (elector_etcd_err(a->etcd)) {
-        int rc = client_error(a);
+        int rc = client_error(a->etcd);
         elector_etcd_free(a->etcd);
         tool_creds_free(&a->creds);
         return rc;
@@ -141,10 +138,10 @@ int app_open_client(struct app *a)
         tool_log(LOG_WARN, "%s", warn);
     /* Events go to stdout, but a supervised command owns stdout: stderr or
      * --events-fd then. */
-    a->events = stdout;
+    a->out.events = stdout;
     if (app_supervised(a) && o->fmt == FMT_JSON) {
-        a->events = o->events_fd > 0 ? fdopen(o->events_fd, "w") : stderr;
-        if (!a->events) {
+        a->out.events = o->events_fd > 0 ? fdopen(o->events_fd, "w") : stderr;
+        if (!a->out.events) {
             tool_log(LOG_ERROR, "--events-fd %d: %s", o->events_fd, strerror(errno));
             elector_etcd_free(a->etcd);
             tool_creds_free(&a->creds);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* lock -n N: a semaphore of N slots, each an election of its own
  * (__elector/semaphore/NAME/<slot>/), campaigned for at once on one session.
- * campaign.c decides what a slot's event means (slot_event). */
+ * decide.c decides what a slot's event means (slot_event). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +21,7 @@ void app_free_slots(struct app *a)
 }
 
 /* lock -n N: campaign for every slot at once; the first won is the lock. Each
- * slot's events go to on_event (campaign.c's, which calls this). */
+ * slot's events go to on_event (decide.c's, which calls this). */
 void app_campaign_slots(struct app *a, elector_election_cb on_event)
 {
     int n = a->o->limit;

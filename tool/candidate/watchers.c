@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The candidate's watchers in the tool's loop (ops/loop.h): the supervised
  * command, the health checks, and the campaign's own timers (--timeout, a
- * campaign again after a pause). child.c and health.c report what they see to
- * these callers, which hand it to campaign.c, the one that decides: the reports
+ * campaign again after a pause). leader_cmd.c and health.c report what they see to
+ * these callers, which hand it to decide.c, the one that decides: the reports
  * go up by return value, the decisions down by call. */
 #include <poll.h>
 #include "app/app.h"
@@ -11,15 +11,15 @@ static int child_fd(void *ud, short *events)
 {
     const struct app *a = ud;
     *events = POLLIN;
-    return a->child ? tool_child_fd(a->child) : -1;
+    return a->sup.child ? tool_child_fd(a->sup.child) : -1;
 }
 
 static int64_t child_timeout(void *ud)
 {
     const struct app *a = ud;
-    if (!a->child) return -1;
+    if (!a->sup.child) return -1;
     /* Every 100 ms at most: the command's deadline follows the session's. */
-    int64_t ct = tool_child_timeout_ms(a->child); /* the watch on the guard */
+    int64_t ct = tool_child_timeout_ms(a->sup.child); /* the watch on the guard */
     return ct >= 0 && ct < 100 ? ct : 100;
 }
 
@@ -38,7 +38,7 @@ tool_watcher app_child_watcher(struct app *a)
 static int64_t health_timeout(void *ud)
 {
     const struct app *a = ud;
-    return a->health ? tool_health_timeout(a->health) : -1;
+    return a->hc.health ? tool_health_timeout(a->hc.health) : -1;
 }
 
 static void health_process(void *ud, short revents)

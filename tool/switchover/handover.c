@@ -233,7 +233,7 @@ static void leader_check(struct app_sw *sw)
 static void step_back(struct app_sw *sw)
 {
     struct app *a = sw->a;
-    if (!sw->active || !a->el || a->stopping || a->health_out || a->sd_state) return;
+    if (!sw->active || !a->el || a->stopping || a->hc.health_out || a->sd_state) return;
     int64_t tok = elector_election_token(a->el);
     size_t kl;
     const uint8_t *k = elector_election_key(a->el, &kl);
@@ -271,7 +271,7 @@ static void acknowledge(struct app_sw *sw)
 {
     struct app *a = sw->a;
     if (!sw->active || sw->acking || !a->el || a->stopping || a->sd_state) return;
-    if (!elector_is_leader(a->el) || (app_supervised(a) && !a->child)) return;
+    if (!elector_is_leader(a->el) || (app_supervised(a) && !a->sup.child)) return;
     int64_t tok = elector_election_token(a->el);
     size_t kl;
     const uint8_t *k = elector_election_key(a->el, &kl);
