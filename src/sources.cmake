@@ -41,6 +41,7 @@ set(ELECTOR_ELECTION_SRCS
   release_helper.c
   session.c
   session_close.c
+  session_notify.c
   session_view.c
   txn.c
   wait.c)

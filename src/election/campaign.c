@@ -235,12 +235,16 @@ static bool name_busy(const elector_election *el)
 
 /* ---------------------------------------------------------------- the session */
 
+/* What the session tells its elections, in a walk over its listeners
+ * (session_notify.c, above this file): its lease is ready, it ended, it is
+ * closing. */
+
 static elector_election *of_listener(elector__session_listener *l)
 {
     return (elector_election *)((char *)l - offsetof(elector_election, listener));
 }
 
-static void on_session_ready(elector__session_listener *l)
+void elector__campaign_session_ready(elector__session_listener *l)
 {
     elector_election *el = of_listener(l);
     elector__el_hold(el);
@@ -249,8 +253,8 @@ static void on_session_ready(elector__session_listener *l)
     elector__el_unhold(el);
 }
 
-static void on_session_ended(elector__session_listener *l, int reason, const char *detail,
-                             int64_t end_ns)
+void elector__campaign_session_ended(elector__session_listener *l, int reason,
+                                     const char *detail, int64_t end_ns)
 {
     elector_election *el = of_listener(l);
     elector__el_hold(el);
@@ -263,13 +267,10 @@ static void on_session_ended(elector__session_listener *l, int reason, const cha
 }
 
 /* The session is closing: elections forget it (they report ESESSION). */
-static void on_session_detached(elector__session_listener *l)
+void elector__campaign_session_detached(elector__session_listener *l)
 {
     of_listener(l)->s = NULL;
 }
-
-static const elector__session_events session_events = {on_session_ready, on_session_ended,
-                                                       on_session_detached};
 
 /* ---------------------------------------------------------------- lifecycle */
 
@@ -352,7 +353,7 @@ elector_election *elector_election_new(elector_session *s, const char *name,
         free(el);
         return NULL;
     }
-    elector__session_listen(s, &el->listener, &session_events);
+    elector__session_listen(s, &el->listener);
     return el;
 }
 

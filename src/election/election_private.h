@@ -84,24 +84,17 @@ int64_t elector__session_deadline_raw_ns(const elector_session *s);
  * snapshot since the session's lease was granted. */
 bool elector__session_restored(const elector_session *s, const char **msg);
 
-/* A listener hears of its session's lease: ready (granted), ended (LOST or
+/* The elections of a session are its listeners. They hear of its lease, from
+ * session_notify.c calling campaign.c by name: ready (granted), ended (LOST or
  * FAILED for what depends on it; end_ns: when the belief ended, never later
  * than the validity deadline) and detached (the session is closing: forget
  * it). A listener may unlisten itself or others, or close the session, from
  * any of these; listeners added meanwhile do not hear the event under way. */
 typedef struct elector__session_listener elector__session_listener;
-typedef struct elector__session_events {
-    void (*ready)(elector__session_listener *l);
-    void (*ended)(elector__session_listener *l, int reason, const char *detail,
-                  int64_t end_ns);
-    void (*detached)(elector__session_listener *l);
-} elector__session_events;
 struct elector__session_listener {
     elector__session_listener *next, *prev;
-    const elector__session_events *ev;
 };
-void elector__session_listen(elector_session *s, elector__session_listener *l,
-                             const elector__session_events *ev);
+void elector__session_listen(elector_session *s, elector__session_listener *l);
 void elector__session_unlisten(elector_session *s, elector__session_listener *l);
 
 /* ---- an election (election.c, wait.c, delete.c, campaign.c, leader.c) ---- */
@@ -292,6 +285,11 @@ void elector__stray_deleted(elector_etcd *e, int err, const ProtobufCMessage *m,
 
 /* campaign.c */
 void elector__send_campaign(elector_election *el);
+/* The session's news for one of its elections (session_notify.c). */
+void elector__campaign_session_ready(elector__session_listener *l);
+void elector__campaign_session_ended(elector__session_listener *l, int reason,
+                                     const char *detail, int64_t end_ns);
+void elector__campaign_session_detached(elector__session_listener *l);
 
 /* ---- the protocol's requests (txn.c) ----
  * Each fills an elector__txn (etcd_internal.h) in place; keys and values are
