@@ -35,7 +35,9 @@ set(ELECTOR_ELECTION_SRCS
   delete.c
   election.c
   leader.c
+  names.c
   observe.c
+  pacer.c
   release.c
   release_find.c
   release_helper.c
