@@ -78,7 +78,7 @@ SELECT_TESTS = [
 ]
 
 DEFAULT_FILES = ["src/election/*.c", "src/etcd/lease.c", "tool/supervise/*.c",
-                 "tool/candidate/child.c"]
+                 "tool/candidate/leader_cmd.c"]
 
 # Targets every run builds besides the test programs: programs the tests exec.
 ALWAYS_TARGETS = ["elector_tool", "elector_release", "elector_test_release_owner",

@@ -35,13 +35,16 @@ set(ELECTOR_ELECTION_SRCS
   delete.c
   election.c
   leader.c
+  names.c
   observe.c
   owner.c
+  pacer.c
   release.c
   release_find.c
   release_helper.c
   session.c
   session_close.c
+  session_notify.c
   session_view.c
   txn.c
   wait.c)

@@ -498,7 +498,7 @@ TEST(events_without_a_value_a_detail_or_an_election)
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     ASSERT_NOT_NULL(f);
-    struct app a = {.o = &o, .events = f};
+    struct app a = {.o = &o, .out.events = f};
     /* WAITING before the election exists: the predecessor, no key of ours. */
     elector_event w = {.type = ELECTOR_EV_WAITING,
                        .key = (const uint8_t *)"svc/1",
@@ -527,7 +527,7 @@ TEST(events_without_a_value_a_detail_or_an_election)
     /* A write that fails is said (the caller ends on it). */
     FILE *full = fopen("/dev/full", "w");
     ASSERT_NOT_NULL(full);
-    a.events = full;
+    a.out.events = full;
     ASSERT_EQ(-1, app_event(&a, &l));
     fclose(full);
 }

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* The tool's operations helpers without etcd: systemd's notification protocol
- * (notify.c) against a unix datagram socket this test owns, and the process_*
- * figures (process_metrics.c) against what the test itself can see. */
+ * (notify.c) against a unix datagram socket this test owns, the process_*
+ * figures (process_metrics.c) against what the test itself can see, and the
+ * loop's table of watchers (loop.c) on a pipe. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,8 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+#include "elector/election.h"
+#include "ops/loop.h"
 #include "ops/notify.h"
 #include "ops/process_metrics.h"
 #include "testlib.h"
@@ -169,4 +173,89 @@ TEST(process_stats_match_what_the_process_can_see)
     ASSERT_NOT_NULL(m);
     ASSERT_CONTAINS(m, "# TYPE process_open_fds gauge\nprocess_open_fds ");
     free(m);
+}
+
+/* ---------------------------------------------------------------- the loop */
+
+struct probe {
+    int id, fd;      /* fd -1: none */
+    int64_t timeout; /* -1: none */
+    short revents;   /* as last processed */
+    int *seen, *nseen;
+    bool *done;
+    int stop_after; /* passes before it sets *done (0: never) */
+    int passes;
+};
+
+static int probe_fd(void *ud, short *events)
+{
+    struct probe *p = ud;
+    *events = POLLIN;
+    return p->fd;
+}
+
+static int64_t probe_timeout(void *ud)
+{
+    return ((struct probe *)ud)->timeout;
+}
+
+static void probe_process(void *ud, short revents)
+{
+    struct probe *p = ud;
+    p->revents = revents;
+    p->seen[(*p->nseen)++ % 16] = p->id;
+    if (p->stop_after && ++p->passes == p->stop_after) *p->done = true;
+}
+
+TEST(loop_polls_the_watchers_fds_and_processes_them_in_order)
+{
+    int pfd[2];
+    ASSERT_OK(pipe(pfd));
+    int seen[16], nseen = 0;
+    bool done = false;
+    struct probe a = {1, pfd[0], -1, 0, seen, &nseen, &done, 0, 0};
+    struct probe b = {2, -1, 200, 0, seen, &nseen, &done, 0, 0};
+    struct probe c = {3, -1, 30, 0, seen, &nseen, &done, 2, 0};
+    tool_loop l = {.n = 0};
+    ASSERT_OK(
+        tool_loop_add(&l, (tool_watcher){&a, probe_fd, probe_timeout, probe_process}));
+    ASSERT_OK(tool_loop_add(&l, (tool_watcher){&b, NULL, probe_timeout, probe_process}));
+    ASSERT_OK(tool_loop_add(&l, (tool_watcher){&c, NULL, probe_timeout, probe_process}));
+    ASSERT_EQ(30, tool_loop_timeout(&l)); /* the nearest; -1 is none */
+    /* Nothing to read: the pass sleeps until the nearest timeout, not longer. */
+    int64_t t0 = elector_now_ns();
+    tool_loop_pass(&l);
+    int64_t ms = (elector_now_ns() - t0) / 1000000;
+    ASSERT_GE(ms, 25);
+    ASSERT_LT(ms, 190);
+    ASSERT_EQ(3, nseen);
+    ASSERT_EQ(1, seen[0]);
+    ASSERT_EQ(2, seen[1]);
+    ASSERT_EQ(3, seen[2]);
+    ASSERT_EQ(0, a.revents);
+    /* A byte to read: only its watcher sees POLLIN, and the pass does not sleep. */
+    ASSERT_EQ(1, (int)write(pfd[1], "x", 1));
+    c.timeout = 5000;
+    t0 = elector_now_ns();
+    tool_loop_run(&l, &done); /* c ends it at its second pass */
+    ASSERT_LT((elector_now_ns() - t0) / 1000000, 1000);
+    ASSERT_EQ(6, nseen);
+    ASSERT(a.revents & POLLIN);
+    ASSERT_EQ(0, b.revents);
+    ASSERT_EQ(0, c.revents);
+    close(pfd[0]);
+    close(pfd[1]);
+}
+
+TEST(loop_refuses_a_watcher_beyond_its_table_or_without_process)
+{
+    tool_loop l = {.n = 0};
+    int seen[16], nseen = 0;
+    bool done = false;
+    struct probe p = {1, -1, -1, 0, seen, &nseen, &done, 0, 0};
+    ASSERT_EQ(-1, tool_loop_add(&l, (tool_watcher){&p, NULL, NULL, NULL}));
+    for (int i = 0; i < TOOL_LOOP_MAX; i++)
+        ASSERT_OK(tool_loop_add(&l, (tool_watcher){&p, NULL, NULL, probe_process}));
+    ASSERT_EQ(-1, tool_loop_add(&l, (tool_watcher){&p, NULL, NULL, probe_process}));
+    ASSERT_EQ(-1, tool_loop_timeout(&l)); /* no watcher has a timeout */
 }

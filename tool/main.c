@@ -21,7 +21,6 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 #include "app/app.h"
-#include "app/srv.h"
 #include "ops/http.h"
 #include "options/help.h"
 
@@ -36,21 +35,21 @@ static int on_signal(struct app *a, int sig)
     if (sig == SIGHUP) sig = SIGTERM; /* terminal closed, ssh dropped: stop and resign */
     if (a->stopping && sig == SIGINT) {
         /* A second ^C: stop waiting for a graceful end. */
-        if (a->child)
-            tool_child_signal(a->child, SIGKILL);
+        if (a->sup.child)
+            tool_child_signal(a->sup.child, SIGKILL);
         else
             a->done = true;
         return sig;
     }
     a->stopping = true;
     if (!a->stop_sig) a->stop_sig = sig;
-    if (a->child) {
-        tool_child_signal(a->child, sig);
+    if (a->sup.child) {
+        tool_child_signal(a->sup.child, sig);
         return sig;
     }
     a->retry_at_ms = 0;
     a->wait_until_ms = 0;
-    if (a->o->cmd != CMD_OBSERVE && !a->done && !a->child_start_ms &&
+    if (a->o->cmd != CMD_OBSERVE && !a->done && !a->sup.child_start_ms &&
         !(a->el && elector_is_leader(a->el)) && a->exit_code == EXIT_OK) {
         /* Interrupted before being elected: a lock was not acquired (exit 1, as
          * etcdctl lock's "context canceled"); a standby of run or campaign just
@@ -61,28 +60,6 @@ static int on_signal(struct app *a, int sig)
     if (a->el && elector_resign(a->el) == 0) return sig; /* done on RESIGNED/FAILED */
     a->done = true;
     return sig;
-}
-
-/* How long poll may sleep: the nearest of every timer (-1: none). */
-static int64_t poll_timeout(struct app *a)
-{
-    int64_t t = elector_etcd_timeout(a->etcd);
-    int64_t ht = a->http ? tool_http_timeout(a->http) : -1;
-    if (ht >= 0 && (t < 0 || ht < t)) t = ht;
-    int64_t nt = app_notify_timeout(a); /* the systemd watchdog's next ping */
-    if (nt >= 0 && (t < 0 || nt < t)) t = nt;
-    int64_t now = app_now_ms();
-    if (a->retry_at_ms && (t < 0 || a->retry_at_ms - now < t))
-        t = a->retry_at_ms > now ? a->retry_at_ms - now : 0;
-    if (a->wait_until_ms && (t < 0 || a->wait_until_ms - now < t))
-        t = a->wait_until_ms > now ? a->wait_until_ms - now : 0;
-    if (a->child && (t < 0 || t > 100)) t = 100; /* deadline pushes */
-    int64_t ct = a->child ? tool_child_timeout_ms(a->child) : -1;
-    if (ct >= 0 && (t < 0 || ct < t)) t = ct; /* the watch on the guard */
-    int64_t st = app_health_timeout(a), wt = app_sw_timeout(a);
-    if (st >= 0 && (t < 0 || st < t)) t = st;
-    if (wt >= 0 && (t < 0 || wt < t)) t = wt;
-    return t;
 }
 
 /* A stop signal came before we were elected: said after the signal's line. */
@@ -103,71 +80,97 @@ static void note_interrupted(struct app *a)
 }
 
 /* An event could not be written (app_event_lost): stop as on SIGTERM, exit 1. */
-static void stop_if_event_lost(struct app *a)
+static void stop_if_event_lost(void *ud, short revents)
 {
-    if (!a->event_lost || a->stopping || a->done) return;
-    a->event_lost = false;
+    (void)revents;
+    struct app *a = ud;
+    if (!a->out.event_lost || a->stopping || a->done) return;
+    a->out.event_lost = false;
     a->exit_code = EXIT_ERROR;
     on_signal(a, SIGTERM);
 }
 
-static void loop(struct app *a)
+/* Signals: read and acted on first; said after the client's pass (said_process). */
+struct signals {
+    struct app *a;
+    int fd;  /* the signalfd */
+    int say; /* the signal to log this pass (0: none) */
+};
+
+static int signals_fd(void *ud, short *events)
 {
-    /* observe: a reader that went away (`| head -1`) shows as POLLERR on stdout. */
-    bool watch_stdout = a->o->cmd == CMD_OBSERVE;
-    while (!a->done) {
-        struct pollfd p[6];
-        int n = 0;
-        p[n++] = (struct pollfd){.fd = elector_etcd_fd(a->etcd), .events = POLLIN};
-        p[n++] = (struct pollfd){.fd = a->sfd, .events = POLLIN};
-        int http_i = -1, in_i = -1, out_i = -1;
-        if (a->http) {
-            http_i = n;
-            p[n++] = (struct pollfd){.fd = tool_http_fd(a->http), .events = POLLIN};
-        }
-        if (a->o->proclaim_stdin && !a->in_eof) {
-            in_i = n;
-            p[n++] = (struct pollfd){.fd = 0, .events = POLLIN};
-        }
-        if (watch_stdout) {
-            out_i = n;
-            p[n++] = (struct pollfd){.fd = 1, .events = 0};
-        }
-        if (a->child)
-            p[n++] = (struct pollfd){.fd = tool_child_fd(a->child), .events = POLLIN};
-        int64_t t = poll_timeout(a);
-        poll(p, (nfds_t)n, t < 0 || t > 1000 ? 1000 : (int)t);
-        int logsig = 0;
-        if (p[1].revents) {
-            struct signalfd_siginfo si;
-            if (read(a->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-                logsig = on_signal(a, (int)si.ssi_signo);
-        }
-        elector_etcd_process(a->etcd);
-        if (logsig) tool_log(LOG_INFO, "%s received", strsignal(logsig));
-        if (logsig && a->interrupted) note_interrupted(a);
-        app_note_connection(a);
-        app_note_session(a);
-        if (http_i >= 0) tool_http_process(a->http);
-        if (in_i >= 0 && p[in_i].revents) app_read_stdin(a);
-        if (out_i >= 0 && (p[out_i].revents & (POLLERR | POLLHUP)) && !a->done) {
-            tool_log(LOG_DEBUG, "stdout was closed: done");
-            a->exit_code = EXIT_OK;
-            a->done = true;
-        }
-        stop_if_event_lost(a);
-        app_check_child(a);
-        app_health_process(a);
-        app_sw_process(a);
-        if (a->wait_until_ms && app_now_ms() >= a->wait_until_ms && !a->stopping &&
-            !a->done)
-            app_give_up_waiting(a, NULL);
-        if (a->retry_at_ms && app_now_ms() >= a->retry_at_ms && !a->stopping) {
-            a->retry_at_ms = 0;
-            app_start_campaign(a);
-        }
-        app_notify_update(a);
-    }
+    *events = POLLIN;
+    return ((struct signals *)ud)->fd;
+}
+
+static void signals_process(void *ud, short revents)
+{
+    struct signals *sg = ud;
+    struct signalfd_siginfo si;
+    sg->say = 0;
+    if (revents && read(sg->fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+        sg->say = on_signal(sg->a, (int)si.ssi_signo);
+}
+
+static void said_process(void *ud, short revents)
+{
+    (void)revents;
+    struct signals *sg = ud;
+    if (sg->say) tool_log(LOG_INFO, "%s received", strsignal(sg->say));
+    if (sg->say && sg->a->interrupted) note_interrupted(sg->a);
+}
+
+static int etcd_fd(void *ud, short *events)
+{
+    *events = POLLIN;
+    return elector_etcd_fd(ud);
+}
+
+static int64_t etcd_timeout(void *ud)
+{
+    return elector_etcd_timeout(ud);
+}
+
+static void etcd_process(void *ud, short revents)
+{
+    (void)revents; /* the client reads what is there */
+    elector_etcd_process(ud);
+}
+
+/* observe: a reader that went away (`| head -1`) shows as POLLERR on stdout. */
+static int stdout_fd(void *ud, short *events)
+{
+    (void)ud;
+    *events = 0;
+    return STDOUT_FILENO;
+}
+
+static void stdout_process(void *ud, short revents)
+{
+    struct app *a = ud;
+    if (!(revents & (POLLERR | POLLHUP)) || a->done) return;
+    tool_log(LOG_DEBUG, "stdout was closed: done");
+    a->exit_code = EXIT_OK;
+    a->done = true;
+}
+
+/* The loop's watchers, each part once; a pass processes them in this order. */
+static void watch(tool_loop *l, struct app *a, struct signals *sg)
+{
+    tool_loop_add(l, (tool_watcher){sg, signals_fd, NULL, signals_process});
+    tool_loop_add(l, (tool_watcher){a->etcd, etcd_fd, etcd_timeout, etcd_process});
+    tool_loop_add(l, (tool_watcher){sg, NULL, NULL, said_process});
+    tool_loop_add(l, app_notes_watcher(a));
+    if (a->web.http) tool_loop_add(l, tool_http_watcher(a->web.http));
+    if (a->o->proclaim_stdin) tool_loop_add(l, app_stdin_watcher(a));
+    if (a->o->cmd == CMD_OBSERVE)
+        tool_loop_add(l, (tool_watcher){a, stdout_fd, NULL, stdout_process});
+    tool_loop_add(l, (tool_watcher){a, NULL, NULL, stop_if_event_lost});
+    tool_loop_add(l, app_child_watcher(a));
+    tool_loop_add(l, app_health_watcher(a));
+    tool_loop_add(l, app_sw_watcher(a));
+    tool_loop_add(l, app_timers_watcher(a));
+    tool_loop_add(l, app_notify_watcher(a));
 }
 
 /* ---------------------------------------------------------------- setup */
@@ -197,6 +200,59 @@ static bool default_value(struct app *a)
     return a->value != NULL;
 }
 
+/* --http: the endpoint started (0), or the exit status. */
+static int start_http(struct app *a)
+{
+    char err[300];
+    a->web.http = tool_http_start(a->o->http, app_fill_view, a, err, sizeof(err));
+    if (!a->web.http) {
+        /* The address was checked at start: this is a runtime failure (a port
+         * taken, no permission), not bad usage. */
+        tool_log(LOG_ERROR, "--http: %s", err);
+        return EXIT_ERROR;
+    }
+    tool_log(LOG_INFO, "serving /leader, /healthz and /metrics on http://%s",
+             tool_http_addr(a->web.http));
+    return 0;
+}
+
+/* campaign, run, lock: the value, the command checked, the timers, health
+ * checks and switchover, the first campaign. 0 or the exit status. */
+static int start_candidate(struct app *a)
+{
+    if (!default_value(a)) {
+        tool_log(LOG_ERROR, "out of memory");
+        return EXIT_ERROR;
+    }
+    if (app_supervised(a)) tool_child_init();
+    char err[256];
+    if (app_supervised(a) && a->o->pid_ns && tool_child_check_pid_ns(err, sizeof(err))) {
+        /* Before campaigning: never take leadership only to fail to start. */
+        tool_log(LOG_ERROR, "--pid-namespace: %s", err);
+        return 126;
+    }
+    if (app_supervised(a)) {
+        /* Before campaigning too: a command that cannot be found or run must
+         * not take leadership from a candidate that could use it. */
+        int st = tool_child_check_cmd(a->o->argv[0], err, sizeof(err));
+        if (st) {
+            tool_log(LOG_ERROR, "cannot run %s: %s (checked before campaigning)",
+                     a->o->argv[0], err);
+            return st;
+        }
+    }
+    if (a->o->timeout_ms) a->wait_until_ms = app_now_ms() + a->o->timeout_ms;
+    app_health_start(a);
+    if (a->o->cmd != CMD_LOCK) app_sw_start(a);
+    /* The session is granted while the loop runs, so signals are served while
+     * connecting; a failure before etcd was reached ends it (FAILED). */
+    a->session_dead = true;
+    /* /leader and systemd's status name the leader also while we wait. */
+    if ((a->o->http || a->systemd.notify) && a->o->limit < 2) app_start_follow(a);
+    app_start_campaign(a);
+    return 0;
+}
+
 static int run_command(struct app *a)
 {
     if (a->o->cmd == CMD_LEADER) return app_cmd_leader(a);
@@ -206,67 +262,30 @@ static int run_command(struct app *a)
         int rc = app_start_observe(a);
         if (rc) return rc;
     }
-    a->sfd = setup_signals();
-    app_notify_open(a);
-    if (a->o->http) {
-        char err[300];
-        a->http = tool_http_start(a->o->http, app_fill_view, a, err, sizeof(err));
-        if (!a->http) {
-            /* The address was checked at start: this is a runtime failure (a port
-             * taken, no permission), not bad usage. */
-            tool_log(LOG_ERROR, "--http: %s", err);
-            return EXIT_ERROR;
-        }
-        tool_log(LOG_INFO, "serving /leader, /healthz and /metrics on http://%s",
-                 tool_http_addr(a->http));
+    struct signals sg = {a, setup_signals(), 0};
+    app_notify_open(&a->systemd);
+    int rc = a->o->http ? start_http(a) : 0;
+    if (!rc && a->o->cmd != CMD_OBSERVE) rc = start_candidate(a);
+    if (!rc) {
+        tool_loop l = {.n = 0};
+        watch(&l, a, &sg);
+        tool_loop_run(&l, &a->done);
+        rc = a->exit_code;
     }
-    if (a->o->cmd != CMD_OBSERVE) {
-        if (!default_value(a)) {
-            tool_log(LOG_ERROR, "out of memory");
-            return EXIT_ERROR;
-        }
-        if (app_supervised(a)) tool_child_init();
-        char err[256];
-        if (app_supervised(a) && a->o->pid_ns &&
-            tool_child_check_pid_ns(err, sizeof(err))) {
-            /* Before campaigning: never take leadership only to fail to start. */
-            tool_log(LOG_ERROR, "--pid-namespace: %s", err);
-            return 126;
-        }
-        if (app_supervised(a)) {
-            /* Before campaigning too: a command that cannot be found or run must
-             * not take leadership from a candidate that could use it. */
-            int st = tool_child_check_cmd(a->o->argv[0], err, sizeof(err));
-            if (st) {
-                tool_log(LOG_ERROR, "cannot run %s: %s (checked before campaigning)",
-                         a->o->argv[0], err);
-                return st;
-            }
-        }
-        if (a->o->timeout_ms) a->wait_until_ms = app_now_ms() + a->o->timeout_ms;
-        app_health_start(a);
-        if (a->o->cmd != CMD_LOCK) app_sw_start(a);
-        /* The session is granted while the loop runs, so signals are served while
-         * connecting; a failure before etcd was reached ends it (FAILED). */
-        a->session_dead = true;
-        /* /leader and systemd's status name the leader also while we wait. */
-        if ((a->o->http || a->notify) && a->o->limit < 2) app_start_follow(a);
-        app_start_campaign(a);
-    }
-    loop(a);
-    return a->exit_code;
+    if (sg.fd >= 0) close(sg.fd);
+    return rc;
 }
 
 static void cleanup(struct app *a)
 {
-    app_notify_stop(a);
-    elector_observer_free(a->follow);
-    free(a->pred);
-    if (a->child) {
+    app_notify_stop(&a->systemd);
+    elector_observer_free(a->leader.follow);
+    free(a->leader.pred);
+    if (a->sup.child) {
         app_stop_child(a);
-        tool_child_free(a->child);
+        tool_child_free(a->sup.child);
     }
-    app_health_free(a);
+    app_health_free(&a->hc);
     app_sw_free(a);
     elector_observer_free(a->obs);
     if (a->slots) app_free_slots(a);
@@ -275,172 +294,27 @@ static void cleanup(struct app *a)
         elector_election_free(a->el);
     }
     if (a->s) elector_session_close_sync(a->s, 2000); /* revoke: nothing lingers */
-    tool_http_stop(a->http);
+    tool_http_stop(a->web.http);
     elector_etcd_free(a->etcd);
     app_sw_release(a);
     free(a->value);
-    free(a->in_buf);
-    free(a->next);
-    free(a->lkey);
-    free(a->lval);
+    free(a->in.in_buf);
+    free(a->in.next);
+    free(a->leader.lkey);
+    free(a->leader.lval);
     tool_creds_free(&a->creds);
-    if (a->events && a->events != stderr && a->events != stdout) fclose(a->events);
-    if (a->sfd > 0) close(a->sfd);
-}
-
-/* The user and password: resolved, asked for on a terminal if missing, and
- * removed from the environment and argv. Returns 0 or an exit status. */
-static int credentials(struct app *a, char **argv)
-{
-    tool_opts *o = a->o;
-    char err[400], warn[600];
-    /* Secrets: no core dump or ptrace while the password (then the token) is held. */
-    if (o->user.value || o->password.value || o->password_file.value)
-        tool_secret_protect();
-    int rc = tool_creds_resolve(o, &a->creds, err, sizeof(err), warn, sizeof(warn));
-    /* Whatever happens next, no password stays where others can read it, nor
-     * goes to a command that `run` or `lock` starts. */
-    tool_creds_scrub(o, argv);
-    if (*warn) tool_log(LOG_WARN, "%s", warn);
-    if (rc) {
-        tool_log(LOG_ERROR, "%s", err);
-        return rc;
-    }
-    if (a->creds.user && !a->creds.password) {
-        a->creds.password = tool_password_prompt(a->creds.user);
-        if (a->creds.password)
-            snprintf(a->creds.from, sizeof(a->creds.from), "the terminal");
-        else
-            tool_log(LOG_WARN,
-                     "%s given without a password (set $ELECTOR_PASSWORD or "
-                     "$ETCDCTL_PASSWORD, or use --password-file)",
-                     o->user.from);
-    }
-    if (tool_check_key_file(o->key, "--key", warn, sizeof(warn)))
-        tool_log(LOG_WARN, "%s", warn);
-    return 0;
-}
-
-static void log_config(const struct app *a)
-{
-    const tool_opts *o = a->o;
-    if (!tool_log_enabled(LOG_DEBUG)) return;
-    tool_log(LOG_DEBUG,
-             "elector %s: endpoints %s, dial timeout %lld ms, request timeout %lld "
-             "ms, TTL %lld s, user %s%s%s%s",
-             elector_version(), o->endpoints ? o->endpoints : "127.0.0.1:2379",
-             (long long)app_dial_ms(o), (long long)app_request_ms(o),
-             (long long)(o->ttl_s ? o->ttl_s : 10),
-             a->creds.user ? a->creds.user : "(none)",
-             a->creds.password ? " (password from " : "",
-             a->creds.password ? a->creds.from : "", a->creds.password ? ")" : "");
-    if (*o->env_used) tool_log(LOG_DEBUG, "from the environment: %s", o->env_used);
-}
-
-/* A client in error at creation: a bad endpoint list or TLS files. */
-static int client_error(struct app *a)
-{
-    int e = elector_etcd_err(a->etcd);
-    bool usage = e == ELECTOR_EINVAL;
-    const char *msg = elector_etcd_errstr(a->etcd);
-    elector_endpoint_info ep0; /* none when the endpoint list is what failed */
-    bool bad_eps = elector_etcd_endpoint_info(a->etcd, 0, &ep0) != 0;
-    const char *h = !usage    ? ""
-                    : bad_eps ? " (check --endpoints, $ELECTOR_ENDPOINTS or "
-                                "$ETCDCTL_ENDPOINTS)"
-                              : " (check --cacert, --cert and --key)";
-    tool_log(LOG_ERROR, "%s%s", msg, h);
-    return usage ? EXIT_USAGE : EXIT_ERROR;
-}
-
-/* --discovery-srv: the members from DNS, into o->endpoints, which points to
- * *list (malloc'd; the caller frees it once o is no longer used). */
-static int discover(tool_opts *o, char **list, char *err, size_t cap)
-{
-    /* TLS configured: DNS must not take the client (and its password) to
-     * cleartext, whatever --insecure-discovery says. */
-    bool tls = o->cacert || o->cert || o->key || !o->insecure_transport;
-    char skipped[512];
-    char *srv_eps =
-        tool_srv_endpoints(o->discovery_srv, o->discovery_srv_name,
-                           o->srv_secure_only || tls, skipped, sizeof(skipped), err, cap);
-    if (*skipped)
-        tool_log(LOG_WARN, "--discovery-srv %s: cleartext records skipped (%s): %s",
-                 o->discovery_srv, skipped,
-                 tls ? "TLS is configured, only https (_etcd-client-ssl) records are used"
-                     : "--insecure-discovery=false");
-    if (!srv_eps) {
-        tool_log(LOG_ERROR, "--discovery-srv %s: %s", o->discovery_srv, err);
-        return EXIT_ERROR;
-    }
-    tool_log(LOG_INFO, "--discovery-srv %s: endpoints %s", o->discovery_srv, srv_eps);
-    o->endpoints = *list = srv_eps;
-    return 0;
-}
-
-/* --grace's default, and the settings worth a warning. */
-static void note_settings(struct app *a)
-{
-    tool_opts *o = a->o;
-    int64_t ttl_ms = (o->ttl_s ? o->ttl_s : 10) * 1000;
-    if (app_supervised(a) && o->grace_ms < 0)
-        o->grace_ms = ttl_ms / 4 < 2000 ? ttl_ms / 4 : 2000;
-    if (app_supervised(a) && o->grace_ms * 2 >= ttl_ms)
-        tool_log(LOG_WARN,
-                 "--grace %lldms is at least half the TTL: the command may be "
-                 "stopped while leadership is still fine",
-                 (long long)o->grace_ms);
-    if (o->insecure_skip_verify)
-        tool_log(LOG_WARN,
-                 "--insecure-skip-tls-verify: etcd's certificate is not checked; "
-                 "anyone between here and etcd can pose as it and read the password. For "
-                 "tests only");
-}
-
-/* The client, the cleartext warning, and where -w json events go: 0 or the exit
- * status (the client and the credentials freed). */
-static int open_client(struct app *a)
-{
-    const tool_opts *o = a->o;
-    a->etcd = app_make_client(o, &a->creds);
-    if (!a->etcd) {
-        tool_log(LOG_ERROR, "out of memory"); /* elector_etcd_new's only NULL */
-        tool_creds_free(&a->creds);
-        return EXIT_ERROR;
-    }
-    if (elector_etcd_err(a->etcd)) {
-        int rc = client_error(a);
-        elector_etcd_free(a->etcd);
-        tool_creds_free(&a->creds);
-        return rc;
-    }
-    char warn[600];
-    if (a->creds.user && a->creds.password &&
-        tool_check_cleartext(a->etcd, a->creds.user, warn, sizeof(warn)))
-        tool_log(LOG_WARN, "%s", warn);
-    /* Events go to stdout, but a supervised command owns stdout: stderr or
-     * --events-fd then. */
-    a->events = stdout;
-    if (app_supervised(a) && o->fmt == FMT_JSON) {
-        a->events = o->events_fd > 0 ? fdopen(o->events_fd, "w") : stderr;
-        if (!a->events) {
-            tool_log(LOG_ERROR, "--events-fd %d: %s", o->events_fd, strerror(errno));
-            elector_etcd_free(a->etcd);
-            tool_creds_free(&a->creds);
-            return EXIT_USAGE;
-        }
-    }
-    return 0;
+    if (a->out.events && a->out.events != stderr && a->out.events != stdout)
+        fclose(a->out.events);
 }
 
 /* Credentials, the client, the command, the cleanup: the exit status. */
 static int run_app(struct app *a, char **argv)
 {
-    int rc = credentials(a, argv);
+    int rc = app_credentials(a->o, &a->creds, argv);
     if (rc) return rc;
-    note_settings(a);
-    log_config(a);
-    rc = open_client(a);
+    app_note_settings(a->o);
+    app_log_config(a->o, &a->creds);
+    rc = app_open_client(a);
     if (rc) return rc;
     /* Only the guard's release connection needs the password after this. */
     if (!app_supervised(a)) {
@@ -483,16 +357,14 @@ int main(int argc, char **argv)
         tool_log(LOG_ERROR, "--http: %s", err);
         return EXIT_USAGE;
     }
-    struct app a = {.up = &app_candidate_reports,
-                    .o = &o,
-                    .sfd = -1,
-                    .stdout_tty = isatty(STDOUT_FILENO)};
+    struct app a = {.o = &o, .out.stdout_tty = isatty(STDOUT_FILENO)};
     /* stdout's buffer now: stdio would allocate it (and fstat() the fd) at the
      * first line, which is the elected line, on the handover path. Every write
      * to stdout is flushed at once, so full buffering changes nothing else. */
     setvbuf(stdout, NULL, _IOFBF, BUFSIZ);
     char *srv_eps = NULL;
-    if (o.discovery_srv && discover(&o, &srv_eps, err, sizeof(err))) return EXIT_ERROR;
+    if (o.discovery_srv && app_discover(&o, &srv_eps, err, sizeof(err)))
+        return EXIT_ERROR;
     int rc = run_app(&a, argv);
     free(srv_eps);
     return rc;

@@ -25,13 +25,9 @@
  * session and a new ELECTOR_EV_ELECTED.
  *
  * All objects live on one elector_etcd client and its event loop (see etcd.h):
- * driven by the caller's loop, callbacks run inside elector_etcd_process();
- * with own_thread, on the client's callback thread, and every function may be
- * called from any thread (the _sync forms wait on a condition variable; a
- * free or close returns once no callback of that handle runs any more).
- * Free order: elections, then sessions, then the client; with own_thread,
- * elector_etcd_free() frees what is left (elections resign, sessions revoke),
- * and a handle must not be used once it has begun.
+ * callbacks run inside elector_etcd_process(), or with own_thread on the
+ * client's callback thread, any function being callable from any thread (see
+ * etcd.h). Free order: elections, then sessions, then the client.
  */
 #ifndef ELECTOR_ELECTION_H
 #define ELECTOR_ELECTION_H
@@ -189,9 +185,8 @@ void elector_session_close(elector_session *s);
  * ELECTOR_ENOMEM (the revoke is still sent if it can be), or the send's error
  * (the lease expires after its TTL). The session is freed in every case. For an
  * event loop that must not block (the asyncio binding); safe from a callback.
- * With own_thread cb runs on the callback thread; from the session's own
- * callback the close is made once that callback has returned, and 0 is
- * returned (cb does not run). */
+ * own_thread: cb on the callback thread; from the session's own callback the
+ * close is made once it has returned (0: cb does not run). */
 typedef void (*elector_session_closed_cb)(int rc, void *ud);
 int elector_session_close_async(elector_session *s, int64_t timeout_ms,
                                 elector_session_closed_cb cb, void *ud);
@@ -205,9 +200,8 @@ int elector_session_close_async(elector_session *s, int64_t timeout_ms,
  * failed on the way (EUNAVAILABLE, ...) is made again with
  * elector_etcd_lease_revoke_sync() until timeout_ms: on return the revoke was
  * answered or has failed, never left queued, so the client may be freed next.
- * Not from a callback. With own_thread it waits on a condition variable, from
- * any thread (callbacks too) for the answer of the revoke sent once (not made
- * again); from the session's own callback it does not wait (0). */
+ * Not from a callback. own_thread: waits for the revoke sent once (not made
+ * again), from any thread; from the session's own callback, not at all (0). */
 int elector_session_close_sync(elector_session *s, int64_t timeout_ms);
 
 /** The release helper of a session with release_on_exit. @return its process ID while
@@ -329,9 +323,8 @@ int elector_proclaim(elector_election *el, const void *value, size_t len);
  * campaign's). @return 0 or ELECTOR_EINVAL (idle). */
 int elector_resign(elector_election *el);
 
-/** Resigns (as elector_resign()) and waits until our key is deleted: the
- * RESIGNED or FAILED event came. Driven by the caller's loop it runs the loop
- * (not from a callback); with own_thread it waits on a condition variable.
+/** Resigns and waits until RESIGNED or FAILED came (our key is deleted), running
+ * the loop (not from a callback) or, with own_thread, on a condition variable.
  * @return 0, ELECTOR_EINVAL (idle), ELECTOR_ETIMEDOUT after timeout_ms (< 0:
  * no limit; the delete goes on), ELECTOR_ECLOSED (freed meanwhile). */
 int elector_resign_sync(elector_election *el, int64_t timeout_ms);
@@ -470,13 +463,10 @@ int elector_leader_sync(elector_etcd *etcd, const char *name, int64_t timeout_ms
 void elector_leader_free(elector_leader_info *info);
 
 /** @{ */
-/** The same read without waiting: cb(etcd, rc, info, ud) runs once, from the
- * loop or (own_thread) on the callback thread, with rc as
- * elector_leader_sync() would return it (info is set when rc is 0 or
- * ELECTOR_EBLOCKED, valid during the callback only; ELECTOR_ECANCELED when the
- * client is freed first; in the callback, elector_etcd_errstr() is the
- * failure's text). For callers that wait on their own terms. Returns 0 (cb
- * will run) or the error (cb never runs). */
+/** The same read without waiting: cb runs once (from the loop, or the callback
+ * thread) with rc as elector_leader_sync() returns it and info (rc 0 or
+ * ELECTOR_EBLOCKED; valid during cb), or ELECTOR_ECANCELED (the client freed
+ * first). @return 0 (cb will run) or the error (cb never runs). */
 typedef void (*elector_leader_cb)(elector_etcd *etcd, int rc,
                                   const elector_leader_info *info, void *ud);
 int elector_leader(elector_etcd *etcd, const char *name, int64_t timeout_ms,

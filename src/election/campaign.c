@@ -3,7 +3,8 @@
  * (the campaign Txn), then the wait (wait.c) takes over; the handle is made
  * and freed here, hears of its session here, and its name is kept unique per
  * session here. This is the top of src/election/'s campaign path: the files
- * below it start the next step only through `steps` (election.c, delete.c). */
+ * below it start the next step only through `steps` (pacer.c, wait.c,
+ * delete.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,117 +131,18 @@ static void pace_go(elector_election *el)
     }
 }
 
-/* ---------------------------------------------------------------- names
- *
- * The client's elections by name, so that a campaign finds another election
- * object with its name without walking every election of its session (that
- * made setting up 100,000 elections quadratic: minutes of CPU with the loop
- * not running, and the session lost). */
-typedef struct names {
-    elector__ext ext; /* first */
-    elector_election **tab;
-    size_t cap, count;
-} names;
-
-static const char names_kind = 'N';
-
-static void names_free(elector__ext *x)
-{
-    names *n = (names *)x;
-    /* The client is being freed: a freed election still listed (its Txns
-     * ended, a blocking call still holding it) must not look for the table
-     * when its memory goes. */
-    for (size_t i = 0; i < n->cap; i++)
-        for (elector_election *o = n->tab[i]; o; o = o->name_next)
-            o->named = false;
-    free(n->tab);
-    free(n);
-}
-
-static uint32_t name_hash(const char *s)
-{
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 16777619u;
-    return h;
-}
-
-static names *names_of(elector_etcd *e)
-{
-    return (names *)elector__ext_get(e, &names_kind, sizeof(names), names_free);
-}
-
-/* Adds el; false when out of memory. */
-static bool name_add(elector_election *el)
-{
-    names *n = names_of(el->etcd);
-    if (!n) return false;
-    if (n->count >= n->cap) {
-        size_t cap = n->cap ? 2 * n->cap : 64;
-        elector_election **t = calloc(cap, sizeof(*t));
-        if (!t) return false;
-        for (size_t i = 0; i < n->cap; i++) {
-            for (elector_election *o = n->tab[i], *nx; o; o = nx) {
-                nx = o->name_next;
-                o->name_next = t[o->name_hash & (cap - 1)];
-                t[o->name_hash & (cap - 1)] = o;
-            }
-        }
-        free(n->tab);
-        n->tab = t;
-        n->cap = cap;
-    }
-    el->name_hash = name_hash(el->name);
-    elector_election **b = &n->tab[el->name_hash & (n->cap - 1)];
-    el->name_next = *b;
-    *b = el;
-    n->count++;
-    el->named = true;
-    return true;
-}
-
-static void name_remove(elector_election *el)
-{
-    names *n = el->named ? (names *)elector__ext_find(el->etcd, &names_kind) : NULL;
-    if (!n) return;
-    elector_election **pp = &n->tab[el->name_hash & (n->cap - 1)];
-    while (*pp && *pp != el)
-        pp = &(*pp)->name_next;
-    if (*pp) {
-        *pp = el->name_next;
-        n->count--;
-    }
-    el->named = false;
-}
-
-/* Another election object with el's name campaigns, leads or deletes our key
- * on this session (one key per name and session); or was freed while Txns on
- * the key our lease names were still out (a delete, or a campaign Txn whose
- * answer deletes the key it made): until they are answered. */
-static bool name_busy(const elector_election *el)
-{
-    names *n = (names *)elector__ext_find(el->etcd, &names_kind);
-    if (!n || !n->cap) return false;
-    int64_t lease = elector__el_lease(el);
-    for (const elector_election *o = n->tab[el->name_hash & (n->cap - 1)]; o;
-         o = o->name_next) {
-        if (o == el || strcmp(o->name, el->name)) continue;
-        if (o->life.closed ? o->deletes && o->key_lease == lease
-                           : o->s == el->s &&
-                                 (o->state != E_IDLE || o->resign_pending || o->deletes))
-            return true;
-    }
-    return false;
-}
-
 /* ---------------------------------------------------------------- the session */
+
+/* What the session tells its elections, in a walk over its listeners
+ * (session_notify.c, above this file): its lease is ready, it ended, it is
+ * closing. */
 
 static elector_election *of_listener(elector__session_listener *l)
 {
     return (elector_election *)((char *)l - offsetof(elector_election, listener));
 }
 
-static void on_session_ready(elector__session_listener *l)
+void elector__campaign_session_ready(elector__session_listener *l)
 {
     elector_election *el = of_listener(l);
     elector__el_hold(el);
@@ -249,8 +151,8 @@ static void on_session_ready(elector__session_listener *l)
     elector__el_unhold(el);
 }
 
-static void on_session_ended(elector__session_listener *l, int reason, const char *detail,
-                             int64_t end_ns)
+void elector__campaign_session_ended(elector__session_listener *l, int reason,
+                                     const char *detail, int64_t end_ns)
 {
     elector_election *el = of_listener(l);
     elector__el_hold(el);
@@ -263,19 +165,15 @@ static void on_session_ended(elector__session_listener *l, int reason, const cha
 }
 
 /* The session is closing: elections forget it (they report ESESSION). */
-static void on_session_detached(elector__session_listener *l)
+void elector__campaign_session_detached(elector__session_listener *l)
 {
     of_listener(l)->s = NULL;
 }
 
-static const elector__session_events session_events = {on_session_ready, on_session_ended,
-                                                       on_session_detached};
-
 /* ---------------------------------------------------------------- lifecycle */
 
-/* The steps that the files below start (election.c's pacer, delete.c). */
-static const elector__steps steps = {elector__send_campaign, pace_go,
-                                     elector__send_delete, name_remove};
+/* The steps that the files below start (pacer.c, wait.c's retry, delete.c). */
+static const elector__steps steps = {elector__send_campaign, pace_go};
 
 int elector__campaign(elector_election *el, const void *value, size_t len)
 {
@@ -285,7 +183,7 @@ int elector__campaign(elector_election *el, const void *value, size_t len)
         return ELECTOR_ESESSION;
     if (len > ELECTOR__GRPC_MAX_MSG) return ELECTOR_ETOOLARGE;
     /* A second election object with this name would share (and delete) our key. */
-    if (name_busy(el)) return ELECTOR_EBUSY;
+    if (elector__name_busy(el, elector__el_lease(el))) return ELECTOR_EBUSY;
     if (elector__memdup(&el->value, &el->vlen, value, len)) return ELECTOR_ENOMEM;
     /* Our key, if an old resign still waits to retry its delete, is reused by
      * the new campaign (same lease, same key): stop deleting it. A delete
@@ -346,13 +244,13 @@ elector_election *elector__election_new(elector_session *s, const char *name,
     el->steps = &steps;
     el->cb = cb;
     el->ud = ud;
-    if (!name_add(el)) {
+    if (!elector__name_add(el)) {
         elector__prefix_free(&el->prefix);
         free(el->name);
         free(el);
         return NULL;
     }
-    elector__session_listen(s, &el->listener, &session_events);
+    elector__session_listen(s, &el->listener);
     return el;
 }
 
@@ -382,9 +280,9 @@ void elector__election_free(elector_election *el)
     }
     elector__stop_watch(el);
     elector__pace_forget(el);
-    /* With Txns on our key still out, the name stays busy (name_busy) until
+    /* With Txns on our key still out, the name stays busy (names.c) until
      * they are answered; the handle leaves the names when its memory goes. */
-    if (!el->deletes) name_remove(el);
+    if (!el->deletes) elector__name_remove(el);
     elector__timer_disarm(el->etcd, &el->retry);
     elector__timer_disarm(el->etcd, &el->notify);
     elector__timer_disarm(el->etcd, &el->resign_timer);

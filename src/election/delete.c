@@ -1,21 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Deleting our key: by a resign (leader.c), after a refused check (wait.c),
  * after a campaign Txn that a resign or free overtook and when the handle is
- * freed (campaign.c). Deletes are paced (election.c); a campaign that waits for
- * them goes once the last is answered, through el->steps. */
+ * freed (campaign.c). Deletes are paced and sent by pacer.c; a campaign that
+ * waits for them goes once the last is answered, through el->steps. */
 #include "election_private.h"
-
-/* Deletes our key, guarded by its create revision; or, when that is unknown
- * (rev 0: a campaign Txn was applied but not answered), by our lease: the key
- * is ours by its name (prefix + our lease) and by its lease. Returns 0 or the
- * send error (then `o` is released and `done` is not called). */
-int elector__send_delete(struct op *o)
-{
-    elector_election *el = o->el;
-    elector__txn t;
-    elector__txn_delete(&t, el->key, el->klen, o->del_rev, el->key_lease);
-    return elector_etcd_call(el->etcd, ELECTOR_RPC_TXN, &t.txn.base, NULL, o->done, o);
-}
 
 int elector__delete_key(elector_election *el, int64_t rev, struct op *o,
                         elector_etcd_cb done)

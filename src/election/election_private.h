@@ -2,7 +2,12 @@
 /* Shared by the files of the election layer (src/election/) only.
  *
  *   session.c    leases kept alive, the validity deadline, listeners
- *   election.c   the election state machine: campaign, wait, lead
+ *   campaign.c   the campaign and the handle's lifecycle (top of the campaign)
+ *   wait.c       check and watch the predecessor, lead
+ *   delete.c     deleting our key
+ *   pacer.c      operations in flight and the pacer
+ *   election.c   the handle: holds, events, the endings (failed, lost)
+ *   names.c      the client's elections by name
  *   leader.c     what a leader does and how a campaign ends: proclaim,
  *                guarded Txn, resign, deleting our key
  *   txn.c        the Txn requests of the protocol
@@ -85,24 +90,17 @@ int64_t elector__session_deadline_raw_ns(const elector_session *s);
  * snapshot since the session's lease was granted. */
 bool elector__session_restored(const elector_session *s, const char **msg);
 
-/* A listener hears of its session's lease: ready (granted), ended (LOST or
+/* The elections of a session are its listeners. They hear of its lease, from
+ * session_notify.c calling campaign.c by name: ready (granted), ended (LOST or
  * FAILED for what depends on it; end_ns: when the belief ended, never later
  * than the validity deadline) and detached (the session is closing: forget
  * it). A listener may unlisten itself or others, or close the session, from
  * any of these; listeners added meanwhile do not hear the event under way. */
 typedef struct elector__session_listener elector__session_listener;
-typedef struct elector__session_events {
-    void (*ready)(elector__session_listener *l);
-    void (*ended)(elector__session_listener *l, int reason, const char *detail,
-                  int64_t end_ns);
-    void (*detached)(elector__session_listener *l);
-} elector__session_events;
 struct elector__session_listener {
     elector__session_listener *next, *prev;
-    const elector__session_events *ev;
 };
-void elector__session_listen(elector_session *s, elector__session_listener *l,
-                             const elector__session_events *ev);
+void elector__session_listen(elector_session *s, elector__session_listener *l);
 void elector__session_unlisten(elector_session *s, elector__session_listener *l);
 
 /* ---- an election (election.c, wait.c, delete.c, campaign.c, leader.c) ---- */
@@ -123,14 +121,13 @@ typedef struct elector__check_knobs {
 extern elector__check_knobs elector__check_test;
 
 /* The next steps that the files low in src/election/ start without calling
- * up to them: the pacer (election.c), the retry timer (wait.c) and a finished
- * delete (delete.c). campaign.c fills the table; every election points at it. */
+ * up to them: the pacer (pacer.c, a slot is free for a waiting election), the
+ * retry timer (wait.c) and a finished delete (delete.c). campaign.c fills the
+ * table; every election points at it. */
 struct op;
 typedef struct elector__steps {
     void (*campaign)(elector_election *el); /* elector__send_campaign */
     void (*pace_go)(elector_election *el);  /* a slot of the pacer is free for el */
-    int (*send_delete)(struct op *o);       /* a queued delete of our key may go */
-    void (*forget)(elector_election *el);   /* its memory goes: out of the names */
 } elector__steps;
 
 struct elector_election {
@@ -180,10 +177,10 @@ struct elector_election {
     bool resign_pending, resign_was_leader;
     int resign_tries;
     int retries;
-    /* Waiting for a slot of the pacer (election.c): its next campaign or check
+    /* Waiting for a slot of the pacer (pacer.c): its next campaign or check
      * Txn goes when fewer than ELECTOR__PACE_MAX are in flight on the client. */
     elector_election *pace_next, *pace_prev;
-    /* In the client's table of elections by name (election.c, name_busy()). */
+    /* In the client's table of elections by name (names.c). */
     elector_election *name_next;
     uint32_t name_hash;
     bool named;
@@ -233,9 +230,7 @@ struct op {
 void elector__blocked_detail(char *buf, size_t cap, const char *name, const uint8_t *key,
                              size_t klen);
 
-/* election.c: the handle, operations, the pacer, the endings */
-struct op *elector__op_new(elector_election *el);
-elector_election *elector__op_end(struct op *o); /* the election if current, or NULL */
+/* election.c: the handle, its events, the endings */
 void elector__el_hold(elector_election *el);
 void elector__el_unhold(elector_election *el);
 /* The owner let go: the memory goes with the last hold. */
@@ -253,6 +248,10 @@ bool elector__emit(elector_election *el, elector_event_type type, int reason,
 void elector__fail(elector_election *el, int reason, const char *detail);
 void elector__lose(elector_election *el, int reason, const char *detail, int64_t at_ns);
 void elector__stop_watch(elector_election *el);
+
+/* pacer.c: the operations in flight, the pacer */
+struct op *elector__op_new(elector_election *el);
+elector_election *elector__op_end(struct op *o); /* the election if current, or NULL */
 int elector__send_txn(elector_election *el, Etcdserverpb__TxnRequest *txn, struct op *o,
                       elector_etcd_cb done);
 /* The pacer. pace_wait: true when el must wait for a slot (it is queued, and
@@ -261,7 +260,8 @@ int elector__send_txn(elector_election *el, Etcdserverpb__TxnRequest *txn, struc
  * as many as a check needs (returned). pace_note_keys: the key count a
  * linearizable check saw, which weighs the next checks. pace_forget: el leaves
  * the queue for good. pace_delete: true when o must wait (it is queued, and
- * el->steps->send_delete sends it); else o takes a slot and the caller sends it. */
+ * sent from the pacer once a slot is free); else o takes a slot and the caller
+ * sends it (elector__send_delete). */
 enum { PACE_CAMPAIGN = 1, PACE_CHECK };
 bool elector__pace_wait(elector_election *el);
 void elector__pace_take(struct op *o, int weight);
@@ -269,6 +269,8 @@ int elector__pace_take_check(struct op *o);
 void elector__pace_note_keys(elector_etcd *e, int64_t keys);
 void elector__pace_forget(elector_election *el);
 bool elector__pace_delete(struct op *o);
+/* Sends o's delete (o->del_rev, o->done) now; the send error, o untouched. */
+int elector__send_delete(struct op *o);
 
 /* wait.c: check and watch the predecessor, lead */
 void elector__send_check(elector_election *el);
@@ -282,8 +284,6 @@ void elector__schedule_retry(elector_election *el);
  * from the loop (done is called then, with the send error if it fails). */
 int elector__delete_key(elector_election *el, int64_t rev, struct op *o,
                         elector_etcd_cb done);
-/* Sends o's delete (o->del_rev, o->done) now; the send error, o untouched. */
-int elector__send_delete(struct op *o);
 /* A delete of our key was answered (the campaign that waits for it may go). */
 void elector__delete_over(elector_election *el);
 /* The answer to a delete of our key that nobody waits for. */
@@ -293,8 +293,21 @@ void elector__stray_deleted(elector_etcd *e, int err, const ProtobufCMessage *m,
  * failure this many times. */
 #define RESIGN_TRIES 12
 
+/* names.c: the client's elections by name. Adds el (false: out of memory). */
+bool elector__name_add(elector_election *el);
+void elector__name_remove(elector_election *el);
+/* Another election object with el's name campaigns, leads or deletes our key
+ * (lease: our session's) on this session; or was freed while Txns on that key
+ * were still out. */
+bool elector__name_busy(const elector_election *el, int64_t lease);
+
 /* campaign.c */
 void elector__send_campaign(elector_election *el);
+/* The session's news for one of its elections (session_notify.c). */
+void elector__campaign_session_ready(elector__session_listener *l);
+void elector__campaign_session_ended(elector__session_listener *l, int reason,
+                                     const char *detail, int64_t end_ns);
+void elector__campaign_session_detached(elector__session_listener *l);
 
 /* ---- the protocol's requests (txn.c) ----
  * Each fills an elector__txn (etcd_internal.h) in place; keys and values are

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* A session's insides, shared by session.c (the lease, its keepalives and
- * deadline) and session_view.c (its listeners, and what others read of it). */
+ * deadline), session_view.c (its listeners, and what others read of it) and
+ * session_notify.c (its events told to the listeners). */
 #ifndef ELECTOR_SESSION_PRIVATE_H
 #define ELECTOR_SESSION_PRIVATE_H
 
@@ -40,6 +41,8 @@ struct elector_session {
 
 /* session_view.c */
 void elector__session_unhold(elector_session *s);
+
+/* session_notify.c */
 enum session_what { SW_READY, SW_ENDED };
 /* Tells every listener, holding the session: a listener may close it. */
 void elector__session_notify(elector_session *s, enum session_what what, int reason,

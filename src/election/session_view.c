@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* What others see of a session: its listeners (elections), told of its
- * events, and the values read through functions. session.c keeps the lease. */
+/* What others see of a session: its list of listeners (elections), and the
+ * values read through functions. session.c keeps the lease; session_notify.c
+ * tells the listeners of its events. */
 #include <stdlib.h>
 #include <string.h>
 #include "session_private.h"
@@ -33,10 +34,8 @@ bool elector__session_restored(const elector_session *s, const char **msg)
 
 /* ---------------------------------------------------------------- listeners */
 
-void elector__session_listen(elector_session *s, elector__session_listener *l,
-                             const elector__session_events *ev)
+void elector__session_listen(elector_session *s, elector__session_listener *l)
 {
-    l->ev = ev;
     l->prev = NULL;
     l->next = s->listeners;
     if (l->next) l->next->prev = l;
@@ -58,47 +57,6 @@ void elector__session_unlisten(elector_session *s, elector__session_listener *l)
 void elector__session_unhold(elector_session *s)
 {
     if (elector__unhold(&s->life)) free(s);
-}
-
-/* Tells every listener, holding the session: a listener may close it. */
-void elector__session_notify(elector_session *s, enum session_what what, int reason,
-                             const char *detail, int64_t end_ns)
-{
-    struct walk w = {s->listeners, s->walks};
-    s->walks = &w;
-    elector__hold(&s->life);
-    while (w.next) {
-        elector__session_listener *l = w.next;
-        w.next = l->next;
-        if (what == SW_READY)
-            l->ev->ready(l);
-        else
-            l->ev->ended(l, reason, detail, end_ns);
-    }
-    s->walks = w.outer;
-    elector__session_unhold(s);
-}
-
-/* The session died or was closed: LOST or FAILED for each listener. The belief
- * ended at the validity deadline, or now if that is sooner. */
-void elector__session_notify_ended(elector_session *s, int reason, const char *detail,
-                                   int64_t end_ns)
-{
-    int64_t now = elector_now_ns();
-    elector__session_notify(s, SW_ENDED, reason, detail,
-                            end_ns && end_ns < now ? end_ns : now);
-}
-
-/* The session is closing: every listener forgets it and leaves the list. */
-void elector__session_detach_all(elector_session *s)
-{
-    elector__hold(&s->life);
-    while (s->listeners) {
-        elector__session_listener *l = s->listeners;
-        elector__session_unlisten(s, l);
-        l->ev->detached(l);
-    }
-    elector__session_unhold(s);
 }
 
 void elector_session_config_init(elector_session_config *cfg)

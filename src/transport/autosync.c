@@ -265,16 +265,10 @@ static void leave_fired(elector__timer *t, void *ud)
                        "trying the next endpoint");
 }
 
-bool elector__learner_refusal(elector_etcd *e, const char *grpc_msg)
+void elector__learner_leave_arm(elector_etcd *e)
 {
-    if (!grpc_msg || !strstr(grpc_msg, "not supported for learner")) return false;
-    if (e->cstate == C_READY && !e->leave_timer.armed) {
-        /* The refused call is queued again: it must not go back to this
-         * connection before the timer leaves it (it would then be failed as
-         * possibly executed). Due at the pass's own time: it runs in this pass. */
-        e->learner = true;
-        e->leave_serial = e->stats.connects;
-        elector__timer_arm(e, &e->leave_timer, e->now_ms, leave_fired, e);
-    }
-    return true;
+    /* The refused call is queued again: it must not go back to this connection
+     * before the timer leaves it (it would then be failed as possibly
+     * executed). Due at the pass's own time: it runs in this pass. */
+    elector__timer_arm(e, &e->leave_timer, e->now_ms, leave_fired, e);
 }

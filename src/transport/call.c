@@ -79,29 +79,6 @@ bool elector__calls_sendable(const elector_etcd *e)
 }
 
 /* Every active call loses its HTTP/2 stream and ends; streams end too. */
-void elector__calls_fail_active(elector_etcd *e, int err, const char *msg)
-{
-    for (call *c = e->calls; c; c = c->next) {
-        if (c->state != CS_ACTIVE) continue;
-        /* A unary call whose stream the server already ended, its reply in and
-         * waiting for dispatch(): the reply stands. (Over TLS the read that
-         * brings the reply can be followed by the connection's end in the same
-         * pass: before, the answered call then failed with EUNAVAILABLE.) */
-        if (!c->stream && c->net_closed && c->queued_ready) continue;
-        c->sid = 0;
-        c->deferred = false;
-        elector__call_end(c, err, msg);
-    }
-}
-
-/* Fails calls still waiting for a connection: used when a whole round over the
- * endpoints failed, so callers hear "cannot connect" now, not at their deadline. */
-void elector__calls_fail_queued(elector_etcd *e, int err, const char *msg)
-{
-    for (call *c = e->calls; c; c = c->next)
-        if (c->state == CS_QUEUED && !c->user_closed) elector__call_end(c, err, msg);
-}
-
 /* Frees calls that are over: done unary calls, and closed streams once nghttp2
  * no longer refers to them. */
 void elector__calls_reap(elector_etcd *e)

@@ -147,7 +147,9 @@ void elector__conn_close(elector_etcd *e)
     e->want_write = false;
     e->draining = false;
     e->learner = false;
+    e->conn_up_news = false;
     e->ping_out = false;
+    e->ping_dead = false;
     e->authenticating = false;
     if (e->wbuf.data) explicit_bzero(e->wbuf.data, e->wbuf.cap);
     elector__buf_free(&e->wbuf);
@@ -165,7 +167,7 @@ void elector__conn_fail(elector_etcd *e, int err, const char *fmt, ...)
     bool was_ready = e->cstate == C_READY;
     if (was_ready) e->stats.disconnects++;
     elector__conn_close(e);
-    e->up->calls_fail(e, false, was_ready ? ELECTOR_EUNAVAILABLE : err, full);
+    elector__calls_fail_active(e, was_ready ? ELECTOR_EUNAVAILABLE : err, full);
     e->cstate = C_IDLE;
     e->last_conn_err = err;
     snprintf(e->last_conn_msg, sizeof(e->last_conn_msg), "%s", full);
@@ -178,14 +180,14 @@ void elector__conn_fail(elector_etcd *e, int err, const char *fmt, ...)
         if (++e->round_failures >= e->nep) {
             e->round_failures = 0;
             e->backoffs++;
-            e->up->calls_fail(e, true, err, full);
+            elector__calls_fail_queued(e, err, full);
         }
         e->retry_at_ms =
             e->now_ms + elector__backoff_ms(e->backoffs, e->cfg.backoff_min_ms,
                                             e->cfg.backoff_max_ms, elector__next_rnd(e));
     }
     elector__conn_rearm(e);
-    e->up->conn_down(e);
+    elector__timer_disarm(e, &e->ping_timer); /* no PING without a connection */
 }
 
 static void connect_start(elector_etcd *e)

@@ -166,35 +166,27 @@ uint64_t elector__settings_gen(const elector_etcd *e)
     return e->settings_gen;
 }
 
-/* ---------------------------------------------------------------- reports from below */
+/* ---------------------------------------------------------------- what the pass found */
 
-/* SETTINGS came (h2.c): the connection is ready. */
-static void conn_up(elector_etcd *e)
+/* What the lower files recorded during the pump, the dispatch and the timers of
+ * a pass, acted on here: the server's SETTINGS came (h2.c: the connection is
+ * up), a learner refused a call (reply.c: leave it by a timer, autosync.c), a
+ * PING went unanswered (ping.c: the connection is dead). */
+static void conn_news(elector_etcd *e)
 {
-    elector__restore_probe(e);
-    e->round_failures = 0;
-    e->backoffs = 0;
-    elector__conn_rearm(e);
-    elector__ping_rearm(e);
+    if (e->conn_up_news) {
+        e->conn_up_news = false;
+        elector__restore_probe(e);
+        elector__conn_rearm(e);
+        elector__ping_rearm(e);
+    }
+    if (e->learner && !e->leave_timer.armed) elector__learner_leave_arm(e);
+    if (e->ping_dead) {
+        e->ping_dead = false;
+        elector__conn_fail(e, ELECTOR_EUNAVAILABLE, "no answer to PING within %lld ms",
+                           (long long)e->cfg.keepalive_timeout_ms);
+    }
 }
-
-static void calls_fail(elector_etcd *e, bool queued, int err, const char *msg)
-{
-    if (queued)
-        elector__calls_fail_queued(e, err, msg);
-    else
-        elector__calls_fail_active(e, err, msg);
-}
-
-/* The connection failed and is closed (conn.c). */
-static void conn_down(elector_etcd *e)
-{
-    elector__ping_rearm(e);
-}
-
-static const elector__up up = {
-    elector__call_ready, elector__call_end, conn_up,
-    calls_fail,          conn_down,         elector__learner_refusal};
 
 /* The endpoint list given, parsed, and the TLS it asks for. With require_tls
  * a cleartext endpoint is refused, and a list refused (or malformed) leaves no
@@ -241,7 +233,6 @@ elector_etcd *elector__etcd_new(const elector_etcd_config *cfg)
     }
     elector_etcd *e = calloc(1, sizeof(*e));
     if (!e) return NULL;
-    e->up = &up;
     e->fd = e->evfd = e->epfd = e->tfd = -1;
     e->wake_ms = INT64_MAX;
     e->rnd = (uint32_t)elector_now_ns() | 1u;
@@ -327,18 +318,22 @@ static int process_events(elector_etcd *e, struct epoll_event *evs, int nev)
     take_events(e, evs, nev);
     elector__hold(&e->life);
     elector__conn_io(e);
+    if (!e->life.closed) conn_news(e);
     elector__dispatch(e);
+    if (!e->life.closed) conn_news(e);
     /* After dispatch: completing the last reply or requeueing a refused call
      * there is what makes a draining connection ready to be left. */
     if (!e->life.closed && elector__conn_drain_due(e))
         elector__conn_fail(e, ELECTOR_EUNAVAILABLE, "server is shutting down (GOAWAY)");
     elector__timers_run(e);
+    if (!e->life.closed) conn_news(e);
     for (int round = 0; round < 4 && !e->life.closed; round++) {
         /* Callbacks may queue new calls: submit them in this same pass. */
         elector__calls_submit(e);
         if (e->h2) elector__conn_flush(e);
         if (!e->ready_head) break;
         elector__dispatch(e);
+        if (!e->life.closed) conn_news(e);
     }
     if (elector__unhold(&e->life)) {
         real_free(e);

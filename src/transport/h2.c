@@ -2,8 +2,9 @@
 /* nghttp2 glue, bytes in and bytes out: nghttp2 does no I/O, and neither does
  * this file. conn.c pumps: it feeds the bytes read (elector__h2_input) and
  * writes the output gathered (elector__h2_output). Its callbacks only record
- * what happened on a call and report it through e->up (engine.c): the call
- * goes on the ready queue, user callbacks run from dispatch() (reply.c) once
+ * what happened: a call with news goes on e's ready list, the server's first
+ * SETTINGS sets e->conn_up_news (engine.c reads both after the pump); user
+ * callbacks run from dispatch() (reply.c), which drains the list once
  * nghttp2 has returned, so a user may free anything from a callback. Errors
  * are returned, never acted on here. */
 #include <stdio.h>
@@ -84,6 +85,20 @@ void elector__h2_forget(call *c)
         nghttp2_session_set_stream_user_data(c->etcd->h2, c->sid, NULL);
 }
 
+/* News for dispatch (reply.c), which drains e's ready list each pass. */
+static void call_ready(call *c)
+{
+    elector_etcd *e = c->etcd;
+    if (c->queued_ready) return;
+    c->queued_ready = true;
+    c->ready_next = NULL;
+    if (e->ready_tail)
+        e->ready_tail->ready_next = c;
+    else
+        e->ready_head = c;
+    e->ready_tail = c;
+}
+
 /* The peer broke the protocol on call c: reset its stream, drop what it sent and
  * let dispatch() end the call with ELECTOR_EPROTO. */
 static void rx_violation(call *c, const char *fmt, ...)
@@ -100,7 +115,7 @@ static void rx_violation(call *c, const char *fmt, ...)
     c->rx_err = ELECTOR_EPROTO;
     elector__h2_reset(c);
     elector__buf_free(&c->in);
-    c->etcd->up->call_ready(c);
+    call_ready(c);
 }
 
 /* Checks each gRPC message prefix as soon as its 5 bytes are in, before the
@@ -139,7 +154,7 @@ static int on_data_cb(nghttp2_session *s, uint8_t flags, int32_t sid, const uint
     if (elector__buf_append(&c->in, data, len)) return NGHTTP2_ERR_CALLBACK_FAILURE;
     c->rx_total += len;
     rx_scan(c);
-    if (c->stream && !c->rx_err) c->etcd->up->call_ready(c);
+    if (c->stream && !c->rx_err) call_ready(c);
     return 0;
 }
 
@@ -151,7 +166,7 @@ static int on_close_cb(nghttp2_session *s, int32_t sid, uint32_t code, void *ud)
     c->net_closed = true;
     c->h2_error = code;
     c->sid = 0;
-    c->etcd->up->call_ready(c);
+    call_ready(c);
     return 0;
 }
 
@@ -177,7 +192,7 @@ static void remote_ended(nghttp2_session *s, int32_t sid)
     c->sid = 0;
     c->net_closed = true;
     c->h2_error = NGHTTP2_NO_ERROR;
-    c->etcd->up->call_ready(c);
+    call_ready(c);
 }
 
 static int on_frame_cb(nghttp2_session *s, const nghttp2_frame *f, void *ud)
@@ -189,7 +204,9 @@ static int on_frame_cb(nghttp2_session *s, const nghttp2_frame *f, void *ud)
         if (!(f->hd.flags & NGHTTP2_FLAG_ACK) && e->cstate == C_SETTINGS) {
             e->cstate = C_READY;
             e->stats.connects++;
-            e->up->conn_up(e);
+            e->round_failures = 0;
+            e->backoffs = 0;
+            e->conn_up_news = true; /* engine.c reads it after the pump */
         }
         break;
     case NGHTTP2_PING:

@@ -5,7 +5,8 @@
  * stretch of silence: keepalive_time_ms while a reply is awaited (a unary call, or
  * a stream whose owner awaits one), keepalive_idle_ms with only idle streams,
  * never closer than 5 s to the last one unless data arrived since. An
- * unanswered PING ends the connection after keepalive_timeout_ms. */
+ * unanswered PING ends the connection after keepalive_timeout_ms (this file
+ * sets e->ping_dead; engine.c ends it). */
 #include "transport_private.h"
 
 #define PING_MIN_SPACING_MS 5000
@@ -31,8 +32,7 @@ static void ping_fired(elector__timer *t, void *ud)
     elector_etcd *e = ud;
     if (e->cstate != C_READY) return;
     if (e->ping_out && e->now_ms >= e->last_ping_ms + e->cfg.keepalive_timeout_ms) {
-        elector__conn_fail(e, ELECTOR_EUNAVAILABLE, "no answer to PING within %lld ms",
-                           (long long)e->cfg.keepalive_timeout_ms);
+        e->ping_dead = true; /* engine.c ends the connection after the timers */
         return;
     }
     if (!e->ping_out && e->now_ms >= ping_next(e)) {

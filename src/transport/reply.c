@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* A call's state and its completion. nghttp2's callbacks (h2.c) put a call on
- * the ready queue (through the engine's table, e->up); dispatch() drains it
+ * e's ready list; dispatch() drains it
  * once nghttp2 has returned: a stream's messages go to its callback one by one,
  * a unary call's status and single message end it. A call ends once
  * (elector__call_end); its callback may free anything, the call itself
@@ -43,19 +43,6 @@ void elector__stream_set_awaiting(elector_stream *c, bool awaiting)
     elector__ping_rearm(c->etcd);
 }
 
-void elector__call_ready(call *c)
-{
-    elector_etcd *e = c->etcd;
-    if (c->queued_ready) return;
-    c->queued_ready = true;
-    c->ready_next = NULL;
-    if (e->ready_tail)
-        e->ready_tail->ready_next = c;
-    else
-        e->ready_head = c;
-    e->ready_tail = c;
-}
-
 void elector__drop_token(elector_etcd *e)
 {
     if (e->token) explicit_bzero(e->token, strlen(e->token));
@@ -88,6 +75,43 @@ void elector__call_end(call *c, int err, const char *msg)
     elector__unhold(&e->life); /* the loop holds it too: never the last hold */
 }
 
+/* The connection failed (conn.c): the calls active on it fail. */
+void elector__calls_fail_active(elector_etcd *e, int err, const char *msg)
+{
+    for (call *c = e->calls; c; c = c->next) {
+        if (c->state != CS_ACTIVE) continue;
+        /* A unary call whose stream the server already ended, its reply in and
+         * waiting for dispatch(): the reply stands. (Over TLS the read that
+         * brings the reply can be followed by the connection's end in the same
+         * pass: before, the answered call then failed with EUNAVAILABLE.) */
+        if (!c->stream && c->net_closed && c->queued_ready) continue;
+        c->sid = 0;
+        c->deferred = false;
+        elector__call_end(c, err, msg);
+    }
+}
+
+/* Fails calls still waiting for a connection: used when a whole round over the
+ * endpoints failed, so callers hear "cannot connect" now, not at their deadline. */
+void elector__calls_fail_queued(elector_etcd *e, int err, const char *msg)
+{
+    for (call *c = e->calls; c; c = c->next)
+        if (c->state == CS_QUEUED && !c->user_closed) elector__call_end(c, err, msg);
+}
+
+/* A learner refused the call ("rpc not supported for learner"): true. The
+ * connection is marked, so no call goes to it any more; engine.c arms the timer
+ * that leaves it (autosync.c) once this pass's replies are dispatched. */
+static bool learner_refusal(elector_etcd *e, const char *grpc_msg)
+{
+    if (!grpc_msg || !strstr(grpc_msg, "not supported for learner")) return false;
+    if (e->cstate == C_READY && !e->learner) {
+        e->learner = true;
+        e->leave_serial = e->stats.connects;
+    }
+    return true;
+}
+
 /* The error of a call whose stream ended without a reply. A token refused by
  * etcd is dropped here, so the next request authenticates again. */
 static int status_err(call *c, char *msg, size_t cap)
@@ -114,7 +138,7 @@ static int status_err(call *c, char *msg, size_t cap)
         snprintf(msg, cap, "%s: stream ended by %s", c->rpc->path, ep);
     }
     if (err == ELECTOR_ETOKEN) elector__drop_token(c->etcd);
-    if (c->grpc_status > 0 && c->etcd->up->learner_refusal(c->etcd, c->grpc_msg))
+    if (c->grpc_status > 0 && learner_refusal(c->etcd, c->grpc_msg))
         err = ELECTOR_EUNAVAILABLE; /* not executed; the next member will */
     return err;
 }

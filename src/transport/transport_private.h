@@ -1,18 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /* Shared by the files of the transport layer (src/transport/) only. Top to
- * bottom; a file calls only files below it (scripts/check-layers.sh), and the
- * lower ones report upward through e->up (elector__up, filled by engine.c):
+ * bottom; a file calls only files below it (scripts/check-layers.sh). The
+ * lower ones call nothing above them: they record what happened in the handle
+ * (a call on the ready list, e->conn_up_news, e->learner, e->ping_dead) and
+ * engine.c reads it in its pass:
  *
  *   sync.c      blocking calls: a call, then the loop until its reply
  *   engine.c    the client handle, its epoll set and the process loop; it
- *               alone fails calls and re-arms timers on what is reported
+ *               acts on what the pass recorded and re-arms the timers
  *   autosync.c  endpoints from MemberList; leaving a learner
  *   call.c      the call list, the public call and stream API; Auth.Authenticate
  *               and the token
+ *   conn.c      sockets, the connection state machine, the byte pump between
+ *               the socket (or TLS) and nghttp2; a failed connection fails
+ *               its calls (reply.c)
  *   reply.c     a call's state; completing calls: status, decoding, delivery
  *   ping.c      the HTTP/2 PING policy
- *   conn.c      sockets, the connection state machine, the byte pump between
- *               the socket (or TLS) and nghttp2
  *   tls_reload.c  the TLS files and the password file, re-read when changed
  *   h2.c        nghttp2 glue: bytes in, bytes out, no I/O; errors returned
  *   tls.c       TLS on the connection (OpenSSL, loaded by ssl_lazy.c; only
@@ -196,26 +199,7 @@ typedef struct ssl_ctx_st SSL_CTX;
 typedef struct ssl_st SSL;
 typedef struct nghttp2_session nghttp2_session;
 
-/* What the files low in the transport report upward, at the moment it happens:
- * nghttp2's news about a call (h2.c), the connection up or down (h2.c,
- * conn.c), a learner's refusal (reply.c). engine.c fills it and alone decides
- * what follows: it fails calls (reply.c), re-arms the connection's timers and
- * the PING, and leaves a learner (autosync.c). So h2.c, conn.c and reply.c
- * call no file above them (the libuv shape: the loop re-arms). */
-typedef struct elector__up {
-    void (*call_ready)(call *c); /* news for dispatch (reply.c) */
-    void (*call_end)(call *c, int err, const char *msg);
-    void (*conn_up)(elector_etcd *e); /* SETTINGS came: the connection is ready */
-    /* The connection failed: the calls on it fail (and, with queued, the calls
-     * that wait for one: a whole round over the endpoints failed). */
-    void (*calls_fail)(elector_etcd *e, bool queued, int err, const char *msg);
-    void (*conn_down)(elector_etcd *e); /* ... and it is closed now */
-    /* A grpc status text from a learner: true (the member is left) or false. */
-    bool (*learner_refusal)(elector_etcd *e, const char *grpc_msg);
-} elector__up;
-
 struct elector_etcd {
-    const elector__up *up; /* engine.c's */
     elector_etcd_config cfg;
     char *s_endpoints, *s_cacert, *s_cert, *s_key, *s_user, *s_password;
     char *s_password_file;
@@ -249,6 +233,10 @@ struct elector_etcd {
     elector__timer dial_timer, retry_timer, ping_timer;
     bool draining; /* GOAWAY received: no new streams here */
     bool learner;  /* a learner refused a call: no new streams, left by a timer */
+    /* Found during a pass by the files low in the transport, read by engine.c
+     * after the pump, each dispatch and the timers (its conn_news()): the
+     * server's SETTINGS came (h2.c), a PING went unanswered (ping.c). */
+    bool conn_up_news, ping_dead;
     /* ... leave_timer (autosync.c), for the connection numbered leave_serial; here,
      * not in the lazily allocated autosync state, so that leaving a learner needs
      * no allocation (without one, the refused call would go back to it). */
@@ -367,9 +355,9 @@ int elector__file_trusted(const char *path, char *why, size_t cap);
  * members that are learners skipped. */
 int elector__autosync_start(elector_etcd *e); /* ELECTOR_ENOMEM, or 0 */
 void elector__autosync_free(elector_etcd *e);
-/* A call ended with this grpc status text from a learner ("rpc not supported
- * for learner"): the connection is left for the next endpoint. True when so. */
-bool elector__learner_refusal(elector_etcd *e, const char *grpc_msg);
+/* A learner refused a call on the connection (reply.c set e->learner): a
+ * timer due now leaves it for the next endpoint. */
+void elector__learner_leave_arm(elector_etcd *e);
 /* Replaces the endpoint list by urls[0..n-1] (the connection in use stays
  * until it ends). 0, or an error code with why set; an empty list is refused. */
 int elector__endpoints_replace(elector_etcd *e, const char *const *urls, int n, char *why,
@@ -402,8 +390,6 @@ void elector__calls_submit(elector_etcd *e);
 /* Calls wait and the next pass can send one (not while they wait for an
  * Authenticate: in flight, or backed off). */
 bool elector__calls_sendable(const elector_etcd *e);
-void elector__calls_fail_active(elector_etcd *e, int err, const char *msg);
-void elector__calls_fail_queued(elector_etcd *e, int err, const char *msg);
 void elector__calls_reap(elector_etcd *e);
 void elector__calls_free(elector_etcd *e);
 int elector__call_start(elector_etcd *e, elector_rpc rpc, const ProtobufCMessage *req,
@@ -414,10 +400,13 @@ int elector__call_start(elector_etcd *e, elector_rpc rpc, const ProtobufCMessage
 /* c counts (d = +1) or no longer counts (-1) in the client's tallies of its state. */
 void elector__call_count(call *c, int d);
 void elector__call_set_state(call *c, enum call_state st);
-void elector__call_ready(call *c); /* queue for dispatch */
 /* etcd refused the token: a request may go out again, once, after a new one. */
 bool elector__auth_may_resend(const call *c, int err);
 void elector__call_end(call *c, int err, const char *msg);
+/* The calls active on the connection fail (it failed), or the calls waiting
+ * for one (a whole round over the endpoints failed). */
+void elector__calls_fail_active(elector_etcd *e, int err, const char *msg);
+void elector__calls_fail_queued(elector_etcd *e, int err, const char *msg);
 void elector__dispatch(elector_etcd *e);
 
 #endif

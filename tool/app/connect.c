@@ -54,56 +54,70 @@ void app_notice(elector_etcd *e, int err, const char *msg, void *ud)
 }
 
 /* Says when the connection to etcd is lost and when it is back. */
-void app_note_connection(struct app *a)
+void app_note_connection(struct app_conn *c, elector_etcd *etcd)
 {
-    const char *ep = elector_etcd_current_endpoint(a->etcd);
-    if (!strcmp(ep, a->endpoint)) return;
-    if (*ep && a->lost_at_ms) {
+    const char *ep = elector_etcd_current_endpoint(etcd);
+    if (!strcmp(ep, c->endpoint)) return;
+    if (*ep && c->lost_at_ms) {
         tool_log(LOG_INFO, "connected to %s again after %.1f s without a connection", ep,
-                 (double)(app_now_ms() - a->lost_at_ms) / 1000.0);
-        a->lost_at_ms = 0;
+                 (double)(app_now_ms() - c->lost_at_ms) / 1000.0);
+        c->lost_at_ms = 0;
     } else if (*ep) {
-        tool_log(*a->endpoint ? LOG_INFO : LOG_DEBUG, "connected to %s", ep);
+        tool_log(*c->endpoint ? LOG_INFO : LOG_DEBUG, "connected to %s", ep);
     } else {
-        const char *why = elector_etcd_errstr(a->etcd);
-        tool_log(LOG_WARN, "connection to %s lost%s%s; reconnecting", a->endpoint,
+        const char *why = elector_etcd_errstr(etcd);
+        tool_log(LOG_WARN, "connection to %s lost%s%s; reconnecting", c->endpoint,
                  *why ? ": " : "", why);
-        a->lost_at_ms = app_now_ms();
+        c->lost_at_ms = app_now_ms();
     }
-    snprintf(a->endpoint, sizeof(a->endpoint), "%s", ep);
+    snprintf(c->endpoint, sizeof(c->endpoint), "%s", ep);
 }
 
 /* Debug lines: the lease granted, each renewal. */
-void app_note_session(struct app *a)
+void app_note_session(struct app_conn *c, const tool_opts *o, elector_session *s)
 {
-    if (!a->s) return;
-    int64_t lease = elector_session_lease(a->s);
-    int64_t ttl = lease ? elector_session_ttl(a->s) : 0;
-    if (lease && a->o->ttl_s && ttl != a->o->ttl_s && !a->ttl_noted) {
+    if (!s) return;
+    int64_t lease = elector_session_lease(s);
+    int64_t ttl = lease ? elector_session_ttl(s) : 0;
+    if (lease && o->ttl_s && ttl != o->ttl_s && !c->ttl_noted) {
         /* etcd raises a TTL below its minimum (1.5 election timeouts, rounded up
          * to whole seconds: 2 s with its defaults) without an error. */
         tool_log(LOG_WARN,
                  "--ttl %llds: etcd granted a TTL of %llds instead (etcd's minimum "
                  "lease TTL is 1.5 election timeouts: 2s with its defaults)",
-                 (long long)a->o->ttl_s, (long long)ttl);
-        a->ttl_noted = true;
+                 (long long)o->ttl_s, (long long)ttl);
+        c->ttl_noted = true;
     }
     if (!tool_log_enabled(LOG_DEBUG)) return;
-    if (lease && lease != a->seen_lease) {
+    if (lease && lease != c->seen_lease) {
         tool_log(LOG_DEBUG, "lease %llx granted with a TTL of %lld s",
-                 (unsigned long long)lease, (long long)elector_session_ttl(a->s));
-        a->seen_lease = lease;
-        a->seen_renewals = 0;
+                 (unsigned long long)lease, (long long)elector_session_ttl(s));
+        c->seen_lease = lease;
+        c->seen_renewals = 0;
     }
     elector_session_stats st;
-    elector_session_get_stats(a->s, &st);
-    if (st.renewals != a->seen_renewals) {
-        a->seen_renewals = st.renewals;
-        int64_t left = elector_session_deadline_ns(a->s) - elector_now_ns();
+    elector_session_get_stats(s, &st);
+    if (st.renewals != c->seen_renewals) {
+        c->seen_renewals = st.renewals;
+        int64_t left = elector_session_deadline_ns(s) - elector_now_ns();
         tool_log(LOG_DEBUG,
                  "lease %llx renewed: leadership provable for %.2f s more "
                  "(round trip %.2f ms)",
                  (unsigned long long)lease, left > 0 ? (double)left / 1e9 : 0.0,
                  (double)st.last_rtt_ns / 1e6);
     }
+}
+
+static void notes_process(void *ud, short revents)
+{
+    (void)revents;
+    struct app *a = ud;
+    app_note_connection(&a->conn, a->etcd);
+    app_note_session(&a->conn, a->o, a->s);
+}
+
+/* After the client's pass: what changed in the connection and the session. */
+tool_watcher app_notes_watcher(struct app *a)
+{
+    return (tool_watcher){a, NULL, NULL, notes_process};
 }

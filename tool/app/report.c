@@ -46,18 +46,18 @@ const char *app_hint(struct app *a, int err)
             return "no password was given: set $ELECTOR_PASSWORD (or $ETCDCTL_PASSWORD) "
                    "or "
                    "use --password-file";
-        snprintf(a->hint_buf, sizeof(a->hint_buf),
+        snprintf(a->out.hint_buf, sizeof(a->out.hint_buf),
                  "check --user and the password (from %s)", a->creds.from);
-        return a->hint_buf;
+        return a->out.hint_buf;
     case ELECTOR_EPERM:
         if (!a->creds.user)
             return "the cluster has authentication enabled: give --user (and the "
                    "password "
                    "in $ELECTOR_PASSWORD, --password-file or --user NAME:PASSWORD)";
-        snprintf(a->hint_buf, sizeof(a->hint_buf),
+        snprintf(a->out.hint_buf, sizeof(a->out.hint_buf),
                  "the etcd user '%s' needs read/write permission on the prefix %s/",
                  a->creds.user, a->o->name ? a->o->name : "NAME");
-        return a->hint_buf;
+        return a->out.hint_buf;
     case ELECTOR_ETOOLARGE:
         return "the value is larger than etcd accepts (--max-request-bytes, 1.5 MiB by "
                "default)";
@@ -137,14 +137,14 @@ int app_event(struct app *a, const elector_event *ev)
         errno = ENOMEM;
         return -1;
     }
-    int rc = tool_write_line(a->events ? a->events : stdout, line);
+    int rc = tool_write_line(a->out.events ? a->out.events : stdout, line);
     int err = errno;
     free(line);
     errno = err;
     return rc;
 }
 
-/* campaign.c: a -w json event that could not be written (out of memory for its
+/* decide.c: a -w json event that could not be written (out of memory for its
  * line, a write error other than a closed stdout). Whatever waits for it would
  * never learn, e.g., that we lead: campaign and lock stop as on SIGTERM and exit
  * 1 (the loop does it: main.c). run goes on: its command is what tells. */
@@ -154,46 +154,46 @@ void app_event_lost(struct app *a, const elector_event *ev, int err)
     bool stop = !app_supervised(a);
     tool_log(LOG_ERROR, "cannot write the %s event: %s%s", elector_event_name(ev->type),
              strerror(err ? err : EIO), stop ? ": resigning (exit 1)" : "");
-    if (stop) a->event_lost = true;
+    if (stop) a->out.event_lost = true;
 }
 
 /* The leader as last known: from our own election (ELECTED, PROCLAIMED), from
  * observe or the follower (LEADER), none (NULL). Its "since" is kept while the
  * same key (token) leads; a new one is timed now, and said to be when this
  * process was elected, saw the change, or first saw a leader already in place. */
-void app_remember_leader(struct app *a, const elector_event *ev)
+void app_remember_leader(struct app_leader *l, const elector_event *ev)
 {
-    bool same = a->has_leader && ev && ev->key && ev->token == a->ltoken &&
+    bool same = l->has_leader && ev && ev->key && ev->token == l->ltoken &&
                 ev->type != ELECTOR_EV_ELECTED;
-    free(a->lkey);
-    free(a->lval);
-    a->lkey = a->lval = NULL;
-    a->has_leader = ev && ev->key;
-    if (!a->has_leader) {
-        a->leader_looked = true;
+    free(l->lkey);
+    free(l->lval);
+    l->lkey = l->lval = NULL;
+    l->has_leader = ev && ev->key;
+    if (!l->has_leader) {
+        l->leader_looked = true;
         return;
     }
-    a->lkey = malloc(ev->key_len + 1);
-    a->lval = malloc(ev->value_len + 1);
-    if (!a->lkey || !a->lval) {
-        a->has_leader = false;
+    l->lkey = malloc(ev->key_len + 1);
+    l->lval = malloc(ev->value_len + 1);
+    if (!l->lkey || !l->lval) {
+        l->has_leader = false;
         return;
     }
-    memcpy(a->lkey, ev->key, ev->key_len);
-    if (ev->value_len) memcpy(a->lval, ev->value, ev->value_len);
-    a->lklen = ev->key_len;
-    a->lvlen = ev->value_len;
-    a->ltoken = ev->token;
-    a->llease = ev->lease;
+    memcpy(l->lkey, ev->key, ev->key_len);
+    if (ev->value_len) memcpy(l->lval, ev->value, ev->value_len);
+    l->lklen = ev->key_len;
+    l->lvlen = ev->value_len;
+    l->ltoken = ev->token;
+    l->llease = ev->lease;
     if (!same) {
-        a->lsince_ms = tool_wall_ms();
-        a->lsince_kind =
+        l->lsince_ms = tool_wall_ms();
+        l->lsince_kind =
             ev->type == ELECTOR_EV_ELECTED || ev->type == ELECTOR_EV_PROCLAIMED
                 ? TOOL_SINCE_ELECTED
-            : a->leader_looked ? TOOL_SINCE_CHANGE
+            : l->leader_looked ? TOOL_SINCE_CHANGE
                                : TOOL_SINCE_FIRST_SEEN;
     }
-    if (a->last_token && ev->token != a->last_token) a->leader_changes++;
-    a->last_token = ev->token;
-    a->leader_looked = true;
+    if (l->last_token && ev->token != l->last_token) l->leader_changes++;
+    l->last_token = ev->token;
+    l->leader_looked = true;
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* lock -n N: a semaphore of N slots, each an election of its own
  * (__elector/semaphore/NAME/<slot>/), campaigned for at once on one session.
- * campaign.c decides what a slot's event means (slot_event). */
+ * decide.c decides what a slot's event means (slot_event). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,8 +20,9 @@ void app_free_slots(struct app *a)
     a->nslots = a->slots_waiting = a->slots_failed = 0;
 }
 
-/* lock -n N: campaign for every slot at once; the first won is the lock. */
-void app_campaign_slots(struct app *a)
+/* lock -n N: campaign for every slot at once; the first won is the lock. Each
+ * slot's events go to on_event (decide.c's, which calls this). */
+void app_campaign_slots(struct app *a, elector_election_cb on_event)
 {
     int n = a->o->limit;
     a->slots = calloc((size_t)n, sizeof(*a->slots));
@@ -40,8 +41,8 @@ void app_campaign_slots(struct app *a)
         int rc = ELECTOR_ENOMEM;
         if (asprintf(&a->slot_names[i], "__elector/semaphore/%s/%d", a->o->name, i) >=
                 0 &&
-            (a->slots[i] =
-                 elector_election_new(a->s, a->slot_names[i], a->up->event, a)) != NULL)
+            (a->slots[i] = elector_election_new(a->s, a->slot_names[i], on_event, a)) !=
+                NULL)
             rc = elector_campaign(a->slots[i], a->value, a->vlen);
         if (rc) {
             app_fatal_etcd(a, rc, "cannot campaign");

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -467,6 +468,28 @@ int64_t tool_http_timeout(tool_http *h)
 void tool_http_process(tool_http *h)
 {
     mhd.run(h->d);
+}
+
+static int watch_fd(void *ud, short *events)
+{
+    *events = POLLIN;
+    return tool_http_fd(ud);
+}
+
+static int64_t watch_timeout(void *ud)
+{
+    return tool_http_timeout(ud);
+}
+
+static void watch_process(void *ud, short revents)
+{
+    (void)revents; /* libmicrohttpd looks at its sockets itself */
+    tool_http_process(ud);
+}
+
+tool_watcher tool_http_watcher(tool_http *h)
+{
+    return (tool_watcher){h, watch_fd, watch_timeout, watch_process};
 }
 
 void tool_http_stop(tool_http *h)

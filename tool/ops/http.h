@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "elector/election.h"
+#include "ops/loop.h"
 
 /* A snapshot of what the endpoints report, filled by the tool on each request. */
 typedef struct tool_view {
@@ -67,6 +68,8 @@ int tool_http_check_addr(const char *addr, char *err, size_t cap);
 int tool_http_fd(const tool_http *h);
 int64_t tool_http_timeout(tool_http *h);
 void tool_http_process(tool_http *h);
+/* The three as a watcher of the tool's loop (ops/loop.h). */
+tool_watcher tool_http_watcher(tool_http *h);
 void tool_http_stop(tool_http *h); /* NULL is a no-op */
 
 /* The port listened on (the one the kernel chose for port 0), and the address

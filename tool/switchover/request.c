@@ -102,7 +102,7 @@ static void print_leader(struct app *a, const Mvccpb__KeyValue *kv)
         if (line) tool_write_line(stdout, line);
         free(line);
     } else {
-        tool_write_kv(stdout, a->stdout_tty, a->o->hex, kv->key.data, kv->key.len,
+        tool_write_kv(stdout, a->out.stdout_tty, a->o->hex, kv->key.data, kv->key.len,
                       kv->value.data, kv->value.len);
     }
 }

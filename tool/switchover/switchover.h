@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Private to switchover/: the keys of the protocol (keys.c), shared by the
- * candidates' side (candidate.c) and the requester (request.c).
+/* Private to switchover/: the keys of the protocol (protocol_keys.c), shared by the
+ * candidates' side (handover.c) and the requester (request.c).
  *
  * Switchover: `elector switchover NAME --to VALUE` (the requester) and the part
  * every elector candidate of run and campaign plays (docs/DESIGN.md,

@@ -16,21 +16,21 @@ static void release_lease(void *ud)
 {
     struct app *a = ud;
     tool_log(LOG_INFO, "guard: %s and its descendants are gone; revoking lease %llx",
-             a->o->argv[0], (unsigned long long)a->child_lease);
+             a->o->argv[0], (unsigned long long)a->sup.child_lease);
     elector_etcd *e = app_make_client(a->o, &a->creds);
     int rc = !e ? ELECTOR_ENOMEM : elector_etcd_err(e);
     /* The library's revoke path (the release helper's too): transient failures
      * are retried for the dial timeout, or until the deadline if later. */
     int64_t until = elector_now_ns() + app_dial_ms(a->o) * 1000000;
-    if (a->child_deadline > until) until = a->child_deadline;
-    if (!rc) rc = elector_etcd_lease_revoke_sync(e, a->child_lease, until);
+    if (a->sup.child_deadline > until) until = a->sup.child_deadline;
+    if (!rc) rc = elector_etcd_lease_revoke_sync(e, a->sup.child_lease, until);
     if (rc)
         tool_log(LOG_WARN,
                  "guard: lease %llx could not be revoked (%s); it ends by its TTL",
-                 (unsigned long long)a->child_lease, elector_strerror(rc));
+                 (unsigned long long)a->sup.child_lease, elector_strerror(rc));
     else /* the fault suite looks for "guard: ... released" */
         tool_log(LOG_INFO, "guard: lease %llx released: the next candidate may lead now",
-                 (unsigned long long)a->child_lease);
+                 (unsigned long long)a->sup.child_lease);
     elector_etcd_free(e);
 }
 
@@ -63,11 +63,11 @@ void app_start_child(struct app *a, const elector_event *ev)
     }
     env[n] = NULL;
     char err[256];
-    a->child_deadline = elector_session_deadline_ns(a->s);
-    a->child_lease = ev->lease;
+    a->sup.child_deadline = elector_session_deadline_ns(a->s);
+    a->sup.child_lease = ev->lease;
     tool_child_spec sp = {.argv = a->o->argv,
                           .env_add = env,
-                          .deadline_ns = a->child_deadline,
+                          .deadline_ns = a->sup.child_deadline,
                           .grace_ns = a->o->grace_ms * 1000000,
                           .release = release_lease,
                           .ud = a,
@@ -79,27 +79,27 @@ void app_start_child(struct app *a, const elector_event *ev)
                            * expire. */
                           .ping_ns = app_ttl_ms(a->o) * 1000000 / 6,
                           .answer_ns = app_ttl_ms(a->o) * 1000000 / 3};
-    a->child = tool_child_start(&sp, err, sizeof(err));
+    a->sup.child = tool_child_start(&sp, err, sizeof(err));
     for (int i = 0; i < n; i++)
         free(env[i]);
-    if (!a->child) {
+    if (!a->sup.child) {
         tool_log(LOG_ERROR, "cannot start %s: %s", a->o->argv[0], err);
         a->exit_code = EXIT_ERROR;
         elector_resign(a->el);
         a->stopping = true;
         return;
     }
-    a->child_start_ms = app_now_ms();
-    a->child_noted = false;
+    a->sup.child_start_ms = app_now_ms();
+    a->sup.child_noted = false;
     tool_log(LOG_INFO, "started %s (token %lld)", a->o->argv[0], (long long)ev->token);
 }
 
 static void stop_child(struct app *a, int64_t grace_ms)
 {
-    if (!a->child) return;
+    if (!a->sup.child) return;
     int64_t soon = elector_now_ns() + grace_ms * 1000000;
-    int64_t kill_at = a->child_deadline < soon ? a->child_deadline : soon;
-    tool_child_stop(a->child, kill_at);
+    int64_t kill_at = a->sup.child_deadline < soon ? a->sup.child_deadline : soon;
+    tool_child_stop(a->sup.child, kill_at);
 }
 
 void app_stop_child(struct app *a)
@@ -155,26 +155,26 @@ static void child_ended(struct app *a, int st, tool_child_cause why)
     }
 }
 
-void app_check_child(struct app *a)
+bool app_check_child(struct app *a)
 {
-    if (!a->child) return;
+    if (!a->sup.child) return false;
     int64_t d = a->s ? elector_session_deadline_ns(a->s) : 0;
-    if (d > a->child_deadline && a->el && elector_is_leader(a->el)) {
-        a->child_deadline = d;
-        tool_child_deadline(a->child, d);
+    if (d > a->sup.child_deadline && a->el && elector_is_leader(a->el)) {
+        a->sup.child_deadline = d;
+        tool_child_deadline(a->sup.child, d);
     }
     int st;
     tool_child_cause why;
-    int done = tool_child_poll(a->child, &st, &why);
-    if (!a->child_noted && *tool_child_containment(a->child)) {
+    int done = tool_child_poll(a->sup.child, &st, &why);
+    if (!a->sup.child_noted && *tool_child_containment(a->sup.child)) {
         tool_log(LOG_DEBUG, "the guard contains %s's tree by %s", a->o->argv[0],
-                 tool_child_containment(a->child));
-        a->child_noted = true;
+                 tool_child_containment(a->sup.child));
+        a->sup.child_noted = true;
     }
-    if (!done) return;
-    tool_child_free(a->child);
-    a->child = NULL;
-    a->child_status = st;
+    if (!done) return false;
+    tool_child_free(a->sup.child);
+    a->sup.child = NULL;
+    a->sup.child_status = st;
     child_ended(a, st, why);
-    a->up->child_gone(a); /* campaign.c decides what follows */
+    return true; /* gone: the caller hands it to decide.c, which decides */
 }

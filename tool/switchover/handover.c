@@ -75,7 +75,7 @@ static void on_watch(elector_watch *w, int err, const Etcdserverpb__WatchRespons
     if (err) {
         /* Ended (compacted, stream broken): read again and watch anew. */
         sw->rewatch_at_ms = app_now_ms() + 1000;
-        sw->watch_failed = true; /* app_sw_process replaces it */
+        sw->watch_failed = true; /* sw_process replaces it */
         return;
     }
     for (size_t i = 0; resp && i < resp->n_events; i++) {
@@ -233,7 +233,7 @@ static void leader_check(struct app_sw *sw)
 static void step_back(struct app_sw *sw)
 {
     struct app *a = sw->a;
-    if (!sw->active || !a->el || a->stopping || a->health_out || a->sd_state) return;
+    if (!sw->active || !a->el || a->stopping || a->hc.health_out || a->sd_state) return;
     int64_t tok = elector_election_token(a->el);
     size_t kl;
     const uint8_t *k = elector_election_key(a->el, &kl);
@@ -271,7 +271,7 @@ static void acknowledge(struct app_sw *sw)
 {
     struct app *a = sw->a;
     if (!sw->active || sw->acking || !a->el || a->stopping || a->sd_state) return;
-    if (!elector_is_leader(a->el) || (app_supervised(a) && !a->child)) return;
+    if (!elector_is_leader(a->el) || (app_supervised(a) && !a->sup.child)) return;
     int64_t tok = elector_election_token(a->el);
     size_t kl;
     const uint8_t *k = elector_election_key(a->el, &kl);
@@ -318,8 +318,10 @@ void app_sw_start(struct app *a)
     start_watch(sw);
 }
 
-void app_sw_process(struct app *a)
+static void sw_process(void *ud, short revents)
 {
+    (void)revents;
+    struct app *a = ud;
     struct app_sw *sw = a->sw;
     if (!sw) return;
     int64_t now = app_now_ms();
@@ -337,12 +339,17 @@ void app_sw_process(struct app *a)
     acknowledge(sw);
 }
 
-int64_t app_sw_timeout(const struct app *a)
+static int64_t sw_timeout(void *ud)
 {
-    const struct app_sw *sw = a->sw;
+    const struct app_sw *sw = ((const struct app *)ud)->sw;
     if (!sw) return -1;
     if (sw->active) return 100;
     return sw->w ? 1000 : 200;
+}
+
+tool_watcher app_sw_watcher(struct app *a)
+{
+    return (tool_watcher){a, NULL, sw_timeout, sw_process};
 }
 
 void app_sw_free(struct app *a)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* campaign, run and lock: the one file that decides the candidate's next step.
- * It takes the election's events, and the reports of child.c (the command
+ * It takes the election's events, and the reports of leader_cmd.c (the command
  * ended), health.c (a check's result) and switchover (step down); it
  * campaigns again on a new session (transient failures, --restart), steps down
  * and rejoins. */
@@ -36,14 +36,14 @@ static void on_elected(struct app *a, const elector_event *ev)
     a->joined = true;
     a->wait_until_ms = 0;
     a->changes++;
-    app_remember_leader(a, ev);
+    app_remember_leader(&a->leader, ev);
     bool supervised = app_supervised(a);
     if (!supervised && a->o->fmt == FMT_SIMPLE) {
         /* The key and the value, as `etcdctl elect` and `etcdctl lock` print them
          * (a lock's value is empty: an empty line); first, as what waits for it
          * reads stdout, then the log line. */
-        tool_write_kv(stdout, a->stdout_tty, a->o->hex, ev->key, ev->key_len, ev->value,
-                      ev->value_len);
+        tool_write_kv(stdout, a->out.stdout_tty, a->o->hex, ev->key, ev->key_len,
+                      ev->value, ev->value_len);
     }
     tool_log(LOG_INFO, "%s: %.*s (token %lld)",
              a->o->cmd == CMD_LOCK ? "lock acquired" : "elected", (int)ev->key_len,
@@ -58,7 +58,7 @@ static void on_elected(struct app *a, const elector_event *ev)
                  elector_strerror(elector_session_helper(a->s)));
     /* stdout is the command's; the line above says it on stderr. */
     if (supervised) app_start_child(a, ev);
-    app_proclaim_pending(a); /* lines read while waiting: the latest one */
+    app_proclaim_pending(&a->in, a->el); /* lines read while waiting: the latest one */
     if (a->el) {
         elector_election_stats st;
         elector_election_get_stats(a->el, &st);
@@ -79,7 +79,7 @@ static void on_elected(struct app *a, const elector_event *ev)
 static void on_lost(struct app *a, const elector_event *ev)
 {
     a->changes++;
-    app_remember_leader(a, NULL);
+    app_remember_leader(&a->leader, NULL);
     tool_log(LOG_ERROR, "%s lost: %s", a->o->cmd == CMD_LOCK ? "lock" : "leadership",
              ev->detail);
     a->session_dead = transient(ev->reason) && ev->reason != ELECTOR_ENOLEADER;
@@ -87,7 +87,7 @@ static void on_lost(struct app *a, const elector_event *ev)
      * a successor may lead already, so the time is up; any grace would be
      * overlap. A deadline approaching (no renewal) still leaves the grace. */
     bool outside = ev->reason == ELECTOR_ENOTLEADER || ev->reason == ELECTOR_ELEASE;
-    if (a->child) {
+    if (a->sup.child) {
         bool at_once = outside && !a->o->grace_on_loss;
         if (at_once)
             tool_log(LOG_WARN, "%s is gone: killing %s and its descendants at once",
@@ -209,7 +209,7 @@ void app_on_event(elector_election *el, const elector_event *ev, void *ud)
     struct app *a = ud;
     if (a->slots && el != a->el && !slot_event(a, el, ev)) return;
     if (a->o->fmt == FMT_JSON && app_event(a, ev)) app_event_lost(a, ev, errno);
-    app_note_event(a, ev);
+    app_note_event(&a->leader, ev);
     if (ev->reason == ELECTOR_ERESTORED) a->restores++;
     if (app_stepdown_event(a, ev)) return; /* a step-down: out of the queue, or back */
     switch (ev->type) {
@@ -234,23 +234,23 @@ void app_on_event(elector_election *el, const elector_event *ev, void *ud)
         if (ev->reason)
             app_fail(a, "proclaim failed", ev);
         else
-            app_remember_leader(a, ev);
+            app_remember_leader(&a->leader, ev);
         if (!ev->reason)
             tool_log(LOG_DEBUG, "proclaimed a value of %zu bytes", ev->value_len);
-        app_proclaim_pending(a);
+        app_proclaim_pending(&a->in, a->el);
         break;
     case ELECTOR_EV_LOST:
         on_lost(a, ev);
         break;
     case ELECTOR_EV_RESIGNED:
         a->changes++;
-        app_remember_leader(a, NULL);
+        app_remember_leader(&a->leader, NULL);
         tool_log(LOG_DEBUG, "resigned: %.*s deleted", (int)ev->key_len,
                  (const char *)ev->key);
         if (a->restart_pending && !a->stopping) {
             a->restart_pending = false;
             app_schedule_restart(a);
-        } else if (a->stopping && !a->child) {
+        } else if (a->stopping && !a->sup.child) {
             a->done = true;
         }
         break;
@@ -291,7 +291,7 @@ void app_start_campaign(struct app *a)
         a->session_dead = false;
     }
     if (a->o->limit > 1 && !a->el) {
-        if (!a->slots) app_campaign_slots(a);
+        if (!a->slots) app_campaign_slots(a, app_on_event);
         return;
     }
     if (!a->el) a->el = elector_election_new(a->s, a->o->name, app_on_event, a);
@@ -306,10 +306,10 @@ void app_start_campaign(struct app *a)
  * restarting together spread out); a command that ran 10 s or more resets it. */
 void app_schedule_restart(struct app *a)
 {
-    if (app_now_ms() - a->child_start_ms >= 10000) a->restarts = 0;
-    int64_t d = 200LL << (a->restarts < 8 ? a->restarts : 8);
+    if (app_now_ms() - a->sup.child_start_ms >= 10000) a->sup.restarts = 0;
+    int64_t d = 200LL << (a->sup.restarts < 8 ? a->sup.restarts : 8);
     if (d > 30000) d = 30000;
-    a->restarts++;
+    a->sup.restarts++;
     d = d / 2 + (int64_t)((uint64_t)random() % (uint64_t)(d / 2 + 1));
     tool_log(LOG_INFO, "campaigning again in %lld ms", (long long)d);
     a->retry_at_ms = app_now_ms() + d;
@@ -357,7 +357,7 @@ void app_give_up_waiting(struct app *a, const char *why)
 static void settle(struct app *a)
 {
     a->sd_state = SD_OUT;
-    if (a->health_out) {
+    if (a->hc.health_out) {
         tool_log(LOG_INFO, "out of the election until the health check passes");
         return;
     }
@@ -383,7 +383,7 @@ void app_step_down(struct app *a, const char *why)
     if (a->stopping || a->sd_state != SD_NONE) return; /* already on the way */
     /* A switchover's step is planned: info; a failed health check: warn. */
     int lvl = strncmp(why, "switchover", 10) ? LOG_WARN : LOG_INFO;
-    if (a->child) {
+    if (a->sup.child) {
         tool_log(lvl, "%s: stopping %s, then resigning", why, a->o->argv[0]);
         app_stop_child(a);
         a->sd_state = SD_STOPPING;
@@ -405,7 +405,7 @@ bool app_stepdown_event(struct app *a, const elector_event *ev)
     if (a->sd_state != SD_RESIGNING || a->stopping) return false;
     if (ev->type == ELECTOR_EV_RESIGNED) {
         a->changes++;
-        app_remember_leader(a, NULL);
+        app_remember_leader(&a->leader, NULL);
         tool_log(LOG_INFO, "resigned: %.*s deleted", (int)ev->key_len,
                  (const char *)ev->key);
     } else if (ev->type == ELECTOR_EV_FAILED) {
@@ -422,26 +422,26 @@ bool app_stepdown_event(struct app *a, const elector_event *ev)
 bool app_campaign_blocked(struct app *a)
 {
     int64_t now = app_now_ms();
-    if (!a->health_out && now >= a->holdoff_until_ms) {
+    if (!a->hc.health_out && now >= a->hc.holdoff_until_ms) {
         if (a->sd_state == SD_OUT) a->sd_state = SD_NONE; /* the hold-off is over */
         return false;
     }
     if (a->sd_state == SD_NONE) a->sd_state = SD_OUT; /* a retry came due */
-    if (a->health_out) {
+    if (a->hc.health_out) {
         tool_log(LOG_DEBUG, "unhealthy: not campaigning");
     } else {
         /* Healthy, held off: the loop campaigns when it ends (said once). */
-        bool first = a->retry_at_ms != a->holdoff_until_ms;
-        if (!a->retry_at_ms || a->retry_at_ms < a->holdoff_until_ms)
-            a->retry_at_ms = a->holdoff_until_ms;
+        bool first = a->retry_at_ms != a->hc.holdoff_until_ms;
+        if (!a->retry_at_ms || a->retry_at_ms < a->hc.holdoff_until_ms)
+            a->retry_at_ms = a->hc.holdoff_until_ms;
         tool_log(first ? LOG_INFO : LOG_DEBUG,
                  "healthy again: campaigning in %lld ms (hold-off)",
-                 (long long)(a->holdoff_until_ms - now));
+                 (long long)(a->hc.holdoff_until_ms - now));
     }
     return true;
 }
 
-/* child.c reports: the command's whole tree is gone (it said why). */
+/* leader_cmd.c reports: the command's whole tree is gone (it said why). */
 void app_child_gone(struct app *a)
 {
     if (stepdown_child_gone(a)) return; /* resigns, and maybe rejoins */
@@ -461,34 +461,33 @@ void app_child_gone(struct app *a)
 
 /* health.c reports a check's result: st, changed (a new state), whether we lead
  * (not in a step-down), and its pass's time. */
-void app_on_health(struct app *a, tool_health_state st, bool changed, bool leading,
-                   int64_t now)
+void app_on_health(struct app *a, const app_health_report *r)
 {
-    if (st == TOOL_HEALTH_UNHEALTHY && !a->health_out) {
+    tool_health_state st = r->st;
+    bool changed = r->changed, leading = r->leading;
+    int64_t now = r->now;
+    if (st == TOOL_HEALTH_UNHEALTHY && !a->hc.health_out) {
         /* A new leader is not stepped down by one failure in its first interval:
          * the next check decides. */
-        if (leading && a->lead_early && a->lead_fails < 2) {
+        if (leading && a->hc.lead_early && a->hc.lead_fails < 2) {
             if (changed)
                 tool_log(LOG_INFO,
                          "unhealthy, but elected %lld ms ago: one failure in the first "
                          "interval is not enough; the next check decides",
-                         (long long)(now - a->elected_ms));
+                         (long long)(now - a->hc.elected_ms));
             return;
         }
-        a->health_out = true;
-        if (leading) app_health_holdoff(a);
+        a->hc.health_out = true;
+        if (leading) app_health_holdoff(&a->hc, a->o);
         app_step_down(a, "unhealthy");
         if (a->sd_state == SD_NONE) a->sd_state = SD_OUT;
     } else if (st == TOOL_HEALTH_HEALTHY && changed) {
-        if (!a->health_out) return;
-        a->health_out = false;
+        if (!a->hc.health_out) return;
+        a->hc.health_out = false;
         if (a->sd_state == SD_OUT) {
-            if (now >= a->holdoff_until_ms)
+            if (now >= a->hc.holdoff_until_ms)
                 tool_log(LOG_INFO, "healthy again: campaigning");
             settle(a);
         }
     }
 }
-
-const struct app_reports app_candidate_reports = {app_child_gone, app_on_health,
-                                                  app_on_event};

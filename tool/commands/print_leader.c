@@ -62,24 +62,25 @@ static void on_observe(elector_observer *o, const elector_event *ev, void *ud)
          * (the same key leading again with the same value, its interim
          * successors too brief to be seen, as in quick switchovers) would say
          * nothing: printed once. -w json reports every change, with tokens. */
-        bool same = a->has_leader && a->lklen == ev->key_len &&
-                    a->lvlen == ev->value_len && !memcmp(a->lkey, ev->key, ev->key_len) &&
-                    (!ev->value_len || !memcmp(a->lval, ev->value, ev->value_len));
+        bool same = a->leader.has_leader && a->leader.lklen == ev->key_len &&
+                    a->leader.lvlen == ev->value_len &&
+                    !memcmp(a->leader.lkey, ev->key, ev->key_len) &&
+                    (!ev->value_len || !memcmp(a->leader.lval, ev->value, ev->value_len));
         if (a->o->fmt == FMT_SIMPLE && !same) {
-            int rc = tool_write_kv(stdout, a->stdout_tty, a->o->hex, ev->key, ev->key_len,
-                                   ev->value, ev->value_len);
+            int rc = tool_write_kv(stdout, a->out.stdout_tty, a->o->hex, ev->key,
+                                   ev->key_len, ev->value, ev->value_len);
             wrote(a, rc, errno);
         }
-        app_remember_leader(a, ev);
+        app_remember_leader(&a->leader, ev);
     } else if (ev->type == ELECTOR_EV_FAILED) {
         /* The observer ends only when etcd's answers make no sense (EPROTO). */
         app_fail(a, "observe failed", ev);
-        app_remember_leader(a, NULL);
+        app_remember_leader(&a->leader, NULL);
         a->exit_code = EXIT_ERROR;
         a->done = true;
     } else {
         tool_log(LOG_INFO, "no leader");
-        app_remember_leader(a, NULL);
+        app_remember_leader(&a->leader, NULL);
     }
 }
 
@@ -119,7 +120,7 @@ int app_start_observe(struct app *a)
     }
     if (a->start_retries) tool_log(LOG_INFO, "etcd reached: observing %s", a->o->name);
     a->start_retries = 0;
-    app_note_connection(a);
+    app_note_connection(&a->conn, a->etcd);
     a->obs = elector_observe(a->etcd, a->o->name, on_observe, a);
     if (!a->obs) {
         tool_log(LOG_ERROR, "out of memory");
@@ -158,7 +159,7 @@ int app_cmd_leader(struct app *a)
                             .mono_ns = app_mono_ns()};
         w = a->o->fmt == FMT_JSON
                 ? app_event(a, &ev)
-                : tool_write_kv(stdout, a->stdout_tty, a->o->hex, li.key, li.key_len,
+                : tool_write_kv(stdout, a->out.stdout_tty, a->o->hex, li.key, li.key_len,
                                 li.value, li.value_len);
         werr = errno;
         elector_leader_free(&li);
