@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// @file
-/// elector — C++17 API, header-only, over the C library (elector/election.h and
-/// elector/driver.h). Nothing beyond the C library and the standard library.
+/// elector — C++17 API, header-only, over the C library (elector/etcd.h and
+/// elector/election.h). Nothing beyond the C library and the standard library.
 ///
 /// @code
 ///   auto c = elector::client::threaded({"127.0.0.1:2379"});  // loop on its own thread
@@ -14,8 +14,9 @@
 /// @endcode
 ///
 /// Two ways to run the loop:
-///   - client::threaded(): the driver (elector/driver.h). Every call may come
-///     from any thread; callbacks run on the driver's callback thread.
+///   - client::threaded(): a C client with own_thread (its loop on a thread of
+///     its own). Every call may come from any thread; callbacks run on the
+///     client's callback thread.
 ///   - client::embedded(): the caller's own loop polls fd() and calls process();
 ///     callbacks run inside process() (or a blocking call). One thread only.
 ///
@@ -44,7 +45,6 @@
 #include <system_error>
 #include <utility>
 
-#include "elector/driver.h"
 #include "elector/election.h"
 
 namespace elector
@@ -210,16 +210,25 @@ struct client_options {
 namespace detail
 {
 struct client_state {
-    elector_etcd *etcd = nullptr;     ///< embedded
-    elector_driver *driver = nullptr; ///< threaded
+    elector_etcd *etcd = nullptr;
+    bool threaded = false; ///< made with own_thread
     std::mutex mu;
     std::function<void(std::exception_ptr)> on_error;
     int in_callback = 0; ///< embedded: callbacks of ours under way (one thread)
 
     ~client_state()
     {
-        if (driver) elector_driver_free(driver);
         if (etcd) elector_etcd_free(etcd);
+    }
+    /// Embedded: counts a callback of ours under way (the destructors ask).
+    void enter() noexcept
+    {
+        if (!threaded) in_callback++;
+    }
+    /// Its end.
+    void leave() noexcept
+    {
+        if (!threaded) in_callback--;
     }
     /// Called in a catch block of a trampoline: never throws.
     void callback_threw() noexcept
@@ -272,24 +281,18 @@ class observer;
 class client
 {
   public:
-    /// The loop on the driver's thread; calls from any thread.
+    /// The loop on a thread of its own (own_thread); calls from any thread.
     static client threaded(const client_options &o = {})
     {
         std::error_code ec;
         client c = threaded(o, ec);
-        if (ec) throw error(ec.value(), "elector_driver_new");
+        if (ec) throw error(ec.value(), "elector_etcd_new");
         return c;
     }
     /// The same; errors go to ec (and the client is not valid()).
     static client threaded(const client_options &o, std::error_code &ec)
     {
-        auto st = std::make_shared<detail::client_state>();
-        elector_etcd_config cfg = detail::make_config(o);
-        elector_driver_config dc;
-        elector_driver_config_init(&dc);
-        dc.stall_ms = o.stall.count();
-        detail::set(ec, elector_driver_new(&cfg, &dc, &st->driver));
-        return client(ec ? nullptr : std::move(st));
+        return make(o, true, ec);
     }
     /// The caller's loop: poll fd(), call process().
     static client embedded(const client_options &o = {})
@@ -302,15 +305,7 @@ class client
     /// The same; errors go to ec (and the client is not valid()).
     static client embedded(const client_options &o, std::error_code &ec)
     {
-        auto st = std::make_shared<detail::client_state>();
-        elector_etcd_config cfg = detail::make_config(o);
-        st->etcd = elector_etcd_new(&cfg);
-        if (!st->etcd) {
-            detail::set(ec, ELECTOR_ENOMEM);
-            return client(nullptr);
-        }
-        if (detail::set(ec, elector_etcd_err(st->etcd))) return client(std::move(st));
-        return client(nullptr);
+        return make(o, false, ec);
     }
 
     /// Holds a client (false after an error given to ec).
@@ -326,39 +321,34 @@ class client
     /// Made by threaded().
     bool is_threaded() const noexcept
     {
-        return st_ && st_->driver;
+        return st_ && st_->threaded;
     }
 
     /// Embedded only (-1 / no-ops when threaded). elector_etcd_fd(): the file
     /// descriptor to poll for POLLIN.
     int fd() const noexcept
     {
-        return st_ && st_->etcd ? elector_etcd_fd(st_->etcd) : -1;
+        return embedded_c() ? elector_etcd_fd(st_->etcd) : -1;
     }
     /// Embedded only: elector_etcd_timeout(), ms until process() is due.
     int64_t timeout() noexcept
     {
-        return st_ && st_->etcd ? elector_etcd_timeout(st_->etcd) : -1;
+        return embedded_c() ? elector_etcd_timeout(st_->etcd) : -1;
     }
     /// Embedded only: elector_etcd_process(), the I/O and timers that are due.
     void process() noexcept
     {
-        if (st_ && st_->etcd) elector_etcd_process(st_->etcd);
+        if (embedded_c()) elector_etcd_process(st_->etcd);
     }
     /// Embedded only: elector_etcd_run_once(), waits at most max then processes.
     void run_once(std::chrono::milliseconds max) noexcept
     {
-        if (st_ && st_->etcd) elector_etcd_run_once(st_->etcd, detail::ms(max));
+        if (embedded_c()) elector_etcd_run_once(st_->etcd, detail::ms(max));
     }
-    /// The C client of an embedded client (NULL when threaded).
+    /// The C client (either way: the one C API works on both).
     elector_etcd *native() const noexcept
     {
         return st_ ? st_->etcd : nullptr;
-    }
-    /// The C driver of a threaded client (NULL when embedded).
-    elector_driver *driver() const noexcept
-    {
-        return st_ ? st_->driver : nullptr;
     }
 
     /// Who exceptions thrown by callbacks go to (default: stderr).
@@ -393,6 +383,25 @@ class client
     }
 
   private:
+    static client make(const client_options &o, bool own_thread, std::error_code &ec)
+    {
+        auto st = std::make_shared<detail::client_state>();
+        elector_etcd_config cfg = detail::make_config(o);
+        cfg.own_thread = own_thread;
+        cfg.stall_ms = o.stall.count();
+        st->threaded = own_thread;
+        st->etcd = elector_etcd_new(&cfg);
+        if (!st->etcd) {
+            detail::set(ec, ELECTOR_ENOMEM);
+            return client(nullptr);
+        }
+        if (detail::set(ec, elector_etcd_err(st->etcd))) return client(std::move(st));
+        return client(nullptr);
+    }
+    bool embedded_c() const noexcept
+    {
+        return st_ && !st_->threaded;
+    }
     std::optional<leader_info> read_leader(std::string_view name,
                                            std::chrono::milliseconds timeout,
                                            std::error_code &ec, std::string *blocker)
@@ -403,10 +412,7 @@ class client
         }
         std::string n(name);
         elector_leader_info li;
-        int rc = st_->driver ? elector_driver_leader_sync(st_->driver, n.c_str(),
-                                                          detail::ms(timeout), &li)
-                             : elector_leader_sync(st_->etcd, n.c_str(),
-                                                   detail::ms(timeout), &li);
+        int rc = elector_leader_sync(st_->etcd, n.c_str(), detail::ms(timeout), &li);
         if (rc == ELECTOR_EBLOCKED) {
             if (blocker)
                 blocker->assign(reinterpret_cast<const char *>(li.key), li.key_len);
@@ -445,7 +451,6 @@ namespace detail
 struct observer_state {
     std::shared_ptr<client_state> c;
     elector_observer *core = nullptr;
-    elector_driver_observer *drv = nullptr;
     event_fn fn;
 
     static void tramp(const elector_event *ev, void *ud) noexcept
@@ -457,21 +462,15 @@ struct observer_state {
             s->c->callback_threw();
         }
     }
-    static void core_cb(elector_observer *, const elector_event *ev, void *ud) noexcept
+    static void cb(elector_observer *, const elector_event *ev, void *ud) noexcept
     {
         auto c = static_cast<observer_state *>(ud)->c;
-        c->in_callback++;
+        c->enter();
         tramp(ev, ud);
-        c->in_callback--;
-    }
-    static void drv_cb(elector_driver_observer *, const elector_event *ev,
-                       void *ud) noexcept
-    {
-        tramp(ev, ud);
+        c->leave();
     }
     ~observer_state()
     {
-        if (drv) elector_driver_observer_free(drv);
         if (core) elector_observer_free(core);
     }
 };
@@ -483,10 +482,9 @@ class observer
 {
   public:
     observer() = default;
-    /// Starts following `name` on c (elector_observe(), or
-    /// elector_driver_observe() on a threaded client: fn runs on the callback
-    /// thread). Throws elector::error (ELECTOR_EINVAL) without a client, or when
-    /// the observer cannot be made.
+    /// Starts following `name` on c (elector_observe(); on a threaded client fn
+    /// runs on the callback thread). Throws elector::error (ELECTOR_EINVAL) without a
+    /// client, or when the observer cannot be made.
     observer(client &c, std::string_view name, event_fn fn)
     {
         if (!c.valid()) throw error(ELECTOR_EINVAL, "observe: no client");
@@ -494,13 +492,9 @@ class observer
         st->c = c.state();
         st->fn = std::move(fn);
         std::string n(name);
-        if (c.driver())
-            st->drv = elector_driver_observe(c.driver(), n.c_str(),
-                                             detail::observer_state::drv_cb, st.get());
-        else
-            st->core = elector_observe(c.native(), n.c_str(),
-                                       detail::observer_state::core_cb, st.get());
-        if (!st->drv && !st->core) throw error(ELECTOR_EINVAL, "observe");
+        st->core =
+            elector_observe(c.native(), n.c_str(), detail::observer_state::cb, st.get());
+        if (!st->core) throw error(ELECTOR_EINVAL, "observe");
         st_ = std::move(st);
     }
     /// Follows a name (false when default-constructed or moved from).
@@ -538,7 +532,6 @@ namespace detail
 struct session_state {
     std::shared_ptr<client_state> c;
     elector_session *core = nullptr;
-    elector_driver_session *drv = nullptr;
     std::mutex mu;
     event_fn on_lost;
 
@@ -556,24 +549,19 @@ struct session_state {
             s->c->callback_threw();
         }
     }
-    static void core_cb(elector_session *, const elector_event *ev, void *ud) noexcept
+    static void cb(elector_session *, const elector_event *ev, void *ud) noexcept
     {
         auto c = static_cast<session_state *>(ud)->c;
-        c->in_callback++;
+        c->enter();
         tramp(ev, ud);
-        c->in_callback--;
-    }
-    static void drv_cb(elector_driver_session *, const elector_event *ev,
-                       void *ud) noexcept
-    {
-        tramp(ev, ud);
+        c->leave();
     }
     ~session_state()
     {
-        if (drv) elector_driver_session_close(drv);
         // Embedded, outside a callback: the revoke is waited for (the loop
-        // may never run again), so our keys go at once.
-        if (core && c->in_callback == 0)
+        // may never run again), so our keys go at once. Threaded: the loop
+        // thread sends it, and the client's end waits for its answer.
+        if (core && !c->threaded && c->in_callback == 0)
             elector_session_close_sync(core, 1000);
         else if (core)
             elector_session_close(core);
@@ -608,14 +596,12 @@ class session
     /// The lease ID.
     int64_t lease() const noexcept
     {
-        return st_->drv ? elector_driver_session_lease(st_->drv)
-                        : elector_session_lease(st_->core);
+        return elector_session_lease(st_->core);
     }
     /// now < the validity deadline (elector_session_alive()).
     bool alive() const noexcept
     {
-        return st_->drv ? elector_driver_session_alive(st_->drv)
-                        : elector_session_alive(st_->core);
+        return elector_session_alive(st_->core);
     }
     /// SESSION_LOST: the lease is gone or unprovable.
     void on_lost(event_fn fn)
@@ -643,19 +629,10 @@ class session
         cfg.ttl_s = o.ttl.count();
         cfg.margin_ms = o.margin.count();
         cfg.release_on_exit = o.release_on_exit;
-        int rc;
-        if (c.driver()) {
-            st->drv = elector_driver_session_new(c.driver(), &cfg,
-                                                 detail::session_state::drv_cb, st.get());
-            rc = st->drv
-                     ? elector_driver_session_wait(st->drv, detail::ms(o.grant_timeout))
-                     : ELECTOR_ENOMEM;
-        } else {
-            st->core = elector_session_new(c.native(), &cfg,
-                                           detail::session_state::core_cb, st.get());
-            rc = st->core ? elector_session_wait(st->core, detail::ms(o.grant_timeout))
+        st->core =
+            elector_session_new(c.native(), &cfg, detail::session_state::cb, st.get());
+        int rc = st->core ? elector_session_wait(st->core, detail::ms(o.grant_timeout))
                           : ELECTOR_ENOMEM;
-        }
         if (detail::set(ec, rc)) st_ = std::move(st);
     }
     std::shared_ptr<detail::session_state> st_;
@@ -668,10 +645,8 @@ namespace detail
 struct election_state {
     std::shared_ptr<session_state> s;
     elector_election *core = nullptr;
-    elector_driver_election *drv = nullptr;
     std::mutex mu;
     event_fn on_event, on_lost;
-    bool resigned = false; ///< embedded: RESIGNED/FAILED seen since the last resign
     std::string name;
 
     /// A guarded write's error, thrown: one to a key under NAME/ says why.
@@ -698,8 +673,6 @@ struct election_state {
             event_fn any, lost;
             {
                 std::lock_guard<std::mutex> g(e->mu);
-                if (ev->type == ELECTOR_EV_RESIGNED || ev->type == ELECTOR_EV_FAILED)
-                    e->resigned = true;
                 any = e->on_event;
                 if (ev->type == ELECTOR_EV_LOST) lost = e->on_lost;
             }
@@ -710,74 +683,45 @@ struct election_state {
             e->client().callback_threw();
         }
     }
-    static void core_cb(elector_election *, const elector_event *ev, void *ud) noexcept
+    static void cb(elector_election *, const elector_event *ev, void *ud) noexcept
     {
         auto c = static_cast<election_state *>(ud)->s->c;
-        c->in_callback++;
+        c->enter();
         tramp(ev, ud);
-        c->in_callback--;
-    }
-    static void drv_cb(elector_driver_election *, const elector_event *ev,
-                       void *ud) noexcept
-    {
-        tramp(ev, ud);
+        c->leave();
     }
     ~election_state()
     {
-        if (drv) elector_driver_election_free(drv);
         if (core) elector_election_free(core);
     }
 
     bool is_leader() const noexcept
     {
-        return drv ? elector_driver_is_leader(drv) : elector_is_leader(core);
+        return elector_is_leader(core);
     }
     int64_t token() const noexcept
     {
-        return drv ? elector_driver_token(drv) : elector_election_token(core);
+        return elector_election_token(core);
     }
     int campaign_sync(std::string_view v, int64_t ms) noexcept
     {
-        return drv ? elector_driver_campaign_sync(drv, v.data(), v.size(), ms)
-                   : elector_campaign_sync(core, v.data(), v.size(), ms);
+        return elector_campaign_sync(core, v.data(), v.size(), ms);
     }
     int resign_async() noexcept
     {
-        return drv ? elector_driver_resign(drv) : elector_resign(core);
+        return elector_resign(core);
     }
     int resign_sync(int64_t ms) noexcept
     {
-        if (drv) return elector_driver_resign_sync(drv, ms);
-        {
-            std::lock_guard<std::mutex> g(mu);
-            resigned = false;
-        }
-        int rc = elector_resign(core);
-        if (rc) return rc;
-        int64_t end = elector_now_ns() / 1000000 + ms;
-        elector_etcd *etcd = s->c->etcd;
-        for (;;) {
-            {
-                std::lock_guard<std::mutex> g(mu);
-                if (resigned) return 0;
-            }
-            int64_t left = end - elector_now_ns() / 1000000;
-            if (ms >= 0 && left <= 0) return ELECTOR_ETIMEDOUT;
-            rc = elector_etcd_run_once(etcd, ms >= 0 ? left : -1);
-            if (rc) return rc;
-        }
+        return elector_resign_sync(core, ms);
     }
     int put_sync(std::string_view k, std::string_view v, int64_t ms) noexcept
     {
-        return drv ? elector_driver_guarded_put_sync(drv, k.data(), k.size(), v.data(),
-                                                     v.size(), ms)
-                   : elector_guarded_put_sync(core, k.data(), k.size(), v.data(),
-                                              v.size(), ms);
+        return elector_guarded_put_sync(core, k.data(), k.size(), v.data(), v.size(), ms);
     }
     int delete_sync(std::string_view k, int64_t ms) noexcept
     {
-        return drv ? elector_driver_guarded_delete_sync(drv, k.data(), k.size(), ms)
-                   : elector_guarded_delete_sync(core, k.data(), k.size(), ms);
+        return elector_guarded_delete_sync(core, k.data(), k.size(), ms);
     }
 };
 
@@ -910,13 +854,9 @@ class election
         st->s = s.state();
         st->name = std::string(name);
         std::string n(name);
-        if (st->s->drv)
-            st->drv = elector_driver_election_new(
-                st->s->drv, n.c_str(), detail::election_state::drv_cb, st.get());
-        else
-            st->core = elector_election_new(st->s->core, n.c_str(),
-                                            detail::election_state::core_cb, st.get());
-        if (!st->drv && !st->core) throw error(ELECTOR_EINVAL, "election");
+        st->core = elector_election_new(st->s->core, n.c_str(),
+                                        detail::election_state::cb, st.get());
+        if (!st->core) throw error(ELECTOR_EINVAL, "election");
         st_ = std::move(st);
     }
 
