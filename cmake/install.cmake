@@ -9,7 +9,7 @@ include(CMakePackageConfigHelpers)
 set(ELECTOR_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/elector)
 # The public headers; elector/etcd_rpc.h is not one (it needs the generated
 # protobuf-c headers of the build tree).
-set(ELECTOR_PUBLIC_HEADERS driver.h election.h elector.hpp error.h etcd.h version.h)
+set(ELECTOR_PUBLIC_HEADERS election.h elector.hpp error.h etcd.h version.h)
 list(TRANSFORM ELECTOR_PUBLIC_HEADERS PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/include/elector/)
 install(FILES ${ELECTOR_PUBLIC_HEADERS}
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/elector COMPONENT dev)

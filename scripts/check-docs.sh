@@ -32,7 +32,7 @@ check() {
     sed -e "s|@ELECTOR_DOC_VERSION@|$version|" -e "s|@ELECTOR_DOC_OUT@|$out|g" \
         -e "s|@ELECTOR_DOC_STRIP@|$root/include|g" \
         -e "s|@ELECTOR_DOC_MAIN@|$root/docs/REFERENCE.md|" \
-        -e "s|@ELECTOR_DOC_INPUT@|$root/docs/REFERENCE.md $inc/error.h $inc/version.h $inc/etcd.h $inc/election.h $inc/driver.h $inc/elector.hpp|" \
+        -e "s|@ELECTOR_DOC_INPUT@|$root/docs/REFERENCE.md $inc/error.h $inc/version.h $inc/etcd.h $inc/election.h $inc/elector.hpp|" \
         "$root/docs/Doxyfile.in" >"$out/Doxyfile"
     local rc=0
     doxygen "$out/Doxyfile" >"$out/doxygen.log" 2>&1 || rc=$?
@@ -79,7 +79,7 @@ self_test() {
     cp docs/Doxyfile.in docs/REFERENCE.md "$t/src/docs/"
     # A library that exports what the headers declare, and no more.
     local out
-    sed -n 's/^[a-z].*[ *]\(elector_[a-z0-9_]*\)(.*/void \1(void) {}/p' include/elector/{error,version,etcd,election,driver}.h |
+    sed -n 's/^[a-z].*[ *]\(elector_[a-z0-9_]*\)(.*/void \1(void) {}/p' include/elector/{error,version,etcd,election}.h |
         grep -v elector_guarded_txn | sort -u >"$t/lib.c"
     echo 'const long elector_rtt_bounds_us[1];' >>"$t/lib.c"
     cc -shared -fPIC -w -o "$t/lib.so" "$t/lib.c"
@@ -106,7 +106,7 @@ PY
     }
     plant election.h '#ifdef __cplusplus
 }' 'int elector_planted_undocumented(int x);' 'elector_planted_undocumented' || return 1
-    plant driver.h '} elector_driver_config;' '    int planted_member;' 'planted_member' || return 1
+    plant etcd.h '} elector_kv;' '    int planted_member;' 'planted_member' || return 1
     plant etcd.h '#ifdef __cplusplus
 }' '#define ELECTOR_PLANTED_MACRO 1' 'ELECTOR_PLANTED_MACRO' || return 1
     plant elector.hpp '} // namespace elector' 'inline int planted_cpp() { return 0; }' 'planted_cpp' || return 1

@@ -62,7 +62,7 @@ libdir=$(dirname "$(find "$prefix" -name libelector.so -print -quit)")
 
 step "installed files"
 for f in include/elector/election.h include/elector/error.h include/elector/etcd.h \
-    include/elector/version.h include/elector/driver.h include/elector/elector.hpp bin/elector share/man/man1/elector.1; do
+    include/elector/version.h include/elector/elector.hpp bin/elector share/man/man1/elector.1; do
     [ -e "$prefix/$f" ] || fail "missing $f"
 done
 for f in libelector.so libelector.a pkgconfig/elector.pc cmake/elector/elector-config.cmake \
@@ -105,8 +105,8 @@ bad=$(grep -v '^elector_[a-z]' "$T/exported" || true)
 [ -z "$bad" ] || fail "exported beyond elector_*: $(echo "$bad" | head -5 | tr '\n' ' ')"
 echo "$(wc -l <"$T/exported") symbols exported, all elector_*"
 # Exactly the functions the installed headers declare (and the one table),
-# leaving out the in-tree sections (#ifdef ELECTOR_RPC_API ... #endif) and the
-# inline ones (driver.h's deprecated names).
+# leaving out the in-tree sections (#ifdef ELECTOR_RPC_API ... #endif) and
+# inline ones (none today).
 for h in "$prefix"/include/elector/*.h; do
     sed -e 's@/\*.*\*/@@' -e '/^ *\*/d' -e '/^\/\*/d' -e '/^static inline/d' "$h" |
         awk '/^#ifdef ELECTOR_RPC_API/ {skip = 1} skip && /^#endif/ {skip = 0; next} !skip'

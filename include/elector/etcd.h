@@ -173,7 +173,8 @@ void elector_etcd_free(elector_etcd *etcd);
 /** @{ */
 /** The last error code of the handle and its detail text ("" when none). With
  * own_thread: on the callback thread, in the callback of a call that failed,
- * the text of that failure; elsewhere what the loop thread last published. */
+ * the text of that failure ("" in other callbacks); on other threads what the
+ * loop thread last published. */
 int elector_etcd_err(const elector_etcd *etcd);
 const char *elector_etcd_errstr(const elector_etcd *etcd);
 /** @} */

@@ -1,14 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* elector._elector — the CPython extension under the `elector` package.
  *
- * A thin layer over libelector's driver (include/elector/driver.h): the
- * driver's loop thread keeps the leases alive without ever taking the GIL; its
- * callback thread runs the C callbacks below, which only record the event in a
- * C structure (under a pthread mutex, never the GIL) and wake the eventfds that
- * Python registered ("waiters"). Python waits on those fds with the select
- * module (so gevent and eventlet make the wait cooperative, and Ctrl-C
- * interrupts it) and then reads the recorded state. Every call into the driver
- * runs with the GIL released.
+ * A thin layer over libelector's clients with own_thread (include/elector/etcd.h,
+ * "the driver"): the client's loop thread keeps the leases alive without ever
+ * taking the GIL; its callback thread runs the C callbacks below, which only record the
+ * event in a C structure (under a pthread mutex, never the GIL) and wake the eventfds
+ * that Python registered ("waiters"). Python waits on those fds with the select module
+ * (so gevent and eventlet make the wait cooperative, and Ctrl-C interrupts it) and then
+ * reads the recorded state. Every call into the driver runs with the GIL released.
  *
  * fork(): each object remembers the creating process; in a child every method
  * raises the registered fork error before touching a mutex (the driver's threads
@@ -25,7 +24,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "elector/driver.h"
+#include "elector/election.h"
 #include "elector/error.h"
 
 static PyObject *fork_error; /* set by elector/__init__.py */
@@ -160,7 +159,7 @@ static int forked_check(pid_t pid)
 /* ------------------------------------------------------------ Driver */
 
 typedef struct {
-    PyObject_HEAD elector_driver *d;
+    PyObject_HEAD elector_etcd *d;
     hstate *hub;
     pid_t pid;
     bool closed;
@@ -229,8 +228,14 @@ static int Driver_init(DriverObject *self, PyObject *args, PyObject *kw)
         cfg.key = s_key;
         if (dial > 0) cfg.dial_timeout_ms = dial;
         if (req > 0) cfg.request_timeout_ms = req;
-        elector_driver *d = NULL;
-        Py_BEGIN_ALLOW_THREADS rc = elector_driver_new(&cfg, NULL, &d);
+        cfg.own_thread = true;
+        elector_etcd *d = NULL;
+        Py_BEGIN_ALLOW_THREADS d = elector_etcd_new(&cfg);
+        rc = d ? elector_etcd_err(d) : ELECTOR_ENOMEM;
+        if (rc) {
+            elector_etcd_free(d);
+            d = NULL;
+        }
         Py_END_ALLOW_THREADS if (rc == 0)
         {
             self->d = d;
@@ -265,12 +270,12 @@ static void driver_close(DriverObject *self)
 {
     if (self->closed || !self->d) return;
     self->closed = true;
-    elector_driver *d = self->d;
+    elector_etcd *d = self->d;
     if (getpid() != self->pid) {
-        elector_driver_free(d); /* in a child: only forgets it */
+        elector_etcd_free(d); /* in a child: only forgets it */
         return;
     }
-    Py_BEGIN_ALLOW_THREADS elector_driver_free(d);
+    Py_BEGIN_ALLOW_THREADS elector_etcd_free(d);
     Py_END_ALLOW_THREADS
 }
 
@@ -318,8 +323,7 @@ static PyObject *Driver_leader(DriverObject *self, PyObject *args)
     DRV_CHECK(self);
     elector_leader_info info;
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc =
-        elector_driver_leader_sync(self->d, name, timeout_ms, &info);
+    Py_BEGIN_ALLOW_THREADS rc = elector_leader_sync(self->d, name, timeout_ms, &info);
     Py_END_ALLOW_THREADS if (rc == 1) Py_RETURN_NONE;
     if (rc == ELECTOR_EBLOCKED) {
         PyObject *b =
@@ -345,7 +349,7 @@ typedef struct lop {
     atomic_int done;
     int rc;
     elector_leader_info info;
-    char detail[256]; /* elector_driver_cb_detail() of a failure */
+    char detail[256]; /* elector_etcd_errstr() of a failure */
 } lop;
 
 static void lop_unref(lop *l)
@@ -357,12 +361,11 @@ static void lop_unref(lop *l)
     }
 }
 
-static void leader_cb(elector_driver *d, int rc, const elector_leader_info *info,
-                      void *ud)
+static void leader_cb(elector_etcd *d, int rc, const elector_leader_info *info, void *ud)
 {
     lop *l = ud;
     l->rc = rc;
-    snprintf(l->detail, sizeof(l->detail), "%s", elector_driver_cb_detail(d));
+    snprintf(l->detail, sizeof(l->detail), "%s", elector_etcd_errstr(d));
     if ((rc == 0 || rc == ELECTOR_EBLOCKED) && info) {
         l->info = *info; /* scalars; the bytes are copied below */
         l->info.key = malloc(info->key_len ? info->key_len : 1);
@@ -475,8 +478,7 @@ static PyObject *Driver_leader_start(DriverObject *self, PyObject *args)
     op->l = l;
     op->pid = getpid();
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc =
-        elector_driver_leader(self->d, name, timeout_ms, leader_cb, l);
+    Py_BEGIN_ALLOW_THREADS rc = elector_leader(self->d, name, timeout_ms, leader_cb, l);
     Py_END_ALLOW_THREADS if (rc)
     {
         atomic_fetch_sub(&l->refs, 1); /* no callback will come */
@@ -500,8 +502,8 @@ static PyObject *Driver_put(DriverObject *self, PyObject *args)
     DRV_CHECK(self);
     int rc;
     Py_BEGIN_ALLOW_THREADS rc =
-        elector_driver_put_sync(self->d, key, (size_t)klen, value, (size_t)vlen, lease,
-                                if_absent ? ELECTOR_DRIVER_PUT_IF_ABSENT : 0, timeout_ms);
+        elector_kv_put_sync(self->d, key, (size_t)klen, value, (size_t)vlen, lease,
+                            if_absent ? ELECTOR_KV_PUT_IF_ABSENT : 0, timeout_ms);
     Py_END_ALLOW_THREADS return PyLong_FromLong(rc);
 }
 
@@ -513,11 +515,11 @@ static PyObject *Driver_get(DriverObject *self, PyObject *args)
     long long timeout_ms;
     if (!PyArg_ParseTuple(args, "y#pL", &key, &klen, &prefix, &timeout_ms)) return NULL;
     DRV_CHECK(self);
-    elector_driver_kv *kvs = NULL;
+    elector_kv *kvs = NULL;
     size_t n = 0;
     int rc;
     Py_BEGIN_ALLOW_THREADS rc =
-        elector_driver_get_sync(self->d, key, (size_t)klen, prefix, timeout_ms, &kvs, &n);
+        elector_kv_get_sync(self->d, key, (size_t)klen, prefix, timeout_ms, &kvs, &n);
     Py_END_ALLOW_THREADS if (rc < 0) return PyLong_FromLong(rc);
     PyObject *list = PyList_New((Py_ssize_t)n);
     for (size_t i = 0; list && i < n; i++) {
@@ -532,7 +534,7 @@ static PyObject *Driver_get(DriverObject *self, PyObject *args)
         }
         PyList_SET_ITEM(list, (Py_ssize_t)i, t);
     }
-    elector_driver_kvs_free(kvs, n);
+    elector_kvs_free(kvs, n);
     return list;
 }
 
@@ -546,8 +548,8 @@ static PyObject *Driver_delete(DriverObject *self, PyObject *args)
     DRV_CHECK(self);
     int64_t deleted = 0;
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = elector_driver_delete_sync(self->d, key, (size_t)klen,
-                                                           prefix, timeout_ms, &deleted);
+    Py_BEGIN_ALLOW_THREADS rc =
+        elector_kv_delete_sync(self->d, key, (size_t)klen, prefix, timeout_ms, &deleted);
     Py_END_ALLOW_THREADS if (rc < 0) return PyLong_FromLong(rc);
     return PyLong_FromLongLong((long long)deleted);
 }
@@ -562,7 +564,7 @@ typedef struct kop {
     atomic_int done;
     int kind;
     int rc;
-    elector_driver_kv *kvs;
+    elector_kv *kvs;
     size_t n;
     int64_t deleted;
 } kop;
@@ -571,12 +573,12 @@ static void kop_unref(kop *k)
 {
     if (atomic_fetch_sub(&k->refs, 1) == 1) {
         close(k->fd);
-        elector_driver_kvs_free(k->kvs, k->n);
+        elector_kvs_free(k->kvs, k->n);
         free(k);
     }
 }
 
-static void kv_cb(elector_driver *d, int rc, const elector_driver_kv *kvs, size_t n,
+static void kv_cb(elector_etcd *d, int rc, const elector_kv *kvs, size_t n,
                   int64_t deleted, void *ud)
 {
     (void)d;
@@ -586,12 +588,12 @@ static void kv_cb(elector_driver *d, int rc, const elector_driver_kv *kvs, size_
     if (rc == 0 && n) {
         k->kvs = calloc(n, sizeof(*k->kvs));
         for (size_t i = 0; k->kvs && i < n; i++) {
-            elector_driver_kv *o = &k->kvs[i];
+            elector_kv *o = &k->kvs[i];
             *o = kvs[i];
             o->key = malloc(kvs[i].key_len ? kvs[i].key_len : 1);
             o->value = malloc(kvs[i].value_len ? kvs[i].value_len : 1);
             if (!o->key || !o->value) {
-                elector_driver_kvs_free(k->kvs, i + 1);
+                elector_kvs_free(k->kvs, i + 1);
                 k->kvs = NULL;
                 break;
             }
@@ -641,7 +643,7 @@ static PyObject *KvOp_result(KvOpObject *self, PyObject *unused)
     if (k->kind == KOP_DELETE) return PyLong_FromLongLong((long long)k->deleted);
     PyObject *list = PyList_New((Py_ssize_t)k->n);
     for (size_t i = 0; list && i < k->n; i++) {
-        const elector_driver_kv *kv = &k->kvs[i];
+        const elector_kv *kv = &k->kvs[i];
         PyObject *t =
             Py_BuildValue("(y#y#LLL)", (const char *)kv->key, (Py_ssize_t)kv->key_len,
                           (const char *)kv->value, (Py_ssize_t)kv->value_len,
@@ -715,9 +717,9 @@ static PyObject *Driver_put_start(DriverObject *self, PyObject *args)
     KvOpObject *op = kvop_new(KOP_PUT);
     if (!op) return NULL;
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = elector_driver_put(
+    Py_BEGIN_ALLOW_THREADS rc = elector_kv_put(
         self->d, key, (size_t)klen, value, (size_t)vlen, lease,
-        if_absent ? ELECTOR_DRIVER_PUT_IF_ABSENT : 0, timeout_ms, kv_cb, op->k);
+        if_absent ? ELECTOR_KV_PUT_IF_ABSENT : 0, timeout_ms, kv_cb, op->k);
     Py_END_ALLOW_THREADS return kvop_started(op, rc);
 }
 
@@ -733,7 +735,7 @@ static PyObject *Driver_get_start(DriverObject *self, PyObject *args)
     if (!op) return NULL;
     int rc;
     Py_BEGIN_ALLOW_THREADS rc =
-        elector_driver_get(self->d, key, (size_t)klen, prefix, timeout_ms, kv_cb, op->k);
+        elector_kv_get(self->d, key, (size_t)klen, prefix, timeout_ms, kv_cb, op->k);
     Py_END_ALLOW_THREADS return kvop_started(op, rc);
 }
 
@@ -748,8 +750,8 @@ static PyObject *Driver_delete_start(DriverObject *self, PyObject *args)
     KvOpObject *op = kvop_new(KOP_DELETE);
     if (!op) return NULL;
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = elector_driver_delete(self->d, key, (size_t)klen, prefix,
-                                                      timeout_ms, kv_cb, op->k);
+    Py_BEGIN_ALLOW_THREADS rc =
+        elector_kv_delete(self->d, key, (size_t)klen, prefix, timeout_ms, kv_cb, op->k);
     Py_END_ALLOW_THREADS return kvop_started(op, rc);
 }
 
@@ -757,7 +759,7 @@ static PyObject *Driver_stalls(DriverObject *self, PyObject *unused)
 {
     (void)unused;
     DRV_CHECK(self);
-    return PyLong_FromUnsignedLongLong(elector_driver_stalls(self->d));
+    return PyLong_FromUnsignedLongLong(elector_etcd_stalls(self->d));
 }
 
 static PyMethodDef Driver_methods[] = {
@@ -806,11 +808,11 @@ static PyTypeObject DriverType = {
 
 typedef struct {
     PyObject_HEAD DriverObject *drv;
-    elector_driver_session *s;
+    elector_session *s;
     hstate *st;
 } SessionObject;
 
-static void session_cb(elector_driver_session *s, const elector_event *ev, void *ud)
+static void session_cb(elector_session *s, const elector_event *ev, void *ud)
 {
     (void)s;
     hstate *h = ud;
@@ -845,9 +847,8 @@ static int Session_init(SessionObject *self, PyObject *args, PyObject *kw)
     elector_session_config_init(&cfg);
     cfg.ttl_s = ttl;
     cfg.release_on_exit = roe != 0;
-    elector_driver_session *s;
-    Py_BEGIN_ALLOW_THREADS s =
-        elector_driver_session_new(drv->d, &cfg, session_cb, self->st);
+    elector_session *s;
+    Py_BEGIN_ALLOW_THREADS s = elector_session_new(drv->d, &cfg, session_cb, self->st);
     Py_END_ALLOW_THREADS if (!s)
     {
         PyErr_SetString(PyExc_MemoryError, "cannot create a session (driver stopping?)");
@@ -862,11 +863,11 @@ static int Session_init(SessionObject *self, PyObject *args, PyObject *kw)
 static void session_close(SessionObject *self)
 {
     if (!self->s) return;
-    elector_driver_session *s = self->s;
+    elector_session *s = self->s;
     self->s = NULL;
     if (self->drv->closed) return; /* freed with the driver */
     if (getpid() != self->drv->pid) return;
-    Py_BEGIN_ALLOW_THREADS elector_driver_session_close(s);
+    Py_BEGIN_ALLOW_THREADS elector_session_close(s);
     Py_END_ALLOW_THREADS
 }
 
@@ -908,7 +909,7 @@ static PyObject *Session_poll(SessionObject *self, PyObject *unused)
     (void)unused;
     SES_CHECK(self);
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = elector_driver_session_wait(self->s, 0);
+    Py_BEGIN_ALLOW_THREADS rc = elector_session_wait(self->s, 0);
     Py_END_ALLOW_THREADS return PyLong_FromLong(rc);
 }
 
@@ -916,21 +917,21 @@ static PyObject *Session_lease(SessionObject *self, PyObject *unused)
 {
     (void)unused;
     SES_CHECK(self);
-    return PyLong_FromLongLong(elector_driver_session_lease(self->s));
+    return PyLong_FromLongLong(elector_session_lease(self->s));
 }
 
 static PyObject *Session_helper(SessionObject *self, PyObject *unused)
 {
     (void)unused;
     SES_CHECK(self);
-    return PyLong_FromLong(elector_driver_session_helper(self->s));
+    return PyLong_FromLong(elector_session_helper(self->s));
 }
 
 static PyObject *Session_alive(SessionObject *self, PyObject *unused)
 {
     (void)unused;
     SES_CHECK(self);
-    return PyBool_FromLong(elector_driver_session_alive(self->s));
+    return PyBool_FromLong(elector_session_alive(self->s));
 }
 
 static PyObject *Session_lost(SessionObject *self, PyObject *unused)
@@ -986,11 +987,11 @@ static PyTypeObject SessionType = {
 
 typedef struct {
     PyObject_HEAD SessionObject *ses;
-    elector_driver_election *el;
+    elector_election *el;
     hstate *st;
 } ElectionObject;
 
-static void election_cb(elector_driver_election *el, const elector_event *ev, void *ud)
+static void election_cb(elector_election *el, const elector_event *ev, void *ud)
 {
     (void)el;
     hstate *h = ud;
@@ -1042,9 +1043,8 @@ static int Election_init(ElectionObject *self, PyObject *args, PyObject *kw)
         PyErr_NoMemory();
         return -1;
     }
-    elector_driver_election *el;
-    Py_BEGIN_ALLOW_THREADS el =
-        elector_driver_election_new(ses->s, name, election_cb, self->st);
+    elector_election *el;
+    Py_BEGIN_ALLOW_THREADS el = elector_election_new(ses->s, name, election_cb, self->st);
     Py_END_ALLOW_THREADS if (!el)
     {
         PyErr_SetString(PyExc_MemoryError, "cannot create an election (session closed?)");
@@ -1064,10 +1064,10 @@ static bool el_dead(ElectionObject *self)
 static void election_free(ElectionObject *self)
 {
     if (!self->el) return;
-    elector_driver_election *el = self->el;
+    elector_election *el = self->el;
     self->el = NULL;
     if (self->ses->drv->closed || getpid() != self->ses->drv->pid) return;
-    Py_BEGIN_ALLOW_THREADS elector_driver_election_free(el);
+    Py_BEGIN_ALLOW_THREADS elector_election_free(el);
     Py_END_ALLOW_THREADS
 }
 
@@ -1120,7 +1120,7 @@ static PyObject *Election_campaign(ElectionObject *self, PyObject *arg)
     self->st->token = 0;
     pthread_mutex_unlock(&self->st->mu);
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = elector_driver_campaign(self->el, v.buf, (size_t)v.len);
+    Py_BEGIN_ALLOW_THREADS rc = elector_campaign(self->el, v.buf, (size_t)v.len);
     Py_END_ALLOW_THREADS PyBuffer_Release(&v);
     if (rc) {
         pthread_mutex_lock(&self->st->mu);
@@ -1135,7 +1135,7 @@ static PyObject *Election_resign(ElectionObject *self, PyObject *unused)
     (void)unused;
     EL_CHECK(self);
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = elector_driver_resign(self->el);
+    Py_BEGIN_ALLOW_THREADS rc = elector_resign(self->el);
     Py_END_ALLOW_THREADS return PyLong_FromLong(rc);
 }
 
@@ -1149,7 +1149,7 @@ static PyObject *Election_proclaim(ElectionObject *self, PyObject *arg)
         return NULL;
     }
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = elector_driver_proclaim(self->el, v.buf, (size_t)v.len);
+    Py_BEGIN_ALLOW_THREADS rc = elector_proclaim(self->el, v.buf, (size_t)v.len);
     Py_END_ALLOW_THREADS PyBuffer_Release(&v);
     return PyLong_FromLong(rc);
 }
@@ -1171,7 +1171,7 @@ static PyObject *Election_is_leader(ElectionObject *self, PyObject *unused)
 {
     (void)unused;
     EL_CHECK(self);
-    return PyBool_FromLong(elector_driver_is_leader(self->el));
+    return PyBool_FromLong(elector_is_leader(self->el));
 }
 
 static PyObject *Election_add_waiter(ElectionObject *self, PyObject *unused)
@@ -1194,9 +1194,9 @@ typedef struct gop {
     int fd;
     atomic_int done;
     int err;
-    elector_driver *drv; /* the driver's write: its elector_driver_cb_detail() */
-    elector_etcd *etcd;  /* the core's write: its elector_etcd_errstr() */
-    char detail[256];    /* the failure's text, or "" */
+    elector_etcd *drv;  /* the driver's write: its elector_etcd_errstr() */
+    elector_etcd *etcd; /* the core's write: its elector_etcd_errstr() */
+    char detail[256];   /* the failure's text, or "" */
 } gop;
 
 static void gop_unref(gop *g)
@@ -1207,13 +1207,13 @@ static void gop_unref(gop *g)
     }
 }
 
-static void guarded_cb(elector_driver_election *el, int err, void *ud)
+static void guarded_cb(elector_election *el, int err, void *ud)
 {
     (void)el;
     gop *g = ud;
     g->err = err;
     if (g->drv)
-        snprintf(g->detail, sizeof(g->detail), "%s", elector_driver_cb_detail(g->drv));
+        snprintf(g->detail, sizeof(g->detail), "%s", elector_etcd_errstr(g->drv));
     else if (g->etcd && err < 0 && err != ELECTOR_ENOTLEADER &&
              elector_etcd_err(g->etcd) == err)
         snprintf(g->detail, sizeof(g->detail), "%s", elector_etcd_errstr(g->etcd));
@@ -1296,7 +1296,7 @@ static OpObject *op_new(void)
     return op;
 }
 
-static void revoke_cb(elector_driver *d, int err, void *ud)
+static void revoke_cb(elector_etcd *d, int err, void *ud)
 {
     (void)d;
     gop *g = ud;
@@ -1319,7 +1319,7 @@ static PyObject *Driver_revoke_start(DriverObject *self, PyObject *args)
     gop *g = op->g;
     int rc;
     Py_BEGIN_ALLOW_THREADS rc =
-        elector_driver_revoke(self->d, lease, timeout_ms, revoke_cb, g);
+        elector_lease_revoke(self->d, lease, timeout_ms, revoke_cb, g);
     Py_END_ALLOW_THREADS if (rc)
     {
         atomic_fetch_sub(&g->refs, 1); /* no callback will come */
@@ -1351,9 +1351,9 @@ static PyObject *Election_guarded(ElectionObject *self, PyObject *args)
     g->drv = self->ses->drv->d;
     int rc;
     Py_BEGIN_ALLOW_THREADS if (del) rc =
-        elector_driver_guarded_delete(self->el, k.buf, (size_t)k.len, guarded_cb, g);
-    else rc = elector_driver_guarded_put(self->el, k.buf, (size_t)k.len, v.buf,
-                                         (size_t)v.len, guarded_cb, g);
+        elector_guarded_delete(self->el, k.buf, (size_t)k.len, guarded_cb, g);
+    else rc = elector_guarded_put(self->el, k.buf, (size_t)k.len, v.buf, (size_t)v.len,
+                                  guarded_cb, g);
     Py_END_ALLOW_THREADS if (rc)
     {
         atomic_fetch_sub(&g->refs, 1); /* no callback will come */
@@ -1396,11 +1396,11 @@ static PyTypeObject ElectionType = {
 
 typedef struct {
     PyObject_HEAD DriverObject *drv;
-    elector_driver_observer *o;
+    elector_observer *o;
     hstate *st;
 } ObserverObject;
 
-static void observe_cb(elector_driver_observer *o, const elector_event *ev, void *ud)
+static void observe_cb(elector_observer *o, const elector_event *ev, void *ud)
 {
     (void)o;
     hstate *h = ud;
@@ -1455,8 +1455,8 @@ static int Observer_init(ObserverObject *self, PyObject *args, PyObject *kw)
         PyErr_NoMemory();
         return -1;
     }
-    elector_driver_observer *o;
-    Py_BEGIN_ALLOW_THREADS o = elector_driver_observe(drv->d, name, observe_cb, self->st);
+    elector_observer *o;
+    Py_BEGIN_ALLOW_THREADS o = elector_observe(drv->d, name, observe_cb, self->st);
     Py_END_ALLOW_THREADS if (!o)
     {
         PyErr_SetString(PyExc_MemoryError, "cannot create an observer");
@@ -1471,10 +1471,10 @@ static int Observer_init(ObserverObject *self, PyObject *args, PyObject *kw)
 static void observer_free(ObserverObject *self)
 {
     if (!self->o) return;
-    elector_driver_observer *o = self->o;
+    elector_observer *o = self->o;
     self->o = NULL;
     if (self->drv->closed || getpid() != self->drv->pid) return;
-    Py_BEGIN_ALLOW_THREADS elector_driver_observer_free(o);
+    Py_BEGIN_ALLOW_THREADS elector_observer_free(o);
     Py_END_ALLOW_THREADS
 }
 

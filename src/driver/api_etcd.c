@@ -46,14 +46,14 @@ int elector_etcd_err(const elector_etcd *e)
 }
 
 /* On the callback thread, in the callback of a call that failed, the text of
- * that failure (as the caller's loop has it in elector__etcd_errstr() then);
- * else the client's, as last published. */
+ * that failure (as the caller's loop has it in elector__etcd_errstr() then),
+ * else ""; on other threads the client's, as last published. */
 const char *elector_etcd_errstr(const elector_etcd *e)
 {
     elector__drv *d = remote_drv(e);
     if (!d) return elector__etcd_errstr(e);
     if (forked(d)) return "the client belongs to the parent process (fork)";
-    if (on_cb(d) && d->cb_detail) return d->cb_detail;
+    if (on_cb(d)) return d->cb_detail ? d->cb_detail : "";
     pthread_mutex_lock(&d->mu);
     snprintf(tl_text[0], sizeof(tl_text[0]), "%s", d->errstr);
     pthread_mutex_unlock(&d->mu);

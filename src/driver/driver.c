@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The driver (include/elector/driver.h, docs/DESIGN.md "The driver"): the loop
+/* The driver (own_thread, docs/DESIGN.md "One client, two ways to drive it"): the loop
  * on a thread of its own, callbacks on another, calls from any thread.
  *
  * One mutex (d->mu) guards everything shared: the job queue, the callback
