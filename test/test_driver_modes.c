@@ -143,8 +143,19 @@ TEST(keys_leader_revoke_and_exec_in_the_callers_loop)
     eh_stop(c);
 }
 
-/* elector_resign_sync(), both ways: 0 once RESIGNED came; EINVAL when idle. */
-static atomic_int resigned;
+/* elector_resign_sync(), both ways: 0 once RESIGNED came; EINVAL when idle.
+ * The log (elector_election_set_log) sees ELECTED and RESIGNED: from the loop,
+ * or on the callback thread. */
+static atomic_int resigned, logged, logged_in_cb;
+static elector_etcd *log_client;
+
+static void log_beliefs(elector_election *el, const elector_event *ev, void *ud)
+{
+    (void)el, (void)ud;
+    if (ev->type != ELECTOR_EV_ELECTED && ev->type != ELECTOR_EV_RESIGNED) return;
+    atomic_fetch_add(&logged, 1);
+    atomic_fetch_add(&logged_in_cb, elector_etcd_in_callback(log_client));
+}
 
 static void count_resigned(elector_election *el, const elector_event *ev, void *ud)
 {
@@ -159,13 +170,17 @@ TEST(resign_sync_both_ways)
     ASSERT_NOT_NULL(c);
     for (int own = 0; own <= 1; own++) {
         atomic_store(&resigned, 0);
+        atomic_store(&logged, 0);
+        atomic_store(&logged_in_cb, 0);
         elector_etcd *e = client_on(eh_endpoints(c), own);
+        log_client = e;
         elector_session *s = elector_session_new(e, NULL, NULL, NULL);
         ASSERT_NOT_NULL(s);
         ASSERT_OK(elector_session_wait(s, 5000));
         elector_election *el = elector_election_new(s, "rs", count_resigned, NULL);
         ASSERT_NOT_NULL(el);
         ASSERT_EQ(ELECTOR_EINVAL, elector_resign_sync(el, 1000)); /* idle */
+        elector_election_set_log(el, log_beliefs, NULL);
         ASSERT_OK(elector_campaign_sync(el, "v", 1, 5000));
         ASSERT(elector_is_leader(el));
         ASSERT_OK(elector_resign_sync(el, 5000));
@@ -173,6 +188,12 @@ TEST(resign_sync_both_ways)
         if (!own) ASSERT_EQ(1, atomic_load(&resigned)); /* delivered by the loop */
         elector_leader_info li;
         ASSERT_EQ(1, elector_leader_sync(e, "rs", 5000, &li)); /* the key is gone */
+        for (int i = 0; i < 500 && atomic_load(&logged) < 2; i++) {
+            struct timespec t = {0, 10000000};
+            nanosleep(&t, NULL);
+        }
+        ASSERT_EQ(2, atomic_load(&logged));
+        ASSERT_EQ(own ? 2 : 0, atomic_load(&logged_in_cb));
         elector_election_free(el);
         elector_session_close(s);
         elector_etcd_free(e);

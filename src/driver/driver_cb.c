@@ -128,7 +128,12 @@ static void deliver(elector__drv *d, struct item *it)
     } else if (h->kind == H_ELECTION) {
         struct drv_election *el = (void *)h;
         if (it->kind == I_LOG) {
-            if (el->log) el->log(h->user, &it->ev, el->log_ud);
+            /* set by elector_election_set_log() from any thread, under mu */
+            pthread_mutex_lock(&d->mu);
+            elector_election_cb log = el->log;
+            void *log_ud = el->log_ud;
+            pthread_mutex_unlock(&d->mu);
+            if (log) log(h->user, &it->ev, log_ud);
         } else if (el->cb) {
             el->cb(h->user, &it->ev, el->ud);
         }
