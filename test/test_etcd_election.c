@@ -526,6 +526,64 @@ TEST(leader_loses_when_its_key_is_deleted)
     eh_stop(c);
 }
 
+/* From the field (etcd's Go client: a campaign blocks for good when its own key
+ * is deleted while it waits): a waiting candidate whose key is deleted by hand
+ * aborts at once with an error, while its predecessor still leads; it never
+ * leads later without a key. */
+TEST(waiting_candidate_whose_key_is_deleted_aborts)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "wdel", 5);
+    ASSERT_OK(elector_campaign_sync(a->el, "a", 1, 5000));
+    eu_cand *b = eu_cand_new(eh_endpoints(c), "wdel", 5);
+    ASSERT_OK(elector_campaign(b->el, "b", 1));
+    ASSERT_GE(eu_wait_event(b, 0, ELECTOR_EV_WAITING, 3000), 0);
+    char key[256];
+    key_of(b, key, sizeof(key));
+    int64_t t0 = tl_now_ns();
+    ASSERT_OK(eh_etcdctl(c, NULL, "del", key, NULL));
+    int f = eu_wait_event(b, 0, ELECTOR_EV_FAILED, 3000);
+    ASSERT_GE(f, 0);
+    tl_log("waiting candidate's key deleted: FAILED after %.1f ms (%s)",
+           (b->mono[f] - t0) / 1e6, elector_strerror(b->reasons[f]));
+    ASSERT_EQ(ELECTOR_ESESSION, b->reasons[f]);
+    ASSERT(elector_is_leader(a->el));
+    /* a resigns: b, keyless, does not take over. */
+    ASSERT_OK(elector_resign(a->el));
+    ASSERT_GE(eu_wait_event(a, 0, ELECTOR_EV_RESIGNED, 10000), 0);
+    ASSERT_EQ(-1, eu_wait_event(b, 0, ELECTOR_EV_ELECTED, 300));
+    ASSERT(!elector_is_leader(b->el));
+    eu_cand_free(b);
+    eu_cand_free(a);
+    eh_stop(c);
+}
+
+/* The same with the lease revoked by hand (`etcdctl lease revoke`): the
+ * session ends (ELEASE at the next renewal) and the waiting campaign fails. */
+TEST(waiting_candidate_whose_lease_is_revoked_aborts)
+{
+    eh_cluster *c = start1();
+    eu_cand *a = eu_cand_new(eh_endpoints(c), "wrev", 5);
+    ASSERT_OK(elector_campaign_sync(a->el, "a", 1, 5000));
+    eu_cand *b = eu_cand_new(eh_endpoints(c), "wrev", 3);
+    ASSERT_OK(elector_campaign(b->el, "b", 1));
+    ASSERT_GE(eu_wait_event(b, 0, ELECTOR_EV_WAITING, 3000), 0);
+    char lease[32];
+    snprintf(lease, sizeof(lease), "%llx",
+             (unsigned long long)elector_session_lease(b->s));
+    int64_t t0 = tl_now_ns();
+    ASSERT_OK(eh_etcdctl(c, NULL, "lease", "revoke", lease, NULL));
+    int f = eu_wait_event(b, 0, ELECTOR_EV_FAILED, 5000);
+    ASSERT_GE(f, 0);
+    tl_log("waiting candidate's lease revoked: FAILED after %.1f ms (%s)",
+           (b->mono[f] - t0) / 1e6, elector_strerror(b->reasons[f]));
+    ASSERT(b->reasons[f] == ELECTOR_ESESSION || b->reasons[f] == ELECTOR_ELEASE);
+    ASSERT(elector_is_leader(a->el));
+    eu_cand_free(b);
+    eu_cand_free(a);
+    eh_stop(c);
+}
+
 static void txn_cb(elector_election *el, int err, const Etcdserverpb__TxnResponse *r,
                    void *ud)
 {

@@ -111,6 +111,9 @@ void elector__stop_watch(elector_election *el)
     if (el->watch) elector_watch_cancel(el->watch);
     el->watch = NULL;
     el->watch_ok = false;
+    if (el->own_watch) elector_watch_cancel(el->own_watch);
+    el->own_watch = NULL;
+    el->own_ok = false;
 }
 
 /* ---------------------------------------------------------------- endings */

@@ -112,6 +112,7 @@ enum el_state { E_IDLE, E_CAMPAIGN, E_WAIT, E_LEADER };
  * that would not. Zero (the default): no effect. Not for production use. */
 typedef struct elector__check_knobs {
     bool off;          /* no serializable check: every check is linearizable */
+    bool no_own_watch; /* a waiting candidate does not watch its own key */
     int64_t rev_shift; /* added to R, the DELETE event's revision */
     /* Called just before / after the serializable Txn is handed to the client. */
     void (*before_send)(elector_etcd *etcd, void *ud);
@@ -191,6 +192,13 @@ struct elector_election {
      * confirmed by etcd; watch_asked_ns: when it was asked for (deadline clock). */
     bool watch_ok;
     int64_t watch_asked_ns;
+    /* While waiting, a second watch on our own key: its deletion (etcdctl del,
+     * a revoke) ends the wait at once, not when the predecessor goes. Once we
+     * lead it becomes `watch` (no new watch asked for). */
+    elector_watch *own_watch;
+    int64_t own_from;
+    bool own_ok;
+    int64_t own_asked_ns;
     /* Holds: in-flight operations and callbacks running; closed: the owner let
      * go (elector_election_free), memory stays until the last hold goes. */
     elector__life life;

@@ -66,6 +66,78 @@ static bool event_consistent(const elector_election *el,
            kv->mod_revision >= el->watch_from && r->header->revision >= kv->mod_revision;
 }
 
+/* Ends the predecessor's watch (or a leader's on its key); not the waiting
+ * candidate's watch on its own key. */
+static void stop_pred_watch(elector_election *el)
+{
+    if (el->watch) elector_watch_cancel(el->watch);
+    el->watch = NULL;
+    el->watch_ok = false;
+}
+
+static bool is_our_key(const elector_election *el, const Mvccpb__KeyValue *kv)
+{
+    return kv && kv->key.len == el->klen &&
+           (!el->klen || !memcmp(kv->key.data, el->key, el->klen));
+}
+
+/* The waiting candidate's watch on its own key: created once etcd showed the
+ * key (the check at hrev), kept while the predecessors change. */
+static void own_watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r,
+                         void *ud);
+static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r,
+                     void *ud);
+
+static void watch_own_key(elector_election *el, int64_t hrev)
+{
+    if (el->own_watch || elector__check_test.no_own_watch) return;
+    Etcdserverpb__WatchCreateRequest wc = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+    Etcdserverpb__WatchCreateRequest__FilterType f =
+        ETCDSERVERPB__WATCH_CREATE_REQUEST__FILTER_TYPE__NOPUT;
+    wc.key.data = el->key;
+    wc.key.len = el->klen;
+    wc.start_revision = hrev + 1;
+    wc.n_filters = 1;
+    wc.filters = &f;
+    el->own_from = hrev + 1;
+    el->own_ok = false;
+    el->own_asked_ns = elector_now_ns();
+    /* Without it (out of memory) the wait goes on as before: the check after
+     * the predecessor's deletion still finds our key gone. */
+    el->own_watch = elector_etcd_watch(el->etcd, &wc, own_watch_cb, el);
+}
+
+static void own_watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r,
+                         void *ud)
+{
+    elector_election *el = ud;
+    if (w == el->watch) {
+        /* It became the leader's watch on our key (become_leader). */
+        watch_cb(w, err, r, ud);
+        return;
+    }
+    if (err) {
+        /* Dropped; the next check makes it again. A broken connection or a
+         * compaction breaks the predecessor's watch too (the same start
+         * revision), which checks again; and the check after the
+         * predecessor's deletion finds our key gone in any case. */
+        elector_watch_cancel(w);
+        el->own_watch = NULL;
+        el->own_ok = false;
+        return;
+    }
+    if (r->created) el->own_ok = true;
+    for (size_t i = 0; i < r->n_events; i++) {
+        if (r->events[i]->type != MVCCPB__EVENT__EVENT_TYPE__DELETE) continue;
+        if (!is_our_key(el, r->events[i]->kv)) continue;
+        char detail[64 + 256];
+        snprintf(detail, sizeof(detail), "our key %.*s was deleted while waiting",
+                 (int)el->klen, el->key);
+        elector__fail(el, ELECTOR_ESESSION, detail);
+        return;
+    }
+}
+
 static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r,
                      void *ud)
 {
@@ -73,7 +145,7 @@ static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchRespons
     elector_election *el = ud;
     if (err) {
         /* A broken or compacted watch never counts as a win: check again. */
-        elector__stop_watch(el);
+        stop_pred_watch(el);
         enum elector__watch_next next = elector__watch_next(err);
         if (next == ELECTOR__WATCH_RETRY)
             elector__schedule_retry(el);
@@ -101,7 +173,7 @@ static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchRespons
             ev.cluster = r->header->cluster_id;
             ev.conn = elector__conn_serial(el->etcd);
         }
-        elector__stop_watch(el);
+        stop_pred_watch(el);
         if (el->state == E_LEADER) {
             char detail[64 + 256];
             snprintf(detail, sizeof(detail), "our key %.*s was deleted", (int)el->klen,
@@ -134,7 +206,7 @@ static void watch_key(elector_election *el, const uint8_t *key, size_t klen, int
     wc.start_revision = from;
     wc.n_filters = 1;
     wc.filters = &f;
-    elector__stop_watch(el);
+    stop_pred_watch(el);
     el->watch_from = from;
     el->watch_asked_ns = elector_now_ns();
     el->watch = elector_etcd_watch(el->etcd, &wc, watch_cb, el);
@@ -166,7 +238,20 @@ static void become_leader(elector_election *el, int64_t header_rev)
     el->retries = 0;
     el->outcome = 1;
     if (!elector__emit(el, ELECTOR_EV_ELECTED, 0, NULL, 0)) return;
-    if (el->state == E_LEADER) watch_key(el, el->key, el->klen, header_rev + 1);
+    if (el->state != E_LEADER) return;
+    if (el->own_watch) {
+        /* The watch on our key we kept while waiting is the leader's now: no
+         * new watch to ask for, and it is likely confirmed already. */
+        stop_pred_watch(el);
+        el->watch = el->own_watch;
+        el->watch_ok = el->own_ok;
+        el->watch_from = el->own_from;
+        el->watch_asked_ns = el->own_asked_ns;
+        el->own_watch = NULL;
+        el->own_ok = false;
+        return;
+    }
+    watch_key(el, el->key, el->klen, header_rev + 1);
 }
 
 /* The check was refused for good (EPERM, EAUTH, EPROTO). Our key exists (the
@@ -236,7 +321,9 @@ static void wait_behind(elector_election *el, const Mvccpb__KeyValue *kv, int64_
     if (pred && !elector__emit(el, ELECTOR_EV_WAITING, *blocked ? ELECTOR_EBLOCKED : 0,
                                blocked, 0))
         return;
-    if (el->state == E_WAIT) watch_key(el, kv->key.data, kv->key.len, hrev + 1);
+    if (el->state != E_WAIT) return;
+    watch_key(el, kv->key.data, kv->key.len, hrev + 1); /* first: the one that wakes us */
+    watch_own_key(el, hrev);
 }
 
 static void check_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
