@@ -130,6 +130,7 @@ static const char GENERAL[] =
     "  elector lock backup -- ./backup.sh\n"
     "  elector run my-service --health-cmd 'curl -fs localhost:8080/ok' -- ./server\n"
     "  elector switchover my-service --to node-2\n"
+    "  elector timing --ttl 5s --drift 1%\n"
     "\n"
     "More in elector(1).\n";
 
