@@ -33,7 +33,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -330,11 +332,26 @@ static int reap_strays(bool kill_them)
     return alive;
 }
 
-/* Reaps pid (waiting up to timeout_ms, then SIGKILL). Returns the wait status. */
+/* Reaps pid (waiting up to timeout_ms, then SIGKILL). Returns the wait status.
+ * It waits on a pidfd, which turns readable the moment pid exits (when its
+ * release helper's does too): the "death" line the caller writes next dates
+ * the end of its term. Polling waitpid every 2 ms dated it up to a few ms
+ * late, after a successor the helper let in had already begun: a false
+ * overlap of microseconds (kill-release, CI run of 2026-11-29). */
 static int reap(pid_t pid, int timeout_ms)
 {
     int st = 0;
     int64_t end = fr_now() + (int64_t)timeout_ms * 1000000;
+    int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pfd >= 0) {
+        struct pollfd p = {.fd = pfd, .events = POLLIN};
+        for (;;) {
+            int64_t left = (end - fr_now()) / 1000000;
+            int r = poll(&p, 1, left > 0 ? (int)left : 0);
+            if (r >= 0 || errno != EINTR) break;
+        }
+        close(pfd);
+    }
     for (;;) {
         pid_t r = waitpid(pid, &st, WNOHANG);
         if (r == pid || (r < 0 && errno == ECHILD)) break;

@@ -63,7 +63,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc = tool_parse_args_env(argc, argv, fake_env, &o, err, sizeof(err));
     if (rc != 0 && rc != EXIT_USAGE) abort();
     if (rc == EXIT_USAGE && !err[0]) abort(); /* usage errors carry a message */
-    if (rc == 0 && !o.help && !o.version && o.cmd != CMD_HELP && o.cmd != CMD_VERSION) {
+    if (rc == 0 && o.cmd == CMD_TIMING && !o.help && !o.version) {
+        /* timing: no NAME; its settings in range (-1: run's --grace default). */
+        if (o.name || o.argv || o.grace_ms < -1 || o.rtt_ms < 0) abort();
+        if (o.margin_ms < 0 || o.election_timeout_ms <= 0) abort();
+        if (!(o.drift >= 0 && o.drift < 1)) abort();
+    } else if (rc == 0 && !o.help && !o.version && o.cmd != CMD_HELP &&
+               o.cmd != CMD_VERSION) {
         if (o.cmd == CMD_NONE || !o.name || !*o.name) abort();
         if (o.cmd == CMD_RUN && (!o.argv || !o.argv[0])) abort();
         if (o.cmd == CMD_LOCK && o.argv && !o.argv[0]) abort();

@@ -190,6 +190,24 @@ wait_line() {
     return 1
 }
 
+# SIGKILLs the leader PID; the successor's FILE must show TEXT within 3 s
+# (its release helper, found beside the prefix's libelector.so, revoked the
+# lease; more is the TTL's share: no helper ran). Prints the time. NAME: the case.
+kill_and_time() { # NAME PID FILE TEXT
+    local t0 t1
+    t0=$(date +%s%N)
+    kill -KILL "$2"
+    wait "$2" 2>/dev/null || true
+    for _ in $(seq 3000); do
+        grep -qF "$4" "$3" && break
+        sleep 0.001
+    done
+    t1=$(date +%s%N)
+    grep -qF "$4" "$3" || fail "$1: the next candidate never led after the leader's SIGKILL"
+    echo "   SIGKILL of the leader -> the next leads: $(((t1 - t0) / 1000000)) ms (release helper beside libelector.so)"
+    [ $(((t1 - t0) / 1000000)) -lt 3000 ] || fail "$1: the handover after SIGKILL waited for the TTL: no release helper found"
+}
+
 # The C++ example: instance a leads, b follows; Ctrl-C on a resigns (exit 0)
 # and b leads.
 run_myapp() { # NAME BINARY
@@ -212,18 +230,7 @@ run_myapp() { # NAME BINARY
     local pc=$!
     APP_PIDS+=("$pc")
     wait_line "$T/$1-c.out" "[c] leader is b" || fail "$1: myapp c does not see b lead"
-    local t0 t1
-    t0=$(date +%s%N)
-    kill -KILL "$pb"
-    wait "$pb" 2>/dev/null || true
-    for _ in $(seq 3000); do
-        grep -qF "[c] I am the leader now" "$T/$1-c.out" && break
-        sleep 0.001
-    done
-    t1=$(date +%s%N)
-    grep -qF "[c] I am the leader now" "$T/$1-c.out" || fail "$1: myapp c never led after b's SIGKILL"
-    echo "   SIGKILL of the leader -> the next leads: $(((t1 - t0) / 1000000)) ms (release helper beside libelector.so)"
-    [ $(((t1 - t0) / 1000000)) -lt 3000 ] || fail "$1: the handover after SIGKILL waited for the TTL: no release helper found"
+    kill_and_time "$1" "$pb" "$T/$1-c.out" "[c] I am the leader now"
     kill -INT "$pc"
     wait "$pc" || fail "$1: myapp c exited with status $? after Ctrl-C"
     grep -h -e 'I am the leader' -e resigned "$T/$1-a.out" "$T/$1-b.out" "$T/$1-c.out" | sed 's/^/   /'
@@ -252,7 +259,7 @@ run_myapp pkg-config "$T/myapp-pc"
 # for release_on_exit): a leads, b waits; SIGKILL of a -> b leads through a's
 # release helper, found beside the prefix's libelector.so.
 run_kill_handover() { # NAME BINARY ELECTED-TEXT
-    local name=install-check-$1 t0 t1 n
+    local name=install-check-$1 n
     echo "-- $1: a leads, b waits; SIGKILL of a"
     "$2" a "$EP" "$name" >"$T/$1-a.out" 2>&1 &
     local pa=$!
@@ -267,17 +274,7 @@ run_kill_handover() { # NAME BINARY ELECTED-TEXT
         sleep 0.05
     done
     [ "$n" -ge 2 ] || fail "$1: b's key never appeared"
-    t0=$(date +%s%N)
-    kill -KILL "$pa"
-    wait "$pa" 2>/dev/null || true
-    for _ in $(seq 3000); do
-        grep -qF "$3" "$T/$1-b.out" && break
-        sleep 0.001
-    done
-    t1=$(date +%s%N)
-    grep -qF "$3" "$T/$1-b.out" || fail "$1: b never led after a's SIGKILL"
-    echo "   SIGKILL of the leader -> the next leads: $(((t1 - t0) / 1000000)) ms (release helper beside libelector.so)"
-    [ $(((t1 - t0) / 1000000)) -lt 3000 ] || fail "$1: the handover after SIGKILL waited for the TTL: no release helper found"
+    kill_and_time "$1" "$pa" "$T/$1-b.out" "$3"
     kill -INT "$pb"
     wait "$pb" || fail "$1: b exited with status $? after Ctrl-C"
     n=$(etcdctl --endpoints "$EP" get --prefix --keys-only "$name/" | grep -c . || true)

@@ -816,9 +816,9 @@ TEST(every_option_and_variable_is_documented)
 {
     char *man = read_all(ELECTOR_DOCS_DIR "/elector.1");
     char *comp = read_all(ELECTOR_DOCS_DIR "/../tool/options/elector.bash-completion");
-    static const enum tool_cmd cmds[] = {CMD_NONE,      CMD_CAMPAIGN, CMD_OBSERVE,
-                                         CMD_LEADER,    CMD_RUN,      CMD_LOCK,
-                                         CMD_SWITCHOVER};
+    static const enum tool_cmd cmds[] = {CMD_NONE,       CMD_CAMPAIGN, CMD_OBSERVE,
+                                         CMD_LEADER,     CMD_RUN,      CMD_LOCK,
+                                         CMD_SWITCHOVER, CMD_TIMING};
     const char *name;
     char shrt;
     int env, n = 0;
@@ -869,12 +869,13 @@ TEST(bash_completion_completes_commands_options_and_values)
              "COMPREPLY=(); _elector; echo \"${COMPREPLY[*]}\"; }\n"
              "t elector l; t elector -w js; t elector campaign x --proc; "
              "t elector --log-format j; t elector run x --res; t elector help ob; "
-             "t elector lock L --gr\n",
+             "t elector lock L --gr; t elector ti; t elector timing --dr; "
+             "t elector help tim\n",
              ELECTOR_DOCS_DIR);
     char *out = NULL;
     ASSERT_EQ(0, tl_run(&out, (const char *[]){"bash", "-c", script, NULL}));
     ASSERT_STREQ("leader lock\njson\n--proclaim-stdin\njson\n--restart\nobserve\n--grace "
-                 "--grace-on-loss\n",
+                 "--grace-on-loss\ntiming\n--drift\ntiming\n",
                  out);
     free(out);
 }

@@ -61,15 +61,16 @@ TEST(arguments_help_and_version_do_not_take)
     BAD("unexpected argument 'x' (see elector --help)", "version", "x");
     BAD("unexpected argument 'x' (see elector --help)", "observe", "N", "x");
     BAD("unexpected argument 'c' (see elector --help)", "campaign", "N", "V", "c");
+    BAD("unexpected argument 'N' (see elector --help)", "timing", "N"); /* no NAME */
     BAD("unknown command 'elect' (commands: campaign, observe, leader, run, lock, "
-        "switchover, help, version)",
+        "switchover, timing, help, version)",
         "elect", "N");
     /* After `--` too: the command and NAME are positionals like any other. */
     BAD("unknown command 'x' (commands: campaign, observe, leader, run, lock, "
-        "switchover, help, version)",
+        "switchover, timing, help, version)",
         "--", "x");
     BAD("no command given (commands: campaign, observe, leader, run, lock, switchover, "
-        "help, version; see elector --help)",
+        "timing, help, version; see elector --help)",
         "--ttl", "3");
 }
 
@@ -181,6 +182,72 @@ TEST(options_for_other_commands_are_refused)
     ASSERT(o.no_release);
     ASSERT_OK(parse(&o, err, ARGS("-w", "json", "lock", "L", "--events-fd", "7", "x")));
     ASSERT_EQ(7, o.events_fd);
+}
+
+/* timing takes no NAME and no etcd; its own options are refused elsewhere, and
+ * run's --grace, --grace-on-loss and --release-on-exit are its settings too. */
+TEST(timing_options_are_for_timing_only)
+{
+    static const char *const own[][2] = {{"--margin", "1s"},
+                                         {"--rtt", "1ms"},
+                                         {"--election-timeout", "1s"},
+                                         {"--drift", "1%"}};
+    for (size_t i = 0; i < 4; i++) {
+        BAD("--margin, --rtt, --election-timeout and --drift are only for `elector "
+            "timing`",
+            "campaign", "N", own[i][0], own[i][1]);
+        BAD("--margin, --rtt, --election-timeout and --drift are only for `elector "
+            "timing`",
+            "run", "N", own[i][0], own[i][1], "--", "x");
+    }
+    tool_opts o;
+    char err[300];
+    ASSERT_OK(parse(&o, err, ARGS("timing")));
+    ASSERT_EQ(CMD_TIMING, o.cmd);
+    ASSERT_NULL(o.name);
+    ASSERT_EQ(-1, o.grace_ms); /* run's default, min(2s, TTL/4) */
+    ASSERT_EQ(0, o.margin_ms); /* the library's */
+    ASSERT_EQ(5, o.rtt_ms);
+    ASSERT_EQ(1000, o.election_timeout_ms);
+    ASSERT(o.drift == 0);
+    ASSERT(!o.no_release);
+    ASSERT_OK(parse(&o, err,
+                    ARGS("timing", "--ttl", "4s", "--grace", "500ms", "--grace-on-loss",
+                         "--release-on-exit=false", "--margin", "700ms", "--rtt", "0",
+                         "--election-timeout", "2500ms", "--drift", "0.25%")));
+    ASSERT_EQ(4, o.ttl_s);
+    ASSERT_EQ(500, o.grace_ms);
+    ASSERT(o.grace_on_loss && o.no_release);
+    ASSERT_EQ(700, o.margin_ms);
+    ASSERT_EQ(0, o.rtt_ms);
+    ASSERT_EQ(2500, o.election_timeout_ms);
+    ASSERT(o.drift > 0.00249 && o.drift < 0.00251);
+    ASSERT_OK(parse(&o, err, ARGS("timing", "--drift", ".01")));
+    ASSERT(o.drift > 0.0099 && o.drift < 0.0101);
+    ASSERT_OK(parse(&o, err, ARGS("timing", "--drift", "0")));
+    ASSERT_OK(parse(&o, err, ARGS("timing", "--help")));
+    ASSERT_EQ(CMD_TIMING, o.help_cmd);
+    static const char *const bad_drift[] = {"2",   "100%", "-1%", "1e-3", "0x1",
+                                            "inf", "%",    "",    "1%%",  "0.5 %"};
+    for (size_t i = 0; i < sizeof(bad_drift) / sizeof(bad_drift[0]); i++) {
+        char want[200];
+        snprintf(want, sizeof(want),
+                 "--drift: '%s' is not a fraction below 1 or a percentage below 100%% "
+                 "(e.g. 0.005 or 0.5%%)",
+                 bad_drift[i]);
+        BAD(want, "timing", "--drift", bad_drift[i]);
+    }
+    BAD("--margin: invalid duration '0' (use e.g. 500ms, 10s, 1m30s, 1.5h)", "timing",
+        "--margin", "0");
+    BAD("unexpected argument 'N' (see elector --help)", "timing", "N");
+    BAD("--http is for campaign, run, lock and observe", "timing", "--http", ":0");
+    BAD("--restart, --grace, --grace-on-loss and --pid-namespace are only for `elector "
+        "run` and `elector lock NAME CMD`",
+        "timing", "--restart");
+    BAD("--value is only for campaign and run (a lock's value is empty, as etcdctl's)",
+        "timing", "--value", "v");
+    BAD("--timeout is for campaign, run, lock (how long to wait) and switchover",
+        "timing", "--timeout", "1s");
 }
 
 TEST(every_health_option_needs_the_command)

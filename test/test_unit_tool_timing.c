@@ -128,3 +128,134 @@ TEST(grace_on_loss_names_its_overlap)
     ASSERT(!strstr(text, "the release helper revokes"));
     free(text);
 }
+
+/* ---------------------------------------------------------------- the command */
+
+/* `elector timing ARGS...`: the exit status, stdout in *out, stderr in *err. */
+static int timing(char **out, char **err, const char *const *args)
+{
+    const char *argv[24] = {ELECTOR_BIN, "timing"};
+    int n = 2;
+    for (int i = 0; args[i] && n < 23; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    tl_run_opts ro = {.err = err};
+    return tl_run_ex(out, argv, &ro);
+}
+
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+TEST(command_prints_the_report_for_the_defaults)
+{
+    char *out = NULL, *err = NULL;
+    ASSERT_EQ(0, timing(&out, &err, (const char *const[]){NULL}));
+    tl_log("%s", out);
+    ASSERT_STREQ("", err);
+    ASSERT_CONTAINS(out, "settings: --ttl 10.00s, margin 1.00s, renewals every 3.33s; "
+                         "--grace 2.00s\n");
+    ASSERT_CONTAINS(out, "assumed:  etcd round trip 5ms, etcd election timeout 1.00s, "
+                         "clock drift 0%\n");
+    ASSERT_CONTAINS(out, "about 15ms (the release helper revokes the lease)");
+    ASSERT_CONTAINS(out, "freeze (SIGSTOP, VM paused)          10.51s");
+    ASSERT_CONTAINS(out, "any of these with a new etcd leader  13.51s");
+    ASSERT_CONTAINS(out, "has killed its command, 1.00s before etcd can expire");
+    ASSERT_CONTAINS(out, "clock drift tolerated                10.00% slow");
+    ASSERT_CONTAINS(out, "leadership kept                      5.41s\n");
+    ASSERT_CONTAINS(out, "run's command not stopped            3.41s");
+    ASSERT(!strstr(out, "--grace-on-loss"));
+    free(out);
+    free(err);
+}
+
+TEST(command_takes_the_settings_of_run_and_its_own)
+{
+    char *out = NULL, *err = NULL;
+    ASSERT_EQ(0, timing(&out, &err,
+                        ARGS("--ttl", "5s", "--grace", "1s", "--grace-on-loss",
+                             "--release-on-exit=false", "--margin", "600ms", "--rtt",
+                             "20ms", "--election-timeout", "2s", "--drift", "1%")));
+    tl_log("%s", out);
+    ASSERT_STREQ("", err);
+    ASSERT_CONTAINS(out, "settings: --ttl 5.00s, margin 600ms, renewals every 1.67s; "
+                         "--grace 1.00s\n");
+    ASSERT_CONTAINS(out, "etcd round trip 20ms, etcd election timeout 2.00s, clock "
+                         "drift 1%\n");
+    ASSERT(!strstr(out, "the release helper revokes"));
+    ASSERT_CONTAINS(out, "crash without the release helper     5.54s");
+    ASSERT_CONTAINS(out, "any of these with a new etcd leader  11.54s");
+    ASSERT_CONTAINS(out, "clock drift tolerated                12.00% slow");
+    ASSERT_CONTAINS(out, "running up to 1.00s while another may lead");
+    free(out);
+    free(err);
+    /* --drift as a fraction is the same as the percentage. */
+    char *out2 = NULL;
+    ASSERT_EQ(0, timing(&out, &err, ARGS("--drift", "0.005")));
+    ASSERT_EQ(0, timing(&out2, NULL, ARGS("--drift=0.5%")));
+    ASSERT_CONTAINS(out, "clock drift 0.5%\n");
+    ASSERT_STREQ(out, out2);
+    free(out);
+    free(out2);
+    free(err);
+}
+
+/* Each refusal: exit 2, nothing on stdout, the sentence on stderr. */
+TEST(command_refuses_each_setting_with_its_sentence)
+{
+    static const struct {
+        const char *args[6];
+        const char *says;
+    } cases[] = {
+        {{"--drift", "11%"},
+         "elector: timing: a clock 11.00% slow moves the leader's deadline past the "
+         "earliest expiry of its lease: the guard could not stop the command before "
+         "another may lead. The margin (1000ms of a 10s TTL) covers up to 10.00%: use a "
+         "larger --margin\n"},
+        {{"--ttl", "3s", "--grace", "1700ms"},
+         "elector: timing: --grace 1700ms: the guard would send SIGTERM to the command "
+         "between two renewals that succeed (the deadline is 2700ms after a renewal, the "
+         "next one is answered 1005ms after it): use --grace below 1695ms or a longer "
+         "--ttl\n"},
+        {{"--ttl", "3s", "--margin", "2s"},
+         "elector: timing: the belief (TTL - margin = 1000ms) would end before the next "
+         "renewal (every TTL/3 = 1000ms) is answered: use a smaller --margin\n"},
+        {{"--ttl", "3s", "--margin", "3s"},
+         "elector: timing: a margin of 3000ms leaves nothing of a 3s TTL\n"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *out = NULL, *err = NULL;
+        ASSERT_EQ(2, timing(&out, &err, cases[i].args));
+        tl_log("%s", err);
+        ASSERT_STREQ("", out);
+        ASSERT_STREQ(cases[i].says, err);
+        free(out);
+        free(err);
+    }
+}
+
+/* Bad usage is the parser's: a log line, exit 2; no etcd is ever asked. */
+TEST(command_usage_errors_and_help)
+{
+    char *out = NULL, *err = NULL;
+    ASSERT_EQ(2, timing(&out, &err, ARGS("my-service")));
+    ASSERT_CONTAINS(err, "unexpected argument 'my-service' (see elector --help)");
+    free(out);
+    free(err);
+    ASSERT_EQ(2, timing(&out, &err, ARGS("--drift", "2")));
+    ASSERT_CONTAINS(err, "--drift: '2' is not a fraction below 1 or a percentage below "
+                         "100% (e.g. 0.005 or 0.5%)");
+    free(out);
+    free(err);
+    ASSERT_EQ(2, timing(&out, &err, ARGS("--restart")));
+    ASSERT_CONTAINS(err, "only for `elector run`");
+    free(out);
+    free(err);
+    ASSERT_EQ(0, timing(&out, &err, ARGS("--help")));
+    ASSERT_CONTAINS(out, "Usage: elector timing [--ttl D]");
+    free(out);
+    free(err);
+    /* Unreachable endpoints change nothing: timing never connects. */
+    ASSERT_EQ(0, timing(&out, &err, ARGS("--endpoints", "127.0.0.1:1", "--ttl", "4s")));
+    ASSERT_CONTAINS(out, "settings: --ttl 4.00s");
+    free(out);
+    free(err);
+}

@@ -7,6 +7,7 @@
  *   elector run NAME -- CMD [ARGS]    run CMD only while leader
  *   elector lock NAME [-- CMD ARGS]   etcdctl lock: hold a lock, or run CMD under it
  *   elector switchover NAME --to V    make the candidate with value V the leader
+ *   elector timing [--ttl D ...]      the failover and outage times of the settings
  *
  * This file: setup (options, credentials, the client), the event loop, signals,
  * the HTTP view, cleanup. The rest is described in app.h. */
@@ -23,6 +24,7 @@
 #include "app/app.h"
 #include "ops/http.h"
 #include "options/help.h"
+#include "timing/command.h"
 
 /* ---------------------------------------------------------------- loop */
 
@@ -350,6 +352,7 @@ int main(int argc, char **argv)
         printf("elector %s\n", elector_version()); /* the library's */
         return EXIT_OK;
     }
+    if (o.cmd == CMD_TIMING) return tool_timing_main(&o, stdout, stderr); /* no etcd */
     tool_log_setup(o.log, o.log_format);
     /* A malformed --http address is bad usage, found before anything starts (a
      * port that cannot be had is found later: exit 1). */

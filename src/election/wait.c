@@ -88,23 +88,30 @@ static void own_watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchRes
 static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r,
                      void *ud);
 
-static void watch_own_key(elector_election *el, int64_t hrev)
+/* A watch for the deletion of `key` from revision `from` (NOPUT). */
+static elector_watch *watch_deletes(elector_election *el, const uint8_t *key, size_t klen,
+                                    int64_t from, elector_watch_cb cb)
 {
-    if (el->own_watch || elector__check_test.no_own_watch) return;
     Etcdserverpb__WatchCreateRequest wc = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
     Etcdserverpb__WatchCreateRequest__FilterType f =
         ETCDSERVERPB__WATCH_CREATE_REQUEST__FILTER_TYPE__NOPUT;
-    wc.key.data = el->key;
-    wc.key.len = el->klen;
-    wc.start_revision = hrev + 1;
+    wc.key.data = (uint8_t *)key;
+    wc.key.len = klen;
+    wc.start_revision = from;
     wc.n_filters = 1;
     wc.filters = &f;
+    return elector_etcd_watch(el->etcd, &wc, cb, el);
+}
+
+static void watch_own_key(elector_election *el, int64_t hrev)
+{
+    if (el->own_watch || elector__check_test.no_own_watch) return;
     el->own_from = hrev + 1;
     el->own_ok = false;
     el->own_asked_ns = elector_now_ns();
     /* Without it (out of memory) the wait goes on as before: the check after
      * the predecessor's deletion still finds our key gone. */
-    el->own_watch = elector_etcd_watch(el->etcd, &wc, own_watch_cb, el);
+    el->own_watch = watch_deletes(el, el->key, el->klen, hrev + 1, own_watch_cb);
 }
 
 static void own_watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r,
@@ -198,18 +205,10 @@ static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchRespons
 /* Watches `key` for its deletion from revision `from`. */
 static void watch_key(elector_election *el, const uint8_t *key, size_t klen, int64_t from)
 {
-    Etcdserverpb__WatchCreateRequest wc = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
-    Etcdserverpb__WatchCreateRequest__FilterType f =
-        ETCDSERVERPB__WATCH_CREATE_REQUEST__FILTER_TYPE__NOPUT;
-    wc.key.data = (uint8_t *)key;
-    wc.key.len = klen;
-    wc.start_revision = from;
-    wc.n_filters = 1;
-    wc.filters = &f;
     stop_pred_watch(el);
     el->watch_from = from;
     el->watch_asked_ns = elector_now_ns();
-    el->watch = elector_etcd_watch(el->etcd, &wc, watch_cb, el);
+    el->watch = watch_deletes(el, key, klen, from, watch_cb);
     if (!el->watch) elector__schedule_retry(el);
 }
 

@@ -17,6 +17,7 @@ static int check_command(tool_opts *o, char *err, size_t cap)
         return 1;
     }
     if (o->version) return 1;
+    if (o->cmd == CMD_TIMING) return 0; /* no NAME */
     if (o->cmd == CMD_NONE)
         return tool_usage_err(
             err, cap, "no command given (commands: " CMD_LIST "; see elector --help)");
@@ -57,13 +58,22 @@ static int check_given(tool_opts *o, const bool *given, bool supervised, char *e
     if (given[O_DISCOVERY_SRV_NAME] && !o->discovery_srv)
         return tool_usage_err(err, cap,
                               "--discovery-srv-name needs --discovery-srv DOMAIN");
-    if ((given[O_RESTART] || given[O_GRACE] || given[O_PIDNS] || given[O_GRACE_LOSS]) &&
+    bool timing = o->cmd == CMD_TIMING;
+    if ((given[O_MARGIN] || given[O_RTT] || given[O_ELECTION_TIMEOUT] ||
+         given[O_DRIFT]) &&
+        !timing)
+        return tool_usage_err(err, cap,
+                              "--margin, --rtt, --election-timeout and --drift are only "
+                              "for `elector timing`");
+    /* timing: --grace, --grace-on-loss and --release-on-exit are its settings. */
+    if ((given[O_RESTART] || given[O_PIDNS] ||
+         ((given[O_GRACE] || given[O_GRACE_LOSS]) && !timing)) &&
         !supervised)
         return tool_usage_err(
             err, cap,
             "--restart, --grace, --grace-on-loss and --pid-namespace are "
             "only for `elector run` and `elector lock NAME CMD`");
-    if (given[O_RELEASE] &&
+    if (given[O_RELEASE] && !timing &&
         (supervised || (o->cmd != CMD_CAMPAIGN && o->cmd != CMD_LOCK)))
         return tool_usage_err(
             err, cap,
@@ -73,7 +83,7 @@ static int check_given(tool_opts *o, const bool *given, bool supervised, char *e
         return tool_usage_err(err, cap,
                               "--events-fd is for `elector -w json run` (or lock with "
                               "a command)");
-    if (given[O_HTTP] && (o->cmd == CMD_LEADER || o->cmd == CMD_SWITCHOVER))
+    if (given[O_HTTP] && (o->cmd == CMD_LEADER || o->cmd == CMD_SWITCHOVER || timing))
         return tool_usage_err(err, cap, "--http is for campaign, run, lock and observe");
     return 0;
 }

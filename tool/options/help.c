@@ -52,6 +52,8 @@ static const char GENERAL[] =
     "                           hold it until interrupted, or run CMD while holding it.\n"
     "  switchover NAME --to V   Make the elector candidate whose value is V the leader\n"
     "                           (rolling upgrades); exit 0 once it leads.\n"
+    "  timing [--ttl D ...]     Print the worst-case failover, the clock drift and the\n"
+    "                           etcd outage that the settings tolerate (no etcd).\n"
     "  help [COMMAND]           This help, or a command's (also: COMMAND --help).\n"
     "  version                  Print the version.\n"
     "\n"
@@ -128,6 +130,7 @@ static const char GENERAL[] =
     "  elector lock backup -- ./backup.sh\n"
     "  elector run my-service --health-cmd 'curl -fs localhost:8080/ok' -- ./server\n"
     "  elector switchover my-service --to node-2\n"
+    "  elector timing --ttl 5s --drift 1%\n"
     "\n"
     "More in elector(1).\n";
 
@@ -275,11 +278,39 @@ static const char SWITCHOVER[] =
     "denied permission: the message names the grants).\n"
     "Global options: elector --help.\n";
 
+static const char TIMING[] =
+    "Usage: elector timing [--ttl D] [--grace D] [--grace-on-loss]\n"
+    "                      [--release-on-exit=false] [--margin D] [--rtt D]\n"
+    "                      [--election-timeout D] [--drift PCT]\n"
+    "\n"
+    "Print the timing budget of these settings, without etcd: the worst-case failover\n"
+    "after a crash, a freeze and a partition (also with a new etcd Raft leader), how\n"
+    "long before etcd can expire the lease the old leader stops believing it leads\n"
+    "(and run's guard has stopped its command), the clock drift that keeps this so,\n"
+    "and how long an etcd outage leaves leadership and run's command untouched.\n"
+    "Settings under which the guard could not stop the command before the lease can\n"
+    "expire (a drift beyond the margin), or would stop it between two renewals that\n"
+    "succeed (a --grace or --margin too large), are refused: the reason on stderr,\n"
+    "exit 2. docs/OPERATIONS.md \"Timing budget\" explains every line.\n"
+    "\n"
+    "Options:\n"
+    "  --ttl DURATION      session lease TTL, whole seconds (default 10s)\n"
+    "  --grace DURATION    run's --grace (default min(2s, TTL/4))\n"
+    "  --grace-on-loss     run's --grace-on-loss: say how long it may overlap\n"
+    "  --release-on-exit=false\n"
+    "                      no release helper: a crash fails over at the lease's expiry\n"
+    "  --margin DURATION   the library's safety margin (default max(TTL/10, 200ms))\n"
+    "  --rtt DURATION      a round trip to etcd (default 5ms)\n"
+    "  --election-timeout DURATION  etcd's --election-timeout (default 1s)\n"
+    "  --drift PCT         how much slower the leader's clock may run: 0.5% or 0.005\n"
+    "                      (default 0)\n"
+    "Exit status: 0 the report on stdout; 2 settings refused (or bad usage).\n";
+
 static const char HELP[] =
     "Usage: elector help [COMMAND]\n"
     "\n"
     "Print the help of elector, or of COMMAND (campaign, observe, leader, run, lock,\n"
-    "switchover).\n";
+    "switchover, timing).\n";
 
 static const char VERSION[] = "Usage: elector version\n\nPrint elector's version.\n";
 
@@ -298,6 +329,8 @@ const char *tool_help(enum tool_cmd cmd)
         return LOCK;
     case CMD_SWITCHOVER:
         return SWITCHOVER;
+    case CMD_TIMING:
+        return TIMING;
     case CMD_VERSION:
         return VERSION;
     case CMD_HELP:

@@ -71,7 +71,7 @@ static int positional(tool_opts *o, const char *a, int *npos, char *err, size_t 
         (*npos)++;
         return 0;
     }
-    if (o->cmd == CMD_HELP || o->cmd == CMD_VERSION)
+    if (o->cmd == CMD_HELP || o->cmd == CMD_VERSION || o->cmd == CMD_TIMING)
         return tool_usage_err(err, cap,
                               "unexpected argument '%.100s' (see elector --help)", a);
     if (*npos == 0)
@@ -144,6 +144,8 @@ static void defaults(tool_opts *o)
     o->health_retries = 3;
     o->health_holdoff_ms = 10000;
     o->health_holdoff_max_ms = 300000;
+    o->rtt_ms = 5;
+    o->election_timeout_ms = 1000; /* etcd's --election-timeout */
 }
 
 /* getopt_long's tables from tool_optdefs: shorts holds at least 16 bytes. */
@@ -242,7 +244,9 @@ int tool_parse_args_env(int argc, char **argv, tool_getenv_fn env, tool_opts *o,
         if (tool_opt_apply(o, i, &r.set[i], err, cap)) return EXIT_USAGE;
     }
     int rc = tool_opts_check(o, &r, err, cap);
-    if (o->grace_ms < 0 && !(o->argv && o->argv[0])) o->grace_ms = 0;
+    /* --grace's default: the supervisor's (-1) with a command and for timing. */
+    if (o->grace_ms < 0 && !(o->argv && o->argv[0]) && o->cmd != CMD_TIMING)
+        o->grace_ms = 0;
     return rc;
 }
 

@@ -27,6 +27,7 @@ enum tool_cmd {
     CMD_RUN,
     CMD_LOCK,
     CMD_SWITCHOVER,
+    CMD_TIMING,
     CMD_HELP,
     CMD_VERSION
 };
@@ -117,6 +118,11 @@ typedef struct tool_opts {
                                 unless TLS files are given; false: they use TLS,
                                 and an http:// endpoint is refused */
     bool cmd_after_dashes;   /* run/lock: the command came after `--` */
+    /* timing: --margin (0: the library's), --rtt (default 5 ms),
+     * --election-timeout (default 1 s, etcd's), --drift (a fraction: 0.005 is
+     * 0.5 %; default 0) */
+    int64_t margin_ms, rtt_ms, election_timeout_ms;
+    double drift;
     /* Environment variables that were read, for the debug log: "ETCDCTL_USER ...". */
     char env_used[512];
 } tool_opts;

@@ -80,6 +80,11 @@ const struct optdef tool_optdefs[O_COUNT] = {
     [O_FAILFAST] = {"fail-fast", optional_argument, 0, ENV_ELECTOR, T_BOOL,
                     OFF(fail_fast)},
     [O_LIMIT] = {"limit", required_argument, 'n', ENV_NONE, T_INT, OFF(limit), 1, 64},
+    [O_MARGIN] = {"margin", required_argument, 0, ENV_NONE, T_DUR, OFF(margin_ms)},
+    [O_RTT] = {"rtt", required_argument, 0, ENV_NONE, T_DUR0, OFF(rtt_ms)},
+    [O_ELECTION_TIMEOUT] = {"election-timeout", required_argument, 0, ENV_NONE, T_DUR,
+                            OFF(election_timeout_ms)},
+    [O_DRIFT] = {"drift", required_argument, 0, ENV_NONE, T_RATIO, OFF(drift)},
     [O_HELP] = {"help", no_argument, 'h', ENV_NONE, T_BOOL, OFF(help)},
     [O_VERSION] = {"version", no_argument, 0, ENV_NONE, T_BOOL, OFF(version)},
 };
@@ -266,12 +271,32 @@ static int h_debug(tool_opts *o, const struct optdef *d, void *f, const tool_set
     return 0;
 }
 
+static int h_ratio(tool_opts *o, const struct optdef *d, void *f, const tool_setting *s,
+                   char *err, size_t cap)
+{
+    (void)o, (void)d;
+    const char *v = s->value;
+    /* Digits and a point, then '%' or nothing: no sign, exponent, hex or "inf". */
+    size_t n = strspn(v, "0123456789.");
+    bool pct = v[n] == '%';
+    char *end;
+    double x = n ? strtod(v, &end) / (pct ? 100 : 1) : -1;
+    if (n && end == v + n && !v[n + pct] && x < 1) {
+        *(double *)f = x;
+        return 0;
+    }
+    return tool_usage_err(err, cap,
+                          "%s: '%.100s' is not a fraction below 1 or a percentage "
+                          "below 100%% (e.g. 0.005 or 0.5%%)",
+                          s->from, v);
+}
+
 static const opt_fn handlers[T_COUNT] = {
     [T_STR] = h_str,     [T_SETTING] = h_setting, [T_BOOL] = h_bool,
     [T_NOT] = h_not,     [T_DUR] = h_dur,         [T_DUR0] = h_dur,
     [T_INT] = h_int,     [T_CHOICE] = h_choice,   [T_TTL] = h_ttl,
     [T_VALUE] = h_value, [T_DNS] = h_dns,         [T_SHELL] = h_shell,
-    [T_DEBUG] = h_debug,
+    [T_DEBUG] = h_debug, [T_RATIO] = h_ratio,
 };
 
 int tool_opt_apply(tool_opts *o, int id, const tool_setting *s, char *err, size_t cap)

@@ -57,6 +57,10 @@ enum opt_id {
     O_NOWAIT,
     O_FAILFAST,
     O_LIMIT,
+    O_MARGIN,
+    O_RTT,
+    O_ELECTION_TIMEOUT,
+    O_DRIFT,
     O_HELP,
     O_VERSION,
     O_COUNT
@@ -81,6 +85,7 @@ enum opt_type {
     T_DNS,     /* const char *: a DNS `what` (domain, name); an empty variable is unset */
     T_SHELL,   /* const char *: a shell command, not empty */
     T_DEBUG,   /* --debug: the log level to debug */
+    T_RATIO,   /* double: a fraction below 1 (0.005) or a percentage below 100 (0.5%) */
     T_COUNT
 };
 
@@ -105,7 +110,7 @@ struct raw {
     tool_setting set[O_COUNT];
 };
 
-#define CMD_LIST "campaign, observe, leader, run, lock, switchover, help, version"
+#define CMD_LIST "campaign, observe, leader, run, lock, switchover, timing, help, version"
 
 /* Writes the message to err and returns EXIT_USAGE. */
 int tool_usage_err(char *err, size_t cap, const char *fmt, ...)

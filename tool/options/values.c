@@ -12,10 +12,10 @@
 static const struct {
     const char *name;
     enum tool_cmd cmd;
-} cmds[] = {{"campaign", CMD_CAMPAIGN}, {"observe", CMD_OBSERVE},
-            {"leader", CMD_LEADER},     {"run", CMD_RUN},
-            {"lock", CMD_LOCK},         {"switchover", CMD_SWITCHOVER},
-            {"help", CMD_HELP},         {"version", CMD_VERSION}};
+} cmds[] = {
+    {"campaign", CMD_CAMPAIGN}, {"observe", CMD_OBSERVE}, {"leader", CMD_LEADER},
+    {"run", CMD_RUN},           {"lock", CMD_LOCK},       {"switchover", CMD_SWITCHOVER},
+    {"timing", CMD_TIMING},     {"help", CMD_HELP},       {"version", CMD_VERSION}};
 
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
 
