@@ -6,6 +6,7 @@
  * callback alive until that callback returns. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -253,4 +254,64 @@ TEST(a_session_closed_in_its_own_callback_refuses_calls)
     ASSERT_EQ(1, atomic_load(&closed_done));
     ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&closed_wait_rc));
     elector_etcd_free(e);
+}
+
+/* elector_session_close_sync() whose revoke fails on the way (etcd down: the
+ * connection refused) makes it again until its time is up, both ways: once
+ * etcd is back the lease is gone when close_sync returns 0. */
+struct closer {
+    elector_session *s;
+    int rc;
+    double ms;
+};
+
+static void *close_from_thread(void *arg)
+{
+    struct closer *k = arg;
+    int64_t t0 = elector_now_ns();
+    k->rc = elector_session_close_sync(k->s, 10000);
+    k->ms = (double)(elector_now_ns() - t0) / 1e6;
+    return NULL;
+}
+
+static void close_sync_across_a_restart(bool own_thread)
+{
+    eh_opts o = {.members = 1};
+    eh_cluster *c = eh_start(&o);
+    ASSERT_NOT_NULL(c);
+    elector_etcd *e = client_on(eh_endpoints(c), own_thread);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 60;
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    int64_t lease = elector_session_lease(s);
+    ASSERT(lease > 0);
+    ASSERT_OK(eh_member_kill(c, 0));
+    /* The restart is made from this thread: a member dies with the thread
+     * that started it. */
+    struct closer k = {.s = s};
+    pthread_t th;
+    ASSERT_OK(pthread_create(&th, NULL, close_from_thread, &k));
+    tl_msleep(800);
+    ASSERT_OK(eh_member_restart(c, 0));
+    ASSERT_OK(eh_wait_healthy(c, 0, 10));
+    pthread_join(th, NULL);
+    tl_log("%s: close_sync across a restart: %s after %.0f ms",
+           own_thread ? "own_thread" : "caller's loop", elector_strerror(k.rc), k.ms);
+    ASSERT_OK(k.rc);
+    char hex[32], *out = NULL;
+    snprintf(hex, sizeof(hex), "%llx", (unsigned long long)lease);
+    ASSERT_OK(eh_etcdctl(c, &out, "lease", "timetolive", hex, NULL));
+    ASSERT_NOT_NULL(strstr(out, "already expired"));
+    free(out);
+    elector_etcd_free(e);
+    eh_stop(c);
+}
+
+TEST_WITH_TIMEOUT(close_sync_revokes_again_after_a_failure_both_ways, 120)
+{
+    close_sync_across_a_restart(false);
+    close_sync_across_a_restart(true);
 }

@@ -200,8 +200,9 @@ int elector_session_close_async(elector_session *s, int64_t timeout_ms,
  * failed on the way (EUNAVAILABLE, ...) is made again with
  * elector_etcd_lease_revoke_sync() until timeout_ms: on return the revoke was
  * answered or has failed, never left queued, so the client may be freed next.
- * Not from a callback. own_thread: waits for the revoke sent once (not made
- * again), from any thread; from the session's own callback, not at all (0). */
+ * Not from a callback. own_thread: the same from any thread (the revoke made
+ * again from the calling thread); from the session's own callback, not at all
+ * (0: the close is made once that callback has returned). */
 int elector_session_close_sync(elector_session *s, int64_t timeout_ms);
 
 /** The release helper of a session with release_on_exit. @return its process ID while

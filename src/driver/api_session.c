@@ -3,8 +3,10 @@
  * functions (src/election/); with own_thread, each call is a job on the loop
  * thread (driver.c), the core's events go to the callback thread
  * (driver_cb.c), and the reads come from what the loop thread published. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include "driver_private.h"
 
@@ -93,6 +95,9 @@ struct closing {
     void *ud;
     bool waited, done, abandoned;
     int rc;
+    /* For the waiter: the lease, and the end of its time (ms_now() clock;
+     * timeout_ms <= 0: the client's request timeout, as the core's). */
+    int64_t lease, end_ms;
 };
 
 static void closed_deliver(elector_etcd *e, void *ud)
@@ -129,6 +134,12 @@ static void session_close_job(elector__drv *d, struct job *j)
     struct closing *c = j->b;
     elector_session *cs = s->core;
     s->core = NULL;
+    if (c && c->waited && cs) {
+        elector_etcd_config cfg;
+        elector__etcd_settings(d->etcd, &cfg);
+        c->lease = elector__session_lease(cs);
+        c->end_ms = ms_now() + (j->n1 > 0 ? (int64_t)j->n1 : cfg.request_timeout_ms);
+    }
     /* Counted: the client's end waits for the answer (it would cancel it). */
     j->rc = cs ? elector__session_close_async(cs, (int64_t)j->n1,
                                               c ? session_revoked : NULL, c)
@@ -223,6 +234,87 @@ int elector_session_close_async(elector_session *cs, int64_t timeout_ms,
     return rc;
 }
 
+/* A revoke made again from the closing thread, waited on: as
+ * elector_etcd_lease_revoke_sync() in the caller's loop, a failure a later
+ * attempt may not see (the connection, the cluster's leader, a deadline) is
+ * tried again after a pause, until end_ms. The answer is taken on the loop
+ * thread (so a close_sync made from a callback does not wait for its own
+ * thread); a wait given up at end_ms leaves the record to the answer, which
+ * the client's end gives too (ECANCELED). */
+struct revoke_wait {
+    elector__drv *d;
+    bool done, abandoned;
+    int rc;
+};
+
+static void revoked_again(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)e, (void)m;
+    struct revoke_wait *w = ud;
+    elector__drv *d = w->d;
+    pthread_mutex_lock(&d->mu);
+    w->rc = err == ELECTOR_ELEASE ? 0 : err;
+    w->done = true;
+    bool gone = w->abandoned;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    if (gone) free(w);
+}
+
+static void revoke_again_job(elector__drv *d, struct job *j)
+{
+    Etcdserverpb__LeaseRevokeRequest req = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
+    req.id = (int64_t)j->n1;
+    elector_call_opts opts = {.timeout_ms = (int64_t)j->n2, .require_leader = 1};
+    j->rc = elector_etcd_call(d->etcd, ELECTOR_RPC_LEASE_REVOKE, &req.base, &opts,
+                              revoked_again, j->a);
+}
+
+static bool revoke_retryable(int rc)
+{
+    return rc == ELECTOR_ECONNECT || rc == ELECTOR_EUNAVAILABLE ||
+           rc == ELECTOR_ETIMEDOUT || rc == ELECTOR_ENOLEADER || rc == ELECTOR_ETOKEN ||
+           rc == ELECTOR_EGRPC;
+}
+
+static int revoke_until(elector__drv *d, int64_t lease, int64_t end_ms, int rc)
+{
+    while (lease > 0 && revoke_retryable(rc) && !past(end_ms)) {
+        int64_t pause = end_ms - ms_now();
+        struct timespec ts = {0, (pause < 100 ? pause : 100) * 1000000};
+        while (nanosleep(&ts, &ts) && errno == EINTR) {
+        }
+        int64_t left = end_ms - ms_now();
+        if (left <= 0) break;
+        struct revoke_wait *w = calloc(1, sizeof(*w));
+        if (!w) return ELECTOR_ENOMEM;
+        w->d = d;
+        struct job j = {.fn = revoke_again_job,
+                        .a = w,
+                        .n1 = (size_t)lease,
+                        .n2 = (size_t)(left < 100 ? 100 : left)};
+        rc = elector__drv_enter(d);
+        if (!rc) {
+            rc = elector__drv_run_job(d, &j);
+            elector__drv_leave(d);
+        }
+        if (rc) {
+            free(w); /* not sent: no answer will come */
+            break;
+        }
+        pthread_mutex_lock(&d->mu);
+        while (!w->done && !d->loop_over && !past(end_ms))
+            cv_wait(d, &d->cv, end_ms);
+        rc = w->done ? w->rc : d->loop_over ? ELECTOR_ECLOSED : ELECTOR_ETIMEDOUT;
+        if (w->done)
+            free(w);
+        else
+            w->abandoned = true;
+        pthread_mutex_unlock(&d->mu);
+    }
+    return rc;
+}
+
 int elector_session_close_sync(elector_session *cs, int64_t timeout_ms)
 {
     struct drv_session *s = drv_session_of(cs);
@@ -240,7 +332,7 @@ int elector_session_close_sync(elector_session *cs, int64_t timeout_ms)
         return rc < 0 ? rc : 0;
     }
     pthread_mutex_lock(&d->mu);
-    int64_t end = end_of(timeout_ms);
+    int64_t end = c->end_ms, lease = c->lease;
     while (!c->done && !d->loop_over && !past(end))
         cv_wait(d, &d->cv, end);
     rc = c->done ? c->rc : d->loop_over ? ELECTOR_ECLOSED : ELECTOR_ETIMEDOUT;
@@ -249,6 +341,9 @@ int elector_session_close_sync(elector_session *cs, int64_t timeout_ms)
     else
         c->abandoned = true;
     pthread_mutex_unlock(&d->mu);
+    /* failed on the way, time left: again, as the core's close_sync does */
+    if (rc && rc != ELECTOR_ETIMEDOUT && rc != ELECTOR_ECANCELED && rc != ELECTOR_ECLOSED)
+        rc = revoke_until(d, lease, end, rc);
     return rc;
 }
 
