@@ -1216,7 +1216,11 @@ TEST(an_election_freed_in_its_own_callback_refuses_calls)
     selffree g = {.d = d};
     b = elector_election_new(session_on(d, 5), "to", selffree_cb, &g);
     ASSERT_OK(elector_campaign(b, "b", 1));
-    ASSERT_OK(elector_resign_sync(a, 3000));
+    /* b's ELECTED can come before a's delete is answered (the watch event and
+     * the answer are two streams): then b's callback frees the client under
+     * the wait, which says so (ECLOSED; seen once with the machine busy). */
+    int rs = elector_resign_sync(a, 3000);
+    ASSERT(rs == 0 || rs == ELECTOR_ECLOSED);
     ASSERT(wait_int(&g.done, 1, 10000));
     ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&g.campaign));
     ASSERT_EQ(ELECTOR_ECLOSED, atomic_load(&g.campaign_sync));
