@@ -392,10 +392,10 @@ class ElectorDriver(coordination.CoordinationDriverCachedRunWatchers):
         return self.PREFIX + b"members/" + _quote(group_id) + b"/"
 
     def _kv(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Runs a key operation (Driver.put_start, get_start, delete_start) and
-        waits for its answer on its fd through select: cooperative under
-        eventlet and gevent, interrupted by Ctrl-C; the call ends by the
-        client's request timeout."""
+        """Runs a key operation (the client handle's put_start, get_start,
+        delete_start) and waits for its answer on its fd through select:
+        cooperative under eventlet and gevent, interrupted by Ctrl-C; the call
+        ends by the client's request timeout."""
         if self._client is None:
             raise coordination.ToozConnectionError("not started")
         r = fn(*args, 0)  # 0: the client's request timeout

@@ -158,8 +158,8 @@ typedef struct {
 
 extern PyTypeObject OpType, LeaderOpType, KvOpType;
 
-/* A new op of kind for client c's call, with two references (the object's and
- * the callback's); NULL with a Python error. */
+/* A new op of kind (OP_*) for a call of client etcd, with two references (the
+ * object's and the callback's); NULL with a Python error. */
 OpObject *op_new(int kind, elector_etcd *etcd);
 /* The op when its call was sent (sent), else the code rc as an int (the
  * callback's reference dropped: no callback will come). */
