@@ -10,6 +10,7 @@ NAME-VERSION.dist-info, tagged for the running interpreter.
 """
 
 import base64
+import glob
 import hashlib
 import importlib.util
 import os
@@ -187,7 +188,9 @@ setup(
     cmdclass={} if _have_bdist_wheel() else {"bdist_wheel": bdist_wheel},
     ext_modules=[Extension(
         "elector._elector",
-        sources=["elector/_elector.c"],
+        # one file per type over a shared handle base (elector/_ext/ext.h)
+        sources=sorted(glob.glob("elector/_ext/*.c")),
+        depends=["elector/_ext/ext.h"],
         include_dirs=[f[2:] for f in cflags if f.startswith("-I")],
         library_dirs=[f[2:] for f in libs if f.startswith("-L")],
         libraries=[f[2:] for f in libs if f.startswith("-l")],

@@ -8,7 +8,7 @@
 #   scripts/check-format.sh --fix    format them in place
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SCOPE=(src include tool test fault bench fuzz examples helper)
+SCOPE=(src include tool test fault bench fuzz examples helper python)
 command -v clang-format >/dev/null ||
     { echo "check-format: clang-format not found (scripts/deps.sh installs it)" >&2; exit 1; }
 mapfile -t files < <(find "${SCOPE[@]}" \( -name '*.[ch]' -o -name '*.[ch]pp' \) | sort)

@@ -20,7 +20,7 @@
 #    (ld-linux-x86-64.so.2 --library-path ... --argv0 WRAPPER), so sys.executable
 #    is the wrapper and subprocesses of the tests get the same interpreter; the
 #    programs Python starts (etcd, cmake, ...) use the system's libraries.
-# 3. Builds python/elector/_elector.c with the flags and libraries CMake uses
+# 3. Builds python/elector/_ext/*.c (the extension) with the flags and libraries CMake uses
 #    for build/python (from its flags.make and link.txt) against trixie's
 #    headers into BUILD_DIR/python313/elector/ (with the package's .py files).
 # 4. Runs pytest over test/python with the environment of the ctest case
@@ -165,7 +165,7 @@ cp "$SRC"/python/elector/*.py "$SRC"/python/elector/*.pyi "$SRC"/python/elector/
 cp -r "$BUILD"/python/elector-*.dist-info "$BUILD/python313/" 2>/dev/null || true
 so=$out/_elector.cpython-313-x86_64-linux-gnu.so
 # shellcheck disable=SC2086 # cflags: words from CMake's flags.make
-"${words[0]}" $cflags -shared "${ldflags[@]}" -o "$so.tmp" "$SRC/python/elector/_elector.c" "${libs[@]}" ||
+"${words[0]}" $cflags -shared "${ldflags[@]}" -o "$so.tmp" "$SRC"/python/elector/_ext/*.c "${libs[@]}" ||
     die "building _elector for 3.13 failed"
 mv "$so.tmp" "$so"
 

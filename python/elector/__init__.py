@@ -373,10 +373,11 @@ class Client:
         if not eps:
             raise InvalidArgument("no endpoints")
         try:
-            self._drv = _elector.Driver(
+            self._handle = _elector.Client(
                 eps, user, password, cacert, cert, key,
                 int((_seconds(dial_timeout, "dial_timeout") or 0) * 1000),
-                int((_seconds(request_timeout, "request_timeout") or 0) * 1000))
+                int((_seconds(request_timeout, "request_timeout") or 0) * 1000),
+                own_thread=True)
         except OSError as e:
             if len(e.args) == 2 and isinstance(e.args[0], int):
                 raise _error(e.args[0], what="client") from None
@@ -410,7 +411,7 @@ class Client:
                 t.join()
             os.close(self._stop_r)
             os.close(self._stop_w)
-        self._drv.close()
+        self._handle.close()
 
     def __enter__(self) -> "Client":
         return self
@@ -438,7 +439,7 @@ class Client:
         what = f"leader of {name!r}"
         t = _seconds(timeout)
         ms = -1 if t is None else max(1, int(t * 1000))
-        op = self._drv.leader_start(_name(name), ms)
+        op = self._handle.leader_start(_name(name), ms)
         if isinstance(op, int):
             raise _error(op, what=what)
         deadline = _deadline(timeout)
@@ -473,7 +474,7 @@ class Client:
             self._watched.add(lead)
             if self._dispatcher is None and not self._closed:
                 self._stop_r, self._stop_w = os.pipe()
-                fd = self._drv.add_waiter()
+                fd = self._handle.add_waiter()
                 t = threading.Thread(target=self._dispatch, args=(fd,),
                                      name="elector-callbacks", daemon=True)
                 self._dispatcher = t
@@ -500,7 +501,7 @@ class Client:
                         return
         finally:
             try:
-                self._drv.remove_waiter(fd)
+                self._handle.remove_waiter(fd)
             except Exception:
                 pass
 
@@ -517,7 +518,7 @@ class Session:
         if ttl < 1:
             raise InvalidArgument("ttl must be at least 1 second")
         self.client = client
-        self._s = _elector.Session(client._drv, int(ttl), bool(release_on_exit))
+        self._s = _elector.Session(client._handle, int(ttl), bool(release_on_exit))
         deadline = _deadline(timeout)
         # The grant is not an event of the driver: check it between waits on
         # the session's waiter fd through select (patched by gevent and
@@ -603,17 +604,13 @@ class Session:
             raise
         except (Error, ValueError):  # closed already, or the grant failed
             lease = 0
-        s.close()
         if not lease or t is not None and t <= 0:
+            s.close()
             return not lease
-        drv = self.client._drv
-        ms = -1 if t is None else max(1, int(t * 1000))
-        try:
-            op = drv.revoke_start(lease, ms)
-        except ValueError:  # the client is closed: the driver revoked it
-            return True
+        ms = 0 if t is None else max(1, int(t * 1000))
+        op = s.close_start(ms)  # 0 when the client is closed: it revoked the lease
         if isinstance(op, int):
-            return False
+            return op == 0
         deadline = _deadline(timeout)
         fd = op.fd()
         while op.result() is None:
@@ -903,7 +900,7 @@ class Observer:
 
     def __init__(self, client: Client, name: str) -> None:
         self.name = name
-        self._o: Any = _elector.Observer(client._drv, name)
+        self._o: Any = _elector.Observer(client._handle, name)
 
     def __iter__(self) -> Iterator[Optional[Leader]]:
         return self

@@ -49,10 +49,11 @@ class Client:
         if not eps:
             raise InvalidArgument("no endpoints")
         try:
-            self._core = _elector.Core(
+            self._handle = _elector.Client(
                 eps, user, password, cacert, cert, key,
                 int((_seconds(dial_timeout, "dial_timeout") or 0) * 1000),
-                int((_seconds(request_timeout, "request_timeout") or 0) * 1000))
+                int((_seconds(request_timeout, "request_timeout") or 0) * 1000),
+                own_thread=False)
         except OSError as e:
             if len(e.args) == 2 and isinstance(e.args[0], int):
                 raise _error(e.args[0], e.args[1], "client") from None
@@ -70,7 +71,7 @@ class Client:
         loop = asyncio.get_running_loop()
         if self._loop is None:
             self._loop = loop
-            loop.add_reader(self._core.fd(), self._ready)
+            loop.add_reader(self._handle.fd(), self._ready)
             self._kick()
         elif self._loop is not loop:
             raise Error("elector.aio.Client used from another event loop")
@@ -86,7 +87,7 @@ class Client:
         self._scheduled = False
         if self._closed:
             return
-        self._core.process()  # also arms the fd's timer for the next due time
+        self._handle.process()  # also arms the fd's timer for the next due time
         waiters, self._waiters = self._waiters, set()
         for f in waiters:
             if not f.done():
@@ -151,12 +152,12 @@ class Client:
             due = [s for s in list(self._sessions) if s._close_start(timeout) == 1]
             waits: List[Any] = [s._revoked(timeout) for s in due]
             # and the revokes of sessions dropped without close()
-            waits.append(self._wait(lambda: True if self._core.revokes() == 0 else None,
+            waits.append(self._wait(lambda: True if self._handle.revokes() == 0 else None,
                                     timeout, "client close"))
             await asyncio.gather(*waits, return_exceptions=True)
-            self._loop.remove_reader(self._core.fd())
+            self._loop.remove_reader(self._handle.fd())
         self._closed = True
-        self._core.close()
+        self._handle.close()
 
     async def __aenter__(self) -> "Client":
         return self
@@ -174,16 +175,17 @@ class Session:
                  timeout: Optional[float]) -> None:
         self.client = client
         self._timeout = timeout
-        self._s: Any = _elector.CoreSession(client._core, int(ttl), bool(release_on_exit))
+        self._s: Any = _elector.Session(client._handle, int(ttl), bool(release_on_exit))
+        self._closing: Any = None  # the revoke's Op, after _close_start()
         client._sessions.add(self)
         client._kick()
 
     async def _granted(self) -> "Session":
         def cond() -> Optional[bool]:
-            lease, alive, lost, detail = self._s.state()
+            lost = self._s.lost()
             if lost:
-                raise _error(lost, detail, "session")
-            return True if lease and alive else None
+                raise _error(lost[0], lost[1], "session")
+            return True if self._s.lease() and self._s.alive() else None
         try:
             await self.client._wait(cond, self._timeout, "session")
         except BaseException:
@@ -203,12 +205,12 @@ class Session:
     @property
     def lease(self) -> int:
         """The lease ID (0 until granted)."""
-        return int(self._s.state()[0])
+        return int(self._s.lease())
 
     def alive(self) -> bool:
         """The lease is provably alive now (its validity deadline has not
         passed). Deadline check, no I/O."""
-        return bool(self._s.state()[1])
+        return bool(self._s.alive())
 
     def campaign(self, name: Union[str, bytes], value: Union[str, bytes] = b"",
                  timeout: Optional[float] = None) -> "Leadership":
@@ -225,9 +227,12 @@ class Session:
         when there was nothing to revoke, < 0 when it could not be sent."""
         t = _seconds(timeout)
         ms = 0 if t is None else max(1, int(t * 1000))
-        rc = int(self._s.close_start(ms))
+        op = self._s.close_start(ms)
         self.client._kick()
-        return rc
+        if isinstance(op, int):
+            return op
+        self._closing = op
+        return 1
 
     async def close(self, timeout: Optional[float] = 5.0) -> bool:
         """Revokes the lease and waits (on the loop, up to ``timeout`` seconds;
@@ -238,7 +243,7 @@ class Session:
         t = _seconds(timeout)
         if t is not None and t <= 0:
             try:
-                had = self._s.state()[0] != 0
+                had = self._s.lease() != 0
             except ValueError:  # closed already
                 had = False
             self._close_now()
@@ -250,7 +255,9 @@ class Session:
 
     async def _revoked(self, timeout: Optional[float]) -> bool:
         try:
-            rc = await self.client._wait(self._s.close_result, timeout, "session close")
+            op = self._closing
+            rc = 0 if op is None else await self.client._wait(op.result, timeout,
+                                                              "session close")
         except Timeout:
             return False
         return bool(rc == 0)
@@ -269,7 +276,7 @@ class Leadership:
         self.name = name
         self._value = value
         self._timeout = timeout
-        self._el: Any = _elector.CoreElection(session._s, name)
+        self._el: Any = _elector.Election(session._s, name)
         self.lost = asyncio.Event()
         self._callbacks: List[Callable[["Leadership"], Any]] = []
         self._guards: List["asyncio.Task[Any]"] = []
@@ -434,7 +441,7 @@ class Observer:
     def __init__(self, client: Client, name: str) -> None:
         self.client = client
         self.name = name
-        self._o: Any = _elector.CoreObserver(client._core, name)
+        self._o: Any = _elector.Observer(client._handle, name)
         client._kick()
 
     async def next(self, timeout: Optional[float] = None) -> Optional[Leader]:

@@ -233,7 +233,7 @@ class ElectorLock(locking.Lock):
             raise _conn_error(e, self._driver._endpoints) from e
         if key is None:
             return False
-        return bool(self._driver._kv(client._drv.delete_start, key, False))
+        return bool(self._driver._kv(client._handle.delete_start, key, False))
 
     def is_still_owner(self) -> bool:
         return self._owns(self._el)
@@ -392,10 +392,10 @@ class ElectorDriver(coordination.CoordinationDriverCachedRunWatchers):
         return self.PREFIX + b"members/" + _quote(group_id) + b"/"
 
     def _kv(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Runs a key operation (Driver.put_start, get_start, delete_start) and
-        waits for its answer on its fd through select: cooperative under
-        eventlet and gevent, interrupted by Ctrl-C; the call ends by the
-        client's request timeout."""
+        """Runs a key operation (the client handle's put_start, get_start,
+        delete_start) and waits for its answer on its fd through select:
+        cooperative under eventlet and gevent, interrupted by Ctrl-C; the call
+        ends by the client's request timeout."""
         if self._client is None:
             raise coordination.ToozConnectionError("not started")
         r = fn(*args, 0)  # 0: the client's request timeout
@@ -413,7 +413,7 @@ class ElectorDriver(coordination.CoordinationDriverCachedRunWatchers):
         return r
 
     def _group_exists(self, group_id: Any) -> bool:
-        return bool(self._kv(self._client._drv.get_start, self._gkey(group_id), False))
+        return bool(self._kv(self._client._handle.get_start, self._gkey(group_id), False))
 
     def _result(self, fn: Callable[[], Any]) -> coordination.CoordinatorResult:
         try:
@@ -423,14 +423,14 @@ class ElectorDriver(coordination.CoordinationDriverCachedRunWatchers):
 
     def create_group(self, group_id: Any) -> coordination.CoordinatorResult:
         def create() -> None:
-            if self._kv(self._client._drv.put_start, self._gkey(group_id), b"", 0, True) == 1:
+            if self._kv(self._client._handle.put_start, self._gkey(group_id), b"", 0, True) == 1:
                 raise coordination.GroupAlreadyExist(group_id)
         return self._result(create)
 
     def get_groups(self) -> coordination.CoordinatorResult:
         def groups() -> list:  # type: ignore[type-arg]
             pre = self.PREFIX + b"groups/"
-            kvs = self._kv(self._client._drv.get_start, pre, True)
+            kvs = self._kv(self._client._handle.get_start, pre, True)
             return [_unquote(k[len(pre):]) for k, *_ in kvs]
         return self._result(groups)
 
@@ -442,7 +442,7 @@ class ElectorDriver(coordination.CoordinationDriverCachedRunWatchers):
             if not self._group_exists(group_id):
                 raise coordination.GroupNotCreated(group_id)
             key = self._mprefix(group_id) + _quote(self._member)
-            if self._kv(self._client._drv.put_start, key, _pack(capabilities),
+            if self._kv(self._client._handle.put_start, key, _pack(capabilities),
                         self._session.lease, True) == 1:
                 raise coordination.MemberAlreadyExist(group_id, self._member_id)
             self._joined_groups.add(group_id)
@@ -451,7 +451,7 @@ class ElectorDriver(coordination.CoordinationDriverCachedRunWatchers):
     def leave_group(self, group_id: Any) -> coordination.CoordinatorResult:
         def leave() -> None:
             key = self._mprefix(group_id) + _quote(self._member)
-            if self._kv(self._client._drv.delete_start, key, False) == 0:
+            if self._kv(self._client._handle.delete_start, key, False) == 0:
                 if not self._group_exists(group_id):
                     raise coordination.GroupNotCreated(group_id)
                 raise coordination.MemberNotJoined(group_id, self._member_id)
@@ -460,16 +460,16 @@ class ElectorDriver(coordination.CoordinationDriverCachedRunWatchers):
 
     def delete_group(self, group_id: Any) -> coordination.CoordinatorResult:
         def delete() -> None:
-            if self._kv(self._client._drv.get_start, self._mprefix(group_id), True):
+            if self._kv(self._client._handle.get_start, self._mprefix(group_id), True):
                 raise coordination.GroupNotEmpty(group_id)
-            if self._kv(self._client._drv.delete_start, self._gkey(group_id), False) == 0:
+            if self._kv(self._client._handle.delete_start, self._gkey(group_id), False) == 0:
                 raise coordination.GroupNotCreated(group_id)
         return self._result(delete)
 
     def get_members(self, group_id: Any) -> coordination.CoordinatorResult:
         def members() -> set:  # type: ignore[type-arg]
             pre = self._mprefix(group_id)
-            kvs = self._kv(self._client._drv.get_start, pre, True)
+            kvs = self._kv(self._client._handle.get_start, pre, True)
             if not kvs and not self._group_exists(group_id):
                 raise coordination.GroupNotCreated(group_id)
             return {_unquote(k[len(pre):]) for k, *_ in kvs}
@@ -477,7 +477,7 @@ class ElectorDriver(coordination.CoordinationDriverCachedRunWatchers):
 
     def _member_kv(self, group_id: Any, member_id: Any) -> Any:
         key = self._mprefix(group_id) + _quote(_member(member_id))
-        kvs = self._kv(self._started_client()._drv.get_start, key, False)
+        kvs = self._kv(self._started_client()._handle.get_start, key, False)
         if not kvs:
             if not self._group_exists(group_id):
                 raise coordination.GroupNotCreated(group_id)
@@ -511,16 +511,16 @@ class ElectorDriver(coordination.CoordinationDriverCachedRunWatchers):
                 raise tooz.ToozError("elector driver has not been started")
             kv = self._member_kv(group_id, self._member)
             created = _unpack(kv[1])[1]
-            self._kv(self._client._drv.put_start, kv[0], _pack(capabilities, created),
+            self._kv(self._client._handle.put_start, kv[0], _pack(capabilities, created),
                      self._session.lease, False)
         return self._result(update)
 
     def _destroy_group(self, group_id: Any) -> None:
         """Deletes a group and its members at once (tooz's tests use it, as
         the etcd3gw driver's)."""
-        drv = self._started_client()._drv
-        self._kv(drv.delete_start, self._mprefix(group_id), True)
-        self._kv(drv.delete_start, self._gkey(group_id), False)
+        h = self._started_client()._handle
+        self._kv(h.delete_start, self._mprefix(group_id), True)
+        self._kv(h.delete_start, self._gkey(group_id), False)
 
 
 # A member's value: msgpack (tooz's utils.dumps) of {_ENVELOPE: 1,

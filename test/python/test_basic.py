@@ -218,8 +218,8 @@ def test_session_close_waits_for_the_revoke(client, etcd):
     for _ in range(3):
         with client.session(ttl=30) as s:
             lease = s.lease
-            assert client._drv.put(key, b"v", lease, False, 3000) == 0
-        assert client._drv.get(key, False, 3000) == []
+            assert client._handle.put(key, b"v", lease, False, 3000) == 0
+        assert client._handle.get(key, False, 3000) == []
         assert lease not in etcd.leases()
     assert s.close() is True  # again: nothing to do
     # etcd frozen: close() gives up after its timeout and says so
