@@ -56,8 +56,8 @@ set(ELECTOR_DRIVER_SRCS
   api_kv.c
   api_ops.c
   api_session.c
-  driver.c
-  driver_cb.c)
+  loop_thread.c
+  callback_thread.c)
 
 set(ELECTOR_LAYER_DIRS)
 set(ELECTOR_SRCS)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Elections (elector/election.h): driven by the caller's loop, the core's
  * functions (src/election/); with own_thread, each call is a job on the loop
- * thread (driver.c), the core's events go to the callback thread
- * (driver_cb.c), and is_leader and the token come from what the loop thread
+ * thread (loop_thread.c), the core's events go to the callback thread
+ * (callback_thread.c), and is_leader and the token come from what the loop thread
  * published. */
 #include <stdio.h>
 #include <stdlib.h>

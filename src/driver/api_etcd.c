@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The client's public functions whose behaviour depends on how it is driven
  * (elector/etcd.h): by the caller's loop, they are the core's (internal names,
- * src/transport/); with own_thread, the driver (driver.c) starts and stops the
+ * src/transport/); with own_thread, the driver (loop_thread.c) starts and stops the
  * threads, the loop's own functions are refused, and what reads the client's
  * state is answered from what the loop thread published or run there. */
 #include <stdio.h>

@@ -2,7 +2,7 @@
 /* Plain key operations and a lease's revoke (elector/etcd.h), this layer's
  * own in both modes: driven by the caller's loop, the calls are sent at once
  * and answered from its elector_etcd_process() (the _sync forms run it);
- * with own_thread, jobs on the loop thread (driver.c), answered on the
+ * with own_thread, jobs on the loop thread (loop_thread.c), answered on the
  * callback thread or waited for by the calling thread. */
 #include <stdio.h>
 #include <stdlib.h>

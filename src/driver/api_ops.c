@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Guarded writes, the leader query and observers (elector/election.h): driven
  * by the caller's loop, the core's functions (src/election/); with
- * own_thread, jobs on the loop thread (driver.c), results and events to the
- * callback thread (driver_cb.c). The asynchronous leader read is this
+ * own_thread, jobs on the loop thread (loop_thread.c), results and events to the
+ * callback thread (callback_thread.c). The asynchronous leader read is this
  * layer's own, in both modes. */
 #include <stdio.h>
 #include <stdlib.h>

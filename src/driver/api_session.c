@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Sessions (elector/election.h): driven by the caller's loop, the core's
  * functions (src/election/); with own_thread, each call is a job on the loop
- * thread (driver.c), the core's events go to the callback thread
- * (driver_cb.c), and the reads come from what the loop thread published. */
+ * thread (loop_thread.c), the core's events go to the callback thread
+ * (callback_thread.c), and the reads come from what the loop thread published. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* Shared by the files of the driver (src/driver/), bottom to top:
- *   driver_cb.c      handles and the callback thread (events copied, delivered)
- *   driver.c         jobs for the loop thread, the loop, publishing, the driver
+ *   callback_thread.c      handles and the callback thread (events copied, delivered)
+ *   loop_thread.c         jobs for the loop thread, the loop, publishing, the driver
  *   driver_election.c  sessions and elections
  *   driver_ops.c     guarded writes, the leader query, observers
  *   driver_kv.c      plain key operations (put, get, delete)
- * One mutex (d->mu) guards everything shared (driver.c says how). */
+ * One mutex (d->mu) guards everything shared (loop_thread.c says how). */
 #ifndef ELECTOR_DRIVER_PRIVATE_H
 #define ELECTOR_DRIVER_PRIVATE_H
 
@@ -188,7 +188,7 @@ static inline bool past(int64_t end_ms)
     return end_ms >= 0 && ms_now() >= end_ms;
 }
 
-/* driver_cb.c: handles (mu held) and the callback thread */
+/* callback_thread.c: handles (mu held) and the callback thread */
 void elector__drv_h_unref(struct dh *h);
 void elector__drv_h_attach(elector__drv *d, struct dh *h);
 void elector__drv_h_detach(struct dh *h);
@@ -211,7 +211,7 @@ int elector__drv_copy_bytes(uint8_t **dst, size_t *len, const uint8_t *src, size
 /* Waits until no callback of h runs (unless we are that callback). mu held. */
 void elector__drv_quiesce(elector__drv *d, struct dh *h);
 
-/* driver.c: the threads of a client with own_thread */
+/* loop_thread.c: the threads of a client with own_thread */
 /* Starts them for client e (new, usable): 0 or ELECTOR_ENOMEM/EUNAVAILABLE. */
 int elector__drv_start(elector_etcd *e, const elector_etcd_config *cfg);
 /* elector_etcd_free() of such a client. */
@@ -247,7 +247,7 @@ static inline elector__drv *remote_drv(const elector_etcd *e)
     return d && !on_loop(d) ? d : NULL;
 }
 
-/* driver.c: API calls and jobs */
+/* loop_thread.c: API calls and jobs */
 /* Enters an API call: 0, or why not. mu taken on success. */
 int elector__drv_enter(elector__drv *d);
 void elector__drv_leave(elector__drv *d); /* mu held; released */

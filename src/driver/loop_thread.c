@@ -338,7 +338,7 @@ void elector__drv_stop(elector__drv *d)
     /* From on_stall or a job: the loop stops after this round; nobody joins
      * it (not supported beyond stopping). From a callback: the loop frees
      * everything once it returned, and the callback thread, the last to know
-     * the driver, joins the loop thread and frees it (driver_cb.c). */
+     * the driver, joins the loop thread and frees it (callback_thread.c). */
     if (on_loop(d) || from_cb) return;
     pthread_join(d->loop_th, NULL);
     pthread_mutex_lock(&d->mu);
