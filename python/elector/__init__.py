@@ -275,6 +275,12 @@ def _remaining(deadline: Optional[float]) -> Optional[float]:
     return max(0.0, deadline - time.monotonic())
 
 
+# A revoke's failures that a later attempt may not see: the connection, etcd's
+# leader, a deadline, etcd busy (as libelector's elector_session_close_sync()).
+_REVOKE_AGAIN = frozenset((_elector.ECONNECT, _elector.EUNAVAILABLE, _elector.ETIMEDOUT,
+                           _elector.ENOLEADER, _elector.ETOKEN, _elector.EGRPC))
+
+
 def _drain(fd: int) -> None:
     try:
         os.read(fd, 8)
@@ -382,6 +388,9 @@ class Client:
             if len(e.args) == 2 and isinstance(e.args[0], int):
                 raise _error(e.args[0], what="client") from None
             raise
+        # a session's close() makes a failed revoke again for up to this long
+        # when given no timeout (libelector's request timeout, 5 s by default)
+        self._request_timeout = _seconds(request_timeout, "request_timeout") or 5.0
         self._lock = threading.Lock()
         self._watched: "weakref.WeakSet[Leadership]" = weakref.WeakSet()
         self._sessions: "weakref.WeakSet[Session]" = weakref.WeakSet()
@@ -595,7 +604,9 @@ class Session:
         seconds; None: the client's request timeout) until etcd answered, so
         that the lease and its keys are gone when close() returns. True then;
         False when etcd did not answer in time (unreachable, say): the lease
-        then expires after its TTL. A second close() returns True at once."""
+        then expires after its TTL. A revoke that failed on the way (the
+        connection, etcd's leader) is made again until then. A second close()
+        returns True at once."""
         t = _seconds(timeout)  # a wrong type is refused before anything is closed
         s = self._s
         try:
@@ -608,17 +619,31 @@ class Session:
             s.close()
             return not lease
         ms = 0 if t is None else max(1, int(t * 1000))
+        deadline = _deadline(self.client._request_timeout if t is None else t)
         op = s.close_start(ms)  # 0 when the client is closed: it revoked the lease
-        if isinstance(op, int):
-            return op == 0
-        deadline = _deadline(timeout)
-        fd = op.fd()
-        while op.result() is None:
+        # A revoke that failed on the way (the connection, etcd's leader) is
+        # made again until the time is up, as elector_session_close_sync()
+        # does: the keys go now, not at the end of the TTL.
+        attempt = 0
+        while True:
+            if isinstance(op, int):
+                return op == 0
+            fd = op.fd()
+            while op.result() is None:
+                rem = _remaining(deadline)
+                if rem is not None and rem <= 0:
+                    return False
+                select.select([fd], [], [], rem)
+            rc = op.result()
+            attempt += 1
+            if rc not in _REVOKE_AGAIN or rc == _elector.ETIMEDOUT and attempt == 1:
+                return rc == 0
             rem = _remaining(deadline)
-            if rem is not None and rem <= 0:
+            if rem is not None and rem <= 0.1:
                 return False
-            select.select([fd], [], [], rem)
-        return op.result() == 0
+            time.sleep(0.1)
+            rem = _remaining(deadline)
+            op = self.client._handle.revoke_start(lease, max(100, int((rem or 0) * 1000)))
 
     def __enter__(self) -> "Session":
         return self

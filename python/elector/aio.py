@@ -25,8 +25,8 @@ from typing import Any, Callable, Iterable, List, Optional, Set, Union
 
 from . import (_IDLE, _CAMPAIGNING, _LEADING, _LOST, _FAILED, _RESIGNED,  # noqa: F401
                _EV_LEADER, _EV_NO_LEADER, Busy, Error, ForkError, InvalidArgument, Leader,
-               LeadershipLost, NotLeader, Timeout, _bytes, _check, _elector, _error, _name,
-               _seconds)
+               LeadershipLost, NotLeader, Timeout, _REVOKE_AGAIN, _bytes, _check, _elector,
+               _error, _name, _seconds)
 
 __all__ = ["Client", "Session", "Leadership", "Lock", "Observer"]
 
@@ -64,6 +64,9 @@ class Client:
         self._sessions: "weakref.WeakSet[Session]" = weakref.WeakSet()
         self._scheduled = False
         self._closed = False
+        # a session's close() makes a failed revoke again for up to this long
+        # when given no timeout (libelector's request timeout, 5 s by default)
+        self._request_timeout = _seconds(request_timeout, "request_timeout") or 5.0
 
     def _attach(self) -> asyncio.AbstractEventLoop:
         if self._closed:
@@ -177,6 +180,7 @@ class Session:
         self._timeout = timeout
         self._s: Any = _elector.Session(client._handle, int(ttl), bool(release_on_exit))
         self._closing: Any = None  # the revoke's Op, after _close_start()
+        self._closing_lease = 0  # its lease, to revoke again
         client._sessions.add(self)
         client._kick()
 
@@ -227,6 +231,10 @@ class Session:
         when there was nothing to revoke, < 0 when it could not be sent."""
         t = _seconds(timeout)
         ms = 0 if t is None else max(1, int(t * 1000))
+        try:
+            self._closing_lease = int(self._s.lease())
+        except ValueError:  # closed already
+            self._closing_lease = 0
         op = self._s.close_start(ms)
         self.client._kick()
         if isinstance(op, int):
@@ -239,7 +247,9 @@ class Session:
         None: the client's request timeout) until etcd answered, so that the
         lease and its keys are gone when close() returns. True then; False when
         etcd did not answer in time (unreachable, say): the lease then expires
-        after its TTL. A second close() returns True at once."""
+        after its TTL. A revoke that failed on the way (the connection, etcd's
+        leader) is made again until then. A second close() returns True at
+        once."""
         t = _seconds(timeout)
         if t is not None and t <= 0:
             try:
@@ -254,13 +264,31 @@ class Session:
         return await self._revoked(timeout)
 
     async def _revoked(self, timeout: Optional[float]) -> bool:
-        try:
-            op = self._closing
-            rc = 0 if op is None else await self.client._wait(op.result, timeout,
-                                                              "session close")
-        except Timeout:
-            return False
-        return bool(rc == 0)
+        """Waits for the revoke's answer; one that failed on the way (the
+        connection, etcd's leader) is made again until the time is up, as
+        elector_session_close_sync() does: the keys go now, not at the TTL."""
+        loop = asyncio.get_running_loop()
+        t = _seconds(timeout)
+        end = loop.time() + (self.client._request_timeout if t is None else t)
+        op, attempt = self._closing, 0
+        while True:
+            if op is None:
+                return True
+            if isinstance(op, int):
+                return op == 0
+            try:
+                rc = await self.client._wait(op.result, max(0.0, end - loop.time()),
+                                             "session close")
+            except Timeout:
+                return False
+            attempt += 1
+            if (rc not in _REVOKE_AGAIN or rc == _elector.ETIMEDOUT and attempt == 1
+                    or not self._closing_lease or end - loop.time() <= 0.1):
+                return bool(rc == 0)
+            await asyncio.sleep(0.1)
+            op = self.client._handle.revoke_start(
+                self._closing_lease, max(100, int((end - loop.time()) * 1000)))
+            self.client._kick()
 
 
 class Leadership:

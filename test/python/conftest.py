@@ -67,6 +67,9 @@ class Etcd:
         self.peer_port = _free_port()
         self.endpoint = f"127.0.0.1:{self.client_port}"
         self.log = open(os.path.join(self.dir, "etcd.log"), "w")
+        self._start()
+
+    def _start(self):
         self.proc = subprocess.Popen(
             [_bin("ETCD_BIN", "etcd"), "--name=m0", f"--data-dir={self.dir}/m0.etcd",
              f"--listen-client-urls=http://{self.endpoint}",
@@ -88,6 +91,15 @@ class Etcd:
                 self.stop()
                 raise RuntimeError("etcd not healthy in 30 s: " + self.tail())
             time.sleep(0.1)
+
+    def kill(self):
+        """SIGKILL; the data stays for restart()."""
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+    def restart(self):
+        """The same member again (ports, data), once healthy."""
+        self._start()
 
     def tail(self):
         try:

@@ -6,6 +6,7 @@ import asyncio
 import gc
 import os
 import threading
+import time
 import uuid
 
 import pytest
@@ -35,6 +36,40 @@ def test_aio_campaign_and_timeout(etcd, client):
                     assert etcd.keys(name + "/") == [f"{name}/{s1.lease:x}"]
                 assert client.leader(name) is None
     asyncio.run(main())
+
+
+def test_aio_session_close_revokes_again_once_etcd_is_back():
+    """As the sync API's: etcd killed under a session, close() makes the
+    failed revoke again until etcd is back; the lease is gone then."""
+    from conftest import Etcd
+    e = Etcd()
+
+    async def main():
+        c = elector.aio.Client([e.endpoint], dial_timeout=1.0)
+        s = await c.session(ttl=60)
+        lease = s.lease
+        e.kill()
+        assert await s.close(timeout=15) is True
+        assert lease not in e.leases()
+        await c.close()
+
+    # the loop in a thread: etcd is started again from this one (a member
+    # dies with the thread that started it)
+    done = []
+
+    def run():
+        asyncio.run(main())
+        done.append(True)
+
+    th = threading.Thread(target=run)
+    try:
+        th.start()
+        time.sleep(0.8)
+        e.restart()
+        th.join()
+    finally:
+        e.stop()
+    assert done == [True]
 
 
 def test_aio_guard_cancels_on_revoke(etcd):

@@ -237,6 +237,36 @@ def test_session_close_waits_for_the_revoke(client, etcd):
         os.kill(etcd.proc.pid, signal.SIGCONT)
 
 
+def test_session_close_revokes_again_once_etcd_is_back():
+    """etcd killed under a session: the revoke fails on the way (the
+    connection refused); close() makes it again until its timeout, as
+    elector_session_close_sync() does, so once etcd is back the lease is gone
+    when close() returns True (not left to its TTL)."""
+    from conftest import Etcd
+    e = Etcd()
+    try:
+        c = elector.Client([e.endpoint], dial_timeout=1.0)
+        s = c.session(ttl=60)
+        lease = s.lease
+        e.kill()
+        # close() in a thread: etcd is started again from this one (a member
+        # dies with the thread that started it)
+        res = []
+        t0 = time.monotonic()
+        th = threading.Thread(target=lambda: res.append(s.close(timeout=15)))
+        th.start()
+        time.sleep(0.8)
+        e.restart()
+        th.join()
+        took = time.monotonic() - t0
+        assert res == [True]
+        assert took > 0.5, took  # it did wait for etcd
+        assert lease not in e.leases()
+        c.close()
+    finally:
+        e.stop()
+
+
 def test_wrong_types_are_clear_type_errors():
     c = elector.Client(["127.0.0.1:1"], dial_timeout=0.3)
     try:

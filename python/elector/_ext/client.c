@@ -204,6 +204,20 @@ static PyObject *Client_leader_start(ClientObject *self, PyObject *args)
     return op_started(op, rc == 0, rc);
 }
 
+/* revoke_start(lease, timeout_ms) -> Op (its result: 0 once etcd no longer has
+ * the lease), or an error code (nothing sent): a closed session's revoke made
+ * again after it failed on the way. */
+static PyObject *Client_revoke_start(ClientObject *self, PyObject *args)
+{
+    long long lease, ms;
+    if (!PyArg_ParseTuple(args, "LL", &lease, &ms) || client_check(self)) return NULL;
+    OpObject *op = op_new(OP_WRITE, self->etcd);
+    if (!op) return NULL;
+    int rc;
+    CLIENT_CALL(self, rc = elector_lease_revoke(self->etcd, lease, ms, op_revoke_cb, op->p));
+    return op_started(op, rc == 0, rc);
+}
+
 /* ------------------------------------------------------------ key operations */
 
 /* Plain key operations (the tooz backend's groups), each ended by its own
@@ -348,6 +362,9 @@ static PyMethodDef Client_methods[] = {
      "Revokes of closed sessions still waiting for etcd's answer."},
     {"stalls", (PyCFunction)Client_stalls, METH_NOARGS,
      "own_thread: callbacks that ran too long."},
+    {"revoke_start", (PyCFunction)Client_revoke_start, METH_VARARGS,
+     "revoke_start(lease, timeout_ms) -> Op (wait on its fd; 0: the lease is gone), or "
+     "an error code."},
     {"leader_start", (PyCFunction)Client_leader_start, METH_VARARGS,
      "leader_start(name, timeout_ms) -> LeaderOp (wait on its fd), or an error code."},
     {"put", (PyCFunction)Client_put, METH_VARARGS,

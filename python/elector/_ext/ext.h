@@ -167,6 +167,7 @@ PyObject *op_started(OpObject *op, bool sent, int rc);
 
 void op_write_cb(elector_election *el, int rc, void *ud); /* guarded writes */
 void op_closed_cb(int rc, void *ud);                      /* a session's revoke */
+void op_revoke_cb(elector_etcd *d, int rc, void *ud);     /* a lease's revoke */
 void op_leader_cb(elector_etcd *d, int rc, const elector_leader_info *info, void *ud);
 void op_kv_cb(elector_etcd *d, int rc, const elector_kv *kvs, size_t n, int64_t deleted,
               void *ud);

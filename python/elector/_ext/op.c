@@ -56,6 +56,12 @@ void op_closed_cb(int rc, void *ud)
     pending_finish(ud, rc);
 }
 
+void op_revoke_cb(elector_etcd *d, int rc, void *ud)
+{
+    (void)d;
+    pending_finish(ud, rc);
+}
+
 static uint8_t *copy_bytes(const uint8_t *b, size_t len)
 {
     uint8_t *c = malloc(len ? len : 1);
