@@ -214,7 +214,8 @@ static PyObject *Client_revoke_start(ClientObject *self, PyObject *args)
     OpObject *op = op_new(OP_WRITE, self->etcd);
     if (!op) return NULL;
     int rc;
-    CLIENT_CALL(self, rc = elector_lease_revoke(self->etcd, lease, ms, op_revoke_cb, op->p));
+    CLIENT_CALL(self,
+                rc = elector_lease_revoke(self->etcd, lease, ms, op_revoke_cb, op->p));
     return op_started(op, rc == 0, rc);
 }
 
