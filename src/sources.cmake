@@ -17,7 +17,6 @@ set(ELECTOR_TRANSPORT_SRCS
   h2.c
   ping.c
   reply.c
-  rpc.c
   ssl_lazy.c
   sync.c
   timer.c
@@ -32,12 +31,10 @@ set(ELECTOR_ETCD_SRCS
   watch.c)
 set(ELECTOR_ELECTION_SRCS
   campaign.c
-  delete.c
   election.c
   leader.c
   names.c
   observe.c
-  owner.c
   pacer.c
   release.c
   release_find.c

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* What a leader does (proclaim, guarded Txn) and how a campaign ends by the
  * owner's hand (resign). Uses the handle (election.c) and the delete of our
- * key (delete.c); nothing below calls back in here. */
+ * key (pacer.c); nothing below calls back in here. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
