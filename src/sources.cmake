@@ -43,7 +43,6 @@ set(ELECTOR_ELECTION_SRCS
   session_close.c
   session_notify.c
   session_view.c
-  txn.c
   wait.c)
 # The public API of both ways to drive a client: the caller's loop (the core
 # below) or its own thread (own_thread: the loop thread, the callback thread).

@@ -107,6 +107,22 @@ static int make_key(elector_election *el)
     return 0;
 }
 
+/* The campaign Txn (docs/DESIGN.md, "Elections"; src/etcd/kv.c's pieces, keys
+ * and values borrowed): if CreateRevision(key) == 0, Put(key, value, lease);
+ * else the same Put (value updated, create revision kept), then the Range that
+ * reads our create revision (campaign_done reads it: result 1). */
+static void txn_campaign(elector__txn *t, const uint8_t *key, size_t klen,
+                         const uint8_t *value, size_t vlen, int64_t lease)
+{
+    elector__cmp_create(&t->cmp, key, klen, 0);
+    elector__op_put(&t->op[0], &t->put, key, klen, value, vlen, lease);
+    elector__op_range_key(&t->op[1], &t->range, key, klen);
+    elector__txn_init(t, 1);
+    t->txn.n_failure = 2;
+    t->txn.failure = t->ops;
+    t->ops[1] = &t->op[1];
+}
+
 /* Campaign Txn: create our key if absent; if present (same lease: a second
  * campaign, or etcdctl's), overwrite its value and read its create revision. */
 void elector__send_campaign(elector_election *el)
@@ -123,7 +139,7 @@ void elector__send_campaign(elector_election *el)
         return;
     }
     elector__txn t;
-    elector__txn_campaign(&t, el->key, el->klen, el->value, el->vlen, el->key_lease);
+    txn_campaign(&t, el->key, el->klen, el->value, el->vlen, el->key_lease);
     struct op *o = elector__op_new(el);
     if (o) elector__pace_take(o, 1);
     int rc = o ? elector__send_txn(el, &t.txn, o, campaign_done) : ELECTOR_ENOMEM;

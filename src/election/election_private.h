@@ -9,7 +9,6 @@
  *   names.c      the client's elections by name
  *   leader.c     what a leader does and how a campaign ends: proclaim,
  *                guarded Txn, resign, deleting our key
- *   txn.c        the Txn requests of the protocol
  *   observe.c    leader query and observe
  *   release.c    the release helper of a session (release_on_exit) */
 #ifndef ELECTOR_ELECTION_PRIVATE_H
@@ -315,28 +314,5 @@ void elector__campaign_session_ready(elector__session_listener *l);
 void elector__campaign_session_ended(elector__session_listener *l, int reason,
                                      const char *detail, int64_t end_ns);
 void elector__campaign_session_detached(elector__session_listener *l);
-
-/* ---- the protocol's requests (txn.c) ----
- * Each fills an elector__txn (etcd_internal.h) in place; keys and values are
- * borrowed. */
-
-/* If CreateRevision(key) == 0: Put(key, value, lease); else Put + Range(key). */
-void elector__txn_campaign(elector__txn *t, const uint8_t *key, size_t klen,
-                           const uint8_t *value, size_t vlen, int64_t lease);
-/* If CreateRevision(key) == rev: Range(the newest key under p created before
- * rev) -- our predecessor, if any. */
-void elector__txn_check(elector__txn *t, const uint8_t *key, size_t klen, int64_t rev,
-                        const elector__prefix *p);
-/* The same Txn with a serializable Range: read-only, and made only of
- * serializable ranges, so the member answers it from its own state without a
- * round through the Raft leader (etcd's isTxnSerializable). */
-void elector__txn_check_serializable(elector__txn *t, const uint8_t *key, size_t klen,
-                                     int64_t rev, const elector__prefix *p);
-/* If CreateRevision(key) == rev: Put(key, value, lease). */
-void elector__txn_proclaim(elector__txn *t, const uint8_t *key, size_t klen, int64_t rev,
-                           const uint8_t *value, size_t vlen, int64_t lease);
-/* If CreateRevision(key) == rev (rev 0: if Lease(key) == lease): Delete(key). */
-void elector__txn_delete(elector__txn *t, const uint8_t *key, size_t klen, int64_t rev,
-                         int64_t lease);
 
 #endif

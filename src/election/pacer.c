@@ -116,7 +116,12 @@ int elector__send_delete(struct op *o)
 {
     elector_election *el = o->el;
     elector__txn t;
-    elector__txn_delete(&t, el->key, el->klen, o->del_rev, el->key_lease);
+    if (o->del_rev)
+        elector__cmp_create(&t.cmp, el->key, el->klen, o->del_rev);
+    else
+        elector__cmp_lease(&t.cmp, el->key, el->klen, el->key_lease);
+    elector__op_delete(&t.op[0], &t.del, el->key, el->klen);
+    elector__txn_init(&t, 1);
     return elector_etcd_call(el->etcd, ELECTOR_RPC_TXN, &t.txn.base, NULL, o->done, o);
 }
 

@@ -391,13 +391,32 @@ static void check_turn(elector_election *el)
         elector__send_check(el);
 }
 
+/* The check Txn (docs/DESIGN.md, "Elections"): if CreateRevision(key) == rev,
+ * Range(the newest key under p created before rev) -- our predecessor, if any
+ * (check_done reads it: result 0). serializable: a serializable Range, so the
+ * Txn is read-only and made only of serializable ranges, and the member
+ * answers it from its own state without a round through the Raft leader
+ * (etcd's isTxnSerializable). */
+static void txn_check(elector__txn *t, const elector_election *el, bool serializable)
+{
+    elector__cmp_create(&t->cmp, el->key, el->klen, el->rev);
+    elector__leader_range(&t->range, &el->prefix);
+    t->range.sort_order = ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__DESCEND;
+    t->range.max_create_revision = el->rev - 1;
+    t->range.serializable = serializable;
+    etcdserverpb__request_op__init(&t->op[0]);
+    t->op[0].request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
+    t->op[0].request_range = &t->range;
+    elector__txn_init(t, 1);
+}
+
 void elector__send_check(elector_election *el)
 {
     el->pace_what = PACE_CHECK;
     el->pace_gen = el->gen;
     if (elector__pace_wait(el, check_turn)) return;
     elector__txn t;
-    elector__txn_check(&t, el->key, el->klen, el->rev, &el->prefix);
+    txn_check(&t, el, false);
     struct op *o = elector__op_new(el);
     if (o) elector__pace_take_check(o);
     el->checks.checks_linearizable++;
@@ -417,7 +436,7 @@ static void send_fast_check(elector_election *el, const struct deleted *ev)
         return;
     }
     elector__txn t;
-    elector__txn_check_serializable(&t, el->key, el->klen, el->rev, &el->prefix);
+    txn_check(&t, el, true);
     struct op *o = elector__op_new(el);
     if (!o) {
         elector__schedule_retry(el);
