@@ -17,7 +17,6 @@ set(ELECTOR_TRANSPORT_SRCS
   h2.c
   ping.c
   reply.c
-  rpc.c
   ssl_lazy.c
   sync.c
   timer.c
@@ -32,12 +31,10 @@ set(ELECTOR_ETCD_SRCS
   watch.c)
 set(ELECTOR_ELECTION_SRCS
   campaign.c
-  delete.c
   election.c
   leader.c
   names.c
   observe.c
-  owner.c
   pacer.c
   release.c
   release_find.c
@@ -46,7 +43,6 @@ set(ELECTOR_ELECTION_SRCS
   session_close.c
   session_notify.c
   session_view.c
-  txn.c
   wait.c)
 # The public API of both ways to drive a client: the caller's loop (the core
 # below) or its own thread (own_thread: the loop thread, the callback thread).

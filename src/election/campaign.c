@@ -2,15 +2,32 @@
 /* A campaign and the election's lifecycle: elector__campaign() makes our key
  * (the campaign Txn), then the wait (wait.c) takes over; the handle is made
  * and freed here, hears of its session here, and its name is kept unique per
- * session here. This is the top of src/election/'s campaign path: the files
- * below it start the next step only through `steps` (pacer.c, wait.c,
- * delete.c). */
+ * session here. This is the top of src/election/'s campaign path: the pacer
+ * (pacer.c) sends the campaign Txn of an election that waited for a slot or
+ * for the deletes of its key through the turn it was given (campaign_turn). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "election_private.h"
 
 /* ---------------------------------------------------------------- campaign */
+
+static void campaign_turn(elector_election *el);
+
+static void campaign_retry_fired(elector__timer *t, void *ud)
+{
+    (void)t;
+    elector_election *el = ud;
+    if (el->state == E_CAMPAIGN && el->rev == 0) elector__send_campaign(el);
+}
+
+/* The campaign Txn failed for a reason that may heal: it goes again after the
+ * retry's pause (elector__retry_delay, the check's too). */
+static void campaign_retry(elector_election *el)
+{
+    int64_t due = elector__now_ms() + elector__retry_delay(el);
+    elector__timer_arm(el->etcd, &el->retry, due, campaign_retry_fired, el);
+}
 
 /* The campaign Txn was answered (rev: our key's create revision, 0 if unknown). */
 static void campaign_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
@@ -20,7 +37,7 @@ static void campaign_done(elector_etcd *e, int err, const ProtobufCMessage *m, v
     unsigned gen = o->gen;
     const Etcdserverpb__TxnResponse *r = (const void *)m;
     /* Answered: a campaign that waits for this Txn (a new one after a resign
-     * overtook this) goes now; it finds the key this one made (delete.c). */
+     * overtook this) goes now; it finds the key this one made (pacer.c). */
     elector__delete_over(owner);
     int64_t rev = 0;
     if (!err && r->succeeded && r->header) rev = r->header->revision;
@@ -48,7 +65,7 @@ static void campaign_done(elector_etcd *e, int err, const ProtobufCMessage *m, v
          * deadline bounds the retries. Until then our key may exist at a
          * revision we do not know: a resign or free deletes it by name. */
         el->maybe_key = true;
-        elector__schedule_retry(el);
+        campaign_retry(el);
         return;
     }
     if (err) {
@@ -90,13 +107,29 @@ static int make_key(elector_election *el)
     return 0;
 }
 
+/* The campaign Txn (docs/DESIGN.md, "Elections"; src/etcd/kv.c's pieces, keys
+ * and values borrowed): if CreateRevision(key) == 0, Put(key, value, lease);
+ * else the same Put (value updated, create revision kept), then the Range that
+ * reads our create revision (campaign_done reads it: result 1). */
+static void txn_campaign(elector__txn *t, const uint8_t *key, size_t klen,
+                         const uint8_t *value, size_t vlen, int64_t lease)
+{
+    elector__cmp_create(&t->cmp, key, klen, 0);
+    elector__op_put(&t->op[0], &t->put, key, klen, value, vlen, lease);
+    elector__op_range_key(&t->op[1], &t->range, key, klen);
+    elector__txn_init(t, 1);
+    t->txn.n_failure = 2;
+    t->txn.failure = t->ops;
+    t->ops[1] = &t->op[1];
+}
+
 /* Campaign Txn: create our key if absent; if present (same lease: a second
  * campaign, or etcdctl's), overwrite its value and read its create revision. */
 void elector__send_campaign(elector_election *el)
 {
     el->pace_what = PACE_CAMPAIGN;
     el->pace_gen = el->gen;
-    if (elector__pace_wait(el)) {
+    if (elector__pace_wait(el, campaign_turn)) {
         el->campaign_waits = true; /* not sent yet */
         return;
     }
@@ -106,7 +139,7 @@ void elector__send_campaign(elector_election *el)
         return;
     }
     elector__txn t;
-    elector__txn_campaign(&t, el->key, el->klen, el->value, el->vlen, el->key_lease);
+    txn_campaign(&t, el->key, el->klen, el->value, el->vlen, el->key_lease);
     struct op *o = elector__op_new(el);
     if (o) elector__pace_take(o, 1);
     int rc = o ? elector__send_txn(el, &t.txn, o, campaign_done) : ELECTOR_ENOMEM;
@@ -116,19 +149,16 @@ void elector__send_campaign(elector_election *el)
         el->deletes++; /* counted with our deletes: see `deletes` */
 }
 
-/* A slot is free for el, queued by elector__send_check() or elector__send_campaign():
- * it sends what its state asks for now (nothing, if that changed meanwhile:
- * resigned, failed, or a reply came). */
-static void pace_go(elector_election *el)
+/* el's turn (el->turn): a slot of the pacer is free for it, queued by
+ * elector__send_campaign(), or the last delete of our key it waited for was
+ * answered. The campaign Txn goes, unless it is no longer wanted (resigned,
+ * failed, a reply came). */
+static void campaign_turn(elector_election *el)
 {
     if (el->life.closed) return;
-    if (el->state == E_CAMPAIGN && el->rev == 0) {
-        if (el->campaign_waits && !el->deletes && elector__el_live(el))
-            elector__send_campaign(el);
-    } else if (el->state == E_WAIT || el->state == E_LEADER) {
-        if (el->pace_what == PACE_CHECK && el->pace_gen == el->gen)
-            elector__send_check(el);
-    }
+    if (el->state == E_CAMPAIGN && el->rev == 0 && el->campaign_waits && !el->deletes &&
+        elector__el_live(el))
+        elector__send_campaign(el);
 }
 
 /* ---------------------------------------------------------------- the session */
@@ -172,9 +202,6 @@ void elector__campaign_session_detached(elector__session_listener *l)
 
 /* ---------------------------------------------------------------- lifecycle */
 
-/* The steps that the files below start (pacer.c, wait.c's retry, delete.c). */
-static const elector__steps steps = {elector__send_campaign, pace_go};
-
 int elector__campaign(elector_election *el, const void *value, size_t len)
 {
     if (!el || el->life.closed) return ELECTOR_EINVAL;
@@ -193,6 +220,7 @@ int elector__campaign(elector_election *el, const void *value, size_t len)
     elector__timer_disarm(el->etcd, &el->resign_timer);
     el->state = E_CAMPAIGN;
     el->campaign_waits = true;
+    el->turn = campaign_turn; /* also once the deletes of our key are over */
     el->maybe_key = false;
     el->gen++;
     el->rev = 0;
@@ -241,7 +269,6 @@ elector_election *elector__election_new(elector_session *s, const char *name,
     }
     el->s = s;
     el->etcd = elector__session_etcd(s);
-    el->steps = &steps;
     el->cb = cb;
     el->ud = ud;
     if (!elector__name_add(el)) {

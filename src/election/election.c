@@ -2,8 +2,8 @@
 /* An election's handle and what every step of it uses: holds and the release
  * of its memory, events, and the two endings of a campaign (failed, lost). The
  * operations in flight and the pacer that spaces the bulk requests are in
- * pacer.c; the steps themselves are above: wait.c (check and watch the
- * predecessor), delete.c (delete our key), campaign.c (campaign and the
+ * pacer.c, with the deletes of our key; the steps themselves are above:
+ * wait.c (check and watch the predecessor), campaign.c (campaign and the
  * handle's lifecycle), leader.c (proclaim, resign, guarded Txns). Nothing here
  * calls up.
  *
@@ -195,4 +195,21 @@ const char *elector_election_name(const elector_election *el)
 elector_session *elector__election_session(const elector_election *el)
 {
     return el->s;
+}
+
+elector_etcd *elector__election_etcd(const elector_election *el)
+{
+    return el->etcd;
+}
+
+/* The owner slot (election_internal.h): the driver's record of the election,
+ * never read here. */
+void *elector__election_owner(const elector_election *el)
+{
+    return el->owner;
+}
+
+void elector__election_set_owner(elector_election *el, void *owner)
+{
+    el->owner = owner;
 }

@@ -4,13 +4,11 @@
  *   session.c    leases kept alive, the validity deadline, listeners
  *   campaign.c   the campaign and the handle's lifecycle (top of the campaign)
  *   wait.c       check and watch the predecessor, lead
- *   delete.c     deleting our key
- *   pacer.c      operations in flight and the pacer
+ *   pacer.c      operations in flight, the pacer, deleting our key
  *   election.c   the handle: holds, events, the endings (failed, lost)
  *   names.c      the client's elections by name
  *   leader.c     what a leader does and how a campaign ends: proclaim,
  *                guarded Txn, resign, deleting our key
- *   txn.c        the Txn requests of the protocol
  *   observe.c    leader query and observe
  *   release.c    the release helper of a session (release_on_exit) */
 #ifndef ELECTOR_ELECTION_PRIVATE_H
@@ -103,7 +101,7 @@ struct elector__session_listener {
 void elector__session_listen(elector_session *s, elector__session_listener *l);
 void elector__session_unlisten(elector_session *s, elector__session_listener *l);
 
-/* ---- an election (election.c, wait.c, delete.c, campaign.c, leader.c) ---- */
+/* ---- an election (election.c, pacer.c, wait.c, campaign.c, leader.c) ---- */
 
 enum el_state { E_IDLE, E_CAMPAIGN, E_WAIT, E_LEADER };
 
@@ -121,19 +119,17 @@ typedef struct elector__check_knobs {
 } elector__check_knobs;
 extern elector__check_knobs elector__check_test;
 
-/* The next steps that the files low in src/election/ start without calling
- * up to them: the pacer (pacer.c, a slot is free for a waiting election), the
- * retry timer (wait.c) and a finished delete (delete.c). campaign.c fills the
- * table; every election points at it. */
 struct op;
-typedef struct elector__steps {
-    void (*campaign)(elector_election *el); /* elector__send_campaign */
-    void (*pace_go)(elector_election *el);  /* a slot of the pacer is free for el */
-} elector__steps;
+/* What an election sends when its turn comes: a slot of the pacer is free
+ * for it, or the last delete of our key that a new campaign waits for was
+ * answered (pacer.c calls it). campaign.c's (the campaign Txn) or wait.c's
+ * (the check), set by the one that waits: elector__pace_wait(), and
+ * elector__campaign() for the wait on the deletes. */
+typedef void (*elector__turn_fn)(elector_election *el);
 
 struct elector_election {
     elector__session_listener listener; /* in the session's list */
-    const elector__steps *steps;        /* campaign.c's */
+    elector__turn_fn turn;              /* see elector__turn_fn */
     elector_session *s;                 /* NULL once the session is closed */
     elector_etcd *etcd;
     void *owner;      /* elector__election_owner() */
@@ -263,7 +259,7 @@ elector_election *elector__op_end(struct op *o); /* the election if current, or 
 int elector__send_txn(elector_election *el, Etcdserverpb__TxnRequest *txn, struct op *o,
                       elector_etcd_cb done);
 /* The pacer. pace_wait: true when el must wait for a slot (it is queued, and
- * el->steps->pace_go runs once a slot is free); false when it may send now.
+ * `turn` runs once a slot is free); false when it may send now.
  * pace_take: o holds `weight` slots until elector__op_end(); pace_take_check:
  * as many as a check needs (returned). pace_note_keys: the key count a
  * linearizable check saw, which weighs the next checks. pace_forget: el leaves
@@ -271,7 +267,7 @@ int elector__send_txn(elector_election *el, Etcdserverpb__TxnRequest *txn, struc
  * sent from the pacer once a slot is free); else o takes a slot and the caller
  * sends it (elector__send_delete). */
 enum { PACE_CAMPAIGN = 1, PACE_CHECK };
-bool elector__pace_wait(elector_election *el);
+bool elector__pace_wait(elector_election *el, elector__turn_fn turn);
 void elector__pace_take(struct op *o, int weight);
 int elector__pace_take_check(struct op *o);
 void elector__pace_note_keys(elector_etcd *e, int64_t keys);
@@ -282,17 +278,19 @@ int elector__send_delete(struct op *o);
 
 /* wait.c: check and watch the predecessor, lead */
 void elector__send_check(elector_election *el);
-/* A read or watch failed for a reason that may heal: check again (or send the
- * campaign again) after a short, growing, jittered pause. */
+/* A read or watch failed for a reason that may heal: check again after a
+ * short, growing, jittered pause (retry_delay: that pause, counted as a
+ * retry; campaign.c's campaign Txn waits it too). */
 void elector__schedule_retry(elector_election *el);
+int64_t elector__retry_delay(elector_election *el);
 
-/* delete.c */
+/* pacer.c: deleting our key */
 /* Deletes our key, guarded by rev (0: by our lease); o is released on error.
  * The delete is paced: without a free slot it waits in the pacer, and goes
  * from the loop (done is called then, with the send error if it fails). */
 int elector__delete_key(elector_election *el, int64_t rev, struct op *o,
                         elector_etcd_cb done);
-/* A delete of our key was answered (the campaign that waits for it may go). */
+/* A delete of our key was answered (the campaign that waits for it goes: el->turn). */
 void elector__delete_over(elector_election *el);
 /* The answer to a delete of our key that nobody waits for. */
 void elector__stray_deleted(elector_etcd *e, int err, const ProtobufCMessage *m,
@@ -316,28 +314,5 @@ void elector__campaign_session_ready(elector__session_listener *l);
 void elector__campaign_session_ended(elector__session_listener *l, int reason,
                                      const char *detail, int64_t end_ns);
 void elector__campaign_session_detached(elector__session_listener *l);
-
-/* ---- the protocol's requests (txn.c) ----
- * Each fills an elector__txn (etcd_internal.h) in place; keys and values are
- * borrowed. */
-
-/* If CreateRevision(key) == 0: Put(key, value, lease); else Put + Range(key). */
-void elector__txn_campaign(elector__txn *t, const uint8_t *key, size_t klen,
-                           const uint8_t *value, size_t vlen, int64_t lease);
-/* If CreateRevision(key) == rev: Range(the newest key under p created before
- * rev) -- our predecessor, if any. */
-void elector__txn_check(elector__txn *t, const uint8_t *key, size_t klen, int64_t rev,
-                        const elector__prefix *p);
-/* The same Txn with a serializable Range: read-only, and made only of
- * serializable ranges, so the member answers it from its own state without a
- * round through the Raft leader (etcd's isTxnSerializable). */
-void elector__txn_check_serializable(elector__txn *t, const uint8_t *key, size_t klen,
-                                     int64_t rev, const elector__prefix *p);
-/* If CreateRevision(key) == rev: Put(key, value, lease). */
-void elector__txn_proclaim(elector__txn *t, const uint8_t *key, size_t klen, int64_t rev,
-                           const uint8_t *value, size_t vlen, int64_t lease);
-/* If CreateRevision(key) == rev (rev 0: if Lease(key) == lease): Delete(key). */
-void elector__txn_delete(elector__txn *t, const uint8_t *key, size_t klen, int64_t rev,
-                         int64_t lease);
 
 #endif

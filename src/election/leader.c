@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* What a leader does (proclaim, guarded Txn) and how a campaign ends by the
  * owner's hand (resign). Uses the handle (election.c) and the delete of our
- * key (delete.c); nothing below calls back in here. */
+ * key (pacer.c); nothing below calls back in here. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,9 +54,12 @@ int elector__proclaim(elector_election *el, const void *value, size_t len)
         if (o) elector__op_end(o);
         return ELECTOR_ENOMEM;
     }
+    /* If CreateRevision(key) == rev: Put(key, value, lease). */
     elector__txn t;
-    elector__txn_proclaim(&t, el->key, el->klen, el->rev, o->value, o->vlen,
-                          elector__session_lease(el->s));
+    elector__cmp_create(&t.cmp, el->key, el->klen, el->rev);
+    elector__op_put(&t.op[0], &t.put, el->key, el->klen, o->value, o->vlen,
+                    elector__session_lease(el->s));
+    elector__txn_init(&t, 1);
     int rc = elector__send_txn(el, &t.txn, o, proclaim_done);
     if (!rc) el->proclaiming = true;
     return rc;

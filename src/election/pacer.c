@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* The pacer and the operations in flight (struct op: a request of an election,
- * holding it until answered) that it spaces. Above election.c (the handle's
- * holds); below campaign.c, wait.c, delete.c and leader.c, which send through
- * it. A slot freed for a queued delete sends it (here); one freed for a
- * waiting election starts its next step through el->steps (campaign.c). */
+/* The pacer, the operations in flight (struct op: a request of an election,
+ * holding it until answered) that it spaces, and the deletes of our key (by a
+ * resign, after a refused check, after a campaign Txn that a resign or free
+ * overtook, when the handle is freed), which it paces and sends. Above
+ * election.c (the handle's holds); below campaign.c, wait.c and leader.c,
+ * which send through it. A slot freed for a queued delete sends it (here);
+ * one freed for a waiting election, or the last delete a new campaign waits
+ * for, calls the election's turn (el->turn: what the one that waits, the
+ * campaign or the check, sends then). */
 #include <stdlib.h>
 #include "election_private.h"
 
@@ -112,7 +116,12 @@ int elector__send_delete(struct op *o)
 {
     elector_election *el = o->el;
     elector__txn t;
-    elector__txn_delete(&t, el->key, el->klen, o->del_rev, el->key_lease);
+    if (o->del_rev)
+        elector__cmp_create(&t.cmp, el->key, el->klen, o->del_rev);
+    else
+        elector__cmp_lease(&t.cmp, el->key, el->klen, el->key_lease);
+    elector__op_delete(&t.op[0], &t.del, el->key, el->klen);
+    elector__txn_init(&t, 1);
     return elector_etcd_call(el->etcd, ELECTOR_RPC_TXN, &t.txn.base, NULL, o->done, o);
 }
 
@@ -133,15 +142,16 @@ static void pace_fired(elector__timer *t, void *ud)
         elector_election *el = p->head;
         pace_unqueue(p, el);
         elector__el_hold(el);
-        el->steps->pace_go(el);
+        el->turn(el);
         elector__el_unhold(el);
     }
 }
 
 /* True when el must wait for a slot (it is queued, to send what its state then
  * asks for); false when it may send now. */
-bool elector__pace_wait(elector_election *el)
+bool elector__pace_wait(elector_election *el, elector__turn_fn turn)
 {
+    el->turn = turn;
     pacer *p =
         (pacer *)elector__ext_get(el->etcd, &pacer_kind, sizeof(pacer), pacer_free);
     if (!p) return false; /* out of memory: unpaced */
@@ -265,4 +275,64 @@ int elector__send_txn(elector_election *el, Etcdserverpb__TxnRequest *txn, struc
     int rc = elector_etcd_call(el->etcd, ELECTOR_RPC_TXN, &txn->base, NULL, done, o);
     if (rc) elector__op_end(o);
     return rc;
+}
+
+/* ---------------------------------------------------------------- deleting our key */
+
+/* By a resign (leader.c), after a refused check (wait.c), after a campaign Txn
+ * that a resign or free overtook and when the handle is freed (campaign.c). */
+
+int elector__delete_key(elector_election *el, int64_t rev, struct op *o,
+                        elector_etcd_cb done)
+{
+    o->del_rev = rev;
+    o->done = done;
+    if (!elector__pace_delete(o)) {
+        int rc = elector__send_delete(o);
+        if (rc) {
+            elector__op_end(o);
+            return rc;
+        }
+    }
+    el->deletes++; /* o holds el */
+    return 0;
+}
+
+/* A delete of our key was answered. A campaign that waits for it goes now. */
+void elector__delete_over(elector_election *el)
+{
+    el->deletes--;
+    if (!el->deletes && el->state == E_CAMPAIGN && el->campaign_waits &&
+        !el->life.closed && el->s && elector__session_phase(el->s) == ELECTOR__S_ALIVE)
+        el->turn(el);
+}
+
+void elector__stray_deleted(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
+{
+    (void)e, (void)m;
+    struct op *o = ud;
+    elector_election *el = o->el; /* the op holds the election */
+    elector__delete_over(el);
+    /* A delete guarded by our key's create revision is sent again after a
+     * transient failure (it waits for the next connection): the key would make
+     * every later candidate wait for our whole session. So for a freed
+     * election, and for one that is idle (a resign overtook the campaign Txn
+     * that made the key): nothing else would delete that key, and a free
+     * later deletes nothing, the election holding no key. Not once it
+     * campaigns again: the new campaign takes the key over (same name, same
+     * lease). Never a delete guarded by the lease alone: a new election
+     * object with the same name on this session may have made that key again
+     * meanwhile. */
+    bool owner_done =
+        el->life.closed || (el->state == E_IDLE && !el->keep_key && elector__el_live(el));
+    if (elector__transient(err) && owner_done && o->del_rev > 0 &&
+        o->tries < RESIGN_TRIES) {
+        struct op *d = elector__op_new(el);
+        if (d) {
+            d->tries = o->tries + 1;
+            el->checks.retries++;
+            elector__delete_key(el, o->del_rev, d, elector__stray_deleted);
+        }
+    }
+    elector__op_end(o);
 }

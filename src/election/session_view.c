@@ -97,3 +97,15 @@ void elector__session_get_stats(const elector_session *s, elector_session_stats 
 {
     *out = s->stats;
 }
+
+/* The owner slot (election_internal.h): the driver's record of the session,
+ * never read here. */
+void *elector__session_owner(const elector_session *s)
+{
+    return s->owner;
+}
+
+void elector__session_set_owner(elector_session *s, void *owner)
+{
+    s->owner = owner;
+}

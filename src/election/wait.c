@@ -30,10 +30,19 @@ static void retry_fired(elector__timer *t, void *ud)
 {
     (void)t;
     elector_election *el = ud;
-    if (el->state == E_CAMPAIGN && el->rev == 0)
-        el->steps->campaign(el);
-    else if (el->state == E_WAIT || el->state == E_LEADER)
-        elector__send_check(el);
+    if (el->state == E_WAIT || el->state == E_LEADER) elector__send_check(el);
+}
+
+/* The pause before a retry, counted. Jittered: thousands of elections that
+ * failed together (etcd busy, the connection lost) do not come back
+ * together. */
+int64_t elector__retry_delay(elector_election *el)
+{
+    int64_t d =
+        elector__backoff_ms(el->retries + 1, 50, 1600, elector__next_rnd(el->etcd));
+    el->retries++;
+    el->checks.retries++;
+    return d;
 }
 
 /* A read or watch failed for a reason that may heal (connection, no leader):
@@ -41,12 +50,7 @@ static void retry_fired(elector__timer *t, void *ud)
  * long this can go on. */
 void elector__schedule_retry(elector_election *el)
 {
-    /* Jittered: thousands of elections that failed together (etcd busy, the
-     * connection lost) do not come back together. */
-    int64_t d =
-        elector__backoff_ms(el->retries + 1, 50, 1600, elector__next_rnd(el->etcd));
-    el->retries++;
-    el->checks.retries++;
+    int64_t d = elector__retry_delay(el);
     elector__timer_arm(el->etcd, &el->retry, elector__now_ms() + d, retry_fired, el);
 }
 
@@ -377,13 +381,42 @@ static void check_done(elector_etcd *e, int err, const ProtobufCMessage *m, void
     wait_behind(el, rr->kvs[0], hrev);
 }
 
+/* A slot of the pacer is free for el, queued by elector__send_check(): the
+ * check goes, unless it is no longer wanted (resigned, failed, a reply came). */
+static void check_turn(elector_election *el)
+{
+    if (el->life.closed) return;
+    if ((el->state == E_WAIT || el->state == E_LEADER) && el->pace_what == PACE_CHECK &&
+        el->pace_gen == el->gen)
+        elector__send_check(el);
+}
+
+/* The check Txn (docs/DESIGN.md, "Elections"): if CreateRevision(key) == rev,
+ * Range(the newest key under p created before rev) -- our predecessor, if any
+ * (check_done reads it: result 0). serializable: a serializable Range, so the
+ * Txn is read-only and made only of serializable ranges, and the member
+ * answers it from its own state without a round through the Raft leader
+ * (etcd's isTxnSerializable). */
+static void txn_check(elector__txn *t, const elector_election *el, bool serializable)
+{
+    elector__cmp_create(&t->cmp, el->key, el->klen, el->rev);
+    elector__leader_range(&t->range, &el->prefix);
+    t->range.sort_order = ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__DESCEND;
+    t->range.max_create_revision = el->rev - 1;
+    t->range.serializable = serializable;
+    etcdserverpb__request_op__init(&t->op[0]);
+    t->op[0].request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
+    t->op[0].request_range = &t->range;
+    elector__txn_init(t, 1);
+}
+
 void elector__send_check(elector_election *el)
 {
     el->pace_what = PACE_CHECK;
     el->pace_gen = el->gen;
-    if (elector__pace_wait(el)) return;
+    if (elector__pace_wait(el, check_turn)) return;
     elector__txn t;
-    elector__txn_check(&t, el->key, el->klen, el->rev, &el->prefix);
+    txn_check(&t, el, false);
     struct op *o = elector__op_new(el);
     if (o) elector__pace_take_check(o);
     el->checks.checks_linearizable++;
@@ -403,7 +436,7 @@ static void send_fast_check(elector_election *el, const struct deleted *ev)
         return;
     }
     elector__txn t;
-    elector__txn_check_serializable(&t, el->key, el->klen, el->rev, &el->prefix);
+    txn_check(&t, el, true);
     struct op *o = elector__op_new(el);
     if (!o) {
         elector__schedule_retry(el);

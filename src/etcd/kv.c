@@ -2,7 +2,8 @@
 /* etcd's KV requests, built in place: compares, request ops and a one-compare
  * Txn (elector__txn), and the reading of a Txn reply's Range results. Nothing
  * is allocated; keys and values are borrowed. The election protocol composes
- * its requests from these (src/election/txn.c). */
+ * its requests from these (src/election/: each Txn beside the handler of
+ * its answer). */
 #include "etcd_internal.h"
 
 void elector__cmp_create(Etcdserverpb__Compare *c, const uint8_t *key, size_t klen,

@@ -22,8 +22,8 @@
  *               tls.c and ssl_lazy.c include ssl_lazy.h, OpenSSL's headers);
  *               errors returned
  *   timer.c     the timer heap and the timerfd that wakes the loop
- *   grpc.c      gRPC framing and status mapping (pure functions)
- *   buf.c, endpoint.c, rpc.c, util.c   buffers, endpoint lists, the rpc table,
+ *   grpc.c      the rpc table, gRPC framing and status mapping (pure)
+ *   buf.c, endpoint.c, util.c   buffers, endpoint lists,
  *               clocks, errors (elector__set_err), notices, delays and jitter */
 #ifndef ELECTOR_TRANSPORT_PRIVATE_H
 #define ELECTOR_TRANSPORT_PRIVATE_H
@@ -125,7 +125,7 @@ void elector__endpoints_free(elector__endpoint *eps, int n);
 /* host is in 127.0.0.0/8, ::1 (or v4-mapped 127/8) or "localhost". */
 bool elector__endpoint_loopback(const char *host);
 
-/* ---- the rpc table (rpc.c) ---- */
+/* ---- the rpc table (grpc.c) ---- */
 typedef struct elector__rpc_desc {
     const char *path;
     const ProtobufCMessageDescriptor *req;
