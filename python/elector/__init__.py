@@ -310,8 +310,8 @@ def _wait_on(h: Any, cond: Callable[[], Any], deadline: Optional[float],
 
 def _logger() -> logging.Logger:
     """The "elector" logger. logging is imported on the first message, not
-    with the package: a candidate that never logs does without it (1.3 MB of
-    RSS, bench/RESULTS.md section 7)."""
+    with the package: a candidate that never logs does without it (0.65-0.8
+    MB of RSS, bench/RESULTS.md section 7a)."""
     import logging
     return logging.getLogger("elector")
 
