@@ -23,7 +23,7 @@ factory does not accept (TypeError at get_coordinator): the tooz candidate
 replaces that factory by the Etcd3Client class it wraps, and uses
 api_version=v3 (etcd 3.4 serves /v3/).
 
-Every candidate is its own process (this file with --worker), so that it can be
+Every candidate is its own process (bench/python_lock_worker.py), so that it can be
 SIGKILLed, SIGSTOPped and measured. Times are taken with CLOCK_MONOTONIC in the
 processes themselves (one clock for the whole machine):
   graceful  holder's release() called -> the waiting candidate's acquire() returns
@@ -58,117 +58,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 LIBS = ("elector", "elector-nohelper", "etcd3", "tooz")
-
-# ------------------------------------------------------------------ worker
-
-
-def _out(*words):
-    sys.stdout.write(" ".join(str(w) for w in words) + "\n")
-    sys.stdout.flush()
-
-
-def worker(lib, endpoint, name, ttl):
-    host, port = endpoint.rsplit(":", 1)
-    local = io = None
-    if lib.startswith("elector"):
-        import elector
-        client = elector.Client([endpoint])
-        lock = client.lock(name, ttl=ttl, release_on_exit=(lib == "elector"))
-        _out("ready")
-        lead = lock.acquire()
-        _out("acquired", time.monotonic_ns())
-
-        def release():
-            lock.release()
-
-        def local():
-            return lead.is_leader()
-    elif lib == "etcd3":
-        import etcd3
-        client = etcd3.client(host=host, port=int(port))
-        lock = client.lock(name, ttl=ttl)
-        _out("ready")
-        while True:  # Lock.acquire()'s algorithm, with the client's calls
-            lock.lease = client.lease(ttl)
-            ok, _ = client.transaction(
-                compare=[client.transactions.create(lock.key) == 0],
-                success=[client.transactions.put(lock.key, lock.uuid, lease=lock.lease)],
-                failure=[client.transactions.get(lock.key)])
-            if ok:
-                break
-            lock.lease = None
-            try:
-                client.watch_once(lock.key, 30)
-            except etcd3.exceptions.WatchTimedOut:
-                pass
-        _out("acquired", time.monotonic_ns())
-
-        def refresher():
-            while True:
-                time.sleep(ttl / 3)
-                lease = lock.lease
-                if lease is None:
-                    return
-                try:
-                    lease.refresh()
-                except Exception:
-                    pass
-        threading.Thread(target=refresher, daemon=True).start()
-
-        def release():
-            lock.release()
-            lock.lease = None
-
-        def local():
-            return lock.lease is not None
-
-        def io():
-            return lock.is_acquired()
-    else:
-        import etcd3gw
-        from tooz import coordination
-        # Debian 12's tooz 3.1 passes api_path= to etcd3gw.client(), which
-        # etcd3gw 2.0's factory does not take (TypeError): build the client
-        # class directly, as the factory would with that argument
-        etcd3gw.client = lambda **kw: sys.modules["etcd3gw.client"].Etcd3Client(**kw)
-        coord = coordination.get_coordinator(
-            f"etcd3+http://{endpoint}?api_version=v3&lock_timeout={ttl}&timeout=5",
-            f"m{os.getpid()}".encode())
-        coord.start(start_heart=True)
-        lock = coord.get_lock(name.encode())
-        _out("ready")
-        lock.acquire(blocking=True)
-        _out("acquired", time.monotonic_ns())
-
-        def release():
-            lock.release()
-
-        def local():
-            return lock.acquired
-    for line in sys.stdin:
-        cmd = line.split()
-        if not cmd:
-            continue
-        if cmd[0] == "release":
-            _out("releasing", time.monotonic_ns())
-            release()
-            _out("released", time.monotonic_ns())
-        elif cmd[0] == "belief":
-            # local first (no I/O), then the I/O check if the library has one
-            lo = local()
-            try:
-                i = io() if io else "-"
-            except Exception as e:  # noqa: BLE001
-                i = f"error:{type(e).__name__}"
-            _out("belief", int(bool(lo)), i if i == "-" or isinstance(i, str) else int(bool(i)))
-        elif cmd[0] == "exit":
-            break
-    os._exit(0)
-
 
 # ------------------------------------------------------------------ etcd
 
@@ -236,7 +128,8 @@ class Cluster:
 class Cand:
     def __init__(self, lib, endpoint, name, ttl, live):
         self.p = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--worker", lib, endpoint, name,
+            [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                          "python_lock_worker.py"), lib, endpoint, name,
              str(ttl)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
             stderr=None, preexec_fn=_die_with_parent)
         live.append(self)
@@ -441,9 +334,6 @@ def report(args, cl, res):
 
 
 def main():
-    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        lib, endpoint, name, ttl = sys.argv[2:6]
-        return worker(lib, endpoint, name, int(ttl))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--ttl", type=int, default=2)

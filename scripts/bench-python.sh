@@ -17,6 +17,11 @@ scripts/deps.sh bench
 B=${BUILD_DIR:-build-bench}
 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$B" -j2 --target elector_python elector_release >/dev/null
+# The package's bytecode, as pip or a Debian package installs it (the anchors'
+# Debian packages ship theirs): without it each candidate compiles elector's
+# sources at import, 1.4 MB of RSS that stays (PYTHONDONTWRITEBYTECODE=1, as
+# in some CI shells, keeps Python from caching it). bench/RESULTS.md section 7a.
+/usr/bin/python3 -m compileall -q "$B/python/elector"
 export PYTHONPATH=$PWD/$B/python
 export ELECTOR_RELEASE_HELPER=$PWD/$B/lib/elector/elector-release
 exec /usr/bin/python3 bench/python_locks.py "$@"

@@ -16,17 +16,20 @@ eventlet once they have monkey-patched ``select``.
 
 from __future__ import annotations
 
-import logging
 import os
 import select
 import sys
 import threading
 import time
 import weakref
-from typing import Any, Callable, Iterable, Iterator, List, NamedTuple, Optional, Union
+from typing import (TYPE_CHECKING, Any, Callable, Iterable, Iterator, List, NamedTuple,
+                    Optional, Union)
 
 from . import _elector
 from ._version import __version__
+
+if TYPE_CHECKING:
+    import logging
 
 __all__ = [
     "Client", "Session", "Leadership", "Lock", "Observer", "Leader",
@@ -311,6 +314,14 @@ def _wait_on(h: Any, cond: Callable[[], Any], deadline: Optional[float],
         h.remove_waiter(fd)
 
 
+def _logger() -> logging.Logger:
+    """The "elector" logger. logging is imported on the first message, not
+    with the package: a candidate that never logs does without it (0.65-0.8
+    MB of RSS, bench/RESULTS.md section 7a)."""
+    import logging
+    return logging.getLogger("elector")
+
+
 def _unraisable(exc: BaseException, obj: Any) -> None:
     hook = getattr(sys, "unraisablehook", None)
     if hook is None:  # pragma: no cover
@@ -559,7 +570,7 @@ class Session:
         client._sessions.add(self)
         helper = self._s.helper()
         if release_on_exit and helper < 0:
-            logging.getLogger("elector").warning(
+            _logger().warning(
                 "session: no release helper (%s): none at $ELECTOR_RELEASE_HELPER nor "
                 "beside libelector nor where it was installed; after a crash the next "
                 "candidate waits for the TTL (%d s)", _elector.strerror(helper), ttl)
@@ -940,7 +951,7 @@ class Observer:
             # Nobody leads: a key without a lease is in the way. Said on the
             # "elector" logger (an iterator of leaders has no other channel);
             # it may be deleted, so observing goes on.
-            logging.getLogger("elector").error(
+            _logger().error(
                 "%s", _blocked(self.name, key, f"observe {self.name!r}"))
             return None
         if typ == _EV_LEADER:
