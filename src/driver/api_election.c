@@ -38,7 +38,6 @@ static void election_relay(elector_election *ce, const elector_event *ev, void *
 
 static void election_new_job(elector__drv *d, struct job *j)
 {
-    (void)d;
     struct drv_election *el = j->a;
     struct drv_session *s = j->b;
     if (!s->core) {
@@ -51,7 +50,7 @@ static void election_new_job(elector__drv *d, struct job *j)
         return;
     }
     elector__election_set_owner(el->core, el);
-    el->h.user = el->core;
+    elector__drv_h_attach_new(d, &el->h, el->core, j);
 }
 
 elector_election *elector_election_new(elector_session *cs, const char *name,
@@ -71,12 +70,10 @@ elector_election *elector_election_new(elector_session *cs, const char *name,
         el->cb = cb;
         el->ud = ud;
         struct job j = {.fn = election_new_job, .a = el, .b = s, .p1 = name};
-        if (elector__drv_run_job(d, &j)) {
+        if (elector__drv_run_job(d, &j))
             free(el);
-        } else {
-            core = el->core;
-            elector__drv_h_attach(d, &el->h);
-        }
+        else
+            core = j.out;
     }
     elector__drv_leave_h(d, &s->h);
     return core;

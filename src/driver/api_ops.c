@@ -376,7 +376,7 @@ static void observe_job(elector__drv *d, struct job *j)
         return;
     }
     elector__observer_set_owner(o->core, o);
-    o->h.user = o->core;
+    elector__drv_h_attach_new(d, &o->h, o->core, j);
 }
 
 elector_observer *elector_observe(elector_etcd *e, const char *name,
@@ -396,12 +396,10 @@ elector_observer *elector_observe(elector_etcd *e, const char *name,
         o->cb = cb;
         o->ud = ud;
         struct job j = {.fn = observe_job, .a = o, .p1 = name};
-        if (elector__drv_run_job(d, &j)) {
+        if (elector__drv_run_job(d, &j))
             free(o);
-        } else {
-            core = o->core;
-            elector__drv_h_attach(d, &o->h);
-        }
+        else
+            core = j.out;
     }
     elector__drv_leave(d);
     return core;

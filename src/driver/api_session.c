@@ -33,7 +33,7 @@ static void session_new_job(elector__drv *d, struct job *j)
         return;
     }
     elector__session_set_owner(s->core, s);
-    s->h.user = s->core;
+    elector__drv_h_attach_new(d, &s->h, s->core, j);
 }
 
 elector_session *elector_session_new(elector_etcd *e, const elector_session_config *cfg,
@@ -55,12 +55,10 @@ elector_session *elector_session_new(elector_etcd *e, const elector_session_conf
     s->ud = ud;
     struct job j = {.fn = session_new_job, .a = s, .p1 = cfg};
     elector_session *core = NULL;
-    if (elector__drv_run_job(d, &j)) {
+    if (elector__drv_run_job(d, &j))
         free(s);
-    } else {
-        core = s->core;
-        elector__drv_h_attach(d, &s->h);
-    }
+    else
+        core = j.out;
     elector__drv_leave(d);
     return core;
 }

@@ -16,7 +16,7 @@ void elector__drv_h_unref(struct dh *h) /* mu held */
     free(h);
 }
 
-void elector__drv_h_attach(elector__drv *d, struct dh *h) /* mu held */
+static void h_attach(elector__drv *d, struct dh *h) /* mu held */
 {
     h->attached = true;
     h->refs++;
@@ -24,6 +24,19 @@ void elector__drv_h_attach(elector__drv *d, struct dh *h) /* mu held */
     h->prev = &d->handles;
     d->handles.next->prev = h;
     d->handles.next = h;
+}
+
+/* A new handle, on the loop thread as its job made it: attached at once (the
+ * loop may deliver its first event, and a callback close it, before its maker
+ * runs again), its core object handed to the maker through the job, which then
+ * no longer touches the record (a close may already have freed it). */
+void elector__drv_h_attach_new(elector__drv *d, struct dh *h, void *core, struct job *j)
+{
+    h->user = core;
+    j->out = core;
+    pthread_mutex_lock(&d->mu);
+    h_attach(d, h);
+    pthread_mutex_unlock(&d->mu);
 }
 
 void elector__drv_h_detach(struct dh *h) /* mu held */

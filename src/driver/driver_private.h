@@ -73,6 +73,7 @@ struct job {
     int rc;
     void *a, *b;
     const void *p1, *p2;
+    void *out; /* a handle's new core object, for its maker (see attach_new) */
     size_t n1, n2;
     void (*efn)(elector_etcd *, void *);
     /* A close made from the handle's own callback (elector__drv_defer_close):
@@ -190,7 +191,7 @@ static inline bool past(int64_t end_ms)
 
 /* callback_thread.c: handles (mu held) and the callback thread */
 void elector__drv_h_unref(struct dh *h);
-void elector__drv_h_attach(elector__drv *d, struct dh *h);
+void elector__drv_h_attach_new(elector__drv *d, struct dh *h, void *core, struct job *j);
 void elector__drv_h_detach(struct dh *h);
 /* Queues a copy of ev for h's callback (I_EVENT), or its log (I_LOG: an
  * election's elector_election_set_log()). Loop thread. */
