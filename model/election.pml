@@ -10,13 +10,18 @@
  * Every other step takes no time, and any number of them may fall between two
  * ticks, or none: messages are as slow as any schedule makes them.
  *
+ * Each step names the C function it stands for (src/election/ unless a path is
+ * given; tool/ is the `elector` tool).
+ *
  * Planted faults (each must make Spin find a counterexample):
- *   -DNO_DRIFT_MARGIN     deadline = t_send + TTL (margin 0)         session.c extend()
- *   -DNO_GUARD_STOP       the guard never kills the command           guard.c guard_timers()
- *   -DRELEASE_BEFORE_REAP resign/revoke before the command is reaped  session.c session_die(),
- *                                                                     tool run, release.c
+ *   -DNO_DRIFT_MARGIN     deadline = t_send + TTL (margin 0)         session.c margin_ns(), extend()
+ *   -DNO_GUARD_STOP       the guard never kills the command           tool/supervise/guard.c guard_timers()
+ *   -DRELEASE_BEFORE_REAP resign/revoke before the command is reaped  session.c session_die()
+ *                         (manual_release), tool/candidate/decide.c app_step_down(),
+ *                         tool/supervise/guard.c guard_main() -> leader_cmd.c release_lease()
  *   -DNO_RECHECK          elected without "session alive" re-check    wait.c become_leader()
- *   -DNO_FENCING          the resource takes any token                (the user's resource)
+ *   -DNO_FENCING          the resource takes any token                (the user's resource;
+ *                                                                     fault/resource.c)
  *   -DNO_LEASE_END        with -DLIVENESS: no expiry, no revoke: the liveness run must fail
  * Configuration: -DTTL=.. -DDRIFT=.. -DSESS=.. -DCRASHES=.. -DRESIGNS=..;
  * -DLIVENESS for the liveness run (ltl "live", pan -a -f).
@@ -78,7 +83,9 @@ byte lasttok = 0;        /* token of the latest ELECTED */
 byte high = 0;           /* highest token the resource accepted */
 chan wr[N] = [1] of { byte };   /* a write in flight to the resource */
 
-#define believes(i) (leader[i] && dl[i] > 0)   /* elector_is_leader() */
+/* leader.c elector__is_leader(): E_LEADER and session_view.c
+ * elector__session_alive() (now < deadline); the driver's elector_is_leader() */
+#define believes(i) (leader[i] && dl[i] > 0)
 #define nbelieve (believes(0) + believes(1) + believes(2))
 #define ncmd (cmd[0] + cmd[1] + cmd[2])
 
@@ -91,13 +98,16 @@ inline drop_lease(i) {
   lalive[i] = 0; lrem[i] = 0
 }
 
-/* session.c session_die(): elections told (elector__lose / elector__fail);
- * the revoke is owed until the command is reaped (manual_release). */
+/* session.c session_die(): elections told (session_notify.c
+ * elector__session_notify_ended() -> campaign.c elector__campaign_session_ended()
+ * -> election.c elector__lose() / elector__fail()); the revoke is owed
+ * (revoke_owed) until the command is reaped (manual_release; then
+ * session_close.c elector__session_revoke()). */
 inline session_die(i) {
   sess[i] = 0; leader[i] = 0; ka[i] = 0; kage[i] = 0; drs[i] = 0; owed[i] = 1
 }
 
-/* ---- the session: renew_fired / keepalive_done (session.c) --------------- */
+/* ---- the session: session.c renew_fired() / keepalive_done() ------------- */
 proctype Keepalive(byte i)
 {
   { do
@@ -121,7 +131,7 @@ proctype Keepalive(byte i)
     od } unless { crashed[i] || done[i] }
 }
 
-/* ---- a candidate: elector_campaign .. become_leader .. resign ------------ */
+/* ---- a candidate: campaign.c elector__campaign() .. wait.c become_leader() .. resign */
 proctype Candidate(byte i)
 {
   byte s = 0;
@@ -130,9 +140,9 @@ proctype Candidate(byte i)
     :: s < SESS ->
        s++;
        !lalive[i] && !cmd[i] && !owed[i];  /* the last lease is gone, its command reaped */
-       atomic { /* send_grant: etcd grants at >= t_send */
+       atomic { /* session.c send_grant(): etcd grants at >= t_send */
          lalive[i] = 1; lrem[i] = TTL; ka[i] = 1; kage[i] = 0; drs[i] = 0 }
-       atomic { /* grant_done -> granted() -> extend() */
+       atomic { /* session.c grant_done() -> granted() -> extend() */
          if
          :: VALID > kage[i] -> sess[i] = 1; dl[i] = VALID - kage[i]; dr[i] = drs[i]
          :: else -> owed[i] = 1   /* confirm_late_grant: too late, revoke it */
@@ -142,7 +152,7 @@ proctype Candidate(byte i)
        :: !sess[i] -> goto next
        :: else
        fi;
-       /* elector__send_campaign: Txn(CreateRevision(K)==0 ? Put(K, lease) : Range(K)) */
+       /* campaign.c elector__send_campaign(): Txn(CreateRevision(K)==0 ? Put(K, lease) : Range(K)) */
        atomic {
          if
          :: sess[i] && lalive[i] ->
@@ -153,7 +163,8 @@ proctype Candidate(byte i)
               myrev[i] = kcrev[i]
          :: else -> session_die(i); goto next  /* lease not found / session over */
          fi }
-check: /* elector__send_check: Txn(CreateRevision(K)==myRev ? Range(P, max_create_rev=myRev-1)) */
+check: /* wait.c elector__send_check(), txn.c elector__txn_check():
+        * Txn(CreateRevision(K)==myRev ? Range(P, max_create_rev=myRev-1)) */
        atomic {
          if
          :: kex[i] && kcrev[i] == myrev[i] ->
@@ -164,16 +175,16 @@ check: /* elector__send_check: Txn(CreateRevision(K)==myRev ? Range(P, max_creat
               res = (pred == N -> 0 : 1)
          :: else -> res = 2
          fi }
-       /* check_done, any time later */
+       /* wait.c check_done(), any time later */
        if
-       :: res == 2 -> /* "our key vanished while waiting" */
+       :: res == 2 -> /* elector__fail(): "our key vanished while waiting"; here the session ends too */
             atomic { if :: sess[i] -> session_die(i) :: else fi }; goto next
-       :: res == 1 -> /* wait_behind: watch the predecessor until DELETE */
+       :: res == 1 -> /* wait_behind(): watch the predecessor until DELETE (watch_cb) */
             if
             :: !kex[pred] || kcrev[pred] != prev -> goto check
             :: !sess[i] -> goto next   /* session ended: FAILED */
             fi
-       :: res == 0 -> /* become_leader */
+       :: res == 0 -> /* become_leader(): elector__session_alive() re-checked */
             atomic {
 #ifndef NO_RECHECK
               if
@@ -191,15 +202,18 @@ check: /* elector__send_check: Txn(CreateRevision(K)==myRev ? Range(P, max_creat
        fi;
        /* leading */
        do
-       :: !leader[i] -> break                      /* LOST at the deadline, or ELEASE */
+       :: !leader[i] -> break                      /* elector__lose(): LOST at the deadline, or ELEASE */
        :: atomic { leader[i] && !(kex[i] && kcrev[i] == myrev[i]) ->
-            session_die(i) }                       /* watch on our key: "our key is gone" */
+            session_die(i) }  /* wait.c watch_cb() DELETE "our key .. was deleted", check_done() "our key is gone" */
        :: atomic { leader[i] && wantres[i] -> wantres[i] = 0 } ->
-            /* elector_resign under `run`: the command's tree reaped first */
+            /* under `run`, tool/candidate/decide.c app_step_down(): app_stop_child(),
+             * the tree reaped, then resign_now() -> elector_resign() */
 #ifndef RELEASE_BEFORE_REAP
             cmd[i] = 0;
 #endif
-            atomic { /* Txn(CreateRevision(K)==myRev ? DeleteRange(K)), then revoke */
+            atomic { /* leader.c elector__resign() -> resign_send() -> delete.c elector__delete_key()
+                      * (pacer.c elector__send_delete()): Txn(CreateRevision(K)==myRev ?
+                      * DeleteRange(K)); then the session closed: revoke */
               if :: kex[i] && kcrev[i] == myrev[i] -> kex[i] = 0; rev++ :: else fi;
               leader[i] = 0;
               if :: sess[i] -> session_die(i) :: else fi }
@@ -212,7 +226,8 @@ next:  res = 0; pred = 0; prev = 0
   } unless { crashed[i] }
 }
 
-/* ---- the resource: accepts only tokens >= the highest seen -------------- */
+/* ---- the resource: accepts only tokens >= the highest seen (the user's; the
+ * fault suite's fault/resource.c; or a guarded Txn, leader.c) -------------- */
 active proctype Resource()
 {
   byte t;
@@ -250,10 +265,13 @@ take:  atomic {
 #else
 #define REVOKE(i)
 #endif
-/* stop_for()/guard_timers(): a command of a non-leader (LOST, or its elector
- * gone) is stopped within the grace; the revoke owed (session_die with
- * manual_release, the guard after an orphaning, the release helper after the
- * owner died: release.c) comes only after the tree is reaped. */
+/* tool/supervise/guard.c guard_apply()/guard_read() -> stop_for(), guard_timers():
+ * a command of a non-leader (LOST, or its elector gone) is stopped within the
+ * grace; the revoke owed (session_die with manual_release, then
+ * elector__session_revoke() when the tool closes the session; guard_main() ->
+ * leader_cmd.c release_lease() after its elector died; for an embedded owner,
+ * whose acting ends with its process, release_helper.c socket_closed() ->
+ * revoke_now()) comes only after the tree is reaped. */
 #define guard_steps(i) \
   WRITE(i) \
   :: atomic { cmd[i] && !leader[i] -> cmd[i] = 0 } \
@@ -286,7 +304,7 @@ inline tick_client(i) {
   fi;
   if
   :: dl[i] == 0 ->
-       if :: sess[i] -> session_die(i) :: else fi;   /* deadline_fired -> expire() */
+       if :: sess[i] -> session_die(i) :: else fi;   /* session.c deadline_fired() -> expire() */
        GUARD_KILL(i);
        if :: ka[i] == 0 -> dr[i] = 0 :: else fi
   :: else
