@@ -163,7 +163,7 @@ proctype Candidate(byte i)
               myrev[i] = kcrev[i]
          :: else -> session_die(i); goto next  /* lease not found / session over */
          fi }
-check: /* wait.c elector__send_check(), txn.c elector__txn_check():
+check: /* wait.c elector__send_check() with its txn_check():
         * Txn(CreateRevision(K)==myRev ? Range(P, max_create_rev=myRev-1)) */
        atomic {
          if
@@ -211,7 +211,7 @@ check: /* wait.c elector__send_check(), txn.c elector__txn_check():
 #ifndef RELEASE_BEFORE_REAP
             cmd[i] = 0;
 #endif
-            atomic { /* leader.c elector__resign() -> resign_send() -> delete.c elector__delete_key()
+            atomic { /* leader.c elector__resign() -> resign_send() -> pacer.c elector__delete_key()
                       * (pacer.c elector__send_delete()): Txn(CreateRevision(K)==myRev ?
                       * DeleteRange(K)); then the session closed: revoke */
               if :: kex[i] && kcrev[i] == myrev[i] -> kex[i] = 0; rev++ :: else fi;
