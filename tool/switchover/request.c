@@ -152,6 +152,19 @@ static int check_ahead(struct app *a, const Etcdserverpb__RangeResponse *c, size
 }
 
 /* Puts the request if there is none; EXIT_REFUSED if another one is there. */
+/* Another request is there (the request key rk as read, o): refused, left
+ * alone. EXIT_REFUSED when o holds it, else 0. */
+static int under_way(struct app *a, const char *rk, const Etcdserverpb__RangeResponse *o)
+{
+    if (!o || !o->n_kvs) return 0;
+    tool_log(LOG_ERROR,
+             "switchover: another switchover of %s is under way (%s holds '%.*s'); try "
+             "again when it is over",
+             a->o->name, rk, (int)o->kvs[0]->value.len,
+             (const char *)o->kvs[0]->value.data);
+    return EXIT_REFUSED;
+}
+
 static int put_request(struct app *a, const char *rk, const Mvccpb__KeyValue *t,
                        int64_t lease)
 {
@@ -198,17 +211,10 @@ static int put_request(struct app *a, const char *rk, const Mvccpb__KeyValue *t,
         snprintf(what, sizeof(what), "switchover: cannot write the request %s", rk);
         return sw_etcd_error(a, rc, what);
     }
-    int out = 0;
-    if (!r->succeeded) {
-        const Etcdserverpb__RangeResponse *o =
-            r->n_responses ? r->responses[0]->response_range : NULL;
-        tool_log(LOG_ERROR,
-                 "switchover: another switchover of %s is under way (%s holds '%.*s'); "
-                 "try again when it is over",
-                 a->o->name, rk, o && o->n_kvs ? (int)o->kvs[0]->value.len : 0,
-                 o && o->n_kvs ? (const char *)o->kvs[0]->value.data : "");
-        out = EXIT_REFUSED;
-    }
+    int out =
+        r->succeeded
+            ? 0
+            : under_way(a, rk, r->n_responses ? r->responses[0]->response_range : NULL);
     free_msg(r);
     return out;
 }
@@ -408,9 +414,20 @@ int app_cmd_switchover(struct app *a)
     tool_stop_signals(&set, false);
     sigprocmask(SIG_BLOCK, &set, NULL);
     int64_t deadline = app_now_ms() + (a->o->timeout_ms ? a->o->timeout_ms : 60000);
-    char *prefix = sw_cat(a->o->name, "/");
+    /* Another request first: while it is carried out the candidates move, so
+     * what the election holds says nothing yet (the write below still refuses
+     * one made meanwhile). */
+    char *rk = sw_request_key(a->o->name);
     Etcdserverpb__RangeResponse *c = NULL;
-    int rc = prefix ? range_prefix(a, prefix, true, &c) : ELECTOR_ENOMEM;
+    int rc = rk ? range_key(a, (const uint8_t *)rk, strlen(rk), &c) : ELECTOR_ENOMEM;
+    int busy = rc ? 0 : under_way(a, rk, c);
+    free(rk);
+    free_msg(c);
+    c = NULL;
+    if (rc) return sw_etcd_error(a, rc, "switchover: cannot read the election");
+    if (busy) return busy;
+    char *prefix = sw_cat(a->o->name, "/");
+    rc = prefix ? range_prefix(a, prefix, true, &c) : ELECTOR_ENOMEM;
     free(prefix);
     if (rc) return etcd_error(a, rc, "switchover: cannot read the election");
     size_t ti = SIZE_MAX, matches = 0;
