@@ -1417,7 +1417,7 @@ TEST_WITH_TIMEOUT(a_second_sigint_kills_the_command_at_once, 60)
     fprintf(f, "trap '' INT TERM\necho $$ > %s/pid\nwhile :; do sleep 0.05; done\n", dir);
     fclose(f);
     pid_t e =
-        spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl", "30",
+        spawn_group(dir, (const char *[]){"--endpoints", eh_endpoints(c), "--ttl", "60",
                                           "--grace", "20s", "run", "int2", "--", "sh",
                                           dir_file(dir, "job.sh"), NULL});
     pid_t cmd = read_pid(dir);

@@ -184,6 +184,37 @@ TEST(options_for_other_commands_are_refused)
     ASSERT_EQ(7, o.events_fd);
 }
 
+/* run's (and lock CMD's) --grace is weighed against its TTL as `elector timing`
+ * does: a grace that would stop the command between two renewals that succeed
+ * is refused with timing's sentence; run's default always fits. */
+TEST(run_refuses_a_grace_its_ttl_cannot_hold)
+{
+    tool_opts o;
+    char err[300];
+    ASSERT_EQ(
+        EXIT_USAGE,
+        parse(&o, err, ARGS("--ttl", "10s", "run", "N", "--grace", "20s", "--", "x")));
+    ASSERT(!strncmp(err,
+                    "--grace 20000ms: the guard would send SIGTERM to the command "
+                    "between two renewals that succeed (the deadline is 9000ms after a "
+                    "renewal, the next one is answered 3338ms after it): use --grace "
+                    "below 5662ms or a longer --ttl",
+                    200));
+    /* the border: 9000 - 3333 - 5 (timing's --rtt) */
+    ASSERT_OK(
+        parse(&o, err, ARGS("--ttl", "10s", "run", "N", "--grace", "5661ms", "--", "x")));
+    ASSERT_EQ(
+        EXIT_USAGE,
+        parse(&o, err, ARGS("--ttl", "10s", "run", "N", "--grace", "5662ms", "--", "x")));
+    ASSERT_EQ(EXIT_USAGE,
+              parse(&o, err, ARGS("--ttl", "3", "lock", "L", "--grace", "3s", "x")));
+    for (int ttl = 1; ttl <= 60; ttl++) { /* the default grace, min(2s, TTL/4) */
+        char t[8];
+        snprintf(t, sizeof t, "%d", ttl);
+        ASSERT_OK(parse(&o, err, ARGS("--ttl", t, "run", "N", "--", "x")));
+    }
+}
+
 /* timing takes no NAME and no etcd; its own options are refused elsewhere, and
  * run's --grace, --grace-on-loss and --release-on-exit are its settings too. */
 TEST(timing_options_are_for_timing_only)

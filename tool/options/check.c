@@ -2,6 +2,7 @@
 /* The options that go together, and those that do not, once all are applied. */
 #include <stdbool.h>
 #include "options/table.h"
+#include "timing/budget.h"
 
 /* The command, its NAME and run's command: 0, or 1 when there is nothing more to
  * check (help, version), or EXIT_USAGE. */
@@ -153,6 +154,29 @@ static int check_waits(tool_opts *o, const bool *given, char *err, size_t cap)
     return 0;
 }
 
+/* run's --grace against its TTL, as `elector timing` weighs them: a grace that
+ * would have the guard stop the command between two renewals that succeed is
+ * refused (the command would be stopped right after each election). */
+static int check_grace(const tool_opts *o, bool supervised, char *err, size_t cap)
+{
+    if (!supervised || o->grace_ms < 0) return 0; /* run's default always fits */
+    tool_timing_in in = {
+        .ttl_ms = (o->ttl_s ? o->ttl_s : 10) * 1000,
+        .grace_ms = o->grace_ms,
+        .rtt_ms = o->rtt_ms,
+        .election_timeout_ms = o->election_timeout_ms,
+        .release = true,
+        .grace_on_loss = o->grace_on_loss,
+    };
+    tool_timing_out fig;
+    char why[512];
+    if (!tool_timing_budget(&in, &fig, why, sizeof why)) return 0;
+    return tool_usage_err(err, cap,
+                          "%s (`elector timing --ttl %llds --grace %lldms` "
+                          "shows the budget)",
+                          why, (long long)(in.ttl_ms / 1000), (long long)o->grace_ms);
+}
+
 int tool_opts_check(tool_opts *o, const struct raw *r, char *err, size_t cap)
 {
     int rc = check_command(o, err, cap);
@@ -164,5 +188,6 @@ int tool_opts_check(tool_opts *o, const struct raw *r, char *err, size_t cap)
     bool supervised = o->argv && o->argv[0];
     if ((rc = check_given(o, given, supervised, err, cap))) return rc;
     if ((rc = check_health(o, given, err, cap))) return rc;
+    if ((rc = check_grace(o, supervised, err, cap))) return rc;
     return check_waits(o, given, err, cap);
 }
