@@ -299,3 +299,26 @@ void eu_child_kill(eu_child *ch)
     ch->pid = 0;
     ch->fd = -1;
 }
+
+int eu_own_new(const elector_etcd_config *cfg, const eu_stall *sc, elector_etcd **out)
+{
+    elector_etcd_config c;
+    if (cfg)
+        c = *cfg;
+    else
+        elector_etcd_config_init(&c);
+    c.own_thread = true;
+    if (sc) {
+        c.stall_ms = sc->stall_ms;
+        c.on_stall = sc->on_stall;
+        c.stall_ud = sc->ud;
+    }
+    *out = elector_etcd_new(&c);
+    if (!*out) return ELECTOR_ENOMEM;
+    int rc = elector_etcd_err(*out);
+    if (rc) {
+        elector_etcd_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}

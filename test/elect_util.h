@@ -74,4 +74,16 @@ void eu_child_kill(eu_child *ch); /* SIGKILL + reap */
  * eu_child_expect can read its lines. */
 void eu_child_wrap(eu_child *ch, pid_t pid, int fd);
 
+/* The stall settings of a client with own_thread. */
+typedef struct eu_stall {
+    int64_t stall_ms;
+    void (*on_stall)(elector_etcd *etcd, int64_t running_ms, void *ud);
+    void *ud;
+} eu_stall;
+
+/* elector_etcd_new() with own_thread, and sc's stall settings (NULL: the
+ * defaults): 0 and *out, or the client's error (the client freed, *out
+ * NULL). */
+int eu_own_new(const elector_etcd_config *cfg, const eu_stall *sc, elector_etcd **out);
+
 #endif

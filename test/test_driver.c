@@ -13,46 +13,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "elector/election.h"
+#include "elect_util.h"
 #include "etcd_harness.h"
 #include "testlib.h"
 
-/* A client that runs on its own thread (own_thread), with the stall settings
- * of sc (NULL: the defaults): 0 and *out, or the client's error (freed). */
-typedef struct stall_cfg {
-    int64_t stall_ms;
-    void (*on_stall)(elector_etcd *etcd, int64_t running_ms, void *ud);
-    void *ud;
-} stall_cfg;
-
-static void stall_cfg_init(stall_cfg *sc)
+/* The defaults of a client's stall settings (eu_own_new, elect_util.h). */
+static void stall_init(eu_stall *sc)
 {
     sc->stall_ms = 1000;
     sc->on_stall = NULL;
     sc->ud = NULL;
-}
-
-static int own_new(const elector_etcd_config *cfg, const stall_cfg *sc,
-                   elector_etcd **out)
-{
-    elector_etcd_config c;
-    if (cfg)
-        c = *cfg;
-    else
-        elector_etcd_config_init(&c);
-    c.own_thread = true;
-    if (sc) {
-        c.stall_ms = sc->stall_ms;
-        c.on_stall = sc->on_stall;
-        c.stall_ud = sc->ud;
-    }
-    *out = elector_etcd_new(&c);
-    if (!*out) return ELECTOR_ENOMEM;
-    int rc = elector_etcd_err(*out);
-    if (rc) {
-        elector_etcd_free(*out);
-        *out = NULL;
-    }
-    return rc;
 }
 
 static eh_cluster *start1(void)
@@ -63,7 +33,7 @@ static eh_cluster *start1(void)
     return c;
 }
 
-static elector_etcd *driver_on(const char *endpoints, const stall_cfg *dc)
+static elector_etcd *driver_on(const char *endpoints, const eu_stall *dc)
 {
     elector_etcd_config cfg;
     elector_etcd_config_init(&cfg);
@@ -71,7 +41,7 @@ static elector_etcd *driver_on(const char *endpoints, const stall_cfg *dc)
     cfg.dial_timeout_ms = 1000;
     cfg.request_timeout_ms = 2000;
     elector_etcd *d = NULL;
-    ASSERT_OK(own_new(&cfg, dc, &d));
+    ASSERT_OK(eu_own_new(&cfg, dc, &d));
     ASSERT_NOT_NULL(d);
     return d;
 }
@@ -412,8 +382,8 @@ static void blocking_cb(elector_election *el, const elector_event *ev, void *ud)
 TEST_WITH_TIMEOUT(blocking_callback_does_not_lose_the_lease, 60)
 {
     eh_cluster *c = start1();
-    stall_cfg dc;
-    stall_cfg_init(&dc);
+    eu_stall dc;
+    stall_init(&dc);
     dc.stall_ms = 500;
     dc.on_stall = on_stall;
     elector_etcd *d = driver_on(eh_endpoints(c), &dc);
@@ -797,7 +767,7 @@ static void where_cb(elector_election *el, const elector_event *ev, void *ud)
 TEST(exec_runs_on_the_loop_thread_and_in_callback_tells_the_callback_thread)
 {
     elector_etcd *d = NULL;
-    ASSERT_OK(own_new(NULL, NULL, &d));
+    ASSERT_OK(eu_own_new(NULL, NULL, &d));
     ASSERT_OK(elector_etcd_exec(d, exec_fn, &exec_ran));
     ASSERT_EQ(1, atomic_load(&exec_ran));
     ASSERT(!pthread_equal(exec_thread, pthread_self()));
@@ -805,8 +775,8 @@ TEST(exec_runs_on_the_loop_thread_and_in_callback_tells_the_callback_thread)
     elector_etcd_free(d);
 
     eh_cluster *c = start1();
-    stall_cfg dc;
-    stall_cfg_init(&dc);
+    eu_stall dc;
+    stall_init(&dc);
     dc.stall_ms = 50;
     d = driver_on(eh_endpoints(c), &dc);
     cb_driver = d;
@@ -935,10 +905,10 @@ TEST(bad_input_gives_clear_errors)
     elector_etcd_config cfg;
     elector_etcd_config_init(&cfg);
     cfg.endpoints = "http://[::1";
-    ASSERT_EQ(ELECTOR_EINVAL, own_new(&cfg, NULL, &d));
+    ASSERT_EQ(ELECTOR_EINVAL, eu_own_new(&cfg, NULL, &d));
     ASSERT_NULL(d);
     cfg.endpoints = "127.0.0.1:1";
-    ASSERT_OK(own_new(&cfg, NULL, &d));
+    ASSERT_OK(eu_own_new(&cfg, NULL, &d));
     ASSERT_NULL(elector_observe(d, "", NULL, NULL));
     elector_leader_info li;
     ASSERT_EQ(ELECTOR_EINVAL, elector_leader_sync(d, "", 100, &li));
@@ -1005,7 +975,7 @@ TEST(calls_from_the_loop_thread_run_inline_and_a_freed_driver_refuses_calls)
     elector_etcd_config_init(&cfg);
     cfg.endpoints = "127.0.0.1:1";
     cfg.dial_timeout_ms = 200;
-    ASSERT_OK(own_new(&cfg, NULL, &inline_d));
+    ASSERT_OK(eu_own_new(&cfg, NULL, &inline_d));
     ASSERT_OK(elector_etcd_exec(inline_d, outer_exec, NULL));
     ASSERT_EQ(2, atomic_load(&inline_depth));
     ASSERT_EQ(1, atomic_load(&inline_session_ok));
@@ -1070,7 +1040,7 @@ TEST(closing_a_handle_waits_for_its_running_callback)
     cfg.endpoints = "127.0.0.1:1";
     cfg.dial_timeout_ms = 200;
     elector_etcd *d = NULL;
-    ASSERT_OK(own_new(&cfg, NULL, &d));
+    ASSERT_OK(eu_own_new(&cfg, NULL, &d));
     elector_session *s = elector_session_new(d, NULL, slow_session_cb, NULL);
     ASSERT_NOT_NULL(s);
     ASSERT(wait_int(&cb_entered, 1, 5000));
@@ -1108,7 +1078,7 @@ TEST(calls_in_a_callback_after_it_freed_the_driver_are_refused)
     cfg.endpoints = "127.0.0.1:1";
     cfg.dial_timeout_ms = 200;
     elector_etcd *d = NULL;
-    ASSERT_OK(own_new(&cfg, NULL, &d));
+    ASSERT_OK(eu_own_new(&cfg, NULL, &d));
     elector_session *s = elector_session_new(d, NULL, lost_frees_driver, d);
     ASSERT_NOT_NULL(s);
     ASSERT(wait_int(&lost_freed, 1, 10000));
@@ -1350,12 +1320,12 @@ TEST(stall_ms_zero_is_the_default)
     elector_etcd_config_init(&cfg);
     cfg.endpoints = "127.0.0.1:1";
     cfg.dial_timeout_ms = 200;
-    stall_cfg dc;
-    stall_cfg_init(&dc);
+    eu_stall dc;
+    stall_init(&dc);
     dc.stall_ms = 0;
     dc.on_stall = on_stall;
     elector_etcd *d = NULL;
-    ASSERT_OK(own_new(&cfg, &dc, &d));
+    ASSERT_OK(eu_own_new(&cfg, &dc, &d));
     ASSERT_OK(elector_leader(d, "x", 1000, slow_answer, NULL));
     ASSERT(wait_int(&slow_answered, 1, 5000));
     ASSERT_EQ(0, (long long)elector_etcd_stalls(d));
@@ -1385,7 +1355,7 @@ TEST(cb_detail_names_the_endpoint_and_the_cause)
     cfg.endpoints = "127.0.0.1:1";
     cfg.dial_timeout_ms = 200;
     elector_etcd *d = NULL;
-    ASSERT_OK(own_new(&cfg, NULL, &d));
+    ASSERT_OK(eu_own_new(&cfg, NULL, &d));
     ASSERT_STREQ("", elector_etcd_errstr(d));
     ASSERT_OK(elector_leader(d, "x", 3000, detail_answer, NULL));
     ASSERT(wait_int(&detail_answered, 1, 5000));
@@ -1423,7 +1393,7 @@ TEST(handles_freed_while_the_driver_is_being_freed)
     cfg.endpoints = "127.0.0.1:1";
     cfg.dial_timeout_ms = 200;
     elector_etcd *d = NULL;
-    ASSERT_OK(own_new(&cfg, NULL, &d));
+    ASSERT_OK(eu_own_new(&cfg, NULL, &d));
     elector_session *s = elector_session_new(d, NULL, NULL, NULL);
     elector_election *el = elector_election_new(s, "x", NULL, NULL);
     elector_observer *o = elector_observe(d, "x", NULL, NULL);

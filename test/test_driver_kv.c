@@ -7,41 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "elector/election.h"
+#include "elect_util.h"
 #include "etcd_harness.h"
 #include "testlib.h"
 
-/* A client that runs on its own thread (own_thread), with the stall settings
- * of sc (NULL: the defaults): 0 and *out, or the client's error (freed). */
-typedef struct stall_cfg {
-    int64_t stall_ms;
-    void (*on_stall)(elector_etcd *etcd, int64_t running_ms, void *ud);
-    void *ud;
-} stall_cfg;
-
-static int own_new(const elector_etcd_config *cfg, const stall_cfg *sc,
-                   elector_etcd **out)
-{
-    elector_etcd_config c;
-    if (cfg)
-        c = *cfg;
-    else
-        elector_etcd_config_init(&c);
-    c.own_thread = true;
-    if (sc) {
-        c.stall_ms = sc->stall_ms;
-        c.on_stall = sc->on_stall;
-        c.stall_ud = sc->ud;
-    }
-    *out = elector_etcd_new(&c);
-    if (!*out) return ELECTOR_ENOMEM;
-    int rc = elector_etcd_err(*out);
-    if (rc) {
-        elector_etcd_free(*out);
-        *out = NULL;
-    }
-    return rc;
-}
-
+/* A client on its own thread (own_thread) to endpoints. */
 static elector_etcd *driver_on(const char *endpoints)
 {
     elector_etcd_config cfg;
@@ -50,7 +20,7 @@ static elector_etcd *driver_on(const char *endpoints)
     cfg.dial_timeout_ms = 1000;
     cfg.request_timeout_ms = 2000;
     elector_etcd *d = NULL;
-    ASSERT_OK(own_new(&cfg, NULL, &d));
+    ASSERT_OK(eu_own_new(&cfg, NULL, &d));
     return d;
 }
 

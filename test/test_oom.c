@@ -43,6 +43,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "elector/election.h"
+#include "elect_util.h"
 #include "etcd_harness.h"
 #include "testlib.h"
 
@@ -1284,26 +1285,6 @@ static void start_exec(elector_etcd *etcd, void *arg)
  * nothing kept (LeakSanitizer in the ASan build); its first or second thread
  * not started: EUNAVAILABLE, the first thread joined. Then a driver starts
  * and runs a job. No etcd needed (nothing is sent). */
-/* A client that runs on its own thread (own_thread): 0 and *out, or the
- * client's error (the client freed, *out NULL). */
-static int own_new(const elector_etcd_config *cfg, elector_etcd **out)
-{
-    elector_etcd_config c;
-    if (cfg)
-        c = *cfg;
-    else
-        elector_etcd_config_init(&c);
-    c.own_thread = true;
-    *out = elector_etcd_new(&c);
-    if (!*out) return ELECTOR_ENOMEM;
-    int rc = elector_etcd_err(*out);
-    if (rc) {
-        elector_etcd_free(*out);
-        *out = NULL;
-    }
-    return rc;
-}
-
 TEST_WITH_TIMEOUT(oom_driver_new_fails_cleanly, 60)
 {
     elector_etcd_config cfg;
@@ -1317,7 +1298,7 @@ TEST_WITH_TIMEOUT(oom_driver_new_fails_cleanly, 60)
         failed = 0;
         fail_at = n;
         counting = true;
-        rc = own_new(&cfg, &d);
+        rc = eu_own_new(&cfg, NULL, &d);
         counting = false;
         fail_at = 0;
         if (!failed) break;
@@ -1332,12 +1313,12 @@ TEST_WITH_TIMEOUT(oom_driver_new_fails_cleanly, 60)
         thread_count = 0;
         thread_fail_at = t;
         d = (elector_etcd *)&cfg;
-        ASSERT_EQ(ELECTOR_EUNAVAILABLE, own_new(&cfg, &d));
+        ASSERT_EQ(ELECTOR_EUNAVAILABLE, eu_own_new(&cfg, NULL, &d));
         ASSERT_NULL(d);
         ASSERT_EQ(t, thread_count);
     }
     thread_fail_at = 0;
-    ASSERT_OK(own_new(&cfg, &d));
+    ASSERT_OK(eu_own_new(&cfg, NULL, &d));
     int ran = 0;
     ASSERT_OK(elector_etcd_exec(d, start_exec, &ran));
     ASSERT_EQ(1, ran);

@@ -21,6 +21,7 @@
 
 #include <elector/election.h>
 #include "transport_private.h"
+#include "elect_util.h"
 #include "testlib.h"
 
 /* ------------------------------------------------------------------ backoff */
@@ -896,26 +897,6 @@ TEST(large_request_to_a_slow_reader_is_sent_as_the_socket_takes_it)
  * threads cannot all start. elector_etcd_new with own_thread gives a client in
  * error EUNAVAILABLE, and its free leaves nothing behind (the thread that did
  * start is stopped and joined). */
-/* A client that runs on its own thread (own_thread): 0 and *out, or the
- * client's error (the client freed, *out NULL). */
-static int own_new(const elector_etcd_config *cfg, elector_etcd **out)
-{
-    elector_etcd_config c;
-    if (cfg)
-        c = *cfg;
-    else
-        elector_etcd_config_init(&c);
-    c.own_thread = true;
-    *out = elector_etcd_new(&c);
-    if (!*out) return ELECTOR_ENOMEM;
-    int rc = elector_etcd_err(*out);
-    if (rc) {
-        elector_etcd_free(*out);
-        *out = NULL;
-    }
-    return rc;
-}
-
 static int driver_without_threads(int max)
 {
     pid_t pid = fork();
@@ -924,7 +905,7 @@ static int driver_without_threads(int max)
         char dir[512];
         if (tl_pids_cgroup(dir, sizeof(dir), max)) _exit(77);
         elector_etcd *d = (elector_etcd *)&d;
-        int rc = own_new(NULL, &d);
+        int rc = eu_own_new(NULL, NULL, &d);
         _exit(rc == ELECTOR_EUNAVAILABLE && d == NULL ? 0 : 1);
     }
     int st;
