@@ -654,7 +654,11 @@ class Session:
                 return False
             time.sleep(0.1)
             rem = _remaining(deadline)
-            op = self.client._handle.revoke_start(lease, max(100, int((rem or 0) * 1000)))
+            try:
+                op = self.client._handle.revoke_start(lease,
+                                                      max(100, int((rem or 0) * 1000)))
+            except ValueError:  # the client was closed meanwhile: not confirmed
+                return False
 
     def __enter__(self) -> "Session":
         return self

@@ -286,8 +286,11 @@ class Session:
                     or not self._closing_lease or end - loop.time() <= 0.1):
                 return bool(rc == 0)
             await asyncio.sleep(0.1)
-            op = self.client._handle.revoke_start(
-                self._closing_lease, max(100, int((end - loop.time()) * 1000)))
+            try:
+                op = self.client._handle.revoke_start(
+                    self._closing_lease, max(100, int((end - loop.time()) * 1000)))
+            except ValueError:  # the client was closed meanwhile: not confirmed
+                return False
             self.client._kick()
 
 
