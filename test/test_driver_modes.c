@@ -315,3 +315,46 @@ TEST_WITH_TIMEOUT(close_sync_revokes_again_after_a_failure_both_ways, 120)
     close_sync_across_a_restart(false);
     close_sync_across_a_restart(true);
 }
+
+/* own_thread: the client freed from another thread while a close_sync waits
+ * for its revoke, or pauses between two revokes (etcd down, the revoke made
+ * again every 100 ms). The free must wait for the closing thread and the close
+ * end with ELECTOR_ECLOSED (or the revoke's ECANCELED), at once, not at its
+ * timeout, and touch nothing freed (ASan, valgrind). */
+static void client_freed_during_close_sync(int free_after_ms)
+{
+    eh_opts o = {.members = 1};
+    eh_cluster *c = eh_start(&o);
+    ASSERT_NOT_NULL(c);
+    elector_etcd *e = client_on(eh_endpoints(c), true);
+    elector_session_config sc;
+    elector_session_config_init(&sc);
+    sc.ttl_s = 60;
+    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(s);
+    ASSERT_OK(elector_session_wait(s, 5000));
+    ASSERT_OK(eh_member_kill(c, 0));
+    struct closer k = {.s = s};
+    pthread_t th;
+    ASSERT_OK(pthread_create(&th, NULL, close_from_thread, &k));
+    tl_msleep(free_after_ms);
+    int64_t t0 = elector_now_ns();
+    elector_etcd_free(e);
+    double free_ms = (double)(elector_now_ns() - t0) / 1e6;
+    pthread_join(th, NULL);
+    tl_log("client freed %d ms into close_sync: the free took %.0f ms, close_sync %s "
+           "after %.0f ms",
+           free_after_ms, free_ms, elector_strerror(k.rc), k.ms);
+    ASSERT(k.rc == ELECTOR_ECLOSED || k.rc == ELECTOR_ECANCELED);
+    ASSERT(k.ms < 5000);
+    eh_stop(c);
+}
+
+TEST_WITH_TIMEOUT(a_client_freed_during_close_sync_ends_the_close, 120)
+{
+    /* 50 ms: long after the closing thread entered close_sync (a free that
+     * began first would be a use of a handle after the free, not allowed) */
+    client_freed_during_close_sync(50);
+    client_freed_during_close_sync(450);
+    client_freed_during_close_sync(1250);
+}

@@ -3,10 +3,8 @@
  * functions (src/election/); with own_thread, each call is a job on the loop
  * thread (loop_thread.c), the core's events go to the callback thread
  * (callback_thread.c), and the reads come from what the loop thread published. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <string.h>
 #include "driver_private.h"
 
@@ -180,8 +178,12 @@ static int close_rec(struct drv_session *s, struct closing *c, int64_t timeout_m
                         .b = c,
                         .n1 = (size_t)(timeout_ms > 0 ? timeout_ms : 0)};
         rc = elector__drv_run_job(d, &j);
-        d->calls--;
-        if (d->calls == 0) pthread_cond_broadcast(&d->cv);
+        /* A waited close keeps its call while it waits (close_sync leaves
+         * it): the client's free, from another thread, waits for it. */
+        if (rc != 1 || !c || !c->waited) {
+            d->calls--;
+            if (d->calls == 0) pthread_cond_broadcast(&d->cv);
+        }
     }
     if (mine) elector__drv_h_unref(&s->h);
     pthread_mutex_unlock(&d->mu);
@@ -275,13 +277,17 @@ static bool revoke_retryable(int rc)
            rc == ELECTOR_EGRPC;
 }
 
+/* Makes the revoke again every 100 ms until it is answered, fails for good or
+ * end_ms passes. mu held (released while waiting), and the caller holds a call
+ * (d->calls): the client's free waits for it, and ends it (ELECTOR_ECLOSED). */
 static int revoke_until(elector__drv *d, int64_t lease, int64_t end_ms, int rc)
 {
     while (lease > 0 && revoke_retryable(rc) && !past(end_ms)) {
-        int64_t pause = end_ms - ms_now();
-        struct timespec ts = {0, (pause < 100 ? pause : 100) * 1000000};
-        while (nanosleep(&ts, &ts) && errno == EINTR) {
-        }
+        int64_t pause_end = ms_now() + 100;
+        if (pause_end > end_ms) pause_end = end_ms;
+        while (!d->stop && !past(pause_end))
+            cv_wait(d, &d->cv, pause_end);
+        if (d->stop) return ELECTOR_ECLOSED;
         int64_t left = end_ms - ms_now();
         if (left <= 0) break;
         struct revoke_wait *w = calloc(1, sizeof(*w));
@@ -291,16 +297,11 @@ static int revoke_until(elector__drv *d, int64_t lease, int64_t end_ms, int rc)
                         .a = w,
                         .n1 = (size_t)lease,
                         .n2 = (size_t)(left < 100 ? 100 : left)};
-        rc = elector__drv_enter(d);
-        if (!rc) {
-            rc = elector__drv_run_job(d, &j);
-            elector__drv_leave(d);
-        }
+        rc = elector__drv_run_job(d, &j);
         if (rc) {
             free(w); /* not sent: no answer will come */
             break;
         }
-        pthread_mutex_lock(&d->mu);
         while (!w->done && !d->loop_over && !past(end_ms))
             cv_wait(d, &d->cv, end_ms);
         rc = w->done ? w->rc : d->loop_over ? ELECTOR_ECLOSED : ELECTOR_ETIMEDOUT;
@@ -308,7 +309,6 @@ static int revoke_until(elector__drv *d, int64_t lease, int64_t end_ms, int rc)
             free(w);
         else
             w->abandoned = true;
-        pthread_mutex_unlock(&d->mu);
     }
     return rc;
 }
@@ -324,6 +324,7 @@ int elector_session_close_sync(elector_session *cs, int64_t timeout_ms)
         elector_session_close(cs);
         return ELECTOR_ENOMEM;
     }
+    /* 1: the revoke is sent, and close_rec left its call held for this wait */
     int rc = close_rec(s, c, timeout_ms);
     if (rc != 1) {
         free(c);
@@ -338,10 +339,10 @@ int elector_session_close_sync(elector_session *cs, int64_t timeout_ms)
         free(c);
     else
         c->abandoned = true;
-    pthread_mutex_unlock(&d->mu);
     /* failed on the way, time left: again, as the core's close_sync does */
     if (rc && rc != ELECTOR_ETIMEDOUT && rc != ELECTOR_ECANCELED && rc != ELECTOR_ECLOSED)
         rc = revoke_until(d, lease, end, rc);
+    elector__drv_leave(d);
     return rc;
 }
 
