@@ -94,22 +94,12 @@ void app_start_child(struct app *a, const elector_event *ev)
     tool_log(LOG_INFO, "started %s (token %lld)", a->o->argv[0], (long long)ev->token);
 }
 
-static void stop_child(struct app *a, int64_t grace_ms)
+void app_stop_child(struct app_sup *sup, int64_t grace_ms)
 {
-    if (!a->sup.child) return;
+    if (!sup->child) return;
     int64_t soon = elector_now_ns() + grace_ms * 1000000;
-    int64_t kill_at = a->sup.child_deadline < soon ? a->sup.child_deadline : soon;
-    tool_child_stop(a->sup.child, kill_at);
-}
-
-void app_stop_child(struct app *a)
-{
-    stop_child(a, a->o->grace_ms);
-}
-
-void app_kill_child(struct app *a)
-{
-    stop_child(a, 0);
+    int64_t kill_at = sup->child_deadline < soon ? sup->child_deadline : soon;
+    tool_child_stop(sup->child, kill_at);
 }
 
 /* Why the command ended, said once on stderr; the exit status follows from it. */

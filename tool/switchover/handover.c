@@ -101,7 +101,7 @@ static void on_read(elector_etcd *e, int err, const ProtobufCMessage *m, void *u
         sw->rewatch_at_ms = app_now_ms() + (err == ELECTOR_EPERM ? 60000 : 1000);
         if (err == ELECTOR_EPERM && !sw->read_warned) {
             char hint[640];
-            sw_perm_hint(hint, sizeof(hint), sw->a);
+            sw_perm_hint(hint, sizeof(hint), sw->a->creds.user, sw->a->o->name);
             tool_log(LOG_WARN,
                      "cannot read %s: %s; `elector switchover` cannot ask this candidate "
                      "to step back (leadership is not affected); %s; retrying every "
@@ -156,7 +156,8 @@ static void on_member_put(elector_etcd *e, int err, const ProtobufCMessage *m, v
     sw->member_retry_ms = app_now_ms() + (err == ELECTOR_EPERM ? 60000 : 2000);
     if (!sw->warned) {
         char hint[640] = "";
-        if (err == ELECTOR_EPERM) sw_perm_hint(hint, sizeof(hint), sw->a);
+        if (err == ELECTOR_EPERM)
+            sw_perm_hint(hint, sizeof(hint), sw->a->creds.user, sw->a->o->name);
         tool_log(LOG_WARN,
                  "cannot write %s...: %s; `elector switchover` cannot ask this "
                  "candidate to step back (leadership is not affected)%s%s; retrying%s",
@@ -271,7 +272,7 @@ static void acknowledge(struct app_sw *sw)
 {
     struct app *a = sw->a;
     if (!sw->active || sw->acking || !a->el || a->stopping || a->sd_state) return;
-    if (!elector_is_leader(a->el) || (app_supervised(a) && !a->sup.child)) return;
+    if (!elector_is_leader(a->el) || (app_supervised(a->o) && !a->sup.child)) return;
     int64_t tok = elector_election_token(a->el);
     size_t kl;
     const uint8_t *k = elector_election_key(a->el, &kl);
