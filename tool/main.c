@@ -170,7 +170,7 @@ static void watch(tool_loop *l, struct app *a, struct signals *sg)
     tool_loop_add(l, (tool_watcher){a, NULL, NULL, stop_if_event_lost});
     tool_loop_add(l, app_child_watcher(a));
     tool_loop_add(l, app_health_watcher(a));
-    tool_loop_add(l, app_sw_watcher(a));
+    tool_loop_add(l, app_sw_watcher(a->sw)); /* made by start_candidate, if at all */
     tool_loop_add(l, app_timers_watcher(a));
     tool_loop_add(l, app_notify_watcher(a));
 }
@@ -291,7 +291,7 @@ static void cleanup(struct app *a)
         tool_child_free(a->sup.child);
     }
     app_health_free(&a->hc);
-    app_sw_free(a);
+    app_sw_free(a->sw);
     elector_observer_free(a->obs);
     app_free_slots(&a->slots, a->el);
     if (a->el) {
@@ -301,7 +301,8 @@ static void cleanup(struct app *a)
     if (a->s) elector_session_close_sync(a->s, 2000); /* revoke: nothing lingers */
     tool_http_stop(a->web.http);
     elector_etcd_free(a->etcd);
-    app_sw_release(a);
+    app_sw_release(a->sw);
+    a->sw = NULL;
     free(a->value);
     free(a->in.in_buf);
     free(a->in.next);

@@ -281,9 +281,11 @@ void app_health_holdoff(struct app_hc *hc, const tool_opts *o);
 int app_cmd_switchover(struct app *a);
 /* switchover/handover.c */
 void app_sw_start(struct app *a); /* candidates: join the protocol */
-tool_watcher app_sw_watcher(struct app *a);
-void app_sw_free(struct app *a);    /* before the client is freed */
-void app_sw_release(struct app *a); /* after */
+/* The candidates' side (NULL: none): its watcher, its watch canceled before the
+ * client is freed, its memory released after. */
+tool_watcher app_sw_watcher(struct app_sw *sw);
+void app_sw_free(struct app_sw *sw);
+void app_sw_release(struct app_sw *sw);
 
 /* commands/print_leader.c */
 int app_cmd_leader(struct app *a);

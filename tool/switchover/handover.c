@@ -322,9 +322,9 @@ void app_sw_start(struct app *a)
 static void sw_process(void *ud, short revents)
 {
     (void)revents;
-    struct app *a = ud;
-    struct app_sw *sw = a->sw;
+    struct app_sw *sw = ud;
     if (!sw) return;
+    const struct app *a = sw->a;
     int64_t now = app_now_ms();
     if (sw->watch_failed && now >= sw->rewatch_at_ms) {
         sw->watch_failed = false; /* read and watch again */
@@ -342,20 +342,19 @@ static void sw_process(void *ud, short revents)
 
 static int64_t sw_timeout(void *ud)
 {
-    const struct app_sw *sw = ((const struct app *)ud)->sw;
+    const struct app_sw *sw = ud;
     if (!sw) return -1;
     if (sw->active) return 100;
     return sw->w ? 1000 : 200;
 }
 
-tool_watcher app_sw_watcher(struct app *a)
+tool_watcher app_sw_watcher(struct app_sw *sw)
 {
-    return (tool_watcher){a, NULL, sw_timeout, sw_process};
+    return (tool_watcher){sw, NULL, sw_timeout, sw_process};
 }
 
-void app_sw_free(struct app *a)
+void app_sw_free(struct app_sw *sw)
 {
-    struct app_sw *sw = a->sw;
     if (!sw) return;
     sw->closing = true;
     if (sw->w) elector_watch_cancel(sw->w);
@@ -363,13 +362,11 @@ void app_sw_free(struct app *a)
     /* The struct stays until the client is freed: a call may still answer. */
 }
 
-void app_sw_release(struct app *a)
+void app_sw_release(struct app_sw *sw)
 {
-    struct app_sw *sw = a->sw;
     if (!sw) return;
     free(sw->req_key);
     free(sw->member_prefix);
     free(sw->target_key);
     free(sw);
-    a->sw = NULL;
 }
