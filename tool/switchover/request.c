@@ -256,63 +256,76 @@ static void describe_kv(char *buf, size_t cap, const Mvccpb__KeyValue *kv)
              (const char *)kv->value.data, (int)kv->key.len, (const char *)kv->key.data);
 }
 
-/* One look: 0 done (the target leads and confirmed it), 1 not yet, or an exit
+/* The target's key is gone (c: the election as read): after the hand-over it
+ * did not take over (EXIT_UNCONFIRMED), before it left (EXIT_REFUSED). */
+static int target_gone(const tool_opts *o, const Mvccpb__KeyValue *t,
+                       const Etcdserverpb__RangeResponse *c, struct seen *sn)
+{
+    if (!sn->handed_ms) {
+        tool_log(LOG_ERROR, "switchover: the target %.*s left the election",
+                 (int)t->key.len, (const char *)t->key.data);
+        return EXIT_REFUSED;
+    }
+    describe_kv(sn->next, sizeof(sn->next), c->n_kvs ? c->kvs[0] : NULL);
+    tool_log(LOG_ERROR,
+             "switchover: handed over; %s did not take over within %.1f s (its "
+             "key is gone: its lease ended or it resigned); the next in line is %s",
+             target_said(o->to), (double)(app_now_ms() - sn->handed_ms) / 1000, sn->next);
+    return EXIT_UNCONFIRMED;
+}
+
+/* The target's key is first in the election c (m: its member key as read, if
+ * it has one): 0 when it confirmed that it leads, 1 not yet, EXIT_UNCONFIRMED
+ * when it cannot confirm. */
+static int target_first(const tool_opts *o, const Mvccpb__KeyValue *t,
+                        const Etcdserverpb__RangeResponse *c,
+                        const Etcdserverpb__RangeResponse *m, struct seen *sn)
+{
+    if (!sn->handed_ms) {
+        sn->handed_ms = app_now_ms();
+        tool_log(LOG_INFO, "switchover: %.*s is first in line; waiting for it to confirm",
+                 (int)t->key.len, (const char *)t->key.data);
+    }
+    describe_kv(sn->next, sizeof(sn->next), c->n_kvs > 1 ? c->kvs[1] : NULL);
+    if (!sn->member) {
+        tool_log(LOG_ERROR,
+                 "switchover: handed over; %.*s's key is first, but it takes no "
+                 "switchover requests (no key under __elector/candidates/%s/), so its "
+                 "taking over cannot be confirmed; the next in line is %s",
+                 (int)t->key.len, (const char *)t->key.data, o->name, sn->next);
+        return EXIT_UNCONFIRMED;
+    }
+    char want[40];
+    snprintf(want, sizeof(want), "leads %" PRId64, t->create_revision);
+    if (!m || !m->n_kvs || !kv_value_is(m->kvs[0], want)) return 1;
+    tool_log(LOG_INFO, "switchover: %.*s leads %s (token %lld), confirmed",
+             (int)t->key.len, (const char *)t->key.data, o->name,
+             (long long)t->create_revision);
+    return 0;
+}
+
+/* One look: the election, the target's key and, once it is first, its member
+ * key read; 0 done (the target leads and confirmed it), 1 not yet, or an exit
  * status. */
 static int look(struct app *a, const Mvccpb__KeyValue *t, struct seen *sn)
 {
+    int64_t ms = app_request_ms(a->o);
     char *prefix = sw_cat(a->o->name, "/");
     Etcdserverpb__RangeResponse *c = NULL, *tk = NULL, *m = NULL;
-    int rc = prefix ? range_prefix(a->etcd, app_request_ms(a->o), prefix, true, &c)
-                    : ELECTOR_ENOMEM;
+    int rc = prefix ? range_prefix(a->etcd, ms, prefix, true, &c) : ELECTOR_ENOMEM;
     free(prefix);
-    if (!rc) rc = range_key(a->etcd, app_request_ms(a->o), t->key.data, t->key.len, &tk);
+    if (!rc) rc = range_key(a->etcd, ms, t->key.data, t->key.len, &tk);
     bool first = !rc && c->n_kvs && c->kvs[0]->create_revision == t->create_revision;
     if (first && sn->member) m = member_of(a->etcd, a->o, t, &rc);
     int out = 1;
-    if (rc) {
+    if (rc)
         tool_log(LOG_WARN, "switchover: cannot read the election (%s); trying again",
                  elector_strerror(rc));
-    } else if (!tk->n_kvs || tk->kvs[0]->create_revision != t->create_revision) {
-        if (sn->handed_ms) {
-            describe_kv(sn->next, sizeof(sn->next), c->n_kvs ? c->kvs[0] : NULL);
-            tool_log(
-                LOG_ERROR,
-                "switchover: handed over; %s did not take over within %.1f s (its "
-                "key is gone: its lease ended or it resigned); the next in line is %s",
-                target_said(a->o->to), (double)(app_now_ms() - sn->handed_ms) / 1000,
-                sn->next);
-            out = EXIT_UNCONFIRMED;
-        } else {
-            tool_log(LOG_ERROR, "switchover: the target %.*s left the election",
-                     (int)t->key.len, (const char *)t->key.data);
-            out = EXIT_REFUSED;
-        }
-    } else if (first) {
-        if (!sn->handed_ms) {
-            sn->handed_ms = app_now_ms();
-            tool_log(LOG_INFO,
-                     "switchover: %.*s is first in line; waiting for it to confirm",
-                     (int)t->key.len, (const char *)t->key.data);
-        }
-        describe_kv(sn->next, sizeof(sn->next), c->n_kvs > 1 ? c->kvs[1] : NULL);
-        char want[40];
-        snprintf(want, sizeof(want), "leads %" PRId64, t->create_revision);
-        if (!sn->member) {
-            tool_log(
-                LOG_ERROR,
-                "switchover: handed over; %.*s's key is first, but it takes no "
-                "switchover requests (no key under __elector/candidates/%s/), so its "
-                "taking over cannot be confirmed; the next in line is %s",
-                (int)t->key.len, (const char *)t->key.data, a->o->name, sn->next);
-            out = EXIT_UNCONFIRMED;
-        } else if (m && m->n_kvs && kv_value_is(m->kvs[0], want)) {
-            tool_log(LOG_INFO, "switchover: %.*s leads %s (token %lld), confirmed",
-                     (int)t->key.len, (const char *)t->key.data, a->o->name,
-                     (long long)t->create_revision);
-            print_leader(a->o, a->out.stdout_tty, c->kvs[0]);
-            out = 0;
-        }
-    }
+    else if (!tk->n_kvs || tk->kvs[0]->create_revision != t->create_revision)
+        out = target_gone(a->o, t, c, sn);
+    else if (first)
+        out = target_first(a->o, t, c, m, sn);
+    if (!out) print_leader(a->o, a->out.stdout_tty, c->kvs[0]); /* as `leader` does */
     free_msg(c);
     free_msg(tk);
     free_msg(m);
