@@ -424,16 +424,12 @@ static int request(struct app *a, const Mvccpb__KeyValue *t, int64_t deadline_ms
     return out;
 }
 
-int app_cmd_switchover(struct app *a)
+/* Another request first: while it is carried out the candidates move, so what
+ * the election holds says nothing yet. The write (put_request) still refuses one
+ * made meanwhile, and says what a user not permitted to read the key lacks:
+ * refused here, this early look is skipped. 0, EXIT_REFUSED or EXIT_ERROR. */
+static int another_request(struct app *a)
 {
-    sigset_t set;
-    tool_stop_signals(&set, false);
-    sigprocmask(SIG_BLOCK, &set, NULL);
-    int64_t deadline = app_now_ms() + (a->o->timeout_ms ? a->o->timeout_ms : 60000);
-    /* Another request first: while it is carried out the candidates move, so
-     * what the election holds says nothing yet. The write below still refuses
-     * one made meanwhile, and says what a user not permitted to read the key
-     * lacks: refused here, this early look is skipped. */
     char *rk = sw_request_key(a->o->name);
     Etcdserverpb__RangeResponse *c = NULL;
     int rc =
@@ -442,10 +438,20 @@ int app_cmd_switchover(struct app *a)
     int busy = rc ? 0 : under_way(a->o->name, rk, c);
     free(rk);
     free_msg(c);
-    c = NULL;
     if (rc && rc != ELECTOR_EPERM)
         return etcd_error(a, rc, "switchover: cannot read the election");
-    if (busy) return busy;
+    return busy;
+}
+
+int app_cmd_switchover(struct app *a)
+{
+    sigset_t set;
+    tool_stop_signals(&set, false);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    int64_t deadline = app_now_ms() + (a->o->timeout_ms ? a->o->timeout_ms : 60000);
+    int rc = another_request(a);
+    if (rc) return rc;
+    Etcdserverpb__RangeResponse *c = NULL;
     char *prefix = sw_cat(a->o->name, "/");
     rc = prefix ? range_prefix(a->etcd, app_request_ms(a->o), prefix, true, &c)
                 : ELECTOR_ENOMEM;
