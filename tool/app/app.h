@@ -248,7 +248,8 @@ bool app_campaign_blocked(struct app *a);
 
 /* candidate/slots.c */
 void app_campaign_slots(struct app *a, elector_election_cb on_event);
-/* All the slots but won (the app's el), if any. */
+/* Frees the slots' elections, all but won (the app's el, kept), and their
+ * names; the part is left empty. */
 void app_free_slots(struct app_slots *sl, const elector_election *won);
 
 /* candidate/leader_cmd.c */
