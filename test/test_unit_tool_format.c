@@ -482,12 +482,12 @@ TEST(every_error_kind_gets_its_hint)
     ASSERT_NULL(app_hint(&a, ELECTOR_ENOTLEADER));
     /* switchover's grants name the user, or none. */
     char h[640];
-    sw_perm_hint(h, sizeof(h), &a);
+    sw_perm_hint(h, sizeof(h), a.creds.user, a.o->name);
     ASSERT_CONTAINS(h,
                     "the etcd user 'ann' needs readwrite on the prefix "
                     "__elector/candidates/svc/ and on the key __elector/switchover/svc");
     a.creds.user = NULL;
-    sw_perm_hint(h, sizeof(h), &a);
+    sw_perm_hint(h, sizeof(h), a.creds.user, a.o->name);
     ASSERT_CONTAINS(h, "the etcd user '' needs readwrite");
 }
 

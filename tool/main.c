@@ -72,13 +72,13 @@ static void note_interrupted(struct app *a)
         tool_log(LOG_ERROR,
                  "interrupted while waiting for the lock %s: not acquired%s%s%s "
                  "(exit 1)",
-                 a->o->name, app_supervised(a) ? ", " : "",
-                 app_supervised(a) ? a->o->argv[0] : "",
-                 app_supervised(a) ? " not run" : "");
+                 a->o->name, app_supervised(a->o) ? ", " : "",
+                 app_supervised(a->o) ? a->o->argv[0] : "",
+                 app_supervised(a->o) ? " not run" : "");
     else
         tool_log(LOG_INFO, "interrupted while waiting: never elected for %s%s%s (exit 0)",
-                 a->o->name, app_supervised(a) ? ", never started " : "",
-                 app_supervised(a) ? a->o->argv[0] : "");
+                 a->o->name, app_supervised(a->o) ? ", never started " : "",
+                 app_supervised(a->o) ? a->o->argv[0] : "");
 }
 
 /* An event could not be written (app_event_lost): stop as on SIGTERM, exit 1. */
@@ -170,7 +170,7 @@ static void watch(tool_loop *l, struct app *a, struct signals *sg)
     tool_loop_add(l, (tool_watcher){a, NULL, NULL, stop_if_event_lost});
     tool_loop_add(l, app_child_watcher(a));
     tool_loop_add(l, app_health_watcher(a));
-    tool_loop_add(l, app_sw_watcher(a));
+    tool_loop_add(l, app_sw_watcher(a->sw)); /* made by start_candidate, if at all */
     tool_loop_add(l, app_timers_watcher(a));
     tool_loop_add(l, app_notify_watcher(a));
 }
@@ -185,21 +185,22 @@ static int setup_signals(void)
     return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
-/* The value to campaign with, copied into a->value: false if out of memory. */
-static bool default_value(struct app *a)
+/* The value to campaign with (malloc'd, its length in *len): NULL if out of
+ * memory. */
+static char *default_value(const tool_opts *o, size_t *len)
 {
-    const char *v = a->o->value;
+    const char *v = o->value;
     char host[256];
-    if (a->o->cmd == CMD_LOCK) {
+    if (o->cmd == CMD_LOCK) {
         v = ""; /* etcd's Mutex: an empty value */
     } else if (!v) {
         if (gethostname(host, sizeof(host))) snprintf(host, sizeof(host), "elector");
         host[sizeof(host) - 1] = 0;
         v = host;
     }
-    a->value = strdup(v);
-    a->vlen = a->value ? strlen(v) : 0;
-    return a->value != NULL;
+    char *value = strdup(v);
+    *len = value ? strlen(v) : 0;
+    return value;
 }
 
 /* --http: the endpoint started (0), or the exit status. */
@@ -222,18 +223,20 @@ static int start_http(struct app *a)
  * checks and switchover, the first campaign. 0 or the exit status. */
 static int start_candidate(struct app *a)
 {
-    if (!default_value(a)) {
+    a->value = default_value(a->o, &a->vlen);
+    if (!a->value) {
         tool_log(LOG_ERROR, "out of memory");
         return EXIT_ERROR;
     }
-    if (app_supervised(a)) tool_child_init();
+    if (app_supervised(a->o)) tool_child_init();
     char err[256];
-    if (app_supervised(a) && a->o->pid_ns && tool_child_check_pid_ns(err, sizeof(err))) {
+    if (app_supervised(a->o) && a->o->pid_ns &&
+        tool_child_check_pid_ns(err, sizeof(err))) {
         /* Before campaigning: never take leadership only to fail to start. */
         tool_log(LOG_ERROR, "--pid-namespace: %s", err);
         return 126;
     }
-    if (app_supervised(a)) {
+    if (app_supervised(a->o)) {
         /* Before campaigning too: a command that cannot be found or run must
          * not take leadership from a candidate that could use it. */
         int st = tool_child_check_cmd(a->o->argv[0], err, sizeof(err));
@@ -244,7 +247,7 @@ static int start_candidate(struct app *a)
         }
     }
     if (a->o->timeout_ms) a->wait_until_ms = app_now_ms() + a->o->timeout_ms;
-    app_health_start(a);
+    if (!app_health_start(&a->hc, a->o)) app_out_of_memory(a);
     if (a->o->cmd != CMD_LOCK) app_sw_start(a);
     /* The session is granted while the loop runs, so signals are served while
      * connecting; a failure before etcd was reached ends it (FAILED). */
@@ -284,13 +287,13 @@ static void cleanup(struct app *a)
     elector_observer_free(a->leader.follow);
     free(a->leader.pred);
     if (a->sup.child) {
-        app_stop_child(a);
+        app_stop_child(&a->sup, a->o->grace_ms);
         tool_child_free(a->sup.child);
     }
     app_health_free(&a->hc);
-    app_sw_free(a);
+    app_sw_free(a->sw);
     elector_observer_free(a->obs);
-    if (a->slots) app_free_slots(a);
+    app_free_slots(&a->slots, a->el);
     if (a->el) {
         if (elector_is_leader(a->el)) elector_resign(a->el);
         elector_election_free(a->el);
@@ -298,7 +301,8 @@ static void cleanup(struct app *a)
     if (a->s) elector_session_close_sync(a->s, 2000); /* revoke: nothing lingers */
     tool_http_stop(a->web.http);
     elector_etcd_free(a->etcd);
-    app_sw_release(a);
+    app_sw_release(a->sw);
+    a->sw = NULL;
     free(a->value);
     free(a->in.in_buf);
     free(a->in.next);
@@ -319,7 +323,7 @@ static int run_app(struct app *a, char **argv)
     rc = app_open_client(a);
     if (rc) return rc;
     /* Only the guard's release connection needs the password after this. */
-    if (!app_supervised(a)) {
+    if (!app_supervised(a->o)) {
         tool_secret_free(a->creds.password);
         a->creds.password = NULL;
     }

@@ -139,6 +139,16 @@ struct app_out {
     char hint_buf[512]; /* app_hint's composed texts */
 };
 
+/* lock -n N (N > 1): a semaphore of N slots, each an election of its own
+ * (__elector/semaphore/NAME/<slot>/), campaigned for at once on one session;
+ * the first slot won becomes the app's el, the others are resigned (slots.c;
+ * decide.c: what a slot's event means). */
+struct app_slots {
+    elector_election **els; /* NULL: no semaphore, or its slots freed */
+    char **names;
+    int n, waiting, failed; /* slots; WAITING, FAILED seen */
+};
+
 /* The tool's state: the options, the client, the election and the run's
  * course here; each other concern in its part. */
 struct app {
@@ -147,12 +157,6 @@ struct app {
     elector_etcd *etcd;
     elector_session *s;
     elector_election *el;
-    /* lock -n N (N > 1): a semaphore of N slots, each an election of its own
-     * (__elector/semaphore/NAME/<slot>/), campaigned for at once on one session;
-     * the first slot won becomes el, the others are resigned. */
-    elector_election **slots;
-    char **slot_names;
-    int nslots, slots_waiting, slots_failed;
     elector_observer *obs;
     char *value; /* the value to campaign with */
     size_t vlen;
@@ -173,6 +177,7 @@ struct app {
     uint64_t changes;             /* times we became or stopped being leader */
     struct app_sw *sw;            /* the candidates' side of switchover */
 
+    struct app_slots slots;
     struct app_leader leader;
     struct app_conn conn;
     struct app_stdin in;
@@ -187,15 +192,9 @@ struct app {
 enum { SD_NONE, SD_STOPPING, SD_RESIGNING, SD_OUT };
 
 /* run, or lock with a command: a supervised command. */
-static inline bool app_supervised(const struct app *a)
+static inline bool app_supervised(const tool_opts *o)
 {
-    return a->o->argv && a->o->argv[0];
-}
-
-/* "the lock" for lock, "leadership" otherwise: what is held and lost. */
-static inline const char *app_held(const struct app *a)
-{
-    return a->o->cmd == CMD_LOCK ? "the lock" : "leadership";
+    return o->argv && o->argv[0];
 }
 
 /* app/connect.c */
@@ -249,14 +248,15 @@ bool app_campaign_blocked(struct app *a);
 
 /* candidate/slots.c */
 void app_campaign_slots(struct app *a, elector_election_cb on_event);
-void app_free_slots(struct app *a); /* all but el (the slot won) */
+/* Frees the slots' elections, all but won (the app's el, kept), and their
+ * names; the part is left empty. */
+void app_free_slots(struct app_slots *sl, const elector_election *won);
 
 /* candidate/leader_cmd.c */
 void app_start_child(struct app *a, const elector_event *ev);
-/* Stops the command: SIGTERM, the tree killed grace later (or at the deadline). */
-void app_stop_child(struct app *a);
-/* Kills the command's whole tree now (no SIGTERM first). */
-void app_kill_child(struct app *a);
+/* Stops the command: SIGTERM, the tree killed grace_ms later (or at the
+ * deadline); grace_ms 0: the whole tree killed now (no SIGTERM first). */
+void app_stop_child(struct app_sup *sup, int64_t grace_ms);
 /* A pass of the command's supervisor: true when its tree is gone (said why). */
 bool app_check_child(struct app *a);
 
@@ -270,7 +270,8 @@ tool_watcher app_health_watcher(struct app *a);
 tool_watcher app_timers_watcher(struct app *a);
 
 /* candidate/health.c */
-void app_health_start(struct app *a);
+/* --health-cmd's checks started (or none to start): false if out of memory. */
+bool app_health_start(struct app_hc *hc, const tool_opts *o);
 /* A pass of the checks: true when *r holds a result for decide.c. */
 bool app_health_process(struct app *a, app_health_report *r);
 void app_health_free(struct app_hc *hc);
@@ -281,9 +282,11 @@ void app_health_holdoff(struct app_hc *hc, const tool_opts *o);
 int app_cmd_switchover(struct app *a);
 /* switchover/handover.c */
 void app_sw_start(struct app *a); /* candidates: join the protocol */
-tool_watcher app_sw_watcher(struct app *a);
-void app_sw_free(struct app *a);    /* before the client is freed */
-void app_sw_release(struct app *a); /* after */
+/* The candidates' side (NULL: none): its watcher, its watch canceled before the
+ * client is freed, its memory released after. */
+tool_watcher app_sw_watcher(struct app_sw *sw);
+void app_sw_free(struct app_sw *sw);
+void app_sw_release(struct app_sw *sw);
 
 /* commands/print_leader.c */
 int app_cmd_leader(struct app *a);

@@ -151,7 +151,7 @@ int app_event(struct app *a, const elector_event *ev)
 void app_event_lost(struct app *a, const elector_event *ev, int err)
 {
     if (err == EPIPE || a->stopping || a->done) return;
-    bool stop = !app_supervised(a);
+    bool stop = !app_supervised(a->o);
     tool_log(LOG_ERROR, "cannot write the %s event: %s%s", elector_event_name(ev->type),
              strerror(err ? err : EIO), stop ? ": resigning (exit 1)" : "");
     if (stop) a->out.event_lost = true;

@@ -99,8 +99,8 @@ int app_discover(tool_opts *o, char **list, char *err, size_t cap)
 /* --grace's default, and the settings worth a warning. */
 void app_note_settings(tool_opts *o)
 {
-    bool supervised = o->argv && o->argv[0]; /* run, or lock with a command */
-    int64_t ttl_ms = (o->ttl_s ? o->ttl_s : 10) * 1000;
+    bool supervised = app_supervised(o);
+    int64_t ttl_ms = app_ttl_ms(o);
     if (supervised && o->grace_ms < 0)
         o->grace_ms = ttl_ms / 4 < 2000 ? ttl_ms / 4 : 2000;
     if (supervised && o->grace_ms * 2 >= ttl_ms)
@@ -139,7 +139,7 @@ int app_open_client(struct app *a)
     /* Events go to stdout, but a supervised command owns stdout: stderr or
      * --events-fd then. */
     a->out.events = stdout;
-    if (app_supervised(a) && o->fmt == FMT_JSON) {
+    if (app_supervised(o) && o->fmt == FMT_JSON) {
         a->out.events = o->events_fd > 0 ? fdopen(o->events_fd, "w") : stderr;
         if (!a->out.events) {
             tool_log(LOG_ERROR, "--events-fd %d: %s", o->events_fd, strerror(errno));

@@ -37,7 +37,7 @@ static void on_elected(struct app *a, const elector_event *ev)
     a->wait_until_ms = 0;
     a->changes++;
     app_remember_leader(&a->leader, ev);
-    bool supervised = app_supervised(a);
+    bool supervised = app_supervised(a->o);
     if (!supervised && a->o->fmt == FMT_SIMPLE) {
         /* The key and the value, as `etcdctl elect` and `etcdctl lock` print them
          * (a lock's value is empty: an empty line); first, as what waits for it
@@ -93,13 +93,10 @@ static void on_lost(struct app *a, const elector_event *ev)
             tool_log(LOG_WARN, "%s is gone: killing %s and its descendants at once",
                      ev->reason == ELECTOR_ELEASE ? "our lease" : "our key",
                      a->o->argv[0]);
-        if (at_once)
-            app_kill_child(a);
-        else
-            app_stop_child(a);
+        app_stop_child(&a->sup, at_once ? 0 : a->o->grace_ms);
         a->exit_code = EXIT_LOST;
         a->restart_pending = a->o->restart;
-    } else if (app_supervised(a) && a->o->restart) {
+    } else if (app_supervised(a->o) && a->o->restart) {
         a->retry_at_ms = app_now_ms() + 1000;
     } else {
         a->exit_code = EXIT_LOST;
@@ -181,15 +178,15 @@ static bool slot_event(struct app *a, elector_election *el, const elector_event 
     switch (ev->type) {
     case ELECTOR_EV_ELECTED:
         a->el = el;
-        for (int i = 0; i < a->nslots; i++)
-            if (a->slots[i] != el) elector_resign(a->slots[i]);
+        for (int i = 0; i < a->slots.n; i++)
+            if (a->slots.els[i] != el) elector_resign(a->slots.els[i]);
         return true;
     case ELECTOR_EV_WAITING:
         reached(a);
         a->joined = true;
-        if (++a->slots_waiting == a->nslots) {
-            tool_log(LOG_INFO, "all %d slots of %s are taken: waiting for one", a->nslots,
-                     a->o->name);
+        if (++a->slots.waiting == a->slots.n) {
+            tool_log(LOG_INFO, "all %d slots of %s are taken: waiting for one",
+                     a->slots.n, a->o->name);
             if (a->o->no_wait && !a->stopping) app_give_up_waiting(a, "--no-wait");
         }
         return false;
@@ -198,7 +195,7 @@ static bool slot_event(struct app *a, elector_election *el, const elector_event 
             a->done = true;
             return false;
         }
-        return !a->slots_failed++; /* the first says what happened */
+        return !a->slots.failed++; /* the first says what happened */
     default:
         return false;
     }
@@ -207,7 +204,7 @@ static bool slot_event(struct app *a, elector_election *el, const elector_event 
 void app_on_event(elector_election *el, const elector_event *ev, void *ud)
 {
     struct app *a = ud;
-    if (a->slots && el != a->el && !slot_event(a, el, ev)) return;
+    if (a->slots.els && el != a->el && !slot_event(a, el, ev)) return;
     if (a->o->fmt == FMT_JSON && app_event(a, ev)) app_event_lost(a, ev, errno);
     app_note_event(&a->leader, ev);
     if (ev->reason == ELECTOR_ERESTORED) a->restores++;
@@ -269,7 +266,7 @@ void app_start_campaign(struct app *a)
 {
     if (app_campaign_blocked(a)) return; /* unhealthy: app_on_health campaigns later */
     if (a->session_dead) {
-        if (a->slots) app_free_slots(a);
+        app_free_slots(&a->slots, a->el);
         if (a->el) elector_election_free(a->el);
         a->el = NULL;
         if (a->s) elector_session_close(a->s);
@@ -278,11 +275,11 @@ void app_start_campaign(struct app *a)
         if (a->o->ttl_s) sc.ttl_s = a->o->ttl_s;
         /* A supervised command: a session that dies must keep its lease until the
          * command's tree is reaped; closing it (here, cleanup) revokes it then. */
-        sc.manual_release = app_supervised(a);
+        sc.manual_release = app_supervised(a->o);
         /* Without a command (campaign, lock): if elector dies, its release
          * helper revokes the lease at once, as run's guard does after the
          * command's tree. With a command, the guard does it, after the tree. */
-        sc.release_on_exit = !app_supervised(a) && !a->o->no_release;
+        sc.release_on_exit = !app_supervised(a->o) && !a->o->no_release;
         a->s = elector_session_new(a->etcd, &sc, NULL, NULL);
         if (!a->s) {
             app_out_of_memory(a);
@@ -291,7 +288,7 @@ void app_start_campaign(struct app *a)
         a->session_dead = false;
     }
     if (a->o->limit > 1 && !a->el) {
-        if (!a->slots) app_campaign_slots(a, app_on_event);
+        if (!a->slots.els) app_campaign_slots(a, app_on_event);
         return;
     }
     if (!a->el) a->el = elector_election_new(a->s, a->o->name, app_on_event, a);
@@ -331,7 +328,7 @@ void app_give_up_waiting(struct app *a, const char *why)
     }
     a->wait_until_ms = 0;
     a->retry_at_ms = 0;
-    bool cmd = app_supervised(a);
+    bool cmd = app_supervised(a->o);
     tool_log(LOG_ERROR, "%s %s %s: %s%s%s (exit %d)",
              a->o->cmd == CMD_LOCK ? "lock" : "not elected for", a->o->name,
              a->o->cmd == CMD_LOCK ? "not acquired" : "(gave up)", why,
@@ -385,7 +382,7 @@ void app_step_down(struct app *a, const char *why)
     int lvl = strncmp(why, "switchover", 10) ? LOG_WARN : LOG_INFO;
     if (a->sup.child) {
         tool_log(lvl, "%s: stopping %s, then resigning", why, a->o->argv[0]);
-        app_stop_child(a);
+        app_stop_child(&a->sup, a->o->grace_ms);
         a->sd_state = SD_STOPPING;
         return;
     }

@@ -9,25 +9,22 @@
 #include "app/app.h"
 #include "text/output.h"
 
-void app_health_start(struct app *a)
+bool app_health_start(struct app_hc *hc, const tool_opts *o)
 {
-    const tool_opts *o = a->o;
-    if (!o->health_cmd) return;
+    if (!o->health_cmd) return true;
     tool_health_spec sp = {.cmd = o->health_cmd,
                            .interval_ms = o->health_interval_ms,
                            .timeout_ms = o->health_timeout_ms,
                            .retries = o->health_retries,
                            .start_ms = o->health_start_ms};
-    a->hc.health = tool_health_new(&sp);
-    if (!a->hc.health) {
-        app_out_of_memory(a);
-        return;
-    }
+    hc->health = tool_health_new(&sp);
+    if (!hc->health) return false;
     tool_log(LOG_DEBUG,
              "health check every %lld ms (timeout %lld ms, %d failures in a row, "
              "start period %lld ms): %s",
              (long long)o->health_interval_ms, (long long)o->health_timeout_ms,
              o->health_retries, (long long)o->health_start_ms, o->health_cmd);
+    return true;
 }
 
 void app_health_free(struct app_hc *hc)

@@ -34,82 +34,78 @@ static void release_lease(void *ud)
     elector_etcd_free(e);
 }
 
-void app_start_child(struct app *a, const elector_event *ev)
+/* What the command's environment gains (NULL-ended in env[6] at most): run:
+ * ELECTOR_*; lock: also etcdctl lock's ETCD_LOCK_KEY and ETCD_LOCK_REV (the
+ * key's create revision: the revision at which the lock was taken when nobody
+ * held it, and a fencing token like ELECTOR_TOKEN). false if out of memory
+ * (what was made freed). */
+static bool child_env(char *env[7], const tool_opts *o, const elector_event *ev)
 {
-    /* run: ELECTOR_*; lock: also etcdctl lock's ETCD_LOCK_KEY and ETCD_LOCK_REV
-     * (the key's create revision: the revision at which the lock was taken
-     * when nobody held it, and a fencing token like ELECTOR_TOKEN). */
-    char *env[7] = {0};
     int n = 0;
     bool ok =
-        asprintf(&env[n++], "ELECTOR_NAME=%s", a->o->name) >= 0 &&
+        asprintf(&env[n++], "ELECTOR_NAME=%s", o->name) >= 0 &&
         asprintf(&env[n++], "ELECTOR_KEY=%.*s", (int)ev->key_len,
                  (const char *)ev->key) >= 0 &&
         asprintf(&env[n++], "ELECTOR_TOKEN=%lld", (long long)ev->token) >= 0 &&
         asprintf(&env[n++], "ELECTOR_LEASE=%llx", (unsigned long long)ev->lease) >= 0;
-    if (ok && a->o->cmd == CMD_LOCK)
+    if (ok && o->cmd == CMD_LOCK)
         ok = asprintf(&env[n++], "ETCD_LOCK_KEY=%.*s", (int)ev->key_len,
                       (const char *)ev->key) >= 0 &&
              asprintf(&env[n++], "ETCD_LOCK_REV=%lld", (long long)ev->token) >= 0;
-    if (!ok) {
-        /* As a command that cannot start: resign (the key goes), exit 1. */
-        for (int i = 0; i < n; i++)
-            free(env[i]);
-        tool_log(LOG_ERROR, "cannot start %s: out of memory", a->o->argv[0]);
-        a->exit_code = EXIT_ERROR;
-        elector_resign(a->el);
-        a->stopping = true;
-        return;
-    }
-    env[n] = NULL;
-    char err[256];
-    a->sup.child_deadline = elector_session_deadline_ns(a->s);
-    a->sup.child_lease = ev->lease;
-    tool_child_spec sp = {.argv = a->o->argv,
-                          .env_add = env,
-                          .deadline_ns = a->sup.child_deadline,
-                          .grace_ns = a->o->grace_ms * 1000000,
-                          .release = release_lease,
-                          .ud = a,
-                          .pid_ns = a->o->pid_ns,
-                          /* elector watches the guard: a ping every TTL/6, an
-                           * answer within TTL/3, so that a guard that stopped
-                           * answering is found, and the tree killed, within
-                           * TTL/2: before the lease (renewed every TTL/3) can
-                           * expire. */
-                          .ping_ns = app_ttl_ms(a->o) * 1000000 / 6,
-                          .answer_ns = app_ttl_ms(a->o) * 1000000 / 3};
-    a->sup.child = tool_child_start(&sp, err, sizeof(err));
-    for (int i = 0; i < n; i++)
+    for (int i = 0; !ok && i < n; i++) {
         free(env[i]);
-    if (!a->sup.child) {
+        env[i] = NULL;
+    }
+    env[ok ? n : 0] = NULL;
+    return ok;
+}
+
+void app_start_child(struct app *a, const elector_event *ev)
+{
+    char *env[7] = {0};
+    char err[256] = "out of memory";
+    tool_child *c = NULL;
+    if (child_env(env, a->o, ev)) {
+        a->sup.child_deadline = elector_session_deadline_ns(a->s);
+        a->sup.child_lease = ev->lease;
+        tool_child_spec sp = {.argv = a->o->argv,
+                              .env_add = env,
+                              .deadline_ns = a->sup.child_deadline,
+                              .grace_ns = a->o->grace_ms * 1000000,
+                              .release = release_lease,
+                              .ud = a,
+                              .pid_ns = a->o->pid_ns,
+                              /* elector watches the guard: a ping every TTL/6,
+                               * an answer within TTL/3, so that a guard that
+                               * stopped answering is found, and the tree
+                               * killed, within TTL/2: before the lease
+                               * (renewed every TTL/3) can expire. */
+                              .ping_ns = app_ttl_ms(a->o) * 1000000 / 6,
+                              .answer_ns = app_ttl_ms(a->o) * 1000000 / 3};
+        c = tool_child_start(&sp, err, sizeof(err));
+        for (int i = 0; env[i]; i++)
+            free(env[i]);
+    }
+    if (!c) {
+        /* A command that cannot start: resign (the key goes), exit 1. */
         tool_log(LOG_ERROR, "cannot start %s: %s", a->o->argv[0], err);
         a->exit_code = EXIT_ERROR;
         elector_resign(a->el);
         a->stopping = true;
         return;
     }
+    a->sup.child = c;
     a->sup.child_start_ms = app_now_ms();
     a->sup.child_noted = false;
     tool_log(LOG_INFO, "started %s (token %lld)", a->o->argv[0], (long long)ev->token);
 }
 
-static void stop_child(struct app *a, int64_t grace_ms)
+void app_stop_child(struct app_sup *sup, int64_t grace_ms)
 {
-    if (!a->sup.child) return;
+    if (!sup->child) return;
     int64_t soon = elector_now_ns() + grace_ms * 1000000;
-    int64_t kill_at = a->sup.child_deadline < soon ? a->sup.child_deadline : soon;
-    tool_child_stop(a->sup.child, kill_at);
-}
-
-void app_stop_child(struct app *a)
-{
-    stop_child(a, a->o->grace_ms);
-}
-
-void app_kill_child(struct app *a)
-{
-    stop_child(a, 0);
+    int64_t kill_at = sup->child_deadline < soon ? sup->child_deadline : soon;
+    tool_child_stop(sup->child, kill_at);
 }
 
 /* Why the command ended, said once on stderr; the exit status follows from it. */

@@ -23,6 +23,22 @@ static void wrote(struct app *a, int rc, int err)
     a->done = true;
 }
 
+/* The text format prints a key and a value; the same two lines again (the same
+ * key leading again with the same value, its interim successors too brief to be
+ * seen, as in quick switchovers) would say nothing: printed once. -w json
+ * reports every change, with tokens. */
+static void print_new_leader(struct app *a, const elector_event *ev)
+{
+    const struct app_leader *l = &a->leader;
+    bool same = l->has_leader && l->lklen == ev->key_len && l->lvlen == ev->value_len &&
+                !memcmp(l->lkey, ev->key, ev->key_len) &&
+                (!ev->value_len || !memcmp(l->lval, ev->value, ev->value_len));
+    if (same) return;
+    int rc = tool_write_kv(stdout, a->out.stdout_tty, a->o->hex, ev->key, ev->key_len,
+                           ev->value, ev->value_len);
+    wrote(a, rc, errno);
+}
+
 static void on_observe(elector_observer *o, const elector_event *ev, void *ud)
 {
     (void)o;
@@ -58,19 +74,7 @@ static void on_observe(elector_observer *o, const elector_event *ev, void *ud)
         tool_log(LOG_DEBUG, "leader %.*s (token %lld), a value of %zu bytes",
                  (int)ev->key_len, (const char *)ev->key, (long long)ev->token,
                  ev->value_len);
-        /* The text format prints a key and a value; the same two lines again
-         * (the same key leading again with the same value, its interim
-         * successors too brief to be seen, as in quick switchovers) would say
-         * nothing: printed once. -w json reports every change, with tokens. */
-        bool same = a->leader.has_leader && a->leader.lklen == ev->key_len &&
-                    a->leader.lvlen == ev->value_len &&
-                    !memcmp(a->leader.lkey, ev->key, ev->key_len) &&
-                    (!ev->value_len || !memcmp(a->leader.lval, ev->value, ev->value_len));
-        if (a->o->fmt == FMT_SIMPLE && !same) {
-            int rc = tool_write_kv(stdout, a->out.stdout_tty, a->o->hex, ev->key,
-                                   ev->key_len, ev->value, ev->value_len);
-            wrote(a, rc, errno);
-        }
+        if (a->o->fmt == FMT_SIMPLE) print_new_leader(a, ev);
         app_remember_leader(&a->leader, ev);
     } else if (ev->type == ELECTOR_EV_FAILED) {
         /* The observer ends only when etcd's answers make no sense (EPROTO). */

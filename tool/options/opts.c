@@ -193,33 +193,26 @@ static int rest_positional(tool_opts *o, int argc, char **argv, int before, int 
     return 0;
 }
 
-int tool_parse_args_env(int argc, char **argv, tool_getenv_fn env, tool_opts *o,
-                        char *err, size_t cap)
+/* The command line read: the options as given into *r (applied later, after the
+ * environment's), the positionals into o. 0 or the exit status. */
+static int read_argv(int argc, char **argv, tool_opts *o, struct raw *r, char *err,
+                     size_t cap)
 {
-    defaults(o);
-    if (cap) err[0] = 0;
     struct option longopts[O_COUNT + 1];
     char shorts[16];
     getopt_tables(longopts, shorts);
-
-    struct raw r;
-    memset(&r, 0, sizeof(r));
     int npos = 0;
     optind = 0; /* a fresh scan (glibc), also when called again */
     opterr = 0;
     for (;;) {
         int before = optind ? optind : 1;
         int c = getopt_long(argc, argv, shorts, longopts, NULL);
-        if (c == -1) {
-            int rc = rest_positional(o, argc, argv, before, &npos, err, cap);
-            if (rc) return rc;
-            break;
-        }
+        if (c == -1) return rest_positional(o, argc, argv, before, &npos, err, cap);
         if (c == 1) {
             int rc = positional(o, optarg, &npos, err, cap);
             if (rc == 1) { /* the command of run/lock: the rest is its own */
                 o->argv = argv + optind - 1;
-                break;
+                return 0;
             }
             if (rc) return rc;
             continue;
@@ -233,8 +226,19 @@ int tool_parse_args_env(int argc, char **argv, tool_getenv_fn env, tool_opts *o,
                 if (tool_optdefs[i].shrt == c) id = i;
         }
         if (id < 0) return tool_usage_err(err, cap, "unknown option '-%c'", c);
-        record(&r, id, c < LONG_BASE, argv);
+        record(r, id, c < LONG_BASE, argv);
     }
+}
+
+int tool_parse_args_env(int argc, char **argv, tool_getenv_fn env, tool_opts *o,
+                        char *err, size_t cap)
+{
+    defaults(o);
+    if (cap) err[0] = 0;
+    struct raw r;
+    memset(&r, 0, sizeof(r));
+    int rc = read_argv(argc, argv, o, &r, err, cap);
+    if (rc) return rc;
     from_env(&r, env, o);
     /* --debug first, so that --log-level, when both are given, decides. */
     if (r.set[O_DEBUG].origin && tool_opt_apply(o, O_DEBUG, &r.set[O_DEBUG], err, cap))
@@ -243,7 +247,7 @@ int tool_parse_args_env(int argc, char **argv, tool_getenv_fn env, tool_opts *o,
         if (i == O_DEBUG || !r.set[i].origin) continue;
         if (tool_opt_apply(o, i, &r.set[i], err, cap)) return EXIT_USAGE;
     }
-    int rc = tool_opts_check(o, &r, err, cap);
+    rc = tool_opts_check(o, &r, err, cap);
     /* --grace's default: the supervisor's (-1) with a command and for timing. */
     if (o->grace_ms < 0 && !(o->argv && o->argv[0]) && o->cmd != CMD_TIMING)
         o->grace_ms = 0;

@@ -101,7 +101,7 @@ static void on_read(elector_etcd *e, int err, const ProtobufCMessage *m, void *u
         sw->rewatch_at_ms = app_now_ms() + (err == ELECTOR_EPERM ? 60000 : 1000);
         if (err == ELECTOR_EPERM && !sw->read_warned) {
             char hint[640];
-            sw_perm_hint(hint, sizeof(hint), sw->a);
+            sw_perm_hint(hint, sizeof(hint), sw->a->creds.user, sw->a->o->name);
             tool_log(LOG_WARN,
                      "cannot read %s: %s; `elector switchover` cannot ask this candidate "
                      "to step back (leadership is not affected); %s; retrying every "
@@ -156,7 +156,8 @@ static void on_member_put(elector_etcd *e, int err, const ProtobufCMessage *m, v
     sw->member_retry_ms = app_now_ms() + (err == ELECTOR_EPERM ? 60000 : 2000);
     if (!sw->warned) {
         char hint[640] = "";
-        if (err == ELECTOR_EPERM) sw_perm_hint(hint, sizeof(hint), sw->a);
+        if (err == ELECTOR_EPERM)
+            sw_perm_hint(hint, sizeof(hint), sw->a->creds.user, sw->a->o->name);
         tool_log(LOG_WARN,
                  "cannot write %s...: %s; `elector switchover` cannot ask this "
                  "candidate to step back (leadership is not affected)%s%s; retrying%s",
@@ -271,7 +272,7 @@ static void acknowledge(struct app_sw *sw)
 {
     struct app *a = sw->a;
     if (!sw->active || sw->acking || !a->el || a->stopping || a->sd_state) return;
-    if (!elector_is_leader(a->el) || (app_supervised(a) && !a->sup.child)) return;
+    if (!elector_is_leader(a->el) || (app_supervised(a->o) && !a->sup.child)) return;
     int64_t tok = elector_election_token(a->el);
     size_t kl;
     const uint8_t *k = elector_election_key(a->el, &kl);
@@ -321,9 +322,9 @@ void app_sw_start(struct app *a)
 static void sw_process(void *ud, short revents)
 {
     (void)revents;
-    struct app *a = ud;
-    struct app_sw *sw = a->sw;
+    struct app_sw *sw = ud;
     if (!sw) return;
+    const struct app *a = sw->a;
     int64_t now = app_now_ms();
     if (sw->watch_failed && now >= sw->rewatch_at_ms) {
         sw->watch_failed = false; /* read and watch again */
@@ -341,20 +342,19 @@ static void sw_process(void *ud, short revents)
 
 static int64_t sw_timeout(void *ud)
 {
-    const struct app_sw *sw = ((const struct app *)ud)->sw;
+    const struct app_sw *sw = ud;
     if (!sw) return -1;
     if (sw->active) return 100;
     return sw->w ? 1000 : 200;
 }
 
-tool_watcher app_sw_watcher(struct app *a)
+tool_watcher app_sw_watcher(struct app_sw *sw)
 {
-    return (tool_watcher){a, NULL, sw_timeout, sw_process};
+    return (tool_watcher){sw, NULL, sw_timeout, sw_process};
 }
 
-void app_sw_free(struct app *a)
+void app_sw_free(struct app_sw *sw)
 {
-    struct app_sw *sw = a->sw;
     if (!sw) return;
     sw->closing = true;
     if (sw->w) elector_watch_cancel(sw->w);
@@ -362,13 +362,11 @@ void app_sw_free(struct app *a)
     /* The struct stays until the client is freed: a call may still answer. */
 }
 
-void app_sw_release(struct app *a)
+void app_sw_release(struct app_sw *sw)
 {
-    struct app_sw *sw = a->sw;
     if (!sw) return;
     free(sw->req_key);
     free(sw->member_prefix);
     free(sw->target_key);
     free(sw);
-    a->sw = NULL;
 }

@@ -24,13 +24,12 @@ char *sw_member_prefix(const char *name)
 
 /* What an etcd user needs for switchover, for messages about EPERM: the
  * candidates' and the requester's needs are the same two grants. */
-void sw_perm_hint(char *buf, size_t cap, const struct app *a)
+void sw_perm_hint(char *buf, size_t cap, const char *user, const char *n)
 {
-    const char *n = a->o->name;
     snprintf(buf, cap,
              "the etcd user '%s' needs readwrite on the prefix __elector/candidates/%s/ "
              "and on the key __elector/switchover/%s (etcdctl role grant-permission "
              "ROLE readwrite --prefix=true __elector/candidates/%s/; etcdctl role "
              "grant-permission ROLE readwrite __elector/switchover/%s)",
-             a->creds.user ? a->creds.user : "", n, n, n, n);
+             user ? user : "", n, n, n, n);
 }

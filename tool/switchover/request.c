@@ -11,7 +11,8 @@
 #include "text/output.h"
 #include "switchover/switchover.h"
 
-static int range_prefix(struct app *a, const char *prefix, bool sorted,
+/* The requester's reads, each within ms (app_request_ms). */
+static int range_prefix(elector_etcd *e, int64_t ms, const char *prefix, bool sorted,
                         Etcdserverpb__RangeResponse **out)
 {
     size_t n = strlen(prefix);
@@ -26,21 +27,21 @@ static int range_prefix(struct app *a, const char *prefix, bool sorted,
         rr.sort_order = ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__ASCEND;
         rr.sort_target = ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__CREATE;
     }
-    elector_call_opts co = {.timeout_ms = app_request_ms(a->o)};
-    int rc = elector_etcd_call_sync(a->etcd, ELECTOR_RPC_RANGE, &rr.base, &co,
+    elector_call_opts co = {.timeout_ms = ms};
+    int rc = elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &rr.base, &co,
                                     (ProtobufCMessage **)out);
     free(end);
     return rc;
 }
 
-static int range_key(struct app *a, const uint8_t *key, size_t klen,
+static int range_key(elector_etcd *e, int64_t ms, const uint8_t *key, size_t klen,
                      Etcdserverpb__RangeResponse **out)
 {
     Etcdserverpb__RangeRequest rr = ETCDSERVERPB__RANGE_REQUEST__INIT;
     rr.key.data = (uint8_t *)key;
     rr.key.len = klen;
-    elector_call_opts co = {.timeout_ms = app_request_ms(a->o)};
-    return elector_etcd_call_sync(a->etcd, ELECTOR_RPC_RANGE, &rr.base, &co,
+    elector_call_opts co = {.timeout_ms = ms};
+    return elector_etcd_call_sync(e, ELECTOR_RPC_RANGE, &rr.base, &co,
                                   (ProtobufCMessage **)out);
 }
 
@@ -74,7 +75,7 @@ static int sw_etcd_error(struct app *a, int rc, const char *what)
 {
     if (rc != ELECTOR_EPERM || !a->creds.user) return etcd_error(a, rc, what);
     char hint[640];
-    sw_perm_hint(hint, sizeof(hint), a);
+    sw_perm_hint(hint, sizeof(hint), a->creds.user, a->o->name);
     const char *detail = elector_etcd_errstr(a->etcd);
     tool_log(LOG_ERROR, "%s: %s; %s", what, *detail ? detail : elector_strerror(rc),
              hint);
@@ -84,12 +85,12 @@ static int sw_etcd_error(struct app *a, int rc, const char *what)
 }
 
 /* The new leader, on stdout as `leader` prints it. */
-static void print_leader(struct app *a, const Mvccpb__KeyValue *kv)
+static void print_leader(const tool_opts *o, bool tty, const Mvccpb__KeyValue *kv)
 {
-    if (a->o->fmt == FMT_JSON) {
+    if (o->fmt == FMT_JSON) {
         int64_t mono = app_mono_ns();
         tool_event_out e = {.event = "leader",
-                            .name = a->o->name,
+                            .name = o->name,
                             .key = kv->key.data,
                             .key_len = kv->key.len,
                             .value = kv->value.len ? kv->value.data : (const uint8_t *)"",
@@ -102,8 +103,8 @@ static void print_leader(struct app *a, const Mvccpb__KeyValue *kv)
         if (line) tool_write_line(stdout, line);
         free(line);
     } else {
-        tool_write_kv(stdout, a->out.stdout_tty, a->o->hex, kv->key.data, kv->key.len,
-                      kv->value.data, kv->value.len);
+        tool_write_kv(stdout, tty, o->hex, kv->key.data, kv->key.len, kv->value.data,
+                      kv->value.len);
     }
 }
 
@@ -114,7 +115,8 @@ static int check_ahead(struct app *a, const Etcdserverpb__RangeResponse *c, size
 {
     char *mp = sw_member_prefix(a->o->name);
     Etcdserverpb__RangeResponse *m = NULL;
-    int rc = mp ? range_prefix(a, mp, false, &m) : ELECTOR_ENOMEM;
+    int rc =
+        mp ? range_prefix(a->etcd, app_request_ms(a->o), mp, false, &m) : ELECTOR_ENOMEM;
     if (rc) {
         char what[512];
         snprintf(what, sizeof(what), "switchover: cannot read the candidates (%s)",
@@ -154,14 +156,14 @@ static int check_ahead(struct app *a, const Etcdserverpb__RangeResponse *c, size
 /* Puts the request if there is none; EXIT_REFUSED if another one is there. */
 /* Another request is there (the request key rk as read, o): refused, left
  * alone. EXIT_REFUSED when o holds it, else 0. */
-static int under_way(struct app *a, const char *rk, const Etcdserverpb__RangeResponse *o)
+static int under_way(const char *name, const char *rk,
+                     const Etcdserverpb__RangeResponse *o)
 {
     if (!o || !o->n_kvs) return 0;
     tool_log(LOG_ERROR,
              "switchover: another switchover of %s is under way (%s holds '%.*s'); try "
              "again when it is over",
-             a->o->name, rk, (int)o->kvs[0]->value.len,
-             (const char *)o->kvs[0]->value.data);
+             name, rk, (int)o->kvs[0]->value.len, (const char *)o->kvs[0]->value.data);
     return EXIT_REFUSED;
 }
 
@@ -211,10 +213,10 @@ static int put_request(struct app *a, const char *rk, const Mvccpb__KeyValue *t,
         snprintf(what, sizeof(what), "switchover: cannot write the request %s", rk);
         return sw_etcd_error(a, rc, what);
     }
-    int out =
-        r->succeeded
-            ? 0
-            : under_way(a, rk, r->n_responses ? r->responses[0]->response_range : NULL);
+    int out = r->succeeded
+                  ? 0
+                  : under_way(a->o->name, rk,
+                              r->n_responses ? r->responses[0]->response_range : NULL);
     free_msg(r);
     return out;
 }
@@ -228,17 +230,17 @@ struct seen {
 
 /* The member key of the candidate whose key kv is: its value, or NULL when
  * there is none; *rc an error. */
-static Etcdserverpb__RangeResponse *member_of(struct app *a, const Mvccpb__KeyValue *kv,
-                                              int *rc)
+static Etcdserverpb__RangeResponse *member_of(elector_etcd *e, const tool_opts *o,
+                                              const Mvccpb__KeyValue *kv, int *rc)
 {
     char *mk;
     Etcdserverpb__RangeResponse *m = NULL;
-    if (asprintf(&mk, "__elector/candidates/%s/%" PRIx64, a->o->name,
-                 (uint64_t)kv->lease) < 0) {
+    if (asprintf(&mk, "__elector/candidates/%s/%" PRIx64, o->name, (uint64_t)kv->lease) <
+        0) {
         *rc = ELECTOR_ENOMEM;
         return NULL;
     }
-    *rc = range_key(a, (const uint8_t *)mk, strlen(mk), &m);
+    *rc = range_key(e, app_request_ms(o), (const uint8_t *)mk, strlen(mk), &m);
     free(mk);
     return m;
 }
@@ -254,62 +256,76 @@ static void describe_kv(char *buf, size_t cap, const Mvccpb__KeyValue *kv)
              (const char *)kv->value.data, (int)kv->key.len, (const char *)kv->key.data);
 }
 
-/* One look: 0 done (the target leads and confirmed it), 1 not yet, or an exit
+/* The target's key is gone (c: the election as read): after the hand-over it
+ * did not take over (EXIT_UNCONFIRMED), before it left (EXIT_REFUSED). */
+static int target_gone(const tool_opts *o, const Mvccpb__KeyValue *t,
+                       const Etcdserverpb__RangeResponse *c, struct seen *sn)
+{
+    if (!sn->handed_ms) {
+        tool_log(LOG_ERROR, "switchover: the target %.*s left the election",
+                 (int)t->key.len, (const char *)t->key.data);
+        return EXIT_REFUSED;
+    }
+    describe_kv(sn->next, sizeof(sn->next), c->n_kvs ? c->kvs[0] : NULL);
+    tool_log(LOG_ERROR,
+             "switchover: handed over; %s did not take over within %.1f s (its "
+             "key is gone: its lease ended or it resigned); the next in line is %s",
+             target_said(o->to), (double)(app_now_ms() - sn->handed_ms) / 1000, sn->next);
+    return EXIT_UNCONFIRMED;
+}
+
+/* The target's key is first in the election c (m: its member key as read, if
+ * it has one): 0 when it confirmed that it leads, 1 not yet, EXIT_UNCONFIRMED
+ * when it cannot confirm. */
+static int target_first(const tool_opts *o, const Mvccpb__KeyValue *t,
+                        const Etcdserverpb__RangeResponse *c,
+                        const Etcdserverpb__RangeResponse *m, struct seen *sn)
+{
+    if (!sn->handed_ms) {
+        sn->handed_ms = app_now_ms();
+        tool_log(LOG_INFO, "switchover: %.*s is first in line; waiting for it to confirm",
+                 (int)t->key.len, (const char *)t->key.data);
+    }
+    describe_kv(sn->next, sizeof(sn->next), c->n_kvs > 1 ? c->kvs[1] : NULL);
+    if (!sn->member) {
+        tool_log(LOG_ERROR,
+                 "switchover: handed over; %.*s's key is first, but it takes no "
+                 "switchover requests (no key under __elector/candidates/%s/), so its "
+                 "taking over cannot be confirmed; the next in line is %s",
+                 (int)t->key.len, (const char *)t->key.data, o->name, sn->next);
+        return EXIT_UNCONFIRMED;
+    }
+    char want[40];
+    snprintf(want, sizeof(want), "leads %" PRId64, t->create_revision);
+    if (!m || !m->n_kvs || !kv_value_is(m->kvs[0], want)) return 1;
+    tool_log(LOG_INFO, "switchover: %.*s leads %s (token %lld), confirmed",
+             (int)t->key.len, (const char *)t->key.data, o->name,
+             (long long)t->create_revision);
+    return 0;
+}
+
+/* One look: the election, the target's key and, once it is first, its member
+ * key read; 0 done (the target leads and confirmed it), 1 not yet, or an exit
  * status. */
 static int look(struct app *a, const Mvccpb__KeyValue *t, struct seen *sn)
 {
+    int64_t ms = app_request_ms(a->o);
     char *prefix = sw_cat(a->o->name, "/");
     Etcdserverpb__RangeResponse *c = NULL, *tk = NULL, *m = NULL;
-    int rc = prefix ? range_prefix(a, prefix, true, &c) : ELECTOR_ENOMEM;
+    int rc = prefix ? range_prefix(a->etcd, ms, prefix, true, &c) : ELECTOR_ENOMEM;
     free(prefix);
-    if (!rc) rc = range_key(a, t->key.data, t->key.len, &tk);
+    if (!rc) rc = range_key(a->etcd, ms, t->key.data, t->key.len, &tk);
     bool first = !rc && c->n_kvs && c->kvs[0]->create_revision == t->create_revision;
-    if (first && sn->member) m = member_of(a, t, &rc);
+    if (first && sn->member) m = member_of(a->etcd, a->o, t, &rc);
     int out = 1;
-    if (rc) {
+    if (rc)
         tool_log(LOG_WARN, "switchover: cannot read the election (%s); trying again",
                  elector_strerror(rc));
-    } else if (!tk->n_kvs || tk->kvs[0]->create_revision != t->create_revision) {
-        if (sn->handed_ms) {
-            describe_kv(sn->next, sizeof(sn->next), c->n_kvs ? c->kvs[0] : NULL);
-            tool_log(
-                LOG_ERROR,
-                "switchover: handed over; %s did not take over within %.1f s (its "
-                "key is gone: its lease ended or it resigned); the next in line is %s",
-                target_said(a->o->to), (double)(app_now_ms() - sn->handed_ms) / 1000,
-                sn->next);
-            out = EXIT_UNCONFIRMED;
-        } else {
-            tool_log(LOG_ERROR, "switchover: the target %.*s left the election",
-                     (int)t->key.len, (const char *)t->key.data);
-            out = EXIT_REFUSED;
-        }
-    } else if (first) {
-        if (!sn->handed_ms) {
-            sn->handed_ms = app_now_ms();
-            tool_log(LOG_INFO,
-                     "switchover: %.*s is first in line; waiting for it to confirm",
-                     (int)t->key.len, (const char *)t->key.data);
-        }
-        describe_kv(sn->next, sizeof(sn->next), c->n_kvs > 1 ? c->kvs[1] : NULL);
-        char want[40];
-        snprintf(want, sizeof(want), "leads %" PRId64, t->create_revision);
-        if (!sn->member) {
-            tool_log(
-                LOG_ERROR,
-                "switchover: handed over; %.*s's key is first, but it takes no "
-                "switchover requests (no key under __elector/candidates/%s/), so its "
-                "taking over cannot be confirmed; the next in line is %s",
-                (int)t->key.len, (const char *)t->key.data, a->o->name, sn->next);
-            out = EXIT_UNCONFIRMED;
-        } else if (m && m->n_kvs && kv_value_is(m->kvs[0], want)) {
-            tool_log(LOG_INFO, "switchover: %.*s leads %s (token %lld), confirmed",
-                     (int)t->key.len, (const char *)t->key.data, a->o->name,
-                     (long long)t->create_revision);
-            print_leader(a, c->kvs[0]);
-            out = 0;
-        }
-    }
+    else if (!tk->n_kvs || tk->kvs[0]->create_revision != t->create_revision)
+        out = target_gone(a->o, t, c, sn);
+    else if (first)
+        out = target_first(a->o, t, c, m, sn);
+    if (!out) print_leader(a->o, a->out.stdout_tty, c->kvs[0]); /* as `leader` does */
     free_msg(c);
     free_msg(tk);
     free_msg(m);
@@ -382,7 +398,7 @@ static int request(struct app *a, const Mvccpb__KeyValue *t, int64_t deadline_ms
     struct seen sn = {0};
     if (!out) {
         int mrc;
-        Etcdserverpb__RangeResponse *m = member_of(a, t, &mrc);
+        Etcdserverpb__RangeResponse *m = member_of(a->etcd, a->o, t, &mrc);
         sn.member = mrc || m->n_kvs; /* unread: assume it can, and wait */
         free_msg(m);
         if (!sn.member)
@@ -408,28 +424,37 @@ static int request(struct app *a, const Mvccpb__KeyValue *t, int64_t deadline_ms
     return out;
 }
 
+/* Another request first: while it is carried out the candidates move, so what
+ * the election holds says nothing yet. The write (put_request) still refuses one
+ * made meanwhile, and says what a user not permitted to read the key lacks:
+ * refused here, this early look is skipped. 0, EXIT_REFUSED or EXIT_ERROR. */
+static int another_request(struct app *a)
+{
+    char *rk = sw_request_key(a->o->name);
+    Etcdserverpb__RangeResponse *c = NULL;
+    int rc =
+        rk ? range_key(a->etcd, app_request_ms(a->o), (const uint8_t *)rk, strlen(rk), &c)
+           : ELECTOR_ENOMEM;
+    int busy = rc ? 0 : under_way(a->o->name, rk, c);
+    free(rk);
+    free_msg(c);
+    if (rc && rc != ELECTOR_EPERM)
+        return etcd_error(a, rc, "switchover: cannot read the election");
+    return busy;
+}
+
 int app_cmd_switchover(struct app *a)
 {
     sigset_t set;
     tool_stop_signals(&set, false);
     sigprocmask(SIG_BLOCK, &set, NULL);
     int64_t deadline = app_now_ms() + (a->o->timeout_ms ? a->o->timeout_ms : 60000);
-    /* Another request first: while it is carried out the candidates move, so
-     * what the election holds says nothing yet. The write below still refuses
-     * one made meanwhile, and says what a user not permitted to read the key
-     * lacks: refused here, this early look is skipped. */
-    char *rk = sw_request_key(a->o->name);
+    int rc = another_request(a);
+    if (rc) return rc;
     Etcdserverpb__RangeResponse *c = NULL;
-    int rc = rk ? range_key(a, (const uint8_t *)rk, strlen(rk), &c) : ELECTOR_ENOMEM;
-    int busy = rc ? 0 : under_way(a, rk, c);
-    free(rk);
-    free_msg(c);
-    c = NULL;
-    if (rc && rc != ELECTOR_EPERM)
-        return etcd_error(a, rc, "switchover: cannot read the election");
-    if (busy) return busy;
     char *prefix = sw_cat(a->o->name, "/");
-    rc = prefix ? range_prefix(a, prefix, true, &c) : ELECTOR_ENOMEM;
+    rc = prefix ? range_prefix(a->etcd, app_request_ms(a->o), prefix, true, &c)
+                : ELECTOR_ENOMEM;
     free(prefix);
     if (rc) return etcd_error(a, rc, "switchover: cannot read the election");
     size_t ti = SIZE_MAX, matches = 0;
@@ -442,7 +467,7 @@ int app_cmd_switchover(struct app *a)
     if (ti == 0) {
         tool_log(LOG_INFO, "switchover: %s already leads %s", target_said(a->o->to),
                  a->o->name);
-        print_leader(a, c->kvs[0]);
+        print_leader(a->o, a->out.stdout_tty, c->kvs[0]);
         out = EXIT_OK;
     } else if (!matches) {
         tool_log(LOG_ERROR,

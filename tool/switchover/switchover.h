@@ -37,6 +37,6 @@ char *sw_member_prefix(const char *name);
 
 /* What an etcd user needs for switchover, for messages about EPERM: the
  * candidates' and the requester's needs are the same two grants. */
-void sw_perm_hint(char *buf, size_t cap, const struct app *a);
+void sw_perm_hint(char *buf, size_t cap, const char *user, const char *name);
 
 #endif
