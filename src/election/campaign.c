@@ -233,22 +233,21 @@ int elector__campaign(elector_election *el, const void *value, size_t len)
     return 0;
 }
 
+/* The campaign has its outcome (leader, or the error that ended it), or the
+ * election was freed. */
+static bool campaign_over(const void *arg)
+{
+    const elector_election *el = arg;
+    return el->outcome != 0 || el->life.closed;
+}
+
 int elector__campaign_sync(elector_election *el, const void *value, size_t len,
                            int64_t timeout_ms)
 {
     int rc = elector__campaign(el, value, len);
     if (rc) return rc;
-    int64_t end = elector__now_ms() + timeout_ms;
     elector__el_hold(el);
-    while (el->outcome == 0 && !el->life.closed) {
-        int64_t left = end - elector__now_ms();
-        if (timeout_ms >= 0 && left <= 0) {
-            rc = ELECTOR_ETIMEDOUT;
-            break;
-        }
-        rc = elector__etcd_run_once(el->etcd, timeout_ms >= 0 ? left : -1);
-        if (rc) break;
-    }
+    rc = elector__etcd_run_until(el->etcd, campaign_over, el, timeout_ms);
     if (!rc) rc = el->life.closed ? ELECTOR_ECLOSED : el->outcome == 1 ? 0 : el->outcome;
     elector__el_unhold(el);
     return rc;

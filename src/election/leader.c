@@ -164,23 +164,27 @@ int elector__resign(elector_election *el)
     return 0;
 }
 
+/* A resign's wait: the election had an ending since (the resign's own event),
+ * or was freed. */
+struct resign_wait {
+    const elector_election *el;
+    uint64_t endings;
+};
+
+static bool resign_over(const void *arg)
+{
+    const struct resign_wait *w = arg;
+    return w->el->endings != w->endings || w->el->life.closed;
+}
+
 int elector__resign_sync(elector_election *el, int64_t timeout_ms)
 {
-    uint64_t endings = el ? el->endings : 0;
+    struct resign_wait w = {el, el ? el->endings : 0};
     int rc = elector__resign(el);
     if (rc) return rc;
-    int64_t end = elector__now_ms() + timeout_ms;
     elector__el_hold(el);
-    while (el->endings == endings && !el->life.closed) {
-        int64_t left = end - elector__now_ms();
-        if (timeout_ms >= 0 && left <= 0) {
-            rc = ELECTOR_ETIMEDOUT;
-            break;
-        }
-        rc = elector__etcd_run_once(el->etcd, timeout_ms >= 0 ? left : -1);
-        if (rc) break;
-    }
-    if (!rc && el->endings == endings) rc = ELECTOR_ECLOSED;
+    rc = elector__etcd_run_until(el->etcd, resign_over, &w, timeout_ms);
+    if (!rc && el->endings == w.endings) rc = ELECTOR_ECLOSED;
     elector__el_unhold(el);
     return rc;
 }
@@ -378,23 +382,19 @@ static void gsync_cb(elector_election *el, int err, void *ud)
     st->err = err;
 }
 
+static bool gsync_done(const void *arg)
+{
+    const struct gsync *st = arg;
+    return st->done;
+}
+
 static int gsync_wait(elector_election *el, struct gsync *st, int rc, int64_t timeout_ms)
 {
     if (rc) {
         free(st);
         return rc;
     }
-    elector_etcd *etcd = el->etcd;
-    int64_t end = elector__now_ms() + timeout_ms;
-    while (!st->done) {
-        int64_t left = end - elector__now_ms();
-        if (timeout_ms >= 0 && left <= 0) {
-            rc = ELECTOR_ETIMEDOUT;
-            break;
-        }
-        rc = elector__etcd_run_once(etcd, timeout_ms >= 0 ? left : -1);
-        if (rc) break;
-    }
+    rc = elector__etcd_run_until(el->etcd, gsync_done, st, timeout_ms);
     if (st->done) {
         rc = st->err;
         free(st);
