@@ -194,14 +194,19 @@ static void kv_job(elector__drv *d, struct job *j)
     j->rc = kv_call(d->etcd, j->a, j->b);
 }
 
+static bool kv_over(const void *arg)
+{
+    const struct kctx *k = arg;
+    return k->done;
+}
+
 /* Waits for k's answer (own_thread: on d->cv, mu held; the caller's loop:
  * running it). Returns its rc, or ELECTOR_ECLOSED when the client stops
  * first (k is abandoned then, freed by the answer). */
 static int kv_wait(elector_etcd *e, elector__drv *d, struct kctx *k)
 {
     if (d) {
-        while (!k->done && !d->stop)
-            pthread_cond_wait(&d->cv, &d->mu);
+        elector__drv_wait(d, kv_over, k, -1);
     } else {
         /* The call ends by its own deadline; a client freed by a callback
          * meanwhile answers it (ECANCELED) before it goes. */
@@ -365,22 +370,16 @@ int elector_lease_revoke(elector_etcd *e, int64_t lease, int64_t timeout_ms,
                          elector_revoke_cb cb, void *ud)
 {
     if (!e || lease <= 0 || !cb) return ELECTOR_EINVAL;
-    elector__drv *d = remote_drv(e);
-    int rc = d ? elector__drv_enter(d) : 0;
-    if (rc) return rc;
     struct rctx *r = calloc(1, sizeof(*r));
-    if (!r) {
-        if (d) elector__drv_leave(d);
-        return ELECTOR_ENOMEM;
-    }
+    if (!r) return ELECTOR_ENOMEM;
     r->cb = cb;
     r->ud = ud;
     struct job j = {.fn = revoke_job,
                     .a = r,
                     .n1 = (size_t)lease,
                     .n2 = (size_t)(timeout_ms < 0 ? 0 : timeout_ms)};
-    rc = d ? elector__drv_run_job(d, &j) : revoke_call(e, lease, timeout_ms, r);
+    elector__drv *d = remote_drv(e);
+    int rc = d ? elector__drv_call(d, &j) : revoke_call(e, lease, timeout_ms, r);
     if (rc) free(r); /* not sent: no answer will come */
-    if (d) elector__drv_leave(d);
     return rc;
 }
