@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "driver_private.h"
+#include "etcd_internal.h"
 
 /* ---------------------------------------------------------------- keys */
 
@@ -121,24 +122,12 @@ static void kv_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *u
 static int put_if_absent(elector_etcd *e, struct kctx *k, Etcdserverpb__PutRequest *put,
                          const elector_call_opts *opts)
 {
-    Etcdserverpb__Compare c, *cs[1] = {&c};
-    etcdserverpb__compare__init(&c);
-    c.result = ETCDSERVERPB__COMPARE__COMPARE_RESULT__EQUAL;
-    c.target = ETCDSERVERPB__COMPARE__COMPARE_TARGET__CREATE;
-    c.key = put->key;
-    c.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_CREATE_REVISION;
-    c.create_revision = 0;
-    Etcdserverpb__RequestOp op, *ops[1] = {&op};
-    etcdserverpb__request_op__init(&op);
-    op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
-    op.request_put = put;
-    Etcdserverpb__TxnRequest t;
-    etcdserverpb__txn_request__init(&t);
-    t.n_compare = 1;
-    t.compare = cs;
-    t.n_success = 1;
-    t.success = ops;
-    return elector_etcd_call(e, ELECTOR_RPC_TXN, &t.base, opts, kv_done, k);
+    elector__txn t;
+    elector__cmp_create(&t.cmp, put->key.data, put->key.len, 0);
+    elector__op_put(&t.op[0], &t.put, put->key.data, put->key.len, put->value.data,
+                    put->value.len, put->lease);
+    elector__txn_init(&t, 1);
+    return elector_etcd_call(e, ELECTOR_RPC_TXN, &t.txn.base, opts, kv_done, k);
 }
 
 /* The bytes of one operation, as the caller gave them. */

@@ -301,8 +301,10 @@ static int under_own_prefix(elector_election *el, const void *key, size_t key_le
     return elector__set_err(el->etcd, ELECTOR_EINVAL, "%s", why);
 }
 
+/* Sends t, its success op t->op[0] filled by the caller, as the guarded
+ * write: the op, if our key still has our create revision. */
 static int gwrite_send(elector_election *el, const void *key, size_t key_len,
-                       Etcdserverpb__RequestOp *op, elector_guarded_cb cb, void *ud)
+                       elector__txn *t, elector_guarded_cb cb, void *ud)
 {
     if (!el || !cb) return ELECTOR_EINVAL;
     if (under_own_prefix(el, key, key_len)) return ELECTOR_EINVAL;
@@ -316,16 +318,9 @@ static int gwrite_send(elector_election *el, const void *key, size_t key_len,
     g->cb = cb;
     g->ud = ud;
     o->uud = g;
-    Etcdserverpb__Compare mine, *cmps[1] = {&mine};
-    elector__cmp_create(&mine, el->key, el->klen, el->rev);
-    Etcdserverpb__RequestOp *ops[1] = {op};
-    Etcdserverpb__TxnRequest txn;
-    etcdserverpb__txn_request__init(&txn);
-    txn.n_compare = 1;
-    txn.compare = cmps;
-    txn.n_success = 1;
-    txn.success = ops;
-    int rc = elector__send_txn(el, &txn, o, gwrite_done);
+    elector__cmp_create(&t->cmp, el->key, el->klen, el->rev);
+    elector__txn_init(t, 1);
+    int rc = elector__send_txn(el, &t->txn, o, gwrite_done);
     if (rc) free(g);
     return rc;
 }
@@ -335,32 +330,18 @@ int elector__guarded_put(elector_election *el, const void *key, size_t key_len,
                          void *ud)
 {
     if (!key || !key_len || (!value && value_len)) return ELECTOR_EINVAL;
-    Etcdserverpb__PutRequest put;
-    etcdserverpb__put_request__init(&put);
-    put.key.data = (uint8_t *)key;
-    put.key.len = key_len;
-    put.value.data = (uint8_t *)value;
-    put.value.len = value_len;
-    Etcdserverpb__RequestOp op;
-    etcdserverpb__request_op__init(&op);
-    op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
-    op.request_put = &put;
-    return gwrite_send(el, key, key_len, &op, cb, ud);
+    elector__txn t;
+    elector__op_put(&t.op[0], &t.put, key, key_len, value, value_len, 0);
+    return gwrite_send(el, key, key_len, &t, cb, ud);
 }
 
 int elector__guarded_delete(elector_election *el, const void *key, size_t key_len,
                             elector_guarded_cb cb, void *ud)
 {
     if (!key || !key_len) return ELECTOR_EINVAL;
-    Etcdserverpb__DeleteRangeRequest del;
-    etcdserverpb__delete_range_request__init(&del);
-    del.key.data = (uint8_t *)key;
-    del.key.len = key_len;
-    Etcdserverpb__RequestOp op;
-    etcdserverpb__request_op__init(&op);
-    op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
-    op.request_delete_range = &del;
-    return gwrite_send(el, key, key_len, &op, cb, ud);
+    elector__txn t;
+    elector__op_delete(&t.op[0], &t.del, key, key_len);
+    return gwrite_send(el, key, key_len, &t, cb, ud);
 }
 
 /* The blocking forms: the state lives on the heap, so that a call abandoned
