@@ -59,24 +59,17 @@ elector_election *elector_election_new(elector_session *cs, const char *name,
     struct drv_session *s = drv_session_of(cs);
     if (!s) return elector__election_new(cs, name, cb, ud);
     if (!name || !*name) return NULL;
-    elector__drv *d = s->h.d;
-    if (elector__drv_enter_h(d, &s->h)) return NULL;
     struct drv_election *el = calloc(1, sizeof(*el));
-    elector_election *core = NULL;
-    if (el) {
-        el->h.d = d;
-        el->h.kind = H_ELECTION;
-        el->h.refs = 1;
-        el->cb = cb;
-        el->ud = ud;
-        struct job j = {.fn = election_new_job, .a = el, .b = s, .p1 = name};
-        if (elector__drv_run_job(d, &j))
-            free(el);
-        else
-            core = j.out;
+    if (!el) return NULL;
+    el->h = (struct dh){.d = s->h.d, .kind = H_ELECTION, .refs = 1};
+    el->cb = cb;
+    el->ud = ud;
+    struct job j = {.fn = election_new_job, .a = el, .b = s, .p1 = name};
+    if (elector__drv_call_h(s->h.d, &s->h, &j)) {
+        free(el);
+        return NULL;
     }
-    elector__drv_leave_h(d, &s->h);
-    return core;
+    return j.out;
 }
 
 static void election_free_job(elector__drv *d, struct job *j)
@@ -98,26 +91,8 @@ void elector_election_free(elector_election *ce)
         elector__election_free(ce);
         return;
     }
-    elector__drv *d = el->h.d;
-    if (forked(d)) return;
-    pthread_mutex_lock(&d->mu);
-    bool mine = !el->h.closed; /* else the client's end took it */
-    el->h.closed = true;
-    if (mine && !d->stop && on_cb(d) && d->cb_target == &el->h &&
-        elector__drv_defer_close(d, &el->h, election_free_job, el, NULL)) {
-        pthread_mutex_unlock(&d->mu);
-        return;
-    }
-    elector__drv_quiesce(d, &el->h);
-    if (!d->stop) {
-        d->calls++;
-        struct job j = {.fn = election_free_job, .a = el};
-        elector__drv_run_job(d, &j);
-        d->calls--;
-        if (d->calls == 0) pthread_cond_broadcast(&d->cv);
-    }
-    if (mine) elector__drv_h_unref(&el->h);
-    pthread_mutex_unlock(&d->mu);
+    struct job j = {.fn = election_free_job, .a = el};
+    elector__drv_end_h(el->h.d, &el->h, &j);
 }
 
 /* ---------------------------------------------------------------- operations */
@@ -161,13 +136,8 @@ static void resign_job(elector__drv *d, struct job *j)
 static int el_job(struct drv_election *el, void (*fn)(elector__drv *, struct job *),
                   const void *p, size_t n)
 {
-    elector__drv *d = el->h.d;
-    int rc = elector__drv_enter_h(d, &el->h);
-    if (rc) return rc;
     struct job j = {.fn = fn, .a = el, .p1 = p, .n1 = n};
-    rc = elector__drv_run_job(d, &j);
-    elector__drv_leave_h(d, &el->h);
-    return rc;
+    return elector__drv_call_h(el->h.d, &el->h, &j);
 }
 
 int elector_campaign(elector_election *ce, const void *value, size_t len)
@@ -193,6 +163,19 @@ int elector_resign(elector_election *ce)
     return el_job(el, resign_job, NULL, 0);
 }
 
+/* The campaign has its outcome (published by the loop thread). */
+static bool campaign_over(const void *arg)
+{
+    const struct drv_election *el = arg;
+    return el->outcome != 0;
+}
+
+static bool resign_over(const void *arg)
+{
+    const struct drv_election *el = arg;
+    return el->resign_done;
+}
+
 int elector_campaign_sync(elector_election *ce, const void *value, size_t len,
                           int64_t timeout_ms)
 {
@@ -205,14 +188,8 @@ int elector_campaign_sync(elector_election *ce, const void *value, size_t len,
     int64_t end = end_of(timeout_ms);
     struct job j = {.fn = campaign_job, .a = el, .p1 = value, .n1 = len};
     rc = elector__drv_run_job(d, &j);
-    if (!rc) {
-        while (el->outcome == 0 && !d->stop && !past(end))
-            cv_wait(d, &d->cv, end);
-        rc = el->outcome == 1  ? 0
-             : el->outcome < 0 ? el->outcome
-             : d->stop         ? ELECTOR_ECLOSED
-                               : ELECTOR_ETIMEDOUT;
-    }
+    if (!rc) rc = elector__drv_wait(d, campaign_over, el, end);
+    if (!rc) rc = el->outcome == 1 ? 0 : el->outcome;
     elector__drv_leave_h(d, &el->h);
     return rc;
 }
@@ -228,11 +205,7 @@ int elector_resign_sync(elector_election *ce, int64_t timeout_ms)
     int64_t end = end_of(timeout_ms);
     struct job j = {.fn = resign_job, .a = el};
     rc = elector__drv_run_job(d, &j);
-    if (!rc) {
-        while (!el->resign_done && !d->stop && !past(end))
-            cv_wait(d, &d->cv, end);
-        rc = el->resign_done ? 0 : d->stop ? ELECTOR_ECLOSED : ELECTOR_ETIMEDOUT;
-    }
+    if (!rc) rc = elector__drv_wait(d, resign_over, el, end);
     elector__drv_leave_h(d, &el->h);
     return rc;
 }
@@ -291,14 +264,9 @@ static void read_job(elector__drv *d, struct job *j)
 
 static int read_el(struct drv_election *el, struct job *j)
 {
-    elector__drv *d = el->h.d;
-    int rc = elector__drv_enter_h(d, &el->h);
-    if (rc) return rc;
     j->fn = read_job;
     j->a = el;
-    rc = elector__drv_run_job(d, j);
-    elector__drv_leave_h(d, &el->h);
-    return rc;
+    return elector__drv_call_h(el->h.d, &el->h, j);
 }
 
 /* With own_thread: a copy, valid until the next call of this function on

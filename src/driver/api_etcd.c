@@ -168,11 +168,8 @@ static void endpoint_job(elector__drv *d, struct job *j)
 static bool read_on_loop(elector__drv *d, void (*fn)(elector__drv *, struct job *),
                          struct read_job *r)
 {
-    if (elector__drv_enter(d)) return false;
     struct job j = {.fn = fn, .a = r};
-    bool ok = !elector__drv_run_job(d, &j);
-    elector__drv_leave(d);
-    return ok;
+    return !elector__drv_call(d, &j);
 }
 
 const char *elector_etcd_current_endpoint(const elector_etcd *e)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "driver_private.h"
+#include "etcd_internal.h"
 
 /* ---------------------------------------------------------------- keys */
 
@@ -121,24 +122,12 @@ static void kv_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *u
 static int put_if_absent(elector_etcd *e, struct kctx *k, Etcdserverpb__PutRequest *put,
                          const elector_call_opts *opts)
 {
-    Etcdserverpb__Compare c, *cs[1] = {&c};
-    etcdserverpb__compare__init(&c);
-    c.result = ETCDSERVERPB__COMPARE__COMPARE_RESULT__EQUAL;
-    c.target = ETCDSERVERPB__COMPARE__COMPARE_TARGET__CREATE;
-    c.key = put->key;
-    c.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_CREATE_REVISION;
-    c.create_revision = 0;
-    Etcdserverpb__RequestOp op, *ops[1] = {&op};
-    etcdserverpb__request_op__init(&op);
-    op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
-    op.request_put = put;
-    Etcdserverpb__TxnRequest t;
-    etcdserverpb__txn_request__init(&t);
-    t.n_compare = 1;
-    t.compare = cs;
-    t.n_success = 1;
-    t.success = ops;
-    return elector_etcd_call(e, ELECTOR_RPC_TXN, &t.base, opts, kv_done, k);
+    elector__txn t;
+    elector__cmp_create(&t.cmp, put->key.data, put->key.len, 0);
+    elector__op_put(&t.op[0], &t.put, put->key.data, put->key.len, put->value.data,
+                    put->value.len, put->lease);
+    elector__txn_init(&t, 1);
+    return elector_etcd_call(e, ELECTOR_RPC_TXN, &t.txn.base, opts, kv_done, k);
 }
 
 /* The bytes of one operation, as the caller gave them. */
@@ -194,14 +183,19 @@ static void kv_job(elector__drv *d, struct job *j)
     j->rc = kv_call(d->etcd, j->a, j->b);
 }
 
+static bool kv_over(const void *arg)
+{
+    const struct kctx *k = arg;
+    return k->done;
+}
+
 /* Waits for k's answer (own_thread: on d->cv, mu held; the caller's loop:
  * running it). Returns its rc, or ELECTOR_ECLOSED when the client stops
  * first (k is abandoned then, freed by the answer). */
 static int kv_wait(elector_etcd *e, elector__drv *d, struct kctx *k)
 {
     if (d) {
-        while (!k->done && !d->stop)
-            pthread_cond_wait(&d->cv, &d->mu);
+        elector__drv_wait(d, kv_over, k, -1);
     } else {
         /* The call ends by its own deadline; a client freed by a callback
          * meanwhile answers it (ECANCELED) before it goes. */
@@ -365,22 +359,16 @@ int elector_lease_revoke(elector_etcd *e, int64_t lease, int64_t timeout_ms,
                          elector_revoke_cb cb, void *ud)
 {
     if (!e || lease <= 0 || !cb) return ELECTOR_EINVAL;
-    elector__drv *d = remote_drv(e);
-    int rc = d ? elector__drv_enter(d) : 0;
-    if (rc) return rc;
     struct rctx *r = calloc(1, sizeof(*r));
-    if (!r) {
-        if (d) elector__drv_leave(d);
-        return ELECTOR_ENOMEM;
-    }
+    if (!r) return ELECTOR_ENOMEM;
     r->cb = cb;
     r->ud = ud;
     struct job j = {.fn = revoke_job,
                     .a = r,
                     .n1 = (size_t)lease,
                     .n2 = (size_t)(timeout_ms < 0 ? 0 : timeout_ms)};
-    rc = d ? elector__drv_run_job(d, &j) : revoke_call(e, lease, timeout_ms, r);
+    elector__drv *d = remote_drv(e);
+    int rc = d ? elector__drv_call(d, &j) : revoke_call(e, lease, timeout_ms, r);
     if (rc) free(r); /* not sent: no answer will come */
-    if (d) elector__drv_leave(d);
     return rc;
 }

@@ -84,6 +84,12 @@ static void guarded_job(elector__drv *d, struct job *j)
     }
 }
 
+static bool guarded_over(const void *arg)
+{
+    const struct gctx *g = arg;
+    return g->done;
+}
+
 static int guarded(struct drv_election *el, bool put, const void *key, size_t klen,
                    const void *value, size_t vlen, elector_guarded_cb cb, void *ud,
                    bool sync, int64_t timeout_ms)
@@ -113,14 +119,11 @@ static int guarded(struct drv_election *el, bool put, const void *key, size_t kl
     if (rc) {
         free(g);
     } else if (sync) {
-        int64_t end = end_of(timeout_ms);
-        while (!g->done && !d->stop && !past(end))
-            cv_wait(d, &d->cv, end);
+        rc = elector__drv_wait(d, guarded_over, g, end_of(timeout_ms));
         if (g->done) {
             rc = g->err;
             free(g);
         } else {
-            rc = d->stop ? ELECTOR_ECLOSED : ELECTOR_ETIMEDOUT;
             g->abandoned = true;
         }
     }
@@ -288,6 +291,12 @@ static void leader_job(elector__drv *d, struct job *j)
     j->rc = leader_call(d->etcd, j->p1, (int64_t)j->n1, j->a);
 }
 
+static bool leader_over(const void *arg)
+{
+    const struct lctx *l = arg;
+    return l->done;
+}
+
 /* Sends one leader read to the loop thread. With info, waits for the answer
  * and copies it there; without, the answer goes to cb on the callback
  * thread. */
@@ -312,14 +321,12 @@ static int leader_send(elector__drv *d, const char *name, int64_t timeout_ms,
     if (rc) {
         free(l); /* not sent: no answer will come */
     } else if (info) {
-        while (!l->done && !d->stop)
-            pthread_cond_wait(&d->cv, &d->mu);
+        rc = elector__drv_wait(d, leader_over, l, -1);
         if (l->done) {
             rc = l->rc;
             *info = l->info;
             free(l);
         } else {
-            rc = ELECTOR_ECLOSED;
             l->abandoned = true;
         }
     }
@@ -386,23 +393,17 @@ elector_observer *elector_observe(elector_etcd *e, const char *name,
     elector__drv *d = remote_drv(e);
     if (!d) return elector__observe(e, name, cb, ud);
     if (!name || !*name) return NULL;
-    if (elector__drv_enter(d)) return NULL;
     struct drv_observer *o = calloc(1, sizeof(*o));
-    elector_observer *core = NULL;
-    if (o) {
-        o->h.d = d;
-        o->h.kind = H_OBSERVER;
-        o->h.refs = 1;
-        o->cb = cb;
-        o->ud = ud;
-        struct job j = {.fn = observe_job, .a = o, .p1 = name};
-        if (elector__drv_run_job(d, &j))
-            free(o);
-        else
-            core = j.out;
+    if (!o) return NULL;
+    o->h = (struct dh){.d = d, .kind = H_OBSERVER, .refs = 1};
+    o->cb = cb;
+    o->ud = ud;
+    struct job j = {.fn = observe_job, .a = o, .p1 = name};
+    if (elector__drv_call(d, &j)) {
+        free(o);
+        return NULL;
     }
-    elector__drv_leave(d);
-    return core;
+    return j.out;
 }
 
 static void observer_free_job(elector__drv *d, struct job *j)
@@ -423,24 +424,6 @@ void elector_observer_free(elector_observer *co)
         elector__observer_free(co);
         return;
     }
-    elector__drv *d = o->h.d;
-    if (forked(d)) return;
-    pthread_mutex_lock(&d->mu);
-    bool mine = !o->h.closed; /* else the client's end took it */
-    o->h.closed = true;
-    if (mine && !d->stop && on_cb(d) && d->cb_target == &o->h &&
-        elector__drv_defer_close(d, &o->h, observer_free_job, o, NULL)) {
-        pthread_mutex_unlock(&d->mu);
-        return;
-    }
-    elector__drv_quiesce(d, &o->h);
-    if (!d->stop) {
-        d->calls++;
-        struct job j = {.fn = observer_free_job, .a = o};
-        elector__drv_run_job(d, &j);
-        d->calls--;
-        if (d->calls == 0) pthread_cond_broadcast(&d->cv);
-    }
-    if (mine) elector__drv_h_unref(&o->h);
-    pthread_mutex_unlock(&d->mu);
+    struct job j = {.fn = observer_free_job, .a = o};
+    elector__drv_end_h(o->h.d, &o->h, &j);
 }

@@ -40,25 +40,24 @@ elector_session *elector_session_new(elector_etcd *e, const elector_session_conf
     if (!e) return NULL;
     elector__drv *d = elector__drv_of(e);
     if (!d) return elector__session_new(e, cfg, cb, ud);
-    if (elector__drv_enter(d)) return NULL;
     struct drv_session *s = calloc(1, sizeof(*s));
-    if (!s) {
-        elector__drv_leave(d);
-        return NULL;
-    }
-    s->h.d = d;
-    s->h.kind = H_SESSION;
-    s->h.refs = 1;
+    if (!s) return NULL;
+    s->h = (struct dh){.d = d, .kind = H_SESSION, .refs = 1};
     s->cb = cb;
     s->ud = ud;
     struct job j = {.fn = session_new_job, .a = s, .p1 = cfg};
-    elector_session *core = NULL;
-    if (elector__drv_run_job(d, &j))
+    if (elector__drv_call(d, &j)) {
         free(s);
-    else
-        core = j.out;
-    elector__drv_leave(d);
-    return core;
+        return NULL;
+    }
+    return j.out;
+}
+
+/* The lease is granted, or its grant failed (published by the loop thread). */
+static bool grant_over(const void *arg)
+{
+    const struct drv_session *s = arg;
+    return s->phase != 0;
 }
 
 int elector_session_wait(elector_session *cs, int64_t timeout_ms)
@@ -69,13 +68,8 @@ int elector_session_wait(elector_session *cs, int64_t timeout_ms)
     elector__drv *d = s->h.d;
     int rc = elector__drv_enter_h(d, &s->h);
     if (rc) return rc;
-    int64_t end = end_of(timeout_ms);
-    while (s->phase == 0 && !d->stop && !past(end))
-        cv_wait(d, &d->cv, end);
-    rc = s->phase == 1   ? 0
-         : s->phase == 2 ? s->err
-         : d->stop       ? ELECTOR_ECLOSED
-                         : ELECTOR_ETIMEDOUT;
+    rc = elector__drv_wait(d, grant_over, s, end_of(timeout_ms));
+    if (!rc) rc = s->phase == 1 ? 0 : s->err;
     elector__drv_leave_h(d, &s->h);
     return rc;
 }
@@ -95,6 +89,18 @@ struct closing {
      * timeout_ms <= 0: the client's request timeout, as the core's). */
     int64_t lease, end_ms;
 };
+
+static struct closing *closing_new(elector__drv *d, elector_session_closed_cb cb,
+                                   void *ud, bool waited)
+{
+    struct closing *c = calloc(1, sizeof(*c));
+    if (!c) return NULL;
+    c->d = d;
+    c->cb = cb;
+    c->ud = ud;
+    c->waited = waited;
+    return c;
+}
 
 static void closed_deliver(elector_etcd *e, void *ud)
 {
@@ -128,6 +134,9 @@ static void session_close_job(elector__drv *d, struct job *j)
 {
     struct drv_session *s = j->a;
     struct closing *c = j->b;
+    /* Deferred (from the session's own callback): nobody is told, but the
+     * revoke's answer is still counted, so a record of our own. */
+    if (j->wait_h) c = closing_new(d, NULL, NULL, false);
     elector_session *cs = s->core;
     s->core = NULL;
     if (c && c->waited && cs) {
@@ -140,15 +149,12 @@ static void session_close_job(elector__drv *d, struct job *j)
     j->rc = cs ? elector__session_close_async(cs, (int64_t)j->n1,
                                               c ? session_revoked : NULL, c)
                : 0;
-    if (j->rc == 1) d->revokes++;
+    if (j->rc == 1 && c) d->revokes++;    /* session_revoked uncounts it */
     if (j->rc != 1 && j->wait_h) free(c); /* deferred: nobody else has it */
     pthread_mutex_lock(&d->mu);
     elector__drv_h_detach(&s->h);
     pthread_mutex_unlock(&d->mu);
 }
-
-static struct closing *closing_new(elector__drv *d, elector_session_closed_cb cb,
-                                   void *ud, bool waited);
 
 /* Closes s from any thread with c told (see struct closing); c NULL: nobody.
  * Returns what elector_session_close_async() returned on the loop thread,
@@ -157,49 +163,11 @@ static struct closing *closing_new(elector__drv *d, elector_session_closed_cb cb
  * and nobody is told (0). */
 static int close_rec(struct drv_session *s, struct closing *c, int64_t timeout_ms)
 {
-    elector__drv *d = s->h.d;
-    pthread_mutex_lock(&d->mu);
-    bool mine = !s->h.closed; /* else the client's end took it */
-    s->h.closed = true;
-    if (mine && !d->stop && on_cb(d) && d->cb_target == &s->h) {
-        struct closing *quiet = closing_new(d, NULL, NULL, false);
-        if (quiet && elector__drv_defer_close(d, &s->h, session_close_job, s, quiet)) {
-            pthread_mutex_unlock(&d->mu);
-            return 0;
-        }
-        free(quiet);
-    }
-    elector__drv_quiesce(d, &s->h);
-    int rc = ELECTOR_ECLOSED;
-    if (!d->stop) {
-        d->calls++;
-        struct job j = {.fn = session_close_job,
-                        .a = s,
-                        .b = c,
-                        .n1 = (size_t)(timeout_ms > 0 ? timeout_ms : 0)};
-        rc = elector__drv_run_job(d, &j);
-        /* A waited close keeps its call while it waits (close_sync leaves
-         * it): the client's free, from another thread, waits for it. */
-        if (rc != 1 || !c || !c->waited) {
-            d->calls--;
-            if (d->calls == 0) pthread_cond_broadcast(&d->cv);
-        }
-    }
-    if (mine) elector__drv_h_unref(&s->h);
-    pthread_mutex_unlock(&d->mu);
-    return rc;
-}
-
-static struct closing *closing_new(elector__drv *d, elector_session_closed_cb cb,
-                                   void *ud, bool waited)
-{
-    struct closing *c = calloc(1, sizeof(*c));
-    if (!c) return NULL;
-    c->d = d;
-    c->cb = cb;
-    c->ud = ud;
-    c->waited = waited;
-    return c;
+    struct job j = {.fn = session_close_job,
+                    .a = s,
+                    .b = c,
+                    .n1 = (size_t)(timeout_ms > 0 ? timeout_ms : 0)};
+    return elector__drv_end_h(s->h.d, &s->h, &j);
 }
 
 void elector_session_close(elector_session *cs)
@@ -209,7 +177,6 @@ void elector_session_close(elector_session *cs)
         elector__session_close(cs);
         return;
     }
-    if (forked(s->h.d)) return;
     struct closing *c = closing_new(s->h.d, NULL, NULL, false);
     if (close_rec(s, c, 0) != 1) free(c);
 }
@@ -324,88 +291,94 @@ int elector_session_close_sync(elector_session *cs, int64_t timeout_ms)
         elector_session_close(cs);
         return ELECTOR_ENOMEM;
     }
-    /* 1: the revoke is sent, and close_rec left its call held for this wait */
+    /* A call held from here to the end: a free of the client from another
+     * thread meanwhile waits for this wait and the revokes made again, and
+     * ends them (loop_over, stop). */
+    pthread_mutex_lock(&d->mu);
+    d->calls++;
+    pthread_mutex_unlock(&d->mu);
     int rc = close_rec(s, c, timeout_ms);
+    pthread_mutex_lock(&d->mu);
     if (rc != 1) {
         free(c);
-        return rc < 0 ? rc : 0;
+        rc = rc < 0 ? rc : 0;
+    } else {
+        int64_t end = c->end_ms, lease = c->lease;
+        while (!c->done && !d->loop_over && !past(end))
+            cv_wait(d, &d->cv, end);
+        rc = c->done ? c->rc : d->loop_over ? ELECTOR_ECLOSED : ELECTOR_ETIMEDOUT;
+        if (c->done)
+            free(c);
+        else
+            c->abandoned = true;
+        /* failed on the way, time left: again, as the core's close_sync does */
+        if (rc && rc != ELECTOR_ETIMEDOUT && rc != ELECTOR_ECANCELED &&
+            rc != ELECTOR_ECLOSED)
+            rc = revoke_until(d, lease, end, rc);
     }
-    pthread_mutex_lock(&d->mu);
-    int64_t end = c->end_ms, lease = c->lease;
-    while (!c->done && !d->loop_over && !past(end))
-        cv_wait(d, &d->cv, end);
-    rc = c->done ? c->rc : d->loop_over ? ELECTOR_ECLOSED : ELECTOR_ETIMEDOUT;
-    if (c->done)
-        free(c);
-    else
-        c->abandoned = true;
-    /* failed on the way, time left: again, as the core's close_sync does */
-    if (rc && rc != ELECTOR_ETIMEDOUT && rc != ELECTOR_ECANCELED && rc != ELECTOR_ECLOSED)
-        rc = revoke_until(d, lease, end, rc);
     elector__drv_leave(d);
     return rc;
 }
 
 /* ---------------------------------------------------------------- reads */
 
+/* What the loop thread last published of s, read under the lock; all zero
+ * in a forked child (its copy of the client has no loop thread). */
+struct published {
+    int helper, phase;
+    int64_t lease, ttl, deadline_ns;
+};
+
+static struct published published(const struct drv_session *s)
+{
+    struct published p = {0};
+    elector__drv *d = s->h.d;
+    if (forked(d)) return p;
+    pthread_mutex_lock(&d->mu);
+    p = (struct published){.helper = s->helper,
+                           .phase = s->phase,
+                           .lease = s->lease,
+                           .ttl = s->ttl,
+                           .deadline_ns = s->deadline_ns};
+    pthread_mutex_unlock(&d->mu);
+    return p;
+}
+
 int elector_session_helper(const elector_session *cs)
 {
-    if (!cs) return 0;
     struct drv_session *s = drv_session_of(cs);
-    if (!s) return elector__session_helper(cs);
-    if (forked(s->h.d)) return 0;
-    pthread_mutex_lock(&s->h.d->mu);
-    int pid = s->helper;
-    pthread_mutex_unlock(&s->h.d->mu);
-    return pid;
+    if (!s) return cs ? elector__session_helper(cs) : 0;
+    return published(s).helper;
 }
 
 int64_t elector_session_lease(const elector_session *cs)
 {
-    if (!cs) return 0;
     struct drv_session *s = drv_session_of(cs);
-    if (!s) return elector__session_lease(cs);
-    if (forked(s->h.d)) return 0;
-    pthread_mutex_lock(&s->h.d->mu);
-    int64_t l = s->lease;
-    pthread_mutex_unlock(&s->h.d->mu);
-    return l;
+    if (!s) return cs ? elector__session_lease(cs) : 0;
+    return published(s).lease;
 }
 
 int64_t elector_session_ttl(const elector_session *cs)
 {
-    if (!cs) return 0;
     struct drv_session *s = drv_session_of(cs);
-    if (!s) return elector__session_ttl(cs);
-    if (forked(s->h.d)) return 0;
-    pthread_mutex_lock(&s->h.d->mu);
-    int64_t t = s->ttl;
-    pthread_mutex_unlock(&s->h.d->mu);
-    return t;
+    if (!s) return cs ? elector__session_ttl(cs) : 0;
+    return published(s).ttl;
 }
 
 int64_t elector_session_deadline_ns(const elector_session *cs)
 {
-    if (!cs) return 0;
     struct drv_session *s = drv_session_of(cs);
-    if (!s) return elector__session_deadline_ns(cs);
-    if (forked(s->h.d)) return 0;
-    pthread_mutex_lock(&s->h.d->mu);
-    int64_t t = s->phase == 1 ? s->deadline_ns : 0;
-    pthread_mutex_unlock(&s->h.d->mu);
-    return t;
+    if (!s) return cs ? elector__session_deadline_ns(cs) : 0;
+    struct published p = published(s);
+    return p.phase == 1 ? p.deadline_ns : 0;
 }
 
 bool elector_session_alive(const elector_session *cs)
 {
-    if (!cs) return false;
     struct drv_session *s = drv_session_of(cs);
-    if (!s) return elector__session_alive(cs);
-    if (forked(s->h.d)) return false;
-    pthread_mutex_lock(&s->h.d->mu);
-    bool alive = s->phase == 1 && elector_now_ns() < s->deadline_ns;
-    pthread_mutex_unlock(&s->h.d->mu);
-    return alive;
+    if (!s) return cs && elector__session_alive(cs);
+    struct published p = published(s);
+    return p.phase == 1 && elector_now_ns() < p.deadline_ns;
 }
 
 static void session_stats_job(elector__drv *d, struct job *j)
@@ -427,9 +400,6 @@ void elector_session_get_stats(const elector_session *cs, elector_session_stats 
         return;
     }
     memset(out, 0, sizeof(*out));
-    elector__drv *d = s->h.d;
-    if (elector__drv_enter_h(d, &s->h)) return;
     struct job j = {.fn = session_stats_job, .a = s, .b = out};
-    elector__drv_run_job(d, &j);
-    elector__drv_leave_h(d, &s->h);
+    elector__drv_call_h(s->h.d, &s->h, &j);
 }

@@ -76,7 +76,7 @@ struct job {
     void *out; /* a handle's new core object, for its maker (see attach_new) */
     size_t n1, n2;
     void (*efn)(elector_etcd *, void *);
-    /* A close made from the handle's own callback (elector__drv_defer_close):
+    /* A close made from the handle's own callback (elector__drv_end_h):
      * on the heap, run once that callback has returned. */
     struct dh *wait_h;
 };
@@ -257,13 +257,24 @@ int elector__drv_enter_h(elector__drv *d, struct dh *h);
 void elector__drv_leave_h(elector__drv *d, struct dh *h); /* mu held; released */
 /* Runs j on the loop thread and waits for it (mu held, kept). */
 int elector__drv_run_job(elector__drv *d, struct job *j);
-/* A free or close of h made from h's own callback (on_cb, cb_target h): the
- * core object must live until that callback returns, for the calls it makes
- * next (refused: h is closed). Queues fn(d, job with a, b) for the loop
- * thread, run once the callback has returned, and the user's reference of h
- * dropped after it (at the client's stop: only dropped). mu held. False when
- * out of memory (nothing queued). */
-bool elector__drv_defer_close(elector__drv *d, struct dh *h,
-                              void (*fn)(elector__drv *, struct job *), void *a, void *b);
+/* An API call that is one job (mu not held): enters the call (on handle h:
+ * held for it), runs j on the loop thread, waits for it and leaves. Returns
+ * why the call could not enter, else j's rc. */
+int elector__drv_call(elector__drv *d, struct job *j);
+int elector__drv_call_h(elector__drv *d, struct dh *h, struct job *j);
+/* The wait of a blocking API call for what the loop thread does (mu held):
+ * on d->cv until done(arg) (0), the client stops (ELECTOR_ECLOSED) or end_ms
+ * passes (ELECTOR_ETIMEDOUT; end_ms < 0: no end), asked in that order. */
+int elector__drv_wait(elector__drv *d, bool (*done)(const void *arg), const void *arg,
+                      int64_t end_ms);
+/* The free or close of handle h from any thread (mu not held): marks h
+ * closed, runs j on the loop thread (j->fn ends the core object and detaches
+ * h) and drops the user's reference. Returns j's rc; ELECTOR_ECLOSED when the
+ * client is stopping (its end takes h; j does not run), ELECTOR_EFORKED in a
+ * forked child (nothing done: the parent's client owns h). From h's own callback
+ * the core object must live until that callback returns: j->fn then runs on
+ * the loop thread after it, with j->a only (wait_h set, nothing else of j),
+ * and 0 is returned. */
+int elector__drv_end_h(elector__drv *d, struct dh *h, struct job *j);
 
 #endif

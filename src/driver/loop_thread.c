@@ -81,18 +81,73 @@ int elector__drv_run_job(elector__drv *d, struct job *j)
     return j->rc;
 }
 
-bool elector__drv_defer_close(elector__drv *d, struct dh *h,
-                              void (*fn)(elector__drv *, struct job *), void *a, void *b)
+int elector__drv_call(elector__drv *d, struct job *j)
+{
+    int rc = elector__drv_enter(d);
+    if (rc) return rc;
+    rc = elector__drv_run_job(d, j);
+    elector__drv_leave(d);
+    return rc;
+}
+
+int elector__drv_wait(elector__drv *d, bool (*done)(const void *arg), const void *arg,
+                      int64_t end_ms)
+{
+    while (!done(arg) && !d->stop && !past(end_ms))
+        cv_wait(d, &d->cv, end_ms);
+    return done(arg) ? 0 : d->stop ? ELECTOR_ECLOSED : ELECTOR_ETIMEDOUT;
+}
+
+int elector__drv_call_h(elector__drv *d, struct dh *h, struct job *j)
+{
+    int rc = elector__drv_enter_h(d, h);
+    if (rc) return rc;
+    rc = elector__drv_run_job(d, j);
+    elector__drv_leave_h(d, h);
+    return rc;
+}
+
+/* A free or close of h made from h's own callback (on_cb, cb_target h): the
+ * core object must live until that callback returns, for the calls it makes
+ * next (refused: h is closed). Queues fn(d, job with a) for the loop thread,
+ * run once the callback has returned, and the user's reference of h dropped
+ * after it (at the client's stop: only dropped). mu held. False when out of
+ * memory (nothing queued). */
+static bool defer_close(elector__drv *d, struct dh *h,
+                        void (*fn)(elector__drv *, struct job *), void *a)
 {
     struct job *j = calloc(1, sizeof(*j));
     if (!j) return false;
     j->fn = fn;
     j->a = a;
-    j->b = b;
     j->wait_h = h;
     queue_job(d, j);
     elector_etcd_wakeup(d->etcd);
     return true;
+}
+
+int elector__drv_end_h(elector__drv *d, struct dh *h, struct job *j)
+{
+    if (forked(d)) return ELECTOR_EFORKED;
+    pthread_mutex_lock(&d->mu);
+    bool mine = !h->closed; /* else the client's end took it */
+    h->closed = true;
+    if (mine && !d->stop && on_cb(d) && d->cb_target == h &&
+        defer_close(d, h, j->fn, j->a)) {
+        pthread_mutex_unlock(&d->mu);
+        return 0;
+    }
+    elector__drv_quiesce(d, h);
+    int rc = ELECTOR_ECLOSED;
+    if (!d->stop) {
+        d->calls++;
+        rc = elector__drv_run_job(d, j);
+        d->calls--;
+        if (d->calls == 0) pthread_cond_broadcast(&d->cv);
+    }
+    if (mine) elector__drv_h_unref(h);
+    pthread_mutex_unlock(&d->mu);
+    return rc;
 }
 
 /* A deferred close (loop thread, mu not held): again next round while the

@@ -29,6 +29,20 @@ static void campaign_retry(elector_election *el)
     elector__timer_arm(el->etcd, &el->retry, due, campaign_retry_fired, el);
 }
 
+/* Our key's create revision in the campaign Txn's answer: the Txn's own
+ * revision when it made the key, else what its Range read (result 1); 0 when
+ * neither says. A reply without that Range sets *err to ELECTOR_EPROTO. */
+static int64_t answered_rev(elector_etcd *e, const Etcdserverpb__TxnResponse *r, int *err)
+{
+    if (r->succeeded) return r->header ? r->header->revision : 0;
+    const Etcdserverpb__RangeResponse *rr = elector__txn_range(e, r, 1);
+    if (!rr) {
+        *err = ELECTOR_EPROTO;
+        return 0;
+    }
+    return rr->n_kvs ? rr->kvs[0]->create_revision : 0;
+}
+
 /* The campaign Txn was answered (rev: our key's create revision, 0 if unknown). */
 static void campaign_done(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
 {
@@ -39,15 +53,7 @@ static void campaign_done(elector_etcd *e, int err, const ProtobufCMessage *m, v
     /* Answered: a campaign that waits for this Txn (a new one after a resign
      * overtook this) goes now; it finds the key this one made (pacer.c). */
     elector__delete_over(owner);
-    int64_t rev = 0;
-    if (!err && r->succeeded && r->header) rev = r->header->revision;
-    if (!err && !r->succeeded) {
-        const Etcdserverpb__RangeResponse *rr = elector__txn_range(e, r, 1);
-        if (!rr)
-            err = ELECTOR_EPROTO;
-        else if (rr->n_kvs)
-            rev = rr->kvs[0]->create_revision;
-    }
+    int64_t rev = err ? 0 : answered_rev(e, r, &err);
     if ((rev || elector__transient(err)) && gen != owner->gen &&
         (owner->life.closed || owner->state == E_IDLE) && !owner->keep_key) {
         /* Resigned or freed while the campaign Txn was in flight: remove the key it
@@ -233,22 +239,21 @@ int elector__campaign(elector_election *el, const void *value, size_t len)
     return 0;
 }
 
+/* The campaign has its outcome (leader, or the error that ended it), or the
+ * election was freed. */
+static bool campaign_over(const void *arg)
+{
+    const elector_election *el = arg;
+    return el->outcome != 0 || el->life.closed;
+}
+
 int elector__campaign_sync(elector_election *el, const void *value, size_t len,
                            int64_t timeout_ms)
 {
     int rc = elector__campaign(el, value, len);
     if (rc) return rc;
-    int64_t end = elector__now_ms() + timeout_ms;
     elector__el_hold(el);
-    while (el->outcome == 0 && !el->life.closed) {
-        int64_t left = end - elector__now_ms();
-        if (timeout_ms >= 0 && left <= 0) {
-            rc = ELECTOR_ETIMEDOUT;
-            break;
-        }
-        rc = elector__etcd_run_once(el->etcd, timeout_ms >= 0 ? left : -1);
-        if (rc) break;
-    }
+    rc = elector__etcd_run_until(el->etcd, campaign_over, el, timeout_ms);
     if (!rc) rc = el->life.closed ? ELECTOR_ECLOSED : el->outcome == 1 ? 0 : el->outcome;
     elector__el_unhold(el);
     return rc;

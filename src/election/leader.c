@@ -164,23 +164,27 @@ int elector__resign(elector_election *el)
     return 0;
 }
 
+/* A resign's wait: the election had an ending since (the resign's own event),
+ * or was freed. */
+struct resign_wait {
+    const elector_election *el;
+    uint64_t endings;
+};
+
+static bool resign_over(const void *arg)
+{
+    const struct resign_wait *w = arg;
+    return w->el->endings != w->endings || w->el->life.closed;
+}
+
 int elector__resign_sync(elector_election *el, int64_t timeout_ms)
 {
-    uint64_t endings = el ? el->endings : 0;
+    struct resign_wait w = {el, el ? el->endings : 0};
     int rc = elector__resign(el);
     if (rc) return rc;
-    int64_t end = elector__now_ms() + timeout_ms;
     elector__el_hold(el);
-    while (el->endings == endings && !el->life.closed) {
-        int64_t left = end - elector__now_ms();
-        if (timeout_ms >= 0 && left <= 0) {
-            rc = ELECTOR_ETIMEDOUT;
-            break;
-        }
-        rc = elector__etcd_run_once(el->etcd, timeout_ms >= 0 ? left : -1);
-        if (rc) break;
-    }
-    if (!rc && el->endings == endings) rc = ELECTOR_ECLOSED;
+    rc = elector__etcd_run_until(el->etcd, resign_over, &w, timeout_ms);
+    if (!rc && el->endings == w.endings) rc = ELECTOR_ECLOSED;
     elector__el_unhold(el);
     return rc;
 }
@@ -297,8 +301,10 @@ static int under_own_prefix(elector_election *el, const void *key, size_t key_le
     return elector__set_err(el->etcd, ELECTOR_EINVAL, "%s", why);
 }
 
+/* Sends t, its success op t->op[0] filled by the caller, as the guarded
+ * write: the op, if our key still has our create revision. */
 static int gwrite_send(elector_election *el, const void *key, size_t key_len,
-                       Etcdserverpb__RequestOp *op, elector_guarded_cb cb, void *ud)
+                       elector__txn *t, elector_guarded_cb cb, void *ud)
 {
     if (!el || !cb) return ELECTOR_EINVAL;
     if (under_own_prefix(el, key, key_len)) return ELECTOR_EINVAL;
@@ -312,16 +318,9 @@ static int gwrite_send(elector_election *el, const void *key, size_t key_len,
     g->cb = cb;
     g->ud = ud;
     o->uud = g;
-    Etcdserverpb__Compare mine, *cmps[1] = {&mine};
-    elector__cmp_create(&mine, el->key, el->klen, el->rev);
-    Etcdserverpb__RequestOp *ops[1] = {op};
-    Etcdserverpb__TxnRequest txn;
-    etcdserverpb__txn_request__init(&txn);
-    txn.n_compare = 1;
-    txn.compare = cmps;
-    txn.n_success = 1;
-    txn.success = ops;
-    int rc = elector__send_txn(el, &txn, o, gwrite_done);
+    elector__cmp_create(&t->cmp, el->key, el->klen, el->rev);
+    elector__txn_init(t, 1);
+    int rc = elector__send_txn(el, &t->txn, o, gwrite_done);
     if (rc) free(g);
     return rc;
 }
@@ -331,32 +330,18 @@ int elector__guarded_put(elector_election *el, const void *key, size_t key_len,
                          void *ud)
 {
     if (!key || !key_len || (!value && value_len)) return ELECTOR_EINVAL;
-    Etcdserverpb__PutRequest put;
-    etcdserverpb__put_request__init(&put);
-    put.key.data = (uint8_t *)key;
-    put.key.len = key_len;
-    put.value.data = (uint8_t *)value;
-    put.value.len = value_len;
-    Etcdserverpb__RequestOp op;
-    etcdserverpb__request_op__init(&op);
-    op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
-    op.request_put = &put;
-    return gwrite_send(el, key, key_len, &op, cb, ud);
+    elector__txn t;
+    elector__op_put(&t.op[0], &t.put, key, key_len, value, value_len, 0);
+    return gwrite_send(el, key, key_len, &t, cb, ud);
 }
 
 int elector__guarded_delete(elector_election *el, const void *key, size_t key_len,
                             elector_guarded_cb cb, void *ud)
 {
     if (!key || !key_len) return ELECTOR_EINVAL;
-    Etcdserverpb__DeleteRangeRequest del;
-    etcdserverpb__delete_range_request__init(&del);
-    del.key.data = (uint8_t *)key;
-    del.key.len = key_len;
-    Etcdserverpb__RequestOp op;
-    etcdserverpb__request_op__init(&op);
-    op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
-    op.request_delete_range = &del;
-    return gwrite_send(el, key, key_len, &op, cb, ud);
+    elector__txn t;
+    elector__op_delete(&t.op[0], &t.del, key, key_len);
+    return gwrite_send(el, key, key_len, &t, cb, ud);
 }
 
 /* The blocking forms: the state lives on the heap, so that a call abandoned
@@ -378,23 +363,19 @@ static void gsync_cb(elector_election *el, int err, void *ud)
     st->err = err;
 }
 
+static bool gsync_done(const void *arg)
+{
+    const struct gsync *st = arg;
+    return st->done;
+}
+
 static int gsync_wait(elector_election *el, struct gsync *st, int rc, int64_t timeout_ms)
 {
     if (rc) {
         free(st);
         return rc;
     }
-    elector_etcd *etcd = el->etcd;
-    int64_t end = elector__now_ms() + timeout_ms;
-    while (!st->done) {
-        int64_t left = end - elector__now_ms();
-        if (timeout_ms >= 0 && left <= 0) {
-            rc = ELECTOR_ETIMEDOUT;
-            break;
-        }
-        rc = elector__etcd_run_once(etcd, timeout_ms >= 0 ? left : -1);
-        if (rc) break;
-    }
+    rc = elector__etcd_run_until(el->etcd, gsync_done, st, timeout_ms);
     if (st->done) {
         rc = st->err;
         free(st);

@@ -341,15 +341,17 @@ elector_session *elector__session_new(elector_etcd *etcd,
     return s;
 }
 
+/* The lease is granted (or adopted), or its grant failed. */
+static bool grant_over(const void *arg)
+{
+    const elector_session *s = arg;
+    return s->state != ELECTOR__S_GRANTING;
+}
+
 int elector__session_wait(elector_session *s, int64_t timeout_ms)
 {
-    int64_t end = elector__now_ms() + timeout_ms;
-    while (s->state == ELECTOR__S_GRANTING) {
-        int64_t left = end - elector__now_ms();
-        if (timeout_ms >= 0 && left <= 0) return ELECTOR_ETIMEDOUT;
-        int rc = elector__etcd_run_once(s->etcd, timeout_ms >= 0 ? left : -1);
-        if (rc) return rc;
-    }
+    int rc = elector__etcd_run_until(s->etcd, grant_over, s, timeout_ms);
+    if (rc) return rc;
     return s->state == ELECTOR__S_ALIVE
                ? 0
                : (s->grant_err ? s->grant_err : ELECTOR_ESESSION);

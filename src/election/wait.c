@@ -149,23 +149,31 @@ static void own_watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchRes
     }
 }
 
+/* The predecessor's watch (or, once leader, the one on our key) ended with
+ * err: a broken or compacted watch never counts as a win; the check goes
+ * again (after the retry's pause, or at once), or err ends the campaign or
+ * the leadership. */
+static void watch_broken(elector_election *el, int err)
+{
+    stop_pred_watch(el);
+    enum elector__watch_next next = elector__watch_next(err);
+    if (next == ELECTOR__WATCH_RETRY)
+        elector__schedule_retry(el);
+    else if (next == ELECTOR__WATCH_REREAD)
+        elector__send_check(el);
+    else if (el->state == E_LEADER)
+        elector__lose(el, err, elector__etcd_errstr(el->etcd), 0);
+    else
+        elector__fail(el, err, elector__etcd_errstr(el->etcd));
+}
+
 static void watch_cb(elector_watch *w, int err, const Etcdserverpb__WatchResponse *r,
                      void *ud)
 {
     (void)w;
     elector_election *el = ud;
     if (err) {
-        /* A broken or compacted watch never counts as a win: check again. */
-        stop_pred_watch(el);
-        enum elector__watch_next next = elector__watch_next(err);
-        if (next == ELECTOR__WATCH_RETRY)
-            elector__schedule_retry(el);
-        else if (next == ELECTOR__WATCH_REREAD)
-            elector__send_check(el);
-        else if (el->state == E_LEADER)
-            elector__lose(el, err, elector__etcd_errstr(el->etcd), 0);
-        else
-            elector__fail(el, err, elector__etcd_errstr(el->etcd));
+        watch_broken(el, err);
         return;
     }
     if (r->created && !el->watch_ok) {

@@ -114,6 +114,19 @@ static void tell_cleartext(elector_etcd *e, const skipped *sk)
                         sk->cleartext, sk->cleartext > 1 ? "s" : "", sk->names);
 }
 
+/* The notice of a sync that changed the list: the endpoints now in use. */
+static void tell_synced(elector_etcd *e, const skipped *sk)
+{
+    char list[1024];
+    size_t off = 0;
+    list[0] = 0;
+    for (int i = 0; i < e->nep && off < sizeof(list); i++)
+        off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s%s", i ? "," : "",
+                                e->eps[i].tls ? "https://" : "", e->eps[i].authority);
+    elector__notice(e, 0, "endpoints synced from the cluster's member list: %s%s", list,
+                    sk->unusable ? " (some client URLs skipped: unusable)" : "");
+}
+
 int elector__endpoints_replace(elector_etcd *e, const char *const *urls, int n, char *why,
                                size_t cap)
 {
@@ -161,14 +174,7 @@ int elector__endpoints_replace(elector_etcd *e, const char *const *urls, int n, 
     e->round_failures = 0;
     e->stats.endpoint_syncs++;
     e->settings_gen++;
-    char list[1024];
-    size_t off = 0;
-    list[0] = 0;
-    for (int i = 0; i < m && off < sizeof(list); i++)
-        off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s%s", i ? "," : "",
-                                eps[i].tls ? "https://" : "", eps[i].authority);
-    elector__notice(e, 0, "endpoints synced from the cluster's member list: %s%s", list,
-                    sk.unusable ? " (some client URLs skipped: unusable)" : "");
+    tell_synced(e, &sk);
     return 0;
 }
 

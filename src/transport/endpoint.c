@@ -10,6 +10,32 @@
 #include <netinet/in.h>
 #include "transport_private.h"
 
+/* Splits "host:port" or "[v6]:port" in place (p is changed) into its host and
+ * its port, a number from 1 to 65535 in digits only; false if p is neither. */
+static bool split_host_port(char *p, char **host, char **port)
+{
+    char *colon;
+    *host = p;
+    if (*p == '[') {
+        char *close = strchr(p, ']');
+        if (!close || close[1] != ':') return false;
+        *close = 0;
+        *host = p + 1;
+        colon = close + 1;
+    } else {
+        colon = strrchr(p, ':');
+        if (!colon || strchr(p, ':') != colon) return false;
+        *colon = 0;
+    }
+    *port = colon + 1;
+    long v = 0;
+    for (const char *d = *port; *d && v <= 65535; d++) {
+        if (*d < '0' || *d > '9') return false; /* no sign, no blanks */
+        v = v * 10 + (*d - '0');
+    }
+    return **host && **port && v >= 1 && v <= 65535;
+}
+
 static int parse_one(const char *s, size_t n, bool tls_default, elector__endpoint *ep,
                      char *err, size_t cap)
 {
@@ -35,25 +61,14 @@ static int parse_one(const char *s, size_t n, bool tls_default, elector__endpoin
     }
     size_t plen = strlen(p);
     if (plen > 0 && p[plen - 1] == '/') p[--plen] = 0; /* tolerate "http://h:p/" */
-    char *host = p, *colon;
-    if (*p == '[') {
-        char *close = strchr(p, ']');
-        if (!close || close[1] != ':') goto bad;
-        *close = 0;
-        host = p + 1;
-        colon = close + 1;
-    } else {
-        colon = strrchr(p, ':');
-        if (!colon || strchr(p, ':') != colon) goto bad;
-        *colon = 0;
+    char *host, *port;
+    if (!split_host_port(p, &host, &port)) {
+        snprintf(err, cap,
+                 "endpoint '%.*s': expected host:port, http://host:port or "
+                 "https://host:port with a port from 1 to 65535",
+                 (int)n, s);
+        return ELECTOR_EINVAL;
     }
-    char *port = colon + 1;
-    long v = 0;
-    for (const char *d = port; *d && v <= 65535; d++) {
-        if (*d < '0' || *d > '9') goto bad; /* no sign, no blanks */
-        v = v * 10 + (*d - '0');
-    }
-    if (!*host || !*port || v < 1 || v > 65535) goto bad;
     ep->host = elector__strdup(host);
     ep->port = elector__strdup(port);
     ep->authority = malloc(strlen(host) + strlen(port) + 4);
@@ -63,12 +78,6 @@ static int parse_one(const char *s, size_t n, bool tls_default, elector__endpoin
     }
     sprintf(ep->authority, strchr(host, ':') ? "[%s]:%s" : "%s:%s", host, port);
     return 0;
-bad:
-    snprintf(err, cap,
-             "endpoint '%.*s': expected host:port, http://host:port or "
-             "https://host:port with a port from 1 to 65535",
-             (int)n, s);
-    return ELECTOR_EINVAL;
 }
 
 int elector__endpoints_parse(const char *list, bool tls_default, elector__endpoint **out,

@@ -216,6 +216,24 @@ static void password_refused(elector_etcd *e, const file_sig *now, const char *w
                     e->s_password_file, what);
 }
 
+/* pw, read from the password file as it is (now), becomes the password in
+ * use (a change of the settings); the one it replaces is wiped. */
+static void password_adopt(elector_etcd *e, const file_sig *now, char *pw)
+{
+    struct elector__tls_files *f = e->tls_files;
+    bool changed = f->pw_have_loaded;
+    if (e->s_password) explicit_bzero(e->s_password, strlen(e->s_password));
+    free(e->s_password);
+    e->s_password = pw;
+    f->pw_loaded = *now;
+    f->pw_have_loaded = true;
+    f->pw_have_failed = false;
+    e->settings_gen++;
+    if (changed)
+        elector__notice(e, 0, "the password file %s changed: read again",
+                        e->s_password_file);
+}
+
 int elector__password_refresh(elector_etcd *e)
 {
     struct elector__tls_files *f = files(e);
@@ -259,17 +277,7 @@ int elector__password_refresh(elector_etcd *e)
         password_refused(e, &now, what);
         return 0;
     }
-    bool changed = f->pw_have_loaded;
-    if (e->s_password) explicit_bzero(e->s_password, strlen(e->s_password));
-    free(e->s_password);
-    e->s_password = pw;
-    f->pw_loaded = now;
-    f->pw_have_loaded = true;
-    f->pw_have_failed = false;
-    e->settings_gen++;
-    if (changed)
-        elector__notice(e, 0, "the password file %s changed: read again",
-                        e->s_password_file);
+    password_adopt(e, &now, pw);
     return 0;
 }
 

@@ -31,6 +31,12 @@ int elector__etcd_fd(const elector_etcd *etcd);
 int64_t elector__etcd_timeout(elector_etcd *etcd);
 int elector__etcd_process(elector_etcd *etcd);
 int elector__etcd_run_once(elector_etcd *etcd, int64_t max_ms);
+/* The blocking wait of every _sync call (sync.c): runs the loop until
+ * done(arg) is true (0), timeout_ms passed (ELECTOR_ETIMEDOUT; negative: no
+ * limit) or a pass failed (its error). done is asked before each pass: a
+ * condition already true returns at once, even with timeout_ms 0. */
+int elector__etcd_run_until(elector_etcd *etcd, bool (*done)(const void *arg),
+                            const void *arg, int64_t timeout_ms);
 void elector__etcd_set_notice(elector_etcd *etcd, elector_etcd_notice_cb cb, void *ud);
 const char *elector__etcd_current_endpoint(const elector_etcd *etcd);
 int elector__etcd_endpoint_info(const elector_etcd *etcd, int i,
