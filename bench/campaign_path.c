@@ -3,9 +3,11 @@
  * (scripts/campaign-path.sh builds the library with -finstrument-functions
  * -fno-inline and maps what this program writes to files with addr2line).
  *
- *   campaign_path ENDPOINT OUT_ELECTED OUT_LOST
+ *   campaign_path ENDPOINT OUT_ELECTED OUT_LOST OUT_PUT
  *
  * One client, one session (granted before the count starts), one election.
+ * Segment 0, the yardstick: every function entered from elector_kv_put() on
+ * the same client (connected) until its answer: what any one request crosses.
  * Segment 1: every function entered from elector_campaign() until the
  * ELECTED event. Then a second client deletes our key (not recorded), and
  * segment 2: every function entered from there until the LOST event. Each
@@ -82,6 +84,16 @@ NO_TRACE static elector_etcd *client(const char *endpoint)
     return etcd;
 }
 
+static int put_done; /* 1 + the Put's error */
+
+NO_TRACE static void on_put(elector_etcd *etcd, int err, const elector_kv *kvs, size_t n,
+                            int64_t deleted, void *ud)
+{
+    (void)etcd, (void)kvs, (void)n, (void)deleted, (void)ud;
+    recording = 0;
+    put_done = 1 + err;
+}
+
 /* Runs the client's loop until the event `want` (or FAILED), for 10 s at most. */
 NO_TRACE static int run_until(elector_etcd *etcd, elector_event_type want)
 {
@@ -95,8 +107,8 @@ NO_TRACE static int run_until(elector_etcd *etcd, elector_event_type want)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: campaign_path ENDPOINT OUT_ELECTED OUT_LOST\n");
+    if (argc != 5) {
+        fprintf(stderr, "usage: campaign_path ENDPOINT OUT_ELECTED OUT_LOST OUT_PUT\n");
         return 2;
     }
     elector_etcd *etcd = client(argv[1]);
@@ -111,7 +123,17 @@ int main(int argc, char **argv)
     elector_election *el = elector_election_new(s, NAME, on_event, NULL);
 
     recording = 1;
-    int rc = elector_campaign(el, "v", 1);
+    int rc = elector_kv_put(etcd, "campaign-path-put", 17, "v", 1, 0, 0, 5000, on_put, NULL);
+    int64_t end = elector_now_ns() + 10 * 1000000000LL;
+    while (rc == 0 && !put_done && elector_now_ns() < end)
+        elector_etcd_run_once(etcd, 100);
+    if (rc != 0 || put_done != 1 || dump(argv[4]) != 0) {
+        fprintf(stderr, "campaign_path: put: %d/%d\n", rc, put_done - 1);
+        return 1;
+    }
+
+    recording = 1;
+    rc = elector_campaign(el, "v", 1);
     if (rc != 0 || run_until(etcd, ELECTOR_EV_ELECTED) != 0 || dump(argv[2]) != 0) {
         fprintf(stderr, "campaign_path: not elected (%d)\n", rc);
         return 1;

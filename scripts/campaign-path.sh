@@ -76,9 +76,9 @@ for _ in $(seq 100); do
 done
 sleep 0.5 # the lone member elects itself
 
-"$DIR/campaign_path" "127.0.0.1:$P1" "$DIR/elected.txt" "$DIR/lost.txt"
+"$DIR/campaign_path" "127.0.0.1:$P1" "$DIR/elected.txt" "$DIR/lost.txt" "$DIR/put.txt"
 
-/usr/bin/python3 - "$DIR/campaign_path" "$SRC" "$LIST" "$DIR/elected.txt" "$DIR/lost.txt" <<'EOF'
+/usr/bin/python3 - "$DIR/campaign_path" "$SRC" "$LIST" "$DIR/put.txt" "$DIR/elected.txt" "$DIR/lost.txt" <<'EOF'
 import os, subprocess, sys
 
 prog, src, show = sys.argv[1], os.path.realpath(sys.argv[2]), sys.argv[3] == "1"
@@ -94,7 +94,8 @@ for i, a in enumerate(addrs):
     rel = os.path.relpath(loc, src) if loc.startswith(src + "/") else None
     where[a] = (fn, rel if rel and rel.startswith("src/") else None)
 
-for label, seq in zip(("ELECTED", "LOST"), seqs):
+put_files = set()
+for label, seq in zip(("PUT", "ELECTED", "LOST"), seqs):
     files, funcs, changes, returns, cur = [], set(), [], 0, None
     for a in seq:
         fn, f = where[a]
@@ -111,6 +112,12 @@ for label, seq in zip(("ELECTED", "LOST"), seqs):
     cfiles = [f for f in files if f.endswith(".c")]
     print(f"to {label}: {len(cfiles)} .c files of src/ (+{len(files) - len(cfiles)} headers' "
           f"inline functions), {len(funcs)} functions, {returns} returns to a file already visited")
+    if label == "PUT":
+        put_files = set(cfiles)
+    else:
+        own = [f for f in cfiles if f not in put_files]
+        print(f"  of which {len(own)} not on a bare Put's path (the election's own): "
+              + ", ".join(own))
     for f in files:
         print(f"  {f}  ({sum(1 for g, _ in funcs if g == f)} functions)")
     if show:
