@@ -123,7 +123,8 @@ int main(int argc, char **argv)
     elector_election *el = elector_election_new(s, NAME, on_event, NULL);
 
     recording = 1;
-    int rc = elector_kv_put(etcd, "campaign-path-put", 17, "v", 1, 0, 0, 5000, on_put, NULL);
+    int rc =
+        elector_kv_put(etcd, "campaign-path-put", 17, "v", 1, 0, 0, 5000, on_put, NULL);
     int64_t end = elector_now_ns() + 10 * 1000000000LL;
     while (rc == 0 && !put_done && elector_now_ns() < end)
         elector_etcd_run_once(etcd, 100);
