@@ -130,13 +130,20 @@ static void session_revoked(int rc, void *ud)
     if (gone) free(c);
 }
 
+/* The revoke of a close nobody is told of (elector_session_close(), or a
+ * close deferred from the session's own callback) answered: only uncounted.
+ * Needs no record, so it is counted even when memory ran out. Loop thread. */
+static void session_revoked_quietly(int rc, void *ud)
+{
+    (void)rc;
+    elector__drv *d = ud;
+    d->revokes--;
+}
+
 static void session_close_job(elector__drv *d, struct job *j)
 {
     struct drv_session *s = j->a;
-    struct closing *c = j->b;
-    /* Deferred (from the session's own callback): nobody is told, but the
-     * revoke's answer is still counted, so a record of our own. */
-    if (j->wait_h) c = closing_new(d, NULL, NULL, false);
+    struct closing *c = j->wait_h ? NULL : j->b; /* deferred: nobody is told */
     elector_session *cs = s->core;
     s->core = NULL;
     if (c && c->waited && cs) {
@@ -146,11 +153,11 @@ static void session_close_job(elector__drv *d, struct job *j)
         c->end_ms = ms_now() + (j->n1 > 0 ? (int64_t)j->n1 : cfg.request_timeout_ms);
     }
     /* Counted: the client's end waits for the answer (it would cancel it). */
-    j->rc = cs ? elector__session_close_async(cs, (int64_t)j->n1,
-                                              c ? session_revoked : NULL, c)
+    j->rc = cs ? elector__session_close_async(
+                     cs, (int64_t)j->n1, c ? session_revoked : session_revoked_quietly,
+                     c ? (void *)c : (void *)d)
                : 0;
-    if (j->rc == 1 && c) d->revokes++;    /* session_revoked uncounts it */
-    if (j->rc != 1 && j->wait_h) free(c); /* deferred: nobody else has it */
+    if (j->rc == 1) d->revokes++; /* the answer uncounts it */
     pthread_mutex_lock(&d->mu);
     elector__drv_h_detach(&s->h);
     pthread_mutex_unlock(&d->mu);
@@ -177,8 +184,7 @@ void elector_session_close(elector_session *cs)
         elector__session_close(cs);
         return;
     }
-    struct closing *c = closing_new(s->h.d, NULL, NULL, false);
-    if (close_rec(s, c, 0) != 1) free(c);
+    close_rec(s, NULL, 0);
 }
 
 int elector_session_close_async(elector_session *cs, int64_t timeout_ms,
