@@ -10,11 +10,14 @@
 # bench/campaign_path.c (of the working tree) to it, starts a lone etcd on a
 # free loopback port (ELECTOR_ETCD_DIR picks the etcd, as for the tests),
 # runs the program and maps every function it recorded to its file with
-# addr2line. Prints, for the path to ELECTED and the path to LOST: the files
-# of src/ in the order first entered (the count is of the .c files; a
-# header's static inline functions, out of line under -fno-inline, are
-# listed but not counted), how many functions, and how many times the path
-# went back to a file it had already left ("returns", headers included).
+# addr2line. Prints three paths: a plain Put on the same client (the
+# yardstick: what any request crosses), the campaign to ELECTED, and on to
+# LOST. For each: the files of src/ in the order first entered (the count is
+# of the .c files; a header's static inline functions, out of line under
+# -fno-inline, are listed but not counted), how many functions, and how many
+# times the path went back to a file it had already left ("returns", headers
+# included); for ELECTED and LOST also the files the Put's path does not
+# cross (the election's own).
 # --list also prints the sequence of files, one line per change of file.
 set -euo pipefail
 
