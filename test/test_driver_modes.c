@@ -274,18 +274,33 @@ static void *close_from_thread(void *arg)
     return NULL;
 }
 
-static void close_sync_across_a_restart(bool own_thread)
+/* A lone member, a client on it and a granted session (TTL 60 s). */
+struct lone {
+    eh_cluster *c;
+    elector_etcd *e;
+    elector_session *s;
+};
+
+static struct lone lone_session(bool own_thread)
 {
-    eh_opts o = {.members = 1};
-    eh_cluster *c = eh_start(&o);
-    ASSERT_NOT_NULL(c);
-    elector_etcd *e = client_on(eh_endpoints(c), own_thread);
+    struct lone l = {.c = eh_start(&(eh_opts){.members = 1})};
+    ASSERT_NOT_NULL(l.c);
+    l.e = client_on(eh_endpoints(l.c), own_thread);
     elector_session_config sc;
     elector_session_config_init(&sc);
     sc.ttl_s = 60;
-    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
-    ASSERT_NOT_NULL(s);
-    ASSERT_OK(elector_session_wait(s, 5000));
+    l.s = elector_session_new(l.e, &sc, NULL, NULL);
+    ASSERT_NOT_NULL(l.s);
+    ASSERT_OK(elector_session_wait(l.s, 5000));
+    return l;
+}
+
+static void close_sync_across_a_restart(bool own_thread)
+{
+    struct lone l = lone_session(own_thread);
+    eh_cluster *c = l.c;
+    elector_etcd *e = l.e;
+    elector_session *s = l.s;
     int64_t lease = elector_session_lease(s);
     ASSERT(lease > 0);
     ASSERT_OK(eh_member_kill(c, 0));
@@ -323,16 +338,10 @@ TEST_WITH_TIMEOUT(close_sync_revokes_again_after_a_failure_both_ways, 120)
  * timeout, and touch nothing freed (ASan, valgrind). */
 static void client_freed_during_close_sync(int free_after_ms)
 {
-    eh_opts o = {.members = 1};
-    eh_cluster *c = eh_start(&o);
-    ASSERT_NOT_NULL(c);
-    elector_etcd *e = client_on(eh_endpoints(c), true);
-    elector_session_config sc;
-    elector_session_config_init(&sc);
-    sc.ttl_s = 60;
-    elector_session *s = elector_session_new(e, &sc, NULL, NULL);
-    ASSERT_NOT_NULL(s);
-    ASSERT_OK(elector_session_wait(s, 5000));
+    struct lone l = lone_session(true);
+    eh_cluster *c = l.c;
+    elector_etcd *e = l.e;
+    elector_session *s = l.s;
     ASSERT_OK(eh_member_kill(c, 0));
     struct closer k = {.s = s};
     pthread_t th;

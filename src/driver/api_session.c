@@ -110,6 +110,34 @@ static void closed_deliver(elector_etcd *e, void *ud)
     free(c);
 }
 
+/* The answer a waiter waits for (mu not held): told, or c freed when nobody
+ * waits any longer. */
+static void closing_done(struct closing *c, int rc)
+{
+    elector__drv *d = c->d;
+    pthread_mutex_lock(&d->mu);
+    c->rc = rc;
+    c->done = true;
+    bool gone = c->abandoned || !c->waited;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    if (gone) free(c);
+}
+
+/* The waiter's side (mu held): c's answer, or ECLOSED once the loop is over,
+ * or ETIMEDOUT at end_ms; c is freed, or left to its answer. */
+static int closing_wait(elector__drv *d, struct closing *c, int64_t end_ms)
+{
+    while (!c->done && !d->loop_over && !past(end_ms))
+        cv_wait(d, &d->cv, end_ms);
+    int rc = c->done ? c->rc : d->loop_over ? ELECTOR_ECLOSED : ELECTOR_ETIMEDOUT;
+    if (c->done)
+        free(c);
+    else
+        c->abandoned = true;
+    return rc;
+}
+
 /* A closed session's revoke answered (or ended by the client's end). Loop
  * thread. */
 static void session_revoked(int rc, void *ud)
@@ -117,17 +145,12 @@ static void session_revoked(int rc, void *ud)
     struct closing *c = ud;
     elector__drv *d = c->d;
     d->revokes--;
-    c->rc = rc;
     if (c->cb) {
+        c->rc = rc;
         if (!elector__drv_queue_call(d, closed_deliver, c)) free(c);
         return;
     }
-    pthread_mutex_lock(&d->mu);
-    bool gone = c->abandoned || !c->waited;
-    c->done = true;
-    pthread_cond_broadcast(&d->cv);
-    pthread_mutex_unlock(&d->mu);
-    if (gone) free(c);
+    closing_done(c, rc);
 }
 
 /* The revoke of a close nobody is told of (elector_session_close(), or a
@@ -207,31 +230,17 @@ int elector_session_close_async(elector_session *cs, int64_t timeout_ms,
     return rc;
 }
 
-/* A revoke made again from the closing thread, waited on: as
- * elector_etcd_lease_revoke_sync() in the caller's loop, a failure a later
- * attempt may not see (the connection, the cluster's leader, a deadline) is
- * tried again after a pause, until end_ms. The answer is taken on the loop
- * thread (so a close_sync made from a callback does not wait for its own
- * thread); a wait given up at end_ms leaves the record to the answer, which
- * the client's end gives too (ECANCELED). */
-struct revoke_wait {
-    elector__drv *d;
-    bool done, abandoned;
-    int rc;
-};
-
+/* A revoke made again from the closing thread, waited on (a closing record
+ * of its own): as elector_etcd_lease_revoke_sync() in the caller's loop, a
+ * failure a later attempt may not see (the connection, the cluster's leader,
+ * a deadline) is tried again after a pause, until end_ms. The answer is taken
+ * on the loop thread (so a close_sync made from a callback does not wait for
+ * its own thread); a wait given up at end_ms leaves the record to the answer,
+ * which the client's end gives too (ECANCELED). */
 static void revoked_again(elector_etcd *e, int err, const ProtobufCMessage *m, void *ud)
 {
     (void)e, (void)m;
-    struct revoke_wait *w = ud;
-    elector__drv *d = w->d;
-    pthread_mutex_lock(&d->mu);
-    w->rc = err == ELECTOR_ELEASE ? 0 : err;
-    w->done = true;
-    bool gone = w->abandoned;
-    pthread_cond_broadcast(&d->cv);
-    pthread_mutex_unlock(&d->mu);
-    if (gone) free(w);
+    closing_done(ud, err == ELECTOR_ELEASE ? 0 : err);
 }
 
 static void revoke_again_job(elector__drv *d, struct job *j)
@@ -263,9 +272,8 @@ static int revoke_until(elector__drv *d, int64_t lease, int64_t end_ms, int rc)
         if (d->stop) return ELECTOR_ECLOSED;
         int64_t left = end_ms - ms_now();
         if (left <= 0) break;
-        struct revoke_wait *w = calloc(1, sizeof(*w));
+        struct closing *w = closing_new(d, NULL, NULL, true);
         if (!w) return ELECTOR_ENOMEM;
-        w->d = d;
         struct job j = {.fn = revoke_again_job,
                         .a = w,
                         .n1 = (size_t)lease,
@@ -275,13 +283,7 @@ static int revoke_until(elector__drv *d, int64_t lease, int64_t end_ms, int rc)
             free(w); /* not sent: no answer will come */
             break;
         }
-        while (!w->done && !d->loop_over && !past(end_ms))
-            cv_wait(d, &d->cv, end_ms);
-        rc = w->done ? w->rc : d->loop_over ? ELECTOR_ECLOSED : ELECTOR_ETIMEDOUT;
-        if (w->done)
-            free(w);
-        else
-            w->abandoned = true;
+        rc = closing_wait(d, w, end_ms);
     }
     return rc;
 }
@@ -310,13 +312,7 @@ int elector_session_close_sync(elector_session *cs, int64_t timeout_ms)
         rc = rc < 0 ? rc : 0;
     } else {
         int64_t end = c->end_ms, lease = c->lease;
-        while (!c->done && !d->loop_over && !past(end))
-            cv_wait(d, &d->cv, end);
-        rc = c->done ? c->rc : d->loop_over ? ELECTOR_ECLOSED : ELECTOR_ETIMEDOUT;
-        if (c->done)
-            free(c);
-        else
-            c->abandoned = true;
+        rc = closing_wait(d, c, end);
         /* failed on the way, time left: again, as the core's close_sync does */
         if (rc && rc != ELECTOR_ETIMEDOUT && rc != ELECTOR_ECANCELED &&
             rc != ELECTOR_ECLOSED)
