@@ -172,6 +172,7 @@ struct app {
     int64_t wait_until_ms;        /* --timeout: give up waiting at this time (0: none) */
     int stop_sig;                 /* SIGINT or SIGTERM that asked us to stop (0: none) */
     bool interrupted;             /* ... before being elected (said after the signal) */
+    int64_t handed_over_ns;       /* stopping, our key's Delete answered (0: not) */
     int start_retries;            /* etcd unreachable at start: attempts so far */
     uint64_t start_retries_total; /* the metric elector_start_retries_total */
     uint64_t changes;             /* times we became or stopped being leader */

@@ -249,6 +249,7 @@ void app_on_event(elector_election *el, const elector_event *ev, void *ud)
             app_schedule_restart(a);
         } else if (a->stopping && !a->sup.child) {
             a->done = true;
+            if (!ev->reason) a->handed_over_ns = app_mono_ns();
         }
         break;
     case ELECTOR_EV_FAILED:
